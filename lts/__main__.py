@@ -1,0 +1,4 @@
+"""``python -m lts``."""
+from lts.cli import main
+
+main()

@@ -1,0 +1,84 @@
+"""Vectorized alpha-beta costs of collectives over a hierarchy of links.
+
+A group of ``p`` ranks whose members are ``stride`` GPUs apart (tp innermost: stride 1; ep:
+stride tp; pp: stride tp*ep) spans the link tiers of a topology, innermost first. Tier i with span
+S_i holds ``m_i = min(p, max(1, S_i // stride))`` members of the group in one of its domains
+(the outermost tier holds all p). The collective runs hierarchically, one level per tier, with
+``q_i = m_i / m_{i-1}`` ranks per level (m_{-1} = 1):
+
+- all-gather of S bytes (each rank ends with S): level i moves (q_i-1)/m_i * S bytes per rank
+  with (q_i-1) latency steps (outer levels first, so the slow link carries the least);
+  one tier: (p-1)/p*S/B + (p-1)*alpha, the ring formula (Thakur et al. 2005, §4).
+- reduce-scatter of S bytes: the same cost in reverse order.
+- all-reduce = reduce-scatter + all-gather: 2(p-1)/p*S/B + 2(p-1)*alpha on one tier (ring).
+- all-to-all with S bytes per rank (S/p to each peer): the (m_i - m_{i-1}) peers reached first
+  through tier i get their share over tier i: sum_i (m_i-m_{i-1})/p * S/B_i + (m_i-m_{i-1})*alpha_i
+  (DESIGN.md §3: the cross-node share of the bytes goes over the slower link).
+- send (point to point) of S bytes over the outermost tier the group needs: S/B + alpha.
+
+B_i is the per-GPU one-direction bandwidth times the link's efficiency. A group of one costs 0.
+Every function broadcasts over NumPy arrays of bytes, group sizes and strides.
+
+Imports: specs (for the link list type only).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "send")
+
+
+def _levels(links, p, stride):
+    """Per tier: (q_i - 1, m_i - m_{i-1}, m_i) as float arrays broadcast over p and stride."""
+    p = np.asarray(p, dtype=np.float64)
+    stride = np.asarray(stride, dtype=np.float64)
+    prev = np.ones(np.broadcast(p, stride).shape)
+    out = []
+    for i, link in enumerate(links):
+        if i == len(links) - 1:
+            m = np.broadcast_to(p, prev.shape).astype(np.float64)
+        else:
+            m = np.minimum(p, np.maximum(1.0, np.floor(link.span_gpus / stride)))
+            m = np.maximum(m, prev)
+        out.append((m / prev - 1.0, m - prev, m))
+        prev = m
+    return out
+
+
+def all_gather(links, nbytes, p, stride):
+    """Seconds for an all-gather whose result is ``nbytes`` on every rank."""
+    t = 0.0
+    for link, (q1, _, m) in zip(links, _levels(links, p, stride)):
+        t = t + q1 * link.latency_s + q1 / m * nbytes / (link.bandwidth_bytes_s * link.efficiency)
+    return t
+
+
+reduce_scatter = all_gather   # the same hierarchy walked in reverse; identical alpha-beta cost
+
+
+def all_reduce(links, nbytes, p, stride):
+    """Seconds for an all-reduce of ``nbytes``: reduce-scatter then all-gather."""
+    return reduce_scatter(links, nbytes, p, stride) + all_gather(links, nbytes, p, stride)
+
+
+def all_to_all(links, nbytes, p, stride):
+    """Seconds for an all-to-all where each rank holds ``nbytes`` split evenly over the p ranks."""
+    p_arr = np.asarray(p, dtype=np.float64)
+    t = 0.0
+    for link, (_, dm, _) in zip(links, _levels(links, p, stride)):
+        t = t + dm * link.latency_s + dm / p_arr * nbytes / (link.bandwidth_bytes_s * link.efficiency)
+    return t
+
+
+def send(links, nbytes, p, stride):
+    """Seconds for a point-to-point send between neighbours of the group (slowest tier used)."""
+    p_arr = np.asarray(p, dtype=np.float64)
+    t = np.zeros(np.broadcast(p_arr, np.asarray(stride), np.asarray(nbytes)).shape)
+    for link, (_, dm, _) in zip(links, _levels(links, p, stride)):
+        uses = dm > 0   # this tier connects some members of the group
+        t = np.where(uses, nbytes / (link.bandwidth_bytes_s * link.efficiency) + link.latency_s, t)
+    return np.where(p_arr > 1, t, 0.0)
+
+
+COST = {"all-reduce": all_reduce, "all-gather": all_gather, "reduce-scatter": reduce_scatter,
+        "all-to-all": all_to_all, "send": send}

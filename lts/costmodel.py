@@ -1,0 +1,811 @@
+"""Vectorized roofline cost model: ``evaluate(model, topology, workload, strategies[N, 16])``.
+
+How a strategy is costed (DESIGN.md §3; every formula below has its reason beside it):
+
+1. **Coarse tables.** Strategies are grouped by their coarse part (tp, ep, pp, batch). For each
+   distinct coarse row, every op is costed in every *mode* it can run in, a mode being
+   (choice, input layout, output layout) over the tp group: ``R`` replicated, ``T`` split on
+   tokens (whole sequences), ``F`` split on features, ``P`` partial sums (and ``ER``/``ET``, the
+   expert-local state between FFN1 and FFN2 under the ``experts`` choice). Conversions between
+   layouts are costed for each activation (hidden, qkv, scores, context, intermediate, router
+   logits). All of this is a few NumPy expressions over [G] arrays, G = distinct coarse rows.
+2. **Walk.** For N strategies at once, the 12 ops are walked in order (a loop over 12 ops, never
+   over strategies): each op's mode follows from its choice and the incoming layout (an op that
+   accepts R or T takes whichever conversion is cheaper, ties keep the incoming layout), the
+   conversion is inserted, and op, conversion and collective times are gathered from the tables.
+3. **Assembly.** Stage time = the layers of the stage + embedding on the first stage + final norm
+   and LM head on the last; TPOT = pp x (slowest stage + stage-to-stage send) (the batch runs as
+   pp micro-batches, so one decode step of every sequence takes pp stage slots); prefill TTFT =
+   (2pp-1) x (slowest stage + send) (pp micro-batches through pp stages).
+
+Roofline per op: time = max(FLOPs / (peak * eta_compute), HBM bytes / (HBM bw * eta_memory))
++ kernel overhead (Williams et al. 2009 roofline; overhead: a fixed launch cost per fused op).
+Collectives are not overlapped with compute (PAPER.md §6 recommendation).
+
+Imports: specs, strategy, collectives, units.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import collectives as coll
+from .specs import ModelSpec, TopologySpec, attention_params
+from .strategy import BATCH, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
+from .units import DTYPE_BYTES
+
+# layouts over the tp group
+R, T, F, P, ER, ET = 0, 1, 2, 3, 4, 5
+LAYOUT_NAMES = ("R", "T", "F", "P", "ER", "ET")
+NORM_LAYOUT = {DIM0: T, DIM1: F, NONE: R}          # a norm's choice fixes the residual's layout
+
+# validity reasons (bit flags) and their messages
+REASONS = ("budget", "divisibility", "memory", "slo", "experts")
+REASON_BIT = {r: 1 << i for i, r in enumerate(REASONS)}
+
+PHASES = ("decode", "prefill")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What is served. ``decode``: one token per sequence per step at ``context`` tokens of KV
+    cache (the paper's case); ``prefill``: the whole prompt of ``context`` tokens per sequence in
+    one pass."""
+    phase: str = "decode"
+    context: int = 16384
+    tpot_slo_ms: float = 50.0
+    ttft_slo_ms: float = 0.0       # 0: no TTFT SLO
+    gpus: int = 0                  # device budget; 0: the whole topology
+
+    def budget(self, topo: TopologySpec) -> int:
+        return self.gpus or topo.gpus
+
+
+# ----------------------------------------------------------------------------------------------
+# modes: (choice, input layout, output layout) per op kind. Row-parallel GEMMs need F and produce
+# P, column-parallel need R and produce F, `none` works on R or on its own tokens T (DESIGN.md §3).
+
+GEMM_MODES = ((DIM0, F, P), (DIM1, R, F), (NONE, R, R), (NONE, T, T))
+FFN1_MODES = GEMM_MODES + ((EXPERTS, R, ER), (EXPERTS, T, ET))
+FFN2_MODES = GEMM_MODES + ((EXPERTS, ER, P), (EXPERTS, ET, T))
+SCORES_MODES = ((DIM0, F, F), (DIM1, F, P), (NONE, R, R), (NONE, T, T))   # dim1: head_dim partial sums
+CONTEXT_MODES = ((DIM0, F, F), (DIM1, R, F), (NONE, R, R), (NONE, T, T))  # dim1: needs full probs
+NORM_MODES = ((DIM0, T, T), (DIM1, F, F), (NONE, R, R))
+EMBED_MODES = ((DIM0, R, P), (DIM1, R, F), (NONE, R, R))                  # input: token ids (R)
+MAX_MODES = 6
+
+# op slots: the 12 ops, then the FFN ops of the dense layers of a MoE model (DeepSeek's first 3)
+SLOTS = OPS + ("router_dense", "ffn1_dense", "ffn2_dense")
+SLOT = {name: i for i, name in enumerate(SLOTS)}
+SLOT_MODES = {
+    "embedding": EMBED_MODES, "attn_norm": NORM_MODES, "qkv": GEMM_MODES,
+    "scores": SCORES_MODES, "context": CONTEXT_MODES, "out_proj": GEMM_MODES,
+    "ffn_norm": NORM_MODES, "router": GEMM_MODES, "ffn1": FFN1_MODES, "ffn2": FFN2_MODES,
+    "final_norm": NORM_MODES, "lm_head": GEMM_MODES,
+    "router_dense": GEMM_MODES, "ffn1_dense": FFN1_MODES, "ffn2_dense": FFN2_MODES,
+}
+
+# activation points where conversions happen (bytes of the full activation per tp group)
+POINTS = ("hidden", "qkv", "scores", "context", "inter", "inter_dense", "router", "logits")
+PT = {name: i for i, name in enumerate(POINTS)}
+
+# the collective each conversion inserts (DESIGN.md §3 table); None = free (a local slice)
+CONVERSION = {
+    (T, R): "all-gather", (F, R): "all-gather", (T, F): "all-to-all", (F, T): "all-to-all",
+    (P, R): "all-reduce", (P, T): "reduce-scatter", (P, F): "reduce-scatter",
+}
+
+
+def _mode_lookup():
+    """[slot, choice, input layout] -> mode index (-1 where the choice never takes that input)."""
+    table = np.zeros((len(SLOTS), 4, MAX_MODES), dtype=np.int64)   # unreachable combos -> mode 0
+    for s, name in enumerate(SLOTS):
+        for m, (choice, lin, _) in enumerate(SLOT_MODES[name]):
+            table[s, choice, lin] = m
+    return table
+
+
+MODE_OF = _mode_lookup()
+MODE_IN = np.full((len(SLOTS), MAX_MODES), -1, dtype=np.int64)
+MODE_OUT = np.full((len(SLOTS), MAX_MODES), -1, dtype=np.int64)
+for _s, _name in enumerate(SLOTS):
+    for _m, (_c, _lin, _lout) in enumerate(SLOT_MODES[_name]):
+        MODE_IN[_s, _m], MODE_OUT[_s, _m] = _lin, _lout
+
+
+def _frac(n, p):
+    """Share of a dimension of size n on the busiest of p ranks: ceil(n/p)/n."""
+    n = np.maximum(n, 1)    # an empty dimension (no dense layers, no shared expert) costs nothing
+    return np.ceil(n / p) / n
+
+
+# ----------------------------------------------------------------------------------------------
+# per coarse row: op costs per mode and conversion costs
+
+@dataclass
+class Tables:
+    """Costs for G distinct coarse rows. Arrays are [G, ...]; times in seconds, sizes in bytes."""
+    coarse: np.ndarray                 # [G, 4] tp, ep, pp, batch
+    compute_s: np.ndarray              # [G, slots, modes] FLOP-bound time of one op instance
+    memory_s: np.ndarray               # [G, slots, modes] HBM-bound time
+    time_s: np.ndarray                 # [G, slots, modes] roofline + kernel overhead
+    intrinsic_s: np.ndarray            # [G, slots, modes] collectives the op itself needs
+    intrinsic: dict                    # (slot, mode) -> list of (kind, group, bytes[G], time[G])
+    weight_bytes: np.ndarray           # [G, slots, modes] resident weights per GPU
+    kv_bytes: np.ndarray               # [G, slots, modes] resident KV cache per GPU per layer
+    conv_s: np.ndarray                 # [G, points, 6 from, 6 to] (zero diagonal; ER/ET free)
+    conv_bytes: np.ndarray             # [G, points] full activation bytes
+    rt_pick: np.ndarray                # [G, points, 6 from] R or T: the cheaper target for `none`
+    final_s: np.ndarray                # [G, 4] logits layout -> sampled ids everywhere
+    send_s: np.ndarray                 # [G, 2] stage-to-stage send: [hidden split over tp, full]
+    send_bytes: np.ndarray             # [G, 2]
+    workspace_bytes: np.ndarray        # [G]
+    fixed_invalid: np.ndarray          # [G] reason bits that depend only on the coarse row
+    layers_per_stage: np.ndarray       # [G]
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.op_total_s = self.time_s + self.intrinsic_s   # [G, slots, modes]
+
+
+class _Shape:
+    """Model dimensions and workload sizes as arrays over G coarse rows."""
+
+    def __init__(self, model: ModelSpec, topo: TopologySpec, work: Workload, coarse):
+        self.m, self.topo, self.work = model, topo, work
+        coarse = np.asarray(coarse, dtype=np.int64)
+        self.p = coarse[:, TP].astype(np.float64)
+        self.ep = coarse[:, EP].astype(np.float64)
+        self.pp = coarse[:, PP].astype(np.float64)
+        self.batch = coarse[:, BATCH].astype(np.float64)
+        a, f = model.attention, model.ffn
+        prec = model.precision
+        self.wb, self.kvb, self.ab = prec.weight_bytes, prec.kv_bytes, prec.act_bytes
+        self.peak = topo.peak_for(prec.weights) * topo.compute_efficiency
+        self.hbm = topo.hbm_bandwidth_bytes_s * topo.memory_efficiency
+        self.overhead = topo.kernel_overhead_s
+        decode = work.phase == "decode"
+        # micro-batch: the batch runs as pp micro-batches; attention is data-parallel across the
+        # ep groups (each takes whole sequences); the busiest group sets the pace (ceil)
+        self.mb = np.ceil(self.batch / self.pp)
+        self.seqs = np.ceil(self.mb / self.ep)                       # sequences per tp group
+        self.tps = 1.0 if decode else float(work.context)           # tokens per sequence per step
+        self.rows = self.seqs * self.tps                            # tokens per tp group
+        self.seqs_t = np.ceil(self.seqs / self.p)                   # sequences per rank under T
+        self.rows_t = self.seqs_t * self.tps
+        self.lm_rows = self.seqs                                    # one next token per sequence
+        ctx = float(work.context)
+        self.ctx = ctx
+        # average keys a query attends to: decode reads the whole context; causal prefill ~ half
+        self.ctx_attn = ctx if decode else (ctx + 1) / 2
+        h = model.hidden
+        self.h = h
+        if a.kind == "mla":
+            # absorbed MLA (DeepSeek-V2 §2.1.2): scores over the latent + rope key, values from the
+            # latent; the cache holds one latent (kv_lora + rope) per token, not split by heads
+            self.qk_dim = a.kv_lora_rank + a.qk_rope_head_dim
+            self.v_dim = a.kv_lora_rank
+            self.k_tok = (a.kv_lora_rank + a.qk_rope_head_dim) * self.kvb
+            self.v_tok = a.kv_lora_rank * self.kvb
+            self.k_heads = 1.0                     # the latent is shared by all heads
+            qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+            self.qkv_out = a.heads * qk + a.kv_lora_rank + a.qk_rope_head_dim
+        else:
+            self.qk_dim = a.head_dim
+            self.v_dim = a.head_dim
+            self.k_tok = a.kv_heads * a.head_dim * self.kvb
+            self.v_tok = self.k_tok
+            self.k_heads = float(a.kv_heads)
+            self.qkv_out = (a.heads + 2 * a.kv_heads) * a.head_dim
+        self.ctx_out = a.heads * a.v_dim
+        self.experts = float(f.experts)
+        self.top_k = float(f.top_k)
+
+
+def _roofline(s: _Shape, flops, nbytes):
+    compute = flops / s.peak
+    memory = nbytes / s.hbm
+    return compute, memory
+
+
+def _gemm(s, rows, k, n, wk, wn, w_total=None, k_frac=1.0, n_frac=1.0):
+    """FLOPs, HBM bytes, resident weight bytes of rows x [k, n] with shares k_frac, n_frac.
+
+    ``w_total`` overrides k*n*k_frac*n_frac as the per-rank weight element count (GQA/MLA).
+    """
+    w = k * n * k_frac * n_frac if w_total is None else w_total
+    flops = 2.0 * rows * w                                     # one multiply-add per weight per row
+    nbytes = w * s.wb + rows * (k * k_frac + n * n_frac) * s.ab   # weights + activations in/out
+    return flops, nbytes, w * s.wb
+
+
+class _Builder:
+    """Fills the [G, slots, modes] tables."""
+
+    def __init__(self, s: _Shape):
+        self.s = s
+        G = len(s.p)
+        shape = (G, len(SLOTS), MAX_MODES)
+        self.compute = np.zeros(shape)
+        self.memory = np.zeros(shape)
+        self.time = np.full(shape, np.inf)
+        self.intr = np.zeros(shape)
+        self.intrinsic = {}
+        self.weights = np.zeros(shape)
+        self.kv = np.zeros(shape)
+        self.skip_overhead = set()
+
+    def put(self, slot, mode, flops, nbytes, weights=0.0, kv=0.0, colls=(), launch=True):
+        s = self.s
+        sl = SLOT[slot]
+        c, m = _roofline(s, np.broadcast_to(flops, s.p.shape), np.broadcast_to(nbytes, s.p.shape))
+        self.compute[:, sl, mode] = c
+        self.memory[:, sl, mode] = m
+        self.time[:, sl, mode] = np.maximum(c, m) + (s.overhead if launch else 0.0)
+        self.weights[:, sl, mode] = weights
+        self.kv[:, sl, mode] = kv
+        total = np.zeros_like(s.p)
+        recs = []
+        for kind, group, nb in colls:
+            t = self._coll(kind, group, nb)
+            total = total + t
+            recs.append((kind, group, np.broadcast_to(nb, s.p.shape).astype(np.float64), t))
+        self.intr[:, sl, mode] = total
+        self.intrinsic[(sl, mode)] = recs
+
+    def _coll(self, kind, group, nbytes):
+        s = self.s
+        p, stride = {"tp": (s.p, 1.0), "ep": (s.ep, s.p), "pp": (s.pp, s.p * s.ep)}[group]
+        return np.broadcast_to(coll.COST[kind](s.topo.links, nbytes, p, stride), s.p.shape)
+
+
+def _fill_embedding(b: _Builder):
+    s = b.s
+    v, h = s.m.vocab, s.h
+    lookup = s.rows * h * (s.wb + s.ab)        # read one table row and write it, per token
+    b.put("embedding", 0, 0.0, s.rows * h * s.wb / s.p + s.rows * h * s.ab,
+          v * h * _frac(v, s.p) * s.wb)        # vocab-parallel: each rank looks up its own ids
+    b.put("embedding", 1, 0.0, lookup * _frac(h, s.p), v * h * _frac(h, s.p) * s.wb)
+    b.put("embedding", 2, 0.0, lookup, v * h * s.wb)
+
+
+def _fill_norm(b: _Builder, slot, rows_attr="rows"):
+    s = b.s
+    h, rows = s.h, getattr(s, rows_attr)
+    rows_t = s.rows_t if rows_attr == "rows" else np.ceil(rows / s.p)
+    # RMSNorm + residual add: read x and residual, write the sum and the normed output
+    b.put(slot, 0, 8.0 * rows_t * h, 4.0 * rows_t * h * s.ab, h * s.wb)
+    # hidden-split norm: the sum of squares of each token is all-reduced over tp (4 bytes each)
+    b.put(slot, 1, 8.0 * rows * h * _frac(h, s.p), 4.0 * rows * h * _frac(h, s.p) * s.ab,
+          h * _frac(h, s.p) * s.wb, colls=[("all-reduce", "tp", rows * 4.0)])
+    b.put(slot, 2, 8.0 * rows * h, 4.0 * rows * h * s.ab, h * s.wb)
+
+
+def _fill_gemm(b: _Builder, slot, k, n, col_weights=None, col_out=None, rows=None, rows_t=None,
+               dim0_frac=None):
+    """A dense GEMM op in its four modes (row, column, none-R, none-T)."""
+    s = b.s
+    rows = s.rows if rows is None else rows
+    rows_t = s.rows_t if rows_t is None else rows_t
+    fk = _frac(k, s.p) if dim0_frac is None else dim0_frac
+    fl, by, w = _gemm(s, rows, k, n, s.wb, s.wb, k_frac=fk)
+    b.put(slot, 0, fl, by, w)
+    if col_weights is None:
+        fl, by, w = _gemm(s, rows, k, n, s.wb, s.wb, n_frac=_frac(n, s.p))
+    else:   # column split with replicated parts (GQA KV heads beyond kv_heads, MLA down-projections)
+        w = col_weights
+        fl = 2.0 * rows * w
+        by = w * s.wb + rows * (k + col_out) * s.ab
+        w = w * s.wb
+    b.put(slot, 1, fl, by, w)
+    for mode, r in ((2, rows), (3, rows_t)):
+        fl, by, w = _gemm(s, r, k, n, s.wb, s.wb)
+        b.put(slot, mode, fl, by, w)
+
+
+def _fill_attention(b: _Builder):
+    s = b.s
+    m, a = s.m, s.m.attention
+    heads = float(a.heads)
+    # --- QKV projection
+    qkv_w = attention_params(m)["qkv"]
+    if a.kind == "mla":
+        # column split over heads: q_b and kv_b split by heads; q_a, kv_a replicated (vLLM MLA)
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        down = s.h * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
+        up = qkv_w - down
+        col_w = down + up * _frac(heads, s.p)
+        col_out = (heads * qk) * _frac(heads, s.p) + a.kv_lora_rank + a.qk_rope_head_dim
+    else:
+        q_w = s.h * a.heads * a.head_dim
+        col_w = q_w * _frac(heads, s.p) + (qkv_w - q_w) * _frac(a.kv_heads, s.p)
+        col_out = a.heads * a.head_dim * _frac(heads, s.p) \
+            + 2 * a.kv_heads * a.head_dim * _frac(a.kv_heads, s.p)
+    _fill_gemm(b, "qkv", s.h, qkv_w / s.h, col_weights=col_w, col_out=col_out)
+
+    # --- scores Q.K^T (reads the K cache) and context P.V (reads the V cache)
+    def attn(slot, dim, cache_tok, head_frac0, modes):
+        per_seq_flops = 2.0 * heads * dim * s.ctx_attn * s.tps
+        per_seq_read = s.ctx * cache_tok                       # the cache read once per step
+        per_seq_io = s.tps * heads * dim * s.ab * 2            # query in, result out
+        frac0 = _frac(heads, s.p)
+        for mode, (seqs, ffl, fcache) in modes.items():
+            fl = seqs * per_seq_flops * ffl
+            by = seqs * (per_seq_read * fcache + per_seq_io * ffl)
+            kv = seqs * s.ctx * cache_tok * fcache
+            b.put(slot, mode, fl, by, 0.0, kv)
+        return frac0
+
+    kh = s.k_heads
+    fdim_k = _frac(s.qk_dim, s.p) if a.kind == "mla" else _frac(a.head_dim, s.p)
+    attn("scores", s.qk_dim, s.k_tok, None, {
+        0: (s.seqs, _frac(heads, s.p), _frac(kh, s.p) if kh > 1 else 1.0),
+        1: (s.seqs, _frac(s.qk_dim, s.p), fdim_k),
+        2: (s.seqs, 1.0, 1.0),
+        3: (s.seqs_t, 1.0, 1.0)})
+    fdim_v = _frac(s.v_dim, s.p)
+    attn("context", s.v_dim, s.v_tok, None, {
+        0: (s.seqs, _frac(heads, s.p), _frac(kh, s.p) if kh > 1 else 1.0),
+        1: (s.seqs, fdim_v, fdim_v),
+        2: (s.seqs, 1.0, 1.0),
+        3: (s.seqs_t, 1.0, 1.0)})
+    # --- output projection [heads*v_dim, hidden]: row split by heads
+    _fill_gemm(b, "out_proj", s.ctx_out, s.h, dim0_frac=_frac(heads, s.p))
+
+
+def _active(s, experts_rank, tokens):
+    """Expected experts (of ``experts_rank``) that receive at least one of ``tokens`` tokens."""
+    return experts_rank * (1.0 - (1.0 - s.top_k / s.experts) ** tokens)
+
+
+def _fill_ffn(b: _Builder, moe: bool):
+    """FFN1/FFN2 (and the router) of one layer type in their six modes each."""
+    s, f = b.s, b.s.m.ffn
+    h = s.h
+    sfx = "" if moe else "_dense"
+    if not moe and not s.m.is_moe:
+        sfx = ""
+    up_mats = f.n_mats - 1
+    rows, rows_t = s.rows, s.rows_t
+    if moe:
+        inter, k = float(f.expert_intermediate), s.top_k
+        e_loc = s.experts / s.ep                          # experts on each ep rank
+        pairs = rows * k                                  # (token, expert) pairs per tp group
+        shared = float(f.shared_intermediate)
+        # router [hidden, experts] before FFN1
+        _fill_gemm(b, "router", h, s.experts)
+    else:
+        inter, k, e_loc, pairs, shared = float(f.intermediate), 1.0, 1.0, rows, 0.0
+        if s.m.is_moe:
+            for mode in range(4):                          # dense layers of a MoE: no router
+                b.put("router_dense", mode, 0.0, 0.0, launch=False)
+        else:
+            for mode in range(4):
+                b.put("router", mode, 0.0, 0.0, launch=False)
+    tokens = s.mb * s.tps                                  # tokens routed per micro-batch step
+    e_rank_x = np.ceil(e_loc / s.p)                        # experts per rank under `experts`
+
+    def expert_part(which, mode):
+        """FLOPs, bytes, weights of the routed part on the busiest rank."""
+        mats = up_mats if which == 1 else 1
+        w_exp = h * inter * mats                           # one expert's weights in this op
+        if mode in (0, 1):
+            fr = _frac(h, s.p) if (mode == 0) == (which == 1) else _frac(inter, s.p)
+            npairs, ex, toks = pairs, e_loc, tokens
+        elif mode == 2:
+            fr, npairs, ex, toks = 1.0, pairs, e_loc, tokens
+        elif mode == 3:
+            fr, npairs, ex, toks = 1.0, pairs / s.p, e_loc, tokens / s.p
+        elif moe:   # experts: whole experts per rank, tokens of those experts only
+            fr, npairs, ex, toks = 1.0, pairs * e_rank_x / e_loc, e_rank_x, tokens
+        else:       # `experts` on a dense FFN: replicated weights, each rank its share of tokens
+            fr, npairs, ex, toks = 1.0, pairs / s.p, 1.0, tokens / s.p
+        if moe:
+            act = _active(s, ex, toks)                      # weights of idle experts are not read
+        else:
+            act = 1.0
+        flops = 2.0 * npairs * w_exp * fr
+        in_w = h if which == 1 else inter
+        out_w = inter * up_mats if which == 1 else h
+        fin = fr if (which == 1 and mode == 0) or (which == 2 and mode == 0) else 1.0
+        fout = fr if (which == 1 and mode == 1) or (which == 2 and mode == 1) else 1.0
+        nbytes = act * w_exp * fr * s.wb + npairs * (in_w * fin + out_w * fout) * s.ab
+        return flops, nbytes, ex * w_exp * fr * s.wb
+
+    def shared_part(which, mode):
+        if shared == 0:
+            return 0.0, 0.0, 0.0
+        mats = up_mats if which == 1 else 1
+        w = h * shared * mats
+        if mode in (0, 1):
+            fr = _frac(h, s.p) if (mode == 0) == (which == 1) else _frac(shared, s.p)
+            r = rows
+        elif mode in (2, 4):   # experts choice: the shared expert is replicated, tokens split
+            fr, r = 1.0, rows if mode == 2 else rows / s.p
+        else:
+            fr, r = 1.0, rows_t
+        return 2.0 * r * w * fr, w * fr * s.wb + r * h * 2 * s.ab, w * fr * s.wb
+
+    for which, slot, modes in ((1, "ffn1" + sfx, FFN1_MODES), (2, "ffn2" + sfx, FFN2_MODES)):
+        for mode, (choice, lin, lout) in enumerate(modes):
+            fl, by, w = expert_part(which, mode)
+            fl2, by2, w2 = shared_part(which, mode)
+            colls = []
+            if moe and which == 1 and s.ep.max() > 1:
+                # dispatch: each routed copy goes to its expert's ep rank (all-to-all over ep);
+                # ranks holding a split (T, F) or an expert subset send only their share
+                split = (lin != R) or choice == EXPERTS
+                colls.append(("all-to-all", "ep", rows * k * h * s.ab / (s.p if split else 1.0)
+                              * (s.ep > 1)))
+            if moe and which == 2 and s.ep.max() > 1:
+                split = lout in (T, F) or choice == EXPERTS
+                colls.append(("all-to-all", "ep", rows * k * h * s.ab / (s.p if split else 1.0)
+                              * (s.ep > 1)))
+            if choice == EXPERTS and (lin == T or lout == T):
+                # tokens held per rank (T) travel to the rank holding their expert and back
+                colls.append(("all-to-all", "tp", rows_t * k * h * s.ab))
+            b.put(slot, mode, fl + fl2, by + by2, w + w2, colls=colls)
+
+
+def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -> Tables:
+    """Cost every op in every mode and every layout conversion for each coarse row."""
+    s = _Shape(model, topo, work, coarse)
+    b = _Builder(s)
+    _fill_embedding(b)
+    _fill_norm(b, "attn_norm")
+    _fill_norm(b, "ffn_norm")
+    _fill_norm(b, "final_norm")
+    _fill_attention(b)
+    _fill_ffn(b, moe=model.is_moe)
+    if model.is_moe:
+        _fill_ffn(b, moe=False)   # the dense layers
+    else:
+        for slot in ("router_dense", "ffn1_dense", "ffn2_dense"):
+            for mode in range(MAX_MODES):
+                b.put(slot, mode, 0.0, 0.0, launch=False)
+    _fill_gemm(b, "lm_head", s.h, model.vocab, rows=s.lm_rows, rows_t=np.ceil(s.lm_rows / s.p))
+
+    # ---- conversions between layouts, per activation point
+    f = model.ffn
+    inter_moe = (s.rows * s.top_k * f.expert_intermediate * (f.n_mats - 1 > 0)
+                 + s.rows * f.shared_intermediate) if model.is_moe else s.rows * f.intermediate
+    full = {  # elements of the whole activation held by one tp group
+        "hidden": s.rows * s.h, "qkv": s.rows * s.qkv_out,
+        "scores": s.rows * model.attention.heads * s.ctx_attn, "context": s.rows * s.ctx_out,
+        "inter": inter_moe, "inter_dense": s.rows * f.intermediate,
+        "router": s.rows * s.experts, "logits": s.lm_rows * model.vocab,
+    }
+    G = len(s.p)
+    conv = np.zeros((G, len(POINTS), 6, 6))
+    conv_bytes = np.zeros((G, len(POINTS)))
+    for name, elems in full.items():
+        nb = np.broadcast_to(elems * s.ab, s.p.shape)
+        conv_bytes[:, PT[name]] = nb
+        for (src, dst), kind in CONVERSION.items():
+            # all-to-all moves each rank's share (S/p); the others work on the whole tensor S
+            size = nb / s.p if kind == "all-to-all" else nb
+            conv[:, PT[name], src, dst] = coll.COST[kind](topo.links, size, s.p, 1.0)
+    # a `none` op takes R or T, whichever conversion is cheaper (ties keep the incoming layout)
+    to_r, to_t = conv[:, :, :, R], conv[:, :, :, T]
+    rt_pick = np.where(to_t < to_r, T, R)
+    rt_pick[:, :, T] = np.where(to_r[:, :, T] < to_t[:, :, T], R, T)
+    rt_pick[:, :, ER:] = R       # only reached by an unmatched `experts` pair, which is invalid
+    # after the LM head every rank needs the sampled ids: R has them; T samples its own tokens and
+    # all-gathers the ids (4 bytes each); F (vocab split) gathers the logits, P all-reduces them
+    logits = conv_bytes[:, PT["logits"]]
+    final = np.zeros((G, 4))
+    final[:, T] = coll.all_gather(topo.links, s.lm_rows * 4.0, s.p, 1.0)
+    final[:, F] = coll.all_gather(topo.links, logits, s.p, 1.0)
+    final[:, P] = coll.all_reduce(topo.links, logits, s.p, 1.0)
+    # stage-to-stage: the activation and the residual of the micro-batch (split over tp if the
+    # layout is T or F, else whole on each rank)
+    hid = conv_bytes[:, PT["hidden"]]
+    send_bytes = np.stack([hid / s.p, hid], axis=1)
+    send = np.stack([coll.send(topo.links, send_bytes[:, i], s.pp, s.p * s.ep) for i in range(2)], 1)
+    # workspace: activations of one layer in flight (hidden, qkv, context, FFN intermediate,
+    # logits), double-buffered
+    inter_w = (s.top_k * f.expert_intermediate + f.shared_intermediate) if model.is_moe \
+        else f.intermediate
+    workspace = 2.0 * s.ab * (s.rows * (3 * s.h + s.qkv_out + s.ctx_out + inter_w * (f.n_mats - 1))
+                              + s.lm_rows * model.vocab)
+    # coarse-only validity
+    budget = work.budget(topo)
+    bad = np.zeros(G, dtype=np.int64)
+    bad |= np.where(s.p * s.ep * s.pp > budget, REASON_BIT["budget"], 0)
+    bad |= np.where(model.layers % s.pp.astype(np.int64) != 0, REASON_BIT["divisibility"], 0)
+    if model.is_moe:
+        bad |= np.where(f.experts % s.ep.astype(np.int64) != 0, REASON_BIT["divisibility"], 0)
+    else:
+        bad |= np.where(s.ep > 1, REASON_BIT["experts"], 0)
+    return Tables(np.asarray(coarse), b.compute, b.memory, b.time, b.intr, b.intrinsic,
+                  b.weights, b.kv, conv, conv_bytes, rt_pick, final, send, send_bytes, workspace,
+                  bad, np.floor(model.layers / s.pp))
+
+
+# ----------------------------------------------------------------------------------------------
+# the walk over ops
+
+def _fixed_inputs():
+    """[slot, choice] -> the input layout a dim-0/dim-1 choice needs (-1: chosen per strategy)."""
+    fixed = np.zeros((len(SLOTS), 4), dtype=np.int64)       # choices 2, 3: picked per strategy
+    for s, name in enumerate(SLOTS):
+        for choice, lin, _ in SLOT_MODES[name]:
+            if choice in (DIM0, DIM1):
+                fixed[s, choice] = lin
+    return fixed
+
+
+FIXED_IN = _fixed_inputs()
+
+
+@dataclass
+class Walk:
+    """Per strategy [N]: resolved modes and layouts, and the time of each piece of one step."""
+    modes: dict          # slot name -> mode index
+    layouts: dict        # activation name -> layout
+    op_s: dict           # slot name -> op time (roofline + overhead + the op's own collectives)
+    convs: list          # (slot it feeds, point, src, dst, time) for every inserted conversion
+    attn_s: np.ndarray   # one layer from attn_norm to ffn_norm, conversions included
+    ffn_s: np.ndarray    # one MoE (or dense-model) FFN block: router, FFN1, FFN2, conversions
+    ffn_dense_s: np.ndarray   # one dense-layer FFN block of a MoE model (0 if none)
+    between_s: np.ndarray     # layer boundary: FFN output and residual -> next attn_norm layout
+    first_s: np.ndarray       # embedding and its conversion into the first attn_norm
+    last_s: np.ndarray        # last FFN output -> final norm -> LM head -> sampled ids
+    send_s: np.ndarray        # stage-to-stage send (activation + residual)
+    bad: np.ndarray           # reason bits that come from the choices
+
+
+def walk(tab: Tables, g: np.ndarray, choices: np.ndarray, model: ModelSpec) -> Walk:
+    """Resolve modes and sum the time pieces of strategies with coarse index g [N], choices [N, 12]."""
+    ch = {op: choices[:, i] for i, op in enumerate(OPS)}
+    N = len(g)
+    modes, lay, op_s, convs = {}, {}, {}, []
+
+    conv_flat = tab.conv_s.reshape(-1)           # flat gathers are much cheaper than 4-D ones
+    g_conv = g * (len(POINTS) * 36)
+    rt_flat = tab.rt_pick.reshape(-1)
+    g_rt = g * (len(POINTS) * 6)
+    op_flat = tab.op_total_s.reshape(-1)
+    g_op = g * (len(SLOTS) * MAX_MODES)
+
+    def conv(feeds, point, src, dst):
+        t = conv_flat[g_conv + (PT[point] * 36) + src * 6 + dst]
+        convs.append((feeds, point, src, dst, t))
+        return t
+
+    def op_time(slot, mode):
+        t = op_flat[g_op + (SLOT[slot] * MAX_MODES) + mode]
+        op_s[slot] = t
+        modes[slot] = mode
+        return t
+
+    def step(slot, choice, incoming, point):
+        """Insert the conversion into `slot` and run it; returns (time, output layout, input)."""
+        s = SLOT[slot]
+        lin = np.where(choice >= NONE, rt_flat[g_rt + PT[point] * 6 + incoming],
+                       FIXED_IN[s, choice])
+        mode = MODE_OF[s, choice, lin]
+        t = conv(slot, point, incoming, lin) + op_time(slot, mode)
+        return t, MODE_OUT[s, mode], lin
+
+    norm_layout = np.array([T, F, R])
+    l2, l7, l11 = (norm_layout[ch[n]] for n in ("attn_norm", "ffn_norm", "final_norm"))
+    lay.update(attn_norm=l2, ffn_norm=l7, final_norm=l11)
+
+    # embedding (token ids are on every rank) -> first attn_norm (activation and residual at once)
+    t_emb = op_time("embedding", ch["embedding"])
+    first = t_emb + conv("attn_norm", "hidden", MODE_OUT[SLOT["embedding"], ch["embedding"]], l2)
+
+    # attention block: attn_norm, qkv, scores, context, out_proj, then into ffn_norm
+    attn = op_time("attn_norm", ch["attn_norm"])
+    cur = l2
+    for slot, point in (("qkv", "hidden"), ("scores", "qkv"), ("context", "scores"),
+                        ("out_proj", "context")):
+        t, cur, _ = step(slot, ch[slot], cur, point)
+        attn = attn + t
+    lay["attn_out"] = cur
+    attn = attn + conv("ffn_norm", "hidden", cur, l7) + conv("ffn_norm", "hidden", l2, l7) \
+        + op_time("ffn_norm", ch["ffn_norm"])
+
+    # FFN block: router (a side branch off the normed activation), FFN1, FFN2
+    def ffn(sfx):
+        c1, c2 = ch["ffn1"], ch["ffn2"]
+        t1, out1, lin1 = step("ffn1" + sfx, c1, l7, "hidden")
+        total = t1
+        if model.is_moe and not sfx:
+            tr, outr, _ = step("router", ch["router"], l7, "hidden")
+            # the routing decision must be where the tokens are: every rank, or each rank's own (T)
+            total = total + tr + conv("router", "router", outr, np.where(lin1 == T, T, R))
+        s2 = SLOT["ffn2" + sfx]
+        pair_ok = (c1 == EXPERTS) == (c2 == EXPERTS)
+        # `experts` on FFN2 continues FFN1's expert-local state; anything else converts the
+        # intermediate activation (an unmatched experts pair is invalid and costed as R)
+        lin2 = np.where(c2 == EXPERTS, np.where(pair_ok, out1, ER),
+                        np.where(c2 >= NONE, rt_flat[g_rt + PT["inter" + sfx] * 6 + out1],
+                                 FIXED_IN[s2, c2]))
+        mode2 = MODE_OF[s2, c2, lin2]
+        total = total + conv("ffn2" + sfx, "inter" + sfx, out1, lin2) + op_time("ffn2" + sfx, mode2)
+        return total, MODE_OUT[s2, mode2], pair_ok
+
+    ffn_s, x, pair_ok = ffn("")
+    bad = np.where(pair_ok, 0, REASON_BIT["experts"])
+    if not model.is_moe:
+        bad |= np.where((ch["ffn1"] == EXPERTS) | (ch["ffn2"] == EXPERTS), REASON_BIT["experts"], 0)
+    ffn_dense = ffn("_dense")[0] if (model.is_moe and model.ffn.dense_layers) else np.zeros(N)
+    lay["ffn_out"] = x
+
+    between = conv("attn_norm", "hidden", x, l2) + conv("attn_norm", "hidden", l7, l2)
+    last = conv("final_norm", "hidden", x, l11) + conv("final_norm", "hidden", l7, l11) \
+        + op_time("final_norm", ch["final_norm"])
+    t12, out12, _ = step("lm_head", ch["lm_head"], l11, "hidden")
+    last = last + t12 + tab.final_s[g, out12]
+    lay["logits"] = out12
+    # stage-to-stage: activation (layout x) and residual (layout l7), split over tp when T or F
+    send = sum(np.where((lo == T) | (lo == F), tab.send_s[g, 0], tab.send_s[g, 1]) for lo in (x, l7))
+    return Walk(modes, lay, op_s, convs, attn, ffn_s, ffn_dense, between, first, last, send, bad)
+
+
+# ----------------------------------------------------------------------------------------------
+# assembly: stages, pipeline, memory, validity
+
+@dataclass
+class Result:
+    """Evaluation of N strategies; every array is [N]. Times in seconds, memory in bytes."""
+    strategies: np.ndarray
+    valid: np.ndarray
+    reasons: np.ndarray             # bit flags, see REASONS
+    tokens_per_s_per_gpu: np.ndarray
+    tokens_per_s: np.ndarray
+    tpot_s: np.ndarray              # decode: time per output token (one step); prefill: nan
+    ttft_s: np.ndarray              # prefill: time to first token of the batch; decode: nan
+    step_s: np.ndarray              # one pipeline round (decode) or the whole prefill pass
+    memory_bytes: np.ndarray        # per GPU, the fullest stage
+    gpus: np.ndarray
+
+    def reason_list(self, i: int) -> list:
+        return [r for r in REASONS if self.reasons[i] & REASON_BIT[r]]
+
+    def __len__(self):
+        return len(self.valid)
+
+
+def stage_candidates(pp, dense_layers, layers):
+    """Stages that can be the slowest or fullest: first, second, second-to-last, last.
+
+    Stage s holds layers [s*Lp, (s+1)*Lp); the first dense_layers are dense, so the dense count per
+    stage is non-increasing in s and every per-stage sum is linear in it: the extremes over the
+    middle stages sit at s=1 or s=pp-2.
+    """
+    pp = np.asarray(pp, dtype=np.float64)
+    lp = layers / pp
+    cand = np.stack([np.zeros_like(pp), np.minimum(1, pp - 1), np.maximum(pp - 2, 0), pp - 1], -1)
+    n_dense = np.clip(dense_layers - cand * lp[..., None], 0, lp[..., None])
+    return cand, n_dense
+
+
+def assemble(model, work, tab: Tables, g, w: Walk):
+    """Slowest stage (plus the stage-to-stage send) and the fullest stage's memory per GPU."""
+    lp = tab.layers_per_stage[g]
+    pp = tab.coarse[g, PP].astype(np.float64)
+    wflat = tab.weight_bytes.reshape(-1)
+    g_op = g * (len(SLOTS) * MAX_MODES)
+
+    def wsum(slots):
+        return sum(wflat[g_op + SLOT[s] * MAX_MODES + w.modes[s]] if s in w.modes else 0.0
+                   for s in slots) + np.zeros(len(g))
+
+    layer_w = wsum(("attn_norm", "qkv", "out_proj", "ffn_norm")) \
+        + _kv_cache(model, tab, g, w)
+    ffn_w = wsum(("router", "ffn1", "ffn2"))
+    emb_w, tail_w = wsum(("embedding",)), wsum(("final_norm", "lm_head"))
+    head = w.first_s - w.between_s          # what the first stage adds (its first layer has no boundary)
+    dense = model.ffn.dense_layers if model.is_moe else 0
+    if dense == 0:
+        # identical layers: stage = lp layers + the extras of the first and last stage
+        body = lp * (w.attn_s + w.between_s + w.ffn_s)
+        extra = np.where(pp == 1, head + w.last_s,
+                         np.maximum(np.maximum(head, w.last_s), np.where(pp >= 3, 0.0, -np.inf)))
+        slowest = body + extra + np.where(pp > 1, w.send_s, 0.0)
+        mem_body = lp * (layer_w + ffn_w)
+        mem_extra = np.where(pp == 1, emb_w + tail_w, np.maximum(emb_w, tail_w))
+        return slowest, mem_body + mem_extra + tab.workspace_bytes[g]
+    cand, n_dense = stage_candidates(pp, dense, model.layers)
+    is_first = cand == 0
+    is_last = cand == (pp - 1)[:, None]
+    n_moe = lp[:, None] - n_dense
+    stage = (lp[:, None] * (w.attn_s + w.between_s)[:, None] + n_moe * w.ffn_s[:, None]
+             + n_dense * w.ffn_dense_s[:, None]
+             + is_first * head[:, None] + is_last * w.last_s[:, None])
+    slowest = stage.max(axis=1) + np.where(pp > 1, w.send_s, 0.0)
+    ffn_dw = wsum(("ffn1_dense", "ffn2_dense"))
+    mem = (lp[:, None] * layer_w[:, None] + n_moe * ffn_w[:, None] + n_dense * ffn_dw[:, None]
+           + is_first * emb_w[:, None] + is_last * tail_w[:, None])
+    return slowest, mem.max(axis=1) + tab.workspace_bytes[g]
+
+
+def _kv_cache(model, tab, g, w):
+    """Resident KV cache per GPU per layer: K as the scores op splits it, V as the context op does.
+
+    MLA keeps one latent for keys and values: when the context op splits it the same way as the
+    scores op, the scores op's copy serves both."""
+    kflat = tab.kv_bytes.reshape(-1)
+    g_op = g * (len(SLOTS) * MAX_MODES)
+    k = kflat[g_op + SLOT["scores"] * MAX_MODES + w.modes["scores"]]
+    v = kflat[g_op + SLOT["context"] * MAX_MODES + w.modes["context"]]
+    if model.attention.kind != "mla":
+        return k + v
+    # storage key of a split: heads and R both keep whole latents of all sequences (the latent is
+    # not split by heads), dim splits the latent, T keeps whole latents of each rank's sequences
+    key = np.array([0, 1, 0, 2])
+    same = key[w.modes["scores"]] == key[w.modes["context"]]
+    return k + np.where(same, 0.0, v)
+
+
+CHUNK = 16384
+
+
+def _times(model, tables, g, choices):
+    w = walk(tables, g, choices, model)
+    slowest, memory = assemble(model, None, tables, g, w)
+    return slowest, memory, w.bad
+
+
+def coarse_key(coarse):
+    """One int64 per coarse row (tp, ep, pp < 2^12, batch < 2^24): cheap to sort and compare."""
+    c = np.asarray(coarse, dtype=np.int64)
+    return (c[:, TP] << 48) | (c[:, EP] << 36) | (c[:, PP] << 24) | c[:, BATCH]
+
+
+def tables_for(model, topo, work, strategies):
+    """Tables for the distinct coarse rows of strategies [N, 16], and each row's index into them."""
+    keys, first, inverse = np.unique(coarse_key(strategies[:, :N_COARSE]), return_index=True,
+                                     return_inverse=True)
+    coarse = strategies[first, :N_COARSE]
+    return build_tables(model, topo, work, coarse), inverse.ravel()
+
+
+def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
+             tables: Tables | None = None, coarse_index=None, return_walk=False):
+    """Evaluate strategies [N, 16] -> Result with arrays [N].
+
+    Args:
+        tables: precomputed coarse tables (with ``coarse_index`` [N] into them), to skip grouping.
+        return_walk: also return the Walk (per-op pieces) for breakdowns.
+    """
+    strategies = np.atleast_2d(np.asarray(strategies, dtype=np.int64))
+    if tables is None:
+        tables, coarse_index = tables_for(model, topo, work, strategies)
+    g = np.asarray(coarse_index)
+    choices = strategies[:, N_COARSE:]
+    if len(g) > CHUNK and not return_walk:
+        # chunks that stay in cache are ~2x faster than one pass over a large N
+        parts = [_times(model, tables, g[i:i + CHUNK], choices[i:i + CHUNK])
+                 for i in range(0, len(g), CHUNK)]
+        slowest, memory, bad = (np.concatenate(x) for x in zip(*parts))
+        w = None
+    else:
+        w = walk(tables, g, choices, model)
+        slowest, memory = assemble(model, work, tables, g, w)
+        bad = w.bad
+    c = tables.coarse[g]
+    pp = c[:, PP].astype(np.float64)
+    batch = c[:, BATCH].astype(np.float64)
+    gpus = (c[:, TP] * c[:, EP] * c[:, PP]).astype(np.float64)
+    reasons = tables.fixed_invalid[g] | bad
+    if work.phase == "decode":
+        step = pp * slowest                      # pp micro-batches each pass every stage once
+        tpot, ttft = step, np.full(len(g), np.nan)
+        tokens = batch / step
+        reasons |= np.where(tpot > work.tpot_slo_ms * 1e-3, REASON_BIT["slo"], 0)
+    else:
+        step = (2 * pp - 1) * slowest            # pp micro-batches through pp stages (fill + drain)
+        tpot, ttft = np.full(len(g), np.nan), step
+        tokens = batch * work.context / step
+        if work.ttft_slo_ms:
+            reasons |= np.where(ttft > work.ttft_slo_ms * 1e-3, REASON_BIT["slo"], 0)
+    usable = topo.hbm_bytes - topo.hbm_reserve_bytes
+    reasons |= np.where(memory > usable, REASON_BIT["memory"], 0)
+    valid = reasons == 0
+    res = Result(strategies, valid, reasons, tokens / gpus, tokens, tpot, ttft, step, memory, gpus)
+    return (res, w, tables) if return_walk else res

@@ -1,0 +1,451 @@
+"""Model and topology files -> frozen dataclasses. All file validation lives here.
+
+A model file (``models/*.toml``) and a topology file (``topologies/*.toml``) are described in
+DESIGN.md §1 and the README. Every bad input raises ``SpecError`` naming the file, the key, the
+value and what was expected; nothing else in lts reads TOML.
+
+Units: TOML keys carry their unit (``hbm_gib``, ``bandwidth_gb_s``, ``latency_us``); the
+dataclasses hold SI base units (bytes, bytes/s, FLOP/s, seconds) and say so in the field name.
+
+Imports: errors, units, _toml.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import _toml
+from .errors import SpecError
+from .units import COMPUTE_CLASS, DTYPE_BYTES, GB, GIB, TB, TFLOPS, US
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+# ----------------------------------------------------------------------------------------------
+# dataclasses
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    kind: str                 # "gqa" (MHA/GQA/MQA) or "mla"
+    heads: int
+    kv_heads: int
+    head_dim: int             # per-head width of Q and K (mla: qk_nope + qk_rope)
+    q_lora_rank: int = 0      # mla only (0: no low-rank query)
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0       # mla: value head width; gqa: equals head_dim
+
+    @property
+    def v_dim(self) -> int:   # width of one value head
+        return self.v_head_dim if self.kind == "mla" else self.head_dim
+
+
+@dataclass(frozen=True)
+class FFNSpec:
+    kind: str                 # "dense" or "moe"
+    gated: bool               # SwiGLU: 3 matrices, else 2
+    intermediate: int = 0     # width of dense layers (dense model, or the first dense_layers of a MoE)
+    experts: int = 1
+    top_k: int = 1
+    expert_intermediate: int = 0
+    shared_experts: int = 0
+    shared_intermediate: int = 0   # total width of the shared expert(s)
+    dense_layers: int = 0
+
+    @property
+    def n_mats(self) -> int:
+        return 3 if self.gated else 2
+
+
+@dataclass(frozen=True)
+class PrecisionSpec:
+    weights: str = "bf16"
+    kv_cache: str = "bf16"
+    activations: str = "bf16"
+
+    @property
+    def weight_bytes(self) -> float:
+        return DTYPE_BYTES[self.weights]
+
+    @property
+    def kv_bytes(self) -> float:
+        return DTYPE_BYTES[self.kv_cache]
+
+    @property
+    def act_bytes(self) -> float:
+        return DTYPE_BYTES[self.activations]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    source: str
+    layers: int
+    hidden: int
+    vocab: int
+    attention: AttentionSpec
+    ffn: FFNSpec
+    precision: PrecisionSpec
+    tie_embeddings: bool = False
+    params_published: float = 0.0
+    active_params_published: float = 0.0
+    path: str = ""
+
+    @property
+    def is_moe(self) -> bool:
+        return self.ffn.kind == "moe"
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.ffn.dense_layers if self.is_moe else 0
+
+    @property
+    def dense_ffn_layers(self) -> int:
+        return self.ffn.dense_layers if self.is_moe else self.layers
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    name: str
+    span_gpus: int            # consecutive GPUs this link connects (innermost first)
+    bandwidth_bytes_s: float  # per GPU, one direction
+    latency_s: float          # alpha per collective step
+    efficiency: float         # achievable fraction of bandwidth
+
+
+@dataclass(frozen=True)
+class TopologySpec:
+    name: str
+    source: str
+    gpu_name: str
+    peak_flops: dict          # compute class ("bf16", "fp8", "fp4") -> FLOP/s, dense
+    hbm_bytes: float
+    hbm_bandwidth_bytes_s: float
+    compute_efficiency: float
+    memory_efficiency: float
+    kernel_overhead_s: float
+    hbm_reserve_bytes: float
+    gpus_per_node: int
+    nodes: int
+    links: tuple = field(default_factory=tuple)   # LinkSpec, innermost first
+    path: str = ""
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    def peak_for(self, dtype: str) -> float:
+        """Dense tensor-core FLOP/s for GEMMs whose weights are ``dtype``.
+
+        A precision the GPU lacks runs at the next one it has (fp4 -> fp8 -> bf16: weight-only
+        quantization dequantizes into a wider math type).
+        """
+        order = ["fp4", "fp8", "bf16"]
+        for cls in order[order.index(COMPUTE_CLASS[dtype]):]:
+            if cls in self.peak_flops:
+                return self.peak_flops[cls]
+        raise AssertionError("bf16 peak is required by the loader")
+
+
+# ----------------------------------------------------------------------------------------------
+# a checked view of one TOML table
+
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+class _Table:
+    """Reads keys of one TOML table with type and range checks; reports unknown keys."""
+
+    def __init__(self, data, file, prefix=""):
+        self.data, self.file, self.prefix, self.used = data, file, prefix, set()
+
+    def _key(self, key):
+        return f"{self.prefix}{key}"
+
+    def has(self, key):
+        return key in self.data
+
+    def get(self, key, typ, default=None, *, required=True, minimum=None, maximum=None,
+            choices=None, positive=False):
+        self.used.add(key)
+        if key not in self.data:
+            if required and default is None:
+                raise SpecError(self.file, self._key(key), f"missing (expected {_TYPE_NAMES[typ]})")
+            return default
+        value = self.data[key]
+        ok = (isinstance(value, typ) and not (typ is int and isinstance(value, bool))) or \
+             (typ is float and isinstance(value, int) and not isinstance(value, bool))
+        if not ok:
+            raise SpecError(self.file, self._key(key),
+                            f"{value!r} is not {_TYPE_NAMES[typ]}")
+        if typ is float:
+            value = float(value)
+            if not math.isfinite(value):
+                raise SpecError(self.file, self._key(key), f"{value!r} is not a finite number")
+        if choices is not None and value not in choices:
+            raise SpecError(self.file, self._key(key),
+                            f"{value!r} is not one of {', '.join(map(repr, choices))}")
+        if positive and value <= 0:
+            raise SpecError(self.file, self._key(key), f"{value!r} must be > 0")
+        if minimum is not None and value < minimum:
+            raise SpecError(self.file, self._key(key), f"{value!r} must be >= {minimum}")
+        if maximum is not None and value > maximum:
+            raise SpecError(self.file, self._key(key), f"{value!r} must be <= {maximum}")
+        return value
+
+    def table(self, key, required=True):
+        self.used.add(key)
+        if key not in self.data:
+            if required:
+                raise SpecError(self.file, self._key(key), "missing table")
+            return _Table({}, self.file, f"{self._key(key)}.")
+        value = self.data[key]
+        if not isinstance(value, dict):
+            raise SpecError(self.file, self._key(key), f"{value!r} is not a table")
+        return _Table(value, self.file, f"{self._key(key)}.")
+
+    def array_of_tables(self, key):
+        self.used.add(key)
+        value = self.data.get(key)
+        if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
+            raise SpecError(self.file, self._key(key),
+                            "missing (expected one or more [[%s]] tables)" % self._key(key))
+        return [_Table(v, self.file, f"{self._key(key)}[{i}].") for i, v in enumerate(value)]
+
+    def finish(self):
+        unknown = sorted(set(self.data) - self.used)
+        if unknown:
+            raise SpecError(self.file, self._key(unknown[0]), "unknown key")
+
+
+def _read_toml(path: Path) -> dict:
+    try:
+        with open(path, "rb") as f:
+            return _toml.load(f)
+    except FileNotFoundError:
+        raise SpecError(path, "", "no such file") from None
+    except IsADirectoryError:
+        raise SpecError(path, "", "is a folder, expected a .toml file") from None
+    except OSError as e:
+        raise SpecError(path, "", f"cannot read ({e.strerror})") from None
+    except UnicodeDecodeError:
+        raise SpecError(path, "", "not a UTF-8 text file") from None
+    except _toml.TOMLDecodeError as e:
+        raise SpecError(path, "", f"invalid TOML ({e})") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# shipped files and short names
+
+def shipped_dir(kind: str) -> Path:
+    """The folder holding shipped ``models`` or ``topologies`` (checkout or installed wheel)."""
+    for candidate in (PACKAGE_DIR / kind, PACKAGE_DIR.parent / kind):
+        if candidate.is_dir():
+            return candidate
+    return PACKAGE_DIR.parent / kind
+
+
+def shipped_names(kind: str) -> list[str]:
+    return sorted(p.stem for p in shipped_dir(kind).glob("*.toml"))
+
+
+def resolve(kind: str, name_or_path: str) -> Path:
+    """A path as given, or a shipped short name (``moe1.6t``) -> its file."""
+    p = Path(name_or_path)
+    if p.exists() or os.sep in str(name_or_path) or str(name_or_path).endswith((".toml", ".json")):
+        return p
+    candidate = shipped_dir(kind) / f"{name_or_path}.toml"
+    if candidate.exists():
+        return candidate
+    names = ", ".join(shipped_names(kind))
+    what = "model" if kind == "models" else "topology"
+    raise SpecError(name_or_path, "",
+                    f"no such file or shipped {what} (shipped: {names})")
+
+
+# ----------------------------------------------------------------------------------------------
+# models
+
+DTYPES = tuple(DTYPE_BYTES)
+
+
+def load_model(name_or_path, precision: str | None = None) -> ModelSpec:
+    """Load a model TOML file (or shipped name, or HuggingFace config.json) and validate it.
+
+    Args:
+        name_or_path: path to a ``.toml`` or ``config.json`` (or its folder), or a shipped name.
+        precision: optional override of weights and KV cache type (``--precision fp8``).
+    """
+    path = resolve("models", str(name_or_path))
+    if path.is_dir() and (path / "config.json").exists():
+        path = path / "config.json"
+    if path.suffix == ".json":
+        from .hf import model_from_hf_config   # lazy: only needed for config.json input
+        spec = model_from_hf_config(path)
+    else:
+        spec = model_from_dict(_read_toml(path), path)
+    if precision is not None:
+        spec = with_precision(spec, precision)
+    return spec
+
+
+def with_precision(spec: ModelSpec, precision: str) -> ModelSpec:
+    from dataclasses import replace
+    if precision not in DTYPE_BYTES:
+        raise SpecError("--precision", "", f"{precision!r} is not one of {', '.join(DTYPES)}")
+    return replace(spec, precision=PrecisionSpec(precision, precision, spec.precision.activations))
+
+
+def model_from_dict(data: dict, path) -> ModelSpec:
+    t = _Table(data, path)
+    name = t.get("name", str)
+    source = t.get("source", str)
+    layers = t.get("layers", int, positive=True)
+    hidden = t.get("hidden", int, positive=True)
+    vocab = t.get("vocab", int, positive=True)
+    tie = t.get("tie_embeddings", bool, False)
+    params_pub = t.get("params_published", float, 0.0, minimum=0)
+    active_pub = t.get("active_params_published", float, 0.0, minimum=0)
+
+    a = t.table("attention")
+    kind = a.get("kind", str, choices=("gqa", "mla"))
+    heads = a.get("heads", int, positive=True)
+    kv_heads = a.get("kv_heads", int, positive=True)
+    head_dim = a.get("head_dim", int, positive=True)
+    mla = {}
+    if kind == "mla":
+        mla = dict(q_lora_rank=a.get("q_lora_rank", int, 0, minimum=0),
+                   kv_lora_rank=a.get("kv_lora_rank", int, positive=True),
+                   qk_nope_head_dim=a.get("qk_nope_head_dim", int, positive=True),
+                   qk_rope_head_dim=a.get("qk_rope_head_dim", int, positive=True),
+                   v_head_dim=a.get("v_head_dim", int, positive=True))
+        if mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"] != head_dim:
+            raise SpecError(path, "attention.head_dim",
+                            f"{head_dim} must equal qk_nope_head_dim + qk_rope_head_dim "
+                            f"({mla['qk_nope_head_dim'] + mla['qk_rope_head_dim']})")
+    if heads % kv_heads:
+        raise SpecError(path, "attention.kv_heads",
+                        f"{kv_heads} does not divide attention.heads = {heads}")
+    a.finish()
+    attention = AttentionSpec(kind, heads, kv_heads, head_dim, **mla)
+
+    f = t.table("ffn")
+    fkind = f.get("kind", str, choices=("dense", "moe"))
+    gated = f.get("gated", bool)
+    if fkind == "dense":
+        ffn = FFNSpec("dense", gated, intermediate=f.get("intermediate", int, positive=True))
+    else:
+        experts = f.get("experts", int, positive=True)
+        top_k = f.get("top_k", int, positive=True, maximum=experts)
+        expert_inter = f.get("expert_intermediate", int, positive=True)
+        shared = f.get("shared_experts", int, 0, minimum=0)
+        shared_inter = f.get("shared_intermediate", int, shared * expert_inter, minimum=0)
+        dense_layers = f.get("dense_layers", int, 0, minimum=0, maximum=layers - 1)
+        inter = f.get("intermediate", int, 0, required=dense_layers > 0, positive=dense_layers > 0)
+        if dense_layers > 0 and not inter:
+            raise SpecError(path, "ffn.intermediate", "missing (needed when ffn.dense_layers > 0)")
+        ffn = FFNSpec("moe", gated, inter, experts, top_k, expert_inter, shared, shared_inter,
+                      dense_layers)
+    f.finish()
+
+    p = t.table("precision", required=False)
+    precision = PrecisionSpec(p.get("weights", str, "bf16", choices=DTYPES),
+                              p.get("kv_cache", str, "bf16", choices=DTYPES),
+                              p.get("activations", str, "bf16", choices=DTYPES))
+    p.finish()
+    t.finish()
+    return ModelSpec(name, source, layers, hidden, vocab, attention, ffn, precision, tie,
+                     params_pub, active_pub, str(path))
+
+
+# ----------------------------------------------------------------------------------------------
+# topologies
+
+def load_topology(name_or_path) -> TopologySpec:
+    path = resolve("topologies", str(name_or_path))
+    return topology_from_dict(_read_toml(path), path)
+
+
+def topology_from_dict(data: dict, path) -> TopologySpec:
+    t = _Table(data, path)
+    name = t.get("name", str)
+    source = t.get("source", str)
+    g = t.table("gpu")
+    gpu_name = g.get("name", str)
+    peaks = {"bf16": g.get("bf16_tflops", float, positive=True) * TFLOPS}
+    for cls in ("fp8", "fp4"):
+        v = g.get(f"{cls}_tflops", float, required=False, positive=True)
+        if v is not None:
+            peaks[cls] = v * TFLOPS
+    hbm = g.get("hbm_gib", float, positive=True) * GIB
+    hbm_bw = g.get("hbm_bandwidth_tb_s", float, positive=True) * TB
+    eff_c = g.get("compute_efficiency", float, positive=True, maximum=1.0)
+    eff_m = g.get("memory_efficiency", float, positive=True, maximum=1.0)
+    overhead = g.get("kernel_overhead_us", float, minimum=0.0) * US
+    reserve = g.get("hbm_reserve_gib", float, minimum=0.0) * GIB
+    if reserve >= hbm:
+        raise SpecError(path, "gpu.hbm_reserve_gib",
+                        f"{reserve / GIB:g} must be smaller than gpu.hbm_gib = {hbm / GIB:g}")
+    g.finish()
+    n = t.table("node")
+    per_node = n.get("gpus", int, positive=True)
+    nodes = n.get("count", int, positive=True)
+    n.finish()
+    links = []
+    for lt in t.array_of_tables("link"):
+        links.append(LinkSpec(lt.get("name", str), lt.get("span_gpus", int, positive=True),
+                              lt.get("bandwidth_gb_s", float, positive=True) * GB,
+                              lt.get("latency_us", float, minimum=0.0) * US,
+                              lt.get("efficiency", float, positive=True, maximum=1.0)))
+        lt.finish()
+    for i in range(1, len(links)):
+        if links[i].span_gpus <= links[i - 1].span_gpus:
+            raise SpecError(path, f"link[{i}].span_gpus",
+                            f"{links[i].span_gpus} must be larger than the span of the link "
+                            f"inside it ({links[i - 1].span_gpus}); list links innermost first")
+    if links[-1].span_gpus < per_node * nodes:
+        raise SpecError(path, f"link[{len(links) - 1}].span_gpus",
+                        f"{links[-1].span_gpus} must cover the whole cluster "
+                        f"(node.gpus x node.count = {per_node * nodes})")
+    t.finish()
+    return TopologySpec(name, source, gpu_name, peaks, hbm, hbm_bw, eff_c, eff_m, overhead,
+                        reserve, per_node, nodes, tuple(links), str(path))
+
+
+# ----------------------------------------------------------------------------------------------
+# parameter counts (used by `lts models`, the JSON `model` block and the graph)
+
+def attention_params(m: ModelSpec) -> dict:
+    """Weights of one attention block by matrix group: {"qkv": n, "o": n}."""
+    a, h = m.attention, m.hidden
+    if a.kind == "mla":
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        q = (h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * a.heads * qk) if a.q_lora_rank \
+            else h * a.heads * qk
+        kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank \
+            + a.kv_lora_rank * a.heads * (a.qk_nope_head_dim + a.v_head_dim)
+        return {"qkv": q + kv, "o": a.heads * a.v_head_dim * h}
+    return {"qkv": h * (a.heads + 2 * a.kv_heads) * a.head_dim, "o": a.heads * a.head_dim * h}
+
+
+def param_counts(m: ModelSpec) -> dict:
+    """Total and per-token active parameters (norms included, MTP heads and biases excluded)."""
+    h, f = m.hidden, m.ffn
+    att = sum(attention_params(m).values())
+    norms = 2 * h
+    dense_ffn = f.n_mats * h * f.intermediate
+    embed = m.vocab * h * (1 if m.tie_embeddings else 2) + h       # + final norm
+    if m.is_moe:
+        expert = f.n_mats * h * f.expert_intermediate
+        shared = f.n_mats * h * f.shared_intermediate
+        router = h * f.experts
+        moe_total = f.experts * expert + shared + router
+        moe_active = f.top_k * expert + shared + router
+    else:
+        moe_total = moe_active = 0
+    total = m.layers * (att + norms) + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_total
+    active = m.layers * (att + norms) + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_active
+    return {"params_total": float(total + embed), "params_active": float(active + embed)}

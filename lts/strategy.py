@@ -1,0 +1,179 @@
+"""Strategy vectors, the 12 fused operators, value sets and the search space (DESIGN.md §2).
+
+A strategy is one integer row of 16 entries ``(tp, ep, pp, batch, op_1 ... op_12)``: the first four
+are the degrees and the batch themselves, the last twelve are choice codes
+
+    0 = shard dim 0, 1 = shard dim 1, 2 = none (replicated), 3 = experts (FFN1/FFN2 of MoE only).
+
+Ranks of one instance (tp*ep*pp GPUs) are placed tp innermost, then ep, then pp outermost, so a tp
+group is contiguous (stride 1), an ep group has stride tp and a pp group stride tp*ep.
+
+Imports: errors, specs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import StrategyError
+
+# column layout of a strategy row
+TP, EP, PP, BATCH = 0, 1, 2, 3
+N_COARSE = 4
+OPS = ("embedding", "attn_norm", "qkv", "scores", "context", "out_proj",
+       "ffn_norm", "router", "ffn1", "ffn2", "final_norm", "lm_head")
+N_OPS = len(OPS)
+WIDTH = N_COARSE + N_OPS
+OP_COL = {name: N_COARSE + i for i, name in enumerate(OPS)}
+
+DIM0, DIM1, NONE, EXPERTS = 0, 1, 2, 3
+CHOICE_NAMES = ("0", "1", "none", "experts")
+CHOICE_CODES = {"0": DIM0, "1": DIM1, "none": NONE, "experts": EXPERTS}
+
+# what dim 0 / dim 1 mean per op (DESIGN.md §2 table), for help text and reports
+OP_DIMS = {
+    "embedding": ("vocab", "hidden"), "attn_norm": ("tokens", "hidden"),
+    "qkv": ("hidden (row)", "heads (column)"), "scores": ("heads", "head_dim (partial sums)"),
+    "context": ("heads", "head_dim"), "out_proj": ("heads (row)", "hidden (column)"),
+    "ffn_norm": ("tokens", "hidden"), "router": ("hidden", "experts"),
+    "ffn1": ("hidden (row)", "intermediate (column)"), "ffn2": ("intermediate (row)", "hidden (column)"),
+    "final_norm": ("tokens", "hidden"), "lm_head": ("hidden", "vocab"),
+}
+# Megatron-LM's per-op sharding: the baseline every report compares with
+MEGATRON = (DIM0, NONE, DIM1, DIM0, DIM0, DIM0, NONE, NONE, DIM1, DIM0, NONE, DIM1)
+
+
+def n_choices(is_moe: bool) -> tuple:
+    """Choices per op: 3 each, 4 for FFN1/FFN2 of a MoE model (the `experts` choice)."""
+    return tuple(4 if (is_moe and op in ("ffn1", "ffn2")) else 3 for op in OPS)
+
+
+def megatron_row(tp, ep, pp, batch) -> np.ndarray:
+    return np.array([tp, ep, pp, batch, *MEGATRON], dtype=np.int64)
+
+
+# ----------------------------------------------------------------------------------------------
+# --strategy strings
+
+def parse_strategy(text: str, is_moe: bool = True) -> np.ndarray:
+    """``"tp=8,ep=16,pp=4,batch=64,ffn2=1"`` -> a strategy row; unnamed ops take Megatron's choice.
+
+    Raises StrategyError (a bad flag) naming the offending part.
+    """
+    values = {"tp": 1, "ep": 1, "pp": 1, "batch": 1}
+    ops = dict(zip(OPS, MEGATRON))
+    seen = set()
+    for part in filter(None, (s.strip() for s in text.split(","))):
+        if "=" not in part:
+            raise StrategyError(f"--strategy: {part!r} is not key=value")
+        key, value = (s.strip() for s in part.split("=", 1))
+        if key in seen:
+            raise StrategyError(f"--strategy: {key!r} given twice")
+        seen.add(key)
+        if key in values:
+            if not value.isdigit() or int(value) < 1:
+                raise StrategyError(f"--strategy: {key}={value!r} is not a positive integer")
+            values[key] = int(value)
+        elif key in ops:
+            if value not in CHOICE_CODES:
+                raise StrategyError(f"--strategy: {key}={value!r} is not one of 0, 1, none, experts")
+            code = CHOICE_CODES[value]
+            if code == EXPERTS and key not in ("ffn1", "ffn2"):
+                raise StrategyError(f"--strategy: {key}=experts: only ffn1 and ffn2 can split experts")
+            if code == EXPERTS and not is_moe:
+                raise StrategyError(f"--strategy: {key}=experts needs a MoE model")
+            ops[key] = code
+        else:
+            raise StrategyError(f"--strategy: unknown key {key!r} (expected tp, ep, pp, batch or "
+                                f"one of {', '.join(OPS)})")
+    return np.array([values["tp"], values["ep"], values["pp"], values["batch"],
+                     *[ops[o] for o in OPS]], dtype=np.int64)
+
+
+def format_strategy(row, only_changed: bool = False) -> str:
+    """The inverse of parse_strategy (only ops that differ from Megatron if ``only_changed``)."""
+    row = [int(v) for v in row]
+    parts = [f"tp={row[TP]}", f"ep={row[EP]}", f"pp={row[PP]}", f"batch={row[BATCH]}"]
+    for i, op in enumerate(OPS):
+        c = row[N_COARSE + i]
+        if not only_changed or c != MEGATRON[i]:
+            parts.append(f"{op}={CHOICE_NAMES[c]}")
+    return ",".join(parts)
+
+
+def strategy_dict(row) -> dict:
+    """JSON strategy object (DESIGN.md §5)."""
+    row = [int(v) for v in row]
+    return {"tp": row[TP], "ep": row[EP], "pp": row[PP], "batch": row[BATCH],
+            "ops": {op: CHOICE_NAMES[row[N_COARSE + i]] for i, op in enumerate(OPS)}}
+
+
+# ----------------------------------------------------------------------------------------------
+# the search space
+
+def _powers_of_two(limit):
+    return tuple(2 ** i for i in range(int(math.log2(limit)) + 1)) if limit >= 1 else (1,)
+
+
+@dataclass(frozen=True)
+class Space:
+    """Value sets of the coarse degrees and the per-op choices (PAPER.md §3.2 recommendation).
+
+    tp: powers of two up to 64; ep: powers of two up to min(64, experts) (1 for dense models);
+    pp: divisors of the layer count (up to 128); batch: powers of two up to ``max_batch``. Only
+    instances that fit the GPU budget (tp*ep*pp <= gpus) are in the space.
+    """
+    tp: tuple
+    ep: tuple
+    pp: tuple
+    batch: tuple
+    choices: tuple       # n choices per op
+    gpus: int
+
+    @classmethod
+    def for_model(cls, model, gpus: int, max_batch: int = 4096, max_tp: int = 64):
+        ep_limit = min(64, model.ffn.experts) if model.is_moe else 1
+        pp = tuple(d for d in range(1, min(model.layers, 128) + 1) if model.layers % d == 0)
+        return cls(tuple(v for v in _powers_of_two(max_tp) if v <= gpus),
+                   tuple(v for v in _powers_of_two(ep_limit)
+                         if v <= gpus and model.ffn.experts % v == 0),
+                   tuple(v for v in pp if v <= gpus),
+                   _powers_of_two(max_batch), n_choices(model.is_moe), gpus)
+
+    def coarse_grid(self) -> np.ndarray:
+        """All (tp, ep, pp, batch) rows within the GPU budget, [G, 4]."""
+        tp, ep, pp, b = np.meshgrid(self.tp, self.ep, self.pp, self.batch, indexing="ij")
+        grid = np.stack([tp.ravel(), ep.ravel(), pp.ravel(), b.ravel()], axis=1).astype(np.int64)
+        return grid[grid[:, TP] * grid[:, EP] * grid[:, PP] <= self.gpus]
+
+    @property
+    def sizes(self) -> tuple:
+        """Number of values of each of the 16 entries (the policy's head sizes)."""
+        return (len(self.tp), len(self.ep), len(self.pp), len(self.batch)) + tuple(self.choices)
+
+    @property
+    def size(self) -> int:
+        return len(self.coarse_grid()) * int(np.prod(self.choices))
+
+    def decode(self, idx: np.ndarray) -> np.ndarray:
+        """Index rows [N, 16] (one index per head) -> strategy rows [N, 16]."""
+        idx = np.asarray(idx, dtype=np.int64)
+        out = idx.copy()
+        for col, values in enumerate((self.tp, self.ep, self.pp, self.batch)):
+            out[:, col] = np.asarray(values, dtype=np.int64)[idx[:, col]]
+        return out
+
+    def encode(self, rows: np.ndarray) -> np.ndarray:
+        """Strategy rows -> index rows (values must be in the value sets)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = rows.copy()
+        for col, values in enumerate((self.tp, self.ep, self.pp, self.batch)):
+            v = np.asarray(values)
+            out[:, col] = np.searchsorted(v, rows[:, col])
+        return out
+
+    def sample(self, rng, n: int) -> np.ndarray:
+        """n uniform index rows (not filtered by the budget)."""
+        return np.stack([rng.integers(0, s, n) for s in self.sizes], axis=1)
