@@ -545,7 +545,7 @@ class Walk:
     modes: dict          # slot name -> mode index
     layouts: dict        # activation name -> layout
     op_s: dict           # slot name -> op time (roofline + overhead + the op's own collectives)
-    convs: list          # (slot it feeds, point, src, dst, time) for every inserted conversion
+    convs: list          # (slot it feeds, point, src, dst, time, scope) per inserted conversion
     attn_s: np.ndarray   # one layer from attn_norm to ffn_norm, conversions included
     ffn_s: np.ndarray    # one MoE (or dense-model) FFN block: router, FFN1, FFN2, conversions
     ffn_dense_s: np.ndarray   # one dense-layer FFN block of a MoE model (0 if none)
@@ -569,9 +569,11 @@ def walk(tab: Tables, g: np.ndarray, choices: np.ndarray, model: ModelSpec) -> W
     op_flat = tab.op_total_s.reshape(-1)
     g_op = g * (len(SLOTS) * MAX_MODES)
 
+    scope = ["first"]    # where the conversion sits: first / layer / ffn / ffn_dense / between / last
+
     def conv(feeds, point, src, dst):
         t = conv_flat[g_conv + (PT[point] * 36) + src * 6 + dst]
-        convs.append((feeds, point, src, dst, t))
+        convs.append((feeds, point, src, dst, t, scope[0]))
         return t
 
     def op_time(slot, mode):
@@ -598,6 +600,7 @@ def walk(tab: Tables, g: np.ndarray, choices: np.ndarray, model: ModelSpec) -> W
     first = t_emb + conv("attn_norm", "hidden", MODE_OUT[SLOT["embedding"], ch["embedding"]], l2)
 
     # attention block: attn_norm, qkv, scores, context, out_proj, then into ffn_norm
+    scope[0] = "layer"
     attn = op_time("attn_norm", ch["attn_norm"])
     cur = l2
     for slot, point in (("qkv", "hidden"), ("scores", "qkv"), ("context", "scores"),
@@ -628,14 +631,18 @@ def walk(tab: Tables, g: np.ndarray, choices: np.ndarray, model: ModelSpec) -> W
         total = total + conv("ffn2" + sfx, "inter" + sfx, out1, lin2) + op_time("ffn2" + sfx, mode2)
         return total, MODE_OUT[s2, mode2], pair_ok
 
+    scope[0] = "ffn"
     ffn_s, x, pair_ok = ffn("")
     bad = np.where(pair_ok, 0, REASON_BIT["experts"])
     if not model.is_moe:
         bad |= np.where((ch["ffn1"] == EXPERTS) | (ch["ffn2"] == EXPERTS), REASON_BIT["experts"], 0)
+    scope[0] = "ffn_dense"
     ffn_dense = ffn("_dense")[0] if (model.is_moe and model.ffn.dense_layers) else np.zeros(N)
     lay["ffn_out"] = x
 
+    scope[0] = "between"
     between = conv("attn_norm", "hidden", x, l2) + conv("attn_norm", "hidden", l7, l2)
+    scope[0] = "last"
     last = conv("final_norm", "hidden", x, l11) + conv("final_norm", "hidden", l7, l11) \
         + op_time("final_norm", ch["final_norm"])
     t12, out12, _ = step("lm_head", ch["lm_head"], l11, "hidden")
@@ -809,3 +816,73 @@ def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
     valid = reasons == 0
     res = Result(strategies, valid, reasons, tokens / gpus, tokens, tpot, ttft, step, memory, gpus)
     return (res, w, tables) if return_walk else res
+
+
+# ----------------------------------------------------------------------------------------------
+# per-op breakdown of one strategy (for `lts estimate`)
+
+GROUP_OF_POINT = "tp"
+
+
+def breakdown(model: ModelSpec, topo: TopologySpec, work: Workload, strategy) -> tuple:
+    """(Result of one strategy, list of per-op dicts) with times per op instance and counts.
+
+    Each op dict: name, count (instances per step on one GPU's pipeline), compute_us, memory_us,
+    time_us (roofline + overhead), collectives (kind, group, bytes, time_us, count) -- the
+    collectives the op needs itself and the layout conversions inserted in front of it.
+    """
+    res, w, tab = evaluate(model, topo, work, np.asarray(strategy)[None], return_walk=True)
+    g = 0
+    layers = model.layers
+    moe_layers = model.moe_layers if model.is_moe else layers
+    dense_layers = model.ffn.dense_layers if model.is_moe else 0
+    count = {"first": 1, "last": 1, "layer": layers, "between": layers - 1,
+             "ffn": moe_layers, "ffn_dense": dense_layers}
+    slot_count = {op: layers for op in OPS}
+    slot_count.update(embedding=1, final_norm=1, lm_head=1, router=moe_layers, ffn1=moe_layers,
+                      ffn2=moe_layers, router_dense=0, ffn1_dense=dense_layers,
+                      ffn2_dense=dense_layers)
+    ops = []
+    for slot in SLOTS:
+        if slot not in w.modes or slot_count[slot] == 0:
+            continue
+        if slot == "router" and not model.is_moe:
+            continue
+        s, mode = SLOT[slot], int(w.modes[slot][0])
+        colls = [{"kind": kind, "group": group, "bytes": float(nb[g]), "time_us": float(t[g]) * 1e6,
+                  "count": slot_count[slot]}
+                 for kind, group, nb, t in tab.intrinsic.get((s, mode), []) if t[g] > 0]
+        for feeds, point, src, dst, t, scope in w.convs:
+            if feeds == slot and t[0] > 0:
+                kind = CONVERSION.get((int(src[0]), int(dst[0])))
+                nb = tab.conv_bytes[g, PT[point]]
+                colls.append({"kind": kind, "group": "tp",
+                              "bytes": float(nb / tab.coarse[g, TP] if kind == "all-to-all" else nb),
+                              "time_us": float(t[0]) * 1e6, "count": count[scope],
+                              "layout": f"{LAYOUT_NAMES[int(src[0])]}->{LAYOUT_NAMES[int(dst[0])]}"})
+        if slot == "lm_head":
+            out = int(w.layouts["logits"][0])
+            t = float(tab.final_s[g, out])
+            if t > 0:
+                kind = "all-gather" if out in (T, F) else "all-reduce"
+                nb = 4.0 * tab.coarse[g, BATCH] if out == T else tab.conv_bytes[g, PT["logits"]]
+                colls.append({"kind": kind, "group": "tp", "bytes": float(nb), "time_us": t * 1e6,
+                              "count": 1, "layout": f"{LAYOUT_NAMES[out]}->ids"})
+        ops.append({"name": slot, "choice": int(SLOT_MODES[slot][mode][0]),
+                    "layout_in": LAYOUT_NAMES[MODE_IN[s, mode]],
+                    "layout_out": LAYOUT_NAMES[MODE_OUT[s, mode]],
+                    "count": slot_count[slot],
+                    "compute_us": float(tab.compute_s[g, s, mode]) * 1e6,
+                    "memory_us": float(tab.memory_s[g, s, mode]) * 1e6,
+                    "time_us": float(tab.time_s[g, s, mode]) * 1e6,
+                    "weight_bytes": float(tab.weight_bytes[g, s, mode]),
+                    "collectives": colls})
+    pp = int(tab.coarse[g, PP])
+    if pp > 1 and w.send_s[0] > 0:
+        ops.append({"name": "stage_send", "choice": -1, "layout_in": "", "layout_out": "",
+                    "count": pp, "compute_us": 0.0, "memory_us": 0.0, "time_us": 0.0,
+                    "weight_bytes": 0.0,
+                    "collectives": [{"kind": "send", "group": "pp",
+                                     "bytes": float(tab.send_bytes[g, 1]),
+                                     "time_us": float(w.send_s[0]) * 1e6, "count": pp}]})
+    return res, ops

@@ -1,0 +1,119 @@
+"""Command line: exit codes, messages, JSON contract, and the Megatron collective pattern."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from lts.cli import cli
+from lts.specs import shipped_names
+
+HAVE_MODELS = "moe1.6t" in shipped_names("models")
+needs_models = pytest.mark.skipif(not HAVE_MODELS, reason="model files not shipped yet")
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_every_command_has_help():
+    for name, command in cli.commands.items():
+        assert command.help, f"{name} is missing its help"
+        r = run(name, "--help")
+        assert r.exit_code == 0 and "Usage:" in r.output
+
+
+@needs_models
+def test_estimate_megatron_moe16t_has_exactly_two_allreduces_per_layer():
+    """Issue 2 'done when': a valid ~1.6e12-parameter strategy with exactly one all-reduce after
+    attention and one after the FFN in each layer, and nothing else in the tp group."""
+    r = run("estimate", "moe1.6t", "h100_dgx", "--strategy", "tp=8,ep=16,pp=4,batch=64", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["valid"] and d["reasons"] == []
+    assert abs(d["model"]["params_total"] / 1.6e12 - 1) < 0.02
+    layers = 80
+    per_layer_tp = {}
+    for op in d["ops"]:
+        for c in op["collectives"]:
+            if c["group"] != "tp":
+                continue
+            if op["name"] in ("embedding", "final_norm", "lm_head") or c["count"] == 1:
+                continue   # once per step, outside the layers (plus the last layer's FFN output)
+            per_layer_tp.setdefault((op["name"], c["kind"]), 0)
+            per_layer_tp[(op["name"], c["kind"])] += c["count"]
+    # after attention: into ffn_norm, every layer; after the FFN: into the next attn_norm
+    # (layers-1 times; the last layer's goes into final_norm)
+    assert per_layer_tp == {("ffn_norm", "all-reduce"): layers, ("attn_norm", "all-reduce"): layers - 1}
+    final = [c for op in d["ops"] if op["name"] == "final_norm" for c in op["collectives"]]
+    assert [(c["kind"], c["group"]) for c in final] == [("all-reduce", "tp")]
+    ep = [c for op in d["ops"] for c in op["collectives"] if c["group"] == "ep"]
+    assert {c["kind"] for c in ep} == {"all-to-all"}
+
+
+@needs_models
+def test_estimate_json_contract_keys():
+    r = run("estimate", "moe1.6t", "h100_dgx", "--strategy", "tp=8,ep=16,pp=4,batch=64", "--json")
+    d = json.loads(r.output)
+    for key in ("tp", "ep", "pp", "batch", "ops", "valid", "reasons", "tokens_per_s_per_gpu",
+                "tokens_per_s", "tpot_ms", "ttft_ms", "memory_gib_per_gpu", "gpus", "model"):
+        assert key in d
+    assert set(d["model"]) >= {"name", "params_total", "params_active"}
+    for op in d["ops"]:
+        assert {"name", "compute_us", "memory_us", "collectives"} <= set(op)
+        for c in op["collectives"]:
+            assert c["kind"] in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "send")
+            assert {"group", "bytes", "time_us"} <= set(c)
+
+
+@needs_models
+def test_invalid_strategy_exits_1_with_reasons():
+    r = run("estimate", "moe1.6t", "h100_dgx", "--strategy", "tp=1,batch=1", "--json")
+    assert r.exit_code == 1
+    d = json.loads(r.output)
+    assert d["valid"] is False and "memory" in d["reasons"]
+
+
+@pytest.mark.parametrize("strategy,message", [
+    ("tp=8,foo=1", "Invalid value for '--strategy': unknown key 'foo'"),
+    ("tp=eight", "Invalid value for '--strategy': tp='eight' is not a positive integer"),
+    ("tp=0", "Invalid value for '--strategy': tp='0' is not a positive integer"),
+    ("qkv=2", "Invalid value for '--strategy': qkv='2' is not one of 0, 1, none, experts"),
+    ("qkv=experts", "Invalid value for '--strategy': qkv=experts: only ffn1 and ffn2 can split experts"),
+    ("tp8", "Invalid value for '--strategy': 'tp8' is not key=value"),
+    ("tp=2,tp=4", "Invalid value for '--strategy': 'tp' given twice"),
+])
+@needs_models
+def test_bad_strategy_flags_exit_2(strategy, message):
+    r = CliRunner().invoke(cli, ["estimate", "moe1.6t", "h100_dgx", "--strategy", strategy])
+    assert r.exit_code == 2
+    assert message in r.output
+
+
+def test_bad_flags_exit_2():
+    r = CliRunner().invoke(cli, ["estimate", "x", "h100_dgx", "--strategy", "tp=1", "--phase", "train"])
+    assert r.exit_code == 2 and "Invalid value for '--phase'" in r.output
+    r = CliRunner().invoke(cli, ["estimate", "x", "h100_dgx", "--strategy", "tp=1", "--context", "-5"])
+    assert r.exit_code == 2
+
+
+def test_bad_files_exit_1_one_line(tmp_path):
+    r = CliRunner().invoke(cli, ["estimate", str(tmp_path / "nope.toml"), "h100_dgx",
+                                 "--strategy", "tp=1"])
+    assert r.exit_code == 1
+    assert r.output == f"Error: {tmp_path / 'nope.toml'}: no such file\n"
+    bad = tmp_path / "t.toml"
+    bad.write_text('name = "x"\n')
+    r = CliRunner().invoke(cli, ["estimate", str(bad), "h100_dgx", "--strategy", "tp=1"])
+    assert r.exit_code == 1 and r.output == f"Error: {bad}: source: missing (expected a string)\n"
+    r = CliRunner().invoke(cli, ["estimate", str(bad), "no_such_topology", "--strategy", "tp=1"])
+    assert r.exit_code == 1 and r.output.startswith("Error: ")
+    assert "Traceback" not in r.output
+
+
+def test_topologies_and_models_list():
+    r = run("topologies", "--json")
+    assert r.exit_code == 0
+    names = {t["name"] for t in json.loads(r.output)}
+    assert {"h100_dgx", "h200_dgx", "a100_dgx", "b200_dgx", "gb200_nvl72"} <= names
+    r = run("models", "--json")
+    assert r.exit_code == 0
