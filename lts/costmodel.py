@@ -539,9 +539,153 @@ def _fixed_inputs():
 FIXED_IN = _fixed_inputs()
 
 
+class Gather:
+    """Table lookups for coarse indices ``g`` that broadcast against choice/layout arrays.
+
+    The pieces below take choices and layouts of any broadcastable shape: ``walk`` calls them
+    with [N] arrays (one per strategy), the exact search with factorized grids ([G, 1] coarse
+    rows against [1, K] choice combinations). Both therefore cost a strategy identically.
+    """
+
+    def __init__(self, tab: Tables, g, record: list | None = None):
+        self.tab, self.g, self.record = tab, np.asarray(g), record
+        self.scope = "first"     # where a conversion sits: first/layer/ffn/ffn_dense/between/last
+        self.modes = {}
+        self.op_s = {}
+        self._conv = tab.conv_s.reshape(-1)
+        self._g_conv = self.g * (len(POINTS) * 36)
+        self._rt = tab.rt_pick.reshape(-1)
+        self._g_rt = self.g * (len(POINTS) * 6)
+        self._op = tab.op_total_s.reshape(-1)
+        self._w = tab.weight_bytes.reshape(-1)
+        self._kv = tab.kv_bytes.reshape(-1)
+        self._g_op = self.g * (len(SLOTS) * MAX_MODES)
+
+    def conv(self, feeds, point, src, dst):
+        """Time of converting activation `point` from layout src to dst (0 if equal)."""
+        t = self._conv[self._g_conv + (PT[point] * 36) + src * 6 + dst]
+        if self.record is not None:
+            self.record.append((feeds, point, src, dst, t, self.scope))
+        return t
+
+    def op(self, slot, mode):
+        t = self._op[self._g_op + SLOT[slot] * MAX_MODES + mode]
+        self.op_s[slot], self.modes[slot] = t, mode
+        return t
+
+    def weight(self, slot, mode):
+        return self._w[self._g_op + SLOT[slot] * MAX_MODES + mode]
+
+    def kv(self, slot, mode):
+        return self._kv[self._g_op + SLOT[slot] * MAX_MODES + mode]
+
+    def pick(self, point, incoming):
+        """R or T, whichever conversion from `incoming` is cheaper (for `none`/`experts`)."""
+        return self._rt[self._g_rt + PT[point] * 6 + incoming]
+
+    def step(self, slot, choice, incoming, point):
+        """Insert the conversion into `slot` and run it: (time, output layout, input layout)."""
+        s = SLOT[slot]
+        lin = np.where(choice >= NONE, self.pick(point, incoming), FIXED_IN[s, choice])
+        mode = MODE_OF[s, choice, lin]
+        t = self.conv(slot, point, incoming, lin) + self.op(slot, mode)
+        return t, MODE_OUT[s, mode], lin
+
+
+NORM_OF = np.array([T, F, R])           # norm choice -> the layout of its activation and residual
+
+
+def piece_first(x: Gather, c1, l2):
+    """Embedding (token ids are on every rank) into the first attn_norm: (time, weights)."""
+    x.scope = "first"
+    t = x.op("embedding", c1) + x.conv("attn_norm", "hidden", MODE_OUT[SLOT["embedding"], c1], l2)
+    return t, x.weight("embedding", c1)
+
+
+def piece_attn(x: Gather, model, c2, c3, c4, c5, c6, c7):
+    """One layer from attn_norm through ffn_norm: (time, weights + KV cache per GPU, out layout)."""
+    x.scope = "layer"
+    l2, l7 = NORM_OF[c2], NORM_OF[c7]
+    t = x.op("attn_norm", c2)
+    cur = l2
+    for slot, point, c in (("qkv", "hidden", c3), ("scores", "qkv", c4), ("context", "scores", c5),
+                           ("out_proj", "context", c6)):
+        dt, cur, _ = x.step(slot, c, cur, point)
+        t = t + dt
+    # the block's output and the residual both move into the layout of ffn_norm
+    t = t + x.conv("ffn_norm", "hidden", cur, l7) + x.conv("ffn_norm", "hidden", l2, l7) \
+        + x.op("ffn_norm", c7)
+    m = x.modes
+    w = (x.weight("attn_norm", c2) + x.weight("qkv", m["qkv"]) + x.weight("out_proj", m["out_proj"])
+         + x.weight("ffn_norm", c7) + _kv_cache(model, x, m["scores"], m["context"]))
+    return t, w, cur
+
+
+def _kv_cache(model, x: Gather, mode4, mode5):
+    """Resident KV cache per GPU per layer: K as the scores op splits it, V as the context op does.
+
+    MLA keeps one latent for keys and values: when the context op splits it the same way as the
+    scores op, the scores op's copy serves both."""
+    k, v = x.kv("scores", mode4), x.kv("context", mode5)
+    if model.attention.kind != "mla":
+        return k + v
+    # storage key of a split: heads and R both keep whole latents of all sequences (the latent is
+    # not split by heads), dim splits the latent, T keeps whole latents of each rank's sequences
+    key = np.array([0, 1, 0, 2])
+    return k + np.where(key[mode4] == key[mode5], 0.0, v)
+
+
+def piece_ffn(x: Gather, model, l7, c8, c9, c10, dense: bool = False):
+    """One FFN block (router side branch, FFN1, FFN2): (time, weights, out layout, pair ok)."""
+    sfx = "_dense" if dense else ""
+    x.scope = "ffn_dense" if dense else "ffn"
+    t1, out1, lin1 = x.step("ffn1" + sfx, c9, l7, "hidden")
+    t = t1
+    w = x.weight("ffn1" + sfx, x.modes["ffn1" + sfx])
+    if model.is_moe and not dense:
+        tr, outr, _ = x.step("router", c8, l7, "hidden")
+        # the routing decision must be where the tokens are: every rank, or each rank's own (T)
+        t = t + tr + x.conv("router", "router", outr, np.where(lin1 == T, T, R))
+        w = w + x.weight("router", x.modes["router"])
+    s2 = SLOT["ffn2" + sfx]
+    pair_ok = (c9 == EXPERTS) == (c10 == EXPERTS)
+    # `experts` on FFN2 continues FFN1's expert-local state; anything else converts the
+    # intermediate activation (an unmatched experts pair is invalid: costed, then flagged)
+    lin2 = np.where(c10 == EXPERTS, np.where(pair_ok, out1, ER),
+                    np.where(c10 >= NONE, x.pick("inter" + sfx, out1), FIXED_IN[s2, c10]))
+    mode2 = MODE_OF[s2, c10, lin2]
+    t = t + x.conv("ffn2" + sfx, "inter" + sfx, out1, lin2) + x.op("ffn2" + sfx, mode2)
+    w = w + x.weight("ffn2" + sfx, mode2)
+    return t, w, MODE_OUT[s2, mode2], pair_ok
+
+
+def piece_between(x: Gather, out, l7, l2):
+    """Layer boundary: the FFN output and the residual move into the next attn_norm's layout."""
+    x.scope = "between"
+    return x.conv("attn_norm", "hidden", out, l2) + x.conv("attn_norm", "hidden", l7, l2)
+
+
+def piece_last(x: Gather, out, l7, c11, c12):
+    """Last FFN output -> final norm -> LM head -> sampled ids everywhere: (time, weights, logits)."""
+    x.scope = "last"
+    l11 = NORM_OF[c11]
+    t = x.conv("final_norm", "hidden", out, l11) + x.conv("final_norm", "hidden", l7, l11) \
+        + x.op("final_norm", c11)
+    t12, out12, _ = x.step("lm_head", c12, l11, "hidden")
+    t = t + t12 + x.tab.final_s[x.g, out12]
+    w = x.weight("final_norm", c11) + x.weight("lm_head", x.modes["lm_head"])
+    return t, w, out12
+
+
+def piece_send(x: Gather, out, l7):
+    """Stage-to-stage send of the activation and the residual (split over tp when T or F)."""
+    s = x.tab.send_s
+    return sum(np.where((lo == T) | (lo == F), s[x.g, 0], s[x.g, 1]) for lo in (out, l7))
+
+
 @dataclass
 class Walk:
-    """Per strategy [N]: resolved modes and layouts, and the time of each piece of one step."""
+    """Per strategy [N]: resolved modes and layouts, and the time and weights of each piece."""
     modes: dict          # slot name -> mode index
     layouts: dict        # activation name -> layout
     op_s: dict           # slot name -> op time (roofline + overhead + the op's own collectives)
@@ -553,104 +697,37 @@ class Walk:
     first_s: np.ndarray       # embedding and its conversion into the first attn_norm
     last_s: np.ndarray        # last FFN output -> final norm -> LM head -> sampled ids
     send_s: np.ndarray        # stage-to-stage send (activation + residual)
+    layer_w: np.ndarray       # per GPU per layer: attention and norm weights + KV cache
+    ffn_w: np.ndarray         # per GPU per MoE (or dense-model) layer: FFN weights
+    ffn_dense_w: np.ndarray
+    emb_w: np.ndarray
+    tail_w: np.ndarray        # final norm + LM head
     bad: np.ndarray           # reason bits that come from the choices
 
 
-def walk(tab: Tables, g: np.ndarray, choices: np.ndarray, model: ModelSpec) -> Walk:
-    """Resolve modes and sum the time pieces of strategies with coarse index g [N], choices [N, 12]."""
-    ch = {op: choices[:, i] for i, op in enumerate(OPS)}
-    N = len(g)
-    modes, lay, op_s, convs = {}, {}, {}, []
-
-    conv_flat = tab.conv_s.reshape(-1)           # flat gathers are much cheaper than 4-D ones
-    g_conv = g * (len(POINTS) * 36)
-    rt_flat = tab.rt_pick.reshape(-1)
-    g_rt = g * (len(POINTS) * 6)
-    op_flat = tab.op_total_s.reshape(-1)
-    g_op = g * (len(SLOTS) * MAX_MODES)
-
-    scope = ["first"]    # where the conversion sits: first / layer / ffn / ffn_dense / between / last
-
-    def conv(feeds, point, src, dst):
-        t = conv_flat[g_conv + (PT[point] * 36) + src * 6 + dst]
-        convs.append((feeds, point, src, dst, t, scope[0]))
-        return t
-
-    def op_time(slot, mode):
-        t = op_flat[g_op + (SLOT[slot] * MAX_MODES) + mode]
-        op_s[slot] = t
-        modes[slot] = mode
-        return t
-
-    def step(slot, choice, incoming, point):
-        """Insert the conversion into `slot` and run it; returns (time, output layout, input)."""
-        s = SLOT[slot]
-        lin = np.where(choice >= NONE, rt_flat[g_rt + PT[point] * 6 + incoming],
-                       FIXED_IN[s, choice])
-        mode = MODE_OF[s, choice, lin]
-        t = conv(slot, point, incoming, lin) + op_time(slot, mode)
-        return t, MODE_OUT[s, mode], lin
-
-    norm_layout = np.array([T, F, R])
-    l2, l7, l11 = (norm_layout[ch[n]] for n in ("attn_norm", "ffn_norm", "final_norm"))
-    lay.update(attn_norm=l2, ffn_norm=l7, final_norm=l11)
-
-    # embedding (token ids are on every rank) -> first attn_norm (activation and residual at once)
-    t_emb = op_time("embedding", ch["embedding"])
-    first = t_emb + conv("attn_norm", "hidden", MODE_OUT[SLOT["embedding"], ch["embedding"]], l2)
-
-    # attention block: attn_norm, qkv, scores, context, out_proj, then into ffn_norm
-    scope[0] = "layer"
-    attn = op_time("attn_norm", ch["attn_norm"])
-    cur = l2
-    for slot, point in (("qkv", "hidden"), ("scores", "qkv"), ("context", "scores"),
-                        ("out_proj", "context")):
-        t, cur, _ = step(slot, ch[slot], cur, point)
-        attn = attn + t
-    lay["attn_out"] = cur
-    attn = attn + conv("ffn_norm", "hidden", cur, l7) + conv("ffn_norm", "hidden", l2, l7) \
-        + op_time("ffn_norm", ch["ffn_norm"])
-
-    # FFN block: router (a side branch off the normed activation), FFN1, FFN2
-    def ffn(sfx):
-        c1, c2 = ch["ffn1"], ch["ffn2"]
-        t1, out1, lin1 = step("ffn1" + sfx, c1, l7, "hidden")
-        total = t1
-        if model.is_moe and not sfx:
-            tr, outr, _ = step("router", ch["router"], l7, "hidden")
-            # the routing decision must be where the tokens are: every rank, or each rank's own (T)
-            total = total + tr + conv("router", "router", outr, np.where(lin1 == T, T, R))
-        s2 = SLOT["ffn2" + sfx]
-        pair_ok = (c1 == EXPERTS) == (c2 == EXPERTS)
-        # `experts` on FFN2 continues FFN1's expert-local state; anything else converts the
-        # intermediate activation (an unmatched experts pair is invalid and costed as R)
-        lin2 = np.where(c2 == EXPERTS, np.where(pair_ok, out1, ER),
-                        np.where(c2 >= NONE, rt_flat[g_rt + PT["inter" + sfx] * 6 + out1],
-                                 FIXED_IN[s2, c2]))
-        mode2 = MODE_OF[s2, c2, lin2]
-        total = total + conv("ffn2" + sfx, "inter" + sfx, out1, lin2) + op_time("ffn2" + sfx, mode2)
-        return total, MODE_OUT[s2, mode2], pair_ok
-
-    scope[0] = "ffn"
-    ffn_s, x, pair_ok = ffn("")
+def walk(tab: Tables, g: np.ndarray, choices: np.ndarray, model: ModelSpec,
+         record: list | None = None) -> Walk:
+    """Cost strategies with coarse index g [N] and choices [N, 12] piece by piece."""
+    c = [choices[:, i] for i in range(len(OPS))]
+    x = Gather(tab, g, record)
+    l2, l7 = NORM_OF[c[1]], NORM_OF[c[6]]
+    first, emb_w = piece_first(x, c[0], l2)
+    attn, layer_w, attn_out = piece_attn(x, model, *c[1:7])
+    ffn, ffn_w, out, pair_ok = piece_ffn(x, model, l7, c[7], c[8], c[9])
+    zero = np.zeros(len(g))
+    ffn_d, ffn_dw = zero, zero
+    if model.is_moe and model.ffn.dense_layers:
+        ffn_d, ffn_dw, _, _ = piece_ffn(x, model, l7, c[7], c[8], c[9], dense=True)
     bad = np.where(pair_ok, 0, REASON_BIT["experts"])
     if not model.is_moe:
-        bad |= np.where((ch["ffn1"] == EXPERTS) | (ch["ffn2"] == EXPERTS), REASON_BIT["experts"], 0)
-    scope[0] = "ffn_dense"
-    ffn_dense = ffn("_dense")[0] if (model.is_moe and model.ffn.dense_layers) else np.zeros(N)
-    lay["ffn_out"] = x
-
-    scope[0] = "between"
-    between = conv("attn_norm", "hidden", x, l2) + conv("attn_norm", "hidden", l7, l2)
-    scope[0] = "last"
-    last = conv("final_norm", "hidden", x, l11) + conv("final_norm", "hidden", l7, l11) \
-        + op_time("final_norm", ch["final_norm"])
-    t12, out12, _ = step("lm_head", ch["lm_head"], l11, "hidden")
-    last = last + t12 + tab.final_s[g, out12]
-    lay["logits"] = out12
-    # stage-to-stage: activation (layout x) and residual (layout l7), split over tp when T or F
-    send = sum(np.where((lo == T) | (lo == F), tab.send_s[g, 0], tab.send_s[g, 1]) for lo in (x, l7))
-    return Walk(modes, lay, op_s, convs, attn, ffn_s, ffn_dense, between, first, last, send, bad)
+        bad |= np.where((c[8] == EXPERTS) | (c[9] == EXPERTS), REASON_BIT["experts"], 0)
+    between = piece_between(x, out, l7, l2)
+    last, tail_w, logits = piece_last(x, out, l7, c[10], c[11])
+    send = piece_send(x, out, l7)
+    layouts = dict(attn_norm=l2, ffn_norm=l7, final_norm=NORM_OF[c[10]], attn_out=attn_out,
+                   ffn_out=out, logits=logits)
+    return Walk(x.modes, layouts, x.op_s, record if record is not None else [], attn, ffn, ffn_d,
+                between, first, last, send, layer_w, ffn_w, ffn_dw, emb_w, tail_w, bad)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -677,76 +754,65 @@ class Result:
         return len(self.valid)
 
 
-def stage_candidates(pp, dense_layers, layers):
+def stage_max(model, lp, pp, attn, between, ffn, ffn_dense, first, last, send):
+    """Slowest pipeline stage plus the stage-to-stage send; arguments broadcast together.
+
+    Stage s holds lp layers: the first stage adds the embedding (its first layer has no boundary
+    before it), the last the final norm and LM head. Without dense layers all middle stages are
+    equal; with them, see ``_candidates``.
+    """
+    head = first - between
+    dense = model.ffn.dense_layers if model.is_moe else 0
+    send = np.where(pp > 1, send, 0.0)
+    if dense == 0:
+        body = lp * (attn + between + ffn)
+        extra = np.where(pp == 1, head + last,
+                         np.maximum(np.maximum(head, last), np.where(pp >= 3, 0.0, -np.inf)))
+        return body + extra + send
+    worst = -np.inf
+    for cand, n_dense in zip(*_candidates(pp, dense, model.layers)):
+        stage = lp * (attn + between) + (lp - n_dense) * ffn + n_dense * ffn_dense \
+            + (cand == 0) * head + (cand == pp - 1) * last
+        worst = np.maximum(worst, stage)
+    return worst + send
+
+
+def stage_memory(model, lp, pp, layer_w, ffn_w, ffn_dense_w, emb_w, tail_w, workspace):
+    """Memory per GPU of the fullest stage; arguments broadcast together."""
+    dense = model.ffn.dense_layers if model.is_moe else 0
+    if dense == 0:
+        extra = np.where(pp == 1, emb_w + tail_w, np.maximum(emb_w, tail_w))
+        return lp * (layer_w + ffn_w) + extra + workspace
+    worst = -np.inf
+    for cand, n_dense in zip(*_candidates(pp, dense, model.layers)):
+        mem = lp * layer_w + (lp - n_dense) * ffn_w + n_dense * ffn_dense_w \
+            + (cand == 0) * emb_w + (cand == pp - 1) * tail_w
+        worst = np.maximum(worst, mem)
+    return worst + workspace
+
+
+def _candidates(pp, dense_layers, layers):
     """Stages that can be the slowest or fullest: first, second, second-to-last, last.
 
-    Stage s holds layers [s*Lp, (s+1)*Lp); the first dense_layers are dense, so the dense count per
-    stage is non-increasing in s and every per-stage sum is linear in it: the extremes over the
-    middle stages sit at s=1 or s=pp-2.
+    Stage s holds layers [s*lp, (s+1)*lp); the first dense_layers are dense, so the dense count per
+    stage is non-increasing in s and every per-stage sum is linear in it: over the middle stages
+    the extremes sit at s=1 or s=pp-2.
     """
     pp = np.asarray(pp, dtype=np.float64)
     lp = layers / pp
-    cand = np.stack([np.zeros_like(pp), np.minimum(1, pp - 1), np.maximum(pp - 2, 0), pp - 1], -1)
-    n_dense = np.clip(dense_layers - cand * lp[..., None], 0, lp[..., None])
-    return cand, n_dense
+    cands = (np.zeros_like(pp), np.minimum(1, pp - 1), np.maximum(pp - 2, 0), pp - 1)
+    return cands, tuple(np.clip(dense_layers - c * lp, 0, lp) for c in cands)
 
 
-def assemble(model, work, tab: Tables, g, w: Walk):
+def assemble(model, tab: Tables, g, w: Walk):
     """Slowest stage (plus the stage-to-stage send) and the fullest stage's memory per GPU."""
     lp = tab.layers_per_stage[g]
     pp = tab.coarse[g, PP].astype(np.float64)
-    wflat = tab.weight_bytes.reshape(-1)
-    g_op = g * (len(SLOTS) * MAX_MODES)
-
-    def wsum(slots):
-        return sum(wflat[g_op + SLOT[s] * MAX_MODES + w.modes[s]] if s in w.modes else 0.0
-                   for s in slots) + np.zeros(len(g))
-
-    layer_w = wsum(("attn_norm", "qkv", "out_proj", "ffn_norm")) \
-        + _kv_cache(model, tab, g, w)
-    ffn_w = wsum(("router", "ffn1", "ffn2"))
-    emb_w, tail_w = wsum(("embedding",)), wsum(("final_norm", "lm_head"))
-    head = w.first_s - w.between_s          # what the first stage adds (its first layer has no boundary)
-    dense = model.ffn.dense_layers if model.is_moe else 0
-    if dense == 0:
-        # identical layers: stage = lp layers + the extras of the first and last stage
-        body = lp * (w.attn_s + w.between_s + w.ffn_s)
-        extra = np.where(pp == 1, head + w.last_s,
-                         np.maximum(np.maximum(head, w.last_s), np.where(pp >= 3, 0.0, -np.inf)))
-        slowest = body + extra + np.where(pp > 1, w.send_s, 0.0)
-        mem_body = lp * (layer_w + ffn_w)
-        mem_extra = np.where(pp == 1, emb_w + tail_w, np.maximum(emb_w, tail_w))
-        return slowest, mem_body + mem_extra + tab.workspace_bytes[g]
-    cand, n_dense = stage_candidates(pp, dense, model.layers)
-    is_first = cand == 0
-    is_last = cand == (pp - 1)[:, None]
-    n_moe = lp[:, None] - n_dense
-    stage = (lp[:, None] * (w.attn_s + w.between_s)[:, None] + n_moe * w.ffn_s[:, None]
-             + n_dense * w.ffn_dense_s[:, None]
-             + is_first * head[:, None] + is_last * w.last_s[:, None])
-    slowest = stage.max(axis=1) + np.where(pp > 1, w.send_s, 0.0)
-    ffn_dw = wsum(("ffn1_dense", "ffn2_dense"))
-    mem = (lp[:, None] * layer_w[:, None] + n_moe * ffn_w[:, None] + n_dense * ffn_dw[:, None]
-           + is_first * emb_w[:, None] + is_last * tail_w[:, None])
-    return slowest, mem.max(axis=1) + tab.workspace_bytes[g]
-
-
-def _kv_cache(model, tab, g, w):
-    """Resident KV cache per GPU per layer: K as the scores op splits it, V as the context op does.
-
-    MLA keeps one latent for keys and values: when the context op splits it the same way as the
-    scores op, the scores op's copy serves both."""
-    kflat = tab.kv_bytes.reshape(-1)
-    g_op = g * (len(SLOTS) * MAX_MODES)
-    k = kflat[g_op + SLOT["scores"] * MAX_MODES + w.modes["scores"]]
-    v = kflat[g_op + SLOT["context"] * MAX_MODES + w.modes["context"]]
-    if model.attention.kind != "mla":
-        return k + v
-    # storage key of a split: heads and R both keep whole latents of all sequences (the latent is
-    # not split by heads), dim splits the latent, T keeps whole latents of each rank's sequences
-    key = np.array([0, 1, 0, 2])
-    same = key[w.modes["scores"]] == key[w.modes["context"]]
-    return k + np.where(same, 0.0, v)
+    slowest = stage_max(model, lp, pp, w.attn_s, w.between_s, w.ffn_s, w.ffn_dense_s, w.first_s,
+                        w.last_s, w.send_s)
+    memory = stage_memory(model, lp, pp, w.layer_w, w.ffn_w, w.ffn_dense_w, w.emb_w, w.tail_w,
+                          tab.workspace_bytes[g])
+    return slowest, memory
 
 
 CHUNK = 16384
@@ -754,7 +820,7 @@ CHUNK = 16384
 
 def _times(model, tables, g, choices):
     w = walk(tables, g, choices, model)
-    slowest, memory = assemble(model, None, tables, g, w)
+    slowest, memory = assemble(model, tables, g, w)
     return slowest, memory, w.bad
 
 
@@ -792,8 +858,8 @@ def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
         slowest, memory, bad = (np.concatenate(x) for x in zip(*parts))
         w = None
     else:
-        w = walk(tables, g, choices, model)
-        slowest, memory = assemble(model, work, tables, g, w)
+        w = walk(tables, g, choices, model, record=[] if return_walk else None)
+        slowest, memory = assemble(model, tables, g, w)
         bad = w.bad
     c = tables.coarse[g]
     pp = c[:, PP].astype(np.float64)
