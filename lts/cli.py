@@ -16,8 +16,9 @@ from rich.console import Console
 from . import report
 from .costmodel import PHASES, Workload, breakdown, evaluate
 from .errors import LtsError, StrategyError
+from .search import SEARCHERS, Problem, search_exact, search_megatron, search_ppo
 from .specs import load_model, load_topology, shipped_names
-from .strategy import Space
+from .strategy import N_COARSE, Space, megatron_row
 from .units import DTYPE_BYTES
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -80,8 +81,10 @@ def cli():
 
     \b
     Examples:
+      lts search moe1.6t h100_dgx
+      lts search llama3.1-70b h100_dgx --gpus 8 --method exact --json
       lts estimate moe1.6t h100_dgx --strategy "tp=8,ep=16,pp=4,batch=64"
-      lts estimate llama3.1-70b h100_dgx --strategy "tp=8,batch=64" --json
+      lts compare mixtral-8x7b h100_dgx --gpus 8 --seeds 5 --budget 1000
       lts models
       lts bench
     """
@@ -115,6 +118,170 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
         report.render_estimate(_console(no_color), m, topo, res, ops, phase)
     if not res.valid[0]:
         sys.exit(1)
+
+
+STOCHASTIC = ("ppo", "random-walk", "anneal", "random")
+
+
+def _slo_text(work: Workload) -> str:
+    if work.phase == "decode":
+        return f"context {work.context}, TPOT ≤ {work.tpot_slo_ms:g} ms"
+    return f"prompt {work.context}, " + (f"TTFT ≤ {work.ttft_slo_ms:g} ms" if work.ttft_slo_ms
+                                          else "no TTFT SLO")
+
+
+def _infeasible(m, topo, work: Workload, what: str) -> click.ClickException:
+    gpus = work.budget(topo)
+    return click.ClickException(
+        f"no feasible strategy found ({m.name} on {topo.name} with {gpus} GPU"
+        f"{'s' if gpus != 1 else ''}, {work.phase}, {_slo_text(work)}; {what})")
+
+
+@cli.command()
+@click.argument("model")
+@click.argument("topology")
+@click.option("--method", type=click.Choice(list(SEARCHERS)), default="ppo", show_default=True,
+              help="ppo: the paper's agent; random-walk, anneal, random: baselines; megatron: "
+                   "Megatron's per-op sharding over every tp/ep/pp/batch; exact: the optimum.")
+@click.option("--budget", type=click.IntRange(1), default=4000, show_default=True,
+              help="Evaluator calls (ignored by megatron and exact).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option("--top", type=click.IntRange(1), default=10, show_default=True,
+              help="Strategies to list.")
+@workload_options
+@output_options
+def search(model, topology, method, budget, seed, top, phase, context, tpot_slo_ms, ttft_slo_ms,
+           gpus, precision, json_, no_color):
+    """Search the strategy space for the highest tokens/s per GPU that fits memory and the SLO;
+    print the best strategies against Megatron's and why the best one wins. Exit status 1 if
+    nothing is feasible.
+
+    \b
+    Examples:
+      lts search moe1.6t h100_dgx
+      lts search llama3.1-70b h100_dgx --gpus 16 --method exact
+      lts search deepseek-v3 h200_dgx --phase prefill --context 4096 --ttft-slo-ms 2000 --json
+    """
+    m, topo = _load(model, topology, precision)
+    work = _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus)
+    problem = Problem(m, topo, work)
+    total = None if method == "exact" else budget
+    t0 = time.perf_counter()
+    with report.progress(total, method, disable=json_) as advance:
+        sr = SEARCHERS[method](problem, budget, np.random.default_rng(seed), top=top,
+                               progress=advance)
+    wall_s = time.perf_counter() - t0
+    if sr.best is None:
+        raise _infeasible(m, topo, work, "the exact optimum: none exists" if method == "exact"
+                          else f"{method}, {sr.evaluations} evaluations; --method exact tells "
+                               "whether any exists")
+    mega = sr if method == "megatron" else search_megatron(problem, budget, None, top=1)
+    res = evaluate(m, topo, work, sr.top)
+    mega_best = evaluate(m, topo, work, mega.best[None]) if mega.best is not None else None
+    best = sr.top[0]
+    mrow = megatron_row(*best[:N_COARSE])
+    why = None
+    if not np.array_equal(best, mrow):
+        bres, bops = breakdown(m, topo, work, best)
+        mres, mops = breakdown(m, topo, work, mrow)
+        why = report.why_dict(bres, bops, mres, mops)
+    if json_:
+        d = {"method": method, "budget": budget, "evaluations": sr.evaluations, "wall_s": wall_s,
+             "seed": seed, "best": report.result_dict(res, 0),
+             "top": [report.result_dict(res, i) for i in range(len(res))],
+             "megatron_best": report.result_dict(mega_best, 0) if mega_best is not None else None,
+             "stats": report.json_safe(sr.stats),
+             "model": report.model_dict(m), "topology": topo.name,
+             "workload": {"phase": work.phase, "context": work.context,
+                          "tpot_slo_ms": work.tpot_slo_ms, "ttft_slo_ms": work.ttft_slo_ms or None,
+                          "gpus": work.budget(topo)},
+             "vs_megatron": why}
+        _emit_json(d)
+    else:
+        report.render_search(_console(no_color), m, topo, work.phase, _slo_text(work), sr, res,
+                             mega.best_score, why, mega_best, wall_s, seed)
+
+
+def _methods(ctx, param, value):
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [n for n in names if n not in STOCHASTIC + ("megatron", "exact")]
+    if bad or not names:
+        raise click.BadParameter(f"{bad[0] if bad else value!r} is not one of "
+                                 f"{', '.join(STOCHASTIC)} (megatron and exact always run)")
+    return list(dict.fromkeys(n for n in names if n in STOCHASTIC))
+
+
+@cli.command()
+@click.argument("model")
+@click.argument("topology")
+@click.option("--seeds", type=click.IntRange(1), default=10, show_default=True,
+              help="Seeds 0..N-1 for each stochastic method.")
+@click.option("--budget", type=click.IntRange(1), default=4000, show_default=True,
+              help="Evaluator calls per run.")
+@click.option("--methods", default=",".join(STOCHASTIC), show_default=True, callback=_methods,
+              help="Comma-separated stochastic methods (megatron and exact always run once).")
+@workload_options
+@output_options
+def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms, ttft_slo_ms,
+            gpus, precision, json_, no_color):
+    """Run every method on the same problem: the paper's Table 1 (mean best tokens/s/GPU over
+    seeds, normalized to random walk), Figure 3 (best over seeds, normalized to Megatron), each
+    method's fraction of the exact optimum and its wall time. Exit status 1 if nothing is
+    feasible.
+
+    \b
+    Examples:
+      lts compare moe1.6t h100_dgx --seeds 10
+      lts compare llama3.1-8b h100_dgx --gpus 8 --seeds 3 --budget 500 --methods ppo,anneal
+    """
+    m, topo = _load(model, topology, precision)
+    work = _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus)
+    problem = Problem(m, topo, work)
+    runs = {}
+    with report.progress(seeds * budget * len(methods), "exact", disable=json_) as advance:
+        for method in ("exact", "megatron"):
+            problem.calls = 0
+            advance.describe(method)
+            runs[method] = [SEARCHERS[method](problem, budget, np.random.default_rng(0), top=1)]
+        if runs["exact"][0].best is None:
+            raise _infeasible(m, topo, work, "the exact optimum: none exists")
+        for method in methods:
+            runs[method] = []
+            for seed in range(seeds):
+                problem.calls = 0
+                advance.describe(f"{method} seed {seed}")
+                runs[method].append(SEARCHERS[method](problem, budget, np.random.default_rng(seed),
+                                                      top=1, progress=advance))
+    exact = runs["exact"][0].best_score
+    mega = runs["megatron"][0].best_score
+    rw = None
+    if "random-walk" in runs:
+        rw = float(np.mean([max(r.best_score, 0.0) for r in runs["random-walk"]]))
+    rows = []
+    for method in list(methods) + ["megatron", "exact"]:
+        scores = np.array([max(r.best_score, 0.0) for r in runs[method]])   # infeasible: 0
+        mean, best = float(scores.mean()), float(scores.max())
+        rows.append({"method": method, "seeds": len(scores), "mean_tokens_per_s_per_gpu": mean,
+                     "best_tokens_per_s_per_gpu": best,
+                     "fraction_of_exact_mean": float((scores / exact).mean()),
+                     "fraction_of_exact_best": best / exact,
+                     "wall_s_mean": float(np.mean([r.wall_s for r in runs[method]])),
+                     "table1": mean / rw if rw else None,
+                     "figure3": best / mega if np.isfinite(mega) and mega > 0 else None})
+
+    def result(method):
+        r = runs[method][0]
+        return report.result_dict(evaluate(m, topo, work, r.best[None]), 0) \
+            if r.best is not None else None
+
+    if json_:
+        _emit_json({"methods": rows, "exact": result("exact"), "megatron": result("megatron"),
+                    "seeds": seeds, "budget": budget, "model": report.model_dict(m),
+                    "topology": topo.name})
+    else:
+        report.render_compare(_console(no_color),
+                              f"{m.name} on {topo.name}: {seeds} seeds × {budget} calls",
+                              f"{work.phase}, {_slo_text(work)}", rows)
 
 
 @cli.command()
@@ -161,9 +328,12 @@ def topologies(json_, no_color):
 @click.option("--evaluations", type=click.IntRange(1000), default=1_000_000, show_default=True,
               help="Random strategies to evaluate for the throughput figure.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--no-search", is_flag=True,
+              help="Skip the search timings (ppo with 4000 calls, and exact).")
 @output_options
-def bench(model, topology, evaluations, seed, json_, no_color):
-    """Measure this machine: evaluator strategies/s (one core) and estimate wall time."""
+def bench(model, topology, evaluations, seed, no_search, json_, no_color):
+    """Measure this machine: evaluator strategies/s (one core), estimate wall time, and the wall
+    time of a 4000-call ppo search (seed 0) and of the exact optimum, all in process."""
     m, topo = _load(model, topology)
     work = Workload()
     space = Space.for_model(m, work.budget(topo))
@@ -173,13 +343,20 @@ def bench(model, topology, evaluations, seed, json_, no_color):
     t0 = time.perf_counter()
     evaluate(m, topo, work, strategies)
     eval_s = time.perf_counter() - t0
-    from .strategy import megatron_row
     t0 = time.perf_counter()
     breakdown(m, topo, work, megatron_row(8, 1, 1, 64))
     est_s = time.perf_counter() - t0
     d = {"model": m.name, "topology": topo.name, "evaluations": evaluations,
          "evaluations_per_s": evaluations / eval_s, "estimate_wall_s": est_s,
          "search_wall_s": None, "exact_wall_s": None}
+    if not no_search:
+        problem = Problem(m, topo, work)
+        t0 = time.perf_counter()
+        search_ppo(problem, 4000, np.random.default_rng(0))
+        d["search_wall_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        search_exact(problem)
+        d["exact_wall_s"] = time.perf_counter() - t0
     if json_:
         _emit_json(d)
     else:

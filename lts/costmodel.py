@@ -11,8 +11,7 @@ How a strategy is costed (DESIGN.md §3; every formula below has its reason besi
    logits). All of this is a few NumPy expressions over [G] arrays, G = distinct coarse rows.
 2. **Walk.** For N strategies at once, the 12 ops are walked in order (a loop over 12 ops, never
    over strategies): each op's mode follows from its choice and the incoming layout (an op that
-   accepts R or T takes whichever conversion is cheaper, ties keep the incoming layout), the
-   conversion is inserted, and op, conversion and collective times are gathered from the tables.
+   accepts R or T keeps an incoming R or T and gathers P or F to R), the conversion is inserted, and op, conversion and collective times are gathered from the tables.
 3. **Assembly.** Stage time = the layers of the stage + embedding on the first stage + final norm
    and LM head on the last; TPOT = pp x (slowest stage + stage-to-stage send) (the batch runs as
    pp micro-batches, so one decode step of every sequence takes pp stage slots); prefill TTFT =
@@ -136,7 +135,7 @@ class Tables:
     kv_bytes: np.ndarray               # [G, slots, modes] resident KV cache per GPU per layer
     conv_s: np.ndarray                 # [G, points, 6 from, 6 to] (zero diagonal; ER/ET free)
     conv_bytes: np.ndarray             # [G, points] full activation bytes
-    rt_pick: np.ndarray                # [G, points, 6 from] R or T: the cheaper target for `none`
+    rt_pick: np.ndarray                # [G, points, 6 from] the layout `none` works on: R or T
     final_s: np.ndarray                # [G, 4] logits layout -> sampled ids everywhere
     send_s: np.ndarray                 # [G, 2] stage-to-stage send: [hidden split over tp, full]
     send_bytes: np.ndarray             # [G, 2]
@@ -333,7 +332,8 @@ def _fill_attention(b: _Builder):
         for mode, (seqs, ffl, fcache) in modes.items():
             fl = seqs * per_seq_flops * ffl
             by = seqs * (per_seq_read * fcache + per_seq_io * ffl)
-            kv = seqs * s.ctx * cache_tok * fcache
+            # every stage holds the cache of all pp micro-batches in flight, not only one
+            kv = s.pp * seqs * s.ctx * cache_tok * fcache
             b.put(slot, mode, fl, by, 0.0, kv)
         return frac0
 
@@ -395,12 +395,12 @@ def _fill_ffn(b: _Builder, moe: bool):
             npairs, ex, toks = pairs, e_loc, tokens
         elif mode == 2:
             fr, npairs, ex, toks = 1.0, pairs, e_loc, tokens
-        elif mode == 3:
-            fr, npairs, ex, toks = 1.0, pairs / s.p, e_loc, tokens / s.p
+        elif mode == 3:     # none on T: each rank its own whole sequences (of every ep group)
+            fr, npairs, ex, toks = 1.0, rows_t * k, e_loc, rows_t * s.ep
         elif moe:   # experts: whole experts per rank, tokens of those experts only
             fr, npairs, ex, toks = 1.0, pairs * e_rank_x / e_loc, e_rank_x, tokens
-        else:       # `experts` on a dense FFN: replicated weights, each rank its share of tokens
-            fr, npairs, ex, toks = 1.0, pairs / s.p, 1.0, tokens / s.p
+        else:   # `experts` on a dense FFN: replicated weights, each rank a share of whole sequences
+            fr, npairs, ex, toks = 1.0, rows_t, 1.0, rows_t * s.ep
         if moe:
             act = _active(s, ex, toks)                      # weights of idle experts are not read
         else:
@@ -486,16 +486,18 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
             # all-to-all moves each rank's share (S/p); the others work on the whole tensor S
             size = nb / s.p if kind == "all-to-all" else nb
             conv[:, PT[name], src, dst] = coll.COST[kind](topo.links, size, s.p, 1.0)
-    # a `none` op takes R or T, whichever conversion is cheaper (ties keep the incoming layout)
-    to_r, to_t = conv[:, :, :, R], conv[:, :, :, T]
-    rt_pick = np.where(to_t < to_r, T, R)
-    rt_pick[:, :, T] = np.where(to_r[:, :, T] < to_t[:, :, T], R, T)
-    rt_pick[:, :, ER:] = R       # only reached by an unmatched `experts` pair, which is invalid
+    # a `none` (or `experts`) op works on R or on its own tokens T: it keeps an incoming R or T
+    # and gathers anything else to R. The pick depends on layouts only, never on costs, so more
+    # bandwidth cannot flip it into a slower layout (DESIGN.md §7); the token split is reached
+    # through a norm on tokens (choice 0), which reduce-scatters P into T.
+    rt_pick = np.zeros((G, len(POINTS), 6), dtype=np.int64)
+    rt_pick[:, :, T] = T
     # after the LM head every rank needs the sampled ids: R has them; T samples its own tokens and
     # all-gathers the ids (4 bytes each); F (vocab split) gathers the logits, P all-reduces them
     logits = conv_bytes[:, PT["logits"]]
     final = np.zeros((G, 4))
-    final[:, T] = coll.all_gather(topo.links, s.lm_rows * 4.0, s.p, 1.0)
+    ids_bytes = s.lm_rows * 4.0
+    final[:, T] = coll.all_gather(topo.links, ids_bytes, s.p, 1.0)
     final[:, F] = coll.all_gather(topo.links, logits, s.p, 1.0)
     final[:, P] = coll.all_reduce(topo.links, logits, s.p, 1.0)
     # stage-to-stage: the activation and the residual of the micro-batch (split over tp if the
@@ -520,7 +522,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
         bad |= np.where(s.ep > 1, REASON_BIT["experts"], 0)
     return Tables(np.asarray(coarse), b.compute, b.memory, b.time, b.intr, b.intrinsic,
                   b.weights, b.kv, conv, conv_bytes, rt_pick, final, send, send_bytes, workspace,
-                  bad, np.floor(model.layers / s.pp))
+                  bad, np.floor(model.layers / s.pp), extra={"ids_bytes": ids_bytes})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -580,7 +582,7 @@ class Gather:
         return self._kv[self._g_op + SLOT[slot] * MAX_MODES + mode]
 
     def pick(self, point, incoming):
-        """R or T, whichever conversion from `incoming` is cheaper (for `none`/`experts`)."""
+        """The layout a `none`/`experts` op works on: an incoming R or T stays, P or F go to R."""
         return self._rt[self._g_rt + PT[point] * 6 + incoming]
 
     def step(self, slot, choice, incoming, point):
@@ -931,7 +933,7 @@ def breakdown(model: ModelSpec, topo: TopologySpec, work: Workload, strategy) ->
             t = float(tab.final_s[g, out])
             if t > 0:
                 kind = "all-gather" if out in (T, F) else "all-reduce"
-                nb = 4.0 * tab.coarse[g, BATCH] if out == T else tab.conv_bytes[g, PT["logits"]]
+                nb = tab.extra["ids_bytes"][g] if out == T else tab.conv_bytes[g, PT["logits"]]
                 colls.append({"kind": kind, "group": "tp", "bytes": float(nb), "time_us": t * 1e6,
                               "count": 1, "layout": f"{LAYOUT_NAMES[out]}->ids"})
         ops.append({"name": slot, "choice": int(SLOT_MODES[slot][mode][0]),

@@ -8,15 +8,18 @@ Imports: specs, strategy, costmodel (types and constants), units.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
+                           TimeElapsedColumn)
 from rich.table import Table
 
 from .costmodel import REASONS, Result
 from .specs import ModelSpec, TopologySpec, param_counts
-from .strategy import OPS, strategy_dict
+from .strategy import OPS, format_strategy, strategy_dict
 from .units import GIB
 
 
@@ -210,6 +213,228 @@ def render_bench(console: Console, d: dict) -> None:
                        ("exact_wall_s", "exact optimum")):
         if d.get(key) is not None:
             table.add_row(label, f"{d[key]:.2f} s")
+    console.print(table)
+
+
+# ----------------------------------------------------------------------------------------------
+# progress (stderr)
+
+class _Advance:
+    """The ``progress`` callback of the searchers: ``advance(n)`` after n evaluator calls (0:
+    still working); ``describe(text)`` relabels the bar."""
+
+    def __init__(self, progress: Progress | None, task):
+        self.progress, self.task = progress, task
+
+    def __call__(self, n: int) -> None:
+        if self.progress is not None:
+            self.progress.advance(self.task, n)
+
+    def describe(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, description=escape(text))
+
+
+@contextmanager
+def progress(total, description: str, disable: bool = False):
+    """A transient progress bar on stderr (off when ``disable`` or stderr is not a terminal);
+    ``total=None`` shows an indeterminate bar. Yields an ``_Advance`` callback."""
+    console = Console(stderr=True, highlight=False)
+    if disable or not console.is_terminal:
+        yield _Advance(None, None)
+        return
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+               MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        yield _Advance(bar, bar.add_task(escape(description), total=total))
+
+
+# ----------------------------------------------------------------------------------------------
+# lts search
+
+def json_safe(obj):
+    """numpy scalars and containers of them -> plain JSON values."""
+    if isinstance(obj, dict):
+        return {str(k): json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if hasattr(obj, "item"):
+        obj = obj.item()
+    if isinstance(obj, float):
+        return _num(obj)
+    return obj
+
+
+def changed_ops(row) -> str:
+    """The per-op choices of a strategy row that differ from Megatron's, or "megatron"."""
+    parts = format_strategy(row, only_changed=True).split(",")[4:]
+    return ", ".join(parts) if parts else "megatron"
+
+
+def degrees(row) -> str:
+    return "/".join(str(int(v)) for v in row[:4])
+
+
+def _collectives(ops: list) -> dict:
+    """(kind, group, op) -> (instances, total µs) of a breakdown, summed over the model."""
+    out = {}
+    for op in ops:
+        for c in op["collectives"]:
+            key = (c["kind"], c["group"], op["name"])
+            n, t = out.get(key, (0, 0.0))
+            out[key] = (n + c["count"], t + c["time_us"] * c["count"])
+    return out
+
+
+def _op_time_us(ops: list) -> float:
+    return sum(op["time_us"] * op["count"] for op in ops)
+
+
+def why_dict(res: Result, ops: list, mres: Result, mops: list) -> dict:
+    """Why a strategy beats Megatron's per-op choices at the same tp/ep/pp/batch: collectives
+    (kind, group, op) it avoids, adds or resizes (instances and µs summed over the model), and
+    the step-time difference. ``res``/``ops`` and ``mres``/``mops`` come from costmodel.breakdown.
+    """
+    a, b = _collectives(ops), _collectives(mops)
+
+    def entry(key, n, t, **extra):
+        return {"kind": key[0], "group": key[1], "op": key[2], "count": int(n),
+                "time_us": float(t), **extra}
+
+    avoids = [entry(k, *b[k]) for k in b if k not in a]
+    adds = [entry(k, *a[k]) for k in a if k not in b]
+    resized = [entry(k, *a[k], megatron_time_us=float(b[k][1])) for k in a
+               if k in b and abs(a[k][1] - b[k][1]) > max(0.01 * max(a[k][1], b[k][1]), 1.0)]
+    for lst, key in ((avoids, "time_us"), (adds, "time_us")):
+        lst.sort(key=lambda e: -e[key])
+    resized.sort(key=lambda e: -abs(e["time_us"] - e["megatron_time_us"]))
+    coll = sum(t for _, t in a.values()) - sum(t for _, t in b.values())
+    return {"megatron": result_dict(mres, 0), "avoids": avoids, "adds": adds, "resized": resized,
+            "collectives_delta_us": float(coll),
+            "ops_delta_us": float(_op_time_us(ops) - _op_time_us(mops)),
+            "step_ms": _num(res.step_s[0] * 1e3), "megatron_step_ms": _num(mres.step_s[0] * 1e3)}
+
+
+def fmt_us(us: float) -> str:
+    return f"{us / 1e3:.2f} ms" if abs(us) >= 1e3 else f"{us:.0f} µs"
+
+
+def _coll_text(e: dict, resized: bool = False) -> str:
+    t = (f"{fmt_us(e['megatron_time_us'])}→{fmt_us(e['time_us'])}" if resized
+         else fmt_us(e["time_us"]))
+    return f"{SHORT[e['kind']]} {e['group']} @{e['op']} ×{e['count']} {t}"
+
+
+def _coll_list(entries: list, resized: bool = False, limit: int = 3) -> str:
+    text = ", ".join(_coll_text(e, resized) for e in entries[:limit])
+    return text + (f", +{len(entries) - limit} more" if len(entries) > limit else "")
+
+
+def _delta(us: float) -> str:
+    return ("+" if us >= 0 else "-") + fmt_us(abs(us))
+
+
+def render_search(console: Console, m: ModelSpec, topo: TopologySpec, phase: str, slo: str,
+                  sr, res: Result, mega_score: float, why: dict | None, mega_best: Result | None,
+                  wall_s: float, seed: int) -> None:
+    """The ranked table, "why it wins" and the footer of ``lts search``.
+
+    ``sr``: the SearchResult; ``res``: its top rows evaluated; ``why``: ``why_dict`` of the best
+    row (None when it is Megatron's own choice); ``mega_best``: the Megatron baseline's best row
+    evaluated (None if Megatron has no feasible strategy).
+    """
+    latency = "TPOT ms" if phase == "decode" else "TTFT ms"
+    table = Table(title=f"{escape(m.name)} on {escape(topo.name)}: best strategies "
+                        f"({escape(sr.method)})",
+                  caption=f"{phase}, {escape(slo)}; ×Meg: tokens/s/GPU ÷ Megatron's best",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("tp/ep/pp/b", no_wrap=True)
+    table.add_column("ops vs Megatron", overflow="fold", ratio=1, min_width=16)
+    table.add_column("tok/s/GPU", justify="right", no_wrap=True)
+    table.add_column(latency, justify="right", no_wrap=True)
+    table.add_column("GiB/GPU", justify="right", no_wrap=True)
+    table.add_column("×Meg", justify="right", no_wrap=True)
+    for i in range(len(res)):
+        row = res.strategies[i]
+        tps = res.tokens_per_s_per_gpu[i]
+        lat = res.tpot_s[i] if phase == "decode" else res.ttft_s[i]
+        ratio = f"{tps / mega_score:.3f}" if math.isfinite(mega_score) and mega_score > 0 else "-"
+        table.add_row(str(i + 1), degrees(row), escape(changed_ops(row)), f"{tps:,.1f}",
+                      fmt_ms(lat), f"{res.memory_bytes[i] / GIB:.1f}", ratio)
+    console.print(table)
+    best = res.strategies[0]
+    at = f"tp={best[0]} ep={best[1]} pp={best[2]} batch={best[3]}"
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold", ratio=1)
+    if why is None:
+        grid.add_row("[bold]Why it wins[/]", f"it is Megatron's own per-op sharding at {at}; no "
+                                             "per-op change helps there.")
+    else:
+        mw = why["megatron"]
+        loses = mw["valid"] and mw["tokens_per_s_per_gpu"] > res.tokens_per_s_per_gpu[0]
+        grid.add_row("[bold]Why it loses[/]" if loses else "[bold]Why it wins[/]",
+                     f"against Megatron's per-op choices at the same {at} "
+                     + (f"({mw['tokens_per_s_per_gpu']:,.1f} tokens/s/GPU)" if mw["valid"] else
+                        f"(invalid there: {', '.join(mw['reasons'])})"))
+        same = why["step_ms"] == why["megatron_step_ms"] and mw["valid"] and not (
+            why["avoids"] or why["adds"] or why["resized"])
+        if same:
+            grid.add_row("", "its per-op choices cost the same as Megatron's there"
+                         + (" (tp=1: nothing to shard)" if best[0] == 1 else "")
+                         + "; it wins on the degrees and batch alone")
+        for key, label in (("avoids", "  avoids"), ("adds", "  adds"), ("resized", "  resizes")):
+            if why[key]:
+                grid.add_row(label, escape(_coll_list(why[key], resized=key == "resized")))
+        if not same and not (why["avoids"] or why["adds"] or why["resized"]):
+            grid.add_row("", "the same collectives")
+        if not same and why["step_ms"] is not None and why["megatron_step_ms"] is not None:
+            d = why["step_ms"] - why["megatron_step_ms"]
+            grid.add_row("  step", f"{why['megatron_step_ms']:.2f} → {why['step_ms']:.2f} ms "
+                         f"({d:+.2f} ms; summed over layers: collectives "
+                         f"{_delta(why['collectives_delta_us'])}, ops "
+                         f"{_delta(why['ops_delta_us'])})")
+    if mega_best is not None:
+        tps = res.tokens_per_s_per_gpu[0]
+        mtps = mega_best.tokens_per_s_per_gpu[0]
+        grid.add_row("[bold]Megatron best[/]",
+                     f"{format_strategy(mega_best.strategies[0], only_changed=True)}: {mtps:,.1f} "
+                     f"tokens/s/GPU; the best is {tps / mtps:.3f}× that")
+    else:
+        grid.add_row("[bold]Megatron best[/]", "none: Megatron's per-op sharding has no feasible "
+                                               "strategy here")
+    console.print(grid)
+    stats = "".join(f", {k.replace('_', ' ')} {v:,}" if isinstance(v, int) else
+                    f", {k.replace('_', ' ')} {v}" for k, v in sr.stats.items())
+    console.print(f"[dim]{escape(sr.method)}: {sr.evaluations:,} evaluations, {wall_s:.2f} s, "
+                  f"seed {seed}{escape(stats)}[/]", overflow="fold")
+
+
+# ----------------------------------------------------------------------------------------------
+# lts compare
+
+def render_compare(console: Console, title: str, workload: str, rows: list) -> None:
+    """``rows``: the ``methods`` entries of ``lts compare --json`` (``table1``, ``figure3`` too)."""
+    table = Table(title=escape(title), box=box.SIMPLE_HEAD, padding=(0, 0), show_edge=False,
+                  caption=escape(workload) + ". Table 1: mean over seeds ÷ random walk's mean; "
+                          "Fig. 3: best over seeds ÷ Megatron's best; of exact: fraction of "
+                          "the optimum")
+    for col in ("method", "seeds", "mean\ntok/s/GPU", "Table 1\n÷ RW", "best\ntok/s/GPU",
+                "Fig. 3\n÷ Meg", "of exact\nmean", "of exact\nbest", "wall s\nmean"):
+        table.add_column(col, justify="left" if col == "method" else "right", no_wrap=True)
+
+    def f(x, fmt):
+        return "-" if x is None else format(x, fmt)
+
+    def tps(x):
+        return "-" if x is None else f"{x:,.1f}" if x < 1e4 else f"{x:,.0f}"
+
+    for r in rows:
+        table.add_row(escape(r["method"]), str(r["seeds"]), tps(r["mean_tokens_per_s_per_gpu"]),
+                      f(r["table1"], ".3f"), tps(r["best_tokens_per_s_per_gpu"]),
+                      f(r["figure3"], ".3f"), f(r["fraction_of_exact_mean"], ".3f"),
+                      f(r["fraction_of_exact_best"], ".3f"), f(r["wall_s_mean"], ".2f"))
     console.print(table)
 
 

@@ -27,7 +27,7 @@ from .costmodel import (NORM_OF, PP, TP, EP, BATCH, Gather, Result, Workload, bu
                         evaluate, piece_attn, piece_between, piece_ffn, piece_first, piece_last,
                         piece_send, stage_max, stage_memory)
 from .specs import ModelSpec, TopologySpec
-from .strategy import MEGATRON, N_COARSE, Space
+from .strategy import MEGATRON, N_COARSE, OP_COL, OPS, Space
 
 
 class Problem:
@@ -61,6 +61,14 @@ class Problem:
         return evaluate(self.model, self.topo, self.work, self.space.decode(idx),
                         tables=self.tables, coarse_index=self.coarse_index(idx))
 
+    def canonical(self, idx: np.ndarray) -> np.ndarray:
+        """Index rows with choices that cannot matter set to Megatron's (a dense model's router)."""
+        if self.model.is_moe:
+            return idx
+        idx = np.array(idx, copy=True)
+        idx[:, OP_COL["router"]] = MEGATRON[OPS.index("router")]
+        return idx
+
     def score(self, res: Result) -> np.ndarray:
         """Objective: tokens/s/GPU of valid strategies, -inf for invalid ones."""
         return np.where(res.valid, res.tokens_per_s_per_gpu, -np.inf)
@@ -89,14 +97,22 @@ class Tracker:
         self.curve = []
 
     def add(self, idx: np.ndarray, scores: np.ndarray) -> None:
-        for row, s in zip(np.atleast_2d(idx), np.atleast_1d(scores)):
+        idx = self.problem.canonical(np.atleast_2d(idx))
+        for row, s in zip(idx, np.atleast_1d(scores)):
             if np.isfinite(s):
                 self.rows.setdefault(row.tobytes(), (float(s), row.copy()))
             self.best = max(self.best, float(s))
             self.curve.append(self.best)
 
     def result(self, method: str, t0: float, stats=None) -> SearchResult:
-        ranked = sorted(self.rows.values(), key=lambda r: -r[0])[: self.k]
+        ranked, seen = [], set()
+        for score, row in sorted(self.rows.values(), key=lambda r: -r[0]):
+            key = (row[:N_COARSE].tobytes(), round(score, 9))
+            if key not in seen:      # same degrees and score: choices that change nothing
+                seen.add(key)
+                ranked.append((score, row))
+            if len(ranked) == self.k:
+                break
         sp = self.problem.space
         top = sp.decode(np.array([r[1] for r in ranked])) if ranked else np.zeros((0, 16), np.int64)
         scores = np.array([r[0] for r in ranked])
@@ -191,6 +207,9 @@ def search_megatron(problem: Problem, budget: int, rng, top: int = 10,
 # ----------------------------------------------------------------------------------------------
 # the exact optimum
 
+INVALID_S = 1e30      # the time of an invalid option inside the exact search
+
+
 def _grid(*sizes):
     """All combinations of range(n) for each size, as one flat array per position."""
     combos = np.array(list(itertools.product(*[range(n) for n in sizes])), dtype=np.int64)
@@ -244,7 +263,9 @@ class _Exact:
         c7, c8, c9, c10 = self.f
         l7 = NORM_OF[c7]
         ffn, ffn_w, out, ok = piece_ffn(x, model, l7, c8, c9, c10)     # [C, |f|]
-        ffn = np.where(ok, ffn, np.inf)
+        # an unmatched `experts` pair is invalid: a huge finite time (inf would give 0 * inf = nan
+        # in stages that hold no MoE layer)
+        ffn = np.where(ok, ffn, INVALID_S)
         if model.is_moe and model.ffn.dense_layers:
             ffn_d, ffn_dw, _, _ = piece_ffn(x, model, l7, c8, c9, c10, dense=True)
         else:
@@ -312,6 +333,7 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
         g = cand[i:i + 256]
         lp, A, Aw, G, M = ex.block(g)
         t_min = (lp[:, None, None] * A.min(-1) + G.min(-1)).min((1, 2))
+        t_min = np.where(t_min < INVALID_S, t_min, np.inf)
         m_min = (lp[:, None, None] * Aw.min(-1) + M.min(-1)).min((1, 2))
         ok = (m_min <= p.usable) & (steps[g] * t_min <= slo) & np.isfinite(t_min)
         ub[g] = np.where(ok, tokens[g] / (steps[g] * t_min * gpus[g]), -np.inf)
@@ -330,7 +352,7 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
         lp, A, Aw, G, M = ex.block(g)
         T = lp[:, None, None, None, None] * A[..., :, None] + G[..., None, :]
         W = lp[:, None, None, None, None] * Aw[..., :, None] + M[..., None, :]
-        T = np.where(W <= p.usable, T, np.inf).reshape(len(g), -1)
+        T = np.where((W <= p.usable) & (T < INVALID_S), T, np.inf).reshape(len(g), -1)
         best = T.argmin(axis=1)
         t_best = T[np.arange(len(g)), best]
         visited += len(g)
@@ -354,7 +376,27 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
                                    "strategies_covered": n_space})
 
 
+def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
+               cfg=None) -> SearchResult:
+    """The paper's agent (lts.ppo): PPO over an elite history, 5 chunks with fresh networks."""
+    from . import ppo     # the policy network is only needed here
+    t0 = time.perf_counter()
+    tr = Tracker(problem, top)
+
+    def evaluate(idx):
+        res = problem.evaluate(idx)
+        score = problem.score(res)
+        tr.add(idx, score)
+        return res.tokens_per_s_per_gpu, res.valid
+
+    _, _, _, stats = ppo.train(evaluate, problem.space.sizes, budget, rng, cfg or ppo.PPOConfig(),
+                               on_calls=progress)
+    return tr.result("ppo", t0, {"updates": stats.updates, "restarts": stats.restarts,
+                                 "early_exits": stats.early_exits})
+
+
 SEARCHERS = {
+    "ppo": search_ppo,
     "random": search_random,
     "random-walk": search_random_walk,
     "anneal": search_anneal,

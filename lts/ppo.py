@@ -1,0 +1,177 @@
+"""The paper's search agent: PPO over an elite history (Learning to Shard, §3-4; PAPER.md §4-5).
+
+One step of the environment is one evaluator call: the observation is the elite history X (the
+T best valid strategies so far, each a record of normalized sub-action indices plus its
+normalized throughput), the action is a full strategy (one categorical head per entry), the
+reward is
+
+    r = alpha * raw + beta * (raw - best_so_far)      (Eq. 1; raw = tokens/s/GPU / reference)
+
+for a valid strategy and ``invalid_reward`` otherwise, and the episode ends (one-step, bandit
+style). PPO (clipped objective, n_epochs per update, Adam with cosine-annealed learning rate)
+updates the policy after every ``n_steps`` calls. The budget is split into ``chunks``; each chunk
+starts a fresh network that inherits the elite history and the best-so-far, and a chunk ends early
+when every head's largest probability reaches ``confidence`` (the network has converged).
+
+Written against a callback ``evaluate(index_rows [n, H]) -> (raw [n], valid [n])`` so that it knows
+nothing about parallelism (STYLE.md §8). Imports: numpy, nn, policy.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import nn, policy
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    history: int = 3               # T: elite strategies in the observation (paper App. A)
+    d_model: int = 256             # embedding and hidden size (paper App. A)
+    n_heads: int = 4               # attention heads (PAPER.md §11 rec.)
+    d_ff: int = 512
+    n_steps: int = 2               # rollout buffer = calls per update (paper App. A: 2)
+    n_epochs: int = 2              # gradient steps per update (paper App. A: 2)
+    lr: float = 1e-3               # initial learning rate, cosine-annealed over each chunk
+    clip: float = 0.2              # PPO clip range (SB3 default)
+    vf_coef: float = 0.5
+    ent_coef: float = 0.0          # an entropy bonus would fight the confidence early exit
+    max_grad_norm: float = 0.5
+    alpha: float = 1.0             # reward weights of Eq. 1 (PAPER.md §11 rec.)
+    beta: float = 1.0
+    invalid_reward: float = -10.0  # "large negative reward" in normalized units
+    chunks: int = 5                # budget chunks, fresh network per chunk (paper §3)
+    confidence: float = 0.95       # early exit when every head's max probability reaches this
+    normalize_advantages: bool = False   # with 2-sample rollouts normalization is degenerate
+    elite_prior: float = 0.0       # a fresh network starts with this probability on the best
+                                   # elite's choice in every head (0: uniform, as in the paper)
+    elite_prior_coarse: float = 0.0   # the same for the first four heads (tp, ep, pp, batch);
+                                      # 0: use elite_prior
+
+
+class EliteHistory:
+    """The T best valid strategies seen, best first, without duplicates (PAPER.md §4.2)."""
+
+    def __init__(self, sizes, T: int):
+        self.sizes = np.asarray(sizes)
+        self.scale = np.maximum(self.sizes - 1, 1)
+        self.T = T
+        self.rows, self.raw = [], []
+
+    def add(self, row: np.ndarray, raw: float) -> None:
+        key = row.tobytes()
+        if any(r.tobytes() == key for r in self.rows):
+            return
+        if len(self.rows) < self.T or raw > self.raw[-1]:
+            self.rows.append(row.copy())
+            self.raw.append(raw)
+            order = np.argsort(self.raw)[::-1][: self.T]
+            self.rows = [self.rows[i] for i in order]
+            self.raw = [self.raw[i] for i in order]
+
+    def observation(self) -> np.ndarray:
+        """[1, T, H + 1]: normalized indices and normalized throughput, zero-padded."""
+        X = np.zeros((1, self.T, len(self.sizes) + 1))
+        for t, (row, raw) in enumerate(zip(self.rows, self.raw)):
+            X[0, t, :-1] = row / self.scale
+            X[0, t, -1] = raw
+        return X
+
+
+@dataclass
+class PPOStats:
+    updates: int = 0
+    restarts: int = 0
+    early_exits: int = 0
+    log: list = field(default_factory=list)     # one dict per update (namespaced keys)
+
+
+def _prior_bias(sizes, row, probs) -> np.ndarray:
+    """Output biases giving probability probs[i] to row's choice in head i, the rest uniform."""
+    bias = []
+    for n, choice, p in zip(sizes, row, probs):
+        b = np.zeros(n)
+        if n > 1:
+            b[choice] = math.log(p * (n - 1) / (1 - p))    # softmax: e^b / (e^b + n - 1) = p
+        bias.append(b)
+    return np.concatenate(bias)
+
+
+def _cosine(lr0: float, progress: float) -> float:
+    return lr0 * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig = PPOConfig(),
+          on_calls=None):
+    """Run the agent for ``budget`` evaluator calls.
+
+    Args:
+        evaluate: callback index rows [n, H] -> (raw tokens/s/GPU [n], valid [n] bool).
+        sizes: number of choices of each of the H entries.
+        on_calls: optional callback(n) after every n calls (progress bars).
+
+    Returns:
+        (index rows [calls, H], raw [calls], valid [calls], PPOStats) of every strategy tried.
+    """
+    sizes = tuple(int(s) for s in sizes)
+    pcfg = policy.PolicyConfig(n_choices=sizes, T=cfg.history, n_extra=1, d_model=cfg.d_model,
+                               n_heads=cfg.n_heads, d_ff=cfg.d_ff, hidden=cfg.d_model)
+    elite = EliteHistory(sizes, cfg.history)
+    all_rows, all_raw, all_valid = [], [], []
+    stats = PPOStats()
+    ref = None                  # reference throughput: the first valid strategy's (PAPER.md §5.1)
+    best = 0.0                  # best-so-far in normalized units (b of Eq. 1)
+    calls, chunk = 0, max(cfg.n_steps, budget // cfg.chunks)
+    while calls < budget:
+        # ---- a fresh agent: new weights and optimizer, same elite history and best-so-far
+        params = policy.init_params(pcfg, rng, dtype=np.float32)
+        if cfg.elite_prior > 0 and elite.rows:
+            probs = [cfg.elite_prior_coarse or cfg.elite_prior] * 4 + [cfg.elite_prior] * (len(sizes) - 4)
+            params["pi.b2"][:] = _prior_bias(sizes, elite.rows[0], probs)
+        adam = nn.adam_init(params)
+        start = calls
+        stats.restarts += 1
+        while calls < budget and calls - start < chunk:
+            n = min(cfg.n_steps, budget - calls)
+            X = elite.observation()                     # [1, T, A], shared by the n rollouts
+            actions, logprob, _, value = policy.get_action_and_value(params, X, pcfg, rng, n=n)
+            raw, valid = evaluate(actions)
+            calls += n
+            # ---- rewards (Eq. 1) against the best before this rollout, then update b and elites
+            if ref is None and valid.any():
+                ref = float(raw[valid][0])
+            norm = raw / ref if ref else np.zeros(n)
+            rewards = np.where(valid, cfg.alpha * norm + cfg.beta * (norm - best),
+                               cfg.invalid_reward)
+            for a, v, r in zip(actions, valid, norm):
+                if v:
+                    elite.add(a, float(r))
+            if valid.any():
+                best = max(best, float(norm[valid].max()))
+            all_rows.append(actions)
+            all_raw.append(raw)
+            all_valid.append(valid)
+            # ---- PPO update: one-step episodes, so returns = rewards and advantages = r - V
+            advantages = rewards - value
+            if cfg.normalize_advantages and n > 1:
+                advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+            lr = _cosine(cfg.lr, (calls - start) / chunk)
+            for _ in range(cfg.n_epochs):
+                loss, grads, info = policy.ppo_loss_and_grad(
+                    params, pcfg, X, actions, logprob, advantages, rewards, clip=cfg.clip,
+                    vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef)
+                grads, gnorm = nn.clip_grad_norm(grads, cfg.max_grad_norm)
+                nn.adam_step(params, grads, adam, lr)
+            stats.updates += 1
+            info.update({"charts/learning_rate": lr, "charts/best": best,
+                         "losses/grad_norm": gnorm, "charts/calls": calls})
+            stats.log.append(info)
+            if on_calls:
+                on_calls(n)
+            # ---- early exit: the policy is (nearly) deterministic on the current history
+            if policy.confidence(params, elite.observation(), pcfg).min() >= cfg.confidence:
+                stats.early_exits += 1
+                break
+    return (np.concatenate(all_rows), np.concatenate(all_raw), np.concatenate(all_valid), stats)

@@ -1,0 +1,164 @@
+"""Hypothesis generators (``@st.composite``) and small fixed models for the cost-model tests.
+
+- ``model_specs()``: small synthetic ModelSpec built through ``model_from_dict`` (so the loader's
+  checks apply): dense or MoE (with or without shared experts and leading dense layers), GQA or
+  MLA, several precisions. Divisibility the loader requires is respected by construction
+  (kv_heads divides heads, top_k <= experts, dense_layers < layers, MLA head_dim = nope + rope);
+  widths are multiples of 64 or powers of two, so most tp values divide them.
+- ``topologies()``: a shipped topology or a synthetic one with one to three link tiers.
+- ``workloads()``: decode or prefill at a drawn context.
+- ``strategy_rows(model, topo)``: one strategy row drawn index by index from ``Space.for_model``.
+- ``synthetic_moe()``, ``synthetic_mla()``, ``synthetic_dense()``: fixed small models.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from hypothesis import strategies as st
+
+from lts.specs import load_topology, model_from_dict, shipped_names, topology_from_dict
+from lts.strategy import Space
+
+SHIPPED_TOPOLOGIES = tuple(n for n in ("h100_dgx", "gb200_nvl72", "a100_dgx", "b200_dgx",
+                                       "h200_dgx") if n in shipped_names("topologies"))
+
+
+def synthetic_dense():
+    return model_from_dict(dict(
+        name="dense-small", source="test", layers=4, hidden=1024, vocab=32000,
+        attention=dict(kind="gqa", heads=16, kv_heads=4, head_dim=64),
+        ffn=dict(kind="dense", gated=True, intermediate=4096)), "synthetic:dense-small")
+
+
+def synthetic_moe():
+    """GQA MoE with a shared expert and 2 leading dense layers (a dense FFN 8x wider than the
+    routed part, so dense and MoE layers can pick different layouts)."""
+    return model_from_dict(dict(
+        name="moe-small", source="test", layers=8, hidden=2048, vocab=32000,
+        attention=dict(kind="gqa", heads=16, kv_heads=4, head_dim=128),
+        ffn=dict(kind="moe", gated=True, experts=16, top_k=2, expert_intermediate=512,
+                 shared_experts=1, dense_layers=2, intermediate=8192)), "synthetic:moe-small")
+
+
+def synthetic_mla():
+    """DeepSeek-V3-like MLA MoE, scaled down: low-rank query, 1 shared expert, 1 dense layer."""
+    return model_from_dict(dict(
+        name="mla-small", source="test", layers=6, hidden=1024, vocab=16000,
+        attention=dict(kind="mla", heads=16, kv_heads=16, head_dim=96, q_lora_rank=384,
+                       kv_lora_rank=256, qk_nope_head_dim=64, qk_rope_head_dim=32,
+                       v_head_dim=64),
+        ffn=dict(kind="moe", gated=True, experts=32, top_k=4, expert_intermediate=256,
+                 shared_experts=1, dense_layers=1, intermediate=2048)), "synthetic:mla-small")
+
+
+@st.composite
+def model_specs(draw, kinds=("dense", "moe"), attention=("gqa", "mla")):
+    layers = draw(st.integers(1, 8))
+    hidden = 64 * draw(st.integers(1, 32))
+    heads = draw(st.sampled_from([1, 2, 4, 8, 16, 32, 64]))
+    att_kind = draw(st.sampled_from(attention))
+    if att_kind == "gqa":
+        kv_heads = draw(st.sampled_from([d for d in (1, 2, 4, 8, 16, 32, 64) if heads % d == 0]))
+        att = dict(kind="gqa", heads=heads, kv_heads=kv_heads,
+                   head_dim=draw(st.sampled_from([32, 64, 128])))
+    else:
+        nope = draw(st.sampled_from([32, 64, 128]))
+        rope = draw(st.sampled_from([16, 32, 64]))
+        att = dict(kind="mla", heads=heads, kv_heads=heads, head_dim=nope + rope,
+                   q_lora_rank=draw(st.sampled_from([0, 128, 384])),
+                   kv_lora_rank=draw(st.sampled_from([64, 128, 512])),
+                   qk_nope_head_dim=nope, qk_rope_head_dim=rope,
+                   v_head_dim=draw(st.sampled_from([32, 64, 128])))
+    kind = draw(st.sampled_from(kinds))
+    gated = draw(st.booleans())
+    if kind == "dense":
+        ffn = dict(kind="dense", gated=gated, intermediate=64 * draw(st.integers(1, 128)))
+    else:
+        experts = draw(st.sampled_from([2, 4, 8, 16, 32, 64, 128]))
+        dense_layers = draw(st.integers(0, layers - 1))
+        ffn = dict(kind="moe", gated=gated, experts=experts,
+                   top_k=draw(st.integers(1, min(8, experts))),
+                   expert_intermediate=64 * draw(st.integers(1, 64)),
+                   shared_experts=draw(st.integers(0, 2)), dense_layers=dense_layers)
+        if dense_layers:
+            ffn["intermediate"] = 64 * draw(st.integers(1, 128))
+    precision = dict(weights=draw(st.sampled_from(["bf16", "fp8", "fp4"])),
+                     kv_cache=draw(st.sampled_from(["bf16", "fp8"])), activations="bf16")
+    data = dict(name="synthetic", source="hypothesis", layers=layers, hidden=hidden,
+                vocab=draw(st.sampled_from([1000, 32000, 128256])),
+                tie_embeddings=draw(st.booleans()), attention=att, ffn=ffn, precision=precision)
+    return model_from_dict(data, "hypothesis")
+
+
+@st.composite
+def synthetic_topologies(draw):
+    """A cluster with one to three link tiers, innermost first, spans strictly increasing."""
+    per_node = draw(st.sampled_from([1, 2, 4, 8, 16, 72]))
+    nodes = draw(st.sampled_from([1, 2, 8, 64, 512]))
+    gpus = per_node * nodes
+    spans = sorted({s for s in (draw(st.sampled_from([2, 4])), per_node) if 1 < s < gpus})
+    spans.append(gpus)
+    links = [dict(name=f"tier{i}", span_gpus=span,
+                  bandwidth_gb_s=draw(st.floats(5.0, 2000.0)),
+                  latency_us=draw(st.floats(0.0, 20.0)),
+                  efficiency=draw(st.floats(0.1, 1.0)))
+             for i, span in enumerate(spans)]
+    gpu = dict(name="gpu", bf16_tflops=draw(st.floats(10.0, 5000.0)),
+               fp8_tflops=draw(st.floats(10.0, 10000.0)),
+               hbm_gib=draw(st.floats(8.0, 300.0)), hbm_bandwidth_tb_s=draw(st.floats(0.5, 10.0)),
+               compute_efficiency=draw(st.floats(0.1, 1.0)),
+               memory_efficiency=draw(st.floats(0.1, 1.0)),
+               kernel_overhead_us=draw(st.floats(0.0, 10.0)), hbm_reserve_gib=1.0)
+    return topology_from_dict(dict(name="synthetic", source="hypothesis", gpu=gpu,
+                                   node=dict(gpus=per_node, count=nodes), link=links),
+                              "hypothesis")
+
+
+def topologies():
+    return st.one_of(st.sampled_from(SHIPPED_TOPOLOGIES).map(load_topology),
+                     synthetic_topologies())
+
+
+@st.composite
+def workloads(draw):
+    from lts.costmodel import Workload
+    phase = draw(st.sampled_from(["decode", "prefill"]))
+    return Workload(phase=phase, context=draw(st.sampled_from([1, 17, 512, 4096, 16384, 65536])),
+                    tpot_slo_ms=draw(st.sampled_from([1.0, 50.0, 1e6])),
+                    ttft_slo_ms=draw(st.sampled_from([0.0, 100.0])))
+
+
+def space_for(model, topo, max_batch=4096):
+    return Space.for_model(model, topo.gpus, max_batch=max_batch)
+
+
+@st.composite
+def strategy_rows(draw, model, topo, max_batch=4096):
+    """One strategy row [16] of Space.for_model(model, topo.gpus): one index per head."""
+    space = space_for(model, topo, max_batch)
+    idx = [draw(st.integers(0, size - 1)) for size in space.sizes]
+    return space.decode(np.array([idx], dtype=np.int64))[0]
+
+
+@st.composite
+def problems(draw, models=None, n_max=12):
+    """(model, topology, workload, strategies [n, 16]) with 1..n_max strategy rows."""
+    model = draw(models if models is not None else model_specs())
+    topo = draw(topologies())
+    work = draw(workloads())
+    rows = draw(st.lists(strategy_rows(model, topo), min_size=1, max_size=n_max))
+    return model, topo, work, np.stack(rows)
+
+
+def with_link_factors(topo, bandwidth=None, efficiency=None, latency=None):
+    """A copy of ``topo`` whose link i has bandwidth, efficiency (capped at 1) and latency
+    multiplied by the i-th factor of each sequence given."""
+    n = len(topo.links)
+    bandwidth, efficiency, latency = (f if f is not None else (1.0,) * n
+                                      for f in (bandwidth, efficiency, latency))
+    links = tuple(dataclasses.replace(link, bandwidth_bytes_s=link.bandwidth_bytes_s * b,
+                                      efficiency=min(1.0, link.efficiency * e),
+                                      latency_s=link.latency_s * a)
+                  for link, b, e, a in zip(topo.links, bandwidth, efficiency, latency))
+    return dataclasses.replace(topo, links=links)

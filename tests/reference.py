@@ -1,0 +1,640 @@
+"""Scalar reference of ``lts.costmodel.evaluate`` for ONE strategy: slow and obvious, for tests.
+
+Plain Python floats and ``math.ceil``; no NumPy, and nothing from costmodel's tables, walk or
+mode tables. It walks the model literally (DESIGN.md §3):
+
+    embedding -> for every layer: attn_norm, qkv, scores, context, out_proj, ffn_norm,
+                 [router], ffn1, ffn2 (dense or MoE per ``ffn.dense_layers``)
+              -> final_norm, lm_head, sampling
+
+assigns layers to pipeline stages explicitly (stage s holds layers s*Lp .. (s+1)*Lp - 1, Lp =
+layers // pp; the embedding sits on stage 0, final norm, LM head and sampling on the last), sums
+each stage, takes the slowest, and builds TPOT (decode) = pp * (slowest + send) or TTFT (prefill)
+= (2pp - 1) * (slowest + send). Memory is summed per stage, per layer.
+
+Layout rules (DESIGN.md §3, layouts R/T/F/P over the tp group, plus the expert-local ER/ET):
+- a row-parallel GEMM (dim 0) needs F and produces P; a column GEMM (dim 1) needs R, produces F;
+- ``none`` on a GEMM keeps an incoming R or T and converts P or F to R
+  and works on that layout;
+- scores dim 0 (heads) F -> F, dim 1 (head_dim partial sums) F -> P; context dim 0 F -> F,
+  dim 1 R -> F (it needs whole probabilities);
+- norms fix the residual stream's layout: dim 0 -> T, dim 1 -> F, none -> R;
+- ``experts`` on FFN1 takes R or T -> ER/ET (expert-local); ``experts`` on FFN2 continues it:
+  ER -> P, ET -> T; an unmatched ``experts`` pair is invalid (reason ``experts``).
+
+Every collective inserted is listed with the op it feeds, kind, group, bytes, seconds and count
+(how many times one pass of one micro-batch through the whole pipeline runs it); groups of one
+rank are no collective and are not listed.
+
+**Known deviations of lts.costmodel from DESIGN.md.** ``evaluate(..., compat=...)`` can
+reproduce them one by one, so that the rest of the comparison still bites; by default (no
+compat) this module implements what DESIGN.md says:
+
+- ``"kv_per_microbatch"``: lts counts the resident KV cache of ONE micro-batch (batch/pp
+  sequences) per stage. Every stage serves all pp micro-batches, so it holds the KV cache of the
+  whole batch share: DESIGN.md §3 "KV cache (batch share x context x layers per stage x ...)".
+  The reference (default) counts pp micro-batches.
+- ``"moe_layout_everywhere"``: lts uses the FFN-output layout of a *MoE* layer for the boundary
+  after *every* layer (conversion into the next attn_norm, stage-to-stage send), including the
+  ``dense_layers`` of a MoE model, whose FFN2 (``none``) may pick a different R/T layout because
+  its intermediate activation has a different size. The literal walk uses each layer's own.
+- ``"ffn_fractional_t_rows"``: under ``none`` on T (and ``experts`` on a dense FFN) lts costs
+  FFN1/FFN2 with rows/tp tokens per rank (and tokens/tp for the expected active experts), while
+  every other op on T, and the shared expert of the same op, uses whole sequences:
+  ceil(seqs/tp) x tokens per sequence on the busiest rank. The reference (default) uses whole
+  sequences for the FFN too.
+
+Matched on purpose (DESIGN.md is silent; listed for review, not reproduced by a flag):
+- the router and FFN1 both convert the normed activation from the ffn_norm layout, each paying
+  its own conversion even when they need the same layout (e.g. two F -> R all-gathers);
+- ``experts`` on the dense layers of a MoE model (replicated weights) still pays the tp
+  all-to-all of the token-split (T) mode in FFN1 and FFN2;
+- with tied embeddings the embedding and LM head weights are both counted;
+- in prefill the final norm and the conversions into the LM head are costed on all
+  batch x context tokens although only the last token of each sequence reaches the LM head.
+
+Imports: lts.specs (attention_params), lts.strategy (column and choice constants).
+"""
+from __future__ import annotations
+
+import math
+
+from lts.specs import attention_params
+from lts.strategy import BATCH, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
+
+COMPAT = ("kv_per_microbatch", "moe_layout_everywhere", "ffn_fractional_t_rows")
+REASONS = ("budget", "divisibility", "memory", "slo", "experts")
+
+R, T, F, P, ER, ET = "R", "T", "F", "P", "ER", "ET"
+NORM_LAYOUT = {DIM0: T, DIM1: F, NONE: R}
+
+# the collective each layout conversion inserts (DESIGN.md §3 table); missing pairs are free
+CONVERSION = {
+    (T, R): "all-gather", (F, R): "all-gather",
+    (T, F): "all-to-all", (F, T): "all-to-all",
+    (P, R): "all-reduce", (P, T): "reduce-scatter", (P, F): "reduce-scatter",
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# alpha-beta collectives, written from the lts/collectives.py docstring
+
+def levels(links, p, stride):
+    """Per tier i: (q_i - 1, m_i - m_{i-1}, m_i); m_i = members of the group inside one domain."""
+    out, prev = [], 1.0
+    for i, link in enumerate(links):
+        if i == len(links) - 1:
+            m = float(p)                                    # the outermost tier holds them all
+        else:
+            m = min(float(p), max(1.0, float(math.floor(link.span_gpus / stride))))
+            m = max(m, prev)
+        out.append((m / prev - 1.0, m - prev, m))
+        prev = m
+    return out
+
+
+def _bw(link):
+    return link.bandwidth_bytes_s * link.efficiency
+
+
+def all_gather(links, nbytes, p, stride):
+    """Each rank ends with nbytes: level i moves (q_i-1)/m_i * S over tier i, q_i-1 steps."""
+    return sum(q1 * link.latency_s + q1 / m * nbytes / _bw(link)
+               for link, (q1, _, m) in zip(links, levels(links, p, stride)))
+
+
+def reduce_scatter(links, nbytes, p, stride):
+    """nbytes in on every rank, nbytes/p out: the all-gather walked backwards, same cost."""
+    return sum(q1 * link.latency_s + q1 / m * nbytes / _bw(link)
+               for link, (q1, _, m) in zip(links, levels(links, p, stride)))
+
+
+def all_reduce(links, nbytes, p, stride):
+    return reduce_scatter(links, nbytes, p, stride) + all_gather(links, nbytes, p, stride)
+
+
+def all_to_all(links, nbytes, p, stride):
+    """Each rank holds nbytes, nbytes/p to each peer; peers first reached through tier i use it."""
+    return sum(dm * link.latency_s + dm / p * nbytes / _bw(link)
+               for link, (_, dm, _) in zip(links, levels(links, p, stride)))
+
+
+def send(links, nbytes, p, stride):
+    """Point to point over the outermost tier the group spans: S/B + alpha (0 for one rank)."""
+    if p <= 1:
+        return 0.0
+    t = 0.0
+    for link, (_, dm, _) in zip(links, levels(links, p, stride)):
+        if dm > 0:
+            t = nbytes / _bw(link) + link.latency_s
+    return t
+
+
+COLLECTIVE = {"all-reduce": all_reduce, "all-gather": all_gather,
+              "reduce-scatter": reduce_scatter, "all-to-all": all_to_all, "send": send}
+
+
+# ----------------------------------------------------------------------------------------------
+# one strategy's sizes
+
+def frac(n, p):
+    """Share of a dimension of n on the busiest of p ranks (an empty dimension counts as 1)."""
+    n = max(float(n), 1.0)
+    return math.ceil(n / p) / n
+
+
+class _Ctx:
+    """Sizes of one strategy (floats), the workload and the hardware rates."""
+
+    def __init__(self, model, topo, work, row, compat):
+        self.m, self.topo, self.work, self.compat = model, topo, work, frozenset(compat)
+        unknown = self.compat - set(COMPAT)
+        assert not unknown, unknown
+        self.tp, self.ep, self.pp, self.batch = (int(row[i]) for i in (TP, EP, PP, BATCH))
+        self.p = float(self.tp)
+        a, f, prec = model.attention, model.ffn, model.precision
+        self.wb, self.kvb, self.ab = prec.weight_bytes, prec.kv_bytes, prec.act_bytes
+        self.peak = topo.peak_for(prec.weights) * topo.compute_efficiency
+        self.hbm = topo.hbm_bandwidth_bytes_s * topo.memory_efficiency
+        self.overhead = topo.kernel_overhead_s
+        decode = work.phase == "decode"
+        self.decode = decode
+        # the batch runs as pp micro-batches; each is split over the ep groups (whole sequences)
+        self.mb = float(math.ceil(self.batch / self.pp))
+        self.seqs = float(math.ceil(self.mb / self.ep))          # sequences per tp group
+        self.tps = 1.0 if decode else float(work.context)        # tokens per sequence per step
+        self.rows = self.seqs * self.tps
+        self.seqs_t = float(math.ceil(self.seqs / self.p))        # sequences per rank under T
+        self.rows_t = self.seqs_t * self.tps
+        self.lm_rows = self.seqs
+        self.ctx = float(work.context)
+        self.ctx_attn = self.ctx if decode else (self.ctx + 1) / 2   # causal prefill: ~half
+        self.h = model.hidden
+        if a.kind == "mla":       # absorbed MLA: scores/context over the shared latent
+            self.qk_dim = a.kv_lora_rank + a.qk_rope_head_dim
+            self.v_dim = a.kv_lora_rank
+            self.k_tok = (a.kv_lora_rank + a.qk_rope_head_dim) * self.kvb
+            self.v_tok = a.kv_lora_rank * self.kvb
+            self.k_heads = 1.0
+            self.qkv_out = a.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim) \
+                + a.kv_lora_rank + a.qk_rope_head_dim
+        else:
+            self.qk_dim = a.head_dim
+            self.v_dim = a.head_dim
+            self.k_tok = a.kv_heads * a.head_dim * self.kvb
+            self.v_tok = self.k_tok
+            self.k_heads = float(a.kv_heads)
+            self.qkv_out = (a.heads + 2 * a.kv_heads) * a.head_dim
+        self.ctx_out = a.heads * a.v_dim
+        self.experts, self.top_k = float(f.experts), float(f.top_k)
+        # full activation bytes per tp group at each conversion point
+        inter_moe = self.rows * self.top_k * f.expert_intermediate + self.rows * f.shared_intermediate
+        self.point_bytes = {
+            "hidden": self.rows * self.h * self.ab,
+            "qkv": self.rows * self.qkv_out * self.ab,
+            "scores": self.rows * a.heads * self.ctx_attn * self.ab,
+            "context": self.rows * self.ctx_out * self.ab,
+            "inter": (inter_moe if model.is_moe else self.rows * f.intermediate) * self.ab,
+            "inter_dense": self.rows * f.intermediate * self.ab,
+            "router": self.rows * self.experts * self.ab,
+            "logits": self.lm_rows * model.vocab * self.ab,
+        }
+
+    def group(self, name):
+        """(size, stride) of the tp, ep or pp group of one rank (tp innermost, then ep, pp)."""
+        return {"tp": (self.p, 1.0), "ep": (float(self.ep), self.p),
+                "pp": (float(self.pp), self.p * self.ep)}[name]
+
+    def coll_time(self, kind, group, nbytes):
+        p, stride = self.group(group)
+        return COLLECTIVE[kind](self.topo.links, nbytes, p, stride)
+
+
+class _Op:
+    """The cost of one op instance in one mode."""
+
+    def __init__(self, c, flops, nbytes, weights=0.0, kv=0.0, colls=(), launch=True):
+        self.compute_s = flops / c.peak
+        self.memory_s = nbytes / c.hbm
+        self.roofline_s = max(self.compute_s, self.memory_s) + (c.overhead if launch else 0.0)
+        self.weight_bytes, self.kv_bytes = weights, kv
+        self.colls = [(kind, group, nb, c.coll_time(kind, group, nb)) for kind, group, nb in colls]
+        self.time_s = self.roofline_s + sum(t for *_, t in self.colls)
+
+
+# ----------------------------------------------------------------------------------------------
+# op costs: (choice, input layout) -> (_Op, output layout)
+
+def _gemm(c, rows, k, n, k_frac=1.0, n_frac=1.0, w_total=None):
+    """rows x [k, n] with shares k_frac, n_frac: FLOPs, HBM bytes (weights + act in/out), weights."""
+    w = k * n * k_frac * n_frac if w_total is None else w_total
+    return 2.0 * rows * w, w * c.wb + rows * (k * k_frac + n * n_frac) * c.ab, w * c.wb
+
+
+def embedding(c, choice):
+    v, h, rows = c.m.vocab, c.h, c.rows
+    if choice == DIM0:     # vocab-parallel: each rank looks up its own ids, writes partial rows
+        return _Op(c, 0.0, rows * h * c.wb / c.p + rows * h * c.ab, v * h * frac(v, c.p) * c.wb), P
+    if choice == DIM1:
+        return _Op(c, 0.0, rows * h * (c.wb + c.ab) * frac(h, c.p), v * h * frac(h, c.p) * c.wb), F
+    return _Op(c, 0.0, rows * h * (c.wb + c.ab), v * h * c.wb), R
+
+
+def norm(c, choice):
+    """RMSNorm + residual add; its choice fixes the layout (T, F or R)."""
+    h = c.h
+    if choice == DIM0:
+        return _Op(c, 8.0 * c.rows_t * h, 4.0 * c.rows_t * h * c.ab, h * c.wb), T
+    if choice == DIM1:     # hidden split: per-token sums of squares all-reduced in fp32
+        fh = frac(h, c.p)
+        return _Op(c, 8.0 * c.rows * h * fh, 4.0 * c.rows * h * fh * c.ab, h * fh * c.wb,
+                   colls=[("all-reduce", "tp", c.rows * 4.0)]), F
+    return _Op(c, 8.0 * c.rows * h, 4.0 * c.rows * h * c.ab, h * c.wb), R
+
+
+def plain_gemm(c, choice, lin, k, n, rows, rows_t, k_frac=None, col=None):
+    """A GEMM rows x [k, n]: dim 0 row-parallel (F -> P), dim 1 column (R -> F), none (R/T).
+
+    ``col`` = (weights, output width) per rank of a column split that replicates some parts."""
+    if choice == DIM0:
+        fl, by, w = _gemm(c, rows, k, n, k_frac=frac(k, c.p) if k_frac is None else k_frac)
+        return _Op(c, fl, by, w), P
+    if choice == DIM1:
+        if col is None:
+            fl, by, w = _gemm(c, rows, k, n, n_frac=frac(n, c.p))
+        else:
+            wc, out = col
+            fl, by, w = 2.0 * rows * wc, wc * c.wb + rows * (k + out) * c.ab, wc * c.wb
+        return _Op(c, fl, by, w), F
+    r = rows_t if lin == T else rows
+    fl, by, w = _gemm(c, r, k, n)
+    return _Op(c, fl, by, w), lin
+
+
+def qkv(c, choice, lin):
+    a, h = c.m.attention, c.h
+    qkv_w = attention_params(c.m)["qkv"]
+    heads = float(a.heads)
+    if a.kind == "mla":    # column: q_b, kv_b split by heads; q_a, kv_a replicated
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        down = h * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
+        col_w = down + (qkv_w - down) * frac(heads, c.p)
+        col_out = heads * qk * frac(heads, c.p) + a.kv_lora_rank + a.qk_rope_head_dim
+    else:                  # column: Q by heads, K and V by KV heads (replicated beyond kv_heads)
+        q_w = h * a.heads * a.head_dim
+        col_w = q_w * frac(heads, c.p) + (qkv_w - q_w) * frac(a.kv_heads, c.p)
+        col_out = a.heads * a.head_dim * frac(heads, c.p) \
+            + 2 * a.kv_heads * a.head_dim * frac(a.kv_heads, c.p)
+    return plain_gemm(c, choice, lin, h, qkv_w / h, c.rows, c.rows_t, col=(col_w, col_out))
+
+
+def _attention(c, choice, lin, dim, cache_tok, dim1_frac):
+    heads = float(c.m.attention.heads)
+    per_seq_flops = 2.0 * heads * dim * c.ctx_attn * c.tps
+    per_seq_read = c.ctx * cache_tok                     # the cache is read once per step
+    per_seq_io = c.tps * heads * dim * c.ab * 2          # query in, result out
+    if choice == DIM0:     # heads; the cache splits by KV heads (MLA: one latent, not split)
+        seqs, ffl = c.seqs, frac(heads, c.p)
+        fcache = frac(c.k_heads, c.p) if c.k_heads > 1 else 1.0
+    elif choice == DIM1:
+        seqs, ffl, fcache = c.seqs, dim1_frac, dim1_frac
+    else:
+        seqs, ffl, fcache = (c.seqs_t if lin == T else c.seqs), 1.0, 1.0
+    fl = seqs * per_seq_flops * ffl
+    by = seqs * (per_seq_read * fcache + per_seq_io * ffl)
+    return _Op(c, fl, by, 0.0, seqs * c.ctx * cache_tok * fcache)
+
+
+def scores(c, choice, lin):
+    op = _attention(c, choice, lin, c.qk_dim, c.k_tok, frac(c.qk_dim, c.p))
+    return op, {DIM0: F, DIM1: P}.get(choice, lin)
+
+
+def context(c, choice, lin):
+    op = _attention(c, choice, lin, c.v_dim, c.v_tok, frac(c.v_dim, c.p))
+    return op, {DIM0: F, DIM1: F}.get(choice, lin)
+
+
+def out_proj(c, choice, lin):
+    return plain_gemm(c, choice, lin, c.ctx_out, c.h, c.rows, c.rows_t,
+                      k_frac=frac(c.m.attention.heads, c.p))
+
+
+def router(c, choice, lin):
+    return plain_gemm(c, choice, lin, c.h, c.experts, c.rows, c.rows_t)
+
+
+def lm_head(c, choice, lin):
+    return plain_gemm(c, choice, lin, c.h, c.m.vocab, c.lm_rows, math.ceil(c.lm_rows / c.p))
+
+
+def ffn(c, which, choice, lin, moe):
+    """FFN1 (which=1: up [+gate]) or FFN2 (which=2: down) of a MoE or a dense layer."""
+    f, h, p = c.m.ffn, c.h, c.p
+    up_mats = f.n_mats - 1
+    if moe:
+        inter, k, shared = float(f.expert_intermediate), c.top_k, float(f.shared_intermediate)
+        e_loc = c.experts / c.ep                   # experts on each ep rank
+    else:
+        inter, k, shared, e_loc = float(f.intermediate), 1.0, 0.0, 1.0
+    pairs = c.rows * k                             # (token, expert) pairs per tp group
+    tokens = c.mb * c.tps                          # tokens routed per micro-batch step
+    e_rank_x = math.ceil(e_loc / p)                # experts per rank under `experts`
+    frac_t = "ffn_fractional_t_rows" in c.compat
+    t_pairs = pairs / p if frac_t else c.rows_t * k
+    # whole sequences: this rank's ceil(seqs/tp) of its own tp group, in every ep group
+    t_tokens = tokens / p if frac_t else c.seqs_t * c.tps * c.ep
+    # output layout
+    if choice == DIM0:
+        lout = P
+    elif choice == DIM1:
+        lout = F
+    elif choice == NONE:
+        lout = lin
+    elif which == 1:
+        lout = ER if lin == R else ET
+    else:
+        lout = P if lin == ER else T
+    on_t = lin in (T, ET) if choice == EXPERTS else lin == T    # mode "own tokens"
+    # routed (or dense) part on the busiest rank
+    mats = up_mats if which == 1 else 1
+    w_exp = h * inter * mats
+    if choice in (DIM0, DIM1):
+        fr = frac(h, p) if (choice == DIM0) == (which == 1) else frac(inter, p)
+        npairs, ex, toks = pairs, e_loc, tokens
+    elif choice == NONE and not on_t:
+        fr, npairs, ex, toks = 1.0, pairs, e_loc, tokens
+    elif choice == NONE:
+        fr, npairs, ex, toks = 1.0, t_pairs, e_loc, t_tokens
+    elif moe:              # experts: whole experts per rank, the tokens routed to them
+        fr, npairs, ex, toks = 1.0, pairs * e_rank_x / e_loc, e_rank_x, tokens
+    else:                  # `experts` on a dense FFN: replicated weights, a share of the tokens
+        fr, npairs, ex, toks = 1.0, t_pairs, 1.0, t_tokens
+    # expected experts that receive a token: only their weights are read (DESIGN.md §3)
+    act = ex * (1.0 - (1.0 - c.top_k / c.experts) ** toks) if moe else 1.0
+    in_w = h if which == 1 else inter
+    out_w = inter * up_mats if which == 1 else h
+    fin = fr if choice == DIM0 else 1.0
+    fout = fr if choice == DIM1 else 1.0
+    flops = 2.0 * npairs * w_exp * fr
+    nbytes = act * w_exp * fr * c.wb + npairs * (in_w * fin + out_w * fout) * c.ab
+    weights = ex * w_exp * fr * c.wb
+    # shared expert(s): dense, in the same op
+    if shared:
+        w = h * shared * mats
+        if choice in (DIM0, DIM1):
+            sfr = frac(h, p) if (choice == DIM0) == (which == 1) else frac(shared, p)
+            r = c.rows
+        elif choice == EXPERTS and not on_t:     # replicated, the tokens split over tp
+            sfr, r = 1.0, c.rows / p
+        elif choice == NONE and not on_t:
+            sfr, r = 1.0, c.rows
+        else:
+            sfr, r = 1.0, c.rows_t
+        flops += 2.0 * r * w * sfr
+        nbytes += w * sfr * c.wb + r * h * 2 * c.ab
+        weights += w * sfr * c.wb
+    # collectives the op needs itself: dispatch (FFN1) / combine (FFN2) over ep, and under
+    # `experts` on T the tokens travel to the rank of their expert and back (tp all-to-all)
+    colls = []
+    if moe and c.ep > 1:
+        split = (lin != R if which == 1 else lout in (T, F)) or choice == EXPERTS
+        colls.append(("all-to-all", "ep", c.rows * k * h * c.ab / (p if split else 1.0)))
+    if choice == EXPERTS and (lin == T or lout == T):
+        colls.append(("all-to-all", "tp", c.rows_t * k * h * c.ab))
+    return _Op(c, flops, nbytes, weights, colls=colls), lout
+
+
+# ----------------------------------------------------------------------------------------------
+# conversions
+
+def conversion(c, point, src, dst):
+    """(kind or None, bytes passed to the collective, seconds) of src -> dst at an activation."""
+    kind = CONVERSION.get((src, dst))
+    if kind is None:
+        return None, 0.0, 0.0
+    nb = c.point_bytes[point]
+    size = nb / c.p if kind == "all-to-all" else nb      # all-to-all: each rank's share
+    return kind, size, c.coll_time(kind, "tp", size)
+
+
+def pick_r_or_t(c, point, incoming):
+    """The input layout of a `none` (or FFN1 `experts`) op: an incoming R or T stays; anything
+    else is gathered to R (README: the pick follows layouts, never costs)."""
+    return incoming if incoming in (R, T) else R
+
+
+FIXED_INPUT = {   # op -> {choice: input layout} for dim 0 / dim 1
+    "gemm": {DIM0: F, DIM1: R}, "scores": {DIM0: F, DIM1: F}, "context": {DIM0: F, DIM1: R},
+}
+
+
+def input_layout(c, kind, choice, incoming, point):
+    if choice in (DIM0, DIM1):
+        return FIXED_INPUT[kind][choice]
+    return pick_r_or_t(c, point, incoming)
+
+
+# ----------------------------------------------------------------------------------------------
+# the walk
+
+class _Walker:
+    def __init__(self, c, ch):
+        self.c, self.ch = c, ch
+        self.time = [0.0] * c.pp
+        self.mem = [0.0] * c.pp
+        self.colls = {}               # (op, kind, group, bytes, time) -> count
+        self.stage = 0
+        self.ops = {}                 # op name -> its _Op, as last run
+        self.lin = {}                 # op name -> its input layout, as last run
+
+    def record(self, op, kind, group, nbytes, t):
+        if self.c.group(group)[0] <= 1:
+            return
+        key = (op, kind, group, float(nbytes), float(t))
+        self.colls[key] = self.colls.get(key, 0) + 1
+
+    def convert(self, feeds, point, src, dst):
+        kind, nb, t = conversion(self.c, point, src, dst)
+        if kind is not None:
+            self.record(feeds, kind, "tp", nb, t)
+        self.time[self.stage] += t
+
+    def run(self, name, op, memory=True):
+        self.time[self.stage] += op.time_s
+        if memory:
+            self.mem[self.stage] += op.weight_bytes
+        for kind, group, nb, t in op.colls:
+            self.record(name, kind, group, nb, t)
+        self.ops[name] = op
+
+    def gemm_step(self, name, fn, kind, incoming, point):
+        """Convert the incoming activation to what the op needs, run it; returns its output."""
+        choice = self.ch[name]
+        lin = input_layout(self.c, kind, choice, incoming, point)
+        self.convert(name, point, incoming, lin)
+        op, lout = fn(self.c, choice, lin)
+        self.run(name, op)
+        return op, lin, lout
+
+    def ffn_block(self, moe, l7):
+        """FFN1 (+ router) + FFN2 of one layer (``moe``: a MoE layer, else a dense FFN); returns
+        the output layout and whether the FFN1/FFN2 pair is valid."""
+        c, ch = self.c, self.ch
+        sfx = "_dense" if c.m.is_moe and not moe else ""
+        c1, c2 = ch["ffn1"], ch["ffn2"]
+        lin1 = input_layout(c, "gemm", c1, l7, "hidden")           # experts: R or T as `none`
+        self.convert("ffn1" + sfx, "hidden", l7, lin1)
+        op1, out1 = ffn(c, 1, c1, lin1, moe)
+        self.run("ffn1" + sfx, op1)
+        if moe:            # the router: a side branch off the normed activation
+            _, _, outr = self.gemm_step("router", router, "gemm", l7, "hidden")
+            # the routing decision must be where the tokens are: every rank, or its own (T)
+            self.convert("router", "router", outr, T if lin1 == T else R)
+        pair_ok = (c1 == EXPERTS) == (c2 == EXPERTS)
+        point = "inter" + sfx
+        if c2 == EXPERTS:
+            lin2 = out1 if pair_ok else ER
+        else:
+            lin2 = input_layout(c, "gemm", c2, out1, point)
+        self.convert("ffn2" + sfx, point, out1, lin2)
+        op2, out2 = ffn(c, 2, c2, lin2, moe)
+        self.run("ffn2" + sfx, op2)
+        return out2, pair_ok
+
+    def kv(self):
+        """Resident KV cache of one layer: K as scores splits it, V as context does (MLA: one
+        latent; when both ops store it alike, the scores copy serves both)."""
+        c, ch = self.c, self.ch
+        ks, vs = self.ops["scores"], self.ops["context"]
+        if c.m.attention.kind == "mla":
+            def store(choice, op_lin):    # heads and R keep whole latents; dim splits; T own seqs
+                return {DIM0: "whole", DIM1: "dim"}.get(choice, "own" if op_lin == T else "whole")
+            same = store(ch["scores"], self.lin["scores"]) == store(ch["context"], self.lin["context"])
+            kv = ks.kv_bytes + (0.0 if same else vs.kv_bytes)
+        else:
+            kv = ks.kv_bytes + vs.kv_bytes
+        return kv * (1.0 if "kv_per_microbatch" in c.compat else c.pp)
+
+
+def evaluate(model, topo, work, row, compat=()):
+    """Evaluate one strategy row (16 ints) -> dict (see the module docstring)."""
+    c = _Ctx(model, topo, work, row, compat)
+    ch = {op: int(row[N_COARSE + i]) for i, op in enumerate(OPS)}
+    reasons = set()
+    tp, ep, pp, batch = c.tp, c.ep, c.pp, c.batch
+    if tp * ep * pp > work.budget(topo):
+        reasons.add("budget")
+    if model.layers % pp:
+        reasons.add("divisibility")
+    if model.is_moe and model.ffn.experts % ep:
+        reasons.add("divisibility")
+    if not model.is_moe and (ep > 1 or EXPERTS in (ch["ffn1"], ch["ffn2"])):
+        reasons.add("experts")
+
+    L = model.layers
+    lp = L // pp
+    n_dense = model.ffn.dense_layers if model.is_moe else 0
+    l2, l7, l11 = NORM_LAYOUT[ch["attn_norm"]], NORM_LAYOUT[ch["ffn_norm"]], NORM_LAYOUT[ch["final_norm"]]
+    w = _Walker(c, ch)
+
+    moe_out = None
+    if "moe_layout_everywhere" in c.compat and model.is_moe:
+        probe = _Walker(c, ch)
+        moe_out = probe.ffn_block(True, l7)[0]
+
+    x = None               # layout of the activation leaving the previous layer
+    boundary_sends = []
+    for s in range(pp):
+        w.stage = s
+        if s == 0:         # embedding: token ids are on every rank
+            op, out = embedding(c, ch["embedding"])
+            w.run("embedding", op)
+            w.convert("attn_norm", "hidden", out, l2)      # activation and residual at once
+        for layer in range(s * lp, (s + 1) * lp):
+            if layer > 0:  # layer boundary: FFN output and residual into this attn_norm's layout
+                w.convert("attn_norm", "hidden", x, l2)
+                w.convert("attn_norm", "hidden", l7, l2)
+            op, _ = norm(c, ch["attn_norm"])
+            w.run("attn_norm", op)
+            cur = l2
+            for name, fn, kind, point in (("qkv", qkv, "gemm", "hidden"),
+                                          ("scores", scores, "scores", "qkv"),
+                                          ("context", context, "context", "scores"),
+                                          ("out_proj", out_proj, "gemm", "context")):
+                _, lin, cur = w.gemm_step(name, fn, kind, cur, point)
+                w.lin[name] = lin
+            w.mem[s] += w.kv()
+            w.convert("ffn_norm", "hidden", cur, l7)      # attention output
+            w.convert("ffn_norm", "hidden", l2, l7)       # residual
+            op, _ = norm(c, ch["ffn_norm"])
+            w.run("ffn_norm", op)
+            x, pair_ok = w.ffn_block(model.is_moe and layer >= n_dense, l7)
+            if not pair_ok:
+                reasons.add("experts")
+            if moe_out is not None:
+                x = moe_out
+        if s < pp - 1:
+            nb = c.point_bytes["hidden"]
+            boundary_sends.append(sum(
+                c.coll_time("send", "pp", nb / c.p if lo in (T, F) else nb) for lo in (x, l7)))
+    # last stage: final norm, LM head, sampled ids on every rank
+    w.convert("final_norm", "hidden", x, l11)
+    w.convert("final_norm", "hidden", l7, l11)
+    op, _ = norm(c, ch["final_norm"])
+    w.run("final_norm", op)
+    _, _, out12 = w.gemm_step("lm_head", lm_head, "gemm", l11, "hidden")
+    logits = c.point_bytes["logits"]
+    final = {R: None, T: ("all-gather", c.lm_rows * 4.0), F: ("all-gather", logits),
+             P: ("all-reduce", logits)}[out12]
+    if final is not None:  # T samples its own tokens and gathers the ids (4 bytes each)
+        t = c.coll_time(final[0], "tp", final[1])
+        w.record("lm_head", final[0], "tp", final[1], t)
+        w.time[pp - 1] += t
+    # pipeline
+    send_s = max(boundary_sends) if boundary_sends else 0.0
+    slowest = max(w.time) + send_s
+    workspace = 2.0 * c.ab * (c.rows * (3 * c.h + c.qkv_out + c.ctx_out + _inter_w(model)
+                                         * (model.ffn.n_mats - 1)) + c.lm_rows * model.vocab)
+    memory = max(w.mem) + workspace
+    if work.phase == "decode":
+        step = pp * slowest
+        tpot, ttft = step, math.nan
+        tokens = batch / step
+        if tpot > work.tpot_slo_ms * 1e-3:
+            reasons.add("slo")
+    else:
+        step = (2 * pp - 1) * slowest
+        tpot, ttft = math.nan, step
+        tokens = batch * work.context / step
+        if work.ttft_slo_ms and ttft > work.ttft_slo_ms * 1e-3:
+            reasons.add("slo")
+    if memory > topo.hbm_bytes - topo.hbm_reserve_bytes:
+        reasons.add("memory")
+    gpus = tp * ep * pp
+    collectives = [dict(op=k[0], kind=k[1], group=k[2], bytes=k[3], time_s=k[4], count=n)
+                   for k, n in w.colls.items()]
+    if pp > 1 and send_s > 0:
+        collectives.append(dict(op="stage_send", kind="send", group="pp",
+                                bytes=c.point_bytes["hidden"], time_s=send_s, count=pp - 1))
+    return {
+        "valid": not reasons,
+        "reasons": [r for r in REASONS if r in reasons],
+        "tokens_per_s_per_gpu": tokens / gpus,
+        "tokens_per_s": tokens,
+        "tpot_s": tpot,
+        "ttft_s": ttft,
+        "step_s": step,
+        "slowest_stage_s": slowest,
+        "stage_s": list(w.time),
+        "stage_memory_bytes": [m + workspace for m in w.mem],
+        "memory_bytes": memory,
+        "gpus": gpus,
+        "collectives": collectives,
+    }
+
+
+def _inter_w(model):
+    f = model.ffn
+    return (f.top_k * f.expert_intermediate + f.shared_intermediate) if model.is_moe \
+        else f.intermediate

@@ -1,0 +1,135 @@
+"""`lts search`, `lts compare` and `lts bench`: JSON contract, determinism, exit codes, and the
+exact optimum bounding every other method. Small problems (8 GPUs, budgets of a few hundred
+calls) keep the file fast; nothing here is timed."""
+import json
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from lts.cli import cli
+from lts.specs import shipped_names
+
+pytestmark = pytest.mark.skipif("llama3.1-8b" not in shipped_names("models"),
+                                reason="model files not shipped yet")
+
+SMALL = ("llama3.1-8b", "h100_dgx", "--gpus", "8")
+RESULT_KEYS = {"tp", "ep", "pp", "batch", "ops", "valid", "reasons", "tokens_per_s_per_gpu",
+               "tokens_per_s", "tpot_ms", "ttft_ms", "memory_gib_per_gpu", "gpus"}
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def search_json(*args):
+    r = run("search", *args, "--json")
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def test_search_json_keys():
+    d = search_json(*SMALL, "--method", "random", "--budget", "300", "--top", "5")
+    assert {"method", "budget", "evaluations", "wall_s", "seed", "best", "top", "megatron_best",
+            "stats"} <= set(d)
+    assert d["method"] == "random" and d["budget"] == 300 and d["evaluations"] == 300
+    assert d["seed"] == 0 and d["wall_s"] >= 0
+    assert RESULT_KEYS <= set(d["best"]) and RESULT_KEYS <= set(d["megatron_best"])
+    assert 1 <= len(d["top"]) <= 5 and d["top"][0] == d["best"]
+    assert all(RESULT_KEYS <= set(t) and t["valid"] for t in d["top"])
+    tps = [t["tokens_per_s_per_gpu"] for t in d["top"]]
+    assert tps == sorted(tps, reverse=True)
+    assert d["best"]["ttft_ms"] is None and d["best"]["tpot_ms"] <= 50
+
+
+def test_search_same_seed_same_output():
+    args = (*SMALL, "--method", "ppo", "--budget", "200", "--seed", "3", "--top", "3")
+    a, b = search_json(*args), search_json(*args)
+    assert a["evaluations"] == 200
+    a.pop("wall_s"), b.pop("wall_s")
+    assert a == b
+    # the table too, except the footer's wall time
+    ta, tb = (re.sub(r"[0-9.]+ s, seed", "- s, seed", run("search", *args).stdout)
+              for _ in range(2))
+    assert ta == tb and "- s, seed 3" in ta
+    assert ("Why it wins" in ta or "Why it loses" in ta) and "Megatron best" in ta
+
+
+def test_exact_is_at_least_every_other_method():
+    exact = search_json(*SMALL, "--method", "exact", "--top", "3")
+    assert exact["best"]["valid"]
+    best = exact["best"]["tokens_per_s_per_gpu"]
+    assert best >= exact["megatron_best"]["tokens_per_s_per_gpu"]
+    for method in ("megatron", "random", "random-walk", "anneal", "ppo"):
+        d = search_json(*SMALL, "--method", method, "--budget", "200")
+        assert d["best"]["tokens_per_s_per_gpu"] <= best * (1 + 1e-9), method
+
+
+def test_search_table_lists_megatron_ratio():
+    r = run("search", *SMALL, "--method", "exact", "--top", "3")
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert "Llama-3.1-8B on h100_dgx" in out and "×Meg" in out and "TPOT ms" in out
+    assert "Why it wins" in out and "exact: " in out
+
+
+def test_infeasible_exits_1_with_message():
+    r = CliRunner().invoke(cli, ["search", "llama3.1-405b", "h100_dgx", "--gpus", "1",
+                                 "--method", "exact"])
+    assert r.exit_code == 1
+    assert r.output == ("Error: no feasible strategy found (Llama-3.1-405B on h100_dgx with 1 "
+                        "GPU, decode, context 16384, TPOT ≤ 50 ms; the exact optimum: none "
+                        "exists)\n")
+    r = CliRunner().invoke(cli, ["search", "llama3.1-405b", "h100_dgx", "--gpus", "1",
+                                 "--method", "random", "--budget", "100", "--json"])
+    assert r.exit_code == 1
+    assert r.output.startswith("Error: no feasible strategy found (Llama-3.1-405B on h100_dgx")
+    assert "random, 100 evaluations" in r.output
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--method", "sgd"), "Invalid value for '--method': 'sgd' is not one of"),
+    (("--budget", "0"), "Invalid value for '--budget'"),
+    (("--top", "0"), "Invalid value for '--top'"),
+])
+def test_search_bad_flags_exit_2(args, message):
+    r = CliRunner().invoke(cli, ["search", *SMALL, *args])
+    assert r.exit_code == 2
+    assert message in r.output
+
+
+def test_compare_json():
+    r = run("compare", *SMALL, "--seeds", "2", "--budget", "200", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert {"methods", "exact", "megatron"} <= set(d)
+    assert RESULT_KEYS <= set(d["exact"]) and RESULT_KEYS <= set(d["megatron"])
+    rows = {m["method"]: m for m in d["methods"]}
+    assert list(rows) == ["ppo", "random-walk", "anneal", "random", "megatron", "exact"]
+    for m in d["methods"]:
+        assert {"method", "seeds", "mean_tokens_per_s_per_gpu", "best_tokens_per_s_per_gpu",
+                "fraction_of_exact_mean", "fraction_of_exact_best", "wall_s_mean"} <= set(m)
+        assert m["seeds"] == (1 if m["method"] in ("megatron", "exact") else 2)
+        assert 0 <= m["fraction_of_exact_mean"] <= m["fraction_of_exact_best"] <= 1 + 1e-9
+        assert m["mean_tokens_per_s_per_gpu"] <= m["best_tokens_per_s_per_gpu"]
+    assert rows["exact"]["fraction_of_exact_mean"] == 1.0
+    assert rows["exact"]["fraction_of_exact_best"] == 1.0
+    assert rows["exact"]["best_tokens_per_s_per_gpu"] == d["exact"]["tokens_per_s_per_gpu"]
+    assert rows["random-walk"]["table1"] == 1.0 and rows["megatron"]["figure3"] == 1.0
+
+
+def test_compare_table_and_bad_methods():
+    r = run("compare", *SMALL, "--seeds", "1", "--budget", "100", "--methods", "random,anneal")
+    assert r.exit_code == 0, r.output
+    assert "Table 1" in r.stdout and "Fig. 3" in r.stdout and "exact" in r.stdout
+    r = CliRunner().invoke(cli, ["compare", *SMALL, "--methods", "random,sgd"])
+    assert r.exit_code == 2
+    assert "Invalid value for '--methods': 'sgd' is not one of" in r.output
+
+
+def test_bench_no_search_json():
+    r = run("bench", "llama3.1-8b", "h100_dgx", "--evaluations", "1000", "--no-search", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["evaluations_per_s"] > 0
+    assert d["search_wall_s"] is None and d["exact_wall_s"] is None

@@ -1,0 +1,174 @@
+"""Alpha-beta collectives (lts/collectives.py): ring closed forms on one tier, groups of one,
+all-reduce = reduce-scatter + all-gather, monotonicity, and hierarchical cases by hand."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import reference as ref
+from lts import collectives as coll
+from lts.specs import LinkSpec, load_topology
+
+KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "send")
+
+NVLINK = LinkSpec("nvlink", 8, 450e9, 1.4e-6, 0.75)
+IB = LinkSpec("ib", 24576, 50e9, 4.5e-6, 0.92)
+H100 = (NVLINK, IB)                       # 8 GPUs per node, as h100_dgx
+ONE_TIER = (LinkSpec("flat", 1 << 20, 200e9, 2e-6, 0.8),)
+THREE_TIERS = (LinkSpec("board", 4, 900e9, 0.5e-6, 0.9), LinkSpec("rack", 32, 200e9, 2e-6, 0.8),
+               LinkSpec("fabric", 4096, 25e9, 8e-6, 0.9))
+
+
+def bw(link):
+    return link.bandwidth_bytes_s * link.efficiency
+
+
+# ----------------------------------------------------------------------------------------------
+# closed forms on one tier: the ring formulas (Thakur et al. 2005)
+
+@pytest.mark.parametrize("p", [2, 3, 4, 7, 8, 64, 1000])
+@pytest.mark.parametrize("nbytes", [1.0, 4096.0, 1e9])
+def test_one_tier_ring_closed_forms(p, nbytes):
+    (link,) = ONE_TIER
+    a, b = link.latency_s, bw(link)
+    ag = (p - 1) / p * nbytes / b + (p - 1) * a
+    assert coll.all_gather(ONE_TIER, nbytes, p, 1) == pytest.approx(ag, rel=1e-12)
+    assert coll.reduce_scatter(ONE_TIER, nbytes, p, 1) == pytest.approx(ag, rel=1e-12)
+    assert coll.all_reduce(ONE_TIER, nbytes, p, 1) == pytest.approx(
+        2 * (p - 1) / p * nbytes / b + 2 * (p - 1) * a, rel=1e-12)
+    assert coll.all_to_all(ONE_TIER, nbytes, p, 1) == pytest.approx(ag, rel=1e-12)
+    assert coll.send(ONE_TIER, nbytes, p, 1) == pytest.approx(nbytes / b + a, rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("links", [ONE_TIER, H100, THREE_TIERS], ids=["1tier", "h100", "3tiers"])
+@pytest.mark.parametrize("stride", [1, 2, 8, 64, 1000])
+def test_group_of_one_costs_exactly_zero(kind, links, stride):
+    for nbytes in (0.0, 1.0, 1e12):
+        assert coll.COST[kind](links, nbytes, 1, stride) == 0.0
+    t = coll.COST[kind](links, np.array([1.0, 1e9]), np.array([1, 1]), np.array([stride, 1]))
+    assert np.all(np.asarray(t) == 0.0)
+
+
+@pytest.mark.parametrize("links", [ONE_TIER, H100, THREE_TIERS], ids=["1tier", "h100", "3tiers"])
+def test_all_reduce_is_reduce_scatter_plus_all_gather_exactly(links):
+    nbytes = np.array([1.0, 3e3, 7.7e6, 1e9, 5e11])[:, None, None]
+    p = np.array([1, 2, 3, 8, 16, 48, 64, 1024])[None, :, None]
+    stride = np.array([1, 2, 4, 8, 16, 72])[None, None, :]
+    ar = coll.all_reduce(links, nbytes, p, stride)
+    assert np.array_equal(ar, coll.reduce_scatter(links, nbytes, p, stride)
+                          + coll.all_gather(links, nbytes, p, stride))
+
+
+# ----------------------------------------------------------------------------------------------
+# hierarchical cases by hand (h100_dgx-like: 8 GPUs per node on NVLink, IB across nodes)
+
+def test_tp16_on_8_gpu_nodes():
+    """p=16, stride 1: 8 ranks per node (q=8 on NVLink), then 2 nodes (q=2 on IB)."""
+    S = 64e6
+    a0, b0, a1, b1 = NVLINK.latency_s, bw(NVLINK), IB.latency_s, bw(IB)
+    ag = 7 * a0 + 7 / 8 * S / b0 + 1 * a1 + 1 / 16 * S / b1
+    assert coll.all_gather(H100, S, 16, 1) == pytest.approx(ag, rel=1e-12)
+    assert coll.reduce_scatter(H100, S, 16, 1) == pytest.approx(ag, rel=1e-12)
+    assert coll.all_reduce(H100, S, 16, 1) == pytest.approx(2 * ag, rel=1e-12)
+    # all-to-all: 7 peers inside the node get 7/16 of S over NVLink, 8 outside get 8/16 over IB
+    a2a = 7 * a0 + 7 / 16 * S / b0 + 8 * a1 + 8 / 16 * S / b1
+    assert coll.all_to_all(H100, S, 16, 1) == pytest.approx(a2a, rel=1e-12)
+    assert coll.send(H100, S, 16, 1) == pytest.approx(S / b1 + a1, rel=1e-12)
+    # with numbers: 7*1.4 + 7/8*64e6/337.5e9 s ... in microseconds
+    assert coll.all_gather(H100, S, 16, 1) * 1e6 == pytest.approx(
+        9.8 + 165.925925925926 + 4.5 + 86.956521739130, rel=1e-9)
+
+
+def test_tp64_on_8_gpu_nodes():
+    S = 1e6
+    ag = 7 * 1.4e-6 + 7 / 8 * S / bw(NVLINK) + 7 * 4.5e-6 + 7 / 64 * S / bw(IB)
+    assert coll.all_gather(H100, S, 64, 1) == pytest.approx(ag, rel=1e-12)
+    a2a = 7 * 1.4e-6 + 7 / 64 * S / bw(NVLINK) + 56 * 4.5e-6 + 56 / 64 * S / bw(IB)
+    assert coll.all_to_all(H100, S, 64, 1) == pytest.approx(a2a, rel=1e-12)
+
+
+def test_strided_groups():
+    S = 1e8
+    # ep group of 4 with stride tp=2: 4 of them fit in a node -> NVLink only
+    assert coll.all_gather(H100, S, 4, 2) == pytest.approx(3 * 1.4e-6 + 3 / 4 * S / bw(NVLINK))
+    # stride 8 (tp = 8): every member on its own node -> IB only
+    assert coll.all_gather(H100, S, 4, 8) == pytest.approx(3 * 4.5e-6 + 3 / 4 * S / bw(IB))
+    assert coll.all_to_all(H100, S, 4, 8) == pytest.approx(3 * 4.5e-6 + 3 / 4 * S / bw(IB))
+    # stride 4, p=8: 2 per node (q=2 NVLink), 4 nodes (q=4 IB)
+    assert coll.all_gather(H100, S, 8, 4) == pytest.approx(
+        1.4e-6 + 1 / 2 * S / bw(NVLINK) + 3 * 4.5e-6 + 3 / 8 * S / bw(IB))
+    # send: neighbours 2 apart stay inside a node, 8 apart cross it
+    assert coll.send(H100, S, 2, 2) == pytest.approx(S / bw(NVLINK) + 1.4e-6)
+    assert coll.send(H100, S, 2, 8) == pytest.approx(S / bw(IB) + 4.5e-6)
+    assert coll.send(H100, S, 8, 2) == pytest.approx(S / bw(IB) + 4.5e-6)   # 16 GPUs: 2 nodes
+
+
+def test_three_tiers_by_hand():
+    """p=64, stride 2 over spans 4 / 32 / 4096: m = 2, 16, 64, so q = 2, 8, 4."""
+    S = 3e7
+    b, r, f = THREE_TIERS
+    ag = (1 * b.latency_s + 1 / 2 * S / bw(b) + 7 * r.latency_s + 7 / 16 * S / bw(r)
+          + 3 * f.latency_s + 3 / 64 * S / bw(f))
+    assert coll.all_gather(THREE_TIERS, S, 64, 2) == pytest.approx(ag, rel=1e-12)
+    a2a = (1 * b.latency_s + 1 / 64 * S / bw(b) + 14 * r.latency_s + 14 / 64 * S / bw(r)
+           + 48 * f.latency_s + 48 / 64 * S / bw(f))
+    assert coll.all_to_all(THREE_TIERS, S, 64, 2) == pytest.approx(a2a, rel=1e-12)
+
+
+def test_shipped_topologies_tp_inside_the_node_use_only_the_inner_link():
+    for name in ("h100_dgx", "gb200_nvl72"):
+        topo = load_topology(name)
+        inner = topo.links[0]
+        for p in (2, 4, 8):
+            S = 1e7
+            assert coll.all_gather(topo.links, S, p, 1) == pytest.approx(
+                (p - 1) / p * S / bw(inner) + (p - 1) * inner.latency_s, rel=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------
+# vectorized == the scalar reference (tests/reference.py re-derives them from the docstring)
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("links", [ONE_TIER, H100, THREE_TIERS], ids=["1tier", "h100", "3tiers"])
+def test_vectorized_equals_scalar_reference(kind, links):
+    ps = np.array([1, 2, 3, 4, 8, 12, 16, 32, 64, 128, 512])
+    strides = np.array([1, 2, 4, 8, 16, 64])
+    S = 12345678.0
+    grid = coll.COST[kind](links, S, ps[:, None], strides[None, :])
+    for i, p in enumerate(ps):
+        for j, s in enumerate(strides):
+            want = ref.COLLECTIVE[kind](links, S, int(p), int(s))
+            assert grid[i, j] == pytest.approx(want, rel=1e-12, abs=0.0), (p, s)
+
+
+# ----------------------------------------------------------------------------------------------
+# monotone in bytes and in bandwidth
+
+sizes = st.floats(0.0, 1e12, allow_nan=False, allow_infinity=False)
+
+
+@given(kind=st.sampled_from(KINDS), s1=sizes, s2=sizes, p=st.integers(1, 4096),
+       stride=st.sampled_from([1, 2, 4, 8, 16, 64]),
+       links=st.sampled_from([ONE_TIER, H100, THREE_TIERS]))
+def test_monotone_in_bytes(kind, s1, s2, p, stride, links):
+    lo, hi = sorted((s1, s2))
+    assert coll.COST[kind](links, lo, p, stride) <= coll.COST[kind](links, hi, p, stride)
+
+
+@given(kind=st.sampled_from(KINDS), nbytes=sizes, p=st.integers(1, 4096),
+       stride=st.sampled_from([1, 2, 4, 8, 16, 64]),
+       links=st.sampled_from([ONE_TIER, H100, THREE_TIERS]),
+       tier=st.integers(0, 2), factor=st.floats(1.0, 100.0))
+def test_monotone_in_bandwidth(kind, nbytes, p, stride, links, tier, factor):
+    import dataclasses
+    tier = min(tier, len(links) - 1)
+    faster = list(links)
+    faster[tier] = dataclasses.replace(links[tier],
+                                       bandwidth_bytes_s=links[tier].bandwidth_bytes_s * factor)
+    before = coll.COST[kind](links, nbytes, p, stride)
+    after = coll.COST[kind](tuple(faster), nbytes, p, stride)
+    assert after <= before * (1 + 1e-12)
+    assert math.isfinite(after) and after >= 0.0
