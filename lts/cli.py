@@ -120,7 +120,7 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
         sys.exit(1)
 
 
-STOCHASTIC = ("ppo", "random-walk", "anneal", "random")
+STOCHASTIC = ("ppo", "ppo-paper", "random-walk", "anneal", "random")
 
 
 def _slo_text(work: Workload) -> str:
@@ -141,8 +141,9 @@ def _infeasible(m, topo, work: Workload, what: str) -> click.ClickException:
 @click.argument("model")
 @click.argument("topology")
 @click.option("--method", type=click.Choice(list(SEARCHERS)), default="ppo", show_default=True,
-              help="ppo: the paper's agent; random-walk, anneal, random: baselines; megatron: "
-                   "Megatron's per-op sharding over every tp/ep/pp/batch; exact: the optimum.")
+              help="ppo: the paper's agent with lts's tuned settings; ppo-paper: with the "
+                   "paper's; random-walk, anneal, random: baselines; megatron: Megatron's per-op "
+                   "sharding over every tp/ep/pp/batch; exact: the optimum.")
 @click.option("--budget", type=click.IntRange(1), default=4000, show_default=True,
               help="Evaluator calls (ignored by megatron and exact).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
@@ -218,7 +219,8 @@ def _methods(ctx, param, value):
               help="Seeds 0..N-1 for each stochastic method.")
 @click.option("--budget", type=click.IntRange(1), default=4000, show_default=True,
               help="Evaluator calls per run.")
-@click.option("--methods", default=",".join(STOCHASTIC), show_default=True, callback=_methods,
+@click.option("--methods", default="ppo,random-walk,anneal,random", show_default=True,
+              callback=_methods,
               help="Comma-separated stochastic methods (megatron and exact always run once).")
 @workload_options
 @output_options

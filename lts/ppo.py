@@ -28,13 +28,22 @@ from . import nn, policy
 
 @dataclass(frozen=True)
 class PPOConfig:
+    """Defaults are lts's tuned agent; ``PPOConfig.paper()`` is the paper's as PAPER.md reads it.
+
+    Where the defaults differ from the paper, each was measured on the six paper scenarios
+    (README "Search quality"): rollouts of 32 calls per update with normalized advantages
+    (the paper: 2, which makes one update per 2 calls and a noisy gradient), learning rate 3e-3,
+    16 chunks, and informed restarts: a fresh network starts centred on the best elite
+    (``elite_prior``, ``coarse_kernel``) instead of uniform, and goes global again
+    (``global_on_stall``) when a chunk brought no improvement.
+    """
     history: int = 3               # T: elite strategies in the observation (paper App. A)
     d_model: int = 256             # embedding and hidden size (paper App. A)
     n_heads: int = 4               # attention heads (PAPER.md §11 rec.)
     d_ff: int = 512
-    n_steps: int = 2               # rollout buffer = calls per update (paper App. A: 2)
+    n_steps: int = 32              # calls per update (paper: 2; vectorized rollouts)
     n_epochs: int = 2              # gradient steps per update (paper App. A: 2)
-    lr: float = 1e-3               # initial learning rate, cosine-annealed over each chunk
+    lr: float = 3e-3               # initial learning rate, cosine-annealed over each chunk (paper 1e-3)
     clip: float = 0.2              # PPO clip range (SB3 default)
     vf_coef: float = 0.5
     ent_coef: float = 0.0          # an entropy bonus would fight the confidence early exit
@@ -42,13 +51,26 @@ class PPOConfig:
     alpha: float = 1.0             # reward weights of Eq. 1 (PAPER.md §11 rec.)
     beta: float = 1.0
     invalid_reward: float = -10.0  # "large negative reward" in normalized units
-    chunks: int = 5                # budget chunks, fresh network per chunk (paper §3)
+    chunks: int = 16               # budget chunks, fresh network per chunk (paper: 5)
     confidence: float = 0.95       # early exit when every head's max probability reaches this
-    normalize_advantages: bool = False   # with 2-sample rollouts normalization is degenerate
-    elite_prior: float = 0.0       # a fresh network starts with this probability on the best
-                                   # elite's choice in every head (0: uniform, as in the paper)
+    normalize_advantages: bool = True    # per rollout, as CleanRL (degenerate with 2 calls)
+    elite_prior: float = 0.9       # a fresh network starts with this probability on the best
+                                   # elite's choice in every per-op head (0: uniform, as the paper)
     elite_prior_coarse: float = 0.0   # the same for the first four heads (tp, ep, pp, batch);
                                       # 0: use elite_prior
+    coarse_kernel: float = 1.0     # > 0: the first four heads are ordinal (degrees and batch); a
+                                   # fresh network's probability falls as exp(-kernel * |i - elite|)
+                                   # with the distance in value index from the best elite's
+    global_every: int = 0          # > 0: every k-th fresh network draws the first four heads
+                                   # uniformly (a global restart) while keeping the per-op prior
+    global_on_stall: bool = True   # a global restart after a chunk that did not improve the best
+
+    @classmethod
+    def paper(cls) -> "PPOConfig":
+        """The paper's agent (App. A; PAPER.md §11 for its gaps): 2 calls per update, lr 1e-3,
+        5 chunks, fresh networks that start uniform."""
+        return cls(n_steps=2, lr=1e-3, chunks=5, normalize_advantages=False, elite_prior=0.0,
+                   coarse_kernel=0.0, global_on_stall=False)
 
 
 class EliteHistory:
@@ -88,12 +110,20 @@ class PPOStats:
     log: list = field(default_factory=list)     # one dict per update (namespaced keys)
 
 
-def _prior_bias(sizes, row, probs) -> np.ndarray:
-    """Output biases giving probability probs[i] to row's choice in head i, the rest uniform."""
+def _prior_bias(sizes, row, probs, kernel=None) -> np.ndarray:
+    """Output biases of a fresh network centred on an elite strategy ``row``.
+
+    Head i gives probability probs[i] to row's choice and spreads the rest uniformly; or, where
+    kernel[i] > 0 (an ordinal head), its logits are -kernel[i] * |j - row[i]| (neighbouring
+    values likely, far ones rare).
+    """
+    kernel = kernel or [0.0] * len(sizes)
     bias = []
-    for n, choice, p in zip(sizes, row, probs):
+    for n, choice, p, k in zip(sizes, row, probs, kernel):
         b = np.zeros(n)
-        if n > 1:
+        if k > 0:
+            b = -k * np.abs(np.arange(n) - choice)
+        elif n > 1:
             b[choice] = math.log(p * (n - 1) / (1 - p))    # softmax: e^b / (e^b + n - 1) = p
         bias.append(b)
     return np.concatenate(bias)
@@ -124,14 +154,21 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
     ref = None                  # reference throughput: the first valid strategy's (PAPER.md §5.1)
     best = 0.0                  # best-so-far in normalized units (b of Eq. 1)
     calls, chunk = 0, max(cfg.n_steps, budget // cfg.chunks)
+    stalled = False
     while calls < budget:
         # ---- a fresh agent: new weights and optimizer, same elite history and best-so-far
         params = policy.init_params(pcfg, rng, dtype=np.float32)
         if cfg.elite_prior > 0 and elite.rows:
-            probs = [cfg.elite_prior_coarse or cfg.elite_prior] * 4 + [cfg.elite_prior] * (len(sizes) - 4)
-            params["pi.b2"][:] = _prior_bias(sizes, elite.rows[0], probs)
+            fine = [cfg.elite_prior] * (len(sizes) - 4)
+            if (cfg.global_every and stats.restarts % cfg.global_every == 0) or \
+                    (cfg.global_on_stall and stalled):
+                probs, kernel = [1.0 / n for n in sizes[:4]] + fine, None      # uniform coarse
+            else:
+                probs = [cfg.elite_prior_coarse or cfg.elite_prior] * 4 + fine
+                kernel = [cfg.coarse_kernel] * 4 + [0.0] * len(fine)
+            params["pi.b2"][:] = _prior_bias(sizes, elite.rows[0], probs, kernel)
         adam = nn.adam_init(params)
-        start = calls
+        start, best_at_start = calls, best
         stats.restarts += 1
         while calls < budget and calls - start < chunk:
             n = min(cfg.n_steps, budget - calls)
@@ -174,4 +211,5 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
             if policy.confidence(params, elite.observation(), pcfg).min() >= cfg.confidence:
                 stats.early_exits += 1
                 break
+        stalled = best <= best_at_start
     return (np.concatenate(all_rows), np.concatenate(all_raw), np.concatenate(all_valid), stats)

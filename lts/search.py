@@ -88,7 +88,8 @@ class SearchResult:
 
 
 class Tracker:
-    """Keeps the best-so-far curve and the top-k distinct valid strategies of a search."""
+    """Keeps the best-so-far curve and the top-k of a search: the best valid strategy of each of
+    the k best distinct (tp, ep, pp, batch), as the exact search reports them."""
 
     def __init__(self, problem: Problem, k: int):
         self.problem, self.k = problem, k
@@ -107,8 +108,8 @@ class Tracker:
     def result(self, method: str, t0: float, stats=None) -> SearchResult:
         ranked, seen = [], set()
         for score, row in sorted(self.rows.values(), key=lambda r: -r[0]):
-            key = (row[:N_COARSE].tobytes(), round(score, 9))
-            if key not in seen:      # same degrees and score: choices that change nothing
+            key = row[:N_COARSE].tobytes()
+            if key not in seen:      # the best strategy of each distinct (tp, ep, pp, batch)
                 seen.add(key)
                 ranked.append((score, row))
             if len(ranked) == self.k:
@@ -395,8 +396,18 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
                                  "early_exits": stats.early_exits})
 
 
+def search_ppo_paper(problem: Problem, budget: int, rng, top: int = 10,
+                     progress=None) -> SearchResult:
+    """The paper's agent with the paper's settings (PPOConfig.paper())."""
+    from . import ppo
+    res = search_ppo(problem, budget, rng, top, progress, cfg=ppo.PPOConfig.paper())
+    res.method = "ppo-paper"
+    return res
+
+
 SEARCHERS = {
     "ppo": search_ppo,
+    "ppo-paper": search_ppo_paper,
     "random": search_random,
     "random-walk": search_random_walk,
     "anneal": search_anneal,

@@ -1,0 +1,108 @@
+"""Search methods: exact equals brute force on small spaces, exact >= every method, determinism,
+and the PPO agent learns."""
+import itertools
+
+import numpy as np
+import pytest
+
+from generators import synthetic_dense, synthetic_mla, synthetic_moe
+from lts import ppo
+from lts.costmodel import Workload, evaluate
+from lts.search import SEARCHERS, Problem
+from lts.specs import load_topology
+from lts.strategy import Space, format_strategy
+
+
+def brute_force(problem):
+    """Best tokens/s/GPU over every strategy of the (small) space."""
+    sp = problem.space
+    best = -np.inf
+    coarse = list(itertools.product(*[range(len(v)) for v in (sp.tp, sp.ep, sp.pp, sp.batch)]))
+    fine = np.array(list(itertools.product(*[range(n) for n in sp.choices])))
+    for c in coarse:
+        idx = np.concatenate([np.tile(c, (len(fine), 1)), fine], axis=1)
+        best = max(best, float(problem.score(problem.evaluate(idx, count=False)).max()))
+    return best
+
+
+CASES = {
+    # a MoE with 2 dense layers out of 8: pp=2 puts every dense layer in the first stage
+    "moe-decode": (synthetic_moe(), Workload("decode", context=4096, tpot_slo_ms=20),
+                   Space(tp=(1, 2, 4), ep=(1, 2), pp=(1, 2), batch=(1, 16, 256),
+                         choices=(2, 3, 2, 2, 2, 2, 3, 2, 4, 4, 2, 2), gpus=64)),
+    "mla-prefill": (synthetic_mla(), Workload("prefill", context=2048, ttft_slo_ms=500),
+                    Space(tp=(1, 4), ep=(1, 4), pp=(1, 2, 3), batch=(1, 8),
+                          choices=(2, 2, 2, 3, 3, 2, 2, 2, 4, 4, 2, 2), gpus=64)),
+    "dense-decode": (synthetic_dense(), Workload("decode", context=8192, tpot_slo_ms=5),
+                     Space(tp=(1, 2, 8), ep=(1,), pp=(1, 2), batch=(4, 64, 1024),
+                           choices=(2, 3, 3, 2, 2, 3, 3, 1, 3, 3, 2, 2), gpus=64)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_exact_equals_brute_force(case):
+    model, work, space = CASES[case]
+    problem = Problem(model, load_topology("h100_dgx"), work, space)
+    res = SEARCHERS["exact"](problem, 0, None, top=3)
+    want = brute_force(problem)
+    assert np.isfinite(want)
+    assert res.best_score == pytest.approx(want, rel=1e-12), format_strategy(res.best)
+    # the reported strategy really scores that, through the evaluator
+    check = evaluate(model, problem.topo, work, res.best[None])
+    assert check.valid[0] and check.tokens_per_s_per_gpu[0] == pytest.approx(want, rel=1e-12)
+    assert list(res.top_scores) == sorted(res.top_scores, reverse=True)
+
+
+def test_exact_is_at_least_every_method():
+    model, work, space = CASES["moe-decode"]
+    problem = Problem(model, load_topology("h100_dgx"), work, space)
+    exact = SEARCHERS["exact"](problem, 0, None).best_score
+    for name, search in SEARCHERS.items():
+        problem.calls = 0
+        res = search(problem, 300, np.random.default_rng(1))
+        assert res.best_score <= exact * (1 + 1e-12), name
+        if name not in ("exact", "megatron"):
+            assert res.evaluations == 300, name
+
+
+def test_exact_on_a_paper_model_beats_megatron_and_agrees_with_evaluate():
+    from lts.specs import load_model
+    problem = Problem(load_model("moe1.6t"), load_topology("h100_dgx"), Workload())
+    exact = SEARCHERS["exact"](problem, 0, None)
+    megatron = SEARCHERS["megatron"](problem, 0, None)
+    assert exact.best_score >= megatron.best_score
+    res = evaluate(problem.model, problem.topo, problem.work, exact.top)
+    assert np.allclose(res.tokens_per_s_per_gpu, exact.top_scores, rtol=1e-12) and res.valid.all()
+
+
+@pytest.mark.parametrize("method", ["ppo", "anneal", "random-walk", "random"])
+def test_same_seed_same_result(method):
+    model, work, space = CASES["moe-decode"]
+    problem = Problem(model, load_topology("h100_dgx"), work, space)
+    runs = []
+    for _ in range(2):
+        problem.calls = 0
+        runs.append(SEARCHERS[method](problem, 400, np.random.default_rng(7)))
+    a, b = runs
+    assert np.array_equal(a.top, b.top) and np.array_equal(a.history, b.history)
+    assert len(a.history) == 400
+
+
+def test_ppo_learns_on_a_small_problem():
+    """PPO's later samples are better than its first ones, and it beats uniform sampling."""
+    model, work, space = CASES["moe-decode"]
+    problem = Problem(model, load_topology("h100_dgx"), work, space)
+    scores = []
+
+    def evaluate_fn(idx):
+        res = problem.evaluate(idx)
+        scores.append(np.where(res.valid, res.tokens_per_s_per_gpu, 0.0))
+        return res.tokens_per_s_per_gpu, res.valid
+
+    # one network for the whole budget (no restarts, which deliberately explore again): the
+    # learning alone must move its samples to better strategies
+    ppo.train(evaluate_fn, space.sizes, 1200, np.random.default_rng(0), ppo.PPOConfig(chunks=1))
+    s = np.concatenate(scores)
+    assert s[-256:].mean() > 1.5 * s[:64].mean()
+    uniform = problem.score(problem.evaluate(space.sample(np.random.default_rng(0), 1200)))
+    assert s.max() >= uniform.max()
