@@ -56,13 +56,9 @@ class PPOConfig:
     normalize_advantages: bool = True    # per rollout, as CleanRL (degenerate with 2 calls)
     elite_prior: float = 0.9       # a fresh network starts with this probability on the best
                                    # elite's choice in every per-op head (0: uniform, as the paper)
-    elite_prior_coarse: float = 0.0   # the same for the first four heads (tp, ep, pp, batch);
-                                      # 0: use elite_prior
     coarse_kernel: float = 1.0     # > 0: the first four heads are ordinal (degrees and batch); a
                                    # fresh network's probability falls as exp(-kernel * |i - elite|)
                                    # with the distance in value index from the best elite's
-    global_every: int = 0          # > 0: every k-th fresh network draws the first four heads
-                                   # uniformly (a global restart) while keeping the per-op prior
     global_on_stall: bool = True   # a global restart after a chunk that did not improve the best
 
     @classmethod
@@ -160,11 +156,10 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
         params = policy.init_params(pcfg, rng, dtype=np.float32)
         if cfg.elite_prior > 0 and elite.rows:
             fine = [cfg.elite_prior] * (len(sizes) - 4)
-            if (cfg.global_every and stats.restarts % cfg.global_every == 0) or \
-                    (cfg.global_on_stall and stalled):
-                probs, kernel = [1.0 / n for n in sizes[:4]] + fine, None      # uniform coarse
-            else:
-                probs = [cfg.elite_prior_coarse or cfg.elite_prior] * 4 + fine
+            if cfg.global_on_stall and stalled:      # global: the degrees drawn uniformly
+                probs, kernel = [1.0 / n for n in sizes[:4]] + fine, None
+            else:                                       # local: around the best elite
+                probs = [cfg.elite_prior] * 4 + fine
                 kernel = [cfg.coarse_kernel] * 4 + [0.0] * len(fine)
             params["pi.b2"][:] = _prior_bias(sizes, elite.rows[0], probs, kernel)
         adam = nn.adam_init(params)
