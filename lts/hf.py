@@ -1,0 +1,330 @@
+"""HuggingFace ``config.json`` -> ``ModelSpec``: read a local model config, no network.
+
+Families, chosen by ``model_type``:
+
+=================  ============================================================================
+llama, mistral     dense: GQA attention, SwiGLU MLP of ``intermediate_size``
+qwen2, qwen3       dense, as above (Qwen3: explicit ``head_dim``)
+mixtral            MoE in every layer: ``num_local_experts`` experts of ``intermediate_size``
+qwen2_moe          MoE: ``num_experts`` of ``moe_intermediate_size`` + ONE shared expert of
+                   ``shared_expert_intermediate_size``; dense layers from ``mlp_only_layers`` /
+                   ``decoder_sparse_step`` (only a leading block of dense layers is representable)
+qwen3_moe          MoE as qwen2_moe, without a shared expert
+deepseek_v2/v3     MLA attention; MoE of ``n_routed_experts`` of ``moe_intermediate_size`` plus
+                   ``n_shared_experts`` shared experts (width ``n_shared_experts *
+                   moe_intermediate_size``) from layer ``first_k_dense_replace`` on, the first
+                   layers dense of ``intermediate_size``
+=================  ============================================================================
+
+Every family's FFN is gated (SwiGLU: gate, up and down projections).
+
+Rules (DESIGN.md §1, "nothing is guessed"):
+
+- A key that sets a shape is required; a missing one is an error. The only defaults are those the
+  family's HuggingFace code itself applies, each marked ``HF default`` below:
+  ``num_key_value_heads`` (= ``num_attention_heads``), ``head_dim``
+  (= ``hidden_size // num_attention_heads``), ``tie_word_embeddings`` (false),
+  ``decoder_sparse_step`` (1), ``mlp_only_layers`` ([]), ``moe_layer_freq`` (1), ``q_lora_rank``
+  / ``n_shared_experts`` null (no low-rank query / no shared expert).
+- Keys that do not change the cost (rope, norms' eps, token ids, ...) are ignored.
+- Biases (Qwen2's q/k/v bias), Qwen3's per-head q/k norms, Qwen2-MoE's 1-wide
+  ``shared_expert_gate`` and DeepSeek's multi-token-prediction layers (``num_nextn_predict_layers``)
+  are not modelled, as in the shipped TOML files; the published totals exclude the MTP layers.
+- Precision: ``torch_dtype`` (or ``dtype``, its name since transformers 4.56) sets weights, KV
+  cache and activations (bfloat16 -> bf16, float16 -> fp16, float32 -> fp32);
+  ``quantization_config`` with ``quant_method: "fp8"`` makes the weights fp8 (DeepSeek-V3's block
+  fp8). Any other quantization method is an error: write a TOML model file with
+  ``precision.weights`` instead.
+- ``name``: the config's ``_name_or_path`` if set, else the folder name for a file called
+  ``config.json``, else the file name without ``.json``. ``params_published`` is unknown (0).
+
+Every bad input raises one ``SpecError`` naming the file, the config.json key, the value and what
+was expected. The ModelSpec is built by ``specs.model_from_dict`` so that all of its checks apply
+(kv heads divide heads, top_k <= experts, ...); its errors are re-labelled with config.json keys.
+
+Imports: errors, specs.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .errors import SpecError
+from .specs import ModelSpec, model_from_dict
+
+FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
+            "deepseek_v2", "deepseek_v3")
+DENSE = ("llama", "mistral", "qwen2", "qwen3")
+QWEN_MOE = ("qwen2_moe", "qwen3_moe")
+DEEPSEEK = ("deepseek_v2", "deepseek_v3")
+
+TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+QUANT_METHODS = {"fp8": "fp8"}
+
+_TYPE_NAMES = {int: "an integer", str: "a string", bool: "true or false", list: "a list",
+               dict: "an object"}
+
+
+def _name_of(typ) -> str:
+    return _TYPE_NAMES[typ]
+
+
+def _show(value) -> str:
+    """A config value as the user wrote it: JSON spelling for true/false/null, else repr."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return repr(value)
+
+
+class _Config:
+    """Typed, range-checked reads of config.json keys; errors name the file and the key."""
+
+    def __init__(self, data: dict, path: Path):
+        self.data, self.path = data, path
+
+    def error(self, key: str, message: str) -> SpecError:
+        return SpecError(self.path, key, message)
+
+    def get(self, key: str, typ, *, default=None, positive=False, minimum=None, nullable=False):
+        """The value of ``key``; ``default`` (when not None) is the family's HF default."""
+        if key not in self.data or (nullable and self.data[key] is None):
+            if default is not None:
+                return default
+            if nullable and key in self.data:
+                return None
+            raise self.error(key, f"missing (expected {_name_of(typ)})")
+        value = self.data[key]
+        ok = isinstance(value, typ) and not (typ is int and isinstance(value, bool))
+        if not ok:
+            raise self.error(key, f"{_show(value)} is not {_name_of(typ)}")
+        if positive and value <= 0:
+            raise self.error(key, f"{value!r} must be > 0")
+        if minimum is not None and value < minimum:
+            raise self.error(key, f"{value!r} must be >= {minimum}")
+        return value
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise SpecError(path, "", "no such file") from None
+    except IsADirectoryError:
+        raise SpecError(path, "", "is a folder, expected a config.json file") from None
+    except OSError as e:
+        raise SpecError(path, "", f"cannot read ({e.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(path, "", "not a UTF-8 text file") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SpecError(path, "", f"invalid JSON ({e.msg} at line {e.lineno} column {e.colno})") \
+            from None
+    if not isinstance(data, dict):
+        raise SpecError(path, "", f"invalid config.json: the top level is {type(data).__name__}, "
+                                  "expected a JSON object")
+    return data
+
+
+def _display_name(c: _Config, path: Path) -> str:
+    name = c.data.get("_name_or_path")
+    if isinstance(name, str) and name.strip() not in ("", ".", "./"):
+        return name.strip()
+    if path.name == "config.json" and path.resolve().parent.name:
+        return path.resolve().parent.name
+    return path.stem
+
+
+def _precision(c: _Config) -> tuple[dict, dict]:
+    """The [precision] table and the lts-key -> config-key map for its errors."""
+    key = "torch_dtype" if "torch_dtype" in c.data or "dtype" not in c.data else "dtype"
+    if key not in c.data:
+        raise c.error(key, f"missing (expected one of {', '.join(map(repr, TORCH_DTYPES))})")
+    dtype = c.get(key, str)
+    if dtype not in TORCH_DTYPES:
+        raise c.error(key, f"{dtype!r} is not one of {', '.join(map(repr, TORCH_DTYPES))}")
+    act = TORCH_DTYPES[dtype]
+    weights = act
+    if "quantization_config" in c.data and c.data["quantization_config"] is not None:
+        q = c.data["quantization_config"]
+        if not isinstance(q, dict):
+            raise c.error("quantization_config", f"{_show(q)} is not {_name_of(dict)}")
+        method = q.get("quant_method")
+        if method is None:
+            raise c.error("quantization_config.quant_method", "missing (expected a string)")
+        if method not in QUANT_METHODS:
+            raise c.error("quantization_config.quant_method",
+                          f"{_show(method)} is not supported (supported: "
+                          f"{', '.join(map(repr, QUANT_METHODS))}); write a TOML model file "
+                          "with precision.weights set instead")
+        weights = QUANT_METHODS[method]
+    return ({"weights": weights, "kv_cache": act, "activations": act},
+            {"precision.weights": key, "precision.kv_cache": key, "precision.activations": key})
+
+
+def _attention(c: _Config, family: str, hidden: int) -> tuple[dict, dict]:
+    heads = c.get("num_attention_heads", int, positive=True)
+    if family in DEEPSEEK:
+        nope = c.get("qk_nope_head_dim", int, positive=True)
+        rope = c.get("qk_rope_head_dim", int, positive=True)
+        # HF default: q_lora_rank null means a full-rank query projection (DeepSeek-V2-Lite).
+        q_lora = c.get("q_lora_rank", int, positive=True, nullable=True) or 0
+        table = {"kind": "mla", "heads": heads, "kv_heads": heads, "head_dim": nope + rope,
+                 "q_lora_rank": q_lora,
+                 "kv_lora_rank": c.get("kv_lora_rank", int, positive=True),
+                 "qk_nope_head_dim": nope, "qk_rope_head_dim": rope,
+                 "v_head_dim": c.get("v_head_dim", int, positive=True)}
+        keys = {"attention.heads": "num_attention_heads", "attention.kv_heads":
+                "num_attention_heads", "attention.head_dim": "qk_nope_head_dim",
+                "attention.q_lora_rank": "q_lora_rank", "attention.kv_lora_rank": "kv_lora_rank",
+                "attention.qk_nope_head_dim": "qk_nope_head_dim",
+                "attention.qk_rope_head_dim": "qk_rope_head_dim",
+                "attention.v_head_dim": "v_head_dim"}
+        return table, keys
+    # HF default (LlamaConfig & co.): num_key_value_heads None -> num_attention_heads (MHA).
+    kv_heads = c.get("num_key_value_heads", int, default=heads, positive=True, nullable=True)
+    if c.data.get("head_dim") is not None:
+        head_dim = c.get("head_dim", int, positive=True)
+    else:
+        # HF default: head_dim = hidden_size // num_attention_heads
+        if hidden % heads:
+            raise c.error("num_attention_heads",
+                          f"{heads} does not divide hidden_size = {hidden} and there is no "
+                          "head_dim key (expected head_dim, or heads dividing hidden_size)")
+        head_dim = hidden // heads
+    table = {"kind": "gqa", "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim}
+    keys = {"attention.heads": "num_attention_heads", "attention.kv_heads": "num_key_value_heads",
+            "attention.head_dim": "head_dim"}
+    return table, keys
+
+
+def _qwen_dense_prefix(c: _Config, layers: int, experts: int) -> int:
+    """Number of leading dense layers of a Qwen MoE model (Qwen2MoeDecoderLayer's rule)."""
+    # HF default: decoder_sparse_step 1 and mlp_only_layers [] -> every layer is MoE.
+    step = c.get("decoder_sparse_step", int, default=1, positive=True, nullable=True)
+    only = c.get("mlp_only_layers", list, default=[], nullable=True)
+    for v in only:
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < layers:
+            raise c.error("mlp_only_layers", f"{only!r} is not a list of layer indices "
+                                             f"(integers 0..{layers - 1})")
+    dense = {i for i in range(layers) if i in only or (i + 1) % step != 0}
+    k = len(dense)
+    if dense != set(range(k)):
+        key = "decoder_sparse_step" if step != 1 else "mlp_only_layers"
+        value = step if step != 1 else only
+        raise c.error(key, f"{value!r} interleaves dense and MoE layers, which lts cannot "
+                           "represent (expected decoder_sparse_step 1 and mlp_only_layers a "
+                           "leading block [0, 1, ..., k-1])")
+    return k
+
+
+def _ffn(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
+    if family in DENSE:
+        return ({"kind": "dense", "gated": True,
+                 "intermediate": c.get("intermediate_size", int, positive=True)},
+                {"ffn.intermediate": "intermediate_size"})
+    top_k = c.get("num_experts_per_tok", int, positive=True)
+    if family == "mixtral":
+        experts_key = "num_local_experts"
+        experts = c.get(experts_key, int, positive=True)
+        table = {"kind": "moe", "gated": True, "experts": experts, "top_k": top_k,
+                 # Mixtral's intermediate_size is the width of each expert
+                 "expert_intermediate": c.get("intermediate_size", int, positive=True),
+                 "shared_experts": 0, "dense_layers": 0}
+        keys = {"ffn.expert_intermediate": "intermediate_size"}
+    elif family in QWEN_MOE:
+        experts_key = "num_experts"
+        experts = c.get(experts_key, int, positive=True)
+        table = {"kind": "moe", "gated": True, "experts": experts, "top_k": top_k,
+                 "expert_intermediate": c.get("moe_intermediate_size", int, positive=True),
+                 "shared_experts": 0}
+        keys = {"ffn.expert_intermediate": "moe_intermediate_size",
+                "ffn.dense_layers": "mlp_only_layers", "ffn.intermediate": "intermediate_size"}
+        if family == "qwen2_moe":
+            # Qwen2MoeSparseMoeBlock: one shared expert of shared_expert_intermediate_size
+            table["shared_experts"] = 1
+            table["shared_intermediate"] = c.get("shared_expert_intermediate_size", int,
+                                                 positive=True)
+            keys["ffn.shared_intermediate"] = "shared_expert_intermediate_size"
+        dense = _qwen_dense_prefix(c, layers, experts)
+        if dense == layers:          # no MoE layer at all: a dense model
+            return ({"kind": "dense", "gated": True,
+                     "intermediate": c.get("intermediate_size", int, positive=True)},
+                    {"ffn.intermediate": "intermediate_size"})
+        table["dense_layers"] = dense
+        if dense:
+            table["intermediate"] = c.get("intermediate_size", int, positive=True)
+    else:                            # deepseek_v2 / deepseek_v3
+        experts_key = "n_routed_experts"
+        experts = c.get(experts_key, int, positive=True)
+        # HF default: moe_layer_freq 1 (DeepseekV3Config); other values interleave dense layers.
+        freq = c.get("moe_layer_freq", int, default=1, positive=True)
+        if freq != 1:
+            raise c.error("moe_layer_freq", f"{freq!r} interleaves dense and MoE layers, which "
+                                            "lts cannot represent (expected 1)")
+        expert_inter = c.get("moe_intermediate_size", int, positive=True)
+        # HF default: n_shared_experts null -> no shared expert (DeepseekV3MoE checks for None).
+        shared = c.get("n_shared_experts", int, minimum=0, nullable=True) or 0
+        dense = c.get("first_k_dense_replace", int, minimum=0)
+        table = {"kind": "moe", "gated": True, "experts": experts, "top_k": top_k,
+                 "expert_intermediate": expert_inter, "shared_experts": shared,
+                 "shared_intermediate": shared * expert_inter, "dense_layers": dense}
+        if dense:
+            table["intermediate"] = c.get("intermediate_size", int, positive=True)
+        keys = {"ffn.expert_intermediate": "moe_intermediate_size",
+                "ffn.shared_experts": "n_shared_experts",
+                "ffn.shared_intermediate": "n_shared_experts",
+                "ffn.dense_layers": "first_k_dense_replace",
+                "ffn.intermediate": "intermediate_size"}
+    keys.update({"ffn.experts": experts_key, "ffn.top_k": "num_experts_per_tok"})
+    return table, keys
+
+
+def _relabel(e: SpecError, path: Path, keys: dict) -> SpecError:
+    """specs.py's error about an lts key -> the same error about the config.json key."""
+    prefix = f"{e.file}: {e.key}: " if e.key else f"{e.file}: "
+    message = str(e)[len(prefix):] if str(e).startswith(prefix) else str(e)
+    for lts_key, hf_key in sorted(keys.items(), key=lambda kv: -len(kv[0])):
+        message = message.replace(lts_key, hf_key)
+    return SpecError(path, keys.get(e.key, e.key), message)
+
+
+def model_from_hf_config(path) -> ModelSpec:
+    """Read a HuggingFace ``config.json`` (or a folder holding one) into a validated ModelSpec.
+
+    Raises:
+        SpecError: one line naming the file, the config.json key, the value and what was expected.
+    """
+    path = Path(path)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise SpecError(path, "", "folder holds no config.json")
+        path = path / "config.json"
+    c = _Config(_read_json(path), path)
+
+    family = c.get("model_type", str)
+    if family not in FAMILIES:
+        raise c.error("model_type", f"{family!r} is not a supported family "
+                                    f"({', '.join(FAMILIES)})")
+    layers = c.get("num_hidden_layers", int, positive=True)
+    hidden = c.get("hidden_size", int, positive=True)
+    vocab = c.get("vocab_size", int, positive=True)
+    # HF default: tie_word_embeddings false in every supported family's config class.
+    tie = c.get("tie_word_embeddings", bool, default=False, nullable=True)
+
+    attention, akeys = _attention(c, family, hidden)
+    ffn, fkeys = _ffn(c, family, layers)
+    precision, pkeys = _precision(c)
+
+    data = {"name": _display_name(c, path), "source": f"HuggingFace config.json: {path}",
+            "layers": layers, "hidden": hidden, "vocab": vocab, "tie_embeddings": tie,
+            "attention": attention, "ffn": ffn, "precision": precision}
+    keys = {"layers": "num_hidden_layers", "hidden": "hidden_size", "vocab": "vocab_size",
+            "tie_embeddings": "tie_word_embeddings", **akeys, **fkeys, **pkeys}
+    try:
+        return model_from_dict(data, path)
+    except SpecError as e:
+        raise _relabel(e, path, keys) from None

