@@ -27,7 +27,7 @@ from .costmodel import (NORM_OF, PP, TP, EP, BATCH, Gather, Result, Workload, bu
                         evaluate, piece_attn, piece_between, piece_ffn, piece_first, piece_last,
                         piece_send, stage_max, stage_memory)
 from .specs import ModelSpec, TopologySpec
-from .strategy import MEGATRON, N_COARSE, OP_COL, OPS, Space
+from .strategy import EXPERTS, MEGATRON, N_COARSE, OP_COL, OPS, Space
 
 
 class Problem:
@@ -55,18 +55,27 @@ class Problem:
 
     def evaluate(self, idx: np.ndarray, count: bool = True) -> Result:
         """Evaluate index rows [N, 16] (one index per entry); counts N evaluator calls."""
-        idx = np.atleast_2d(idx)
+        idx = self.canonical(idx)
         if count:
             self.calls += len(idx)
         return evaluate(self.model, self.topo, self.work, self.space.decode(idx),
                         tables=self.tables, coarse_index=self.coarse_index(idx))
 
     def canonical(self, idx: np.ndarray) -> np.ndarray:
-        """Index rows with choices that cannot matter set to Megatron's (a dense model's router)."""
+        """The strategy an index row stands for.
+
+        MoE: FFN1 and FFN2 split the experts together or not at all (the cost model rejects a
+        lone `experts`), so a row where either picks `experts` stands for both doing so: no call
+        is spent on a pairing that is never a strategy, for every method alike. Dense: the
+        router's choice cannot matter and is set to Megatron's.
+        """
+        idx = np.array(np.atleast_2d(idx), copy=True)
         if self.model.is_moe:
-            return idx
-        idx = np.array(idx, copy=True)
-        idx[:, OP_COL["router"]] = MEGATRON[OPS.index("router")]
+            c1, c2 = OP_COL["ffn1"], OP_COL["ffn2"]
+            either = (idx[:, c1] == EXPERTS) | (idx[:, c2] == EXPERTS)
+            idx[either, c1] = idx[either, c2] = EXPERTS
+        else:
+            idx[:, OP_COL["router"]] = MEGATRON[OPS.index("router")]
         return idx
 
     def score(self, res: Result) -> np.ndarray:
