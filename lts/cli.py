@@ -15,6 +15,7 @@ from rich.console import Console
 
 from . import report
 from .costmodel import PHASES, Workload, breakdown, evaluate
+from .emit import ENGINES, launch as emit_launch
 from .errors import LtsError, StrategyError
 from .search import SEARCHERS, Problem, search_exact, search_megatron, search_ppo
 from .specs import load_model, load_topology, shipped_names
@@ -149,10 +150,14 @@ def _infeasible(m, topo, work: Workload, what: str) -> click.ClickException:
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
 @click.option("--top", type=click.IntRange(1), default=10, show_default=True,
               help="Strategies to list.")
+@click.option("--emit", "emit", type=click.Choice(ENGINES), default=None,
+              help="After the table, print the command line that runs the best strategy on this "
+                   "engine, or say it cannot and print the nearest strategy it runs (README "
+                   "\"Launch flags\").")
 @workload_options
 @output_options
-def search(model, topology, method, budget, seed, top, phase, context, tpot_slo_ms, ttft_slo_ms,
-           gpus, precision, json_, no_color):
+def search(model, topology, method, budget, seed, top, emit, phase, context, tpot_slo_ms,
+           ttft_slo_ms, gpus, precision, json_, no_color):
     """Search the strategy space for the highest tokens/s per GPU that fits memory and the SLO;
     print the best strategies against Megatron's and why the best one wins. Exit status 1 if
     nothing is feasible.
@@ -162,6 +167,7 @@ def search(model, topology, method, budget, seed, top, phase, context, tpot_slo_
       lts search moe1.6t h100_dgx
       lts search llama3.1-70b h100_dgx --gpus 16 --method exact
       lts search deepseek-v3 h200_dgx --phase prefill --context 4096 --ttft-slo-ms 2000 --json
+      lts search mixtral-8x7b h100_dgx --gpus 8 --emit vllm
     """
     m, topo = _load(model, topology, precision)
     work = _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus)
@@ -186,6 +192,7 @@ def search(model, topology, method, budget, seed, top, phase, context, tpot_slo_
         bres, bops = breakdown(m, topo, work, best)
         mres, mops = breakdown(m, topo, work, mrow)
         why = report.why_dict(bres, bops, mres, mops)
+    launch = emit_launch(emit, problem, best, model, precision) if emit else None
     if json_:
         d = {"method": method, "budget": budget, "evaluations": sr.evaluations, "wall_s": wall_s,
              "seed": seed, "best": report.result_dict(res, 0),
@@ -197,10 +204,16 @@ def search(model, topology, method, budget, seed, top, phase, context, tpot_slo_
                           "tpot_slo_ms": work.tpot_slo_ms, "ttft_slo_ms": work.ttft_slo_ms or None,
                           "gpus": work.budget(topo)},
              "vs_megatron": why}
+        if launch is not None:
+            d["emit"] = report.emit_dict(launch)
         _emit_json(d)
     else:
-        report.render_search(_console(no_color), m, topo, work.phase, _slo_text(work), sr, res,
+        console = _console(no_color)
+        report.render_search(console, m, topo, work.phase, _slo_text(work), sr, res,
                              mega.best_score, why, mega_best, wall_s, seed)
+        if launch is not None:
+            console.print()
+            report.render_emit(console, launch, work.phase)
 
 
 def _methods(ctx, param, value):

@@ -383,7 +383,7 @@ def render_search(console: Console, m: ModelSpec, topo: TopologySpec, phase: str
         if same:
             grid.add_row("", "its per-op choices cost the same as Megatron's there"
                          + (" (tp=1: nothing to shard)" if best[0] == 1 else "")
-                         + "; it wins on the degrees and batch alone")
+                         + "; only the degrees and batch separate it from Megatron's best")
         for key, label in (("avoids", "  avoids"), ("adds", "  adds"), ("resized", "  resizes")):
             if why[key]:
                 grid.add_row(label, escape(_coll_list(why[key], resized=key == "resized")))
@@ -409,6 +409,110 @@ def render_search(console: Console, m: ModelSpec, topo: TopologySpec, phase: str
                     f", {k.replace('_', ' ')} {v}" for k, v in sr.stats.items())
     console.print(f"[dim]{escape(sr.method)}: {sr.evaluations:,} evaluations, {wall_s:.2f} s, "
                   f"seed {seed}{escape(stats)}[/]", overflow="fold")
+
+
+# ----------------------------------------------------------------------------------------------
+# lts search --emit
+
+def emit_dict(launch) -> dict:
+    """The ``emit`` object of ``lts search --json --emit ENGINE`` (an ``emit.Launch``)."""
+    def res(r):
+        return result_dict(r, 0) if r is not None else None
+
+    d = {"engine": launch.engine, "engine_name": launch.name,
+         "version_checked": launch.version_checked, "docs": launch.docs,
+         "faithful": bool(launch.faithful),
+         "commands": [{"role": role, "command": cmd} for role, cmd in launch.commands],
+         "notes": list(launch.notes), "reasons": list(launch.reasons),
+         "launches": launch.chosen,
+         "strategy": strategy_dict(launch.strategy) if launch.strategy is not None else None,
+         "best_runnable": res(launch.best_runnable)}
+    if not launch.faithful:
+        d["nearest"] = res(launch.result)
+        d["same_degrees"] = res(launch.same_degrees)
+    return d
+
+
+def wrap_command(cmd: str, width: int = 80) -> str:
+    """A shell command as lines of at most ``width`` columns joined by backslash continuations,
+    broken only before a ``--flag`` (never inside a quoted argument)."""
+    groups = []
+    for word in cmd.split(" "):
+        if groups and not word.startswith("--"):
+            groups[-1] += " " + word
+        else:
+            groups.append(word)
+    lines, line = [], ""
+    for g in groups:
+        indent = "    " if lines else ""
+        if line and len(indent + line + " " + g) > width - 2:
+            lines.append(line)
+            line = g
+        else:
+            line = f"{line} {g}" if line else g
+    lines.append(line)
+    return " \\\n".join(lines[:1] + ["    " + ln for ln in lines[1:]])
+
+
+def _estimate_line(res: Result, phase: str) -> str:
+    lat = (f"TPOT {fmt_ms(res.tpot_s[0])} ms" if phase == "decode"
+           else f"TTFT {fmt_ms(res.ttft_s[0])} ms")
+    return (f"{res.tokens_per_s_per_gpu[0]:,.1f} tokens/s/GPU, {lat}, "
+            f"{res.memory_bytes[0] / GIB:.1f} GiB/GPU, {reasons_text(res, 0)}")
+
+
+def render_emit(console: Console, launch, phase: str, width: int = 80) -> None:
+    """Plain text, at most ``width`` columns: the engine, whether the commands run the best
+    strategy as found, the nearest runnable strategy if not, the commands, and notes."""
+    import textwrap
+
+    def para(text, indent="", first=""):
+        return textwrap.fill(text, width, initial_indent=first or indent,
+                             subsequent_indent=indent, break_on_hyphens=False)
+
+    out = [para(f"Launch with {launch.name} (flags checked against {launch.name} "
+                f"{launch.version_checked} docs)")]
+    def strat(row):          # spaced so that long strategies wrap between entries
+        return format_strategy(row, only_changed=True).replace(",", ", ")
+
+    best = strat(launch.best)
+    if launch.faithful:
+        out.append(para(f"Faithful: the commands run the best strategy as found ({best})."))
+    else:
+        found = ""
+        if launch.best_result is not None:
+            found = f"; {launch.best_result.tokens_per_s_per_gpu[0]:,.1f} tokens/s/GPU"
+        out.append(para(f"NOT FAITHFUL: {launch.name} cannot run the best strategy as found "
+                        f"({best}{found}):"))
+        out += [para(r, "    ", "  - ") for r in launch.reasons]
+        if launch.same_degrees is not None:
+            out.append(para(f"Same degrees with {launch.name}'s sharding: "
+                            f"{strat(launch.same_degrees.strategies[0])}", "  "))
+            out.append(para(_estimate_line(launch.same_degrees, phase), "    ", "    "))
+        else:
+            out.append(para(f"Same degrees: {launch.name} cannot run them at all.", "  "))
+        same_row = (launch.same_degrees.strategies[0] if launch.same_degrees is not None
+                    else None)
+        if launch.best_runnable is not None and same_row is not None and \
+                (launch.best_runnable.strategies[0] == same_row).all():
+            out.append(para(f"It is also the best strategy {launch.name} can run.", "  "))
+        elif launch.best_runnable is not None:
+            out.append(para(f"Best {launch.name} can run: "
+                            f"{strat(launch.best_runnable.strategies[0])}", "  "))
+            out.append(para(_estimate_line(launch.best_runnable, phase), "    ", "    "))
+        what = {"same_degrees": f"the same degrees with {launch.name}'s sharding",
+                "best_runnable": f"the best strategy {launch.name} can run",
+                "none": "nothing"}[launch.chosen]
+        out.append(para(f"The commands below run {what}, not the best strategy found."))
+    out.append("")
+    for role, cmd in launch.commands:
+        out.append(f"# {role}")
+        out.append(wrap_command(cmd, width))
+    if launch.notes:
+        out.append("")
+        out.append("Notes:")
+        out += [para(n, "    ", "  - ") for n in launch.notes]
+    console.print("\n".join(out), markup=False, highlight=False, soft_wrap=True)
 
 
 # ----------------------------------------------------------------------------------------------

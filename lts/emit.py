@@ -1,0 +1,552 @@
+"""Launch commands for vLLM, SGLang and TensorRT-LLM from a strategy row (``lts search --emit``).
+
+An engine runs one fixed per-op sharding: Megatron's tensor parallelism (lts's MEGATRON row), plus
+its own expert-parallel and attention-data-parallel options. This module maps an lts strategy
+(tp, ep, pp, batch, per-op choices) onto an engine's flags when the engine can run it, says so
+when it cannot, and then emits the nearest strategy the engine does run, costed with the same
+model: never a silently different command.
+
+How lts's degrees map (one instance = tp*ep*pp GPUs; DESIGN.md §2: attention and dense parts are
+tensor-sharded in each tp group and data-parallel across the ep groups, experts spread over ep
+and each expert sharded over its tp group, or with ffn1/ffn2 = ``experts`` whole experts split
+over the tp group too):
+
+- vLLM (``vllm serve``): ``--tensor-parallel-size tp --pipeline-parallel-size pp``; ep > 1 is
+  ``--data-parallel-size ep`` (attention data parallel, one engine per DP rank). vLLM's MoE layers
+  form one group of DP x TP GPUs: tensor-parallel by default, expert-parallel (whole experts) with
+  ``--enable-expert-parallel`` (docs: data_parallel_deployment.md, expert_parallel_deployment.md:
+  "EP_SIZE = TP_SIZE x DP_SIZE"). So ep > 1 runs only as ffn1/ffn2 = experts (or tp = 1), and
+  ep = 1 with ffn1/ffn2 = experts is ``--tensor-parallel-size tp --enable-expert-parallel``.
+  ``--max-num-seqs`` applies per DP rank.
+- SGLang (``python -m sglang.launch_server``): its TP group is every GPU of a pipeline stage, so
+  ``--tp tp*ep``. ep > 1 is DP attention: ``--dp ep --enable-dp-attention``, which gives attention
+  TP of tp_size / dp_size = tp per DP group (tp_dp_dp_attention_explainer.md:
+  attn_tp_size = tp_size / dp_size, attention groups contiguous like lts's tp-innermost ranks),
+  with ``--enable-dp-lm-head`` so the LM head is vocab-sharded inside each attention TP group as
+  lts shards it in each tp group. Experts: ``--ep-size E`` splits the experts into E groups and
+  tensor-shards each expert over tp_size / E GPUs ("TP4EP2 = --tp-size 8 --ep-size 2"). lts's
+  Megatron FFN (experts over ep, each sharded over tp) is E = ep; ffn1/ffn2 = experts (whole
+  experts over all tp*ep GPUs) is E = tp*ep; no ``--ep-size`` is MoE TP over the whole stage,
+  which is lts's ep = 1 Megatron. ``--max-running-requests`` is the total over DP ranks.
+- TensorRT-LLM (``trtllm-serve``): ``--tp_size T --pp_size pp --ep_size E``, the MoE layer split
+  into E expert groups of T / E tensor-parallel GPUs (parallel-strategy.md: moe_tp x moe_ep =
+  tp_size). Attention is tensor-parallel over all T GPUs, or data-parallel with every GPU its own
+  rank (``enable_attention_dp: true`` in the ``--extra_llm_api_options`` YAML). lts's ep > 1 runs
+  only with tp = 1 (``--tp_size ep --ep_size ep`` + attention DP); tp > 1 with ep > 1 (attention
+  TP inside DP groups) has no TensorRT-LLM equivalent. ``--max_batch_size`` is per rank, so per
+  attention-DP rank under attention DP.
+
+With tp = 1 the per-op choices have nothing to shard (a group of one), so every choice is the
+engine's own sharding. The engine versions and the pages the flags were read from are in
+``VERSIONS`` and ``DOCS`` (README "Launch flags").
+
+Imports: strategy, specs, costmodel, search.
+"""
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .costmodel import Result, Workload, evaluate
+from .search import Problem
+from .specs import ModelSpec, TopologySpec, shipped_names
+from .strategy import (CHOICE_NAMES, DIM0, DIM1, EP, EXPERTS, MEGATRON, N_COARSE, NONE, OP_COL,
+                       OP_DIMS, OPS, PP, TP, format_strategy)
+
+ENGINES = ("vllm", "sglang", "trtllm")
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+
+# the versions whose documentation the flags below were checked against (README "Launch flags")
+VLLM_VERSION = "0.13.0"
+SGLANG_VERSION = "0.5"
+TRTLLM_VERSION = "1.0.0"
+VERSIONS = {"vllm": VLLM_VERSION, "sglang": SGLANG_VERSION, "trtllm": TRTLLM_VERSION}
+DOCS = {
+    "vllm": ("vllm-project/vllm docs/serving/data_parallel_deployment.md, "
+             "expert_parallel_deployment.md, parallelism_scaling.md (multi-node --nnodes/"
+             "--node-rank/--master-addr, added Dec 2025 for v0.13.0), vllm/config/parallel.py; "
+             "engine args at docs.vllm.ai/en/v0.8.5/serving/engine_args.html"),
+    "sglang": ("sgl-project/sglang docs/advanced_features/server_arguments.md, "
+               "tp_dp_dp_attention_explainer.md, expert_parallelism.md (docs.sglang.io); "
+               "--ep-size below --tp needs SGLang 0.5 (PR #8590)"),
+    "trtllm": ("NVIDIA/TensorRT-LLM docs/source/commands/trtllm-serve/trtllm-serve.rst, "
+               "docs/source/features/parallel-strategy.md, tensorrt_llm/commands/serve.py "
+               "(flags unchanged from the 1.0.0 release; --config is a newer alias of "
+               "--extra_llm_api_options)"),
+}
+
+# shipped short names -> the HuggingFace repository their config.json (and shape) comes from
+HF_NAMES = {
+    "mixtral-8x7b": "mistralai/Mixtral-8x7B-v0.1",
+    "mixtral-8x22b": "mistralai/Mixtral-8x22B-v0.1",
+    "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B",
+    "deepseek-v3": "deepseek-ai/DeepSeek-V3",
+    "llama3.1-8b": "meta-llama/Llama-3.1-8B",
+    "llama3.1-70b": "meta-llama/Llama-3.1-70B",
+    "llama3.1-405b": "meta-llama/Llama-3.1-405B",
+}
+NO_CHECKPOINT = ("moe1.6t", "moe1.2t")    # the paper's synthetic models: no weights exist
+PLACEHOLDER = "PATH/TO/CHECKPOINT"
+NATIVE_WEIGHTS = {"deepseek-v3": "fp8"}    # shipped checkpoints not stored in bf16
+# SGLang's server_arguments.md: DP attention "Currently DeepSeek-V2 and Qwen 2/3 MoE models"
+SGLANG_DP_ATTENTION = ("deepseek-v3", "qwen3-235b-a22b")
+
+HEAD_IP, NODE_RANK = "$HEAD_IP", "$NODE_RANK"        # shell variables the user sets per node
+SGLANG_PORT, VLLM_DP_RPC_PORT, RAY_PORT = 50000, 13345, 6379
+TRTLLM_YAML = "lts-trtllm.yaml"
+
+# ffn1/ffn2 = experts, every other op Megatron's: the engines' expert-parallel MoE
+EXPERT_CHOICES = tuple(EXPERTS if op in ("ffn1", "ffn2") else c for op, c in zip(OPS, MEGATRON))
+
+OP_WHAT = {"embedding": "embedding", "attn_norm": "pre-attention norm", "qkv": "QKV projection",
+           "scores": "attention scores", "context": "attention context",
+           "out_proj": "output projection", "ffn_norm": "pre-FFN norm", "router": "router",
+           "ffn1": "up/gate projection", "ffn2": "down projection", "final_norm": "final norm",
+           "lm_head": "LM head"}
+
+
+@dataclass
+class Launch:
+    """What ``--emit ENGINE`` prints: the commands, and how they relate to the best strategy.
+
+    ``strategy`` is the row the commands run: the best itself when ``faithful``, else the nearest
+    runnable one (``chosen`` says which); ``result`` is its estimate (one-row Result).
+    """
+    engine: str
+    version_checked: str
+    docs: str
+    faithful: bool
+    best: np.ndarray                      # the strategy the search found
+    best_result: Result | None            # its estimate
+    strategy: np.ndarray | None           # what the commands run (None: nothing runnable)
+    result: Result | None
+    chosen: str                           # best | same_degrees | best_runnable | none
+    commands: list = field(default_factory=list)   # (role, command) pairs
+    notes: list = field(default_factory=list)
+    reasons: list = field(default_factory=list)    # why the engine cannot run the best
+    same_degrees: Result | None = None    # the engine's sharding at the best's tp/ep/pp/batch
+    best_runnable: Result | None = None   # the best strategy the engine runs, over the space
+
+    @property
+    def name(self) -> str:
+        return ENGINE_NAMES[self.engine]
+
+
+# ----------------------------------------------------------------------------------------------
+# what an engine runs
+
+def engine_variants(engine: str, model: ModelSpec, tp: int, ep: int) -> tuple:
+    """Per-op choice tuples the engine runs at these degrees (empty: the degrees themselves are
+    not runnable). tp = 1 has one: every choice costs the same over a group of one."""
+    if not model.is_moe:
+        return (MEGATRON,) if ep == 1 else ()
+    if tp == 1:
+        return (MEGATRON,)
+    if engine == "vllm":
+        return (MEGATRON, EXPERT_CHOICES) if ep == 1 else (EXPERT_CHOICES,)
+    if engine == "sglang":
+        return (MEGATRON, EXPERT_CHOICES)
+    return (MEGATRON, EXPERT_CHOICES) if ep == 1 else ()          # trtllm
+
+
+def runnable_mask(engine: str, model: ModelSpec, coarse: np.ndarray, choices) -> np.ndarray:
+    """Vectorized ``choices in engine_variants(...)`` over coarse rows [G, 4] -> [G] bool."""
+    coarse = np.asarray(coarse)
+    tp1, ep1 = coarse[:, TP] == 1, coarse[:, EP] == 1
+    choices = tuple(int(c) for c in choices)
+    if not model.is_moe:
+        return ep1 if choices == MEGATRON else np.zeros(len(coarse), bool)
+    if choices == MEGATRON:
+        return tp1 | {"vllm": ep1, "sglang": np.ones_like(ep1), "trtllm": ep1}[engine]
+    if choices == EXPERT_CHOICES:
+        return ~tp1 & {"vllm": np.ones_like(ep1), "sglang": np.ones_like(ep1),
+                       "trtllm": ep1}[engine]
+    return np.zeros(len(coarse), bool)
+
+
+def describe_choice(op: str, code: int) -> str:
+    """``ffn2``, 1 -> "down projection sharded on hidden (column)"."""
+    what = OP_WHAT[op]
+    if code in (DIM0, DIM1):
+        return f"{what} sharded on {OP_DIMS[op][code]}"
+    if code == NONE:
+        return f"{what} replicated"
+    return f"{what} with whole experts split over the tp group"
+
+
+def check(engine: str, model: ModelSpec, row) -> list:
+    """Why the engine cannot run ``row`` as found: one sentence per reason; [] if it can."""
+    row = [int(v) for v in row]
+    tp, ep = row[TP], row[EP]
+    name = ENGINE_NAMES[engine]
+    variants = engine_variants(engine, model, tp, ep)
+    if not variants:
+        if not model.is_moe:
+            return [f"{name} cannot run ep={ep} on a dense model (no experts to spread)"]
+        return [f"{name} cannot run tp={tp} with ep={ep}: its attention is either tensor-"
+                "parallel over every GPU of a stage or data-parallel with one GPU per rank "
+                "(enable_attention_dp), never tensor-parallel inside data-parallel groups"]
+    choices = list(row[N_COARSE:])
+    if not model.is_moe:              # a dense model has no router: its choice means nothing
+        choices[OPS.index("router")] = MEGATRON[OPS.index("router")]
+    choices = tuple(choices)
+    if tp == 1 or choices in variants:
+        return []
+    v = min(variants, key=lambda v: sum(a != b for a, b in zip(choices, v)))
+    reasons = []
+    for i, op in enumerate(OPS):
+        if choices[i] != v[i]:
+            reasons.append(f"{name} cannot run {op}={CHOICE_NAMES[choices[i]]} "
+                           f"({describe_choice(op, choices[i])}); it runs "
+                           f"{op}={CHOICE_NAMES[v[i]]} ({describe_choice(op, v[i])})")
+    if engine == "vllm" and ep > 1 and choices[OPS.index("ffn1")] != EXPERTS:
+        reasons.append(f"vLLM runs ep={ep} (data-parallel attention) only with expert "
+                       f"parallelism over all tp*ep = {tp * ep} GPUs (--enable-expert-parallel, "
+                       "ffn1/ffn2 = experts); without it its MoE layers are tensor-parallel over "
+                       "all of them, which is not an lts strategy")
+    return reasons
+
+
+def _pick(res: Result) -> int:
+    """Index of the best row of a Result: valid first, then tokens/s/GPU."""
+    score = np.where(res.valid, res.tokens_per_s_per_gpu, -np.inf)
+    if np.isfinite(score).any():
+        return int(np.argmax(score))
+    return int(np.argmax(np.nan_to_num(res.tokens_per_s_per_gpu, nan=-np.inf)))
+
+
+def same_degrees(engine: str, problem: Problem, row) -> Result | None:
+    """The engine's best per-op sharding at ``row``'s tp/ep/pp/batch (None: not runnable)."""
+    row = np.asarray(row, dtype=np.int64)
+    variants = engine_variants(engine, problem.model, int(row[TP]), int(row[EP]))
+    if not variants:
+        return None
+    rows = np.array([[*row[:N_COARSE], *v] for v in variants], dtype=np.int64)
+    res = evaluate(problem.model, problem.topo, problem.work, rows)
+    i = _pick(res)
+    return evaluate(problem.model, problem.topo, problem.work, rows[i:i + 1])
+
+
+def best_runnable(engine: str, problem: Problem) -> Result | None:
+    """The best valid strategy the engine runs, exhaustive over tp/ep/pp/batch.
+
+    Like ``search.search_megatron`` (Megatron's per-op sharding is what every engine runs), plus
+    the engines' expert-parallel variant (ffn1/ffn2 = experts), restricted to the degrees each
+    engine can run (vLLM runs ep > 1 only expert-parallel, TensorRT-LLM only with tp = 1).
+    """
+    model = problem.model
+    g = np.indices(problem.grid_shape).reshape(N_COARSE, -1).T       # [G, 4] index rows
+    variants = (MEGATRON, EXPERT_CHOICES) if model.is_moe else (MEGATRON,)
+    best_row, best_score = None, -np.inf
+    for v in variants:
+        ok = runnable_mask(engine, model, problem.grid, v)
+        if not ok.any():
+            continue
+        idx = np.concatenate([g[ok], np.tile(np.array(v), (int(ok.sum()), 1))], axis=1)
+        res = problem.evaluate(idx, count=False)
+        score = problem.score(res)
+        i = int(np.argmax(score))
+        if score[i] > best_score:
+            best_score, best_row = float(score[i]), res.strategies[i]
+    if best_row is None:
+        return None
+    return evaluate(model, problem.topo, problem.work, best_row[None])
+
+
+# ----------------------------------------------------------------------------------------------
+# the model argument -> what the engine loads
+
+def _model_key(model_arg: str) -> str | None:
+    """The shipped short name behind a model argument (a name or a shipped file's path)."""
+    names = set(shipped_names("models")) | set(HF_NAMES) | set(NO_CHECKPOINT)
+    if model_arg in names:
+        return model_arg
+    p = Path(model_arg)
+    if p.suffix == ".toml" and p.stem in names:
+        return p.stem
+    return None
+
+
+def model_reference(model_arg: str) -> tuple:
+    """(what to pass the engine, a note or None): the HuggingFace repository of a shipped model,
+    the folder of a config.json, a placeholder where no checkpoint is known."""
+    key = _model_key(model_arg)
+    if key in HF_NAMES:
+        return HF_NAMES[key], None
+    if key in NO_CHECKPOINT:
+        return PLACEHOLDER, (f"{key} is the paper's synthetic model: no checkpoint is "
+                             f"published; replace {PLACEHOLDER} with your weights")
+    p = Path(model_arg)
+    if p.name == "config.json":
+        return str(p.parent), None
+    if p.suffix == ".toml":
+        return PLACEHOLDER, (f"{model_arg} describes the model's shape only; replace "
+                             f"{PLACEHOLDER} with the checkpoint (a HuggingFace repository "
+                             "or folder)")
+    return model_arg, None
+
+
+# ----------------------------------------------------------------------------------------------
+# commands
+
+def _nodes(gpus: int, per_node: int) -> int:
+    """Nodes for one instance: the fewest that split it evenly with at most per_node each."""
+    n = max(1, math.ceil(gpus / per_node))
+    while gpus % n:
+        n += 1
+    return n
+
+
+def _workers(n: int) -> str:
+    """The role of the nodes other than the head."""
+    return "the worker node (NODE_RANK=1)" if n == 2 else f"each worker node (NODE_RANK=1..{n - 1})"
+
+
+def _join(*parts) -> str:
+    return " ".join(str(p) for p in parts if p not in (None, ""))
+
+
+def _precision_flags(engine: str, model: ModelSpec, key, precision) -> tuple:
+    """(flags, notes) for an lts --precision override."""
+    if not precision:
+        return [], []
+    native = NATIVE_WEIGHTS.get(key, "bf16")
+    if precision == "fp8" and engine in ("vllm", "sglang"):
+        flags = [] if native == "fp8" else ["--quantization fp8"]
+        flags.append("--kv-cache-dtype " + ("fp8" if engine == "vllm" else "fp8_e4m3"))
+        return flags, [f"lts costed {precision} weights and KV cache (--precision): the command "
+                       "quantizes " + ("the KV cache" if native == "fp8" else
+                                       "the weights on load and the KV cache")]
+    return [], [f"lts costed {precision} weights and KV cache (--precision): the command does "
+                f"not set that; serve a checkpoint stored in {precision}"]
+
+
+def _vllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str, extra: list):
+    tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
+    gpn = topo.gpus_per_node
+    seqs = math.ceil(batch / ep)
+    expert_parallel = model.is_moe and (ep > 1 or (tp > 1 and row[OP_COL["ffn1"]] == EXPERTS))
+    base = _join("vllm serve", ref, f"--tensor-parallel-size {tp}",
+                 f"--pipeline-parallel-size {pp}" if pp > 1 else "",
+                 "--enable-expert-parallel" if expert_parallel else "")
+    tail = _join(f"--max-num-seqs {seqs}", f"--max-model-len {work.context}", *extra)
+    notes = []
+    if ep > 1:
+        notes.append(f"lts's ep={ep} attention groups are vLLM's data-parallel ranks, and "
+                     f"--enable-expert-parallel spreads whole experts over all DP x TP = "
+                     f"{tp * ep} GPUs, as lts does with ffn1/ffn2 = experts")
+        notes.append(f"--max-num-seqs applies per DP rank: lts's batch {batch} over {ep} ranks = "
+                     f"{seqs} each" + (" (rounded up)" if batch % ep else ""))
+    elif expert_parallel:
+        notes.append(f"--enable-expert-parallel: whole experts over the {tp} tensor-parallel GPUs "
+                     "(lts: ffn1/ffn2 = experts); attention stays tensor-parallel")
+    gpus = tp * ep * pp
+    if gpus <= gpn:
+        cmd = _join(base, f"--data-parallel-size {ep}" if ep > 1 else "", tail)
+        return [(f"single node ({gpus} GPU{'s' if gpus > 1 else ''})", cmd)], notes
+    rank = tp * pp                                  # GPUs of one DP rank
+    if ep == 1:
+        n = _nodes(gpus, gpn)
+        multi = f"--nnodes {n} --node-rank"
+        cmds = [(f"head node (node rank 0 of {n})",
+                 _join(base, tail, f"{multi} 0 --master-addr {HEAD_IP}")),
+                (_workers(n),
+                 _join(base, tail, f"{multi} {NODE_RANK} --master-addr {HEAD_IP} --headless"))]
+        notes.append(f"multi-node: {n} nodes x {gpus // n} GPUs, vLLM's multiprocessing backend "
+                     "(--nnodes, documented from v0.13.0); older vLLM: start Ray (ray start "
+                     f"--head on the head, ray start --address=HEAD_IP:{RAY_PORT} on the "
+                     "others) and run the head command alone without --nnodes/--node-rank/"
+                     "--master-addr, adding --distributed-executor-backend ray")
+        return cmds, notes
+    if rank <= gpn:
+        local = max(d for d in range(1, gpn // rank + 1) if ep % d == 0)
+        n = ep // local
+        dp = (f"--data-parallel-size {ep} --data-parallel-size-local {local} "
+              f"--data-parallel-address {HEAD_IP} --data-parallel-rpc-port {VLLM_DP_RPC_PORT}")
+        cmds = [(f"head node (DP ranks 0..{local - 1}; {n} nodes)", _join(base, dp, tail)),
+                (_workers(n),
+                 _join(base, dp, f"--data-parallel-start-rank $(({NODE_RANK} * {local}))",
+                       "--headless", tail))]
+        notes.append(f"multi-node data parallel: {n} nodes with {local} DP rank"
+                     f"{'s' if local > 1 else ''} of {rank} GPU{'s' if rank > 1 else ''} each; "
+                     "the API server runs on the head node only")
+        return cmds, notes
+    cmds = [("head node: start Ray", f"ray start --head --port={RAY_PORT}"),
+            ("each worker node: join Ray", f"ray start --address={HEAD_IP}:{RAY_PORT}"),
+            ("head node: launch (after every node joined)",
+             _join("VLLM_RAY_DP_PACK_STRATEGY=span", base, f"--data-parallel-size {ep}",
+                   "--data-parallel-backend ray", tail))]
+    notes.append(f"one DP rank ({rank} GPUs) spans nodes: vLLM's Ray data-parallel backend with "
+                 "VLLM_RAY_DP_PACK_STRATEGY=span places the ranks (data_parallel_deployment.md)")
+    return cmds, notes
+
+
+def _sglang(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str, extra: list,
+            key):
+    tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
+    stage = tp * ep                                   # SGLang's tp size: a whole stage
+    experts = tp > 1 and row[OP_COL["ffn1"]] == EXPERTS
+    ep_size = 1
+    if model.is_moe and stage > 1:
+        ep_size = stage if (experts or tp == 1) else ep
+    base = _join("python -m sglang.launch_server", f"--model-path {ref}", f"--tp {stage}",
+                 f"--dp {ep} --enable-dp-attention --enable-dp-lm-head" if ep > 1 else "",
+                 f"--ep-size {ep_size}" if ep_size > 1 else "",
+                 f"--pp-size {pp}" if pp > 1 else "")
+    tail = _join(f"--max-running-requests {batch}", f"--context-length {work.context}", *extra)
+    notes = []
+    if ep > 1:
+        attn = (f"tensor-parallel over {tp} GPUs in each of {ep} data-parallel groups"
+                if tp > 1 else f"data-parallel over {ep} GPUs, one per group")
+        notes.append(f"--tp {stage} --dp {ep} --enable-dp-attention: attention {attn} (SGLang: "
+                     "attention TP = tp / dp); --max-running-requests is the total over the "
+                     "DP ranks")
+        if key not in SGLANG_DP_ATTENTION:
+            notes.append("SGLang documents --enable-dp-attention for DeepSeek-V2/V3 and "
+                         "Qwen2/3-MoE models; check that this model's SGLang implementation "
+                         "supports it")
+        if pp > 1:
+            notes.append("SGLang's docs do not say whether --pp-size combines with "
+                         "--enable-dp-attention; check before relying on it")
+    if ep_size > 1:
+        notes.append(f"--ep-size {ep_size}: experts in {ep_size} groups, " +
+                     (f"each expert tensor-parallel over {stage // ep_size} GPUs"
+                      if stage > ep_size else "whole experts on every GPU") +
+                     ("; only the default --moe-a2a-backend none supports --ep-size below --tp"
+                      if ep_size < stage else ""))
+    gpus = stage * pp
+    if gpus <= topo.gpus_per_node:
+        return [(f"single node ({gpus} GPU{'s' if gpus > 1 else ''})", _join(base, tail))], notes
+    n = _nodes(gpus, topo.gpus_per_node)
+    multi = f"--nnodes {n} --dist-init-addr {HEAD_IP}:{SGLANG_PORT} --node-rank"
+    notes.append(f"multi-node: {n} nodes x {gpus // n} GPUs; every node runs the same command "
+                 "with its own --node-rank")
+    return [(f"head node (node rank 0 of {n})", _join(base, tail, f"{multi} 0")),
+            (_workers(n), _join(base, tail, f"{multi} {NODE_RANK}"))], notes
+
+
+def _trtllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str, extra: list):
+    tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
+    size = tp * ep                                    # ep > 1 only with tp = 1 (attention DP)
+    experts = tp > 1 and row[OP_COL["ffn1"]] == EXPERTS
+    per_rank = math.ceil(batch / ep)
+    tokens = max(per_rank, work.context) if work.phase == "decode" else per_rank * work.context
+    ep_flag = ""
+    if model.is_moe:
+        ep_flag = f"--ep_size {size if (experts or ep > 1) else 1}"
+    base = _join("trtllm-serve", ref, f"--tp_size {size}", f"--pp_size {pp}" if pp > 1 else "",
+                 ep_flag, f"--max_batch_size {per_rank}", f"--max_num_tokens {tokens}",
+                 f"--max_seq_len {work.context}",
+                 f"--extra_llm_api_options {TRTLLM_YAML}" if ep > 1 else "", *extra)
+    cmds, notes = [], []
+    if ep > 1:
+        cmds.append(("config file (every node, before launching)",
+                     f"printf 'enable_attention_dp: true\\n' > {TRTLLM_YAML}"))
+        notes.append(f"enable_attention_dp: every GPU is its own attention rank (lts tp=1, "
+                     f"ep={ep}); --ep_size {size} puts whole experts on each GPU; "
+                     f"--max_batch_size is per rank: lts's batch {batch} over {ep} ranks")
+    elif experts:
+        notes.append(f"--ep_size {size}: whole experts over the {size} GPUs (lts: ffn1/ffn2 = "
+                     "experts); attention stays tensor-parallel")
+    notes.append(f"--max_num_tokens {tokens}: " +
+                 ("one decode step of the batch, or one whole prompt of --context tokens"
+                  if work.phase == "decode" else "lts costs the whole prompts in one pass"))
+    gpus = size * pp
+    if gpus <= topo.gpus_per_node:
+        cmds.append((f"single node ({gpus} GPU{'s' if gpus > 1 else ''})", base))
+        return cmds, notes
+    n = _nodes(gpus, topo.gpus_per_node)
+    cmds.append((f"all {n} nodes: one Slurm job step",
+                 f"srun -N {n} --ntasks {gpus} --ntasks-per-node {gpus // n} --mpi=pmix "
+                 f"--gres=gpu:{gpus // n} trtllm-llmapi-launch {base}"))
+    notes.append(f"multi-node: TensorRT-LLM starts all {gpus} ranks as one MPI job "
+                 "(trtllm-llmapi-launch under srun or mpirun), not one command per node; add your "
+                 "cluster's container and mount flags to srun")
+    return cmds, notes
+
+
+def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, row,
+             model_arg: str, precision: str | None = None) -> tuple:
+    """(list of (role, command), notes) that run ``row`` on the engine (which must run it)."""
+    ref, ref_note = model_reference(model_arg)
+    key = _model_key(model_arg)
+    ref = shlex.quote(ref)
+    extra, notes = _precision_flags(engine, model, key, precision)
+    if engine == "vllm":
+        cmds, more = _vllm(model, topo, work, row, ref, extra)
+    elif engine == "sglang":
+        cmds, more = _sglang(model, topo, work, row, ref, extra, key)
+    else:
+        cmds, more = _trtllm(model, topo, work, row, ref, extra)
+    notes = ([ref_note] if ref_note else []) + more + notes
+    if any(HEAD_IP in c for _, c in cmds):
+        notes.append("set HEAD_IP to the head node's address on every node"
+                     + (" and NODE_RANK to the node's index on each worker"
+                        if any(NODE_RANK in c for _, c in cmds) else ""))
+    if int(row[PP]) > 1:
+        notes.append(f"lts costs the batch as {int(row[PP])} pipeline micro-batches; the engine "
+                     "schedules its own")
+    if work.phase == "prefill" and engine != "trtllm":
+        notes.append("lts costs each prompt in one pass; the engine's chunked prefill may split it")
+    return cmds, notes
+
+
+# ----------------------------------------------------------------------------------------------
+# the whole answer
+
+def launch(engine: str, problem: Problem, best, model_arg: str,
+           precision: str | None = None) -> Launch:
+    """Commands that run ``best`` on the engine, or, when the engine cannot run it, the nearest
+    runnable strategy: the same tp/ep/pp/batch with the engine's per-op sharding, or the best
+    runnable strategy overall when that is faster (or the degrees themselves are not runnable).
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}")
+    model, topo, work = problem.model, problem.topo, problem.work
+    best = np.asarray(best, dtype=np.int64)
+    reasons = check(engine, model, best)
+    out = Launch(engine, VERSIONS[engine], DOCS[engine], not reasons, best,
+                 evaluate(model, topo, work, best[None]), None, None, "none", reasons=reasons)
+    if not reasons:
+        out.strategy, out.chosen, out.result = best, "best", out.best_result
+        if int(best[TP]) == 1 and tuple(int(c) for c in best[N_COARSE:]) != MEGATRON:
+            out.notes.append("tp=1: the per-op choices have nothing to shard, so the engine's own "
+                             "sharding is this strategy")
+        out.best_runnable = best_runnable(engine, problem)
+        better = out.best_runnable
+        if better is not None and out.result.valid[0] and \
+                better.tokens_per_s_per_gpu[0] > 1.005 * out.result.tokens_per_s_per_gpu[0]:
+            out.notes.append(
+                f"{out.name} runs a faster strategy than this one: "
+                f"{format_strategy(better.strategies[0], only_changed=True)} at "
+                f"{better.tokens_per_s_per_gpu[0]:,.1f} tokens/s/GPU against "
+                f"{out.result.tokens_per_s_per_gpu[0]:,.1f} (a larger --budget or --method "
+                "exact may find it)")
+    else:
+        out.same_degrees = same_degrees(engine, problem, best)
+        out.best_runnable = best_runnable(engine, problem)
+        same, overall = out.same_degrees, out.best_runnable
+        if same is not None and same.valid[0] and (
+                overall is None or same.tokens_per_s_per_gpu[0] >= overall.tokens_per_s_per_gpu[0]):
+            out.result, out.chosen = same, "same_degrees"
+        elif overall is not None:
+            out.result, out.chosen = overall, "best_runnable"
+        elif same is not None:
+            out.result, out.chosen = same, "same_degrees"
+        if out.result is not None:
+            out.strategy = out.result.strategies[0]
+    if out.strategy is None:
+        out.notes.append(f"no strategy {out.name} runs is feasible here (memory, SLO or budget); "
+                         "nothing to launch")
+        return out
+    if not out.result.valid[0]:
+        out.notes.append("the launched strategy is invalid in lts's estimate: "
+                         + ", ".join(out.result.reason_list(0)))
+    cmds, notes = commands(engine, model, topo, work, out.strategy, model_arg, precision)
+    out.commands = cmds
+    out.notes += notes
+    return out
