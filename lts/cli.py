@@ -306,35 +306,33 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
 @output_options
 def models(show, json_, no_color):
     """List the shipped models with their sizes."""
-    try:
-        if show:
-            m = load_model(show)
-            if json_:
-                _emit_json(report.models_rows([(show, m)])[0])
-            else:
-                report.render_model_show(_console(no_color), m)
-            return
-        rows = report.models_rows([(n, load_model(n)) for n in shipped_names("models")])
-    except LtsError as e:
-        raise click.ClickException(str(e)) from None
-    if json_:
-        _emit_json(rows)
+    if show:
+        _listing(lambda: load_model(show), report.render_model_show, json_, no_color,
+                 to_json=lambda m: report.models_rows([(show, m)])[0])
     else:
-        report.render_models(_console(no_color), rows)
+        _listing(lambda: report.models_rows([(n, load_model(n)) for n in shipped_names("models")]),
+                 report.render_models, json_, no_color)
 
 
 @cli.command()
 @output_options
 def topologies(json_, no_color):
     """List the shipped topologies (GPUs, memory, links)."""
+    _listing(lambda: report.topologies_rows([(n, load_topology(n))
+                                             for n in shipped_names("topologies")]),
+             report.render_topologies, json_, no_color)
+
+
+def _listing(load, render, json_, no_color, to_json=lambda rows: rows):
+    """Load (turning a bad file into one error line), then print as JSON or a table."""
     try:
-        rows = report.topologies_rows([(n, load_topology(n)) for n in shipped_names("topologies")])
+        data = load()
     except LtsError as e:
         raise click.ClickException(str(e)) from None
     if json_:
-        _emit_json(rows)
+        _emit_json(to_json(data))
     else:
-        report.render_topologies(_console(no_color), rows)
+        render(_console(no_color), data)
 
 
 @cli.command()

@@ -50,7 +50,7 @@ import json
 from pathlib import Path
 
 from .errors import SpecError
-from .specs import ModelSpec, model_from_dict
+from .specs import ModelSpec, model_from_dict, read_text
 
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
             "deepseek_v2", "deepseek_v3")
@@ -105,19 +105,7 @@ class _Config:
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise SpecError(path, "", "no such file") from None
-    except IsADirectoryError:
-        raise SpecError(path, "", "is a folder, expected a config.json file") from None
-    except OSError as e:
-        raise SpecError(path, "", f"cannot read ({e.strerror})") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SpecError(path, "", "not a UTF-8 text file") from None
+    text = read_text(path, "a config.json file")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:

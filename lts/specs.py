@@ -221,18 +221,27 @@ class _Table:
             raise SpecError(self.file, self._key(unknown[0]), "unknown key")
 
 
-def _read_toml(path: Path) -> dict:
+def read_text(path: Path, expected: str) -> str:
+    """The file's UTF-8 text, or one SpecError line saying why it cannot be read."""
     try:
         with open(path, "rb") as f:
-            return _toml.load(f)
+            raw = f.read()
     except FileNotFoundError:
         raise SpecError(path, "", "no such file") from None
     except IsADirectoryError:
-        raise SpecError(path, "", "is a folder, expected a .toml file") from None
+        raise SpecError(path, "", f"is a folder, expected {expected}") from None
     except OSError as e:
         raise SpecError(path, "", f"cannot read ({e.strerror})") from None
+    try:
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise SpecError(path, "", "not a UTF-8 text file") from None
+
+
+def _read_toml(path: Path) -> dict:
+    text = read_text(path, "a .toml file")
+    try:
+        return _toml.loads(text)
     except _toml.TOMLDecodeError as e:
         raise SpecError(path, "", f"invalid TOML ({e})") from None
 
