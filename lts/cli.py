@@ -376,6 +376,33 @@ def bench(model, topology, evaluations, seed, no_search, json_, no_color):
         report.render_bench(_console(no_color), d)
 
 
+@cli.command()
+@click.argument("measurements", metavar="MEASUREMENTS.csv")
+@output_options
+def validate(measurements, json_, no_color):
+    """Predict published serving measurements with the serve phase (requests of isl input and
+    osl output tokens back to back) and compare: per row predicted, measured and their ratio;
+    rows whose model or topology is not shipped, or whose prediction is invalid, are listed as
+    skipped with the reason. Summary: median |log2(predicted/measured)|, share within 2x, and
+    the Spearman rank correlation inside groups that differ only in the parallel config. Exit
+    status 1 for a malformed file (README "Validation").
+
+    \b
+    Examples:
+      lts validate ../shared/data/calibration.csv
+      lts validate measurements.csv --json
+    """
+    from .validate import validate as run_validate
+    try:
+        d = run_validate(measurements)
+    except LtsError as e:
+        raise click.ClickException(str(e)) from None
+    if json_:
+        _emit_json(d)
+    else:
+        report.render_validate(_console(no_color), d)
+
+
 def main():
     cli(prog_name="lts")
 

@@ -1,0 +1,253 @@
+"""``lts validate``: predict published serving measurements with the serve phase and compare.
+
+A measurement file is CSV (DESIGN.md §5) with the columns
+``id, model, topology, gpus, tp, ep, pp, precision, isl, osl, concurrency, metric, value, source``
+and an optional ``strategy``. How each row is mapped:
+
+- ``model`` and ``topology`` are shipped short names; a row naming anything else is *skipped*
+  with the reason (never dropped silently). ``precision`` (empty: the model file's) overrides the
+  weight and KV-cache type (``specs.with_precision``).
+- The strategy is ``strategy`` when present (an ``--strategy`` string; unnamed ops take Megatron's
+  choice), else Megatron's per-op sharding at ``tp``, ``ep``, ``pp``. A row whose tp·ep·pp is not
+  ``gpus`` is skipped.
+- The batch is ``concurrency``; when empty, a ``batch=`` named in ``strategy``; else the best
+  batch (max output tokens/s among powers of two 1..4096 that fit), as an engine's
+  max-throughput run picks.
+- ``metric`` is one of ``output_tokens_per_s`` (whole instance), ``output_tokens_per_s_per_gpu``,
+  ``ttft_ms``, ``tpot_ms``; the prediction is the serve phase's (``lts.serve``) at ``isl``/``osl``
+  with no SLO. A prediction that is invalid (the strategy does not fit memory, ...) is skipped
+  with its reasons.
+
+A malformed file (missing column, a bad number, an unknown metric or precision, a bad strategy)
+raises one ``SpecError``: ``FILE: row N: COLUMN: VALUE ...`` (N counts data rows from 1).
+
+Summary: count of predicted rows, median |log2(predicted/measured)|, share within 2x, and the
+Spearman rank correlation inside each group of rows that differ only in the parallel config (same
+model, topology, precision, isl, osl, concurrency and metric; groups of >= 3 rows; groups where
+either side is constant have no correlation and are left out of the mean).
+
+Imports: errors, specs, strategy, serve, units.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import SpecError, StrategyError
+from .serve import serve
+from .specs import load_model, load_topology, read_text, shipped_names, with_precision
+from .strategy import BATCH, EP, PP, TP, megatron_row, parse_strategy
+from .units import DTYPE_BYTES
+
+COLUMNS = ("id", "model", "topology", "gpus", "tp", "ep", "pp", "precision", "isl", "osl",
+           "concurrency", "metric", "value", "source")
+METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_ms", "tpot_ms")
+MIN_GROUP = 3
+
+
+@dataclass
+class Measurement:
+    """One parsed row of a measurement file."""
+    row: int                 # data row number, from 1
+    id: str
+    model: str
+    topology: str
+    gpus: int
+    tp: int
+    ep: int
+    pp: int
+    precision: str           # "" = the model file's
+    isl: int
+    osl: int
+    concurrency: int         # 0 = best batch
+    metric: str
+    value: float
+    source: str
+    strategy: str            # "" = Megatron at tp/ep/pp
+
+
+def _int(file, n, col, text, allow_empty=False, default=0):
+    text = text.strip()
+    if not text and allow_empty:
+        return default
+    if not text.isdigit() or int(text) < 1:
+        raise SpecError(file, f"row {n}", f"{col}: {text!r} is not a positive integer")
+    return int(text)
+
+
+def read_measurements(path) -> list:
+    """Parse and check a measurement CSV -> [Measurement]; SpecError on the first bad cell."""
+    file = str(path)
+    text = read_text(Path(path), "a measurement .csv file")
+    reader = csv.DictReader(text.splitlines())
+    header = [h.strip().lstrip("\ufeff") for h in (reader.fieldnames or [])]
+    missing = [c for c in COLUMNS if c not in header]
+    if missing:
+        raise SpecError(file, "header", f"{missing[0]}: missing column (expected columns: "
+                                        f"{', '.join(COLUMNS)}, optional strategy)")
+    reader.fieldnames = header
+    out = []
+    for n, raw in enumerate(reader, start=1):
+        if None in raw or any(v is None for v in raw.values()):
+            fields = sum(v is not None for k, v in raw.items() if k is not None) \
+                + len(raw.get(None) or [])
+            raise SpecError(file, f"row {n}", f"has {fields} fields: expected {len(header)}, one "
+                                              "per column of the header")
+        r = {k: (v or "").strip() for k, v in raw.items()}
+        strategy = r.get("strategy", "")
+        tp = _int(file, n, "tp", r["tp"], allow_empty=bool(strategy), default=1)
+        ep = _int(file, n, "ep", r["ep"], allow_empty=True, default=1)
+        pp = _int(file, n, "pp", r["pp"], allow_empty=True, default=1)
+        gpus = _int(file, n, "gpus", r["gpus"])
+        isl, osl = _int(file, n, "isl", r["isl"]), _int(file, n, "osl", r["osl"])
+        conc = _int(file, n, "concurrency", r["concurrency"], allow_empty=True, default=0)
+        if r["metric"] not in METRICS:
+            raise SpecError(file, f"row {n}", f"metric: {r['metric']!r} is not one of "
+                                              f"{', '.join(METRICS)}")
+        if r["precision"] and r["precision"] not in DTYPE_BYTES:
+            raise SpecError(file, f"row {n}", f"precision: {r['precision']!r} is not one of "
+                                              f"{', '.join(DTYPE_BYTES)} (or empty)")
+        try:
+            value = float(r["value"])
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise SpecError(file, f"row {n}", f"value: {r['value']!r} is not a positive number")
+        if not r["id"]:
+            raise SpecError(file, f"row {n}", "id: '' is empty: expected a row identifier")
+        out.append(Measurement(n, r["id"], r["model"], r["topology"], gpus, tp, ep, pp,
+                               r["precision"], isl, osl, conc, r["metric"], value, r["source"],
+                               strategy))
+    return out
+
+
+def _strategy_row(file, m: Measurement, is_moe: bool) -> tuple:
+    """(strategy row, best batch?) for a measurement."""
+    if m.strategy:
+        try:
+            row = parse_strategy(m.strategy, is_moe)
+        except StrategyError as e:
+            raise SpecError(file, f"row {m.row}", f"strategy: {m.strategy!r}: "
+                            f"{str(e).split(': ', 1)[1]}") from None
+        named_batch = any(p.split("=", 1)[0].strip() == "batch" for p in m.strategy.split(","))
+    else:
+        row, named_batch = megatron_row(m.tp, m.ep, m.pp, 1), False
+    if m.concurrency:
+        row[BATCH] = m.concurrency
+    return row, not (m.concurrency or named_batch)
+
+
+def _predicted(res, i, metric):
+    return {"output_tokens_per_s": res.output_tokens_per_s[i],
+            "output_tokens_per_s_per_gpu": res.output_tokens_per_s_per_gpu[i],
+            "ttft_ms": res.ttft_s[i] * 1e3, "tpot_ms": res.tpot_s[i] * 1e3}[metric]
+
+
+def spearman(x, y) -> float:
+    """Spearman rank correlation (average ranks for ties); nan if either side is constant."""
+    def ranks(v):
+        v = np.asarray(v, dtype=np.float64)
+        order = np.argsort(v, kind="stable")
+        r = np.empty(len(v))
+        r[order] = np.arange(len(v), dtype=np.float64)
+        for u in np.unique(v):                    # ties share their mean rank
+            tie = v == u
+            r[tie] = r[tie].mean()
+        return r
+    rx, ry = ranks(x), ranks(y)
+    if np.ptp(rx) == 0 or np.ptp(ry) == 0:
+        return math.nan
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def validate(path) -> dict:
+    """Predict every row of a measurement file; the JSON dict of ``lts validate --json``."""
+    file = str(path)
+    meas = read_measurements(path)
+    models, topos = set(shipped_names("models")), set(shipped_names("topologies"))
+    skipped, jobs = {}, defaultdict(list)      # jobs: (model, topo, precision, isl, osl, best)
+    specs = {}
+    for m in meas:
+        if m.model not in models:
+            skipped[m.row] = f"model {m.model!r} is not shipped"
+            continue
+        if m.topology not in topos:
+            skipped[m.row] = f"topology {m.topology!r} is not shipped"
+            continue
+        key = (m.model, m.precision)
+        if key not in specs:
+            spec = load_model(m.model)
+            specs[key] = with_precision(spec, m.precision) if m.precision else spec
+        row, best = _strategy_row(file, m, specs[key].is_moe)
+        used = int(row[TP] * row[EP] * row[PP])
+        if used != m.gpus:
+            skipped[m.row] = f"tp·ep·pp = {used} but gpus = {m.gpus}"
+            continue
+        jobs[(m.model, m.topology, m.precision, m.isl, m.osl, best)].append((m, row))
+    topo_specs = {name: load_topology(name) for name in {k[1] for k in jobs}}
+    predicted = {}
+    for (model, topo, prec, isl, osl, best), items in jobs.items():
+        rows = np.stack([row for _, row in items])
+        res = serve(specs[(model, prec)], topo_specs[topo], rows, isl, osl, best_batch=best)
+        for i, (m, _) in enumerate(items):
+            if not res.valid[i]:
+                skipped[m.row] = ("prediction invalid: " + ", ".join(res.reason_list(i))
+                                 + f" (batch {int(res.strategies[i, BATCH])})")
+                continue
+            p = float(_predicted(res, i, m.metric))
+            predicted[m.row] = {
+                "id": m.id, "model": m.model, "topology": m.topology,
+                "precision": m.precision or specs[(model, prec)].precision.weights,
+                "gpus": m.gpus, "tp": int(res.strategies[i, TP]),
+                "ep": int(res.strategies[i, EP]), "pp": int(res.strategies[i, PP]),
+                "batch": int(res.strategies[i, BATCH]), "best_batch": best, "isl": m.isl,
+                "osl": m.osl, "concurrency": m.concurrency or None, "metric": m.metric,
+                "predicted": p, "measured": m.value, "ratio": p / m.value,
+                "log2_ratio": math.log2(p / m.value), "strategy": m.strategy or None}
+    rows = [predicted[m.row] for m in meas if m.row in predicted]
+    skips = [{"id": m.id, "row": m.row, "model": m.model, "topology": m.topology,
+              "reason": skipped[m.row]} for m in meas if m.row in skipped]
+    return {"file": file, "rows": rows, "skipped": skips, "summary": summarize(rows),
+            "total": len(meas)}
+
+
+def summarize(rows: list) -> dict:
+    """count, median |log2 ratio|, share within 2x, Spearman per parallel-config group."""
+    if not rows:
+        return {"count": 0, "median_abs_log2_ratio": None, "within_2x": None,
+                "spearman_by_group": {"mean": None, "mean_per_gpu": None, "groups": []}}
+    a = np.abs([r["log2_ratio"] for r in rows])
+    groups = defaultdict(list)
+    for r in rows:
+        groups[(r["model"], r["topology"], r["precision"], r["isl"], r["osl"], r["concurrency"],
+                r["metric"])].append(r)
+    out = []
+    for (model, topo, prec, isl, osl, conc, metric), g in groups.items():
+        if len(g) < MIN_GROUP:
+            continue
+        rho = spearman([r["predicted"] for r in g], [r["measured"] for r in g])
+        # whole-instance throughput grows with the GPU count almost by construction; per GPU
+        # says whether the model ranks the configs' efficiency (tokens/s per GPU) right
+        per = metric == "output_tokens_per_s"
+        rho_gpu = spearman(*([r[k] / (r["gpus"] if per else 1) for r in g]
+                             for k in ("predicted", "measured")))
+        out.append({"model": model, "topology": topo, "precision": prec, "isl": isl, "osl": osl,
+                    "concurrency": conc, "metric": metric, "ids": [r["id"] for r in g],
+                    "spearman": _finite(rho), "spearman_per_gpu": _finite(rho_gpu)})
+
+    def mean(key):
+        vals = [g[key] for g in out if g[key] is not None]
+        return float(np.mean(vals)) if vals else None
+    return {"count": len(rows), "median_abs_log2_ratio": float(np.median(a)),
+            "within_2x": float(np.mean(a <= 1.0)),
+            "spearman_by_group": {"mean": mean("spearman"),
+                                  "mean_per_gpu": mean("spearman_per_gpu"), "groups": out}}
+
+
+def _finite(x):
+    return x if math.isfinite(x) else None

@@ -1,0 +1,153 @@
+"""The serve phase (lts.serve) and `lts validate` (measurement files, DESIGN.md §5)."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from lts.cli import cli
+from lts.serve import BATCHES, serve
+from lts.specs import load_model, load_topology
+from lts.strategy import megatron_row
+
+CALIBRATION = Path(__file__).resolve().parents[2] / "shared/data/calibration.csv"
+HEADER = "id,model,topology,gpus,tp,ep,pp,precision,isl,osl,concurrency,metric,value,source"
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def llama8b():
+    return load_model("llama3.1-8b"), load_topology("h100_dgx")
+
+
+def rows(batch=64):
+    return np.stack([megatron_row(tp, 1, 1, batch) for tp in (1, 2, 4, 8)])
+
+
+# ----------------------------------------------------------------------------------------------
+# serve phase
+
+def test_serve_longer_output_context_lowers_throughput(llama8b):
+    m, topo = llama8b
+    short = serve(m, topo, rows(16), 1024, 128)
+    long = serve(m, topo, rows(16), 1024, 8192)
+    assert short.valid.all() and long.valid.all()
+    # longer outputs: each decode step reads a longer KV cache, so the mean step is slower
+    # (the prefill is amortized better, so tokens/s of the whole request need not drop)...
+    assert (long.tpot_s > short.tpot_s).all()
+    # ... and with the same osl, a longer context (isl) lowers output tokens/s
+    a = serve(m, topo, rows(16), 1024, 1024)
+    b = serve(m, topo, rows(16), 8192, 1024)
+    assert (b.output_tokens_per_s < a.output_tokens_per_s).all()
+
+
+def test_serve_ttft_grows_with_isl(llama8b):
+    m, topo = llama8b
+    ttft = [serve(m, topo, rows(8), isl, 128).ttft_s for isl in (128, 1024, 8192)]
+    assert (ttft[0] < ttft[1]).all() and (ttft[1] < ttft[2]).all()
+
+
+def test_serve_matches_its_formula(llama8b):
+    m, topo = llama8b
+    r = serve(m, topo, rows(32), 2048, 512)
+    np.testing.assert_allclose(r.output_tokens_per_s, 32 * 512 / (r.ttft_s + 512 * r.tpot_s))
+    np.testing.assert_allclose(r.output_tokens_per_s_per_gpu, r.output_tokens_per_s / r.gpus)
+
+
+def test_best_batch_is_valid_and_beats_a_fixed_small_batch(llama8b):
+    m, topo = llama8b
+    best = serve(m, topo, rows(), 1000, 1000, best_batch=True)
+    fixed = serve(m, topo, rows(8), 1000, 1000)
+    assert best.valid.all()
+    assert set(best.strategies[:, 3]) <= set(BATCHES)
+    assert (best.output_tokens_per_s >= fixed.output_tokens_per_s).all()
+
+
+def test_serve_memory_is_checked_at_the_final_context():
+    m, topo = load_model("llama3.1-70b"), load_topology("h100_dgx")
+    tp1 = megatron_row(1, 1, 1, 1)[None]            # 140 GB of bf16 weights on one 80 GB GPU
+    r = serve(m, topo, tp1, 128, 128, best_batch=True)
+    assert not r.valid[0] and "memory" in r.reason_list(0)
+
+
+# ----------------------------------------------------------------------------------------------
+# lts validate
+
+def write(tmp_path, text, name="m.csv"):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def test_validate_small_file(tmp_path):
+    lines = [HEADER]
+    for i, tp in enumerate((1, 2, 4, 8)):
+        lines.append(f"r{i},llama3.1-8b,h100_dgx,{tp},{tp},1,1,fp8,1000,1000,,"
+                     f"output_tokens_per_s,{5000 * tp},doc")
+    lines.append("ttft,llama3.1-8b,h100_dgx,1,1,1,1,,128,128,16,ttft_ms,20,doc")
+    lines.append("nomodel,gpt-5,h100_dgx,8,8,1,1,fp8,128,128,,output_tokens_per_s,1,doc")
+    lines.append("notopo,llama3.1-8b,tpu_v9,8,8,1,1,fp8,128,128,,output_tokens_per_s,1,doc")
+    lines.append("toobig,llama3.1-70b,h100_dgx,1,1,1,1,bf16,128,128,,output_tokens_per_s,1,doc")
+    r = run("validate", write(tmp_path, "\n".join(lines) + "\n"), "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert [row["id"] for row in d["rows"]] == ["r0", "r1", "r2", "r3", "ttft"]
+    for row in d["rows"]:
+        assert row["predicted"] > 0 and row["ratio"] == pytest.approx(row["predicted"]
+                                                                      / row["measured"])
+    reasons = {s["id"]: s["reason"] for s in d["skipped"]}
+    assert set(reasons) == {"nomodel", "notopo", "toobig"}
+    assert "not shipped" in reasons["nomodel"] and "not shipped" in reasons["notopo"]
+    assert "memory" in reasons["toobig"]
+    s = d["summary"]
+    assert s["count"] == 5 and 0 <= s["within_2x"] <= 1 and s["median_abs_log2_ratio"] >= 0
+    groups = s["spearman_by_group"]["groups"]
+    assert len(groups) == 1 and groups[0]["ids"] == ["r0", "r1", "r2", "r3"]
+    assert s["spearman_by_group"]["mean"] == groups[0]["spearman"]
+    table = run("validate", str(tmp_path / "m.csv"), "--no-color")
+    assert table.exit_code == 0
+    assert "r3" in table.output and "nomodel" in table.output and "not shipped" in table.output
+
+
+@pytest.mark.parametrize("cell, message", [
+    (("osl", "abc"), "row 2: osl: 'abc' is not a positive integer"),
+    (("metric", "tokens"), "row 2: metric: 'tokens' is not one of output_tokens_per_s"),
+    (("value", "fast"), "row 2: value: 'fast' is not a positive number"),
+    (("precision", "fp7"), "row 2: precision: 'fp7' is not one of"),
+])
+def test_validate_bad_row_is_one_error_line(tmp_path, cell, message):
+    good = "a,llama3.1-8b,h100_dgx,1,1,1,1,fp8,128,128,,output_tokens_per_s,100,doc"
+    cols = HEADER.split(",")
+    bad = good.split(",")
+    bad[cols.index(cell[0])] = cell[1]
+    path = write(tmp_path, "\n".join([HEADER, good, ",".join(bad)]) + "\n")
+    r = run("validate", path)
+    assert r.exit_code == 1
+    assert r.output.strip().splitlines() == [f"Error: {path}: " + r.output.split(": ", 2)[2]
+                                             .strip()]
+    assert message in r.output
+
+
+def test_validate_missing_column(tmp_path):
+    path = write(tmp_path, "id,model,topology\na,llama3.1-8b,h100_dgx\n")
+    r = run("validate", path)
+    assert r.exit_code == 1 and r.output.startswith(f"Error: {path}: header: gpus: missing column")
+
+
+def test_validate_calibration_file():
+    if not CALIBRATION.exists():
+        pytest.skip(f"{CALIBRATION} not present")
+    r = run("validate", str(CALIBRATION), "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    ids = [row["id"] for row in d["rows"]] + [s["id"] for s in d["skipped"]]
+    assert len(ids) == d["total"] > 0 and len(set(ids)) == len(ids)
+    assert all(s["reason"] for s in d["skipped"])
+    s = d["summary"]
+    print(f"\ncalibration: {s['count']} predicted, {len(d['skipped'])} skipped, median |log2| "
+          f"{s['median_abs_log2_ratio']:.3f}, within 2x {s['within_2x']:.1%}, Spearman mean "
+          f"{s['spearman_by_group']['mean']}, per GPU {s['spearman_by_group']['mean_per_gpu']}")
