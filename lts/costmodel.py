@@ -161,8 +161,11 @@ class _Shape:
         a, f = model.attention, model.ffn
         prec = model.precision
         self.wb, self.kvb, self.ab = prec.weight_bytes, prec.kv_bytes, prec.act_bytes
-        self.peak = topo.peak_for(prec.weights) * topo.compute_efficiency
+        self.peak = topo.peak_for(prec.weights) * topo.compute_efficiency_for(prec.weights)
         self.hbm = topo.hbm_bandwidth_bytes_s * topo.memory_efficiency
+        # GEMM weight reads at their own efficiency (fp8 kernels read weights slower than bf16):
+        # counted as wb * eta_memory / eta_weights effective bytes per weight element read
+        self.wbr = self.wb * topo.memory_efficiency / topo.weight_memory_efficiency_for(prec.weights)
         self.overhead = topo.kernel_overhead_s
         decode = work.phase == "decode"
         # micro-batch: the batch runs as pp micro-batches; attention is data-parallel across the
@@ -215,7 +218,7 @@ def _gemm(s, rows, k, n, wk, wn, w_total=None, k_frac=1.0, n_frac=1.0):
     """
     w = k * n * k_frac * n_frac if w_total is None else w_total
     flops = 2.0 * rows * w                                     # one multiply-add per weight per row
-    nbytes = w * s.wb + rows * (k * k_frac + n * n_frac) * s.ab   # weights + activations in/out
+    nbytes = w * s.wbr + rows * (k * k_frac + n * n_frac) * s.ab   # weights + activations in/out
     return flops, nbytes, w * s.wb
 
 
@@ -295,7 +298,7 @@ def _fill_gemm(b: _Builder, slot, k, n, col_weights=None, col_out=None, rows=Non
     else:   # column split with replicated parts (GQA KV heads beyond kv_heads, MLA down-projections)
         w = col_weights
         fl = 2.0 * rows * w
-        by = w * s.wb + rows * (k + col_out) * s.ab
+        by = w * s.wbr + rows * (k + col_out) * s.ab
         w = w * s.wb
     b.put(slot, 1, fl, by, w)
     for mode, r in ((2, rows), (3, rows_t)):
@@ -410,7 +413,7 @@ def _fill_ffn(b: _Builder, moe: bool):
         out_w = inter * up_mats if which == 1 else h
         fin = fr if (which == 1 and mode == 0) or (which == 2 and mode == 0) else 1.0
         fout = fr if (which == 1 and mode == 1) or (which == 2 and mode == 1) else 1.0
-        nbytes = act * w_exp * fr * s.wb + npairs * (in_w * fin + out_w * fout) * s.ab
+        nbytes = act * w_exp * fr * s.wbr + npairs * (in_w * fin + out_w * fout) * s.ab
         return flops, nbytes, ex * w_exp * fr * s.wb
 
     def shared_part(which, mode):
@@ -425,7 +428,7 @@ def _fill_ffn(b: _Builder, moe: bool):
             fr, r = 1.0, rows if mode == 2 else rows / s.p
         else:
             fr, r = 1.0, rows_t
-        return 2.0 * r * w * fr, w * fr * s.wb + r * h * 2 * s.ab, w * fr * s.wb
+        return 2.0 * r * w * fr, w * fr * s.wbr + r * h * 2 * s.ab, w * fr * s.wb
 
     for which, slot, modes in ((1, "ffn1" + sfx, FFN1_MODES), (2, "ffn2" + sfx, FFN2_MODES)):
         for mode, (choice, lin, lout) in enumerate(modes):
@@ -869,12 +872,14 @@ def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
     gpus = (c[:, TP] * c[:, EP] * c[:, PP]).astype(np.float64)
     reasons = tables.fixed_invalid[g] | bad
     if work.phase == "decode":
-        step = pp * slowest                      # pp micro-batches each pass every stage once
+        # pp micro-batches each pass every stage once, plus the engine's fixed time per step
+        step = pp * slowest + topo.step_overhead_s
         tpot, ttft = step, np.full(len(g), np.nan)
         tokens = batch / step
         reasons |= np.where(tpot > work.tpot_slo_ms * 1e-3, REASON_BIT["slo"], 0)
     else:
-        step = (2 * pp - 1) * slowest            # pp micro-batches through pp stages (fill + drain)
+        # pp micro-batches through pp stages (fill + drain), plus the engine's time per pass
+        step = (2 * pp - 1) * slowest + topo.step_overhead_s
         tpot, ttft = np.full(len(g), np.nan), step
         tokens = batch * work.context / step
         if work.ttft_slo_ms:

@@ -333,6 +333,7 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
     gpus = coarse[:, TP] * coarse[:, EP] * coarse[:, PP]
     pp = coarse[:, PP]
     steps = pp if work.phase == "decode" else 2 * pp - 1
+    c0 = p.topo.step_overhead_s            # engine time per forward pass, added to each step
     tokens = coarse[:, BATCH] * (1.0 if work.phase == "decode" else work.context)
     slo = work.tpot_slo_ms * 1e-3 if work.phase == "decode" else (work.ttft_slo_ms * 1e-3 or np.inf)
     cand = np.flatnonzero(tab.fixed_invalid == 0)
@@ -345,8 +346,8 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
         t_min = (lp[:, None, None] * A.min(-1) + G.min(-1)).min((1, 2))
         t_min = np.where(t_min < INVALID_S, t_min, np.inf)
         m_min = (lp[:, None, None] * Aw.min(-1) + M.min(-1)).min((1, 2))
-        ok = (m_min <= p.usable) & (steps[g] * t_min <= slo) & np.isfinite(t_min)
-        ub[g] = np.where(ok, tokens[g] / (steps[g] * t_min * gpus[g]), -np.inf)
+        ok = (m_min <= p.usable) & (steps[g] * t_min + c0 <= slo) & np.isfinite(t_min)
+        ub[g] = np.where(ok, tokens[g] / ((steps[g] * t_min + c0) * gpus[g]), -np.inf)
         if progress:
             progress(0)
     order = cand[np.argsort(-ub[cand], kind="stable")]
@@ -367,10 +368,10 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
         t_best = T[np.arange(len(g)), best]
         visited += len(g)
         for j, gj in enumerate(g):
-            if not np.isfinite(t_best[j]) or steps[gj] * t_best[j] > slo:
+            if not np.isfinite(t_best[j]) or steps[gj] * t_best[j] + c0 > slo:
                 continue
             i2, i7, ia, irest = np.unravel_index(best[j], A.shape[1:3] + (A.shape[3], G.shape[3]))
-            score = tokens[gj] / (steps[gj] * t_best[j] * gpus[gj])
+            score = tokens[gj] / ((steps[gj] * t_best[j] + c0) * gpus[gj])
             found.append((score, ex.decode(gj, i2, i7, ia, irest)))
         if progress:
             progress(0)

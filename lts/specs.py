@@ -132,6 +132,22 @@ class TopologySpec:
     nodes: int
     links: tuple = field(default_factory=tuple)   # LinkSpec, innermost first
     path: str = ""
+    fp8_compute_efficiency: float = 0.0   # fraction of the fp8 peak for fp8 GEMMs (0: compute_efficiency)
+    fp8_memory_efficiency: float = 0.0    # fraction of HBM for fp8 weight reads (0: memory_efficiency)
+    step_overhead_s: float = 0.0          # engine time per forward pass (scheduling, launch, sampling)
+
+    def compute_efficiency_for(self, dtype: str) -> float:
+        """Achievable fraction of ``peak_for(dtype)``: fp8 GEMMs on fp8 tensor cores reach less of
+        their own peak than bf16 (``fp8_compute_efficiency`` when set)."""
+        fp8_cores = self.peak_class(dtype) == "fp8"
+        return self.fp8_compute_efficiency if fp8_cores and self.fp8_compute_efficiency \
+            else self.compute_efficiency
+
+    def weight_memory_efficiency_for(self, dtype: str) -> float:
+        """Achievable fraction of HBM bandwidth when GEMMs read ``dtype`` weights (fp8:
+        ``fp8_memory_efficiency`` when set; activations and KV cache keep memory_efficiency)."""
+        return self.fp8_memory_efficiency if dtype == "fp8" and self.fp8_memory_efficiency \
+            else self.memory_efficiency
 
     @property
     def gpus(self) -> int:
@@ -143,10 +159,14 @@ class TopologySpec:
         A precision the GPU lacks runs at the next one it has (fp4 -> fp8 -> bf16: weight-only
         quantization dequantizes into a wider math type).
         """
+        return self.peak_flops[self.peak_class(dtype)]
+
+    def peak_class(self, dtype: str) -> str:
+        """The tensor-core class ("fp4", "fp8", "bf16") GEMMs with ``dtype`` weights run on."""
         order = ["fp4", "fp8", "bf16"]
         for cls in order[order.index(COMPUTE_CLASS[dtype]):]:
             if cls in self.peak_flops:
-                return self.peak_flops[cls]
+                return cls
         raise AssertionError("bf16 peak is required by the loader")
 
 
@@ -394,6 +414,11 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
     eff_c = g.get("compute_efficiency", float, positive=True, maximum=1.0)
     eff_m = g.get("memory_efficiency", float, positive=True, maximum=1.0)
     overhead = g.get("kernel_overhead_us", float, minimum=0.0) * US
+    fp8_eff_c = g.get("fp8_compute_efficiency", float, 0.0, required=False, positive=True,
+                      maximum=1.0)
+    fp8_eff_m = g.get("fp8_memory_efficiency", float, 0.0, required=False, positive=True,
+                      maximum=1.0)
+    step_overhead = g.get("step_overhead_us", float, 0.0, required=False, minimum=0.0) * US
     reserve = g.get("hbm_reserve_gib", float, minimum=0.0) * GIB
     if reserve >= hbm:
         raise SpecError(path, "gpu.hbm_reserve_gib",
@@ -421,7 +446,8 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
                         f"(node.gpus x node.count = {per_node * nodes})")
     t.finish()
     return TopologySpec(name, source, gpu_name, peaks, hbm, hbm_bw, eff_c, eff_m, overhead,
-                        reserve, per_node, nodes, tuple(links), str(path))
+                        reserve, per_node, nodes, tuple(links), str(path), fp8_eff_c, fp8_eff_m,
+                        step_overhead)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -110,6 +110,11 @@ def synthetic_topologies(draw):
                compute_efficiency=draw(st.floats(0.1, 1.0)),
                memory_efficiency=draw(st.floats(0.1, 1.0)),
                kernel_overhead_us=draw(st.floats(0.0, 10.0)), hbm_reserve_gib=1.0)
+    # optional calibration keys: absent (the defaults) or drawn
+    if draw(st.booleans()):
+        gpu.update(fp8_compute_efficiency=draw(st.floats(0.1, 1.0)),
+                   fp8_memory_efficiency=draw(st.floats(0.1, 1.0)),
+                   step_overhead_us=draw(st.floats(0.0, 10000.0)))
     return topology_from_dict(dict(name="synthetic", source="hypothesis", gpu=gpu,
                                    node=dict(gpus=per_node, count=nodes), link=links),
                               "hypothesis")

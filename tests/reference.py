@@ -154,8 +154,10 @@ class _Ctx:
         self.p = float(self.tp)
         a, f, prec = model.attention, model.ffn, model.precision
         self.wb, self.kvb, self.ab = prec.weight_bytes, prec.kv_bytes, prec.act_bytes
-        self.peak = topo.peak_for(prec.weights) * topo.compute_efficiency
+        self.peak = topo.peak_for(prec.weights) * topo.compute_efficiency_for(prec.weights)
         self.hbm = topo.hbm_bandwidth_bytes_s * topo.memory_efficiency
+        # weight reads of GEMMs at the weight dtype's own HBM efficiency, as effective bytes
+        self.wbr = self.wb * topo.memory_efficiency / topo.weight_memory_efficiency_for(prec.weights)
         self.overhead = topo.kernel_overhead_s
         decode = work.phase == "decode"
         self.decode = decode
@@ -228,7 +230,7 @@ class _Op:
 def _gemm(c, rows, k, n, k_frac=1.0, n_frac=1.0, w_total=None):
     """rows x [k, n] with shares k_frac, n_frac: FLOPs, HBM bytes (weights + act in/out), weights."""
     w = k * n * k_frac * n_frac if w_total is None else w_total
-    return 2.0 * rows * w, w * c.wb + rows * (k * k_frac + n * n_frac) * c.ab, w * c.wb
+    return 2.0 * rows * w, w * c.wbr + rows * (k * k_frac + n * n_frac) * c.ab, w * c.wb
 
 
 def embedding(c, choice):
@@ -264,7 +266,7 @@ def plain_gemm(c, choice, lin, k, n, rows, rows_t, k_frac=None, col=None):
             fl, by, w = _gemm(c, rows, k, n, n_frac=frac(n, c.p))
         else:
             wc, out = col
-            fl, by, w = 2.0 * rows * wc, wc * c.wb + rows * (k + out) * c.ab, wc * c.wb
+            fl, by, w = 2.0 * rows * wc, wc * c.wbr + rows * (k + out) * c.ab, wc * c.wb
         return _Op(c, fl, by, w), F
     r = rows_t if lin == T else rows
     fl, by, w = _gemm(c, r, k, n)
@@ -377,7 +379,7 @@ def ffn(c, which, choice, lin, moe):
     fin = fr if choice == DIM0 else 1.0
     fout = fr if choice == DIM1 else 1.0
     flops = 2.0 * npairs * w_exp * fr
-    nbytes = act * w_exp * fr * c.wb + npairs * (in_w * fin + out_w * fout) * c.ab
+    nbytes = act * w_exp * fr * c.wbr + npairs * (in_w * fin + out_w * fout) * c.ab
     weights = ex * w_exp * fr * c.wb
     # shared expert(s): dense, in the same op
     if shared:
@@ -392,7 +394,7 @@ def ffn(c, which, choice, lin, moe):
         else:
             sfr, r = 1.0, c.rows_t
         flops += 2.0 * r * w * sfr
-        nbytes += w * sfr * c.wb + r * h * 2 * c.ab
+        nbytes += w * sfr * c.wbr + r * h * 2 * c.ab
         weights += w * sfr * c.wb
     # collectives the op needs itself: dispatch (FFN1) / combine (FFN2) over ep, and under
     # `experts` on T the tokens travel to the rank of their expert and back (tp all-to-all)
@@ -598,13 +600,13 @@ def evaluate(model, topo, work, row, compat=()):
                                          * (model.ffn.n_mats - 1)) + c.lm_rows * model.vocab)
     memory = max(w.mem) + workspace
     if work.phase == "decode":
-        step = pp * slowest
+        step = pp * slowest + topo.step_overhead_s
         tpot, ttft = step, math.nan
         tokens = batch / step
         if tpot > work.tpot_slo_ms * 1e-3:
             reasons.add("slo")
     else:
-        step = (2 * pp - 1) * slowest
+        step = (2 * pp - 1) * slowest + topo.step_overhead_s
         tpot, ttft = math.nan, step
         tokens = batch * work.context / step
         if work.ttft_slo_ms and ttft > work.ttft_slo_ms * 1e-3:

@@ -196,7 +196,8 @@ def test_flops_summed_over_shards_equal_model_flops(model, topo, work, data):
     row = data.draw(strategy_rows(model, topo))
     tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
     tab = build_tables(model, topo, work, row[None, :N_COARSE])
-    peak = topo.peak_for(model.precision.weights) * topo.compute_efficiency
+    w = model.precision.weights
+    peak = topo.peak_for(w) * topo.compute_efficiency_for(w)
     want, seqs = model_flops(model, work, tp, ep, pp, batch)
     for slot, full in want.items():
         flops = tab.compute_s[0, SLOT[slot]] * peak                 # [modes]
@@ -316,7 +317,8 @@ def test_step_takes_at_least_the_flops_over_all_gpus(problem):
     batch = rows[:, 3].astype(float)
     flops = 2.0 * batch * tps * per_token + 2.0 * batch * h * model.vocab
     gpus = rows[:, 0] * rows[:, 1] * rows[:, 2]
-    peak = topo.peak_for(model.precision.weights) * topo.compute_efficiency
+    w = model.precision.weights
+    peak = topo.peak_for(w) * topo.compute_efficiency_for(w)
     bound = flops / (gpus * peak)
     low = res.step_s < bound * (1 - 1e-9)
     assert not low.any(), first_failure(rows, low, res.step_s, bound)

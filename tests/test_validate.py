@@ -151,3 +151,30 @@ def test_validate_calibration_file():
     print(f"\ncalibration: {s['count']} predicted, {len(d['skipped'])} skipped, median |log2| "
           f"{s['median_abs_log2_ratio']:.3f}, within 2x {s['within_2x']:.1%}, Spearman mean "
           f"{s['spearman_by_group']['mean']}, per GPU {s['spearman_by_group']['mean_per_gpu']}")
+
+
+def test_calibration_accuracy_train_and_held_out():
+    """The topologies hold their accuracy on the calibration set, on both halves of the split
+    README "Validation" describes: the (isl, osl) pairs at even positions in sorted order ("train")
+    and at odd positions ("held-out"). No constant is fitted to either half today (every one comes
+    from hardware.md or microbenchmarks.csv); the split is kept so that a future fit is judged on
+    rows it never saw. Measured: median |log2| 0.333 / 0.345, within 2x 97.6% / 100%, per-GPU
+    Spearman 0.70 / 0.66, mean log2 ratio about +0.3 (predictions ~1.25x high). The thresholds sit a
+    little outside, so a regression fails here."""
+    if not CALIBRATION.exists():
+        pytest.skip(f"{CALIBRATION} not present")
+    from lts.validate import summarize, validate
+    d = validate(CALIBRATION)
+    assert not d["skipped"] and d["summary"]["count"] == d["total"]
+    pairs = sorted({(r["isl"], r["osl"]) for r in d["rows"]})
+    train_pairs = set(pairs[0::2])
+    train = [r for r in d["rows"] if (r["isl"], r["osl"]) in train_pairs]
+    held = [r for r in d["rows"] if (r["isl"], r["osl"]) not in train_pairs]
+    assert len(train) == 165 and len(held) == 135
+    for name, rows in (("train", train), ("held-out", held), ("all", d["rows"])):
+        s = summarize(rows)
+        assert s["median_abs_log2_ratio"] <= 0.37, (name, s["median_abs_log2_ratio"])
+        assert s["within_2x"] >= 0.96, (name, s["within_2x"])
+        assert s["spearman_by_group"]["mean_per_gpu"] >= 0.6, (name, s["spearman_by_group"])
+        mean_log2 = float(np.mean([r["log2_ratio"] for r in rows]))
+        assert abs(mean_log2) <= 0.45, (name, mean_log2)
