@@ -32,7 +32,6 @@ import numpy as np
 from . import collectives as coll
 from .specs import ModelSpec, TopologySpec, attention_params
 from .strategy import BATCH, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
-from .units import DTYPE_BYTES
 
 # layouts over the tp group
 R, T, F, P, ER, ET = 0, 1, 2, 3, 4, 5
@@ -211,7 +210,7 @@ def _roofline(s: _Shape, flops, nbytes):
     return compute, memory
 
 
-def _gemm(s, rows, k, n, wk, wn, w_total=None, k_frac=1.0, n_frac=1.0):
+def _gemm(s, rows, k, n, w_total=None, k_frac=1.0, n_frac=1.0):
     """FLOPs, HBM bytes, resident weight bytes of rows x [k, n] with shares k_frac, n_frac.
 
     ``w_total`` overrides k*n*k_frac*n_frac as the per-rank weight element count (GQA/MLA).
@@ -236,7 +235,6 @@ class _Builder:
         self.intrinsic = {}
         self.weights = np.zeros(shape)
         self.kv = np.zeros(shape)
-        self.skip_overhead = set()
 
     def put(self, slot, mode, flops, nbytes, weights=0.0, kv=0.0, colls=(), launch=True):
         s = self.s
@@ -272,10 +270,9 @@ def _fill_embedding(b: _Builder):
     b.put("embedding", 2, 0.0, lookup, v * h * s.wb)
 
 
-def _fill_norm(b: _Builder, slot, rows_attr="rows"):
+def _fill_norm(b: _Builder, slot):
     s = b.s
-    h, rows = s.h, getattr(s, rows_attr)
-    rows_t = s.rows_t if rows_attr == "rows" else np.ceil(rows / s.p)
+    h, rows, rows_t = s.h, s.rows, s.rows_t
     # RMSNorm + residual add: read x and residual, write the sum and the normed output
     b.put(slot, 0, 8.0 * rows_t * h, 4.0 * rows_t * h * s.ab, h * s.wb)
     # hidden-split norm: the sum of squares of each token is all-reduced over tp (4 bytes each)
@@ -291,10 +288,10 @@ def _fill_gemm(b: _Builder, slot, k, n, col_weights=None, col_out=None, rows=Non
     rows = s.rows if rows is None else rows
     rows_t = s.rows_t if rows_t is None else rows_t
     fk = _frac(k, s.p) if dim0_frac is None else dim0_frac
-    fl, by, w = _gemm(s, rows, k, n, s.wb, s.wb, k_frac=fk)
+    fl, by, w = _gemm(s, rows, k, n, k_frac=fk)
     b.put(slot, 0, fl, by, w)
     if col_weights is None:
-        fl, by, w = _gemm(s, rows, k, n, s.wb, s.wb, n_frac=_frac(n, s.p))
+        fl, by, w = _gemm(s, rows, k, n, n_frac=_frac(n, s.p))
     else:   # column split with replicated parts (GQA KV heads beyond kv_heads, MLA down-projections)
         w = col_weights
         fl = 2.0 * rows * w
@@ -302,7 +299,7 @@ def _fill_gemm(b: _Builder, slot, k, n, col_weights=None, col_out=None, rows=Non
         w = w * s.wb
     b.put(slot, 1, fl, by, w)
     for mode, r in ((2, rows), (3, rows_t)):
-        fl, by, w = _gemm(s, r, k, n, s.wb, s.wb)
+        fl, by, w = _gemm(s, r, k, n)
         b.put(slot, mode, fl, by, w)
 
 
@@ -327,28 +324,26 @@ def _fill_attention(b: _Builder):
     _fill_gemm(b, "qkv", s.h, qkv_w / s.h, col_weights=col_w, col_out=col_out)
 
     # --- scores Q.K^T (reads the K cache) and context P.V (reads the V cache)
-    def attn(slot, dim, cache_tok, head_frac0, modes):
+    def attn(slot, dim, cache_tok, modes):
         per_seq_flops = 2.0 * heads * dim * s.ctx_attn * s.tps
         per_seq_read = s.ctx * cache_tok                       # the cache read once per step
         per_seq_io = s.tps * heads * dim * s.ab * 2            # query in, result out
-        frac0 = _frac(heads, s.p)
         for mode, (seqs, ffl, fcache) in modes.items():
             fl = seqs * per_seq_flops * ffl
             by = seqs * (per_seq_read * fcache + per_seq_io * ffl)
             # every stage holds the cache of all pp micro-batches in flight, not only one
             kv = s.pp * seqs * s.ctx * cache_tok * fcache
             b.put(slot, mode, fl, by, 0.0, kv)
-        return frac0
 
     kh = s.k_heads
     fdim_k = _frac(s.qk_dim, s.p) if a.kind == "mla" else _frac(a.head_dim, s.p)
-    attn("scores", s.qk_dim, s.k_tok, None, {
+    attn("scores", s.qk_dim, s.k_tok, {
         0: (s.seqs, _frac(heads, s.p), _frac(kh, s.p) if kh > 1 else 1.0),
         1: (s.seqs, _frac(s.qk_dim, s.p), fdim_k),
         2: (s.seqs, 1.0, 1.0),
         3: (s.seqs_t, 1.0, 1.0)})
     fdim_v = _frac(s.v_dim, s.p)
-    attn("context", s.v_dim, s.v_tok, None, {
+    attn("context", s.v_dim, s.v_tok, {
         0: (s.seqs, _frac(heads, s.p), _frac(kh, s.p) if kh > 1 else 1.0),
         1: (s.seqs, fdim_v, fdim_v),
         2: (s.seqs, 1.0, 1.0),
@@ -893,9 +888,6 @@ def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
 
 # ----------------------------------------------------------------------------------------------
 # per-op breakdown of one strategy (for `lts estimate`)
-
-GROUP_OF_POINT = "tp"
-
 
 def breakdown(model: ModelSpec, topo: TopologySpec, work: Workload, strategy) -> tuple:
     """(Result of one strategy, list of per-op dicts) with times per op instance and counts.

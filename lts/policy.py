@@ -79,7 +79,7 @@ class PolicyConfig:
 @lru_cache(maxsize=64)
 def _layout(n_choices):  # tuple[int, ...] -> [H, K] int, [H, K] bool
     """Gather map from the flat [N] logits to the padded [H, K] layout, and its validity mask."""
-    H, K = len(n_choices), max(n_choices)
+    K = max(n_choices)
     valid = np.arange(K)[None, :] < np.asarray(n_choices)[:, None]          # [H, K]
     offsets = np.concatenate([[0], np.cumsum(n_choices)[:-1]])
     index = np.where(valid, offsets[:, None] + np.arange(K)[None, :], 0)   # [H, K]

@@ -25,7 +25,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lts import validate as v            # noqa: E402
-from lts.specs import load_topology      # noqa: E402
 from lts.units import US                 # noqa: E402
 
 FIELDS = {"step_overhead_us": ("step_overhead_s", US), "fp8_memory_efficiency": (None, 1.0),

@@ -1,12 +1,10 @@
 """Spec loading: every shipped file loads; every kind of bad input is one SpecError naming file,
 key, value and expectation."""
-import json
 
 import pytest
 
 from lts.errors import SpecError
-from lts.specs import (load_model, load_topology, model_from_dict, param_counts, shipped_names,
-                       topology_from_dict)
+from lts.specs import (load_model, load_topology, model_from_dict, param_counts, shipped_names)
 
 GOOD_MODEL = """
 name = "tiny"
