@@ -304,7 +304,7 @@ def test_step_takes_at_least_the_flops_over_all_gpus(problem):
     achievable peak); prefill's (2pp-1) x slowest is larger still."""
     model, topo, work, rows = problem
     res = evaluate(model, topo, work, rows)
-    a, f, h = model.attention, model.ffn, model.hidden
+    f, h = model.ffn, model.hidden
     att = sum(attention_params(model).values())
     if model.is_moe:
         per_layer_ffn = [f.n_mats * h * f.intermediate] * f.dense_layers + \
