@@ -239,15 +239,13 @@ def best_runnable(engine: str, problem: Problem) -> Result | None:
     engine can run (vLLM runs ep > 1 only expert-parallel, TensorRT-LLM only with tp = 1).
     """
     model = problem.model
-    g = np.indices(problem.grid_shape).reshape(N_COARSE, -1).T       # [G, 4] index rows
     variants = (MEGATRON, EXPERT_CHOICES) if model.is_moe else (MEGATRON,)
     best_row, best_score = None, -np.inf
     for v in variants:
         ok = runnable_mask(engine, model, problem.grid, v)
         if not ok.any():
             continue
-        idx = np.concatenate([g[ok], np.tile(np.array(v), (int(ok.sum()), 1))], axis=1)
-        res = problem.evaluate(idx, count=False)
+        res = problem.evaluate(problem.fixed_choice_rows(v)[ok], count=False)
         score = problem.score(res)
         i = int(np.argmax(score))
         if score[i] > best_score:

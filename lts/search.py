@@ -61,6 +61,11 @@ class Problem:
         return evaluate(self.model, self.topo, self.work, self.space.decode(idx),
                         tables=self.tables, coarse_index=self.coarse_index(idx))
 
+    def fixed_choice_rows(self, choices) -> np.ndarray:
+        """Index rows [G, 16]: every (tp, ep, pp, batch) of the grid with the per-op ``choices``."""
+        g = np.indices(self.grid_shape).reshape(N_COARSE, -1).T
+        return np.concatenate([g, np.tile(np.asarray(choices, dtype=np.int64), (len(g), 1))], 1)
+
     def canonical(self, idx: np.ndarray) -> np.ndarray:
         """The strategy an index row stands for.
 
@@ -206,8 +211,7 @@ def search_megatron(problem: Problem, budget: int, rng, top: int = 10,
     baseline). Ignores the budget: the coarse grid is small."""
     t0 = time.perf_counter()
     tr = Tracker(problem, top)
-    g = np.indices(problem.grid_shape).reshape(N_COARSE, -1).T
-    idx = np.concatenate([g, np.tile(np.array(MEGATRON), (len(g), 1))], axis=1)
+    idx = problem.fixed_choice_rows(MEGATRON)
     tr.add(idx, problem.score(problem.evaluate(idx)))
     if progress:
         progress(budget)

@@ -27,7 +27,7 @@ Imports: costmodel, strategy.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -111,6 +111,4 @@ def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
     score = np.where(res.valid, res.output_tokens_per_s, -np.inf).reshape(n, nb)
     pick = np.where(np.isfinite(score.max(axis=1)), score.argmax(axis=1), 0)
     idx = np.arange(n) * nb + pick
-    return ServeResult(*(getattr(res, f)[idx] for f in (
-        "strategies", "valid", "reasons", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
-        "ttft_s", "tpot_s", "memory_bytes", "gpus")))
+    return ServeResult(*(getattr(res, f.name)[idx] for f in fields(ServeResult)))

@@ -309,7 +309,10 @@ def load_model(name_or_path, precision: str | None = None) -> ModelSpec:
         precision: optional override of weights and KV cache type (``--precision fp8``).
     """
     path = resolve("models", str(name_or_path))
-    if path.is_dir() and (path / "config.json").exists():
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise SpecError(path, "", "is a folder without a config.json (expected a model .toml "
+                                      "file, a config.json or a folder holding one)")
         path = path / "config.json"
     if path.suffix == ".json":
         from .hf import model_from_hf_config   # lazy: only needed for config.json input

@@ -20,37 +20,32 @@ def rel_error(x, y):
     return float(np.max(np.abs(x - y) / np.maximum(1e-8, np.abs(x) + np.abs(y))))
 
 
+def _centred(f, x, ix, h):
+    """(f at x[ix] + h, f at x[ix] - h), leaving x unchanged; outputs copied as float64."""
+    old = x[ix]
+    x[ix] = old + h
+    pos = np.array(f(), dtype=np.float64, copy=True)
+    x[ix] = old - h
+    neg = np.array(f(), dtype=np.float64, copy=True)
+    x[ix] = old
+    return pos, neg
+
+
 def eval_numerical_gradient(f, x, h=1e-5):  # f: () -> float, x: [...] -> [...]
     """Numerical gradient of the scalar ``f()`` with respect to every entry of ``x``."""
     grad = np.zeros_like(x, dtype=np.float64)
-    it = np.nditer(x, flags=["multi_index"], op_flags=["readwrite"])
-    while not it.finished:
-        ix = it.multi_index
-        old = x[ix]
-        x[ix] = old + h
-        pos = f()
-        x[ix] = old - h
-        neg = f()
-        x[ix] = old
+    for ix in np.ndindex(x.shape):
+        pos, neg = _centred(f, x, ix, h)
         grad[ix] = (pos - neg) / (2.0 * h)
-        it.iternext()
     return grad
 
 
 def eval_numerical_gradient_array(f, x, df, h=1e-5):  # f: () -> [...out], x: [...], df: [...out]
     """Numerical vector-Jacobian product ``sum(df * d f() / d x)`` for every entry of ``x``."""
     grad = np.zeros_like(x, dtype=np.float64)
-    it = np.nditer(x, flags=["multi_index"], op_flags=["readwrite"])
-    while not it.finished:
-        ix = it.multi_index
-        old = x[ix]
-        x[ix] = old + h
-        pos = np.array(f(), dtype=np.float64, copy=True)
-        x[ix] = old - h
-        neg = np.array(f(), dtype=np.float64, copy=True)
-        x[ix] = old
+    for ix in np.ndindex(x.shape):
+        pos, neg = _centred(f, x, ix, h)
         grad[ix] = np.sum((pos - neg) * df) / (2.0 * h)
-        it.iternext()
     return grad
 
 
@@ -67,12 +62,7 @@ def grad_check_sparse(f, x, analytic_grad, rng, num_checks=10, h=1e-5, where=Non
     num, ana = np.empty(n), np.empty(n)
     for j, i in enumerate(flat):
         ix = np.unravel_index(i, x.shape)
-        old = x[ix]
-        x[ix] = old + h
-        pos = f()
-        x[ix] = old - h
-        neg = f()
-        x[ix] = old
+        pos, neg = _centred(f, x, ix, h)
         num[j] = (pos - neg) / (2.0 * h)
         ana[j] = analytic_grad[ix]
     return rel_error(num, ana)

@@ -250,3 +250,12 @@ def test_param_counts_match_cli():
     m = load_model(DATA / "mixtral-8x22b.json")
     assert estimate_json(DATA / "mixtral-8x22b.json")["model"]["params_total"] == \
         param_counts(m)["params_total"]
+
+
+def test_folder_without_config_json_is_one_clear_line(tmp_path):
+    from click.testing import CliRunner
+    from lts.cli import cli
+    r = CliRunner().invoke(cli, ["estimate", str(tmp_path), "h100_dgx", "--strategy", "tp=8"])
+    assert r.exit_code == 1
+    assert r.output == (f"Error: {tmp_path}: is a folder without a config.json (expected a model "
+                        ".toml file, a config.json or a folder holding one)\n")
