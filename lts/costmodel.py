@@ -19,6 +19,8 @@ How a strategy is costed (DESIGN.md §3; every formula below has its reason besi
 
 Roofline per op: time = max(FLOPs / (peak * eta_compute), HBM bytes / (HBM bw * eta_memory))
 + kernel overhead (Williams et al. 2009 roofline; overhead: a fixed launch cost per fused op).
+With ``roofline_exponent`` p set in the topology, the max becomes the smooth (c^p + m^p)^(1/p)
+(``roofline_time``; fitted to measured GEMMs near the ridge point).
 Collectives are not overlapped with compute (PAPER.md §6 recommendation).
 
 Imports: specs, strategy, collectives, units.
@@ -210,6 +212,19 @@ def _roofline(s: _Shape, flops, nbytes):
     return compute, memory
 
 
+def roofline_time(compute, memory, p: float):
+    """Time of a kernel with compute and memory times: max(c, m) (p = 0), or the smooth roofline
+    (c^p + m^p)^(1/p): near the ridge a real kernel cannot overlap its loads and its math
+    perfectly (microbenchmarks.csv GEMM n=k=8192: at m=256-1024 the hard max is 5-25% fast; p=3
+    fits bf16 and fp8 m=1..4096 to 0.048 rms log2 against 0.088 for the max; topology files)."""
+    hi = np.maximum(compute, memory)
+    if not p:
+        return hi
+    lo = np.minimum(compute, memory)
+    ratio = np.divide(lo, hi, out=np.zeros_like(hi), where=hi > 0)
+    return hi * (1.0 + ratio ** p) ** (1.0 / p)        # = (c^p + m^p)^(1/p), without overflow
+
+
 def _gemm(s, rows, k, n, w_total=None, k_frac=1.0, n_frac=1.0):
     """FLOPs, HBM bytes, resident weight bytes of rows x [k, n] with shares k_frac, n_frac.
 
@@ -242,7 +257,8 @@ class _Builder:
         c, m = _roofline(s, np.broadcast_to(flops, s.p.shape), np.broadcast_to(nbytes, s.p.shape))
         self.compute[:, sl, mode] = c
         self.memory[:, sl, mode] = m
-        self.time[:, sl, mode] = np.maximum(c, m) + (s.overhead if launch else 0.0)
+        self.time[:, sl, mode] = roofline_time(c, m, s.topo.roofline_exponent) + \
+            (s.overhead if launch else 0.0)
         self.weights[:, sl, mode] = weights
         self.kv[:, sl, mode] = kv
         total = np.zeros_like(s.p)
@@ -257,7 +273,7 @@ class _Builder:
     def _coll(self, kind, group, nbytes):
         s = self.s
         p, stride = {"tp": (s.p, 1.0), "ep": (s.ep, s.p), "pp": (s.pp, s.p * s.ep)}[group]
-        return np.broadcast_to(coll.COST[kind](s.topo.links, nbytes, p, stride), s.p.shape)
+        return np.broadcast_to(coll.COST[kind](s.topo.engine_links, nbytes, p, stride), s.p.shape)
 
 
 def _fill_embedding(b: _Builder):
@@ -483,7 +499,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
         for (src, dst), kind in CONVERSION.items():
             # all-to-all moves each rank's share (S/p); the others work on the whole tensor S
             size = nb / s.p if kind == "all-to-all" else nb
-            conv[:, PT[name], src, dst] = coll.COST[kind](topo.links, size, s.p, 1.0)
+            conv[:, PT[name], src, dst] = coll.COST[kind](topo.engine_links, size, s.p, 1.0)
     # a `none` (or `experts`) op works on R or on its own tokens T: it keeps an incoming R or T
     # and gathers anything else to R. The pick depends on layouts only, never on costs, so more
     # bandwidth cannot flip it into a slower layout (DESIGN.md §7); the token split is reached
@@ -495,14 +511,14 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     logits = conv_bytes[:, PT["logits"]]
     final = np.zeros((G, 4))
     ids_bytes = s.lm_rows * 4.0
-    final[:, T] = coll.all_gather(topo.links, ids_bytes, s.p, 1.0)
-    final[:, F] = coll.all_gather(topo.links, logits, s.p, 1.0)
-    final[:, P] = coll.all_reduce(topo.links, logits, s.p, 1.0)
+    final[:, T] = coll.all_gather(topo.engine_links, ids_bytes, s.p, 1.0)
+    final[:, F] = coll.all_gather(topo.engine_links, logits, s.p, 1.0)
+    final[:, P] = coll.all_reduce(topo.engine_links, logits, s.p, 1.0)
     # stage-to-stage: the activation and the residual of the micro-batch (split over tp if the
     # layout is T or F, else whole on each rank)
     hid = conv_bytes[:, PT["hidden"]]
     send_bytes = np.stack([hid / s.p, hid], axis=1)
-    send = np.stack([coll.send(topo.links, send_bytes[:, i], s.pp, s.p * s.ep) for i in range(2)], 1)
+    send = np.stack([coll.send(topo.engine_links, send_bytes[:, i], s.pp, s.p * s.ep) for i in range(2)], 1)
     # workspace: activations of one layer in flight (hidden, qkv, context, FFN intermediate,
     # logits), double-buffered
     inter_w = (s.top_k * f.expert_intermediate + f.shared_intermediate) if model.is_moe \

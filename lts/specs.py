@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 
 from . import _toml
@@ -135,6 +136,17 @@ class TopologySpec:
     fp8_compute_efficiency: float = 0.0   # fraction of the fp8 peak for fp8 GEMMs (0: compute_efficiency)
     fp8_memory_efficiency: float = 0.0    # fraction of HBM for fp8 weight reads (0: memory_efficiency)
     step_overhead_s: float = 0.0          # engine time per forward pass (scheduling, launch, sampling)
+    roofline_exponent: float = 0.0        # p of the smooth roofline (c^p + m^p)^(1/p); 0: max(c, m)
+    collective_efficiency: float = 1.0    # share of each link's rate collectives reach in a serving step
+
+    @cached_property
+    def engine_links(self) -> tuple:
+        """The links as collectives see them inside a serving step: each link's efficiency (what
+        nccl-tests reach alone) times ``collective_efficiency`` (fitted on serving measurements)."""
+        if self.collective_efficiency == 1.0:
+            return self.links
+        return tuple(replace(l, efficiency=l.efficiency * self.collective_efficiency)
+                     for l in self.links)
 
     def compute_efficiency_for(self, dtype: str) -> float:
         """Achievable fraction of ``peak_for(dtype)``: fp8 GEMMs on fp8 tensor cores reach less of
@@ -325,7 +337,6 @@ def load_model(name_or_path, precision: str | None = None) -> ModelSpec:
 
 
 def with_precision(spec: ModelSpec, precision: str) -> ModelSpec:
-    from dataclasses import replace
     if precision not in DTYPE_BYTES:
         raise SpecError("--precision", "", f"{precision!r} is not one of {', '.join(DTYPES)}")
     return replace(spec, precision=PrecisionSpec(precision, precision, spec.precision.activations))
@@ -422,6 +433,9 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
     fp8_eff_m = g.get("fp8_memory_efficiency", float, 0.0, required=False, positive=True,
                       maximum=1.0)
     step_overhead = g.get("step_overhead_us", float, 0.0, required=False, minimum=0.0) * US
+    rexp = g.get("roofline_exponent", float, 0.0, required=False, minimum=1.0)
+    coll_eff = g.get("collective_efficiency", float, 1.0, required=False, positive=True,
+                     maximum=1.0)
     reserve = g.get("hbm_reserve_gib", float, minimum=0.0) * GIB
     if reserve >= hbm:
         raise SpecError(path, "gpu.hbm_reserve_gib",
@@ -450,7 +464,7 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
     t.finish()
     return TopologySpec(name, source, gpu_name, peaks, hbm, hbm_bw, eff_c, eff_m, overhead,
                         reserve, per_node, nodes, tuple(links), str(path), fp8_eff_c, fp8_eff_m,
-                        step_overhead)
+                        step_overhead, rexp, coll_eff)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,23 +1,26 @@
-"""Fit the engine's per-step overhead (``[gpu] step_overhead_us``) on the training part of a
-measurement file and report training and held-out summaries.
+"""Fit serving-engine constants on the training part of a measurement file and report training
+and held-out summaries.
 
-    python scripts/calibrate.py ../shared/data/calibration.csv [--grid 0,250,...] [--set KEY=V]
+    python scripts/calibrate.py ../shared/data/calibration.csv
+    python scripts/calibrate.py FILE --fit collective_efficiency=0.3,0.4,0.5 --fit step_overhead_us=0,500
+    python scripts/calibrate.py FILE --set roofline_exponent=0     # see what one key is worth
 
 Split (deterministic, no randomness): the distinct (isl, osl) pairs of the file sorted
 ascending; pairs at even positions (0, 2, 4, ...) are the training rows, odd positions held out.
 Every model, GPU and tp degree appears on both sides, and the held-out rows ask whether the fit
 carries over to request shapes it never saw.
 
-The fit: one value of ``step_overhead_us`` for every shipped topology (the same constant for
-every model and GPU), chosen on a grid by least squares: the value that minimises the mean of
-log2(pred/meas)^2 over the training rows. The other keys (``fp8_compute_efficiency``,
-``fp8_memory_efficiency``) come from microbenchmarks.csv, not from this fit; ``--set`` overrides a
-[gpu] key of every topology (e.g. ``--set fp8_memory_efficiency=0.81`` to see its effect).
-The held-out rows are only summarized, never used to choose.
+The fit: every combination of the ``--fit`` grids (default: ``collective_efficiency`` 0.30 ...
+1.00) is applied to every shipped topology (one value for every model and GPU), and the one that
+minimises the mean of log2(pred/meas)^2 over the training rows wins. Hardware keys
+(efficiencies, latencies, ``roofline_exponent``) come from microbenchmarks.csv and hardware.md, not
+from this fit; ``--set`` overrides a [gpu] key of every topology to show its effect. The held-out
+rows are only summarized, never used to choose.
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +32,9 @@ from lts.units import US                 # noqa: E402
 
 FIELDS = {"step_overhead_us": ("step_overhead_s", US), "fp8_memory_efficiency": (None, 1.0),
           "fp8_compute_efficiency": (None, 1.0), "memory_efficiency": (None, 1.0),
-          "compute_efficiency": (None, 1.0), "kernel_overhead_us": ("kernel_overhead_s", US)}
+          "compute_efficiency": (None, 1.0), "kernel_overhead_us": ("kernel_overhead_s", US),
+          "roofline_exponent": (None, 1.0), "collective_efficiency": (None, 1.0)}
+DEFAULT_FIT = ["collective_efficiency=" + ",".join(f"{x / 100:.2f}" for x in range(30, 101, 5))]
 
 
 def split(rows):
@@ -66,25 +71,32 @@ def line(name, s):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("file")
-    ap.add_argument("--grid", default=",".join(str(x) for x in range(0, 12001, 500)))
-    ap.add_argument("--set", action="append", default=[])
+    ap.add_argument("--fit", action="append", default=[], metavar="KEY=V1,V2,...",
+                    help=f"a grid to fit (repeatable; default {DEFAULT_FIT[0][:40]}...)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=V",
+                    help="a fixed override of every topology's [gpu] KEY")
     a = ap.parse_args()
     fixed = {k: float(x) for k, x in (s.split("=") for s in a.set)}
+    grids = [(k, [float(x) for x in vals.split(",")])
+             for k, vals in (f.split("=") for f in (a.fit or DEFAULT_FIT))]
+    for key, _ in grids + [(k, 0) for k in fixed]:
+        if key not in FIELDS:
+            ap.error(f"unknown key {key!r} (one of {', '.join(FIELDS)})")
     best = None
-    for us in (float(x) for x in a.grid.split(",")):
-        res = run(a.file, {**fixed, "step_overhead_us": us})
-        train, held = split(res["rows"])
-        st = v.summarize(train)
+    for values in itertools.product(*(vals for _, vals in grids)):
+        point = dict(zip((k for k, _ in grids), values))
+        res = run(a.file, {**fixed, **point})
+        train, _ = split(res["rows"])
         sq = sum(r["log2_ratio"] ** 2 for r in train) / len(train)
-        print(f"step_overhead_us={us:7.1f}  mean sq log2={sq:.4f}  " + line("train", st))
-        key = sq
-        if best is None or key < best[0]:
-            best = (key, us, res)
-    _, us, res = best
+        label = " ".join(f"{k}={x:g}" for k, x in point.items())
+        print(f"{label}  mean sq log2={sq:.4f}  " + line("train", v.summarize(train)))
+        if best is None or sq < best[0]:
+            best = (sq, label, res)
+    _, label, res = best
     train, held = split(res["rows"])
-    print(f"\nbest step_overhead_us = {us:g} (train rows only)")
+    print(f"\nbest {label} (train rows only)")
     for name, rows in (("train", train), ("held-out", held), ("all", res["rows"])):
         print(line(name, v.summarize(rows)))
     print(f"skipped: {len(res['skipped'])}")

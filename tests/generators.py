@@ -114,7 +114,9 @@ def synthetic_topologies(draw):
     if draw(st.booleans()):
         gpu.update(fp8_compute_efficiency=draw(st.floats(0.1, 1.0)),
                    fp8_memory_efficiency=draw(st.floats(0.1, 1.0)),
-                   step_overhead_us=draw(st.floats(0.0, 10000.0)))
+                   step_overhead_us=draw(st.floats(0.0, 10000.0)),
+                   roofline_exponent=draw(st.sampled_from([1.0, 2.0, 3.0, 8.0])),
+                   collective_efficiency=draw(st.floats(0.1, 1.0)))
     return topology_from_dict(dict(name="synthetic", source="hypothesis", gpu=gpu,
                                    node=dict(gpus=per_node, count=nodes), link=links),
                               "hypothesis")

@@ -58,6 +58,7 @@ Imports: lts.specs (attention_params), lts.strategy (column and choice constants
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from lts.specs import attention_params
 from lts.strategy import BATCH, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
@@ -209,7 +210,9 @@ class _Ctx:
 
     def coll_time(self, kind, group, nbytes):
         p, stride = self.group(group)
-        return COLLECTIVE[kind](self.topo.links, nbytes, p, stride)
+        links = tuple(replace(link, efficiency=link.efficiency * self.topo.collective_efficiency)
+                      for link in self.topo.links)     # in-engine rate (topology [gpu] key)
+        return COLLECTIVE[kind](links, nbytes, p, stride)
 
 
 class _Op:
@@ -218,7 +221,10 @@ class _Op:
     def __init__(self, c, flops, nbytes, weights=0.0, kv=0.0, colls=(), launch=True):
         self.compute_s = flops / c.peak
         self.memory_s = nbytes / c.hbm
-        self.roofline_s = max(self.compute_s, self.memory_s) + (c.overhead if launch else 0.0)
+        p = c.topo.roofline_exponent          # DESIGN: max(c, m); with p, the p-norm of the two
+        both = (self.compute_s ** p + self.memory_s ** p) ** (1.0 / p) if p else None
+        self.roofline_s = (both if p else max(self.compute_s, self.memory_s)) + \
+            (c.overhead if launch else 0.0)
         self.weight_bytes, self.kv_bytes = weights, kv
         self.colls = [(kind, group, nb, c.coll_time(kind, group, nb)) for kind, group, nb in colls]
         self.time_s = self.roofline_s + sum(t for *_, t in self.colls)

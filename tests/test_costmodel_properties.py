@@ -124,6 +124,41 @@ def test_more_link_bandwidth_never_slower(problem, f_bw, f_eff):
 
 
 @SOME
+@given(problem=problems(), lo=st.floats(0.1, 1.0), hi=st.floats(0.1, 1.0))
+def test_higher_in_engine_collective_efficiency_never_slower(problem, lo, hi):
+    """``collective_efficiency`` (fitted on serving measurements) only scales link rates."""
+    model, topo, work, rows = problem
+    lo, hi = min(lo, hi), max(lo, hi)
+    a = step_of(evaluate(model, dataclasses.replace(topo, collective_efficiency=lo), work, rows))
+    b = step_of(evaluate(model, dataclasses.replace(topo, collective_efficiency=hi), work, rows))
+    worse = b > a * (1 + REL)
+    assert not worse.any(), first_failure(rows, worse, a, b)
+
+
+@FEW
+@given(problem=problems(), p=st.sampled_from([1.0, 2.0, 3.0, 8.0]))
+def test_smooth_roofline_lies_between_max_and_sum(problem, p):
+    """(c^p + m^p)^(1/p) is at least max(c, m) and at most c + m (p >= 1): the step with a
+    smooth roofline is no faster than with the hard max, and no slower than with the sum
+    (p = 1; kernel overheads and collectives are the same in all three)."""
+    model, topo, work, rows = problem
+    step = {q: step_of(evaluate(model, dataclasses.replace(topo, roofline_exponent=q), work, rows))
+            for q in (0.0, p, 1.0)}
+    low = step[p] < step[0.0] * (1 - REL)
+    high = step[p] > step[1.0] * (1 + REL)
+    assert not low.any(), first_failure(rows, low, step[p], step[0.0])
+    assert not high.any(), first_failure(rows, high, step[p], step[1.0])
+
+
+def test_roofline_time_closed_forms():
+    from lts.costmodel import roofline_time
+    c, m = np.array([0.0, 1.0, 3.0, 2.0]), np.array([0.0, 1.0, 4.0, 0.0])
+    assert np.array_equal(roofline_time(c, m, 0.0), [0.0, 1.0, 4.0, 2.0])
+    assert np.allclose(roofline_time(c, m, 2.0), [0.0, math.sqrt(2.0), 5.0, 2.0])
+    assert np.allclose(roofline_time(c, m, 3.0), [0.0, 2.0 ** (1 / 3), (27 + 64) ** (1 / 3), 2.0])
+
+
+@SOME
 @given(problem=problems(), f=st.floats(1.0, 100.0))
 def test_more_hbm_capacity_never_invalidates(problem, f):
     model, topo, work, rows = problem

@@ -1,6 +1,8 @@
 """Spec loading: every shipped file loads; every kind of bad input is one SpecError naming file,
 key, value and expectation."""
 
+import re
+
 import pytest
 
 from lts.errors import SpecError
@@ -101,6 +103,21 @@ def test_topology_validation(tmp_path):
     p = write(tmp_path, text.replace("[node]", "[node]\nracks = 2", 1), "t.toml")
     with pytest.raises(SpecError, match=r"node.racks: unknown key"):
         load_topology(str(p))
+    for key, bad, message in (("collective_efficiency", "1.5", "must be <= 1.0"),
+                              ("collective_efficiency", "0.0", "must be > 0"),
+                              ("roofline_exponent", "0.5", "must be >= 1.0")):
+        p = write(tmp_path, re.sub(rf"(?m)^{key} = \S+", f"{key} = {bad}", text), "t.toml")
+        with pytest.raises(SpecError, match=rf"gpu.{key}: {bad} {message}$"):
+            load_topology(str(p))
+
+
+def test_engine_links_scale_link_efficiency_only():
+    t = load_topology("h100_dgx")
+    assert 0 < t.collective_efficiency < 1 and t.roofline_exponent >= 1
+    for raw, eng in zip(t.links, t.engine_links):
+        assert eng.efficiency == pytest.approx(raw.efficiency * t.collective_efficiency)
+        assert (eng.bandwidth_bytes_s, eng.latency_s, eng.span_gpus) == \
+            (raw.bandwidth_bytes_s, raw.latency_s, raw.span_gpus)
 
 
 def test_dict_roundtrip_of_param_counts():

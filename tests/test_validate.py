@@ -156,11 +156,13 @@ def test_validate_calibration_file():
 def test_calibration_accuracy_train_and_held_out():
     """The topologies hold their accuracy on the calibration set, on both halves of the split
     README "Validation" describes: the (isl, osl) pairs at even positions in sorted order ("train")
-    and at odd positions ("held-out"). No constant is fitted to either half today (every one comes
-    from hardware.md or microbenchmarks.csv); the split is kept so that a future fit is judged on
-    rows it never saw. Measured: median |log2| 0.333 / 0.345, within 2x 97.6% / 100%, per-GPU
-    Spearman 0.70 / 0.66, mean log2 ratio about +0.3 (predictions ~1.25x high). The thresholds sit a
-    little outside, so a regression fails here."""
+    and at odd positions ("held-out"). One constant, ``collective_efficiency``, was fitted on the
+    training half (scripts/calibrate.py); every other constant comes from hardware.md or
+    microbenchmarks.csv. Measured (train / held-out): median |log2| 0.166 / 0.139, within 2x
+    98.8% / 100%, Spearman per group 1.00 / 1.00 (whole-instance tokens/s, the metric measured)
+    and 0.87 / 0.90 per GPU, mean log2 ratio +0.08 / -0.02. The thresholds sit a little outside
+    (and inside the issue's targets: median <= 0.3, >= 90% within 2x, Spearman >= 0.8), so a
+    regression fails here."""
     if not CALIBRATION.exists():
         pytest.skip(f"{CALIBRATION} not present")
     from lts.validate import summarize, validate
@@ -173,8 +175,9 @@ def test_calibration_accuracy_train_and_held_out():
     assert len(train) == 165 and len(held) == 135
     for name, rows in (("train", train), ("held-out", held), ("all", d["rows"])):
         s = summarize(rows)
-        assert s["median_abs_log2_ratio"] <= 0.37, (name, s["median_abs_log2_ratio"])
-        assert s["within_2x"] >= 0.96, (name, s["within_2x"])
-        assert s["spearman_by_group"]["mean_per_gpu"] >= 0.6, (name, s["spearman_by_group"])
+        assert s["median_abs_log2_ratio"] <= 0.2, (name, s["median_abs_log2_ratio"])
+        assert s["within_2x"] >= 0.97, (name, s["within_2x"])
+        assert s["spearman_by_group"]["mean"] >= 0.95, (name, s["spearman_by_group"]["mean"])
+        assert s["spearman_by_group"]["mean_per_gpu"] >= 0.8, (name, s["spearman_by_group"])
         mean_log2 = float(np.mean([r["log2_ratio"] for r in rows]))
-        assert abs(mean_log2) <= 0.45, (name, mean_log2)
+        assert abs(mean_log2) <= 0.15, (name, mean_log2)
