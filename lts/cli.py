@@ -48,9 +48,32 @@ def output_options(fn):
 
 def workload_options(fn):
     """Flags describing what is served (DESIGN.md §1 Workload)."""
+    return _workload_flags(fn, PHASES, "decode: one token per sequence per step; prefill: whole "
+                                       "prompts.")
+
+
+def serve_workload_options(fn):
+    """The workload flags plus the serve phase and its request shape (estimate only)."""
+    fn = _workload_flags(fn, PHASES + ("serve",),
+                         "decode: one token per sequence per step; prefill: whole prompts; "
+                         "serve: requests of --isl input and --osl output tokens, back to back.")
+    for opt in reversed([
+        click.option("--isl", type=click.IntRange(1, 10_000_000), default=1024, show_default=True,
+                     help="serve: input tokens per request."),
+        click.option("--osl", type=click.IntRange(1, 10_000_000), default=1024, show_default=True,
+                     help="serve: output tokens per request."),
+        click.option("--concurrency", type=click.IntRange(1), default=None,
+                     help="serve: requests in flight (default: the strategy's batch= if named, "
+                          "else the batch with the highest output tokens/s that fits)."),
+    ]):
+        fn = opt(fn)
+    return fn
+
+
+def _workload_flags(fn, phases, phase_help):
     opts = [
-        click.option("--phase", type=click.Choice(PHASES), default="decode", show_default=True,
-                     help="decode: one token per sequence per step; prefill: whole prompts."),
+        click.option("--phase", type=click.Choice(phases), default="decode", show_default=True,
+                     help=phase_help),
         click.option("--context", type=click.IntRange(1, 10_000_000), default=16384,
                      show_default=True, help="Context (KV cache) length in tokens; prompt length "
                                              "in prefill."),
@@ -66,6 +89,11 @@ def workload_options(fn):
     for opt in reversed(opts):
         fn = opt(fn)
     return fn
+
+
+def _flag_given(name: str) -> bool:
+    return click.get_current_context().get_parameter_source(name) == \
+        click.core.ParameterSource.COMMANDLINE
 
 
 def _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus) -> Workload:
@@ -99,18 +127,43 @@ def cli():
                    "Ops not named take Megatron's choice; ops: embedding, attn_norm, qkv, scores, "
                    "context, out_proj, ffn_norm, router, ffn1, ffn2, final_norm, lm_head; "
                    "choices: 0, 1, none, experts.")
-@workload_options
+@serve_workload_options
 @output_options
 def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_slo_ms, gpus,
-             precision, json_, no_color):
+             precision, isl, osl, concurrency, json_, no_color):
     """Cost one strategy: per-op compute, memory and collectives, then throughput, latency and
-    memory per GPU. Exit status 1 if the strategy is invalid (memory, SLO, budget, ...)."""
+    memory per GPU. Exit status 1 if the strategy is invalid (memory, SLO, budget, ...).
+
+    With --phase serve: output tokens/s, TTFT and TPOT of requests of --isl input and --osl
+    output tokens (what TensorRT-LLM, vLLM and SGLang benchmarks report), at --concurrency or at
+    the best batch that fits; the per-op table is then one decode step at the mean context."""
     m, topo = _load(model, topology, precision)
-    from .strategy import parse_strategy
+    from .strategy import BATCH, parse_strategy
     try:
         row = parse_strategy(strategy_text, m.is_moe)
     except StrategyError as e:
         raise click.BadParameter(str(e).split(": ", 1)[1], param_hint="'--strategy'") from None
+    if phase != "serve":
+        given = [f"--{n}" for n in ("isl", "osl", "concurrency") if _flag_given(n)]
+        if given:
+            raise click.UsageError(f"{', '.join(given)}: only with --phase serve")
+    if phase == "serve":
+        from .serve import serve
+        named = any(p.strip().startswith("batch=") for p in strategy_text.split(","))
+        if concurrency is not None:
+            row[BATCH] = concurrency
+        res = serve(m, topo, row, isl, osl, best_batch=concurrency is None and not named,
+                    tpot_slo_ms=tpot_slo_ms if _flag_given("tpot_slo_ms") else None,
+                    ttft_slo_ms=ttft_slo_ms, gpus=gpus or 0)
+        step = Workload("decode", isl + osl // 2, tpot_slo_ms=float("inf"), gpus=gpus or 0)
+        dec, ops = breakdown(m, topo, step, res.strategies[0])
+        if json_:
+            _emit_json(report.serve_dict(m, res, ops, isl, osl))
+        else:
+            report.render_serve(_console(no_color), m, topo, res, dec, ops, isl, osl)
+        if not res.valid[0]:
+            sys.exit(1)
+        return
     work = _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus)
     res, ops = breakdown(m, topo, work, row)
     if json_:

@@ -53,6 +53,20 @@ def estimate_dict(m: ModelSpec, res: Result, ops: list) -> dict:
     return d
 
 
+def serve_dict(m: ModelSpec, res, ops: list, isl: int, osl: int) -> dict:
+    """JSON of ``lts estimate --phase serve``: the strategy, the serve-phase figures (README
+    "JSON output") and ``ops``, the per-op cost of one decode step at the mean context."""
+    d = strategy_dict(res.strategies[0])
+    d.update(phase="serve", isl=int(isl), osl=int(osl), concurrency=int(res.strategies[0][3]),
+             valid=bool(res.valid[0]), reasons=res.reason_list(0),
+             output_tokens_per_s=_num(res.output_tokens_per_s[0]),
+             output_tokens_per_s_per_gpu=_num(res.output_tokens_per_s_per_gpu[0]),
+             ttft_ms=_num(res.ttft_s[0] * 1e3), tpot_ms=_num(res.tpot_s[0] * 1e3),
+             memory_gib_per_gpu=_num(res.memory_bytes[0] / GIB), gpus=int(res.gpus[0]),
+             model=model_dict(m), ops=ops)
+    return d
+
+
 # ----------------------------------------------------------------------------------------------
 # formatting helpers
 
@@ -119,6 +133,19 @@ def render_estimate(console: Console, m: ModelSpec, topo: TopologySpec, res: Res
         f"{lat}, {res.memory_bytes[0] / GIB:.1f} GiB per GPU "
         f"(of {(topo.hbm_bytes - topo.hbm_reserve_bytes) / GIB:.1f} usable): "
         + ("[green]valid[/]" if res.valid[0] else f"[red]{escape(reasons_text(res, 0))}[/]"))
+
+
+def render_serve(console: Console, m: ModelSpec, topo: TopologySpec, res, step: Result,
+                 ops: list, isl: int, osl: int) -> None:
+    """``lts estimate --phase serve``: one decode step's per-op table, then the serve figures."""
+    render_estimate(console, m, topo, step, ops, "decode")
+    d = serve_dict(m, res, [], isl, osl)
+    console.print(
+        f"[bold]serve[/] {isl} in / {osl} out tokens per request, concurrency {d['concurrency']}: "
+        f"{d['output_tokens_per_s']:.0f} output tokens/s ({d['output_tokens_per_s_per_gpu']:.1f} "
+        f"per GPU), TTFT {d['ttft_ms']:.1f} ms, TPOT {d['tpot_ms']:.2f} ms (mean over "
+        f"{isl}..{isl + osl}), {d['memory_gib_per_gpu']:.1f} GiB per GPU at context {isl + osl}: "
+        + ("[green]valid[/]" if d["valid"] else f"[red]{escape(', '.join(d['reasons']))}[/]"))
 
 
 def models_rows(specs: list) -> list:

@@ -117,3 +117,49 @@ def test_topologies_and_models_list():
     assert {"h100_dgx", "h200_dgx", "a100_dgx", "b200_dgx", "gb200_nvl72"} <= names
     r = run("models", "--json")
     assert r.exit_code == 0
+
+
+# ----------------------------------------------------------------------------------------------
+# estimate --phase serve
+
+def test_estimate_serve_matches_the_serve_phase_and_picks_the_best_batch():
+    import numpy as np
+    from lts import serve as sv
+    from lts.specs import load_model, load_topology
+    from lts.strategy import parse_strategy
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--phase", "serve",
+            "--isl", "500", "--osl", "2000", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    m, t = load_model("llama3.1-8b"), load_topology("h100_dgx")
+    rows = np.repeat(parse_strategy("tp=1")[None], len(sv.BATCHES), axis=0)
+    rows[:, 3] = sv.BATCHES
+    every = sv.serve(m, t, rows, 500, 2000)
+    best = int(np.argmax(np.where(every.valid, every.output_tokens_per_s, -1)))
+    assert d["phase"] == "serve" and d["valid"] and (d["isl"], d["osl"]) == (500, 2000)
+    assert d["concurrency"] == d["batch"] == sv.BATCHES[best]
+    assert d["output_tokens_per_s"] == pytest.approx(every.output_tokens_per_s[best], rel=1e-12)
+    assert d["tpot_ms"] == pytest.approx(every.tpot_s[best] * 1e3, rel=1e-12)
+    assert d["ttft_ms"] == pytest.approx(every.ttft_s[best] * 1e3, rel=1e-12)
+    assert d["output_tokens_per_s_per_gpu"] == pytest.approx(d["output_tokens_per_s"])
+    assert [op["name"] for op in d["ops"]][:2] == ["embedding", "attn_norm"]
+
+
+def test_estimate_serve_concurrency_and_named_batch():
+    a = json.loads(run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=2,batch=32",
+                       "--phase", "serve", "--json").output)
+    b = json.loads(run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=2",
+                       "--phase", "serve", "--concurrency", "32", "--json").output)
+    assert a["concurrency"] == b["concurrency"] == 32
+    assert a["output_tokens_per_s"] == b["output_tokens_per_s"]
+    assert a["gpus"] == 2 and a["output_tokens_per_s_per_gpu"] == pytest.approx(
+        a["output_tokens_per_s"] / 2)
+
+
+def test_estimate_serve_invalid_and_misused_flags():
+    r = run("estimate", "llama3.1-70b", "h100_dgx", "--strategy", "tp=1", "--phase", "serve",
+            "--concurrency", "512")
+    assert r.exit_code == 1 and "memory" in r.output
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--isl", "5", "--osl", "9")
+    assert r.exit_code == 2
+    assert "Error: --isl, --osl: only with --phase serve" in r.output
