@@ -17,7 +17,7 @@ from . import report
 from .costmodel import PHASES, Workload, breakdown, evaluate
 from .emit import ENGINES, launch as emit_launch
 from .errors import LtsError, StrategyError
-from .search import SEARCHERS, Problem, search_exact, search_megatron, search_ppo
+from .search import SEARCHERS, Problem, ServeProblem, search_exact, search_megatron, search_ppo
 from .specs import load_model, load_topology, shipped_names
 from .strategy import N_COARSE, Space, megatron_row
 from .units import DTYPE_BYTES
@@ -52,22 +52,29 @@ def workload_options(fn):
                                        "prompts.")
 
 
-def serve_workload_options(fn):
-    """The workload flags plus the serve phase and its request shape (estimate only)."""
-    fn = _workload_flags(fn, PHASES + ("serve",),
-                         "decode: one token per sequence per step; prefill: whole prompts; "
-                         "serve: requests of --isl input and --osl output tokens, back to back.")
-    for opt in reversed([
-        click.option("--isl", type=click.IntRange(1, 10_000_000), default=1024, show_default=True,
-                     help="serve: input tokens per request."),
-        click.option("--osl", type=click.IntRange(1, 10_000_000), default=1024, show_default=True,
-                     help="serve: output tokens per request."),
-        click.option("--concurrency", type=click.IntRange(1), default=None,
-                     help="serve: requests in flight (default: the strategy's batch= if named, "
-                          "else the batch with the highest output tokens/s that fits)."),
-    ]):
-        fn = opt(fn)
-    return fn
+def serve_workload_options(concurrency: bool):
+    """The workload flags plus the serve phase and its request shape (``--concurrency``: a fixed
+    batch, for estimate; a search chooses the batch itself)."""
+    def decorate(fn):
+        fn = _workload_flags(fn, PHASES + ("serve",),
+                             "decode: one token per sequence per step; prefill: whole prompts; "
+                             "serve: requests of --isl input and --osl output tokens, back to "
+                             "back (output tokens/s).")
+        opts = [
+            click.option("--isl", type=click.IntRange(1, 10_000_000), default=1024,
+                         show_default=True, help="serve: input tokens per request."),
+            click.option("--osl", type=click.IntRange(1, 10_000_000), default=1024,
+                         show_default=True, help="serve: output tokens per request."),
+        ]
+        if concurrency:
+            opts.append(click.option(
+                "--concurrency", type=click.IntRange(1), default=None,
+                help="serve: requests in flight (default: the strategy's batch= if named, else "
+                     "the batch with the highest output tokens/s that fits)."))
+        for opt in reversed(opts):
+            fn = opt(fn)
+        return fn
+    return decorate
 
 
 def _workload_flags(fn, phases, phase_help):
@@ -89,6 +96,13 @@ def _workload_flags(fn, phases, phase_help):
     for opt in reversed(opts):
         fn = opt(fn)
     return fn
+
+
+def _serve_flags_only_with_serve(phase: str) -> None:
+    params = click.get_current_context().params
+    given = [f"--{n}" for n in ("isl", "osl", "concurrency") if n in params and _flag_given(n)]
+    if phase != "serve" and given:
+        raise click.UsageError(f"{', '.join(given)}: only with --phase serve")
 
 
 def _flag_given(name: str) -> bool:
@@ -127,7 +141,7 @@ def cli():
                    "Ops not named take Megatron's choice; ops: embedding, attn_norm, qkv, scores, "
                    "context, out_proj, ffn_norm, router, ffn1, ffn2, final_norm, lm_head; "
                    "choices: 0, 1, none, experts.")
-@serve_workload_options
+@serve_workload_options(concurrency=True)
 @output_options
 def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_slo_ms, gpus,
              precision, isl, osl, concurrency, json_, no_color):
@@ -143,10 +157,7 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
         row = parse_strategy(strategy_text, m.is_moe)
     except StrategyError as e:
         raise click.BadParameter(str(e).split(": ", 1)[1], param_hint="'--strategy'") from None
-    if phase != "serve":
-        given = [f"--{n}" for n in ("isl", "osl", "concurrency") if _flag_given(n)]
-        if given:
-            raise click.UsageError(f"{', '.join(given)}: only with --phase serve")
+    _serve_flags_only_with_serve(phase)
     if phase == "serve":
         from .serve import serve
         named = any(p.strip().startswith("batch=") for p in strategy_text.split(","))
@@ -177,18 +188,36 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
 STOCHASTIC = ("ppo", "ppo-paper", "random-walk", "anneal", "random")
 
 
-def _slo_text(work: Workload) -> str:
+def _workload_dict(problem, phase: str, topo) -> dict:
+    w = problem.work
+    if phase == "serve":
+        return {"phase": "serve", "isl": problem.isl, "osl": problem.osl,
+                "tpot_slo_ms": problem.tpot_slo_ms, "ttft_slo_ms": problem.ttft_slo_ms,
+                "gpus": w.budget(topo)}
+    return {"phase": w.phase, "context": w.context, "tpot_slo_ms": w.tpot_slo_ms,
+            "ttft_slo_ms": w.ttft_slo_ms or None, "gpus": w.budget(topo)}
+
+
+def _slo_text(problem, phase: str | None = None) -> str:
+    if phase == "serve":
+        slos = [f"TPOT ≤ {problem.tpot_slo_ms:g} ms" if problem.tpot_slo_ms else "",
+                f"TTFT ≤ {problem.ttft_slo_ms:g} ms" if problem.ttft_slo_ms else ""]
+        return f"{problem.isl} in / {problem.osl} out tokens per request, " + \
+            (", ".join(x for x in slos if x) or "no SLO")
+    work = problem if isinstance(problem, Workload) else problem.work
     if work.phase == "decode":
         return f"context {work.context}, TPOT ≤ {work.tpot_slo_ms:g} ms"
     return f"prompt {work.context}, " + (f"TTFT ≤ {work.ttft_slo_ms:g} ms" if work.ttft_slo_ms
                                           else "no TTFT SLO")
 
 
-def _infeasible(m, topo, work: Workload, what: str) -> click.ClickException:
+def _infeasible(m, topo, problem, what: str, phase: str | None = None) -> click.ClickException:
+    work = problem if isinstance(problem, Workload) else problem.work
     gpus = work.budget(topo)
     return click.ClickException(
         f"no feasible strategy found ({m.name} on {topo.name} with {gpus} GPU"
-        f"{'s' if gpus != 1 else ''}, {work.phase}, {_slo_text(work)}; {what})")
+        f"{'s' if gpus != 1 else ''}, {phase or work.phase}, {_slo_text(problem, phase)}; "
+        f"{what})")
 
 
 @cli.command()
@@ -207,10 +236,10 @@ def _infeasible(m, topo, work: Workload, what: str) -> click.ClickException:
               help="After the table, print the command line that runs the best strategy on this "
                    "engine, or say it cannot and print the nearest strategy it runs (README "
                    "\"Launch flags\").")
-@workload_options
+@serve_workload_options(concurrency=False)
 @output_options
 def search(model, topology, method, budget, seed, top, emit, phase, context, tpot_slo_ms,
-           ttft_slo_ms, gpus, precision, json_, no_color):
+           ttft_slo_ms, gpus, precision, isl, osl, json_, no_color):
     """Search the strategy space for the highest tokens/s per GPU that fits memory and the SLO;
     print the best strategies against Megatron's and why the best one wins. Exit status 1 if
     nothing is feasible.
@@ -221,10 +250,22 @@ def search(model, topology, method, budget, seed, top, emit, phase, context, tpo
       lts search llama3.1-70b h100_dgx --gpus 16 --method exact
       lts search deepseek-v3 h200_dgx --phase prefill --context 4096 --ttft-slo-ms 2000 --json
       lts search mixtral-8x7b h100_dgx --gpus 8 --emit vllm
+      lts search llama3.1-70b h100_dgx --gpus 8 --phase serve --isl 1000 --osl 1000
     """
+    _serve_flags_only_with_serve(phase)
+    if phase == "serve" and method == "exact":
+        raise click.UsageError("--method exact costs one phase (decode or prefill), not --phase "
+                               "serve; use ppo or megatron")
     m, topo = _load(model, topology, precision)
-    work = _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus)
-    problem = Problem(m, topo, work)
+    if phase == "serve":
+        problem = ServeProblem(m, topo, isl, osl,
+                               tpot_slo_ms if _flag_given("tpot_slo_ms") else None, ttft_slo_ms,
+                               gpus or 0)
+        work = problem.work
+    else:
+        work = _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus)
+        problem = Problem(m, topo, work)
+    step_work = getattr(problem, "step_work", work)        # the step the breakdowns show
     total = None if method == "exact" else budget
     t0 = time.perf_counter()
     with report.progress(total, method, disable=json_) as advance:
@@ -232,19 +273,21 @@ def search(model, topology, method, budget, seed, top, emit, phase, context, tpo
                                progress=advance)
     wall_s = time.perf_counter() - t0
     if sr.best is None:
-        raise _infeasible(m, topo, work, "the exact optimum: none exists" if method == "exact"
-                          else f"{method}, {sr.evaluations} evaluations; --method exact tells "
-                               "whether any exists")
+        raise _infeasible(m, topo, problem, "the exact optimum: none exists" if method == "exact"
+                          else f"{method}, {sr.evaluations} evaluations" +
+                          ("" if phase == "serve" else "; --method exact tells whether any "
+                                                       "exists"), phase)
     mega = sr if method == "megatron" else search_megatron(problem, budget, None, top=1)
-    res = evaluate(m, topo, work, sr.top)
-    mega_best = evaluate(m, topo, work, mega.best[None]) if mega.best is not None else None
+    res = problem.evaluate_rows(sr.top)
+    mega_best = problem.evaluate_rows(mega.best[None]) if mega.best is not None else None
     best = sr.top[0]
     mrow = megatron_row(*best[:N_COARSE])
     why = None
     if not np.array_equal(best, mrow):
-        bres, bops = breakdown(m, topo, work, best)
-        mres, mops = breakdown(m, topo, work, mrow)
-        why = report.why_dict(bres, bops, mres, mops)
+        bres, bops = breakdown(m, topo, step_work, best)
+        mres, mops = breakdown(m, topo, step_work, mrow)
+        why = report.why_dict(bres, bops, mres, mops, problem.evaluate_rows(mrow[None])
+                              if phase == "serve" else None)
     launch = emit_launch(emit, problem, best, model, precision) if emit else None
     if json_:
         d = {"method": method, "budget": budget, "evaluations": sr.evaluations, "wall_s": wall_s,
@@ -253,20 +296,18 @@ def search(model, topology, method, budget, seed, top, emit, phase, context, tpo
              "megatron_best": report.result_dict(mega_best, 0) if mega_best is not None else None,
              "stats": report.json_safe(sr.stats),
              "model": report.model_dict(m), "topology": topo.name,
-             "workload": {"phase": work.phase, "context": work.context,
-                          "tpot_slo_ms": work.tpot_slo_ms, "ttft_slo_ms": work.ttft_slo_ms or None,
-                          "gpus": work.budget(topo)},
+             "workload": _workload_dict(problem, phase, topo),
              "vs_megatron": why}
         if launch is not None:
             d["emit"] = report.emit_dict(launch)
         _emit_json(d)
     else:
         console = _console(no_color)
-        report.render_search(console, m, topo, work.phase, _slo_text(work), sr, res,
+        report.render_search(console, m, topo, phase, _slo_text(problem, phase), sr, res,
                              mega.best_score, why, mega_best, wall_s, seed)
         if launch is not None:
             console.print()
-            report.render_emit(console, launch, work.phase)
+            report.render_emit(console, launch, phase)
 
 
 def _methods(ctx, param, value):

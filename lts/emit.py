@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .costmodel import Result, Workload, evaluate
+from .costmodel import Result, Workload
 from .search import Problem
 from .specs import ModelSpec, TopologySpec, shipped_names
 from .strategy import (CHOICE_NAMES, DIM0, DIM1, EP, EXPERTS, MEGATRON, N_COARSE, NONE, OP_COL,
@@ -226,9 +226,9 @@ def same_degrees(engine: str, problem: Problem, row) -> Result | None:
     if not variants:
         return None
     rows = np.array([[*row[:N_COARSE], *v] for v in variants], dtype=np.int64)
-    res = evaluate(problem.model, problem.topo, problem.work, rows)
+    res = problem.evaluate_rows(rows)
     i = _pick(res)
-    return evaluate(problem.model, problem.topo, problem.work, rows[i:i + 1])
+    return problem.evaluate_rows(rows[i:i + 1])
 
 
 def best_runnable(engine: str, problem: Problem) -> Result | None:
@@ -252,7 +252,7 @@ def best_runnable(engine: str, problem: Problem) -> Result | None:
             best_score, best_row = float(score[i]), res.strategies[i]
     if best_row is None:
         return None
-    return evaluate(model, problem.topo, problem.work, best_row[None])
+    return problem.evaluate_rows(best_row[None])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -508,7 +508,7 @@ def launch(engine: str, problem: Problem, best, model_arg: str,
     best = np.asarray(best, dtype=np.int64)
     reasons = check(engine, model, best)
     out = Launch(engine, VERSIONS[engine], DOCS[engine], not reasons, best,
-                 evaluate(model, topo, work, best[None]), None, None, "none", reasons=reasons)
+                 problem.evaluate_rows(best[None]), None, None, "none", reasons=reasons)
     if not reasons:
         out.strategy, out.chosen, out.result = best, "best", out.best_result
         if int(best[TP]) == 1 and tuple(int(c) for c in best[N_COARSE:]) != MEGATRON:

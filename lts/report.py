@@ -317,10 +317,13 @@ def _op_time_us(ops: list) -> float:
     return sum(op["time_us"] * op["count"] for op in ops)
 
 
-def why_dict(res: Result, ops: list, mres: Result, mops: list) -> dict:
+def why_dict(res: Result, ops: list, mres: Result, mops: list,
+             megatron: Result | None = None) -> dict:
     """Why a strategy beats Megatron's per-op choices at the same tp/ep/pp/batch: collectives
     (kind, group, op) it avoids, adds or resizes (instances and µs summed over the model), and
-    the step-time difference. ``res``/``ops`` and ``mres``/``mops`` come from costmodel.breakdown.
+    the step-time difference. ``res``/``ops`` and ``mres``/``mops`` come from costmodel.breakdown
+    (one step); ``megatron``: the result to report for Megatron's choices when the objective is
+    not that step's (the serve phase), else ``mres``.
     """
     a, b = _collectives(ops), _collectives(mops)
 
@@ -336,7 +339,8 @@ def why_dict(res: Result, ops: list, mres: Result, mops: list) -> dict:
         lst.sort(key=lambda e: -e[key])
     resized.sort(key=lambda e: -abs(e["time_us"] - e["megatron_time_us"]))
     coll = sum(t for _, t in a.values()) - sum(t for _, t in b.values())
-    return {"megatron": result_dict(mres, 0), "avoids": avoids, "adds": adds, "resized": resized,
+    return {"megatron": result_dict(megatron if megatron is not None else mres, 0),
+            "avoids": avoids, "adds": adds, "resized": resized,
             "collectives_delta_us": float(coll),
             "ops_delta_us": float(_op_time_us(ops) - _op_time_us(mops)),
             "step_ms": _num(res.step_s[0] * 1e3), "megatron_step_ms": _num(mres.step_s[0] * 1e3)}
@@ -370,7 +374,7 @@ def render_search(console: Console, m: ModelSpec, topo: TopologySpec, phase: str
     row (None when it is Megatron's own choice); ``mega_best``: the Megatron baseline's best row
     evaluated (None if Megatron has no feasible strategy).
     """
-    latency = "TPOT ms" if phase == "decode" else "TTFT ms"
+    latency = "TTFT ms" if phase == "prefill" else "TPOT ms"     # serve: the mean decode step
     table = Table(title=f"{escape(m.name)} on {escape(topo.name)}: best strategies "
                         f"({escape(sr.method)})",
                   caption=f"{phase}, {escape(slo)}; ×Meg: tokens/s/GPU ÷ Megatron's best",
@@ -385,7 +389,7 @@ def render_search(console: Console, m: ModelSpec, topo: TopologySpec, phase: str
     for i in range(len(res)):
         row = res.strategies[i]
         tps = res.tokens_per_s_per_gpu[i]
-        lat = res.tpot_s[i] if phase == "decode" else res.ttft_s[i]
+        lat = res.ttft_s[i] if phase == "prefill" else res.tpot_s[i]
         ratio = f"{tps / mega_score:.3f}" if math.isfinite(mega_score) and mega_score > 0 else "-"
         table.add_row(str(i + 1), degrees(row), escape(changed_ops(row)), f"{tps:,.1f}",
                       fmt_ms(lat), f"{res.memory_bytes[i] / GIB:.1f}", ratio)
@@ -418,7 +422,8 @@ def render_search(console: Console, m: ModelSpec, topo: TopologySpec, phase: str
             grid.add_row("", "the same collectives")
         if not same and why["step_ms"] is not None and why["megatron_step_ms"] is not None:
             d = why["step_ms"] - why["megatron_step_ms"]
-            grid.add_row("  step", f"{why['megatron_step_ms']:.2f} → {why['step_ms']:.2f} ms "
+            grid.add_row("  decode step" if phase == "serve" else "  step",
+                         f"{why['megatron_step_ms']:.2f} → {why['step_ms']:.2f} ms "
                          f"({d:+.2f} ms; summed over layers: collectives "
                          f"{_delta(why['collectives_delta_us'])}, ops "
                          f"{_delta(why['ops_delta_us'])})")
@@ -482,8 +487,8 @@ def wrap_command(cmd: str, width: int = 80) -> str:
 
 
 def _estimate_line(res: Result, phase: str) -> str:
-    lat = (f"TPOT {fmt_ms(res.tpot_s[0])} ms" if phase == "decode"
-           else f"TTFT {fmt_ms(res.ttft_s[0])} ms")
+    lat = (f"TTFT {fmt_ms(res.ttft_s[0])} ms" if phase == "prefill"
+           else f"TPOT {fmt_ms(res.tpot_s[0])} ms")
     return (f"{res.tokens_per_s_per_gpu[0]:,.1f} tokens/s/GPU, {lat}, "
             f"{res.memory_bytes[0] / GIB:.1f} GiB/GPU, {reasons_text(res, 0)}")
 

@@ -12,7 +12,7 @@ ranked top-k of distinct strategies. ``SEARCHERS`` maps method names to function
 - ``exact``: the true optimum of the cost model over the whole space (see ``exact``).
 - ``ppo``: the paper's agent (``lts.agent``).
 
-Imports: costmodel, strategy, specs.
+Imports: costmodel, serve, strategy, specs.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ import numpy as np
 from .costmodel import (NORM_OF, PP, TP, EP, BATCH, Gather, Result, Workload, build_tables,
                         evaluate, piece_attn, piece_between, piece_ffn, piece_first, piece_last,
                         piece_send, stage_max, stage_memory)
+from . import serve
 from .specs import ModelSpec, TopologySpec
 from .strategy import EXPERTS, MEGATRON, N_COARSE, OP_COL, OPS, Space
 
@@ -61,6 +62,10 @@ class Problem:
         return evaluate(self.model, self.topo, self.work, self.space.decode(idx),
                         tables=self.tables, coarse_index=self.coarse_index(idx))
 
+    def evaluate_rows(self, rows) -> Result:
+        """Evaluate strategy rows [N, 16] (values, not indices); no call is counted."""
+        return evaluate(self.model, self.topo, self.work, np.atleast_2d(rows))
+
     def fixed_choice_rows(self, choices) -> np.ndarray:
         """Index rows [G, 16]: every (tp, ep, pp, batch) of the grid with the per-op ``choices``."""
         g = np.indices(self.grid_shape).reshape(N_COARSE, -1).T
@@ -86,6 +91,44 @@ class Problem:
     def score(self, res: Result) -> np.ndarray:
         """Objective: tokens/s/GPU of valid strategies, -inf for invalid ones."""
         return np.where(res.valid, res.tokens_per_s_per_gpu, -np.inf)
+
+
+class ServeProblem(Problem):
+    """The serve phase as a search problem: the objective is output tokens/s per GPU of requests
+    of ``isl`` input and ``osl`` output tokens (``lts.serve``), the batch being the concurrency.
+
+    One evaluator call costs a strategy in the 6 evaluations of ``serve.serve_workloads`` (the
+    prefill at isl and decode at 5 contexts), each from coarse tables built once. ``work`` is the
+    decode step at the final context isl+osl (memory and the engine's context length);
+    ``step_work`` the decode step at the mean context (per-op breakdowns). The exact search does
+    not apply: its factorization costs one phase (see ``search_exact``).
+    """
+
+    def __init__(self, model: ModelSpec, topo: TopologySpec, isl: int, osl: int,
+                 tpot_slo_ms: float | None = None, ttft_slo_ms: float | None = None,
+                 gpus: int = 0, space: Space | None = None):
+        works = serve.serve_workloads(isl, osl, gpus)
+        super().__init__(model, topo, works[-1], space)
+        self.parts = [Problem(model, topo, w, self.space) for w in works[:-1]] + [self]
+        self.isl, self.osl = int(isl), int(osl)
+        self.tpot_slo_ms, self.ttft_slo_ms = tpot_slo_ms, ttft_slo_ms
+        self.step_work = Workload("decode", self.isl + self.osl // 2, tpot_slo_ms=serve.NO_SLO,
+                                  gpus=gpus)
+
+    def evaluate(self, idx: np.ndarray, count: bool = True) -> Result:
+        idx = self.canonical(idx)
+        if count:
+            self.calls += len(idx)
+        pre, *decodes = (Problem.evaluate(p, idx, count=False) for p in self.parts)
+        rows = self.space.decode(idx)
+        return serve.as_result(serve.combine(rows, pre, decodes, self.osl, self.tpot_slo_ms,
+                                             self.ttft_slo_ms), self.osl)
+
+    def evaluate_rows(self, rows) -> Result:
+        res = serve.serve(self.model, self.topo, np.atleast_2d(rows), self.isl, self.osl,
+                          tpot_slo_ms=self.tpot_slo_ms, ttft_slo_ms=self.ttft_slo_ms,
+                          gpus=self.work.gpus)
+        return serve.as_result(res, self.osl)
 
 
 @dataclass
@@ -328,6 +371,9 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
                  progress=None, block: int = 4) -> SearchResult:
     """The optimum of the cost model over the whole space, and the best strategy of each of the
     next best coarse rows (the top-k). See ``_Exact`` for why it is exact."""
+    if isinstance(problem, ServeProblem):
+        raise ValueError("the exact search costs one phase (decode or prefill); the serve phase "
+                         "sums a prefill and decode steps at several contexts")
     t0 = time.perf_counter()
     p = problem
     ex = _Exact(p)

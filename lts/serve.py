@@ -31,7 +31,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .costmodel import REASON_BIT, REASONS, Workload, evaluate
+from .costmodel import REASON_BIT, REASONS, Result, Workload, evaluate
 from .strategy import BATCH, TP, EP, PP
 
 BATCHES = tuple(2 ** i for i in range(13))           # 1 .. 4096
@@ -64,16 +64,20 @@ def decode_contexts(isl: int, osl: int) -> np.ndarray:
     return np.rint(isl + osl * np.linspace(0.0, 1.0, 5)).astype(np.int64)
 
 
-def _serve_fixed(model, topo, strategies, isl, osl, tpot_slo_ms, ttft_slo_ms, gpus):
-    """Serve rows with the batch in their batch column."""
-    pre = evaluate(model, topo, Workload("prefill", int(isl), gpus=gpus), strategies)
-    steps, final = [], None
-    for ctx in decode_contexts(isl, osl):
-        final = evaluate(model, topo, Workload("decode", int(ctx), tpot_slo_ms=NO_SLO, gpus=gpus),
-                         strategies)
-        steps.append(final.tpot_s)
-    tpot = SIMPSON @ np.stack(steps)
+def serve_workloads(isl: int, osl: int, gpus: int = 0) -> list:
+    """The 6 evaluations of the serve phase: the prefill at isl, then decode at the 5 Simpson
+    contexts (no TPOT SLO inside; ``combine`` applies the SLOs to the serve figures)."""
+    return [Workload("prefill", int(isl), gpus=gpus)] + [
+        Workload("decode", int(ctx), tpot_slo_ms=NO_SLO, gpus=gpus)
+        for ctx in decode_contexts(isl, osl)]
+
+
+def combine(strategies, pre: Result, decodes: list, osl: int, tpot_slo_ms=None,
+            ttft_slo_ms=None) -> ServeResult:
+    """Serve figures of rows from their prefill and 5 decode evaluations (``serve_workloads``)."""
+    tpot = SIMPSON @ np.stack([d.tpot_s for d in decodes])
     ttft = pre.ttft_s
+    final = decodes[-1]
     batch = strategies[:, BATCH].astype(np.float64)
     tokens = batch * osl / (ttft + osl * tpot)
     slo = REASON_BIT["slo"]
@@ -85,6 +89,21 @@ def _serve_fixed(model, topo, strategies, isl, osl, tpot_slo_ms, ttft_slo_ms, gp
     gpus_used = (strategies[:, TP] * strategies[:, EP] * strategies[:, PP]).astype(np.float64)
     return ServeResult(strategies, reasons == 0, reasons, tokens, tokens / gpus_used, ttft, tpot,
                        final.memory_bytes, gpus_used)
+
+
+def as_result(r: ServeResult, osl: int) -> Result:
+    """A serve result in the evaluator's Result shape, so that search and reports take it as is:
+    tokens/s (per GPU) are output tokens/s, ``step_s`` the time to serve one batch of requests
+    (TTFT + osl x TPOT)."""
+    return Result(r.strategies, r.valid, r.reasons, r.output_tokens_per_s_per_gpu,
+                  r.output_tokens_per_s, r.tpot_s, r.ttft_s, r.ttft_s + osl * r.tpot_s,
+                  r.memory_bytes, r.gpus)
+
+
+def _serve_fixed(model, topo, strategies, isl, osl, tpot_slo_ms, ttft_slo_ms, gpus):
+    """Serve rows with the batch in their batch column."""
+    pre, *decodes = (evaluate(model, topo, w, strategies) for w in serve_workloads(isl, osl, gpus))
+    return combine(strategies, pre, decodes, osl, tpot_slo_ms, ttft_slo_ms)
 
 
 def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,

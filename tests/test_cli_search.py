@@ -133,3 +133,24 @@ def test_bench_no_search_json():
     d = json.loads(r.stdout)
     assert d["evaluations_per_s"] > 0
     assert d["search_wall_s"] is None and d["exact_wall_s"] is None
+
+
+def test_search_serve_phase_json_and_flags():
+    r = run("search", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--phase", "serve", "--isl",
+            "128", "--osl", "512", "--method", "megatron", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["workload"] == {"phase": "serve", "isl": 128, "osl": 512, "tpot_slo_ms": None,
+                             "ttft_slo_ms": None, "gpus": 8}
+    best = d["best"]
+    assert best["valid"] and best["tpot_ms"] > 0 and best["ttft_ms"] > 0
+    e = json.loads(run("estimate", "llama3.1-8b", "h100_dgx", "--strategy",
+                       f"tp={best['tp']},pp={best['pp']},batch={best['batch']}", "--phase",
+                       "serve", "--isl", "128", "--osl", "512", "--json").output)
+    assert best["tokens_per_s_per_gpu"] == pytest.approx(e["output_tokens_per_s_per_gpu"])
+    r = run("search", "llama3.1-8b", "h100_dgx", "--phase", "serve", "--method", "exact")
+    assert r.exit_code == 2 and "--method exact costs one phase" in r.output
+    r = run("search", "llama3.1-8b", "h100_dgx", "--isl", "100")
+    assert r.exit_code == 2 and "--isl: only with --phase serve" in r.output
+    r = run("search", "llama3.1-8b", "h100_dgx", "--phase", "serve", "--concurrency", "8")
+    assert r.exit_code == 2 and "No such option '--concurrency'" in r.output

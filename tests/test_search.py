@@ -106,3 +106,41 @@ def test_ppo_learns_on_a_small_problem():
     assert s[-256:].mean() > 1.5 * s[:64].mean()
     uniform = problem.score(problem.evaluate(space.sample(np.random.default_rng(0), 1200)))
     assert s.max() >= uniform.max()
+
+
+# ----------------------------------------------------------------------------------------------
+# the serve phase as a search problem
+
+def test_serve_problem_scores_what_the_serve_phase_computes():
+    """ServeProblem.evaluate (tables, index rows) equals serve.serve (direct) on random rows."""
+    from lts import serve
+    from lts.search import ServeProblem
+    from lts.specs import load_model
+    m, t = load_model("mixtral-8x7b"), load_topology("h100_dgx")
+    p = ServeProblem(m, t, 500, 300, tpot_slo_ms=40.0, gpus=16)
+    idx = p.canonical(p.space.sample(np.random.default_rng(3), 200))
+    got = p.evaluate(idx)
+    want = serve.serve(m, t, p.space.decode(idx), 500, 300, tpot_slo_ms=40.0, gpus=16)
+    assert p.calls == 200
+    assert np.array_equal(got.valid, want.valid) and got.valid.any() and not got.valid.all()
+    np.testing.assert_allclose(got.tokens_per_s_per_gpu, want.output_tokens_per_s_per_gpu,
+                               rtol=1e-12)
+    np.testing.assert_allclose(got.tpot_s, want.tpot_s, rtol=1e-12)
+    np.testing.assert_allclose(got.ttft_s, want.ttft_s, rtol=1e-12)
+    np.testing.assert_allclose(got.memory_bytes, want.memory_bytes, rtol=1e-12)
+    np.testing.assert_allclose(p.evaluate_rows(p.space.decode(idx)).tokens_per_s_per_gpu,
+                               got.tokens_per_s_per_gpu, rtol=1e-12)
+
+
+def test_serve_search_beats_its_first_samples_and_exact_refuses():
+    from lts.search import ServeProblem
+    from lts.specs import load_model
+    p = ServeProblem(load_model("llama3.1-8b"), load_topology("h100_dgx"), 1000, 1000, gpus=8)
+    sr = SEARCHERS["ppo"](p, 600, np.random.default_rng(0))
+    rnd = SEARCHERS["random"](ServeProblem(p.model, p.topo, 1000, 1000, gpus=8), 32,
+                              np.random.default_rng(0))
+    assert sr.best is not None and sr.best_score > rnd.best_score
+    mega = SEARCHERS["megatron"](p, 0, None)
+    assert sr.best_score >= 0.9 * mega.best_score
+    with pytest.raises(ValueError, match="exact search costs one phase"):
+        SEARCHERS["exact"](p, 0, None)
