@@ -108,6 +108,71 @@ def test_ppo_learns_on_a_small_problem():
     assert s.max() >= uniform.max()
 
 
+def _restart_kinds(cfg, budget=8 * 64):
+    """Restart kinds of ppo.train on a flat landscape: every strategy valid and equally good, so
+    the first chunk improves the best (from nothing) and every later chunk stalls."""
+    sizes = (3, 2, 4, 3, 3, 2)
+    flat = lambda idx: (np.ones(len(idx)), np.ones(len(idx), dtype=bool))    # noqa: E731
+    small = dict(d_model=16, n_heads=2, d_ff=16, n_steps=32, chunks=8, confidence=1.01)
+    return ppo.train(flat, sizes, budget, np.random.default_rng(0),
+                     ppo.PPOConfig(**{**small, **cfg}))[3].kinds
+
+
+def test_ppo_restart_schedule():
+    """After a stall: global restarts alternating with local ones (``alternate``), or global for
+    the rest of the budget; the paper's agent restarts fresh."""
+    assert _restart_kinds({}) == ["fresh", "local", "global", "local", "global", "local",
+                                  "global", "local"]
+    assert _restart_kinds({"alternate": False}) == ["fresh", "local"] + ["global"] * 6
+    assert _restart_kinds({"global_on_stall": False}) == ["fresh"] + ["local"] * 7
+    paper = ppo.PPOConfig.paper()
+    assert not paper.alternate and not paper.global_on_stall and paper.condition_on == 0
+    assert _restart_kinds({"elite_prior": 0.0}) == ["fresh"] * 8
+
+
+def test_ppo_with_conditioned_heads_learns_and_is_deterministic():
+    """condition_on=4 (coarse heads chained, per-op heads given them): same seed, same rows, and
+    the learning still moves the samples to better strategies (as test_ppo_learns_...)."""
+    model, work, space = CASES["moe-decode"]
+    problem = Problem(model, load_topology("h100_dgx"), work, space)
+
+    def evaluate_fn(idx):
+        res = problem.evaluate(idx)
+        return res.tokens_per_s_per_gpu, res.valid
+
+    cfg = ppo.PPOConfig(chunks=1, condition_on=4)
+    runs = [ppo.train(evaluate_fn, space.sizes, 600, np.random.default_rng(1), cfg)
+            for _ in range(2)]
+    assert np.array_equal(runs[0][0], runs[1][0])
+    _, raw, valid, _ = runs[0]
+    s = np.where(valid, raw, 0.0)
+    assert s[-128:].mean() > 1.5 * s[:64].mean()
+
+
+def test_ppo_restart_priors():
+    """A local restart centres every head on the elite; a global one leaves the degrees uniform
+    and keeps ``global_fine`` on the elite's per-op choices."""
+    sizes = (4, 3, 5, 6, 3, 4)
+    row = np.array([1, 0, 4, 2, 2, 1])
+    cfg = ppo.PPOConfig(elite_prior=0.9, coarse_kernel=1.0, global_fine=0.7)
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+
+    def probs(kind):
+        b = ppo._restart_bias(sizes, row, kind, cfg)
+        return [np.exp(b[i:j]) / np.exp(b[i:j]).sum() for i, j in zip(starts[:-1], starts[1:])]
+
+    local, glob = probs("local"), probs("global")
+    for h, n in enumerate(sizes):
+        if h < 4:
+            assert local[h].argmax() == row[h]
+            assert np.allclose(local[h], np.exp(-np.abs(np.arange(n) - row[h]))
+                               / np.exp(-np.abs(np.arange(n) - row[h])).sum())
+            assert np.allclose(glob[h], 1.0 / n)
+        else:
+            assert np.isclose(local[h][row[h]], 0.9) and np.isclose(glob[h][row[h]], 0.7)
+            assert np.allclose(np.delete(glob[h], row[h]), 0.3 / (n - 1))
+
+
 # ----------------------------------------------------------------------------------------------
 # the serve phase as a search problem
 
