@@ -52,6 +52,17 @@ class PPOConfig:
     0-19: 0.980 against 0.980, failures moved to other seeds), 8 chunks (0.903), ``coarse_kernel``
     2 (0.919), per-op heads uniform or at 0.5 at global restarts (0.898, 0.929), cycling 0.9 ->
     0.3 over successive global restarts (0.970) and counting gains under 1% as stalls (0.967).
+
+    ``global_uniform`` makes the caller's ``switch_heads`` (``train``; lts.search passes the
+    router, FFN1 and FFN2 heads of a MoE: where it chooses to split by experts) uniform at a
+    global restart, so that an expert-split trap can be left
+    while the other per-op heads stay at ``global_fine`` (same script, six-scenario mean over
+    seeds 0-19 0.980 -> 0.985, held-out seeds 20-29 0.948 -> 0.974; moe1.6t 64k seeds 8 and 23
+    from 0.26 to 1.00 and 0.98). Measured and not adopted: a first chunk twice as long (the two
+    moe1.6t 32k/64k scenarios, seeds 0-19: 0.957 against 0.962) and local restarts that, with
+    probability 0.5 (1.0) after a stall, centre on the best strategy of a different (tp, ep)
+    (0.980 (0.968); with ``global_uniform``, six scenarios: 0.985 on seeds 0-19 but 0.965 on
+    20-29).
     """
     history: int = 3               # T: elite strategies in the observation (paper App. A)
     d_model: int = 256             # embedding and hidden size (paper App. A)
@@ -85,13 +96,16 @@ class PPOConfig:
                                    # coarse heads in order tp, ep, pp, batch and every per-op head
                                    # given all four; 0: independent heads (the paper)
     condition_scale: float = 1.0   # gain of the conditioning weights (policy.PolicyConfig)
+    global_uniform: bool = True    # a global restart makes train()'s switch_heads uniform instead
+                                   # of global_fine (False: they stay at global_fine)
 
     @classmethod
     def paper(cls) -> "PPOConfig":
         """The paper's agent (App. A; PAPER.md §11 for its gaps): 2 calls per update, lr 1e-3,
         5 chunks, fresh networks that start uniform."""
         return cls(n_steps=2, lr=1e-3, chunks=5, normalize_advantages=False, elite_prior=0.0,
-                   coarse_kernel=0.0, global_on_stall=False, alternate=False, condition_on=0)
+                   coarse_kernel=0.0, global_on_stall=False, alternate=False, condition_on=0,
+                   global_uniform=False)
 
 
 class EliteHistory:
@@ -151,16 +165,19 @@ def _prior_bias(sizes, row, probs, kernel=None) -> np.ndarray:
     return np.concatenate(bias)
 
 
-def _restart_bias(sizes, row, kind: str, cfg: PPOConfig) -> np.ndarray:
+def _restart_bias(sizes, row, kind: str, cfg: PPOConfig, switch_heads=()) -> np.ndarray:
     """Output biases of a fresh network for a restart of ``kind`` around the best elite ``row``.
 
     local: every head centred on ``row`` (per-op heads ``elite_prior``, the four coarse heads the
-    ordinal ``coarse_kernel``); global: the coarse heads uniform and the per-op heads
-    ``global_fine`` on ``row``'s choices (never below uniform).
+    ordinal ``coarse_kernel``); global: the coarse heads (and ``switch_heads`` when
+    ``global_uniform``) uniform, the other per-op heads ``global_fine`` on ``row``'s choices
+    (never below uniform).
     """
     fine = sizes[4:]
     if kind == "global":
         probs = [1.0 / n for n in sizes[:4]] + [max(cfg.global_fine, 1.0 / n) for n in fine]
+        for i in switch_heads if cfg.global_uniform else ():
+            probs[i] = 1.0 / sizes[i]
         return _prior_bias(sizes, row, probs)
     probs = [cfg.elite_prior] * len(sizes)
     return _prior_bias(sizes, row, probs, [cfg.coarse_kernel] * 4 + [0.0] * len(fine))
@@ -171,13 +188,15 @@ def _cosine(lr0: float, progress: float) -> float:
 
 
 def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig = PPOConfig(),
-          on_calls=None):
+          on_calls=None, switch_heads=()):
     """Run the agent for ``budget`` evaluator calls.
 
     Args:
         evaluate: callback index rows [n, H] -> (raw tokens/s/GPU [n], valid [n] bool).
         sizes: number of choices of each of the H entries.
         on_calls: optional callback(n) after every n calls (progress bars).
+        switch_heads: heads whose choice switches the problem's regime (a MoE's expert split);
+            a global restart draws them uniformly when ``cfg.global_uniform``.
 
     Returns:
         (index rows [calls, H], raw [calls], valid [calls], PPOStats) of every strategy tried.
@@ -200,7 +219,7 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
         if cfg.elite_prior > 0 and elite.rows:
             after_global = cfg.alternate and stats.kinds[-1] == "global"
             kind = "global" if cfg.global_on_stall and stalled and not after_global else "local"
-            params["pi.b2"][:] = _restart_bias(sizes, elite.rows[0], kind, cfg)
+            params["pi.b2"][:] = _restart_bias(sizes, elite.rows[0], kind, cfg, switch_heads)
         stats.kinds.append(kind)
         adam = nn.adam_init(params)
         start, best_at_start = calls, best

@@ -450,8 +450,10 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
         tr.add(idx, score)
         return res.tokens_per_s_per_gpu, res.valid
 
+    # the expert split (router, FFN1, FFN2 of a MoE) is where restarts must be free to switch
+    switch = tuple(OP_COL[op] for op in ("router", "ffn1", "ffn2")) if problem.model.is_moe else ()
     _, _, _, stats = ppo.train(evaluate, problem.space.sizes, budget, rng, cfg or ppo.PPOConfig(),
-                               on_calls=progress)
+                               on_calls=progress, switch_heads=switch)
     return tr.result("ppo", t0, {"updates": stats.updates, "restarts": stats.restarts,
                                  "early_exits": stats.early_exits})
 

@@ -173,6 +173,27 @@ def test_ppo_restart_priors():
             assert np.allclose(np.delete(glob[h], row[h]), 0.3 / (n - 1))
 
 
+def test_ppo_global_restart_leaves_the_expert_split_uniform():
+    """A global restart makes the switch heads uniform (search_ppo passes a MoE's router, FFN1
+    and FFN2 columns) and keeps ``global_fine`` on the other per-op heads; the paper's agent
+    does not."""
+    from lts.strategy import OP_COL, n_choices
+    cfg = ppo.PPOConfig()
+    assert cfg.global_uniform and not ppo.PPOConfig.paper().global_uniform
+    switch = tuple(OP_COL[op] for op in ("router", "ffn1", "ffn2"))
+    sizes = (4, 3, 5, 6) + n_choices(True)
+    row = np.array([1, 0, 4, 2] + [1] * len(n_choices(True)))
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    for c, heads in ((cfg, switch), (ppo.PPOConfig(global_uniform=False), ())):
+        b = ppo._restart_bias(sizes, row, "global", c, switch)
+        for h, (i, j) in enumerate(zip(starts[:-1], starts[1:])):
+            p = np.exp(b[i:j]) / np.exp(b[i:j]).sum()
+            if h < 4 or h in heads:
+                assert np.allclose(p, 1.0 / sizes[h])
+            else:
+                assert np.isclose(p[row[h]], cfg.global_fine)
+
+
 # ----------------------------------------------------------------------------------------------
 # the serve phase as a search problem
 
