@@ -10,7 +10,7 @@ ranked top-k of distinct strategies. ``SEARCHERS`` maps method names to function
   to 0 over the budget; invalid proposals are rejected but consume budget.
 - ``megatron``: Megatron's per-op sharding, exhaustive over tp/ep/pp/batch.
 - ``exact``: the true optimum of the cost model over the whole space (see ``exact``).
-- ``ppo``: the paper's agent (``lts.agent``).
+- ``ppo``: the paper's agent (``lts.ppo``, ``lts.policy``).
 
 Imports: costmodel, serve, strategy, specs.
 """
@@ -439,7 +439,8 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
 
 def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
                cfg=None) -> SearchResult:
-    """The paper's agent (lts.ppo): PPO over an elite history, 5 chunks with fresh networks."""
+    """The paper's agent (lts.ppo): PPO over an elite history, chunks with fresh networks
+    (PPOConfig: lts's tuned defaults unless ``cfg`` is given)."""
     from . import ppo     # the policy network is only needed here
     t0 = time.perf_counter()
     tr = Tracker(problem, top)
