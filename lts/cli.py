@@ -159,15 +159,14 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
         raise click.BadParameter(str(e).split(": ", 1)[1], param_hint="'--strategy'") from None
     _serve_flags_only_with_serve(phase)
     if phase == "serve":
-        from .serve import serve
+        from .serve import serve, step_workload
         named = any(p.strip().startswith("batch=") for p in strategy_text.split(","))
         if concurrency is not None:
             row[BATCH] = concurrency
         res = serve(m, topo, row, isl, osl, best_batch=concurrency is None and not named,
                     tpot_slo_ms=tpot_slo_ms if _flag_given("tpot_slo_ms") else None,
                     ttft_slo_ms=ttft_slo_ms, gpus=gpus or 0)
-        step = Workload("decode", isl + osl // 2, tpot_slo_ms=float("inf"), gpus=gpus or 0)
-        dec, ops = breakdown(m, topo, step, res.strategies[0])
+        dec, ops = breakdown(m, topo, step_workload(isl, osl, gpus or 0), res.strategies[0])
         if json_:
             _emit_json(report.serve_dict(m, res, ops, isl, osl))
         else:

@@ -112,8 +112,7 @@ class ServeProblem(Problem):
         self.parts = [Problem(model, topo, w, self.space) for w in works[:-1]] + [self]
         self.isl, self.osl = int(isl), int(osl)
         self.tpot_slo_ms, self.ttft_slo_ms = tpot_slo_ms, ttft_slo_ms
-        self.step_work = Workload("decode", self.isl + self.osl // 2, tpot_slo_ms=serve.NO_SLO,
-                                  gpus=gpus)
+        self.step_work = serve.step_workload(isl, osl, gpus)
 
     def evaluate(self, idx: np.ndarray, count: bool = True) -> Result:
         idx = self.canonical(idx)

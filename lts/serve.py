@@ -72,6 +72,11 @@ def serve_workloads(isl: int, osl: int, gpus: int = 0) -> list:
         for ctx in decode_contexts(isl, osl)]
 
 
+def step_workload(isl: int, osl: int, gpus: int = 0) -> Workload:
+    """The decode step at the mean context isl + osl/2: the step per-op breakdowns show."""
+    return Workload("decode", int(isl) + int(osl) // 2, tpot_slo_ms=NO_SLO, gpus=gpus)
+
+
 def combine(strategies, pre: Result, decodes: list, osl: int, tpot_slo_ms=None,
             ttft_slo_ms=None) -> ServeResult:
     """Serve figures of rows from their prefill and 5 decode evaluations (``serve_workloads``)."""
