@@ -16,6 +16,7 @@ from rich.console import Console
 from . import report
 from .costmodel import PHASES, Workload, breakdown, evaluate
 from .emit import ENGINES, launch as emit_launch
+from .engines import ENGINE_NAMES, ENGINES as PROFILES
 from .errors import LtsError, StrategyError
 from .search import SEARCHERS, Problem, ServeProblem, search_exact, search_megatron, search_ppo
 from .specs import load_model, load_topology, shipped_names
@@ -65,12 +66,17 @@ def serve_workload_options(concurrency: bool):
                          show_default=True, help="serve: input tokens per request."),
             click.option("--osl", type=click.IntRange(1, 10_000_000), default=1024,
                          show_default=True, help="serve: output tokens per request."),
+            click.option("--engine", type=click.Choice(ENGINE_NAMES), default=None,
+                         help="serve: the engine profile (scheduler defaults, KV-cache memory, "
+                              "time per step; README \"Serving\"). Default: the --emit engine "
+                              "if given, else generic."),
         ]
         if concurrency:
             opts.append(click.option(
                 "--concurrency", type=click.IntRange(1), default=None,
-                help="serve: requests in flight (default: the strategy's batch= if named, else "
-                     "the batch with the highest output tokens/s that fits)."))
+                help="serve: requests in flight, kept constant: a finished request is replaced "
+                     "at once (default: the strategy's batch= if named, else the concurrency "
+                     "with the highest output tokens/s)."))
         for opt in reversed(opts):
             fn = opt(fn)
         return fn
@@ -100,7 +106,8 @@ def _workload_flags(fn, phases, phase_help):
 
 def _serve_flags_only_with_serve(phase: str) -> None:
     params = click.get_current_context().params
-    given = [f"--{n}" for n in ("isl", "osl", "concurrency") if n in params and _flag_given(n)]
+    given = [f"--{n}" for n in ("isl", "osl", "concurrency", "engine")
+             if n in params and _flag_given(n)]
     if phase != "serve" and given:
         raise click.UsageError(f"{', '.join(given)}: only with --phase serve")
 
@@ -108,6 +115,11 @@ def _serve_flags_only_with_serve(phase: str) -> None:
 def _flag_given(name: str) -> bool:
     return click.get_current_context().get_parameter_source(name) == \
         click.core.ParameterSource.COMMANDLINE
+
+
+def _profile(engine: str | None, emit: str | None = None):
+    """The engine profile of --engine, else of the --emit engine, else generic."""
+    return PROFILES[engine or emit or "generic"]
 
 
 def _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus) -> Workload:
@@ -144,13 +156,14 @@ def cli():
 @serve_workload_options(concurrency=True)
 @output_options
 def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_slo_ms, gpus,
-             precision, isl, osl, concurrency, json_, no_color):
+             precision, isl, osl, engine, concurrency, json_, no_color):
     """Cost one strategy: per-op compute, memory and collectives, then throughput, latency and
     memory per GPU. Exit status 1 if the strategy is invalid (memory, SLO, budget, ...).
 
-    With --phase serve: output tokens/s, TTFT and TPOT of requests of --isl input and --osl
-    output tokens (what TensorRT-LLM, vLLM and SGLang benchmarks report), at --concurrency or at
-    the best batch that fits; the per-op table is then one decode step at the mean context."""
+    With --phase serve: the closed loop an engine runs under a benchmark at --concurrency C
+    (C requests in flight, each of --isl input and --osl output tokens, a finished one replaced
+    at once): output tokens/s (instance, per GPU, per user), TTFT, TPOT and request latency, the
+    running batch the KV cache holds; the per-op table is one decode step of the running batch."""
     m, topo = _load(model, topology, precision)
     from .strategy import BATCH, parse_strategy
     try:
@@ -159,18 +172,22 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
         raise click.BadParameter(str(e).split(": ", 1)[1], param_hint="'--strategy'") from None
     _serve_flags_only_with_serve(phase)
     if phase == "serve":
-        from .serve import serve, step_workload
+        from .serve import decode_workload, serve
+        profile = _profile(engine)
         named = any(p.strip().startswith("batch=") for p in strategy_text.split(","))
         if concurrency is not None:
             row[BATCH] = concurrency
         res = serve(m, topo, row, isl, osl, best_batch=concurrency is None and not named,
                     tpot_slo_ms=tpot_slo_ms if _flag_given("tpot_slo_ms") else None,
-                    ttft_slo_ms=ttft_slo_ms, gpus=gpus or 0)
-        dec, ops = breakdown(m, topo, step_workload(isl, osl, gpus or 0), res.strategies[0])
+                    ttft_slo_ms=ttft_slo_ms, gpus=gpus or 0, engine=profile)
+        step_row = res.strategies[0].copy()
+        step_row[BATCH] = res.running[0]
+        _, ops = breakdown(m, profile.topology(topo), decode_workload(isl, osl, gpus or 0),
+                           step_row)
         if json_:
-            _emit_json(report.serve_dict(m, res, ops, isl, osl))
+            _emit_json(report.serve_dict(m, res, ops, isl, osl, profile))
         else:
-            report.render_serve(_console(no_color), m, topo, res, dec, ops, isl, osl)
+            report.render_serve(_console(no_color), m, topo, res, ops, isl, osl, profile)
         if not res.valid[0]:
             sys.exit(1)
         return
@@ -238,7 +255,7 @@ def _infeasible(m, topo, problem, what: str, phase: str | None = None) -> click.
 @serve_workload_options(concurrency=False)
 @output_options
 def search(model, topology, method, budget, seed, top, emit, phase, context, tpot_slo_ms,
-           ttft_slo_ms, gpus, precision, isl, osl, json_, no_color):
+           ttft_slo_ms, gpus, precision, isl, osl, engine, json_, no_color):
     """Search the strategy space for the highest tokens/s per GPU that fits memory and the SLO;
     print the best strategies against Megatron's and why the best one wins. Exit status 1 if
     nothing is feasible.
@@ -259,7 +276,7 @@ def search(model, topology, method, budget, seed, top, emit, phase, context, tpo
     if phase == "serve":
         problem = ServeProblem(m, topo, isl, osl,
                                tpot_slo_ms if _flag_given("tpot_slo_ms") else None, ttft_slo_ms,
-                               gpus or 0)
+                               gpus or 0, engine=_profile(engine, emit))
         work = problem.work
     else:
         work = _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus)
@@ -283,8 +300,12 @@ def search(model, topology, method, budget, seed, top, emit, phase, context, tpo
     mrow = megatron_row(*best[:N_COARSE])
     why = None
     if not np.array_equal(best, mrow):
-        bres, bops = breakdown(m, topo, step_work, best)
-        mres, mops = breakdown(m, topo, step_work, mrow)
+        step_topo, brow, mstep = topo, best, mrow
+        if phase == "serve":       # one decode step of each one's running batch
+            step_topo = problem.engine.topology(topo)
+            brow, mstep = (_running_row(problem, r) for r in (best, mrow))
+        bres, bops = breakdown(m, step_topo, step_work, brow)
+        mres, mops = breakdown(m, step_topo, step_work, mstep)
         why = report.why_dict(bres, bops, mres, mops, problem.evaluate_rows(mrow[None])
                               if phase == "serve" else None)
     launch = emit_launch(emit, problem, best, model, precision) if emit else None
@@ -307,6 +328,14 @@ def search(model, topology, method, budget, seed, top, emit, phase, context, tpo
         if launch is not None:
             console.print()
             report.render_emit(console, launch, phase)
+
+
+def _running_row(problem, row):
+    """A serve strategy row with its batch set to the running batch (the KV cache may hold
+    fewer than the concurrency)."""
+    out = np.array(row, copy=True)
+    out[3] = int(problem.serve_rows(row[None]).running[0])
+    return out
 
 
 def _methods(ctx, param, value):

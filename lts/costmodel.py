@@ -27,7 +27,7 @@ Imports: specs, strategy, collectives, units.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -44,22 +44,74 @@ NORM_LAYOUT = {DIM0: T, DIM1: F, NONE: R}          # a norm's choice fixes the r
 REASONS = ("budget", "divisibility", "memory", "slo", "experts")
 REASON_BIT = {r: 1 << i for i, r in enumerate(REASONS)}
 
-PHASES = ("decode", "prefill")
+PHASES = ("decode", "prefill")     # the phases a user names; "mixed" is lts.serve's step
 
 
 @dataclass(frozen=True)
 class Workload:
     """What is served. ``decode``: one token per sequence per step at ``context`` tokens of KV
     cache (the paper's case); ``prefill``: the whole prompt of ``context`` tokens per sequence in
-    one pass."""
+    one pass; ``mixed``: one step of a continuous-batching engine (``compose_step``): the batch
+    column counts the running requests, the step holds the decode tokens of those not being
+    prefilled, at ``context``, and a prefill chunk of prompts of ``isl`` tokens under a token
+    ``budget`` per step (chunked prefill), all in one pass (weights read once)."""
     phase: str = "decode"
     context: int = 16384
     tpot_slo_ms: float = 50.0
     ttft_slo_ms: float = 0.0       # 0: no TTFT SLO
     gpus: int = 0                  # device budget; 0: the whole topology
+    isl: int = 0                   # mixed: prompt length of the requests being prefilled
+    osl: int = 0                   # mixed: output tokens per request
+    step_tokens: int = 0           # mixed: the engine's token budget per step
+    mixed: bool = True             # mixed: decodes share the step (False: a prefill-only step)
+    cohort_base: float = 1.0       # mixed: requests prefilled together: base + share x running
+    cohort_share: float = 0.0
 
     def budget(self, topo: TopologySpec) -> int:
         return self.gpus or topo.gpus
+
+
+@dataclass
+class StepMix:
+    """What one step of a continuous-batching engine holds, for n running requests (arrays)."""
+    decoders: np.ndarray     # requests decoding one token in the step
+    chunk: np.ndarray        # prefill tokens in the step (mean over the cohort's prefill steps)
+    cohort: np.ndarray       # requests admitted together: prefilled together, finishing together
+    steps: np.ndarray        # steps that prefill one cohort (not mixed: a fraction counts the last)
+    per_prompt: np.ndarray   # steps one prompt's prefill spans (1: whole prompts)
+
+
+def compose_step(n, work: Workload) -> StepMix:
+    """The scheduler's step for n running requests with prompts of ``work.isl`` tokens
+    (DESIGN.md §8; ``lts.serve`` builds the closed loop on it).
+
+    Mixed (vLLM, TensorRT-LLM): requests admitted together form a cohort of
+    ``cohort_base + cohort_share * n`` requests (the two constants belong to the engine profile;
+    at least n/osl, at most n); the running requests' decode tokens come first and count against the
+    budget (vLLM v1/core/sched/scheduler.py: ``token_budget -= num_new_tokens`` for running
+    requests; TRT-LLM microBatchScheduler.cpp), the cohort's prompts fill what is left, over as
+    many steps as they need. Not mixed (SGLang's default, ``enable_mixed_chunk = False``: prefill
+    batches run first and alone): the whole running batch is one cohort, prefilled in
+    prefill-only steps of the whole budget (n * isl / budget of them, the last one counted in
+    proportion), then it decodes together.
+    """
+    n = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
+    isl, budget = float(work.isl), float(work.step_tokens)
+    if work.mixed:
+        # no fewer than n/osl: one cohort per decode step keeps the prefills in pace (prompts
+        # that wait while a step runs are admitted together)
+        law = work.cohort_base + work.cohort_share * n
+        cohort = np.clip(np.maximum(law, n / max(work.osl, 1)), 1.0, n)
+        decoders = n - cohort
+        avail = np.maximum(budget - decoders, 1.0)           # budget left after the decode tokens
+        steps = np.ceil(cohort * isl / avail)
+        per_prompt = np.ceil(isl / avail)
+    else:   # full chunks of the budget (the last one partial: steps counts it in proportion)
+        cohort = n
+        decoders = np.zeros_like(n)
+        steps = n * isl / np.minimum(budget, n * isl)
+        per_prompt = np.full_like(n, np.ceil(isl / budget))
+    return StepMix(decoders, cohort * isl / steps, cohort, steps, per_prompt)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -168,20 +220,41 @@ class _Shape:
         # counted as wb * eta_memory / eta_weights effective bytes per weight element read
         self.wbr = self.wb * topo.memory_efficiency / topo.weight_memory_efficiency_for(prec.weights)
         self.overhead = topo.kernel_overhead_s
-        decode = work.phase == "decode"
+        decode = work.phase in ("decode", "mixed")
+        seqs = self.batch
+        if work.phase == "mixed":
+            mix = compose_step(self.batch, work)
+            seqs = mix.decoders
         # micro-batch: the batch runs as pp micro-batches; attention is data-parallel across the
         # ep groups (each takes whole sequences); the busiest group sets the pace (ceil)
-        self.mb = np.ceil(self.batch / self.pp)
+        self.mb = np.ceil(seqs / self.pp)
         self.seqs = np.ceil(self.mb / self.ep)                       # sequences per tp group
         self.tps = 1.0 if decode else float(work.context)           # tokens per sequence per step
         self.rows = self.seqs * self.tps                            # tokens per tp group
         self.seqs_t = np.ceil(self.seqs / self.p)                   # sequences per rank under T
         self.rows_t = self.seqs_t * self.tps
         self.lm_rows = self.seqs                                    # one next token per sequence
+        self.mb_tokens = self.mb * self.tps                         # tokens of one micro-batch
         ctx = float(work.context)
         self.ctx = ctx
         # average keys a query attends to: decode reads the whole context; causal prefill ~ half
         self.ctx_attn = ctx if decode else (ctx + 1) / 2
+        self.score_rows = self.rows * self.ctx_attn                 # sum of keys over the queries
+        self.chunk = None
+        if work.phase == "mixed":
+            # the prefill chunk, spread over the micro-batches and ep groups like sequences (the
+            # chunk of one prompt is split too: an approximation for pp or ep > 1)
+            ch = mix.chunk / (self.pp * self.ep)
+            self.chunk = ch
+            self.chunk_t = ch / self.p                               # per rank under T
+            self.chunk_keys = (work.isl + 1) / 2                     # causal: mean keys per query
+            # each chunk reads the cache of its prompt so far: (per_prompt + 1)/2 chunks on average
+            self.chunk_read = (mix.per_prompt + 1) / 2
+            self.rows = self.rows + ch
+            self.rows_t = self.rows_t + self.chunk_t
+            self.lm_rows = self.lm_rows + ch / work.isl              # prompts finishing per step
+            self.mb_tokens = self.mb_tokens + mix.chunk / self.pp
+            self.score_rows = self.score_rows + ch * self.chunk_keys
         h = model.hidden
         self.h = h
         if a.kind == "mla":
@@ -347,6 +420,10 @@ def _fill_attention(b: _Builder):
         for mode, (seqs, ffl, fcache) in modes.items():
             fl = seqs * per_seq_flops * ffl
             by = seqs * (per_seq_read * fcache + per_seq_io * ffl)
+            if s.chunk is not None:   # mixed step: the prefill chunk's queries and cache reads
+                ch = s.chunk_t if mode == 3 else s.chunk
+                fl = fl + ch * 2.0 * heads * dim * s.chunk_keys * ffl
+                by = by + ch * (s.chunk_read * cache_tok * fcache + heads * dim * s.ab * 2 * ffl)
             # every stage holds the cache of all pp micro-batches in flight, not only one
             kv = s.pp * seqs * s.ctx * cache_tok * fcache
             b.put(slot, mode, fl, by, 0.0, kv)
@@ -397,7 +474,7 @@ def _fill_ffn(b: _Builder, moe: bool):
         else:
             for mode in range(4):
                 b.put("router", mode, 0.0, 0.0, launch=False)
-    tokens = s.mb * s.tps                                  # tokens routed per micro-batch step
+    tokens = s.mb_tokens                                   # tokens routed per micro-batch step
     e_rank_x = np.ceil(e_loc / s.p)                        # experts per rank under `experts`
 
     def expert_part(which, mode):
@@ -486,7 +563,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
                  + s.rows * f.shared_intermediate) if model.is_moe else s.rows * f.intermediate
     full = {  # elements of the whole activation held by one tp group
         "hidden": s.rows * s.h, "qkv": s.rows * s.qkv_out,
-        "scores": s.rows * model.attention.heads * s.ctx_attn, "context": s.rows * s.ctx_out,
+        "scores": s.score_rows * model.attention.heads, "context": s.rows * s.ctx_out,
         "inter": inter_moe, "inter_dense": s.rows * f.intermediate,
         "router": s.rows * s.experts, "logits": s.lm_rows * model.vocab,
     }
@@ -854,6 +931,48 @@ def tables_for(model, topo, work, strategies):
     return build_tables(model, topo, work, coarse), inverse.ravel()
 
 
+class TableCache:
+    """Coarse tables of one model, topology and workload for every coarse row seen so far.
+
+    For callers that evaluate many small batches whose coarse rows are not known in advance
+    (the serve phase's running batch depends on each strategy's memory): tables are built only
+    for coarse rows not seen before and appended. The appended tables keep the arrays
+    ``evaluate`` needs, not the per-collective records of ``breakdown``.
+    """
+
+    def __init__(self, model: ModelSpec, topo: TopologySpec, work: Workload):
+        self.model, self.topo, self.work = model, topo, work
+        self.keys = np.zeros(0, dtype=np.int64)     # sorted coarse keys
+        self.rows = np.zeros(0, dtype=np.int64)     # their rows in self.tables
+        self.tables = None
+
+    def evaluate(self, strategies) -> Result:
+        strategies = np.atleast_2d(np.asarray(strategies, dtype=np.int64))
+        keys = coarse_key(strategies[:, :N_COARSE])
+        uniq, first = np.unique(keys, return_index=True)
+        new = ~np.isin(uniq, self.keys)
+        if new.any():
+            built = build_tables(self.model, self.topo, self.work,
+                                 strategies[first[new], :N_COARSE])
+            start = 0 if self.tables is None else len(self.tables.coarse)
+            self.tables = built if self.tables is None else _append(self.tables, built)
+            keys_all = np.concatenate([self.keys, uniq[new]])
+            rows_all = np.concatenate([self.rows, start + np.arange(int(new.sum()))])
+            order = np.argsort(keys_all, kind="stable")
+            self.keys, self.rows = keys_all[order], rows_all[order]
+        g = self.rows[np.searchsorted(self.keys, keys)]
+        return evaluate(self.model, self.topo, self.work, strategies, tables=self.tables,
+                        coarse_index=g)
+
+
+def _append(a: Tables, b: Tables) -> Tables:
+    """Tables of a's coarse rows followed by b's (without breakdown records)."""
+    arrays = {f.name: np.concatenate([getattr(a, f.name), getattr(b, f.name)])
+              for f in fields(Tables) if isinstance(getattr(a, f.name), np.ndarray)}
+    extra = {k: np.concatenate([a.extra[k], b.extra[k]]) for k in a.extra}
+    return Tables(intrinsic={}, extra=extra, **arrays)
+
+
 def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
              tables: Tables | None = None, coarse_index=None, return_walk=False):
     """Evaluate strategies [N, 16] -> Result with arrays [N].
@@ -882,7 +1001,7 @@ def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
     batch = c[:, BATCH].astype(np.float64)
     gpus = (c[:, TP] * c[:, EP] * c[:, PP]).astype(np.float64)
     reasons = tables.fixed_invalid[g] | bad
-    if work.phase == "decode":
+    if work.phase in ("decode", "mixed"):
         # pp micro-batches each pass every stage once, plus the engine's fixed time per step
         step = pp * slowest + topo.step_overhead_s
         tpot, ttft = step, np.full(len(g), np.nan)

@@ -53,17 +53,28 @@ def estimate_dict(m: ModelSpec, res: Result, ops: list) -> dict:
     return d
 
 
-def serve_dict(m: ModelSpec, res, ops: list, isl: int, osl: int) -> dict:
-    """JSON of ``lts estimate --phase serve``: the strategy, the serve-phase figures (README
-    "JSON output") and ``ops``, the per-op cost of one decode step at the mean context."""
+def serve_dict(m: ModelSpec, res, ops: list, isl: int, osl: int, engine=None) -> dict:
+    """JSON of ``lts estimate --phase serve``: the strategy, the closed loop's figures (README
+    "JSON output") and ``ops``, the per-op cost of ``step``: one decode step of the running
+    batch at the mean context isl + osl/2."""
     d = strategy_dict(res.strategies[0])
+    n = int(res.running[0])
     d.update(phase="serve", isl=int(isl), osl=int(osl), concurrency=int(res.strategies[0][3]),
              valid=bool(res.valid[0]), reasons=res.reason_list(0),
              output_tokens_per_s=_num(res.output_tokens_per_s[0]),
              output_tokens_per_s_per_gpu=_num(res.output_tokens_per_s_per_gpu[0]),
+             tokens_per_s_per_user=_num(res.tokens_per_s_per_user[0]),
              ttft_ms=_num(res.ttft_s[0] * 1e3), tpot_ms=_num(res.tpot_s[0] * 1e3),
+             request_latency_ms=_num(res.latency_s[0] * 1e3),
+             running=n, queued=max(int(res.strategies[0][3]) - n, 0),
+             kv_capacity=int(res.kv_capacity[0]),
+             decode_step_ms=_num(res.decode_step_s[0] * 1e3),
+             mixed_step_ms=_num(res.mixed_step_s[0] * 1e3),
              memory_gib_per_gpu=_num(res.memory_bytes[0] / GIB), gpus=int(res.gpus[0]),
-             model=model_dict(m), ops=ops)
+             engine=engine.name if engine is not None else None,
+             model=model_dict(m),
+             step={"kind": "decode", "requests": n, "context": int(isl) + int(osl) // 2},
+             ops=ops)
     return d
 
 
@@ -99,10 +110,8 @@ def reasons_text(res: Result, i: int) -> str:
 # ----------------------------------------------------------------------------------------------
 # tables
 
-def render_estimate(console: Console, m: ModelSpec, topo: TopologySpec, res: Result, ops: list,
-                    phase: str) -> None:
-    counts = param_counts(m)
-    table = Table(title=f"{escape(m.name)} on {escape(topo.name)}: cost per op instance",
+def _ops_table(console: Console, title: str, ops: list) -> None:
+    table = Table(title=title,
                   caption="count: instances per step; collectives: kind group bytes µs (×count)",
                   box=box.SIMPLE_HEAD)
     table.add_column("op", no_wrap=True)
@@ -122,29 +131,51 @@ def render_estimate(console: Console, m: ModelSpec, topo: TopologySpec, res: Res
                       str(op["count"]), f"{op['compute_us']:.1f}", f"{op['memory_us']:.1f}",
                       colls or "-")
     console.print(table)
-    s = result_dict(res, 0)
+
+
+def _model_line(m: ModelSpec, row, gpus: int) -> str:
+    counts = param_counts(m)
+    s = strategy_dict(row)
+    return (f"[bold]{escape(m.name)}[/] ({fmt_params(counts['params_total'])} params, "
+            f"{fmt_params(counts['params_active'])} active)  tp={s['tp']} ep={s['ep']} "
+            f"pp={s['pp']} batch={s['batch']}  on {gpus} GPUs")
+
+
+def render_estimate(console: Console, m: ModelSpec, topo: TopologySpec, res: Result, ops: list,
+                    phase: str) -> None:
+    _ops_table(console, f"{escape(m.name)} on {escape(topo.name)}: cost per op instance", ops)
     lat = f"TPOT {fmt_ms(res.tpot_s[0])} ms" if phase == "decode" else \
         f"TTFT {fmt_ms(res.ttft_s[0])} ms"
     console.print(
-        f"[bold]{escape(m.name)}[/] ({fmt_params(counts['params_total'])} params, "
-        f"{fmt_params(counts['params_active'])} active)  tp={s['tp']} ep={s['ep']} pp={s['pp']} "
-        f"batch={s['batch']}  on {s['gpus']} GPUs\n"
+        _model_line(m, res.strategies[0], int(res.gpus[0])) + "\n"
         f"{res.tokens_per_s_per_gpu[0]:.1f} tokens/s/GPU, {res.tokens_per_s[0]:.0f} tokens/s, "
         f"{lat}, {res.memory_bytes[0] / GIB:.1f} GiB per GPU "
         f"(of {(topo.hbm_bytes - topo.hbm_reserve_bytes) / GIB:.1f} usable): "
         + ("[green]valid[/]" if res.valid[0] else f"[red]{escape(reasons_text(res, 0))}[/]"))
 
 
-def render_serve(console: Console, m: ModelSpec, topo: TopologySpec, res, step: Result,
-                 ops: list, isl: int, osl: int) -> None:
-    """``lts estimate --phase serve``: one decode step's per-op table, then the serve figures."""
-    render_estimate(console, m, topo, step, ops, "decode")
-    d = serve_dict(m, res, [], isl, osl)
+def render_serve(console: Console, m: ModelSpec, topo: TopologySpec, res, ops: list, isl: int,
+                 osl: int, engine) -> None:
+    """``lts estimate --phase serve``: the per-op table of one decode step of the running batch,
+    then the closed loop's figures (one set: everything below is the same run)."""
+    d = serve_dict(m, res, [], isl, osl, engine)
+    step = d["step"]
+    _ops_table(console, f"{escape(m.name)} on {escape(topo.name)}: one decode step of the "
+                        f"running batch ({step['requests']} requests at context "
+                        f"{step['context']}, {d['decode_step_ms']:.2f} ms), cost per op instance",
+               ops)
+    queued = f", {d['queued']} waiting for KV memory" if d["queued"] else ""
     console.print(
-        f"[bold]serve[/] {isl} in / {osl} out tokens per request, concurrency {d['concurrency']}: "
-        f"{d['output_tokens_per_s']:.0f} output tokens/s ({d['output_tokens_per_s_per_gpu']:.1f} "
-        f"per GPU), TTFT {d['ttft_ms']:.1f} ms, TPOT {d['tpot_ms']:.2f} ms (mean over "
-        f"{isl}..{isl + osl}), {d['memory_gib_per_gpu']:.1f} GiB per GPU at context {isl + osl}: "
+        _model_line(m, res.strategies[0], d["gpus"]) + "\n"
+        f"[bold]serve[/] on {escape(engine.title)}: {isl} in / {osl} out tokens per request, "
+        f"concurrency {d['concurrency']} ({d['running']} running{queued}; the KV cache holds "
+        f"{d['kv_capacity']})\n"
+        f"{d['output_tokens_per_s']:.0f} output tokens/s, {d['output_tokens_per_s_per_gpu']:.1f} "
+        f"per GPU, {d['tokens_per_s_per_user']:.1f} per user; TTFT {d['ttft_ms']:.1f} ms, "
+        f"TPOT {d['tpot_ms']:.2f} ms, request latency {d['request_latency_ms'] / 1e3:.2f} s\n"
+        f"steps: decode {d['decode_step_ms']:.2f} ms, with a prefill chunk "
+        f"{d['mixed_step_ms']:.2f} ms; {d['memory_gib_per_gpu']:.1f} GiB per GPU with "
+        f"{d['running']} requests of {isl + osl} tokens: "
         + ("[green]valid[/]" if d["valid"] else f"[red]{escape(', '.join(d['reasons']))}[/]"))
 
 

@@ -39,14 +39,14 @@ class Problem:
     """
 
     def __init__(self, model: ModelSpec, topo: TopologySpec, work: Workload,
-                 space: Space | None = None):
+                 space: Space | None = None, tables: bool = True):
         self.model, self.topo, self.work = model, topo, work
         self.space = space or Space.for_model(model, work.budget(topo))
         sp = self.space
         tp, ep, pp, b = np.meshgrid(sp.tp, sp.ep, sp.pp, sp.batch, indexing="ij")
         self.grid = np.stack([tp.ravel(), ep.ravel(), pp.ravel(), b.ravel()], 1).astype(np.int64)
         self.grid_shape = tp.shape
-        self.tables = build_tables(model, topo, work, self.grid)
+        self.tables = build_tables(model, topo, work, self.grid) if tables else None
         self.calls = 0
         self.usable = topo.hbm_bytes - topo.hbm_reserve_bytes
 
@@ -94,40 +94,43 @@ class Problem:
 
 
 class ServeProblem(Problem):
-    """The serve phase as a search problem: the objective is output tokens/s per GPU of requests
-    of ``isl`` input and ``osl`` output tokens (``lts.serve``), the batch being the concurrency.
+    """The serve phase as a search problem: the objective is output tokens/s per GPU of the
+    closed loop (``lts.serve``) at concurrency C = the batch column, requests of ``isl`` input and
+    ``osl`` output tokens, under an engine profile.
 
-    One evaluator call costs a strategy in the 6 evaluations of ``serve.serve_workloads`` (the
-    prefill at isl and decode at 5 contexts), each from coarse tables built once. ``work`` is the
-    decode step at the final context isl+osl (memory and the engine's context length);
-    ``step_work`` the decode step at the mean context (per-op breakdowns). The exact search does
-    not apply: its factorization costs one phase (see ``search_exact``).
+    One evaluator call costs a strategy in the closed loop (its memory, then a decode step and a
+    mixed step of its running batch: the running batch depends on the strategy's memory, so the
+    coarse tables are built per call for the rows at hand). ``work`` is the decode step at the
+    final context isl+osl (the engine's context length); ``step_work`` the decode step at the
+    mean context (per-op breakdowns). The exact search does not apply: its factorization costs
+    one phase (see ``search_exact``).
     """
 
     def __init__(self, model: ModelSpec, topo: TopologySpec, isl: int, osl: int,
                  tpot_slo_ms: float | None = None, ttft_slo_ms: float | None = None,
-                 gpus: int = 0, space: Space | None = None):
-        works = serve.serve_workloads(isl, osl, gpus)
-        super().__init__(model, topo, works[-1], space)
-        self.parts = [Problem(model, topo, w, self.space) for w in works[:-1]] + [self]
+                 gpus: int = 0, space: Space | None = None, engine=None):
+        work = Workload("decode", int(isl) + int(osl), tpot_slo_ms=serve.NO_SLO, gpus=gpus)
+        super().__init__(model, topo, work, space, tables=False)
         self.isl, self.osl = int(isl), int(osl)
         self.tpot_slo_ms, self.ttft_slo_ms = tpot_slo_ms, ttft_slo_ms
-        self.step_work = serve.step_workload(isl, osl, gpus)
+        self.engine = engine or serve.GENERIC
+        self.step_work = serve.decode_workload(isl, osl, gpus)
+        self.evaluator = serve.Evaluator(model, self.engine.topology(topo), cached=True)
+
+    def serve_rows(self, rows) -> serve.ServeResult:
+        """The closed-loop figures of strategy rows [N, 16] (values); no call is counted."""
+        return serve.serve(self.model, self.topo, np.atleast_2d(rows), self.isl, self.osl,
+                           tpot_slo_ms=self.tpot_slo_ms, ttft_slo_ms=self.ttft_slo_ms,
+                           gpus=self.work.gpus, engine=self.engine, evaluator=self.evaluator)
 
     def evaluate(self, idx: np.ndarray, count: bool = True) -> Result:
         idx = self.canonical(idx)
         if count:
             self.calls += len(idx)
-        pre, *decodes = (Problem.evaluate(p, idx, count=False) for p in self.parts)
-        rows = self.space.decode(idx)
-        return serve.as_result(serve.combine(rows, pre, decodes, self.osl, self.tpot_slo_ms,
-                                             self.ttft_slo_ms), self.osl)
+        return serve.as_result(self.serve_rows(self.space.decode(idx)))
 
     def evaluate_rows(self, rows) -> Result:
-        res = serve.serve(self.model, self.topo, np.atleast_2d(rows), self.isl, self.osl,
-                          tpot_slo_ms=self.tpot_slo_ms, ttft_slo_ms=self.ttft_slo_ms,
-                          gpus=self.work.gpus)
-        return serve.as_result(res, self.osl)
+        return serve.as_result(self.serve_rows(rows))
 
 
 @dataclass

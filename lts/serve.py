@@ -1,29 +1,45 @@
-"""The ``serve`` phase (DESIGN.md §1): requests of ``isl`` input and ``osl`` output tokens served
-back to back, as published benchmarks (TensorRT-LLM, MLPerf, vLLM) measure them.
+"""The ``serve`` phase: the closed loop that engines run under a benchmark (DESIGN.md §8).
 
-For a batch of B requests::
+C clients each send a request of ``isl`` input and ``osl`` output tokens, wait for it and send the
+next at once (aiperf/genai-perf ``--concurrency C``, ``vllm bench serve --max-concurrency C``).
+The engine (an ``lts.engines.EngineProfile``) runs continuous batching with chunked prefill. The
+model is the loop's steady state, vectorized over strategies (the batch column is C):
 
-    output tokens/s = B * osl / (prefill of the batch at isl + sum of osl decode steps)
+1. **Memory caps the running batch.** Two decode evaluations at the final context isl+osl (at
+   u and 2u requests, u = tp*ep*pp, where the KV cache grows exactly linearly) give the fixed
+   bytes per GPU (weights, workspace) and the KV bytes per request. The engine's rule
+   (``EngineProfile.kv_pool_bytes``) sizes the KV pool; it holds ``kv_capacity`` requests, each
+   with room for isl+osl tokens (TensorRT-LLM's GUARANTEED_NO_EVICT; conservative for the
+   others). ``running`` n = min(C, kv_capacity, the engine's max running requests); the rest
+   wait in a queue. A configuration is invalid (``memory``) only if not even one request fits.
+2. **Two steps are costed by the evaluator**, each one pass over the model with weights read
+   once: a decode step (n requests at the mean context isl + osl/2; a step's time is affine in
+   the sum of the contexts it reads) and a mixed step (``costmodel.compose_step``: the decode
+   tokens of the requests not being prefilled plus a prefill chunk, under the engine's token
+   budget per step). Each gets the engine's time per step.
+3. **Cohorts.** Requests whose prefills end in the same step finish together and are replaced
+   together, so they stay a cohort (k requests; their prefill takes s steps).
+   - Mixed engines (vLLM, TensorRT-LLM): k = the whole prompts that fit the budget beside the
+     decode tokens; m = ceil(n/k) cohorts take turns. A cohort's cycle is w + s + osl - 1 steps
+     (w = 1: it arrives while a step runs, unless it is alone, m = 1); if the m*s prefill steps
+     per cycle do not fit in it, the prefill queue stretches the cycle to m*s steps.
+     TTFT = w decode steps + (prefill queue + s) mixed steps; a request's osl - 1 decode steps
+     include the other cohorts' prefill steps, min(osl - 1, (m-1)*s) of them, so
+     TPOT ~ decode step + C x one prefill / osl (DESIGN.md §8).
+   - Prefill-first engines (SGLang): the whole running batch is one cohort, prefilled in
+     prefill-only steps of the whole budget, then decoding together; request i's first token
+     comes after ceil(i*isl/budget) of them, a*(n+1)/2 + 1/2 on average (a = isl/budget), and
+     the rest of the batch's prefill steps stall its decode.
+4. **Outputs.** request latency L = TTFT + (osl-1) TPOT; output tokens/s = n * osl / L (Little's
+   law: n requests in service); tokens/s per user = 1/TPOT. Requests beyond n wait
+   (C - n)/n cycles: (C - n)/n * L is added to TTFT. The engine's time per request (HTTP,
+   tokenization) is added to TTFT and L.
 
-- **Prefill**: one ``Workload(phase="prefill", context=isl)`` evaluation of the batch; its time is
-  the TTFT (``ttft_s``). Its memory is not checked (engines chunk long prefills).
-- **Decode**: the osl steps run at the growing context isl .. isl+osl. A decode step's time is
-  close to affine in the context (only the KV-cache read grows with it; the roofline max can put
-  one kink in it), so the sum is ``osl * mean step time``, the mean taken by Simpson's rule over
-  5 evenly spaced contexts isl, isl+osl/4, ..., isl+osl (exact for affine and quadratic step
-  times; within a small fraction of a step elsewhere). ``tpot_s`` is that mean step time.
-- **Memory and validity** come from the decode evaluation at the final context isl+osl (the KV
-  cache is largest there): memory, budget, divisibility and expert-choice reasons. The decode
-  TPOT SLO and the TTFT SLO are enforced only when given (``tpot_slo_ms``, ``ttft_slo_ms``):
-  TPOT against the mean decode step.
-- **Best batch** (``best_batch=True``, what an engine's max-throughput run does): for each strategy
-  row the batch among powers of two 1..4096 with the highest output tokens/s among the valid ones
-  (batch 1 and its reasons when none is valid).
+Every quantity is an array over strategies: 4 evaluator calls (two memory points, the decode and
+the mixed step), no Python loop per strategy. ``best_batch`` tries C = the capacity and the powers
+of two 1..4096 and keeps the highest output tokens/s within the SLOs.
 
-Everything is vectorized over strategies: 6 evaluator calls (1 prefill + 5 decode) over all N
-rows (times the 13 batches with ``best_batch``), no Python loop per strategy.
-
-Imports: costmodel, strategy.
+Imports: costmodel, engines, strategy.
 """
 from __future__ import annotations
 
@@ -31,25 +47,31 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .costmodel import REASON_BIT, REASONS, Result, Workload, evaluate
-from .strategy import BATCH, TP, EP, PP
+from .costmodel import REASON_BIT, REASONS, Result, TableCache, Workload, compose_step, evaluate
+from .engines import GENERIC, EngineProfile
+from .strategy import BATCH, EP, PP, TP
 
 BATCHES = tuple(2 ** i for i in range(13))           # 1 .. 4096
-SIMPSON = np.array([1.0, 4.0, 2.0, 4.0, 1.0]) / 12.0   # composite Simpson, 4 intervals, as a mean
 NO_SLO = float("inf")
 
 
 @dataclass
 class ServeResult:
     """Serve-phase results of N strategies; arrays are [N]. Times in seconds, memory in bytes."""
-    strategies: np.ndarray               # [N, 16], with the batch that was used
+    strategies: np.ndarray               # [N, 16], the batch column holding the concurrency C
     valid: np.ndarray
     reasons: np.ndarray                  # bit flags, see costmodel.REASONS
     output_tokens_per_s: np.ndarray      # whole instance
     output_tokens_per_s_per_gpu: np.ndarray
-    ttft_s: np.ndarray                   # prefill of the whole batch at isl
-    tpot_s: np.ndarray                   # mean decode step over isl .. isl+osl
-    memory_bytes: np.ndarray             # per GPU at the final context isl+osl
+    tokens_per_s_per_user: np.ndarray    # 1 / TPOT
+    ttft_s: np.ndarray                   # mean time to first token (queue included)
+    tpot_s: np.ndarray                   # mean time per output token after the first
+    latency_s: np.ndarray                # mean request latency, TTFT + (osl - 1) * TPOT
+    running: np.ndarray                  # requests in the running batch, n <= C
+    kv_capacity: np.ndarray              # requests whose KV cache (isl + osl tokens) fits
+    memory_bytes: np.ndarray             # per GPU with n requests at isl + osl tokens
+    decode_step_s: np.ndarray            # one decode step of the n running requests
+    mixed_step_s: np.ndarray             # one step that holds a prefill chunk
     gpus: np.ndarray
 
     def reason_list(self, i: int) -> list:
@@ -58,81 +80,145 @@ class ServeResult:
     def __len__(self):
         return len(self.valid)
 
-
-def decode_contexts(isl: int, osl: int) -> np.ndarray:
-    """The 5 Simpson points between isl and isl+osl (integers, first and last exact)."""
-    return np.rint(isl + osl * np.linspace(0.0, 1.0, 5)).astype(np.int64)
+    def take(self, idx) -> "ServeResult":
+        return ServeResult(*(getattr(self, f.name)[idx] for f in fields(ServeResult)))
 
 
-def serve_workloads(isl: int, osl: int, gpus: int = 0) -> list:
-    """The 6 evaluations of the serve phase: the prefill at isl, then decode at the 5 Simpson
-    contexts (no TPOT SLO inside; ``combine`` applies the SLOs to the serve figures)."""
-    return [Workload("prefill", int(isl), gpus=gpus)] + [
-        Workload("decode", int(ctx), tpot_slo_ms=NO_SLO, gpus=gpus)
-        for ctx in decode_contexts(isl, osl)]
-
-
-def step_workload(isl: int, osl: int, gpus: int = 0) -> Workload:
-    """The decode step at the mean context isl + osl/2: the step per-op breakdowns show."""
+def decode_workload(isl: int, osl: int, gpus: int = 0) -> Workload:
+    """The decode step of the running batch: the mean context isl + osl/2 (the step the per-op
+    breakdowns of ``lts estimate`` and ``lts search`` show)."""
     return Workload("decode", int(isl) + int(osl) // 2, tpot_slo_ms=NO_SLO, gpus=gpus)
 
 
-def combine(strategies, pre: Result, decodes: list, osl: int, tpot_slo_ms=None,
-            ttft_slo_ms=None) -> ServeResult:
-    """Serve figures of rows from their prefill and 5 decode evaluations (``serve_workloads``)."""
-    tpot = SIMPSON @ np.stack([d.tpot_s for d in decodes])
-    ttft = pre.ttft_s
-    final = decodes[-1]
-    batch = strategies[:, BATCH].astype(np.float64)
-    tokens = batch * osl / (ttft + osl * tpot)
+def mixed_workload(isl: int, osl: int, engine: EngineProfile, gpus: int = 0) -> Workload:
+    """A step that holds a prefill chunk (``costmodel.compose_step``)."""
+    return Workload("mixed", int(isl) + int(osl) // 2, tpot_slo_ms=NO_SLO, gpus=gpus, isl=int(isl),
+                    osl=int(osl), step_tokens=engine.step_tokens, mixed=engine.mixed,
+                    cohort_base=engine.cohort_base, cohort_share=engine.cohort_share)
+
+
+def _with_batch(strategies, batch) -> np.ndarray:
+    rows = np.array(strategies, copy=True)
+    rows[:, BATCH] = np.asarray(batch, dtype=np.int64)
+    return rows
+
+
+class Evaluator:
+    """``costmodel.evaluate`` for one model and topology, optionally with a ``TableCache`` per
+    workload (``cached=True``: for a search that serves many small batches)."""
+
+    def __init__(self, model, topo, cached: bool = False):
+        self.model, self.topo, self.cached = model, topo, cached
+        self.caches = {}
+
+    def __call__(self, work: Workload, rows) -> Result:
+        if not self.cached:
+            return evaluate(self.model, self.topo, work, rows)
+        if work not in self.caches:
+            self.caches[work] = TableCache(self.model, self.topo, work)
+        return self.caches[work].evaluate(rows)
+
+
+def capacity(ev: Evaluator, engine: EngineProfile, strategies, isl: int, osl: int,
+             gpus: int = 0):
+    """(requests whose KV cache fits [N], fixed bytes per GPU [N], KV bytes per request per GPU
+    [N], reason bits that depend on neither [N]) -- see the module docstring, step 1."""
+    unit = strategies[:, TP] * strategies[:, EP] * strategies[:, PP]
+    work = Workload("decode", int(isl) + int(osl), tpot_slo_ms=NO_SLO, gpus=gpus)
+    one = ev(work, _with_batch(strategies, unit))
+    two = ev(work, _with_batch(strategies, 2 * unit))
+    per_unit = two.memory_bytes - one.memory_bytes           # KV (+ workspace) of u requests
+    fixed = one.memory_bytes - per_unit
+    per_request = per_unit / unit
+    pool = engine.kv_pool_bytes(ev.topo, fixed, strategies[:, TP] * strategies[:, PP])
+    cap = np.floor(np.maximum(pool, 0.0) / per_request)
+    return cap, fixed, per_request, one.reasons & ~(REASON_BIT["memory"] | REASON_BIT["slo"])
+
+
+def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
+          tpot_slo_ms: float | None = None, ttft_slo_ms: float | None = None,
+          gpus: int = 0, engine: EngineProfile = GENERIC,
+          evaluator: Evaluator | None = None) -> ServeResult:
+    """Serve-phase figures of strategies [N, 16] at concurrency C = their batch column.
+
+    Args:
+        isl, osl: input and output tokens per request (both >= 1).
+        best_batch: ignore the batch column; per row, the C among the KV capacity and the powers
+            of two 1..4096 with the highest output tokens/s within the SLOs.
+        tpot_slo_ms, ttft_slo_ms: enforced only when given.
+        gpus: device budget (0: the whole topology).
+        engine: the engine profile (scheduler knobs, memory rule, time per step and request).
+        evaluator: an ``Evaluator`` of the model on ``engine.topology(topo)`` (to reuse its
+            table caches across calls); by default a fresh, uncached one.
+    """
+    strategies = np.atleast_2d(np.asarray(strategies, dtype=np.int64))
+    if isl < 1 or osl < 1:
+        raise ValueError(f"isl and osl must be >= 1, got {isl}, {osl}")
+    ev = evaluator or Evaluator(model, engine.topology(topo))
+    cap, fixed, per_request, fixed_reasons = capacity(ev, engine, strategies, isl, osl, gpus)
+    if not best_batch:
+        return _closed_loop(ev, engine, strategies, isl, osl, cap, fixed, per_request,
+                            fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus)
+    n, nb = len(strategies), len(BATCHES) + 1
+    limit = cap if not engine.max_running else np.minimum(cap, engine.max_running)
+    candidates = np.concatenate([np.maximum(limit, 1)[:, None],
+                                 np.tile(np.asarray(BATCHES, dtype=np.float64), (n, 1))], axis=1)
+    wide = np.repeat(strategies, nb, axis=0)                  # row i, candidate j at i*nb + j
+    wide[:, BATCH] = candidates.ravel().astype(np.int64)
+    rep = lambda a: np.repeat(a, nb)                          # noqa: E731
+    res = _closed_loop(ev, engine, wide, isl, osl, rep(cap), rep(fixed),
+                       rep(per_request), rep(fixed_reasons), tpot_slo_ms, ttft_slo_ms, gpus)
+    score = np.where(res.valid, res.output_tokens_per_s, -np.inf).reshape(n, nb)
+    pick = np.where(np.isfinite(score.max(axis=1)), score.argmax(axis=1), 0)
+    return res.take(np.arange(n) * nb + pick)
+
+
+def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_request,
+                 fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus) -> ServeResult:
+    """Steps 2-4 of the module docstring for rows whose batch column is the concurrency C."""
+    conc = strategies[:, BATCH].astype(np.float64)
+    limit = cap if not engine.max_running else np.minimum(cap, engine.max_running)
+    n = np.maximum(np.minimum(conc, limit), 1.0)               # running requests
+    rows = _with_batch(strategies, n)
+    c0 = engine.step_overhead_s
+    mixed = mixed_workload(isl, osl, engine, gpus)
+    t_dec = ev(decode_workload(isl, osl, gpus), rows).step_s + c0
+    t_mix = ev(mixed, rows).step_s + c0
+    mix = compose_step(n, mixed)
+    k, s = mix.cohort, mix.steps
+    decode_steps = osl - 1.0
+    if engine.mixed:
+        m = n / k                                              # cohorts taking turns
+        cycle = s + decode_steps                               # steps of one cohort's request
+        queue = np.maximum(m * s - cycle, 0.0)                 # prefill steps it waits for
+        ttft = (queue + s) * t_mix
+        others = np.minimum(decode_steps, (m - 1) * s)         # others' prefills in its decode
+        decode_time = others * t_mix + (decode_steps - others) * t_dec
+    else:
+        # request i's prefill ends with chunk ceil(i*isl/B): a*(n+1)/2 + 1/2 chunks on average
+        # (a = isl/B); it then waits for the rest of the batch's prefill before decoding on
+        done = np.clip(isl / engine.step_tokens * (n + 1) / 2 + 0.5, 1.0, np.maximum(s, 1.0))
+        ttft = done * t_mix
+        decode_time = (s - done) * t_mix + decode_steps * t_dec
+    tpot = decode_time / decode_steps if osl > 1 else t_dec
+    latency = ttft + decode_time + engine.request_overhead_s
+    tokens = n * osl / latency
+    ttft = ttft + engine.request_overhead_s + np.maximum(conc - n, 0.0) / n * latency
+    reasons = fixed_reasons | np.where(cap < 1, REASON_BIT["memory"], 0)
     slo = REASON_BIT["slo"]
-    reasons = final.reasons & ~slo
     if tpot_slo_ms:
         reasons |= np.where(tpot > tpot_slo_ms * 1e-3, slo, 0)
     if ttft_slo_ms:
         reasons |= np.where(ttft > ttft_slo_ms * 1e-3, slo, 0)
     gpus_used = (strategies[:, TP] * strategies[:, EP] * strategies[:, PP]).astype(np.float64)
-    return ServeResult(strategies, reasons == 0, reasons, tokens, tokens / gpus_used, ttft, tpot,
-                       final.memory_bytes, gpus_used)
+    memory = fixed + n * per_request
+    return ServeResult(strategies, reasons == 0, reasons, tokens, tokens / gpus_used, 1.0 / tpot,
+                       ttft, tpot, latency + np.maximum(conc - n, 0.0) / n * latency, n, cap,
+                       memory, t_dec, t_mix, gpus_used)
 
 
-def as_result(r: ServeResult, osl: int) -> Result:
+def as_result(r: ServeResult) -> Result:
     """A serve result in the evaluator's Result shape, so that search and reports take it as is:
-    tokens/s (per GPU) are output tokens/s, ``step_s`` the time to serve one batch of requests
-    (TTFT + osl x TPOT)."""
+    tokens/s (per GPU) are output tokens/s, ``step_s`` the request latency."""
     return Result(r.strategies, r.valid, r.reasons, r.output_tokens_per_s_per_gpu,
-                  r.output_tokens_per_s, r.tpot_s, r.ttft_s, r.ttft_s + osl * r.tpot_s,
-                  r.memory_bytes, r.gpus)
-
-
-def _serve_fixed(model, topo, strategies, isl, osl, tpot_slo_ms, ttft_slo_ms, gpus):
-    """Serve rows with the batch in their batch column."""
-    pre, *decodes = (evaluate(model, topo, w, strategies) for w in serve_workloads(isl, osl, gpus))
-    return combine(strategies, pre, decodes, osl, tpot_slo_ms, ttft_slo_ms)
-
-
-def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
-          tpot_slo_ms: float | None = None, ttft_slo_ms: float | None = None,
-          gpus: int = 0) -> ServeResult:
-    """Serve-phase throughput and latency of strategies [N, 16] (see the module docstring).
-
-    Args:
-        isl, osl: input and output tokens per request (both >= 1).
-        best_batch: ignore the batch column and use, per row, the batch in ``BATCHES`` with the
-            highest output tokens/s among the valid ones.
-        tpot_slo_ms, ttft_slo_ms: enforced only when given.
-        gpus: device budget (0: the whole topology).
-    """
-    strategies = np.atleast_2d(np.asarray(strategies, dtype=np.int64))
-    if isl < 1 or osl < 1:
-        raise ValueError(f"isl and osl must be >= 1, got {isl}, {osl}")
-    if not best_batch:
-        return _serve_fixed(model, topo, strategies, isl, osl, tpot_slo_ms, ttft_slo_ms, gpus)
-    n, nb = len(strategies), len(BATCHES)
-    wide = np.repeat(strategies, nb, axis=0)                  # row i, batch j at i*nb + j
-    wide[:, BATCH] = np.tile(BATCHES, n)
-    res = _serve_fixed(model, topo, wide, isl, osl, tpot_slo_ms, ttft_slo_ms, gpus)
-    score = np.where(res.valid, res.output_tokens_per_s, -np.inf).reshape(n, nb)
-    pick = np.where(np.isfinite(score.max(axis=1)), score.argmax(axis=1), 0)
-    idx = np.arange(n) * nb + pick
-    return ServeResult(*(getattr(res, f.name)[idx] for f in fields(ServeResult)))
+                  r.output_tokens_per_s, r.tpot_s, r.ttft_s, r.latency_s, r.memory_bytes, r.gpus)

@@ -14,19 +14,26 @@ and an optional ``strategy``. How each row is mapped:
   batch (max output tokens/s among powers of two 1..4096 that fit), as an engine's
   max-throughput run picks.
 - ``metric`` is one of ``output_tokens_per_s`` (whole instance), ``output_tokens_per_s_per_gpu``,
-  ``ttft_ms``, ``tpot_ms``; the prediction is the serve phase's (``lts.serve``) at ``isl``/``osl``
-  with no SLO. A prediction that is invalid (the strategy does not fit memory, ...) is skipped
-  with its reasons.
+  ``ttft_ms``, ``tpot_ms``; the prediction is the serve phase's (``lts.serve``, the closed loop
+  at concurrency C) at ``isl``/``osl`` with no SLO. A prediction that is invalid (not even one
+  request fits memory, ...) is skipped with its reasons.
+- The engine profile (``lts.engines``) is the optional ``engine`` column (``generic``, ``vllm``,
+  ``sglang``, ``trtllm``); when the column is absent or the cell empty, the engine the ``source``
+  names (TensorRT-LLM/trtllm, vLLM, SGLang: exactly one of them), else ``generic``.
 
 A malformed file (missing column, a bad number, an unknown metric or precision, a bad strategy)
 raises one ``SpecError``: ``FILE: row N: COLUMN: VALUE ...`` (N counts data rows from 1).
 
 Summary: count of predicted rows, median |log2(predicted/measured)|, share within 2x, and the
 Spearman rank correlation inside each group of rows that differ only in the parallel config (same
-model, topology, precision, isl, osl, concurrency and metric; groups of >= 3 rows; groups where
-either side is constant have no correlation and are left out of the mean).
+model, topology, precision, engine, isl, osl, concurrency and metric; groups of >= 3 rows; groups
+where either side is constant have no correlation and are left out of the mean); the same
+summary for each metric and for each engine.
 
-Imports: errors, specs, strategy, serve, units.
+Cost: the rows are predicted in groups of one (model, topology, precision, engine, isl, osl), a
+few evaluator calls each, vectorized over the group's rows.
+
+Imports: errors, specs, strategy, engines, serve, units.
 """
 from __future__ import annotations
 
@@ -38,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .engines import ENGINE_NAMES, ENGINES, engine_for_source
 from .errors import SpecError, StrategyError
 from .serve import serve
 from .specs import load_model, load_topology, read_text, shipped_names, with_precision
@@ -69,6 +77,7 @@ class Measurement:
     value: float
     source: str
     strategy: str            # "" = Megatron at tp/ep/pp
+    engine: str              # an lts.engines profile name
 
 
 def _int(file, n, col, text, allow_empty=False, default=0):
@@ -120,9 +129,14 @@ def read_measurements(path) -> list:
             raise SpecError(file, f"row {n}", f"value: {r['value']!r} is not a positive number")
         if not r["id"]:
             raise SpecError(file, f"row {n}", "id: '' is empty: expected a row identifier")
+        engine = r.get("engine", "")
+        if engine and engine not in ENGINE_NAMES:
+            raise SpecError(file, f"row {n}", f"engine: {engine!r} is not one of "
+                                              f"{', '.join(ENGINE_NAMES)} (or empty)")
+        engine = engine or engine_for_source(r["source"]) or "generic"
         out.append(Measurement(n, r["id"], r["model"], r["topology"], gpus, tp, ep, pp,
                                r["precision"], isl, osl, conc, r["metric"], value, r["source"],
-                               strategy))
+                               strategy, engine))
     return out
 
 
@@ -165,12 +179,15 @@ def spearman(x, y) -> float:
     return float(np.corrcoef(rx, ry)[0, 1])
 
 
-def validate(path) -> dict:
-    """Predict every row of a measurement file; the JSON dict of ``lts validate --json``."""
+def validate(path, progress=None) -> dict:
+    """Predict every row of a measurement file; the JSON dict of ``lts validate --json``.
+
+    ``progress(total)`` is called once with the number of prediction groups, then ``progress()``
+    after each (a progress bar's callback)."""
     file = str(path)
     meas = read_measurements(path)
     models, topos = set(shipped_names("models")), set(shipped_names("topologies"))
-    skipped, jobs = {}, defaultdict(list)      # jobs: (model, topo, precision, isl, osl, best)
+    skipped, jobs = {}, defaultdict(list)    # (model, topo, precision, isl, osl, best, engine)
     specs = {}
     for m in meas:
         if m.model not in models:
@@ -188,12 +205,17 @@ def validate(path) -> dict:
         if used != m.gpus:
             skipped[m.row] = f"tp·ep·pp = {used} but gpus = {m.gpus}"
             continue
-        jobs[(m.model, m.topology, m.precision, m.isl, m.osl, best)].append((m, row))
+        jobs[(m.model, m.topology, m.precision, m.isl, m.osl, best, m.engine)].append((m, row))
     topo_specs = {name: load_topology(name) for name in {k[1] for k in jobs}}
     predicted = {}
-    for (model, topo, prec, isl, osl, best), items in jobs.items():
+    if progress:
+        progress(len(jobs))
+    for (model, topo, prec, isl, osl, best, engine), items in jobs.items():
         rows = np.stack([row for _, row in items])
-        res = serve(specs[(model, prec)], topo_specs[topo], rows, isl, osl, best_batch=best)
+        res = serve(specs[(model, prec)], topo_specs[topo], rows, isl, osl, best_batch=best,
+                    engine=ENGINES[engine])
+        if progress:
+            progress()
         for i, (m, _) in enumerate(items):
             if not res.valid[i]:
                 skipped[m.row] = ("prediction invalid: " + ", ".join(res.reason_list(i))
@@ -207,6 +229,7 @@ def validate(path) -> dict:
                 "ep": int(res.strategies[i, EP]), "pp": int(res.strategies[i, PP]),
                 "batch": int(res.strategies[i, BATCH]), "best_batch": best, "isl": m.isl,
                 "osl": m.osl, "concurrency": m.concurrency or None, "metric": m.metric,
+                "engine": engine, "running": int(res.running[i]),
                 "predicted": p, "measured": m.value, "ratio": p / m.value,
                 "log2_ratio": math.log2(p / m.value), "strategy": m.strategy or None}
     rows = [predicted[m.row] for m in meas if m.row in predicted]
@@ -216,18 +239,20 @@ def validate(path) -> dict:
             "total": len(meas)}
 
 
-def summarize(rows: list) -> dict:
-    """count, median |log2 ratio|, share within 2x, Spearman per parallel-config group."""
+def summarize(rows: list, split: bool = True) -> dict:
+    """count, median |log2 ratio|, share within 2x, Spearman per parallel-config group; with
+    ``split``, the same for each metric (``by_metric``) and each engine (``by_engine``)."""
     if not rows:
         return {"count": 0, "median_abs_log2_ratio": None, "within_2x": None,
-                "spearman_by_group": {"mean": None, "mean_per_gpu": None, "groups": []}}
+                "spearman_by_group": {"mean": None, "mean_per_gpu": None, "groups": []},
+                **({"by_metric": {}, "by_engine": {}} if split else {})}
     a = np.abs([r["log2_ratio"] for r in rows])
     groups = defaultdict(list)
     for r in rows:
-        groups[(r["model"], r["topology"], r["precision"], r["isl"], r["osl"], r["concurrency"],
-                r["metric"])].append(r)
+        groups[(r["model"], r["topology"], r["precision"], r["engine"], r["isl"], r["osl"],
+                r["concurrency"], r["metric"])].append(r)
     out = []
-    for (model, topo, prec, isl, osl, conc, metric), g in groups.items():
+    for (model, topo, prec, engine, isl, osl, conc, metric), g in groups.items():
         if len(g) < MIN_GROUP:
             continue
         rho = spearman([r["predicted"] for r in g], [r["measured"] for r in g])
@@ -236,17 +261,23 @@ def summarize(rows: list) -> dict:
         per = metric == "output_tokens_per_s"
         rho_gpu = spearman(*([r[k] / (r["gpus"] if per else 1) for r in g]
                              for k in ("predicted", "measured")))
-        out.append({"model": model, "topology": topo, "precision": prec, "isl": isl, "osl": osl,
-                    "concurrency": conc, "metric": metric, "ids": [r["id"] for r in g],
-                    "spearman": _finite(rho), "spearman_per_gpu": _finite(rho_gpu)})
+        out.append({"model": model, "topology": topo, "precision": prec, "engine": engine,
+                    "isl": isl, "osl": osl, "concurrency": conc, "metric": metric,
+                    "ids": [r["id"] for r in g], "spearman": _finite(rho),
+                    "spearman_per_gpu": _finite(rho_gpu)})
 
     def mean(key):
         vals = [g[key] for g in out if g[key] is not None]
         return float(np.mean(vals)) if vals else None
-    return {"count": len(rows), "median_abs_log2_ratio": float(np.median(a)),
-            "within_2x": float(np.mean(a <= 1.0)),
-            "spearman_by_group": {"mean": mean("spearman"),
-                                  "mean_per_gpu": mean("spearman_per_gpu"), "groups": out}}
+    d = {"count": len(rows), "median_abs_log2_ratio": float(np.median(a)),
+         "within_2x": float(np.mean(a <= 1.0)),
+         "spearman_by_group": {"mean": mean("spearman"),
+                               "mean_per_gpu": mean("spearman_per_gpu"), "groups": out}}
+    if split:
+        for key, name in (("metric", "by_metric"), ("engine", "by_engine")):
+            d[name] = {v: summarize([r for r in rows if r[key] == v], split=False)
+                       for v in sorted({r[key] for r in rows})}
+    return d
 
 
 def _finite(x):

@@ -1,9 +1,15 @@
-"""Fit serving-engine constants on the training part of a measurement file and report training
-and held-out summaries.
+"""Fit serving constants on the training part of a measurement file and report training and
+held-out summaries.
 
     python scripts/calibrate.py ../shared/data/calibration.csv
     python scripts/calibrate.py FILE --fit collective_efficiency=0.3,0.4,0.5 --fit step_overhead_us=0,500
     python scripts/calibrate.py FILE --set roofline_exponent=0     # see what one key is worth
+    python scripts/calibrate.py ../shared/data/serving_calibration.csv \
+        --fit vllm.cohort_base=1,2,3 --fit vllm.cohort_share=0.03,0.05   # an engine profile's keys
+
+A key is a topology ``[gpu]`` key (set on every shipped topology) or ``ENGINE.KEY``, a field of
+one engine profile (``lts.engines``: cohort_base, cohort_share, step_overhead_us,
+request_overhead_ms, collective_efficiency); the objective then counts that engine's rows only.
 
 Split (deterministic, no randomness): the distinct (isl, osl) pairs of the file sorted
 ascending; pairs at even positions (0, 2, 4, ...) are the training rows, odd positions held out.
@@ -28,8 +34,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lts import validate as v            # noqa: E402
-from lts.units import US                 # noqa: E402
+from lts.units import MS, US             # noqa: E402
 
+ENGINE_FIELDS = {"cohort_base": ("cohort_base", 1.0), "cohort_share": ("cohort_share", 1.0),
+                 "step_overhead_us": ("step_overhead_s", US),
+                 "request_overhead_ms": ("request_overhead_s", MS),
+                 "collective_efficiency": ("collective_efficiency", 1.0)}
 FIELDS = {"step_overhead_us": ("step_overhead_s", US), "fp8_memory_efficiency": (None, 1.0),
           "fp8_compute_efficiency": (None, 1.0), "memory_efficiency": (None, 1.0),
           "compute_efficiency": (None, 1.0), "kernel_overhead_us": ("kernel_overhead_s", US),
@@ -47,27 +57,45 @@ def split(rows):
 
 
 def run(path, overrides):
-    """validate() with every topology's [gpu] keys overridden."""
-    orig = v.load_topology
+    """validate() with every topology's [gpu] keys and the engine profiles' keys overridden."""
+    orig_topo, orig_engines = v.load_topology, v.ENGINES
+    gpu = {k: x for k, x in overrides.items() if "." not in k}
+    engines = dict(orig_engines)
+    for key, val in overrides.items():
+        if "." in key:
+            name, field = key.split(".", 1)
+            attr, scale = ENGINE_FIELDS[field]
+            engines[name] = replace(engines[name], **{attr: val * scale})
 
     def patched(name):
-        t = orig(name)
+        t = orig_topo(name)
         kw = {}
-        for key, val in overrides.items():
+        for key, val in gpu.items():
             field, scale = FIELDS[key]
             kw[field or key] = val * scale
         return replace(t, **kw)
-    v.load_topology = patched
+    v.load_topology, v.ENGINES = patched, engines
     try:
         return v.validate(path)
     finally:
-        v.load_topology = orig
+        v.load_topology, v.ENGINES = orig_topo, orig_engines
+
+
+def check_key(ap, key):
+    if "." in key:
+        name, field = key.split(".", 1)
+        if name not in v.ENGINES or field not in ENGINE_FIELDS:
+            ap.error(f"unknown key {key!r} (ENGINE.KEY: ENGINE one of {', '.join(v.ENGINES)}, "
+                     f"KEY one of {', '.join(ENGINE_FIELDS)})")
+    elif key not in FIELDS:
+        ap.error(f"unknown key {key!r} (one of {', '.join(FIELDS)}, or ENGINE.KEY)")
 
 
 def line(name, s):
     sp = s["spearman_by_group"]
-    return (f"{name:9s} n={s['count']:3d} median|log2|={s['median_abs_log2_ratio']:.3f} "
-            f"within2x={s['within_2x']:.3f} spearman={sp['mean']:.3f} per_gpu={sp['mean_per_gpu']:.3f}")
+    f = lambda x: "-" if x is None else f"{x:.3f}"        # noqa: E731
+    return (f"{name:9s} n={s['count']:3d} median|log2|={f(s['median_abs_log2_ratio'])} "
+            f"within2x={f(s['within_2x'])} spearman={f(sp['mean'])} per_gpu={f(sp['mean_per_gpu'])}")
 
 
 def main():
@@ -82,23 +110,28 @@ def main():
     grids = [(k, [float(x) for x in vals.split(",")])
              for k, vals in (f.split("=") for f in (a.fit or DEFAULT_FIT))]
     for key, _ in grids + [(k, 0) for k in fixed]:
-        if key not in FIELDS:
-            ap.error(f"unknown key {key!r} (one of {', '.join(FIELDS)})")
+        check_key(ap, key)
+    fitted = {k.split(".", 1)[0] for k, _ in grids if "." in k}
+
+    def counted(rows):          # an engine key's fit counts that engine's rows only
+        return [r for r in rows if not fitted or r["engine"] in fitted]
     best = None
     for values in itertools.product(*(vals for _, vals in grids)):
         point = dict(zip((k for k, _ in grids), values))
         res = run(a.file, {**fixed, **point})
-        train, _ = split(res["rows"])
+        train = counted(split(res["rows"])[0])
         sq = sum(r["log2_ratio"] ** 2 for r in train) / len(train)
         label = " ".join(f"{k}={x:g}" for k, x in point.items())
         print(f"{label}  mean sq log2={sq:.4f}  " + line("train", v.summarize(train)))
         if best is None or sq < best[0]:
             best = (sq, label, res)
     _, label, res = best
-    train, held = split(res["rows"])
+    train, held = (counted(x) for x in split(res["rows"]))
     print(f"\nbest {label} (train rows only)")
-    for name, rows in (("train", train), ("held-out", held), ("all", res["rows"])):
+    for name, rows in (("train", train), ("held-out", held), ("all", counted(res["rows"]))):
         print(line(name, v.summarize(rows)))
+        for metric in sorted({r["metric"] for r in rows}):
+            print("  " + line(metric, v.summarize([r for r in rows if r["metric"] == metric])))
     print(f"skipped: {len(res['skipped'])}")
 
 

@@ -160,10 +160,36 @@ class _Ctx:
         # weight reads of GEMMs at the weight dtype's own HBM efficiency, as effective bytes
         self.wbr = self.wb * topo.memory_efficiency / topo.weight_memory_efficiency_for(prec.weights)
         self.overhead = topo.kernel_overhead_s
-        decode = work.phase == "decode"
+        decode = work.phase in ("decode", "mixed")
         self.decode = decode
+        seqs = self.batch
+        self.chunk = self.chunk_t = self.chunk_keys = self.chunk_read = 0.0
+        if work.phase == "mixed":
+            # DESIGN.md §8: a step of a continuous-batching engine with `batch` running requests:
+            # a cohort of base + share x n requests (no fewer than n/osl, at least 1, at most n)
+            # is prefilled, the others decode; the budget left after their decode tokens takes the
+            # cohort's prompts, over as many steps as needed (chunk = the mean per step). Not
+            # mixed: the whole batch is the cohort, prefilled in prefill-only steps of the budget.
+            n, isl, budget = float(self.batch), float(work.isl), float(work.step_tokens)
+            n = max(n, 1.0)
+            if work.mixed:
+                cohort = min(max(work.cohort_base + work.cohort_share * n, n / max(work.osl, 1),
+                                 1.0), n)
+                seqs = n - cohort
+                avail = max(budget - seqs, 1.0)
+                steps, per_prompt = math.ceil(cohort * isl / avail), math.ceil(isl / avail)
+            else:
+                cohort, seqs = n, 0.0        # full chunks of the budget, the last in proportion
+                steps, per_prompt = n * isl / min(budget, n * isl), math.ceil(isl / budget)
+            chunk = cohort * isl / steps
+            self.chunk = chunk / (self.pp * self.ep)             # per tp group, like sequences
+            self.chunk_t = self.chunk / self.p                   # per rank under T
+            self.chunk_keys = (isl + 1) / 2                       # causal: mean keys per query
+            self.chunk_read = (per_prompt + 1) / 2                # prompt's cache read so far
+            self.chunk_mb = chunk / self.pp                       # tokens of one micro-batch
+            self.chunk_done = self.chunk / isl                    # prompts finishing per step
         # the batch runs as pp micro-batches; each is split over the ep groups (whole sequences)
-        self.mb = float(math.ceil(self.batch / self.pp))
+        self.mb = float(math.ceil(seqs / self.pp))
         self.seqs = float(math.ceil(self.mb / self.ep))          # sequences per tp group
         self.tps = 1.0 if decode else float(work.context)        # tokens per sequence per step
         self.rows = self.seqs * self.tps
@@ -172,6 +198,12 @@ class _Ctx:
         self.lm_rows = self.seqs
         self.ctx = float(work.context)
         self.ctx_attn = self.ctx if decode else (self.ctx + 1) / 2   # causal prefill: ~half
+        score_rows = self.rows * self.ctx_attn
+        if work.phase == "mixed":
+            self.rows += self.chunk
+            self.rows_t += self.chunk_t
+            self.lm_rows += self.chunk_done
+            score_rows += self.chunk * self.chunk_keys
         self.h = model.hidden
         if a.kind == "mla":       # absorbed MLA: scores/context over the shared latent
             self.qk_dim = a.kv_lora_rank + a.qk_rope_head_dim
@@ -195,7 +227,7 @@ class _Ctx:
         self.point_bytes = {
             "hidden": self.rows * self.h * self.ab,
             "qkv": self.rows * self.qkv_out * self.ab,
-            "scores": self.rows * a.heads * self.ctx_attn * self.ab,
+            "scores": score_rows * a.heads * self.ab,
             "context": self.rows * self.ctx_out * self.ab,
             "inter": (inter_moe if model.is_moe else self.rows * f.intermediate) * self.ab,
             "inter_dense": self.rows * f.intermediate * self.ab,
@@ -310,6 +342,10 @@ def _attention(c, choice, lin, dim, cache_tok, dim1_frac):
         seqs, ffl, fcache = (c.seqs_t if lin == T else c.seqs), 1.0, 1.0
     fl = seqs * per_seq_flops * ffl
     by = seqs * (per_seq_read * fcache + per_seq_io * ffl)
+    # a mixed step's prefill chunk: its queries, and the cache its prompts have so far
+    chunk = c.chunk_t if (choice not in (DIM0, DIM1) and lin == T) else c.chunk
+    fl += chunk * 2.0 * heads * dim * c.chunk_keys * ffl
+    by += chunk * (c.chunk_read * cache_tok * fcache + heads * dim * c.ab * 2 * ffl)
     return _Op(c, fl, by, 0.0, seqs * c.ctx * cache_tok * fcache)
 
 
@@ -347,11 +383,13 @@ def ffn(c, which, choice, lin, moe):
         inter, k, shared, e_loc = float(f.intermediate), 1.0, 0.0, 1.0
     pairs = c.rows * k                             # (token, expert) pairs per tp group
     tokens = c.mb * c.tps                          # tokens routed per micro-batch step
+    if c.work.phase == "mixed":
+        tokens += c.chunk_mb
     e_rank_x = math.ceil(e_loc / p)                # experts per rank under `experts`
     frac_t = "ffn_fractional_t_rows" in c.compat
     t_pairs = pairs / p if frac_t else c.rows_t * k
     # whole sequences: this rank's ceil(seqs/tp) of its own tp group, in every ep group
-    t_tokens = tokens / p if frac_t else c.seqs_t * c.tps * c.ep
+    t_tokens = tokens / p if frac_t else (c.seqs_t * c.tps + c.chunk_t) * c.ep
     # output layout
     if choice == DIM0:
         lout = P
@@ -605,7 +643,7 @@ def evaluate(model, topo, work, row, compat=()):
     workspace = 2.0 * c.ab * (c.rows * (3 * c.h + c.qkv_out + c.ctx_out + _inter_w(model)
                                          * (model.ffn.n_mats - 1)) + c.lm_rows * model.vocab)
     memory = max(w.mem) + workspace
-    if work.phase == "decode":
+    if work.phase in ("decode", "mixed"):
         step = pp * slowest + topo.step_overhead_s
         tpot, ttft = step, math.nan
         tokens = batch / step

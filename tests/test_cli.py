@@ -132,16 +132,23 @@ def test_estimate_serve_matches_the_serve_phase_and_picks_the_best_batch():
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     m, t = load_model("llama3.1-8b"), load_topology("h100_dgx")
-    rows = np.repeat(parse_strategy("tp=1")[None], len(sv.BATCHES), axis=0)
-    rows[:, 3] = sv.BATCHES
+    row = parse_strategy("tp=1")[None]
+    cap = int(sv.serve(m, t, row, 500, 2000).kv_capacity[0])
+    cands = (cap,) + sv.BATCHES
+    rows = np.repeat(row, len(cands), axis=0)
+    rows[:, 3] = cands
     every = sv.serve(m, t, rows, 500, 2000)
     best = int(np.argmax(np.where(every.valid, every.output_tokens_per_s, -1)))
     assert d["phase"] == "serve" and d["valid"] and (d["isl"], d["osl"]) == (500, 2000)
-    assert d["concurrency"] == d["batch"] == sv.BATCHES[best]
+    assert d["concurrency"] == d["batch"] == cands[best] and d["engine"] == "generic"
     assert d["output_tokens_per_s"] == pytest.approx(every.output_tokens_per_s[best], rel=1e-12)
     assert d["tpot_ms"] == pytest.approx(every.tpot_s[best] * 1e3, rel=1e-12)
     assert d["ttft_ms"] == pytest.approx(every.ttft_s[best] * 1e3, rel=1e-12)
     assert d["output_tokens_per_s_per_gpu"] == pytest.approx(d["output_tokens_per_s"])
+    assert d["tokens_per_s_per_user"] == pytest.approx(1e3 / d["tpot_ms"])
+    assert d["request_latency_ms"] == pytest.approx(d["ttft_ms"] + 1999 * d["tpot_ms"])
+    # the per-op table is one decode step of the running batch at the mean context
+    assert d["step"] == {"kind": "decode", "requests": d["running"], "context": 1500}
     assert [op["name"] for op in d["ops"]][:2] == ["embedding", "attn_norm"]
 
 
@@ -163,3 +170,34 @@ def test_estimate_serve_invalid_and_misused_flags():
     r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--isl", "5", "--osl", "9")
     assert r.exit_code == 2
     assert "Error: --isl, --osl: only with --phase serve" in r.output
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--engine", "vllm")
+    assert r.exit_code == 2 and "Error: --engine: only with --phase serve" in r.output
+
+
+def test_estimate_serve_bad_engine_is_a_usage_error():
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--phase", "serve",
+            "--engine", "tgi")
+    assert r.exit_code == 2
+    assert ("Error: Invalid value for '--engine': 'tgi' is not one of 'generic', 'vllm', "
+            "'sglang', 'trtllm'.") in r.output
+
+
+def test_estimate_serve_engines_differ_and_print_one_set_of_figures():
+    out = {}
+    for engine in ("generic", "vllm", "sglang", "trtllm"):
+        r = run("estimate", "qwen3-32b", "h100_dgx", "--strategy", "tp=2", "--phase", "serve",
+                "--isl", "1024", "--osl", "128", "--concurrency", "64", "--engine", engine,
+                "--json")
+        assert r.exit_code == 0, r.output
+        out[engine] = json.loads(r.output)
+        assert out[engine]["engine"] == engine
+    assert len({d["ttft_ms"] for d in out.values()}) == 4
+    text = run("estimate", "qwen3-32b", "h100_dgx", "--strategy", "tp=2", "--phase", "serve",
+               "--isl", "1024", "--osl", "128", "--concurrency", "64", "--engine", "vllm",
+               "--no-color").output
+    text = " ".join(text.split())                 # rich wraps long lines at the terminal width
+    d = out["vllm"]
+    # one tokens/s per GPU and one GiB figure, those of the JSON, and the step the table shows
+    assert text.count("per GPU") == 2 and f"{d['output_tokens_per_s_per_gpu']:.1f} per GPU" in text
+    assert f"{d['memory_gib_per_gpu']:.1f} GiB per GPU" in text and text.count("GiB per GPU") == 1
+    assert "one decode step of the running batch (64 requests at context 1088" in text

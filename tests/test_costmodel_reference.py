@@ -22,7 +22,12 @@ KNOWN = ()
 
 TOPOLOGIES = ("h100_dgx", "gb200_nvl72")
 WORKLOADS = {"decode": Workload("decode", context=16384),
-             "prefill": Workload("prefill", context=2048, ttft_slo_ms=2000.0)}
+             "prefill": Workload("prefill", context=2048, ttft_slo_ms=2000.0),
+             # a continuous-batching step (lts.serve): decodes plus a prefill chunk in one pass
+             "mixed": Workload("mixed", context=3000, tpot_slo_ms=1e9, isl=2048, osl=512,
+                               step_tokens=8192, cohort_base=3.0, cohort_share=0.07),
+             "prefill-first": Workload("mixed", context=3000, tpot_slo_ms=1e9, isl=3000, osl=64,
+                                       step_tokens=4096, mixed=False)}
 PREFERRED = ("llama3.1-8b", "mixtral-8x7b", "deepseek-v3")   # dense GQA, MoE GQA, MLA MoE
 N_RANDOM = 300
 RTOL = 1e-9
@@ -111,7 +116,8 @@ def test_random_strategies_match_reference(model_name, topo_name, phase):
     model, topo, work = get_model(model_name), load_topology(topo_name), WORKLOADS[phase]
     space = Space.for_model(model, topo.gpus)
     seed = sum(map(ord, model_name + topo_name + phase))      # stable across runs
-    rows = space.decode(space.sample(np.random.default_rng(seed), N_RANDOM))
+    n = N_RANDOM if work.phase != "mixed" else N_RANDOM // 3     # mixed: lean, same walk
+    rows = space.decode(space.sample(np.random.default_rng(seed), n))
     bad = compare(model, topo, work, rows)
     assert not bad, report(rows, bad)
 

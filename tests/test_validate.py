@@ -1,4 +1,4 @@
-"""The serve phase (lts.serve) and `lts validate` (measurement files, DESIGN.md §5)."""
+"""`lts validate` (measurement files, DESIGN.md §5) and the calibration figures."""
 import json
 from pathlib import Path
 
@@ -26,52 +26,6 @@ def llama8b():
 
 def rows(batch=64):
     return np.stack([megatron_row(tp, 1, 1, batch) for tp in (1, 2, 4, 8)])
-
-
-# ----------------------------------------------------------------------------------------------
-# serve phase
-
-def test_serve_longer_output_context_lowers_throughput(llama8b):
-    m, topo = llama8b
-    short = serve(m, topo, rows(16), 1024, 128)
-    long = serve(m, topo, rows(16), 1024, 8192)
-    assert short.valid.all() and long.valid.all()
-    # longer outputs: each decode step reads a longer KV cache, so the mean step is slower
-    # (the prefill is amortized better, so tokens/s of the whole request need not drop)...
-    assert (long.tpot_s > short.tpot_s).all()
-    # ... and with the same osl, a longer context (isl) lowers output tokens/s
-    a = serve(m, topo, rows(16), 1024, 1024)
-    b = serve(m, topo, rows(16), 8192, 1024)
-    assert (b.output_tokens_per_s < a.output_tokens_per_s).all()
-
-
-def test_serve_ttft_grows_with_isl(llama8b):
-    m, topo = llama8b
-    ttft = [serve(m, topo, rows(8), isl, 128).ttft_s for isl in (128, 1024, 8192)]
-    assert (ttft[0] < ttft[1]).all() and (ttft[1] < ttft[2]).all()
-
-
-def test_serve_matches_its_formula(llama8b):
-    m, topo = llama8b
-    r = serve(m, topo, rows(32), 2048, 512)
-    np.testing.assert_allclose(r.output_tokens_per_s, 32 * 512 / (r.ttft_s + 512 * r.tpot_s))
-    np.testing.assert_allclose(r.output_tokens_per_s_per_gpu, r.output_tokens_per_s / r.gpus)
-
-
-def test_best_batch_is_valid_and_beats_a_fixed_small_batch(llama8b):
-    m, topo = llama8b
-    best = serve(m, topo, rows(), 1000, 1000, best_batch=True)
-    fixed = serve(m, topo, rows(8), 1000, 1000)
-    assert best.valid.all()
-    assert set(best.strategies[:, 3]) <= set(BATCHES)
-    assert (best.output_tokens_per_s >= fixed.output_tokens_per_s).all()
-
-
-def test_serve_memory_is_checked_at_the_final_context():
-    m, topo = load_model("llama3.1-70b"), load_topology("h100_dgx")
-    tp1 = megatron_row(1, 1, 1, 1)[None]            # 140 GB of bf16 weights on one 80 GB GPU
-    r = serve(m, topo, tp1, 128, 128, best_batch=True)
-    assert not r.valid[0] and "memory" in r.reason_list(0)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -118,13 +72,15 @@ def test_validate_small_file(tmp_path):
     (("metric", "tokens"), "row 2: metric: 'tokens' is not one of output_tokens_per_s"),
     (("value", "fast"), "row 2: value: 'fast' is not a positive number"),
     (("precision", "fp7"), "row 2: precision: 'fp7' is not one of"),
+    (("engine", "tgi"), "row 2: engine: 'tgi' is not one of generic, vllm, sglang, trtllm "
+                        "(or empty)"),
 ])
 def test_validate_bad_row_is_one_error_line(tmp_path, cell, message):
-    good = "a,llama3.1-8b,h100_dgx,1,1,1,1,fp8,128,128,,output_tokens_per_s,100,doc"
-    cols = HEADER.split(",")
+    good = "a,llama3.1-8b,h100_dgx,1,1,1,1,fp8,128,128,,output_tokens_per_s,100,doc,vllm"
+    cols = (HEADER + ",engine").split(",")
     bad = good.split(",")
     bad[cols.index(cell[0])] = cell[1]
-    path = write(tmp_path, "\n".join([HEADER, good, ",".join(bad)]) + "\n")
+    path = write(tmp_path, "\n".join([",".join(cols), good, ",".join(bad)]) + "\n")
     r = run("validate", path)
     assert r.exit_code == 1
     assert r.output.strip().splitlines() == [f"Error: {path}: " + r.output.split(": ", 2)[2]

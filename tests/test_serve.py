@@ -1,0 +1,185 @@
+"""The closed-loop serving model (lts.serve, DESIGN.md §8) and the engine profiles."""
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from generators import synthetic_dense, synthetic_moe, with_link_factors
+from lts.costmodel import Workload, compose_step, evaluate
+from lts.engines import ENGINES, GENERIC, sglang_mem_fraction
+from lts.serve import BATCHES, decode_workload, serve
+from lts.specs import load_model, load_topology
+from lts.strategy import megatron_row
+from lts.units import GIB
+
+PROFILES = list(ENGINES.values())
+
+
+@pytest.fixture(scope="module")
+def llama8b():
+    return load_model("llama3.1-8b"), load_topology("h100_dgx")
+
+
+def rows(batch, tps=(1, 2, 4, 8)):
+    return np.stack([megatron_row(tp, 1, 1, batch) for tp in tps])
+
+
+# ----------------------------------------------------------------------------------------------
+# closed forms
+
+@pytest.mark.parametrize("engine", PROFILES, ids=lambda e: e.name)
+def test_one_request_is_its_prefill_then_osl_minus_one_decode_steps(llama8b, engine):
+    """C = 1: nothing shares its steps. TTFT is one request's prefill (one pass of isl tokens),
+    TPOT one decode step of one request, each with the engine's time per step; the loop turns
+    over once per request latency."""
+    m, topo = llama8b
+    isl, osl = 1000, 200
+    r = serve(m, topo, rows(1), isl, osl, engine=engine)
+    t = engine.topology(topo)
+    prefill = evaluate(m, t, Workload("prefill", isl), rows(1)).step_s
+    step = evaluate(m, t, decode_workload(isl, osl), rows(1)).step_s
+    c0 = engine.step_overhead_s
+    assert r.valid.all() and (r.running == 1).all()
+    np.testing.assert_allclose(r.ttft_s, prefill + c0 + engine.request_overhead_s, rtol=1e-9)
+    np.testing.assert_allclose(r.tpot_s, step + c0, rtol=1e-9)
+    np.testing.assert_allclose(r.latency_s, r.ttft_s + (osl - 1) * r.tpot_s, rtol=1e-12)
+    np.testing.assert_allclose(r.output_tokens_per_s, osl / r.latency_s, rtol=1e-12)
+    np.testing.assert_allclose(r.tokens_per_s_per_user, 1 / r.tpot_s)
+
+
+@pytest.mark.parametrize("engine", PROFILES, ids=lambda e: e.name)
+def test_ttft_grows_with_concurrency(llama8b, engine):
+    m, topo = llama8b
+    conc = np.array([1, 2, 3, 5, 8, 13, 16, 31, 64, 100, 128, 200, 256, 1000, 3000])
+    for isl, osl in ((1024, 128), (4096, 1024), (20000, 64)):
+        r = serve(m, topo, np.stack([megatron_row(2, 1, 1, c) for c in conc]), isl, osl,
+                  engine=engine)
+        assert (np.diff(r.ttft_s) >= -1e-12 * r.ttft_s[1:]).all(), (isl, osl, r.ttft_s)
+        # ... and the KV cache caps the running batch; the rest queue
+        assert (r.running == np.minimum(conc, r.kv_capacity if not engine.max_running
+                                        else np.minimum(r.kv_capacity, engine.max_running))).all()
+
+
+@pytest.mark.parametrize("engine", PROFILES, ids=lambda e: e.name)
+def test_throughput_never_exceeds_the_pure_decode_bound(llama8b, engine):
+    """n running requests make at most n tokens per decode step, and no decode step of theirs is
+    cheaper than the one at the shortest context, isl."""
+    m, topo = llama8b
+    isl, osl = 2048, 256
+    conc = np.array([1, 4, 16, 64, 256, 1024])
+    for tp in (1, 4):
+        r = serve(m, topo, np.stack([megatron_row(tp, 1, 1, c) for c in conc]), isl, osl,
+                  engine=engine)
+        fastest = evaluate(m, engine.topology(topo), Workload("decode", isl, tpot_slo_ms=1e9),
+                           np.stack([megatron_row(tp, 1, 1, n) for n in r.running])).step_s
+        assert (r.output_tokens_per_s <= r.running / fastest).all()
+
+
+def test_requests_beyond_the_kv_cache_queue_and_add_whole_cycles_to_ttft(llama8b):
+    m, topo = llama8b
+    cap = int(serve(m, topo, rows(1, (1,)), 4096, 4096).kv_capacity[0])
+    r = serve(m, topo, np.stack([megatron_row(1, 1, 1, c) for c in (cap, 3 * cap)]), 4096, 4096)
+    assert r.valid.all() and (r.running == cap).all()
+    np.testing.assert_allclose(r.output_tokens_per_s[1], r.output_tokens_per_s[0])
+    # 2 * cap requests wait: two whole request latencies each, on average
+    loop = r.latency_s[0]
+    np.testing.assert_allclose(r.ttft_s[1] - r.ttft_s[0], 2 * loop, rtol=1e-9)
+
+
+def test_invalid_only_when_not_one_request_fits():
+    m, topo = load_model("llama3.1-70b"), load_topology("h100_dgx")
+    r = serve(m, topo, rows(64, (1, 2)), 128, 128)       # 131 GiB of bf16 weights on 80 GiB
+    assert not r.valid[0] and "memory" in r.reason_list(0)
+    assert r.valid[1] and r.kv_capacity[1] >= 1
+
+
+def test_best_batch_tries_the_capacity_and_powers_of_two(llama8b):
+    m, topo = llama8b
+    best = serve(m, topo, rows(1), 1000, 1000, best_batch=True)
+    cap = serve(m, topo, rows(1), 1000, 1000).kv_capacity
+    assert best.valid.all()
+    for i in range(len(best)):
+        cands = [int(cap[i])] + list(BATCHES)
+        every = serve(m, topo, np.stack([megatron_row(2 ** i, 1, 1, c) for c in cands]),
+                      1000, 1000)
+        assert best.output_tokens_per_s[i] == pytest.approx(every.output_tokens_per_s.max())
+
+
+def test_compose_step_cohorts():
+    work = Workload("mixed", 1000, isl=1000, osl=100, step_tokens=8192, cohort_base=2.0,
+                    cohort_share=0.1)
+    mix = compose_step(np.array([1.0, 10.0, 100.0, 2000.0]), work)
+    # 2 + 0.1 n, at least n / osl, at most n
+    np.testing.assert_allclose(mix.cohort, [1.0, 3.0, 12.0, 202.0])
+    np.testing.assert_allclose(mix.decoders, [0.0, 7.0, 88.0, 1798.0])
+    # the budget left after the decode tokens takes the prompts, over as many steps as needed
+    np.testing.assert_allclose(mix.steps, np.ceil(mix.cohort * 1000 / (8192 - mix.decoders)))
+    first = compose_step(np.array([4.0, 20.0]), dataclasses.replace(work, mixed=False))
+    np.testing.assert_allclose(first.decoders, 0.0)
+    np.testing.assert_allclose(first.chunk, [4000.0, 8192.0])
+    np.testing.assert_allclose(first.steps, [1.0, 20000 / 8192])
+
+
+def test_sglang_memory_fraction_is_its_server_args_rule():
+    # H100 (81559 MiB) at tp 1 / 8: (81559 - (9.5 + p/2) * 1024) / 81559, rounded to 3 places
+    h100 = 81559 * 2**20
+    assert sglang_mem_fraction(h100, 1) == pytest.approx(0.874)
+    assert sglang_mem_fraction(h100, 8) == pytest.approx(0.831)
+
+
+def test_engine_profiles_cite_every_default():
+    for e in PROFILES:
+        assert e.notes and all(isinstance(n, str) and n for n in e.notes)
+        assert e.step_tokens > 0 and e.memory in ("reserve", "utilization", "static", "free")
+
+
+# ----------------------------------------------------------------------------------------------
+# invariants (hypothesis)
+
+MODELS = {"dense": synthetic_dense(), "moe": synthetic_moe()}
+
+
+@st.composite
+def serve_cases(draw):
+    model = MODELS[draw(st.sampled_from(sorted(MODELS)))]
+    topo = load_topology(draw(st.sampled_from(["h100_dgx", "gb200_nvl72", "a100_dgx"])))
+    tp = draw(st.sampled_from([1, 2, 4, 8]))
+    ep = draw(st.sampled_from([1, 2, 4])) if model.is_moe else 1
+    pp = draw(st.sampled_from([1, 2]))
+    conc = draw(st.integers(1, 3000))
+    isl, osl = draw(st.integers(1, 20000)), draw(st.integers(1, 4000))
+    engine = draw(st.sampled_from(PROFILES))
+    return model, topo, megatron_row(tp, ep, pp, conc)[None], isl, osl, engine
+
+
+@settings(max_examples=40)
+@given(case=serve_cases(), f_link=st.floats(1.0, 8.0), f_hbm=st.floats(1.0, 4.0))
+def test_more_bandwidth_is_never_slower(case, f_link, f_hbm):
+    model, topo, row, isl, osl, engine = case
+    faster = with_link_factors(topo, bandwidth=(f_link,) * len(topo.links))
+    faster = dataclasses.replace(faster, hbm_bandwidth_bytes_s=topo.hbm_bandwidth_bytes_s * f_hbm)
+    a = serve(model, topo, row, isl, osl, engine=engine)
+    b = serve(model, faster, row, isl, osl, engine=engine)
+    tol = 1 + 1e-9
+    assert b.running[0] == a.running[0]
+    assert b.ttft_s[0] <= a.ttft_s[0] * tol and b.tpot_s[0] <= a.tpot_s[0] * tol
+    assert b.output_tokens_per_s[0] * tol >= a.output_tokens_per_s[0]
+
+
+@settings(max_examples=40)
+@given(case=serve_cases(), extra_gib=st.floats(0.5, 200.0))
+def test_more_hbm_never_holds_fewer_requests(case, extra_gib):
+    model, topo, row, isl, osl, engine = case
+    bigger = dataclasses.replace(topo, hbm_bytes=topo.hbm_bytes + extra_gib * GIB)
+    a = serve(model, topo, row, isl, osl, engine=engine)
+    b = serve(model, bigger, row, isl, osl, engine=engine)
+    assert b.kv_capacity[0] >= a.kv_capacity[0] and b.running[0] >= a.running[0]
+    assert b.valid[0] or not a.valid[0]
+
+
+def test_generic_is_the_default_engine(llama8b):
+    m, topo = llama8b
+    a, b = serve(m, topo, rows(32), 512, 512), serve(m, topo, rows(32), 512, 512, engine=GENERIC)
+    np.testing.assert_array_equal(a.ttft_s, b.ttft_s)
