@@ -31,7 +31,14 @@ def _console(no_color: bool, stderr: bool = False) -> Console:
 
 
 def _emit_json(obj) -> None:
-    click.echo(json.dumps(obj, indent=2, allow_nan=False))
+    """JSON on stdout, streamed (a 100,000-row validate result is never one string)."""
+    buf = []
+    for chunk in json.JSONEncoder(indent=2, allow_nan=False).iterencode(obj):
+        buf.append(chunk)
+        if len(buf) >= 65536:
+            sys.stdout.write("".join(buf))
+            buf.clear()
+    sys.stdout.write("".join(buf) + "\n")
 
 
 def _load(model: str, topology: str, precision=None):
@@ -516,7 +523,8 @@ def validate(measurements, json_, no_color):
     """
     from .validate import validate as run_validate
     try:
-        d = run_validate(measurements)
+        with report.progress(None, "predicting", disable=json_) as advance:
+            d = run_validate(measurements, progress=advance)
     except LtsError as e:
         raise click.ClickException(str(e)) from None
     if json_:

@@ -16,6 +16,13 @@ S_i holds ``m_i = min(p, max(1, S_i // stride))`` members of the group in one of
   (DESIGN.md §3: the cross-node share of the bytes goes over the slower link).
 - send (point to point) of S bytes over the outermost tier the group needs: S/B + alpha.
 
+Latency beyond 8 ranks per level: a ring pays q-1 steps, but NCCL runs wide groups with
+algorithms whose latency grows with log2 q (tree for all-reduce across nodes, NVLS inside an
+NVSwitch domain such as GB200 NVL72, PAT for all-gather/reduce-scatter), so a level of q > 8 ranks
+pays 7 * log2(q) / 3 steps for all-gather and reduce-scatter (hence all-reduce): the ring's 7 at
+q = 8, where the per-step alpha was fitted on 8-GPU NCCL rows (topology files), growing like a
+tree beyond (72 ranks: 14.4 steps per half, not 71). All-to-all and send keep their steps.
+
 B_i is the per-GPU one-direction bandwidth times the link's efficiency. A group of one costs 0.
 Every function broadcasts over NumPy arrays of bytes, group sizes and strides.
 
@@ -45,11 +52,22 @@ def _levels(links, p, stride):
     return out
 
 
+RING_RANKS = 8       # ranks per level up to which the ring's q-1 latency steps hold (see above)
+
+
+def latency_steps(q1):
+    """Latency steps of one all-gather/reduce-scatter level of q = q1 + 1 ranks."""
+    q = np.asarray(q1, dtype=np.float64) + 1.0
+    wide = (RING_RANKS - 1) * np.log2(np.maximum(q, 1.0)) / np.log2(RING_RANKS)
+    return np.where(q <= RING_RANKS, q - 1.0, wide)
+
+
 def all_gather(links, nbytes, p, stride):
     """Seconds for an all-gather whose result is ``nbytes`` on every rank."""
     t = 0.0
     for link, (q1, _, m) in zip(links, _levels(links, p, stride)):
-        t = t + q1 * link.latency_s + q1 / m * nbytes / (link.bandwidth_bytes_s * link.efficiency)
+        t = t + latency_steps(q1) * link.latency_s \
+            + q1 / m * nbytes / (link.bandwidth_bytes_s * link.efficiency)
     return t
 
 

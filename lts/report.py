@@ -292,6 +292,10 @@ class _Advance:
         if self.progress is not None:
             self.progress.update(self.task, description=escape(text))
 
+    def set_total(self, total: int) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, total=total)
+
 
 @contextmanager
 def progress(total, description: str, disable: bool = False):
@@ -629,13 +633,30 @@ def _fmt_opt(x, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
+VALIDATE_ROWS = 200      # a larger file shows its rows furthest from the measurement only
+VALIDATE_WORST = 50
+
+
+def _summary_line(s: dict) -> str:
+    return (f"median |log2(predicted/measured)| {_fmt_opt(s['median_abs_log2_ratio'], '.3f')}, "
+            f"within 2x {_fmt_opt(None if s['within_2x'] is None else 100 * s['within_2x'], '.1f')}%")
+
+
 def render_validate(console: Console, d: dict) -> None:
-    """Predicted vs measured per row, the skipped rows with their reasons, and the summary."""
+    """Predicted vs measured per row (the furthest ones of a large file), the skipped rows with
+    their reasons, and the summary: overall, per metric, per engine, per parallel-config group."""
+    rows = d["rows"]
+    shown = rows
+    if len(rows) > VALIDATE_ROWS:
+        shown = sorted(rows, key=lambda r: -abs(r["log2_ratio"]))[:VALIDATE_WORST]
     table = Table(title=f"{escape(d['file'])}: predicted (serve phase) vs measured",
                   caption="batch: concurrency, or * the best batch that fits; "
                           "ratio = predicted / measured", box=box.SIMPLE_HEAD,
                   padding=(0, 1), pad_edge=False, width=_validate_width(console))
-    metrics = sorted({r["metric"] for r in d["rows"]})
+    if shown is not rows:
+        table.title += (f": the {len(shown)} rows furthest from the measurement of "
+                        f"{len(rows)} (all rows: --json)")
+    metrics = sorted({r["metric"] for r in rows})
     if len(metrics) == 1:      # one metric: name it in the title, not in every row
         table.title += f" ({metrics[0]})"
     for col, just in (("id", "left"), ("model", "left"), ("topology", "left"),
@@ -644,7 +665,7 @@ def render_validate(console: Console, d: dict) -> None:
                       ("ratio", "right")):
         if col != "metric" or len(metrics) > 1:
             table.add_column(col, justify=just, no_wrap=True, min_width=len(col))
-    for r in d["rows"]:
+    for r in shown:
         colour = "green" if abs(r["log2_ratio"]) <= 1.0 else "red"
         metric = [METRIC_SHORT[r["metric"]]] if len(metrics) > 1 else []
         table.add_row(escape(r["id"]), escape(r["model"]), escape(r["topology"]),
@@ -658,30 +679,43 @@ def render_validate(console: Console, d: dict) -> None:
         skipped.add_column("id", no_wrap=True)
         skipped.add_column("row", justify="right")
         skipped.add_column("reason")
-        for sk in d["skipped"]:
+        for sk in d["skipped"][:VALIDATE_WORST]:
             skipped.add_row(escape(sk["id"]), str(sk["row"]), escape(sk["reason"]))
+        if len(d["skipped"]) > VALIDATE_WORST:
+            skipped.caption = f"the first {VALIDATE_WORST} (all: --json)"
         console.print(skipped)
     s = d["summary"]
     sp = s["spearman_by_group"]
     console.print(
         f"[bold]{s['count']}[/] of {d['total']} rows predicted ({len(d['skipped'])} skipped): "
-        f"median |log2(predicted/measured)| {_fmt_opt(s['median_abs_log2_ratio'], '.3f')}, "
-        f"within 2x {_fmt_opt(None if s['within_2x'] is None else 100 * s['within_2x'], '.1f')}%, "
+        + _summary_line(s) + ", "
         f"Spearman within parallel-config groups: mean {_fmt_opt(sp['mean'], '.3f')} "
         f"(per GPU {_fmt_opt(sp['mean_per_gpu'], '.3f')}) over {len(sp['groups'])} groups")
+    for key, label in (("by_metric", "metric"), ("by_engine", "engine")):
+        parts = s.get(key) or {}
+        if len(parts) > 1:
+            for name, sub in parts.items():
+                console.print(f"  {label} {escape(name)}: {sub['count']} rows, "
+                              + _summary_line(sub))
     if sp["groups"]:
         groups = Table(title="Spearman rank correlation per group (rows differing only in "
                              "tp/ep/pp)", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
                        width=_validate_width(console))
         for col, just in (("model", "left"), ("topology", "left"), ("precision", "left"),
-                          ("isl/osl", "right"), ("batch", "right"), ("metric", "left"),
-                          ("rows", "right"), ("spearman", "right"), ("per GPU", "right")):
+                          ("engine", "left"), ("isl/osl", "right"), ("batch", "right"),
+                          ("metric", "left"), ("rows", "right"), ("spearman", "right"),
+                          ("per GPU", "right")):
             groups.add_column(col, justify=just, no_wrap=True, min_width=len(col))
-        for g in sp["groups"]:
+        worst = sorted(sp["groups"], key=lambda g: (g["spearman"] if g["spearman"] is not None
+                                                   else 2.0))
+        for g in worst[:VALIDATE_WORST]:
             groups.add_row(escape(g["model"]), escape(g["topology"]), escape(g["precision"]),
-                           f"{g['isl']}/{g['osl']}", str(g["concurrency"] or "best"),
-                           METRIC_SHORT[g["metric"]], str(len(g["ids"])),
-                           _fmt_opt(g["spearman"], ".2f"), _fmt_opt(g["spearman_per_gpu"], ".2f"))
+                           escape(g["engine"]), f"{g['isl']}/{g['osl']}",
+                           str(g["concurrency"] or "best"), METRIC_SHORT[g["metric"]],
+                           str(len(g["ids"])), _fmt_opt(g["spearman"], ".2f"),
+                           _fmt_opt(g["spearman_per_gpu"], ".2f"))
+        if len(worst) > VALIDATE_WORST:
+            groups.caption = f"the {VALIDATE_WORST} lowest of {len(worst)} (all: --json)"
         console.print(groups, crop=False)
 
 

@@ -162,28 +162,29 @@ def _predicted(res, i, metric):
             "ttft_ms": res.ttft_s[i] * 1e3, "tpot_ms": res.tpot_s[i] * 1e3}[metric]
 
 
+def _ranks(v) -> np.ndarray:
+    """Ranks from 0, ties sharing their mean rank."""
+    v = np.asarray(v, dtype=np.float64)
+    order = np.argsort(v, kind="stable")
+    _, first, counts = np.unique(v[order], return_index=True, return_counts=True)
+    r = np.empty(len(v))
+    r[order] = np.repeat(first + (counts - 1) / 2.0, counts)
+    return r
+
+
 def spearman(x, y) -> float:
     """Spearman rank correlation (average ranks for ties); nan if either side is constant."""
-    def ranks(v):
-        v = np.asarray(v, dtype=np.float64)
-        order = np.argsort(v, kind="stable")
-        r = np.empty(len(v))
-        r[order] = np.arange(len(v), dtype=np.float64)
-        for u in np.unique(v):                    # ties share their mean rank
-            tie = v == u
-            r[tie] = r[tie].mean()
-        return r
-    rx, ry = ranks(x), ranks(y)
-    if np.ptp(rx) == 0 or np.ptp(ry) == 0:
-        return math.nan
-    return float(np.corrcoef(rx, ry)[0, 1])
+    rx, ry = _ranks(x), _ranks(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    den = math.sqrt(float(rx @ rx) * float(ry @ ry))
+    return float(rx @ ry) / den if den > 0 else math.nan
 
 
 def validate(path, progress=None) -> dict:
     """Predict every row of a measurement file; the JSON dict of ``lts validate --json``.
 
-    ``progress(total)`` is called once with the number of prediction groups, then ``progress()``
-    after each (a progress bar's callback)."""
+    ``progress``: a progress bar's callback (``report.progress``): ``set_total(groups)`` once,
+    then ``progress(1)`` after each prediction group."""
     file = str(path)
     meas = read_measurements(path)
     models, topos = set(shipped_names("models")), set(shipped_names("topologies"))
@@ -209,13 +210,13 @@ def validate(path, progress=None) -> dict:
     topo_specs = {name: load_topology(name) for name in {k[1] for k in jobs}}
     predicted = {}
     if progress:
-        progress(len(jobs))
+        progress.set_total(len(jobs))
     for (model, topo, prec, isl, osl, best, engine), items in jobs.items():
         rows = np.stack([row for _, row in items])
         res = serve(specs[(model, prec)], topo_specs[topo], rows, isl, osl, best_batch=best,
                     engine=ENGINES[engine])
         if progress:
-            progress()
+            progress(1)
         for i, (m, _) in enumerate(items):
             if not res.valid[i]:
                 skipped[m.row] = ("prediction invalid: " + ", ".join(res.reason_list(i))
@@ -242,11 +243,19 @@ def validate(path, progress=None) -> dict:
 def summarize(rows: list, split: bool = True) -> dict:
     """count, median |log2 ratio|, share within 2x, Spearman per parallel-config group; with
     ``split``, the same for each metric (``by_metric``) and each engine (``by_engine``)."""
-    if not rows:
-        return {"count": 0, "median_abs_log2_ratio": None, "within_2x": None,
-                "spearman_by_group": {"mean": None, "mean_per_gpu": None, "groups": []},
-                **({"by_metric": {}, "by_engine": {}} if split else {})}
-    a = np.abs([r["log2_ratio"] for r in rows])
+    groups = _groups(rows)
+    d = _summary(rows, groups)
+    if split:
+        for key, name in (("metric", "by_metric"), ("engine", "by_engine")):
+            d[name] = {v: _summary([r for r in rows if r[key] == v],
+                                   [g for g in groups if g[key] == v])
+                       for v in sorted({r[key] for r in rows})}
+    return d
+
+
+def _groups(rows: list) -> list:
+    """Spearman rank correlation of each group of >= MIN_GROUP rows that differ only in the
+    parallel config (same model, topology, precision, engine, isl, osl, concurrency, metric)."""
     groups = defaultdict(list)
     for r in rows:
         groups[(r["model"], r["topology"], r["precision"], r["engine"], r["isl"], r["osl"],
@@ -260,24 +269,27 @@ def summarize(rows: list, split: bool = True) -> dict:
         # says whether the model ranks the configs' efficiency (tokens/s per GPU) right
         per = metric == "output_tokens_per_s"
         rho_gpu = spearman(*([r[k] / (r["gpus"] if per else 1) for r in g]
-                             for k in ("predicted", "measured")))
+                             for k in ("predicted", "measured"))) if per else rho
         out.append({"model": model, "topology": topo, "precision": prec, "engine": engine,
                     "isl": isl, "osl": osl, "concurrency": conc, "metric": metric,
                     "ids": [r["id"] for r in g], "spearman": _finite(rho),
                     "spearman_per_gpu": _finite(rho_gpu)})
+    return out
+
+
+def _summary(rows: list, groups: list) -> dict:
+    if not rows:
+        return {"count": 0, "median_abs_log2_ratio": None, "within_2x": None,
+                "spearman_by_group": {"mean": None, "mean_per_gpu": None, "groups": []}}
+    a = np.abs([r["log2_ratio"] for r in rows])
 
     def mean(key):
-        vals = [g[key] for g in out if g[key] is not None]
+        vals = [g[key] for g in groups if g[key] is not None]
         return float(np.mean(vals)) if vals else None
-    d = {"count": len(rows), "median_abs_log2_ratio": float(np.median(a)),
-         "within_2x": float(np.mean(a <= 1.0)),
-         "spearman_by_group": {"mean": mean("spearman"),
-                               "mean_per_gpu": mean("spearman_per_gpu"), "groups": out}}
-    if split:
-        for key, name in (("metric", "by_metric"), ("engine", "by_engine")):
-            d[name] = {v: summarize([r for r in rows if r[key] == v], split=False)
-                       for v in sorted({r[key] for r in rows})}
-    return d
+    return {"count": len(rows), "median_abs_log2_ratio": float(np.median(a)),
+            "within_2x": float(np.mean(a <= 1.0)),
+            "spearman_by_group": {"mean": mean("spearman"),
+                                  "mean_per_gpu": mean("spearman_per_gpu"), "groups": groups}}
 
 
 def _finite(x):

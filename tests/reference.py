@@ -98,15 +98,22 @@ def _bw(link):
     return link.bandwidth_bytes_s * link.efficiency
 
 
+def steps(q1):
+    """Latency steps of a level of q = q1 + 1 ranks: a ring's q - 1 up to 8 ranks; beyond, NCCL's
+    log-depth algorithms (tree, NVLS, PAT): 7 log2(q) / 3, equal to the ring's at 8."""
+    q = q1 + 1.0
+    return q - 1.0 if q <= 8 else 7.0 * math.log2(q) / 3.0
+
+
 def all_gather(links, nbytes, p, stride):
-    """Each rank ends with nbytes: level i moves (q_i-1)/m_i * S over tier i, q_i-1 steps."""
-    return sum(q1 * link.latency_s + q1 / m * nbytes / _bw(link)
+    """Each rank ends with nbytes: level i moves (q_i-1)/m_i * S over tier i."""
+    return sum(steps(q1) * link.latency_s + q1 / m * nbytes / _bw(link)
                for link, (q1, _, m) in zip(links, levels(links, p, stride)))
 
 
 def reduce_scatter(links, nbytes, p, stride):
     """nbytes in on every rank, nbytes/p out: the all-gather walked backwards, same cost."""
-    return sum(q1 * link.latency_s + q1 / m * nbytes / _bw(link)
+    return sum(steps(q1) * link.latency_s + q1 / m * nbytes / _bw(link)
                for link, (q1, _, m) in zip(links, levels(links, p, stride)))
 
 

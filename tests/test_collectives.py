@@ -33,12 +33,15 @@ def bw(link):
 def test_one_tier_ring_closed_forms(p, nbytes):
     (link,) = ONE_TIER
     a, b = link.latency_s, bw(link)
-    ag = (p - 1) / p * nbytes / b + (p - 1) * a
+    # up to 8 ranks the ring's p-1 latency steps; beyond, NCCL's log-depth algorithms
+    steps = p - 1 if p <= 8 else 7 * math.log2(p) / 3
+    ag = (p - 1) / p * nbytes / b + steps * a
     assert coll.all_gather(ONE_TIER, nbytes, p, 1) == pytest.approx(ag, rel=1e-12)
     assert coll.reduce_scatter(ONE_TIER, nbytes, p, 1) == pytest.approx(ag, rel=1e-12)
     assert coll.all_reduce(ONE_TIER, nbytes, p, 1) == pytest.approx(
-        2 * (p - 1) / p * nbytes / b + 2 * (p - 1) * a, rel=1e-12)
-    assert coll.all_to_all(ONE_TIER, nbytes, p, 1) == pytest.approx(ag, rel=1e-12)
+        2 * (p - 1) / p * nbytes / b + 2 * steps * a, rel=1e-12)
+    assert coll.all_to_all(ONE_TIER, nbytes, p, 1) == pytest.approx(
+        (p - 1) / p * nbytes / b + (p - 1) * a, rel=1e-12)
     assert coll.send(ONE_TIER, nbytes, p, 1) == pytest.approx(nbytes / b + a, rel=1e-12)
 
 
@@ -172,3 +175,14 @@ def test_monotone_in_bandwidth(kind, nbytes, p, stride, links, tier, factor):
     after = coll.COST[kind](tuple(faster), nbytes, p, stride)
     assert after <= before * (1 + 1e-12)
     assert math.isfinite(after) and after >= 0.0
+
+
+def test_wide_nvlink_domain_pays_log_depth_latency_not_a_ring():
+    """GB200 NVL72: 64 ranks in one NVLink domain. NCCL's NVLS/tree latency grows with log2 p,
+    so a tiny all-reduce costs 2 x 7 log2(64) / 3 = 28 steps of alpha, not the ring's 126."""
+    links = load_topology("gb200_nvl72").links
+    alpha = links[0].latency_s
+    t = coll.all_reduce(links, 8.0, 64, 1)
+    assert t == pytest.approx(28 * alpha, rel=1e-3)
+    assert coll.all_reduce(links, 8.0, 8, 1) == pytest.approx(14 * alpha, rel=1e-3)   # ring
+    assert coll.all_to_all(links, 8.0, 64, 1) == pytest.approx(63 * alpha, rel=1e-3)
