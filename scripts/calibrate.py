@@ -7,6 +7,9 @@ held-out summaries.
     python scripts/calibrate.py ../shared/data/serving_calibration.csv \
         --fit vllm.cohort_base=1,2,3 --fit vllm.cohort_share=0.03,0.05   # an engine profile's keys
 
+    python scripts/calibrate.py ../shared/data/serving_calibration.csv --split-out /tmp/split
+        # writes /tmp/split/train.csv and /tmp/split/held-out.csv (then: lts validate ...)
+
 A key is a topology ``[gpu]`` key (set on every shipped topology) or ``ENGINE.KEY``, a field of
 one engine profile (``lts.engines``: cohort_base, cohort_share, step_overhead_us,
 request_overhead_ms, collective_efficiency); the objective then counts that engine's rows only.
@@ -54,6 +57,25 @@ def split(rows):
     train = [r for r in rows if (r["isl"], r["osl"]) in train_pairs]
     held = [r for r in rows if (r["isl"], r["osl"]) not in train_pairs]
     return train, held
+
+
+def write_split(path, outdir):
+    """The file's rows as two CSV files by the split rule above (header and rows unchanged)."""
+    import csv
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        header, rows = reader.fieldnames, list(reader)
+    pairs = sorted({(int(r["isl"]), int(r["osl"])) for r in rows})
+    train_pairs = set(pairs[0::2])
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, keep in (("train", True), ("held-out", False)):
+        with open(out / f"{name}.csv", "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=header)
+            w.writeheader()
+            part = [r for r in rows if ((int(r["isl"]), int(r["osl"])) in train_pairs) == keep]
+            w.writerows(part)
+        print(f"{out / (name + '.csv')}: {len(part)} rows")
 
 
 def run(path, overrides):
@@ -105,7 +127,13 @@ def main():
                     help=f"a grid to fit (repeatable; default {DEFAULT_FIT[0][:40]}...)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=V",
                     help="a fixed override of every topology's [gpu] KEY")
+    ap.add_argument("--split-out", metavar="DIR", default=None,
+                    help="write the training and held-out rows to DIR/train.csv and "
+                         "DIR/held-out.csv, and stop")
     a = ap.parse_args()
+    if a.split_out:
+        write_split(a.file, a.split_out)
+        return
     fixed = {k: float(x) for k, x in (s.split("=") for s in a.set)}
     grids = [(k, [float(x) for x in vals.split(",")])
              for k, vals in (f.split("=") for f in (a.fit or DEFAULT_FIT))]

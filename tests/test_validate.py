@@ -12,6 +12,7 @@ from lts.specs import load_model, load_topology
 from lts.strategy import megatron_row
 
 CALIBRATION = Path(__file__).resolve().parents[2] / "shared/data/calibration.csv"
+SERVING = CALIBRATION.with_name("serving_calibration.csv")
 HEADER = "id,model,topology,gpus,tp,ep,pp,precision,isl,osl,concurrency,metric,value,source"
 
 
@@ -114,11 +115,12 @@ def test_calibration_accuracy_train_and_held_out():
     README "Validation" describes: the (isl, osl) pairs at even positions in sorted order ("train")
     and at odd positions ("held-out"). One constant, ``collective_efficiency``, was fitted on the
     training half (scripts/calibrate.py); every other constant comes from hardware.md or
-    microbenchmarks.csv. Measured (train / held-out): median |log2| 0.166 / 0.139, within 2x
-    98.8% / 100%, Spearman per group 1.00 / 1.00 (whole-instance tokens/s, the metric measured)
-    and 0.87 / 0.90 per GPU, mean log2 ratio +0.08 / -0.02. The thresholds sit a little outside
-    (and inside the issue's targets: median <= 0.3, >= 90% within 2x, Spearman >= 0.8), so a
-    regression fails here."""
+    microbenchmarks.csv. These TensorRT-LLM v0.14 rows take the trtllm engine profile (their
+    source names TensorRT-LLM). Measured with the closed loop (train / held-out): median |log2|
+    0.181 / 0.177, within 2x 99.4% / 100%, Spearman per group 1.00 / 1.00 (whole-instance
+    tokens/s, the metric measured) and 0.87 / 0.94 per GPU. The thresholds sit a little outside
+    (and inside the targets: >= 97% within 2x, per-GPU Spearman >= 0.8), so a regression fails
+    here."""
     if not CALIBRATION.exists():
         pytest.skip(f"{CALIBRATION} not present")
     from lts.validate import summarize, validate
@@ -137,3 +139,30 @@ def test_calibration_accuracy_train_and_held_out():
         assert s["spearman_by_group"]["mean_per_gpu"] >= 0.8, (name, s["spearman_by_group"])
         mean_log2 = float(np.mean([r["log2_ratio"] for r in rows]))
         assert abs(mean_log2) <= 0.15, (name, mean_log2)
+
+
+def test_serving_calibration_accuracy_train_and_held_out():
+    """The closed-loop model on the measured TTFT/TPOT points (serving_calibration.csv: Qwen3-32B
+    on 1-8 H100, TensorRT-LLM 1.0, vLLM 0.12, SGLang 0.5, fixed concurrency), on both halves of
+    the same (isl, osl) split. Fitted on the training half (scripts/calibrate.py): the cohort
+    constants of vLLM and TensorRT-LLM and vLLM's time per step. Measured (train / held-out):
+    TTFT within 2x 96.6% / 93.5%, TPOT 100% / 99.2%, median |log2| 0.118 / 0.140 (README
+    "Validation"); the issue's bar is TTFT >= 80%, TPOT >= 95%, median <= 0.3 on the held-out
+    half. The thresholds sit a little outside the measured figures."""
+    if not SERVING.exists():
+        pytest.skip(f"{SERVING} not present")
+    from lts.validate import summarize, validate
+    d = validate(SERVING)
+    assert not d["skipped"] and d["summary"]["count"] == d["total"] == 714
+    assert {r["engine"] for r in d["rows"]} == {"trtllm", "vllm", "sglang"}
+    pairs = sorted({(r["isl"], r["osl"]) for r in d["rows"]})
+    train_pairs = set(pairs[0::2])
+    train = [r for r in d["rows"] if (r["isl"], r["osl"]) in train_pairs]
+    held = [r for r in d["rows"] if (r["isl"], r["osl"]) not in train_pairs]
+    assert len(train) == 466 and len(held) == 248
+    for name, rows in (("train", train), ("held-out", held)):
+        s = summarize(rows)
+        assert s["median_abs_log2_ratio"] <= 0.2, (name, s["median_abs_log2_ratio"])
+        assert s["by_metric"]["ttft_ms"]["within_2x"] >= 0.9, (name, s["by_metric"]["ttft_ms"])
+        assert s["by_metric"]["tpot_ms"]["within_2x"] >= 0.97, (name, s["by_metric"]["tpot_ms"])
+        assert s["spearman_by_group"]["mean"] >= 0.9, (name, s["spearman_by_group"]["mean"])
