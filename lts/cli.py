@@ -303,7 +303,7 @@ def search(model, topology, method, budget, seed, top, emit, phase, context, tpo
     mega = sr if method == "megatron" else search_megatron(problem, budget, None, top=1)
     res = problem.evaluate_rows(sr.top)
     mega_best = problem.evaluate_rows(mega.best[None]) if mega.best is not None else None
-    best = sr.top[0]
+    best = res.strategies[0]             # serve: the concurrency itself, not "at capacity"
     mrow = megatron_row(*best[:N_COARSE])
     why = None
     if not np.array_equal(best, mrow):

@@ -839,6 +839,7 @@ class Result:
     step_s: np.ndarray              # one pipeline round (decode) or the whole prefill pass
     memory_bytes: np.ndarray        # per GPU, the fullest stage
     gpus: np.ndarray
+    running: np.ndarray | None = None   # serve phase: requests running of the concurrency
 
     def reason_list(self, i: int) -> list:
         return [r for r in REASONS if self.reasons[i] & REASON_BIT[r]]

@@ -409,16 +409,19 @@ def render_search(console: Console, m: ModelSpec, topo: TopologySpec, phase: str
     row (None when it is Megatron's own choice); ``mega_best``: the Megatron baseline's best row
     evaluated (None if Megatron has no feasible strategy).
     """
-    latency = "TTFT ms" if phase == "prefill" else "TPOT ms"     # serve: the mean decode step
+    latency = "TTFT ms" if phase == "prefill" else "TPOT ms"
     table = Table(title=f"{escape(m.name)} on {escape(topo.name)}: best strategies "
                         f"({escape(sr.method)})",
                   caption=f"{phase}, {escape(slo)}; ×Meg: tokens/s/GPU ÷ Megatron's best",
                   box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("tp/ep/pp/b", no_wrap=True)
-    table.add_column("ops vs Megatron", overflow="fold", ratio=1, min_width=16)
+    table.add_column("ops vs Megatron", overflow="fold", ratio=1,
+                     min_width=10 if phase == "serve" else 16)
     table.add_column("tok/s/GPU", justify="right", no_wrap=True)
     table.add_column(latency, justify="right", no_wrap=True)
+    if phase == "serve":          # the closed loop has both latencies (b: the concurrency)
+        table.add_column("TTFT ms", justify="right", no_wrap=True)
     table.add_column("GiB/GPU", justify="right", no_wrap=True)
     table.add_column("×Meg", justify="right", no_wrap=True)
     for i in range(len(res)):
@@ -426,8 +429,9 @@ def render_search(console: Console, m: ModelSpec, topo: TopologySpec, phase: str
         tps = res.tokens_per_s_per_gpu[i]
         lat = res.ttft_s[i] if phase == "prefill" else res.tpot_s[i]
         ratio = f"{tps / mega_score:.3f}" if math.isfinite(mega_score) and mega_score > 0 else "-"
+        ttft = [f"{res.ttft_s[i] * 1e3:,.0f}"] if phase == "serve" else []
         table.add_row(str(i + 1), degrees(row), escape(changed_ops(row)), f"{tps:,.1f}",
-                      fmt_ms(lat), f"{res.memory_bytes[i] / GIB:.1f}", ratio)
+                      fmt_ms(lat), *ttft, f"{res.memory_bytes[i] / GIB:.1f}", ratio)
     console.print(table)
     best = res.strategies[0]
     at = f"tp={best[0]} ep={best[1]} pp={best[2]} batch={best[3]}"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -98,6 +98,10 @@ class ServeProblem(Problem):
     closed loop (``lts.serve``) at concurrency C = the batch column, requests of ``isl`` input and
     ``osl`` output tokens, under an engine profile.
 
+    The concurrency head holds the powers of two and, last, ``serve.AT_CAPACITY``: as many
+    requests as the strategy's KV cache holds (the largest concurrency that does not queue), so
+    a search without a TTFT limit need not stop at a power of two above the capacity.
+
     One evaluator call costs a strategy in the closed loop (its memory, then a decode step and a
     mixed step of its running batch: the running batch depends on the strategy's memory, so the
     coarse tables are built per call for the rows at hand). ``work`` is the decode step at the
@@ -110,6 +114,9 @@ class ServeProblem(Problem):
                  tpot_slo_ms: float | None = None, ttft_slo_ms: float | None = None,
                  gpus: int = 0, space: Space | None = None, engine=None):
         work = Workload("decode", int(isl) + int(osl), tpot_slo_ms=serve.NO_SLO, gpus=gpus)
+        if space is None:      # concurrencies: the powers of two, then each strategy's capacity
+            space = Space.for_model(model, work.budget(topo))
+            space = replace(space, batch=space.batch + (serve.AT_CAPACITY,))
         super().__init__(model, topo, work, space, tables=False)
         self.isl, self.osl = int(isl), int(osl)
         self.tpot_slo_ms, self.ttft_slo_ms = tpot_slo_ms, ttft_slo_ms
@@ -131,6 +138,12 @@ class ServeProblem(Problem):
 
     def evaluate_rows(self, rows) -> Result:
         return serve.as_result(self.serve_rows(rows))
+
+    def score(self, res: Result) -> np.ndarray:
+        """Output tokens/s/GPU; requests beyond the KV cache add nothing but queueing, so of
+        two concurrencies with the same running batch the smaller one wins (by a part in 1e9)."""
+        queued = 1.0 - res.running / res.strategies[:, BATCH]
+        return np.where(res.valid, res.tokens_per_s_per_gpu * (1.0 - 1e-9 * queued), -np.inf)
 
 
 @dataclass

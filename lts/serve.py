@@ -37,7 +37,8 @@ model is the loop's steady state, vectorized over strategies (the batch column i
 
 Every quantity is an array over strategies: 4 evaluator calls (two memory points, the decode and
 the mixed step), no Python loop per strategy. ``best_batch`` tries C = the capacity and the powers
-of two 1..4096 and keeps the highest output tokens/s within the SLOs.
+of two 1..4096 and keeps the highest output tokens/s within the SLOs; a batch column of
+``AT_CAPACITY`` (0) asks for C = the capacity (the result rows then hold that C).
 
 Imports: costmodel, engines, strategy.
 """
@@ -52,6 +53,7 @@ from .engines import GENERIC, EngineProfile
 from .strategy import BATCH, EP, PP, TP
 
 BATCHES = tuple(2 ** i for i in range(13))           # 1 .. 4096
+AT_CAPACITY = 0      # a batch column of 0: the concurrency the KV cache and the engine hold
 NO_SLO = float("inf")
 
 
@@ -175,9 +177,12 @@ def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
 
 def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_request,
                  fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus) -> ServeResult:
-    """Steps 2-4 of the module docstring for rows whose batch column is the concurrency C."""
-    conc = strategies[:, BATCH].astype(np.float64)
+    """Steps 2-4 of the module docstring for rows whose batch column is the concurrency C
+    (``AT_CAPACITY``: as many as the KV cache and the engine hold)."""
     limit = cap if not engine.max_running else np.minimum(cap, engine.max_running)
+    conc = strategies[:, BATCH].astype(np.float64)
+    conc = np.where(conc == AT_CAPACITY, np.maximum(limit, 1.0), conc)
+    strategies = _with_batch(strategies, conc)
     n = np.maximum(np.minimum(conc, limit), 1.0)               # running requests
     rows = _with_batch(strategies, n)
     c0 = engine.step_overhead_s
@@ -221,4 +226,5 @@ def as_result(r: ServeResult) -> Result:
     """A serve result in the evaluator's Result shape, so that search and reports take it as is:
     tokens/s (per GPU) are output tokens/s, ``step_s`` the request latency."""
     return Result(r.strategies, r.valid, r.reasons, r.output_tokens_per_s_per_gpu,
-                  r.output_tokens_per_s, r.tpot_s, r.ttft_s, r.latency_s, r.memory_bytes, r.gpus)
+                  r.output_tokens_per_s, r.tpot_s, r.ttft_s, r.latency_s, r.memory_bytes, r.gpus,
+                  r.running)
