@@ -75,8 +75,9 @@ def serve_workload_options(concurrency: bool):
                          show_default=True, help="serve: output tokens per request."),
             click.option("--engine", type=click.Choice(ENGINE_NAMES), default=None,
                          help="serve: the engine profile (scheduler defaults, KV-cache memory, "
-                              "time per step; README \"Serving\"). Default: the --emit engine "
-                              "if given, else generic."),
+                              "time per step; README \"Serving\"). Default: " +
+                              ("generic." if concurrency else
+                               "the --emit engine if given, else generic.")),
         ]
         if concurrency:
             opts.append(click.option(
@@ -98,9 +99,10 @@ def _workload_flags(fn, phases, phase_help):
                      show_default=True, help="Context (KV cache) length in tokens; prompt length "
                                              "in prefill."),
         click.option("--tpot-slo-ms", type=click.FloatRange(0, min_open=True), default=50.0,
-                     show_default=True, help="Decode SLO: time per output token."),
+                     show_default=True, help="Decode SLO: time per output token (serve: only "
+                                             "when given)."),
         click.option("--ttft-slo-ms", type=click.FloatRange(0, min_open=True), default=None,
-                     help="Prefill SLO: time to first token (none by default)."),
+                     help="Prefill and serve SLO: time to first token (none by default)."),
         click.option("--gpus", type=click.IntRange(1), default=None,
                      help="Device budget (default: every GPU of the topology)."),
         click.option("--precision", type=click.Choice(sorted(DTYPE_BYTES)), default=None,
@@ -117,6 +119,9 @@ def _serve_flags_only_with_serve(phase: str) -> None:
              if n in params and _flag_given(n)]
     if phase != "serve" and given:
         raise click.UsageError(f"{', '.join(given)}: only with --phase serve")
+    if phase == "serve" and _flag_given("context"):
+        raise click.UsageError("--context: not with --phase serve (its contexts come from "
+                               "--isl and --osl)")
 
 
 def _flag_given(name: str) -> bool:
@@ -191,10 +196,12 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
         step_row[BATCH] = res.running[0]
         _, ops = breakdown(m, profile.topology(topo), decode_workload(isl, osl, gpus or 0),
                            step_row)
+        chosen = concurrency is None and not named
         if json_:
-            _emit_json(report.serve_dict(m, res, ops, isl, osl, profile))
+            _emit_json({**report.serve_dict(m, res, ops, isl, osl, profile),
+                        "concurrency_chosen": chosen})
         else:
-            report.render_serve(_console(no_color), m, topo, res, ops, isl, osl, profile)
+            report.render_serve(_console(no_color), m, topo, res, ops, isl, osl, profile, chosen)
         if not res.valid[0]:
             sys.exit(1)
         return
@@ -216,7 +223,7 @@ def _workload_dict(problem, phase: str, topo) -> dict:
     if phase == "serve":
         return {"phase": "serve", "isl": problem.isl, "osl": problem.osl,
                 "tpot_slo_ms": problem.tpot_slo_ms, "ttft_slo_ms": problem.ttft_slo_ms,
-                "gpus": w.budget(topo)}
+                "gpus": w.budget(topo), "engine": problem.engine.name}
     return {"phase": w.phase, "context": w.context, "tpot_slo_ms": w.tpot_slo_ms,
             "ttft_slo_ms": w.ttft_slo_ms or None, "gpus": w.budget(topo)}
 

@@ -15,7 +15,9 @@ How a strategy is costed (DESIGN.md §3; every formula below has its reason besi
 3. **Assembly.** Stage time = the layers of the stage + embedding on the first stage + final norm
    and LM head on the last; TPOT = pp x (slowest stage + stage-to-stage send) (the batch runs as
    pp micro-batches, so one decode step of every sequence takes pp stage slots); prefill TTFT =
-   (2pp-1) x (slowest stage + send) (pp micro-batches through pp stages).
+   (2pp-1) x (slowest stage + send) (pp micro-batches through pp stages). A ``mixed`` step (the
+   serve phase's, ``compose_step``) is assembled like a decode step: its rows are the decode
+   tokens plus a prefill chunk, whose queries and cache reads are added to the attention ops.
 
 Roofline per op: time = max(FLOPs / (peak * eta_compute), HBM bytes / (HBM bw * eta_memory))
 + kernel overhead (Williams et al. 2009 roofline; overhead: a fixed launch cost per fused op).
@@ -242,9 +244,12 @@ class _Shape:
         self.score_rows = self.rows * self.ctx_attn                 # sum of keys over the queries
         self.chunk = None
         if work.phase == "mixed":
-            # the prefill chunk, spread over the micro-batches and ep groups like sequences (the
-            # chunk of one prompt is split too: an approximation for pp or ep > 1)
-            ch = mix.chunk / (self.pp * self.ep)
+            # the prefill chunk, spread over the micro-batches and ep groups like sequences: a
+            # prompt stays whole in one micro-batch of one ep group, so the busiest holds at
+            # least one prompt's share of the step (min(chunk, isl) tokens)
+            one = np.minimum(mix.chunk, float(work.isl))
+            ch_mb = np.maximum(mix.chunk / self.pp, one)             # busiest micro-batch
+            ch = np.maximum(ch_mb / self.ep, one)                    # its busiest ep group
             self.chunk = ch
             self.chunk_t = ch / self.p                               # per rank under T
             self.chunk_keys = (work.isl + 1) / 2                     # causal: mean keys per query
@@ -253,7 +258,7 @@ class _Shape:
             self.rows = self.rows + ch
             self.rows_t = self.rows_t + self.chunk_t
             self.lm_rows = self.lm_rows + ch / work.isl              # prompts finishing per step
-            self.mb_tokens = self.mb_tokens + mix.chunk / self.pp
+            self.mb_tokens = self.mb_tokens + ch_mb
             self.score_rows = self.score_rows + ch * self.chunk_keys
         h = model.hidden
         self.h = h

@@ -427,12 +427,17 @@ def _sglang(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
             (_workers(n), _join(base, tail, f"{multi} {NODE_RANK}"))], notes
 
 
-def _trtllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str, extra: list):
+def _trtllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str, extra: list,
+            serve=None):
     tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
     size = tp * ep                                    # ep > 1 only with tp = 1 (attention DP)
     experts = tp > 1 and row[OP_COL["ffn1"]] == EXPERTS
     per_rank = math.ceil(batch / ep)
     tokens = max(per_rank, work.context) if work.phase == "decode" else per_rank * work.context
+    if serve is not None:        # the serve phase: the token budget per step its profile assumed
+        tokens = serve.engine.step_tokens
+        if serve.isl > tokens:
+            extra = ["--enable_chunked_prefill"] + list(extra)
     ep_flag = ""
     if model.is_moe:
         ep_flag = f"--ep_size {size if (experts or ep > 1) else 1}"
@@ -451,7 +456,9 @@ def _trtllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
         notes.append(f"--ep_size {size}: whole experts over the {size} GPUs (lts: ffn1/ffn2 = "
                      "experts); attention stays tensor-parallel")
     notes.append(f"--max_num_tokens {tokens}: " +
-                 ("one decode step of the batch, or one whole prompt of --context tokens"
+                 ("the tokens per step (decode tokens and prompt chunks) the serve phase "
+                  f"assumed ({serve.engine.title})" if serve is not None else
+                  "one decode step of the batch, or one whole prompt of --context tokens"
                   if work.phase == "decode" else "lts costs the whole prompts in one pass"))
     gpus = size * pp
     if gpus <= topo.gpus_per_node:
@@ -468,8 +475,9 @@ def _trtllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
 
 
 def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, row,
-             model_arg: str, precision: str | None = None) -> tuple:
-    """(list of (role, command), notes) that run ``row`` on the engine (which must run it)."""
+             model_arg: str, precision: str | None = None, serve=None) -> tuple:
+    """(list of (role, command), notes) that run ``row`` on the engine (which must run it);
+    ``serve``: the ServeProblem when the row was found for the serve phase."""
     ref, ref_note = model_reference(model_arg)
     key = _model_key(model_arg)
     ref = shlex.quote(ref)
@@ -479,7 +487,7 @@ def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, 
     elif engine == "sglang":
         cmds, more = _sglang(model, topo, work, row, ref, extra, key)
     else:
-        cmds, more = _trtllm(model, topo, work, row, ref, extra)
+        cmds, more = _trtllm(model, topo, work, row, ref, extra, serve)
     notes = ([ref_note] if ref_note else []) + more + notes
     if any(HEAD_IP in c for _, c in cmds):
         notes.append("set HEAD_IP to the head node's address on every node"
@@ -544,7 +552,8 @@ def launch(engine: str, problem: Problem, best, model_arg: str,
     if not out.result.valid[0]:
         out.notes.append("the launched strategy is invalid in lts's estimate: "
                          + ", ".join(out.result.reason_list(0)))
-    cmds, notes = commands(engine, model, topo, work, out.strategy, model_arg, precision)
+    cmds, notes = commands(engine, model, topo, work, out.strategy, model_arg, precision,
+                           problem if hasattr(problem, "engine") else None)
     out.commands = cmds
     out.notes += notes
     return out

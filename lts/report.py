@@ -95,12 +95,18 @@ def fmt_params(n: float) -> str:
 def fmt_bytes(n: float) -> str:
     for unit, div in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
         if n >= div:
-            return f"{n / div:.3g}{unit}"
+            v = n / div
+            return f"{v:.3g}{unit}" if v < 999.5 else f"{v:.0f}{unit}"
     return f"{n:.0f}B"
 
 
 def fmt_ms(s: float) -> str:
     return "-" if not math.isfinite(s) else f"{s * 1e3:.2f}"
+
+
+def fmt_s(s: float) -> str:
+    """Seconds in 3 significant figures, thousands separated beyond."""
+    return "-" if not math.isfinite(s) else (f"{s:.3g}" if s < 1000 else f"{s:,.0f}")
 
 
 def reasons_text(res: Result, i: int) -> str:
@@ -154,29 +160,55 @@ def render_estimate(console: Console, m: ModelSpec, topo: TopologySpec, res: Res
         + ("[green]valid[/]" if res.valid[0] else f"[red]{escape(reasons_text(res, 0))}[/]"))
 
 
+def _rate(x: float) -> str:
+    """A rate in 3 significant figures, thousands separated beyond."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _ms(ms: float) -> str:
+    return f"{ms:.1f} ms" if ms < 10_000 else f"{ms / 1e3:,.1f} s"
+
+
 def render_serve(console: Console, m: ModelSpec, topo: TopologySpec, res, ops: list, isl: int,
-                 osl: int, engine) -> None:
+                 osl: int, engine, chosen: bool = False) -> None:
     """``lts estimate --phase serve``: the per-op table of one decode step of the running batch,
-    then the closed loop's figures (one set: everything below is the same run)."""
+    then the closed loop's figures (one set: everything below is the same run). ``chosen``: the
+    concurrency was picked (the highest output tokens/s), not given."""
     d = serve_dict(m, res, [], isl, osl, engine)
     step = d["step"]
+    head = _model_line(m, res.strategies[0], d["gpus"])
+    if d["kv_capacity"] < 1:            # not one request fits: no loop to describe
+        console.print(head + f"\n[red]invalid: {escape(', '.join(d['reasons']))}[/]: not one "
+                      f"request of {isl + osl} tokens fits the KV cache on {escape(engine.title)} "
+                      f"(weights and buffers take {d['memory_gib_per_gpu']:.1f} GiB per GPU with "
+                      f"one request, of {topo.hbm_bytes / GIB:.1f} GiB)")
+        return
+    plural = "s" if step["requests"] != 1 else ""
     _ops_table(console, f"{escape(m.name)} on {escape(topo.name)}: one decode step of the "
-                        f"running batch ({step['requests']} requests at context "
+                        f"running batch ({step['requests']} request{plural} at context "
                         f"{step['context']}, {d['decode_step_ms']:.2f} ms), cost per op instance",
                ops)
-    queued = f", {d['queued']} waiting for KV memory" if d["queued"] else ""
+    kv = f"the KV cache holds {d['kv_capacity']}"
+    if d["queued"]:
+        capped = engine.max_running and d["kv_capacity"] > engine.max_running
+        running = (f"{d['running']} running, {d['queued']} waiting: "
+                   + (f"the engine runs at most {engine.max_running}; " if capped else "") + kv)
+    else:
+        running = f"{d['running']} running; {kv}"
+    how = " (the highest output tokens/s)" if chosen else ""
+    tpot = (f"TPOT {d['tpot_ms']:.2f} ms, {d['tokens_per_s_per_user']:.1f} tokens/s per user"
+            if d["tpot_ms"] is not None else "no TPOT (one output token)")
+    status = "[green]valid[/]" if d["valid"] else f"[red]invalid: {escape(', '.join(d['reasons']))}[/]"
     console.print(
-        _model_line(m, res.strategies[0], d["gpus"]) + "\n"
+        head + "\n"
         f"[bold]serve[/] on {escape(engine.title)}: {isl} in / {osl} out tokens per request, "
-        f"concurrency {d['concurrency']} ({d['running']} running{queued}; the KV cache holds "
-        f"{d['kv_capacity']})\n"
-        f"{d['output_tokens_per_s']:.0f} output tokens/s, {d['output_tokens_per_s_per_gpu']:.1f} "
-        f"per GPU, {d['tokens_per_s_per_user']:.1f} per user; TTFT {d['ttft_ms']:.1f} ms, "
-        f"TPOT {d['tpot_ms']:.2f} ms, request latency {d['request_latency_ms'] / 1e3:.2f} s\n"
+        f"concurrency {d['concurrency']}{how} ({running}): {status}\n"
+        f"{_rate(d['output_tokens_per_s'])} output tokens/s, "
+        f"{_rate(d['output_tokens_per_s_per_gpu'])} per GPU; TTFT {_ms(d['ttft_ms'])}, {tpot}, "
+        f"request latency {d['request_latency_ms'] / 1e3:,.2f} s\n"
         f"steps: decode {d['decode_step_ms']:.2f} ms, with a prefill chunk "
         f"{d['mixed_step_ms']:.2f} ms; {d['memory_gib_per_gpu']:.1f} GiB per GPU with "
-        f"{d['running']} requests of {isl + osl} tokens: "
-        + ("[green]valid[/]" if d["valid"] else f"[red]{escape(', '.join(d['reasons']))}[/]"))
+        f"{d['running']} request{'s' if d['running'] != 1 else ''} of {isl + osl} tokens")
 
 
 def models_rows(specs: list) -> list:
@@ -416,22 +448,23 @@ def render_search(console: Console, m: ModelSpec, topo: TopologySpec, phase: str
                   box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("tp/ep/pp/b", no_wrap=True)
-    table.add_column("ops vs Megatron", overflow="fold", ratio=1,
-                     min_width=10 if phase == "serve" else 16)
+    table.add_column("ops vs Megatron", overflow="fold", ratio=1, min_width=16)
     table.add_column("tok/s/GPU", justify="right", no_wrap=True)
     table.add_column(latency, justify="right", no_wrap=True)
-    if phase == "serve":          # the closed loop has both latencies (b: the concurrency)
-        table.add_column("TTFT ms", justify="right", no_wrap=True)
-    table.add_column("GiB/GPU", justify="right", no_wrap=True)
+    serving = phase == "serve"    # the closed loop: both latencies, b the concurrency; the
+    if serving:                   # KV cache fills the memory by design (GiB/GPU in --json)
+        table.add_column("TTFT s", justify="right", no_wrap=True)
+    else:
+        table.add_column("GiB/GPU", justify="right", no_wrap=True)
     table.add_column("×Meg", justify="right", no_wrap=True)
     for i in range(len(res)):
         row = res.strategies[i]
         tps = res.tokens_per_s_per_gpu[i]
         lat = res.ttft_s[i] if phase == "prefill" else res.tpot_s[i]
         ratio = f"{tps / mega_score:.3f}" if math.isfinite(mega_score) and mega_score > 0 else "-"
-        ttft = [f"{res.ttft_s[i] * 1e3:,.0f}"] if phase == "serve" else []
+        third = fmt_s(res.ttft_s[i]) if serving else f"{res.memory_bytes[i] / GIB:.1f}"
         table.add_row(str(i + 1), degrees(row), escape(changed_ops(row)), f"{tps:,.1f}",
-                      fmt_ms(lat), *ttft, f"{res.memory_bytes[i] / GIB:.1f}", ratio)
+                      fmt_ms(lat), third, ratio)
     console.print(table)
     best = res.strategies[0]
     at = f"tp={best[0]} ep={best[1]} pp={best[2]} batch={best[3]}"
@@ -439,8 +472,10 @@ def render_search(console: Console, m: ModelSpec, topo: TopologySpec, phase: str
     grid.add_column(no_wrap=True)
     grid.add_column(overflow="fold", ratio=1)
     if why is None:
-        grid.add_row("[bold]Why it wins[/]", f"it is Megatron's own per-op sharding at {at}; no "
-                                             "per-op change helps there.")
+        grid.add_row("[bold]Why it wins[/]",
+                     f"it is Megatron's own per-op sharding at {at}; " +
+                     ("the megatron method searches no other per-op choices."
+                      if sr.method == "megatron" else "no per-op change helps there."))
     else:
         mw = why["megatron"]
         loses = mw["valid"] and mw["tokens_per_s_per_gpu"] > res.tokens_per_s_per_gpu[0]
@@ -621,6 +656,8 @@ METRIC_SHORT = {"output_tokens_per_s": "tok/s", "output_tokens_per_s_per_gpu": "
 
 
 VALIDATE_WIDTH = 104     # the widest row (ids, mixtral-8x22b, 20000/2000) without folding
+ID_WIDTH = 28            # ids longer than this fold
+ID_MIN_WIDTH = 19        # what is left of VALIDATE_WIDTH beside the other columns
 
 
 def _validate_width(console: Console):
@@ -637,7 +674,7 @@ def _fmt_opt(x, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
-VALIDATE_ROWS = 200      # a larger file shows its rows furthest from the measurement only
+VALIDATE_ROWS = 400      # a larger file shows its rows furthest from the measurement only
 VALIDATE_WORST = 50
 
 
@@ -667,7 +704,11 @@ def render_validate(console: Console, d: dict) -> None:
                       ("tp/ep/pp", "right"), ("isl/osl", "right"), ("batch", "right"),
                       ("metric", "left"), ("predicted", "right"), ("measured", "right"),
                       ("ratio", "right")):
-        if col != "metric" or len(metrics) > 1:
+        if col == "id":         # long ids fold onto more lines; every other column stays whole
+            longest = max((len(r["id"]) for r in shown), default=2)
+            table.add_column(col, overflow="fold", max_width=ID_WIDTH,
+                             min_width=min(longest, ID_MIN_WIDTH))
+        elif col != "metric" or len(metrics) > 1:
             table.add_column(col, justify=just, no_wrap=True, min_width=len(col))
     for r in shown:
         colour = "green" if abs(r["log2_ratio"]) <= 1.0 else "red"
@@ -679,7 +720,9 @@ def render_validate(console: Console, d: dict) -> None:
                       f"[{colour}]{r['ratio']:.2f}[/]")
     console.print(table, crop=False)
     if d["skipped"]:
-        skipped = Table(title=f"Skipped: {len(d['skipped'])} rows", box=box.SIMPLE_HEAD)
+        n_skip = len(d["skipped"])
+        skipped = Table(title=f"Skipped: {n_skip} row{'s' if n_skip != 1 else ''}",
+                        box=box.SIMPLE_HEAD)
         skipped.add_column("id", no_wrap=True)
         skipped.add_column("row", justify="right")
         skipped.add_column("reason")

@@ -205,13 +205,13 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
         done = np.clip(isl / engine.step_tokens * (n + 1) / 2 + 0.5, 1.0, np.maximum(s, 1.0))
         ttft = done * t_mix
         decode_time = (s - done) * t_mix + decode_steps * t_dec
-    tpot = decode_time / decode_steps if osl > 1 else t_dec
+    tpot = decode_time / decode_steps if osl > 1 else np.full_like(t_dec, np.nan)  # no 2nd token
     latency = ttft + decode_time + engine.request_overhead_s
     tokens = n * osl / latency
     ttft = ttft + engine.request_overhead_s + np.maximum(conc - n, 0.0) / n * latency
     reasons = fixed_reasons | np.where(cap < 1, REASON_BIT["memory"], 0)
     slo = REASON_BIT["slo"]
-    if tpot_slo_ms:
+    if tpot_slo_ms:                                           # nan (osl 1) meets any limit
         reasons |= np.where(tpot > tpot_slo_ms * 1e-3, slo, 0)
     if ttft_slo_ms:
         reasons |= np.where(ttft > ttft_slo_ms * 1e-3, slo, 0)

@@ -129,7 +129,8 @@ def read_measurements(path) -> list:
             raise SpecError(file, f"row {n}", f"value: {r['value']!r} is not a positive number")
         if not r["id"]:
             raise SpecError(file, f"row {n}", "id: '' is empty: expected a row identifier")
-        engine = r.get("engine", "")
+        engine = r.get("engine", "").lower()
+        engine = engine_for_source(engine) or engine if engine not in ENGINE_NAMES else engine
         if engine and engine not in ENGINE_NAMES:
             raise SpecError(file, f"row {n}", f"engine: {engine!r} is not one of "
                                               f"{', '.join(ENGINE_NAMES)} (or empty)")

@@ -189,11 +189,13 @@ class _Ctx:
                 cohort, seqs = n, 0.0        # full chunks of the budget, the last in proportion
                 steps, per_prompt = n * isl / min(budget, n * isl), math.ceil(isl / budget)
             chunk = cohort * isl / steps
-            self.chunk = chunk / (self.pp * self.ep)             # per tp group, like sequences
+            # a prompt is never split over micro-batches or ep groups: the busiest micro-batch
+            # and group hold an even share of the chunk, or one prompt's part of it if larger
+            self.chunk_mb = max(chunk / self.pp, min(chunk, isl))
+            self.chunk = max(self.chunk_mb / self.ep, min(chunk, isl))   # per tp group
             self.chunk_t = self.chunk / self.p                   # per rank under T
             self.chunk_keys = (isl + 1) / 2                       # causal: mean keys per query
             self.chunk_read = (per_prompt + 1) / 2                # prompt's cache read so far
-            self.chunk_mb = chunk / self.pp                       # tokens of one micro-batch
             self.chunk_done = self.chunk / isl                    # prompts finishing per step
         # the batch runs as pp micro-batches; each is split over the ep groups (whole sequences)
         self.mb = float(math.ceil(seqs / self.pp))

@@ -198,6 +198,19 @@ def test_estimate_serve_engines_differ_and_print_one_set_of_figures():
     text = " ".join(text.split())                 # rich wraps long lines at the terminal width
     d = out["vllm"]
     # one tokens/s per GPU and one GiB figure, those of the JSON, and the step the table shows
-    assert text.count("per GPU") == 2 and f"{d['output_tokens_per_s_per_gpu']:.1f} per GPU" in text
+    assert text.count("per GPU") == 2 and f"{d['output_tokens_per_s_per_gpu']:,.0f} per GPU" in text
     assert f"{d['memory_gib_per_gpu']:.1f} GiB per GPU" in text and text.count("GiB per GPU") == 1
     assert "one decode step of the running batch (64 requests at context 1088" in text
+
+
+def test_estimate_serve_context_flag_and_memory_message():
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--phase", "serve",
+            "--context", "4096")
+    assert r.exit_code == 2
+    assert "Error: --context: not with --phase serve (its contexts come from --isl and --osl)" \
+        in r.output
+    r = run("estimate", "llama3.1-405b", "h100_dgx", "--strategy", "tp=2", "--phase", "serve",
+            "--concurrency", "8", "--no-color")
+    assert r.exit_code == 1
+    assert "invalid: memory: not one request of 2048 tokens fits the KV cache" in \
+        " ".join(r.output.split())

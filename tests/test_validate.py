@@ -166,3 +166,14 @@ def test_serving_calibration_accuracy_train_and_held_out():
         assert s["by_metric"]["ttft_ms"]["within_2x"] >= 0.9, (name, s["by_metric"]["ttft_ms"])
         assert s["by_metric"]["tpot_ms"]["within_2x"] >= 0.97, (name, s["by_metric"]["tpot_ms"])
         assert s["spearman_by_group"]["mean"] >= 0.9, (name, s["spearman_by_group"]["mean"])
+
+
+def test_validate_engine_cells_take_the_profile_names_and_their_spellings(tmp_path):
+    lines = [HEADER + ",engine"]
+    for i, eng in enumerate(("vllm", "VLLM", "TensorRT-LLM", "", "sglang")):
+        lines.append(f"r{i},llama3.1-8b,h100_dgx,1,1,1,1,,1024,128,8,ttft_ms,100,a vLLM run,{eng}")
+    r = run("validate", write(tmp_path, "\n".join(lines) + "\n"), "--json")
+    assert r.exit_code == 0, r.output
+    # an empty cell falls back to the engine the source names
+    assert [row["engine"] for row in json.loads(r.output)["rows"]] == \
+        ["vllm", "vllm", "trtllm", "vllm", "sglang"]
