@@ -123,6 +123,7 @@ class ServeProblem(Problem):
         self.engine = engine or serve.GENERIC
         self.step_work = serve.decode_workload(isl, osl, gpus)
         self.evaluator = serve.Evaluator(model, self.engine.topology(topo), cached=True)
+        serve.warm(self.evaluator, self.engine, self.grid, isl, osl, gpus)
 
     def serve_rows(self, rows) -> serve.ServeResult:
         """The closed-loop figures of strategy rows [N, 16] (values); no call is counted."""

@@ -121,6 +121,21 @@ class Evaluator:
         return self.caches[work].evaluate(rows)
 
 
+def warm(ev: Evaluator, engine: EngineProfile, coarse, isl: int, osl: int, gpus: int = 0):
+    """Fill a cached Evaluator's tables for coarse rows [G, 4] (tp, ep, pp, concurrency) at
+    once: their memory points and, for the running batch n = C, their two steps (a search then
+    builds tables only for running batches the KV cache caps). One build per workload."""
+    from .strategy import megatron_row
+    coarse = np.asarray(coarse, dtype=np.int64)
+    rows = np.stack([megatron_row(*c) for c in coarse]) if len(coarse) else np.zeros((0, 16))
+    unit = rows[:, TP] * rows[:, EP] * rows[:, PP]
+    mem = Workload("decode", int(isl) + int(osl), tpot_slo_ms=NO_SLO, gpus=gpus)
+    ev(mem, np.concatenate([_with_batch(rows, unit), _with_batch(rows, 2 * unit)]))
+    run = rows[rows[:, BATCH] != AT_CAPACITY]
+    ev(decode_workload(isl, osl, gpus), run)
+    ev(mixed_workload(isl, osl, engine, gpus), run)
+
+
 def capacity(ev: Evaluator, engine: EngineProfile, strategies, isl: int, osl: int,
              gpus: int = 0):
     """(requests whose KV cache fits [N], fixed bytes per GPU [N], KV bytes per request per GPU
