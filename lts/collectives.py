@@ -57,9 +57,12 @@ RING_RANKS = 8       # ranks per level up to which the ring's q-1 latency steps 
 
 def latency_steps(q1):
     """Latency steps of one all-gather/reduce-scatter level of q = q1 + 1 ranks."""
-    q = np.asarray(q1, dtype=np.float64) + 1.0
+    q1 = np.asarray(q1, dtype=np.float64)
+    if not (q1 > RING_RANKS - 1).any():                       # the common case: rings only
+        return q1
+    q = q1 + 1.0
     wide = (RING_RANKS - 1) * np.log2(np.maximum(q, 1.0)) / np.log2(RING_RANKS)
-    return np.where(q <= RING_RANKS, q - 1.0, wide)
+    return np.where(q <= RING_RANKS, q1, wide)
 
 
 def all_gather(links, nbytes, p, stride):
