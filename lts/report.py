@@ -691,7 +691,7 @@ def render_validate(console: Console, d: dict) -> None:
     if len(rows) > VALIDATE_ROWS:
         shown = sorted(rows, key=lambda r: -abs(r["log2_ratio"]))[:VALIDATE_WORST]
     table = Table(title=f"{escape(d['file'])}: predicted (serve phase) vs measured",
-                  caption="batch: concurrency, or * the best batch that fits; "
+                  caption="batch: concurrency, or * the one with the highest output tokens/s; "
                           "ratio = predicted / measured", box=box.SIMPLE_HEAD,
                   padding=(0, 1), pad_edge=False, width=_validate_width(console))
     if shown is not rows:

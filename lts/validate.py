@@ -10,9 +10,9 @@ and an optional ``strategy``. How each row is mapped:
 - The strategy is ``strategy`` when present (an ``--strategy`` string; unnamed ops take Megatron's
   choice), else Megatron's per-op sharding at ``tp``, ``ep``, ``pp``. A row whose tp·ep·pp is not
   ``gpus`` is skipped.
-- The batch is ``concurrency``; when empty, a ``batch=`` named in ``strategy``; else the best
-  batch (max output tokens/s among powers of two 1..4096 that fit), as an engine's
-  max-throughput run picks.
+- The batch is the concurrency, ``concurrency``; when empty, a ``batch=`` named in
+  ``strategy``; else the one with the highest output tokens/s among the KV capacity and the
+  powers of two 1..4096 (``serve(best_batch=True)``), as an engine's max-throughput run picks.
 - ``metric`` is one of ``output_tokens_per_s`` (whole instance), ``output_tokens_per_s_per_gpu``,
   ``ttft_ms``, ``tpot_ms``; the prediction is the serve phase's (``lts.serve``, the closed loop
   at concurrency C) at ``isl``/``osl`` with no SLO. A prediction that is invalid (not even one
