@@ -6,6 +6,7 @@ Results go to stdout (rich tables, or JSON with --json); progress and diagnostic
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 
@@ -18,12 +19,42 @@ from .costmodel import PHASES, Workload, breakdown, evaluate
 from .emit import ENGINES, launch as emit_launch
 from .engines import ENGINE_NAMES, ENGINES as PROFILES
 from .errors import LtsError, StrategyError
-from .search import SEARCHERS, Problem, ServeProblem, search_exact, search_megatron, search_ppo
+from .search import (MAX_BUDGET, SEARCHERS, Problem, ServeProblem, search_exact, search_megatron,
+                     search_ppo)
 from .specs import load_model, load_topology, shipped_names
 from .strategy import N_COARSE, Space, megatron_row
 from .units import DTYPE_BYTES
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+# Every flag value is checked at the boundary, one rule per kind of value (bad flags exit 2):
+MAX_TOKENS = 10_000_000       # --context, --isl, --osl: tokens per request or sequence
+MAX_CONCURRENCY = 10_000_000  # --concurrency: requests in flight
+MAX_SEED = 2**63 - 1          # --seed: numpy's generators take seeds 0 .. 2^63-1 here
+MAX_TOP = 1000                # --top: rows to list
+MAX_SEEDS = 1000              # --seeds of compare
+MAX_BENCH = 10_000_000        # bench --evaluations: the rows are held in memory at once
+
+
+class Milliseconds(click.ParamType):
+    """A time limit in ms: a positive number; ``inf`` means no limit; nan is refused."""
+    name = "MS"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float):
+            x = value
+        else:
+            try:
+                x = float(str(value).strip())
+            except ValueError:
+                self.fail(f"{value!r} is not a number of milliseconds", param, ctx)
+        if math.isnan(x) or x <= 0:
+            self.fail(f"{value!r} is not a positive number of milliseconds (inf: no limit)",
+                      param, ctx)
+        return x
+
+
+MS = Milliseconds()
 
 
 def _console(no_color: bool, stderr: bool = False) -> Console:
@@ -43,9 +74,26 @@ def _emit_json(obj) -> None:
 
 def _load(model: str, topology: str, precision=None):
     try:
-        return load_model(model, precision), load_topology(topology)
+        m, topo = load_model(model, precision), load_topology(topology)
     except LtsError as e:
         raise click.ClickException(str(e)) from None
+    params = click.get_current_context().params
+    gpus = params.get("gpus")
+    if gpus is not None and gpus > topo.gpus:
+        nodes = f"{topo.nodes:,} node{'s' if topo.nodes != 1 else ''}"
+        raise click.BadParameter(f"{gpus:,} is more than the {topo.gpus:,} GPUs of {topology} "
+                                 f"({nodes} of {topo.gpus_per_node})", param_hint="'--gpus'")
+    return m, topo
+
+
+def _check_budget(budget: int, methods) -> None:
+    """A budget above a method's practical maximum (search.MAX_BUDGET) is a bad flag."""
+    for method in methods:
+        top = MAX_BUDGET.get(method)
+        if top is not None and budget > top:
+            raise click.BadParameter(f"{budget:,} is above the practical maximum of {top:,} "
+                                     f"evaluator calls for --method {method}",
+                                     param_hint="'--budget'")
 
 
 def output_options(fn):
@@ -69,9 +117,9 @@ def serve_workload_options(concurrency: bool):
                              "serve: requests of --isl input and --osl output tokens, back to "
                              "back (output tokens/s).")
         opts = [
-            click.option("--isl", type=click.IntRange(1, 10_000_000), default=1024,
+            click.option("--isl", type=click.IntRange(1, MAX_TOKENS), default=1024,
                          show_default=True, help="serve: input tokens per request."),
-            click.option("--osl", type=click.IntRange(1, 10_000_000), default=1024,
+            click.option("--osl", type=click.IntRange(1, MAX_TOKENS), default=1024,
                          show_default=True, help="serve: output tokens per request."),
             click.option("--engine", type=click.Choice(ENGINE_NAMES), default=None,
                          help="serve: the engine profile (scheduler defaults, KV-cache memory, "
@@ -81,7 +129,7 @@ def serve_workload_options(concurrency: bool):
         ]
         if concurrency:
             opts.append(click.option(
-                "--concurrency", type=click.IntRange(1), default=None,
+                "--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), default=None,
                 help="serve: requests in flight, kept constant: a finished request is replaced "
                      "at once (default: the strategy's batch= if named, else the concurrency "
                      "with the highest output tokens/s)."))
@@ -95,13 +143,13 @@ def _workload_flags(fn, phases, phase_help):
     opts = [
         click.option("--phase", type=click.Choice(phases), default="decode", show_default=True,
                      help=phase_help),
-        click.option("--context", type=click.IntRange(1, 10_000_000), default=16384,
+        click.option("--context", type=click.IntRange(1, MAX_TOKENS), default=16384,
                      show_default=True, help="Context (KV cache) length in tokens; prompt length "
                                              "in prefill."),
-        click.option("--tpot-slo-ms", type=click.FloatRange(0, min_open=True), default=50.0,
+        click.option("--tpot-slo-ms", type=MS, default=50.0,
                      show_default=True, help="Decode SLO: time per output token (serve: only "
                                              "when given)."),
-        click.option("--ttft-slo-ms", type=click.FloatRange(0, min_open=True), default=None,
+        click.option("--ttft-slo-ms", type=MS, default=None,
                      help="Prefill and serve SLO: time to first token (none by default)."),
         click.option("--gpus", type=click.IntRange(1), default=None,
                      help="Device budget (default: every GPU of the topology)."),
@@ -218,27 +266,35 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
 STOCHASTIC = ("ppo", "ppo-paper", "random-walk", "anneal", "random")
 
 
+def _limit(ms):
+    """An SLO in ms for JSON: null when not given or inf (no limit)."""
+    return ms if ms and math.isfinite(ms) else None
+
+
 def _workload_dict(problem, phase: str, topo) -> dict:
     w = problem.work
     if phase == "serve":
         return {"phase": "serve", "isl": problem.isl, "osl": problem.osl,
-                "tpot_slo_ms": problem.tpot_slo_ms, "ttft_slo_ms": problem.ttft_slo_ms,
+                "tpot_slo_ms": _limit(problem.tpot_slo_ms),
+                "ttft_slo_ms": _limit(problem.ttft_slo_ms),
                 "gpus": w.budget(topo), "engine": problem.engine.name}
-    return {"phase": w.phase, "context": w.context, "tpot_slo_ms": w.tpot_slo_ms,
-            "ttft_slo_ms": w.ttft_slo_ms or None, "gpus": w.budget(topo)}
+    return {"phase": w.phase, "context": w.context, "tpot_slo_ms": _limit(w.tpot_slo_ms),
+            "ttft_slo_ms": _limit(w.ttft_slo_ms), "gpus": w.budget(topo)}
+
+
+def _slo(name: str, ms) -> str:
+    return f"{name} ≤ {ms:g} ms" if _limit(ms) else ""
 
 
 def _slo_text(problem, phase: str | None = None) -> str:
     if phase == "serve":
-        slos = [f"TPOT ≤ {problem.tpot_slo_ms:g} ms" if problem.tpot_slo_ms else "",
-                f"TTFT ≤ {problem.ttft_slo_ms:g} ms" if problem.ttft_slo_ms else ""]
+        slos = [_slo("TPOT", problem.tpot_slo_ms), _slo("TTFT", problem.ttft_slo_ms)]
         return f"{problem.isl} in / {problem.osl} out tokens per request, " + \
             (", ".join(x for x in slos if x) or "no SLO")
     work = problem if isinstance(problem, Workload) else problem.work
     if work.phase == "decode":
-        return f"context {work.context}, TPOT ≤ {work.tpot_slo_ms:g} ms"
-    return f"prompt {work.context}, " + (f"TTFT ≤ {work.ttft_slo_ms:g} ms" if work.ttft_slo_ms
-                                          else "no TTFT SLO")
+        return f"context {work.context}, " + (_slo("TPOT", work.tpot_slo_ms) or "no TPOT SLO")
+    return f"prompt {work.context}, " + (_slo("TTFT", work.ttft_slo_ms) or "no TTFT SLO")
 
 
 def _infeasible(m, topo, problem, what: str, phase: str | None = None) -> click.ClickException:
@@ -259,8 +315,9 @@ def _infeasible(m, topo, problem, what: str, phase: str | None = None) -> click.
                    "sharding over every tp/ep/pp/batch; exact: the optimum.")
 @click.option("--budget", type=click.IntRange(1), default=4000, show_default=True,
               help="Evaluator calls (ignored by megatron and exact).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
-@click.option("--top", type=click.IntRange(1), default=10, show_default=True,
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True,
+              help="Random seed.")
+@click.option("--top", type=click.IntRange(1, MAX_TOP), default=10, show_default=True,
               help="Strategies to list.")
 @click.option("--emit", "emit", type=click.Choice(ENGINES), default=None,
               help="After the table, print the command line that runs the best strategy on this "
@@ -283,6 +340,7 @@ def search(model, topology, method, budget, seed, top, emit, phase, context, tpo
       lts search llama3.1-70b h100_dgx --gpus 8 --phase serve --isl 1000 --osl 1000
     """
     _serve_flags_only_with_serve(phase)
+    _check_budget(budget, [method])
     if phase == "serve" and method == "exact":
         raise click.UsageError("--method exact costs one phase (decode or prefill), not --phase "
                                "serve; use ppo or megatron")
@@ -364,7 +422,7 @@ def _methods(ctx, param, value):
 @cli.command()
 @click.argument("model")
 @click.argument("topology")
-@click.option("--seeds", type=click.IntRange(1), default=10, show_default=True,
+@click.option("--seeds", type=click.IntRange(1, MAX_SEEDS), default=10, show_default=True,
               help="Seeds 0..N-1 for each stochastic method.")
 @click.option("--budget", type=click.IntRange(1), default=4000, show_default=True,
               help="Evaluator calls per run.")
@@ -385,6 +443,7 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
       lts compare moe1.6t h100_dgx --seeds 10
       lts compare llama3.1-8b h100_dgx --gpus 8 --seeds 3 --budget 500 --methods ppo,anneal
     """
+    _check_budget(budget, methods)
     m, topo = _load(model, topology, precision)
     work = _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus)
     problem = Problem(m, topo, work)
@@ -474,9 +533,10 @@ def _listing(load, render, json_, no_color, to_json=lambda rows: rows):
 @cli.command()
 @click.argument("model", default="moe1.6t")
 @click.argument("topology", default="h100_dgx")
-@click.option("--evaluations", type=click.IntRange(1000), default=1_000_000, show_default=True,
+@click.option("--evaluations", type=click.IntRange(1000, MAX_BENCH), default=1_000_000,
+              show_default=True,
               help="Random strategies to evaluate for the throughput figure.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True)
 @click.option("--no-search", is_flag=True,
               help="Skip the search timings (ppo with 4000 calls, and exact).")
 @output_options

@@ -50,7 +50,7 @@ import json
 from pathlib import Path
 
 from .errors import SpecError
-from .specs import ModelSpec, model_from_dict, read_text
+from .specs import TOO_DEEP, ModelSpec, model_from_dict, read_text
 
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
             "deepseek_v2", "deepseek_v3")
@@ -111,6 +111,8 @@ def _read_json(path: Path) -> dict:
     except json.JSONDecodeError as e:
         raise SpecError(path, "", f"invalid JSON ({e.msg} at line {e.lineno} column {e.colno})") \
             from None
+    except RecursionError:
+        raise SpecError(path, "", TOO_DEEP) from None
     if not isinstance(data, dict):
         raise SpecError(path, "", f"invalid config.json: the top level is {type(data).__name__}, "
                                   "expected a JSON object")

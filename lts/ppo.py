@@ -188,7 +188,7 @@ def _cosine(lr0: float, progress: float) -> float:
 
 
 def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig = PPOConfig(),
-          on_calls=None, switch_heads=()):
+          on_calls=None, switch_heads=(), keep: bool = True):
     """Run the agent for ``budget`` evaluator calls.
 
     Args:
@@ -197,6 +197,8 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
         on_calls: optional callback(n) after every n calls (progress bars).
         switch_heads: heads whose choice switches the problem's regime (a MoE's expert split);
             a global restart draws them uniformly when ``cfg.global_uniform``.
+        keep: return every strategy tried and log every update; False keeps memory flat in the
+            budget (empty arrays, the last update's log only).
 
     Returns:
         (index rows [calls, H], raw [calls], valid [calls], PPOStats) of every strategy tried.
@@ -221,6 +223,8 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
             kind = "global" if cfg.global_on_stall and stalled and not after_global else "local"
             params["pi.b2"][:] = _restart_bias(sizes, elite.rows[0], kind, cfg, switch_heads)
         stats.kinds.append(kind)
+        if not keep:
+            del stats.kinds[:-1]
         adam = nn.adam_init(params)
         start, best_at_start = calls, best
         stats.restarts += 1
@@ -241,9 +245,10 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
                     elite.add(a, float(r))
             if valid.any():
                 best = max(best, float(norm[valid].max()))
-            all_rows.append(actions)
-            all_raw.append(raw)
-            all_valid.append(valid)
+            if keep:
+                all_rows.append(actions)
+                all_raw.append(raw)
+                all_valid.append(valid)
             # ---- PPO update: one-step episodes, so returns = rewards and advantages = r - V
             advantages = rewards - value
             if cfg.normalize_advantages and n > 1:
@@ -258,6 +263,8 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
             stats.updates += 1
             info.update({"charts/learning_rate": lr, "charts/best": best,
                          "losses/grad_norm": gnorm, "charts/calls": calls})
+            if not keep:
+                stats.log.clear()
             stats.log.append(info)
             if on_calls:
                 on_calls(n)
@@ -266,4 +273,6 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
                 stats.early_exits += 1
                 break
         stalled = best <= best_at_start
+    if not all_rows:
+        return np.zeros((0, len(sizes)), np.int64), np.zeros(0), np.zeros(0, bool), stats
     return (np.concatenate(all_rows), np.concatenate(all_raw), np.concatenate(all_valid), stats)

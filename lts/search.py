@@ -156,57 +156,88 @@ class SearchResult:
     top_scores: np.ndarray
     evaluations: int
     wall_s: float
-    history: np.ndarray = field(default_factory=lambda: np.zeros(0))   # best-so-far per call
+    improvements: tuple = ()         # (call index, best-so-far) at each call that raised the best
+    tracked: int = 0                 # calls the tracker saw
     stats: dict = field(default_factory=dict)
+
+    @property
+    def history(self) -> np.ndarray:
+        """The best-so-far after each call (-inf before the first valid one), [tracked]."""
+        h = np.full(self.tracked, -np.inf)
+        for i, v in self.improvements:
+            h[i:] = v
+        return h
+
+
+# the most evaluator calls a method accepts: what runs in about 10 minutes on a 2-core machine
+# (random and random-walk evaluate in vectorized chunks, ~1 M calls/s; anneal and ppo make a
+# Python step per call or per 32 calls, ~3,000 calls/s); memory does not grow with the budget
+MAX_BUDGET = {"random": 10_000_000, "random-walk": 10_000_000, "anneal": 1_000_000,
+              "ppo": 1_000_000, "ppo-paper": 1_000_000}
+CHUNK = 65536        # rows per vectorized evaluation in random and random-walk
 
 
 class Tracker:
     """Keeps the best-so-far curve and the top-k of a search: the best valid strategy of each of
-    the k best distinct (tp, ep, pp, batch), as the exact search reports them."""
+    the k best distinct (tp, ep, pp, batch), as the exact search reports them.
+
+    Memory is bounded by the coarse grid, not the budget: per coarse row only its best strategy
+    (the first seen among equals) and the call at which it was seen; the curve as its
+    improvements. ``add`` is vectorized: a Python step per distinct coarse row of a batch."""
 
     def __init__(self, problem: Problem, k: int):
         self.problem, self.k = problem, k
-        self.rows = {}          # index-row bytes -> (score, index row)
+        self.by_coarse = {}     # coarse grid index -> (score, call index, index row)
         self.best = -np.inf
-        self.curve = []
+        self.seen = 0           # calls added so far
+        self.improvements = []
 
     def add(self, idx: np.ndarray, scores: np.ndarray) -> None:
         idx = self.problem.canonical(np.atleast_2d(idx))
-        for row, s in zip(idx, np.atleast_1d(scores)):
-            if np.isfinite(s):
-                self.rows.setdefault(row.tobytes(), (float(s), row.copy()))
-            self.best = max(self.best, float(s))
-            self.curve.append(self.best)
+        scores = np.atleast_1d(np.asarray(scores, dtype=np.float64))
+        n = len(scores)
+        if n == 0:
+            return
+        run = np.maximum.accumulate(np.concatenate([[self.best], scores]))
+        for i in np.flatnonzero(run[1:] > run[:-1]):
+            self.improvements.append((self.seen + int(i), float(run[i + 1])))
+        self.best = float(run[-1])
+        ok = np.flatnonzero(np.isfinite(scores))
+        if len(ok):
+            keys = self.problem.coarse_index(idx[ok])
+            order = np.lexsort((ok, -scores[ok], keys))     # per key: best score, then earliest
+            first = order[np.r_[True, keys[order][1:] != keys[order][:-1]]]
+            for j in first:
+                key, score, at = int(keys[j]), float(scores[ok[j]]), self.seen + int(ok[j])
+                cur = self.by_coarse.get(key)
+                if cur is None or score > cur[0]:
+                    self.by_coarse[key] = (score, at, idx[ok[j]].copy())
+        self.seen += n
 
     def result(self, method: str, t0: float, stats=None) -> SearchResult:
-        ranked, seen = [], set()
-        for score, row in sorted(self.rows.values(), key=lambda r: -r[0]):
-            key = row[:N_COARSE].tobytes()
-            if key not in seen:      # the best strategy of each distinct (tp, ep, pp, batch)
-                seen.add(key)
-                ranked.append((score, row))
-            if len(ranked) == self.k:
-                break
+        ranked = sorted(self.by_coarse.values(), key=lambda r: (-r[0], r[1]))[:self.k]
         sp = self.problem.space
-        top = sp.decode(np.array([r[1] for r in ranked])) if ranked else np.zeros((0, 16), np.int64)
+        top = sp.decode(np.array([r[2] for r in ranked])) if ranked else np.zeros((0, 16), np.int64)
         scores = np.array([r[0] for r in ranked])
         return SearchResult(method, top[0] if len(top) else None,
                             float(scores[0]) if len(scores) else -math.inf, top, scores,
-                            self.problem.calls, time.perf_counter() - t0, np.array(self.curve),
-                            stats or {})
+                            self.problem.calls, time.perf_counter() - t0,
+                            tuple(self.improvements), self.seen, stats or {})
 
 
 # ----------------------------------------------------------------------------------------------
 # baselines
 
 def search_random(problem: Problem, budget: int, rng, top: int = 10, progress=None) -> SearchResult:
-    """Uniform sampling of ``budget`` strategies, evaluated in one vectorized call."""
+    """Uniform sampling of ``budget`` strategies, evaluated in vectorized chunks."""
     t0 = time.perf_counter()
     tr = Tracker(problem, top)
-    idx = problem.space.sample(rng, budget)
-    tr.add(idx, problem.score(problem.evaluate(idx)))
-    if progress:
-        progress(budget)
+    for start in range(0, budget, CHUNK):
+        n = min(CHUNK, budget - start)
+        idx = problem.space.sample(rng, n)
+        tr.add(idx, problem.score(problem.evaluate(idx)))
+        if progress:
+            progress(n)
     return tr.result("random", t0)
 
 
@@ -222,16 +253,20 @@ def _mutate(space: Space, rng, row: np.ndarray) -> np.ndarray:
 def search_random_walk(problem: Problem, budget: int, rng, top: int = 10,
                        progress=None) -> SearchResult:
     """Random walk: one-entry mutation, always accepted (the trajectory does not depend on the
-    scores, so it is drawn first and evaluated in one vectorized call)."""
+    scores, so each chunk of it is drawn first and evaluated in one vectorized call)."""
     t0 = time.perf_counter()
     tr = Tracker(problem, top)
-    rows = np.empty((budget, len(problem.space.sizes)), dtype=np.int64)
-    rows[0] = problem.space.sample(rng, 1)[0]
-    for i in range(1, budget):
-        rows[i] = _mutate(problem.space, rng, rows[i - 1])
-    tr.add(rows, problem.score(problem.evaluate(rows)))
-    if progress:
-        progress(budget)
+    row = problem.space.sample(rng, 1)[0]
+    for start in range(0, budget, CHUNK):
+        n = min(CHUNK, budget - start)
+        rows = np.empty((n, len(problem.space.sizes)), dtype=np.int64)
+        for i in range(n):
+            if start or i:
+                row = _mutate(problem.space, rng, row)
+            rows[i] = row
+        tr.add(rows, problem.score(problem.evaluate(rows)))
+        if progress:
+            progress(n)
     return tr.result("random-walk", t0)
 
 
@@ -470,7 +505,7 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
     # the expert split (router, FFN1, FFN2 of a MoE) is where restarts must be free to switch
     switch = tuple(OP_COL[op] for op in ("router", "ffn1", "ffn2")) if problem.model.is_moe else ()
     _, _, _, stats = ppo.train(evaluate, problem.space.sizes, budget, rng, cfg or ppo.PPOConfig(),
-                               on_calls=progress, switch_heads=switch)
+                               on_calls=progress, switch_heads=switch, keep=False)
     return tr.result("ppo", t0, {"updates": stats.updates, "restarts": stats.restarts,
                                  "early_exits": stats.early_exits})
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import unicodedata
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -185,6 +186,13 @@ class TopologySpec:
 # ----------------------------------------------------------------------------------------------
 # a checked view of one TOML table
 
+# One range per kind of value, so that absurd files are refused rather than costed:
+MAX_COUNT = 65_536            # layers, heads, experts, GPUs per node, ... (the largest real: ~256)
+MAX_WIDTH = 16_777_216        # hidden, vocab, intermediate and head widths, ranks (2^24)
+MAX_NODES = 1_048_576         # node.count
+MAX_NUMBER = 1e6              # every float key (TFLOP/s, GiB, GB/s, TB/s, us, efficiencies <= 1)
+MAX_PARAMS = 1e15             # params_published
+
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 
 
@@ -217,6 +225,12 @@ class _Table:
             value = float(value)
             if not math.isfinite(value):
                 raise SpecError(self.file, self._key(key), f"{value!r} is not a finite number")
+            maximum = MAX_NUMBER if maximum is None else maximum
+        if typ is int:
+            maximum = MAX_COUNT if maximum is None else maximum
+        if typ is str and any(unicodedata.category(ch) == "Cc" for ch in value):
+            raise SpecError(self.file, self._key(key),
+                            f"{value!r} contains control characters (expected plain text)")
         if choices is not None and value not in choices:
             raise SpecError(self.file, self._key(key),
                             f"{value!r} is not one of {', '.join(map(repr, choices))}")
@@ -225,7 +239,7 @@ class _Table:
         if minimum is not None and value < minimum:
             raise SpecError(self.file, self._key(key), f"{value!r} must be >= {minimum}")
         if maximum is not None and value > maximum:
-            raise SpecError(self.file, self._key(key), f"{value!r} must be <= {maximum}")
+            raise SpecError(self.file, self._key(key), f"{value!r} must be <= {maximum:,}")
         return value
 
     def table(self, key, required=True):
@@ -265,9 +279,10 @@ def read_text(path: Path, expected: str) -> str:
     except OSError as e:
         raise SpecError(path, "", f"cannot read ({e.strerror})") from None
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise SpecError(path, "", "not a UTF-8 text file") from None
+    return text[1:] if text.startswith("\ufeff") else text   # a byte-order mark (Windows editors)
 
 
 def _read_toml(path: Path) -> dict:
@@ -276,6 +291,11 @@ def _read_toml(path: Path) -> dict:
         return _toml.loads(text)
     except _toml.TOMLDecodeError as e:
         raise SpecError(path, "", f"invalid TOML ({e})") from None
+    except RecursionError:
+        raise SpecError(path, "", TOO_DEEP) from None
+
+
+TOO_DEEP = "nested too deeply (hundreds of levels of tables or arrays; a model or topology needs 2)"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -347,24 +367,25 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     name = t.get("name", str)
     source = t.get("source", str)
     layers = t.get("layers", int, positive=True)
-    hidden = t.get("hidden", int, positive=True)
-    vocab = t.get("vocab", int, positive=True)
+    hidden = t.get("hidden", int, positive=True, maximum=MAX_WIDTH)
+    vocab = t.get("vocab", int, positive=True, maximum=MAX_WIDTH)
     tie = t.get("tie_embeddings", bool, False)
-    params_pub = t.get("params_published", float, 0.0, minimum=0)
-    active_pub = t.get("active_params_published", float, 0.0, minimum=0)
+    params_pub = t.get("params_published", float, 0.0, minimum=0, maximum=MAX_PARAMS)
+    active_pub = t.get("active_params_published", float, 0.0, minimum=0, maximum=MAX_PARAMS)
 
     a = t.table("attention")
     kind = a.get("kind", str, choices=("gqa", "mla"))
     heads = a.get("heads", int, positive=True)
     kv_heads = a.get("kv_heads", int, positive=True)
-    head_dim = a.get("head_dim", int, positive=True)
+    head_dim = a.get("head_dim", int, positive=True, maximum=MAX_WIDTH)
     mla = {}
     if kind == "mla":
-        mla = dict(q_lora_rank=a.get("q_lora_rank", int, 0, minimum=0),
-                   kv_lora_rank=a.get("kv_lora_rank", int, positive=True),
-                   qk_nope_head_dim=a.get("qk_nope_head_dim", int, positive=True),
-                   qk_rope_head_dim=a.get("qk_rope_head_dim", int, positive=True),
-                   v_head_dim=a.get("v_head_dim", int, positive=True))
+        w = dict(positive=True, maximum=MAX_WIDTH)
+        mla = dict(q_lora_rank=a.get("q_lora_rank", int, 0, minimum=0, maximum=MAX_WIDTH),
+                   kv_lora_rank=a.get("kv_lora_rank", int, **w),
+                   qk_nope_head_dim=a.get("qk_nope_head_dim", int, **w),
+                   qk_rope_head_dim=a.get("qk_rope_head_dim", int, **w),
+                   v_head_dim=a.get("v_head_dim", int, **w))
         if mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"] != head_dim:
             raise SpecError(path, "attention.head_dim",
                             f"{head_dim} must equal qk_nope_head_dim + qk_rope_head_dim "
@@ -379,15 +400,18 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     fkind = f.get("kind", str, choices=("dense", "moe"))
     gated = f.get("gated", bool)
     if fkind == "dense":
-        ffn = FFNSpec("dense", gated, intermediate=f.get("intermediate", int, positive=True))
+        ffn = FFNSpec("dense", gated, intermediate=f.get("intermediate", int, positive=True,
+                                                          maximum=MAX_WIDTH))
     else:
         experts = f.get("experts", int, positive=True)
         top_k = f.get("top_k", int, positive=True, maximum=experts)
-        expert_inter = f.get("expert_intermediate", int, positive=True)
+        expert_inter = f.get("expert_intermediate", int, positive=True, maximum=MAX_WIDTH)
         shared = f.get("shared_experts", int, 0, minimum=0)
-        shared_inter = f.get("shared_intermediate", int, shared * expert_inter, minimum=0)
+        shared_inter = f.get("shared_intermediate", int, shared * expert_inter, minimum=0,
+                             maximum=MAX_WIDTH)
         dense_layers = f.get("dense_layers", int, 0, minimum=0, maximum=layers - 1)
-        inter = f.get("intermediate", int, 0, required=dense_layers > 0, positive=dense_layers > 0)
+        inter = f.get("intermediate", int, 0, required=dense_layers > 0, positive=dense_layers > 0,
+                      maximum=MAX_WIDTH)
         if dense_layers > 0 and not inter:
             raise SpecError(path, "ffn.intermediate", "missing (needed when ffn.dense_layers > 0)")
         ffn = FFNSpec("moe", gated, inter, experts, top_k, expert_inter, shared, shared_inter,
@@ -443,11 +467,12 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
     g.finish()
     n = t.table("node")
     per_node = n.get("gpus", int, positive=True)
-    nodes = n.get("count", int, positive=True)
+    nodes = n.get("count", int, positive=True, maximum=MAX_NODES)
     n.finish()
     links = []
     for lt in t.array_of_tables("link"):
-        links.append(LinkSpec(lt.get("name", str), lt.get("span_gpus", int, positive=True),
+        links.append(LinkSpec(lt.get("name", str),
+                              lt.get("span_gpus", int, positive=True, maximum=MAX_COUNT * MAX_NODES),
                               lt.get("bandwidth_gb_s", float, positive=True) * GB,
                               lt.get("latency_us", float, minimum=0.0) * US,
                               lt.get("efficiency", float, positive=True, maximum=1.0)))
@@ -457,6 +482,16 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
             raise SpecError(path, f"link[{i}].span_gpus",
                             f"{links[i].span_gpus} must be larger than the span of the link "
                             f"inside it ({links[i - 1].span_gpus}); list links innermost first")
+    for i, link in enumerate(links):
+        # a link's domains tile the cluster: they nest in the next link's, and a node either
+        # holds whole domains or is part of one
+        span, key = link.span_gpus, f"link[{i}].span_gpus"
+        if i + 1 < len(links) and links[i + 1].span_gpus % span:
+            raise SpecError(path, key, f"{span} must divide the span of the link outside it "
+                                       f"({links[i + 1].span_gpus})")
+        if per_node % span and span % per_node:
+            raise SpecError(path, key, f"{span} must divide node.gpus = {per_node} or be a "
+                                       "multiple of it")
     if links[-1].span_gpus < per_node * nodes:
         raise SpecError(path, f"link[{len(links) - 1}].span_gpus",
                         f"{links[-1].span_gpus} must cover the whole cluster "

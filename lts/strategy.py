@@ -57,6 +57,10 @@ def megatron_row(tp, ep, pp, batch) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 # --strategy strings
 
+# the largest degree and batch a --strategy string may name (a topology's size is checked later)
+MAX_VALUE = {"tp": 65536, "ep": 65536, "pp": 65536, "batch": 10_000_000}
+
+
 def parse_strategy(text: str, is_moe: bool = True) -> np.ndarray:
     """``"tp=8,ep=16,pp=4,batch=64,ffn2=1"`` -> a strategy row; unnamed ops take Megatron's choice.
 
@@ -73,8 +77,11 @@ def parse_strategy(text: str, is_moe: bool = True) -> np.ndarray:
             raise StrategyError(f"--strategy: {key!r} given twice")
         seen.add(key)
         if key in values:
-            if not value.isdigit() or int(value) < 1:
+            if not (value.isascii() and value.isdigit()) or int(value) < 1:
                 raise StrategyError(f"--strategy: {key}={value!r} is not a positive integer")
+            if int(value) > MAX_VALUE[key]:
+                raise StrategyError(f"--strategy: {key}={value} is above the maximum "
+                                    f"{MAX_VALUE[key]:,}")
             values[key] = int(value)
         elif key in ops:
             if value not in CHOICE_CODES:

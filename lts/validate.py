@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import csv
 import math
+import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,13 +102,26 @@ def read_measurements(path) -> list:
                                         f"{', '.join(COLUMNS)}, optional strategy)")
     reader.fieldnames = header
     out = []
-    for n, raw in enumerate(reader, start=1):
+    rows = iter(reader)
+    n = 0
+    while True:
+        n += 1
+        try:
+            raw = next(rows)
+        except StopIteration:
+            break
+        except csv.Error as e:
+            raise SpecError(file, f"row {n}", f"not CSV ({e})") from None
         if None in raw or any(v is None for v in raw.values()):
             fields = sum(v is not None for k, v in raw.items() if k is not None) \
                 + len(raw.get(None) or [])
             raise SpecError(file, f"row {n}", f"has {fields} fields: expected {len(header)}, one "
                                               "per column of the header")
         r = {k: (v or "").strip() for k, v in raw.items()}
+        for k, v in r.items():
+            if any(unicodedata.category(ch) == "Cc" for ch in v):
+                raise SpecError(file, f"row {n}", f"{k}: {v!r} contains control characters "
+                                                  "(expected plain text)")
         strategy = r.get("strategy", "")
         tp = _int(file, n, "tp", r["tp"], allow_empty=bool(strategy), default=1)
         ep = _int(file, n, "ep", r["ep"], allow_empty=True, default=1)
