@@ -1,0 +1,145 @@
+"""Hard inputs and the time and memory bounds of lts, measured (never by a timed test).
+
+    python scripts/limits.py              # the hard-input cases: exit status and message line
+    python scripts/limits.py --bounds     # + wall time and peak memory of the large runs
+    python scripts/limits.py --bounds --long   # + a ppo search at its largest budget (~6 min)
+
+Each case runs `python lts.py ...` in a child process from the checkout; the peak memory is the
+child's maximum resident set size (getrusage, read by a probe process per run). The files the cases need (a one-node cluster, a
+config.json with 1e30 layers, TOML nested 5000 deep, a byte-order mark, a 3-GPU link span, a model
+name with terminal escapes, a 100,000-row measurement file) are written to a temporary folder.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+
+
+def write_files(d: Path) -> dict:
+    topo = (ROOT / "topologies" / "h100_dgx.toml").read_text(encoding="utf-8")
+    model = (ROOT / "models" / "llama3.1-8b.toml").read_text(encoding="utf-8")
+    files = {
+        "one_node": re.sub(r"^count = 3072.*$", "count = 1", topo, flags=re.M),
+        "bom": "\ufeff" + topo,
+        "span3": topo.replace("span_gpus = 8 ", "span_gpus = 3 ", 1),
+        "huge_layers": re.sub(r"^layers = \d+", "layers = 9223372036854775807", model, flags=re.M),
+        "escape": re.sub(r'^name = ".*?"', lambda _: 'name = "evil\\u001b[31mRED\\u001b[0m"',
+                         model, flags=re.M),
+        "deep": "a = " + "[" * 5000 + "]" * 5000 + "\n",
+    }
+    out = {}
+    for name, text in files.items():
+        out[name] = d / f"{name}.toml"
+        out[name].write_text(text, encoding="utf-8")
+    cfg = json.loads((ROOT / "tests" / "data" / "hf" / "mixtral-8x7b.json").read_text())
+    cfg["num_hidden_layers"] = 1e30
+    out["huge_json"] = d / "huge.json"
+    out["huge_json"].write_text(json.dumps(cfg))
+    out["deep_json"] = d / "deep.json"
+    out["deep_json"].write_text('{"a":' * 5000 + "1" + "}" * 5000)
+    return out
+
+
+def big_csv(d: Path, n: int = 100_000) -> Path:
+    """The serving measurements repeated at random concurrencies, n rows."""
+    rows = list(csv.DictReader(open(SHARED / "serving_calibration.csv", newline="")))
+    rng = random.Random(0)
+    path = d / "big.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        for i in range(n):
+            r = dict(rows[i % len(rows)], id=f"r{i}", concurrency=str(rng.randint(1, 300)))
+            w.writerow(r)
+    return path
+
+
+PROBE = ("import resource, subprocess, sys, json; "
+         "p = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+         "print(json.dumps([p.returncode, p.stdout[-20000:], p.stderr[-20000:], "
+         "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]))")
+
+
+def run(args):
+    """(exit status, the Error line or last output line, wall s, peak RSS MiB) of `lts ARGS`,
+    run under a fresh probe process so that the peak is this run's alone."""
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", PROBE, sys.executable, str(ROOT / "lts.py"), *args],
+                       capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    rc, out, err, peak_kib = json.loads(p.stdout)
+    lines = [x for x in (out + err).splitlines() if x.strip()]
+    last = next((x for x in lines if x.startswith("Error:")), lines[-1] if lines else "")
+    if "Traceback" in out + err:
+        last = "TRACEBACK: " + last
+    return rc, last, wall, peak_kib / 1024.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bounds", action="store_true", help="also measure the large runs")
+    ap.add_argument("--long", action="store_true", help="also a ppo search at its largest budget")
+    a = ap.parse_args()
+    d = Path(tempfile.mkdtemp(prefix="lts-limits-"))
+    f = write_files(d)
+    cases = [
+        ["search", "llama3.1-405b", str(f["one_node"]), "--gpus", "64", "--method", "exact"],
+        ["search", "llama3.1-8b", "h100_dgx", "--gpus", "100000000", "--method", "megatron"],
+        ["search", "mixtral-8x7b", "h100_dgx", "--gpus", "8", "--method", "random",
+         "--budget", "1000000000"],
+        ["search", "mixtral-8x7b", "h100_dgx", "--gpus", "8", "--budget", str(2**62)],
+        ["search", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--tpot-slo-ms", "nan"],
+        ["search", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--phase", "prefill",
+         "--ttft-slo-ms", "nan"],
+        ["search", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--tpot-slo-ms", "inf", "--json",
+         "--method", "megatron"],
+        ["search", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--seed", "-1"],
+        ["estimate", str(f["huge_json"]), "h100_dgx", "--strategy", "tp=1"],
+        ["estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1180591620717411303424"],
+        ["estimate", str(f["huge_layers"]), "h100_dgx", "--strategy", "tp=1"],
+        ["estimate", str(f["deep"]), "h100_dgx", "--strategy", "tp=1"],
+        ["estimate", str(f["deep_json"]), "h100_dgx", "--strategy", "tp=1"],
+        ["estimate", "llama3.1-8b", str(f["bom"]), "--strategy", "tp=1", "--json"],
+        ["estimate", "llama3.1-8b", str(f["span3"]), "--strategy", "tp=1"],
+        ["estimate", str(f["escape"]), "h100_dgx", "--strategy", "tp=1"],
+        ["estimate", "moe1.6t", "h100_dgx", "--strategy", "tp=8,ep=16,pp=4,batch=64"],
+        ["estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=x"],
+    ]
+    for args in cases:
+        rc, last, _, _ = run(args)
+        shown = " ".join(x if len(x) < 40 else "…" + x[-30:] for x in args)
+        print(f"[exit {rc}] lts {shown}\n          {last[:160]}")
+    if not a.bounds:
+        return
+    print("\nbounds (wall s, peak RSS MiB):")
+    bounds = [["search", "mixtral-8x7b", "h100_dgx", "--gpus", "8", "--method", "random",
+               "--budget", "100000", "--json"],
+              ["search", "mixtral-8x7b", "h100_dgx", "--gpus", "8", "--method", "random",
+               "--budget", "10000000", "--json"],
+              ["search", "mixtral-8x7b", "h100_dgx", "--gpus", "8", "--method", "ppo",
+               "--budget", "40000", "--json"]]
+    if a.long:
+        bounds.append(["search", "mixtral-8x7b", "h100_dgx", "--gpus", "8", "--method", "ppo",
+                       "--budget", "1000000", "--json"])
+    if SHARED.exists():
+        big = str(big_csv(d))
+        bounds += [["validate", big], ["validate", big, "--json"]]
+    for args in bounds:
+        rc, _, wall, peak = run(args)
+        shown = " ".join(x if len(x) < 40 else "…" + x[-20:] for x in args)
+        print(f"  [exit {rc}] lts {shown}: {wall:.1f} s, {peak:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
