@@ -19,6 +19,7 @@ from .costmodel import PHASES, Workload, breakdown, evaluate
 from .emit import ENGINES, launch as emit_launch
 from .engines import ENGINE_NAMES, ENGINES as PROFILES
 from .errors import LtsError, StrategyError
+from .limits import MAX_BENCH, MAX_CONCURRENCY, MAX_SEED, MAX_SEEDS, MAX_TOKENS, MAX_TOP
 from .search import (MAX_BUDGET, SEARCHERS, Problem, ServeProblem, search_exact, search_megatron,
                      search_ppo)
 from .specs import load_model, load_topology, shipped_names
@@ -27,13 +28,8 @@ from .units import DTYPE_BYTES
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
-# Every flag value is checked at the boundary, one rule per kind of value (bad flags exit 2):
-MAX_TOKENS = 10_000_000       # --context, --isl, --osl: tokens per request or sequence
-MAX_CONCURRENCY = 10_000_000  # --concurrency: requests in flight
-MAX_SEED = 2**63 - 1          # --seed: numpy's generators take seeds 0 .. 2^63-1 here
-MAX_TOP = 1000                # --top: rows to list
-MAX_SEEDS = 1000              # --seeds of compare
-MAX_BENCH = 10_000_000        # bench --evaluations: the rows are held in memory at once
+# Every flag value is checked at the boundary, one rule per kind of value (lts.limits; bad flags
+# exit 2).
 
 
 class Milliseconds(click.ParamType):

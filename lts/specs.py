@@ -239,7 +239,9 @@ class _Table:
         if minimum is not None and value < minimum:
             raise SpecError(self.file, self._key(key), f"{value!r} must be >= {minimum}")
         if maximum is not None and value > maximum:
-            raise SpecError(self.file, self._key(key), f"{value!r} must be <= {maximum:,}")
+            big = float(maximum).is_integer() and (isinstance(maximum, int) or maximum >= 1000)
+            limit = f"{int(maximum):,}" if big else repr(maximum)
+            raise SpecError(self.file, self._key(key), f"{value!r} must be <= {limit}")
         return value
 
     def table(self, key, required=True):

@@ -8,7 +8,7 @@ are the degrees and the batch themselves, the last twelve are choice codes
 Ranks of one instance (tp*ep*pp GPUs) are placed tp innermost, then ep, then pp outermost, so a tp
 group is contiguous (stride 1), an ep group has stride tp and a pp group stride tp*ep.
 
-Imports: errors, specs.
+Imports: errors, limits, specs.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import StrategyError
+from .limits import MAX_CONCURRENCY, MAX_DEGREE
 
 # column layout of a strategy row
 TP, EP, PP, BATCH = 0, 1, 2, 3
@@ -58,7 +59,7 @@ def megatron_row(tp, ep, pp, batch) -> np.ndarray:
 # --strategy strings
 
 # the largest degree and batch a --strategy string may name (a topology's size is checked later)
-MAX_VALUE = {"tp": 65536, "ep": 65536, "pp": 65536, "batch": 10_000_000}
+MAX_VALUE = {"tp": MAX_DEGREE, "ep": MAX_DEGREE, "pp": MAX_DEGREE, "batch": MAX_CONCURRENCY}
 
 
 def parse_strategy(text: str, is_moe: bool = True) -> np.ndarray:

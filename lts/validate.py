@@ -33,7 +33,7 @@ summary for each metric and for each engine.
 Cost: the rows are predicted in groups of one (model, topology, precision, engine, isl, osl), a
 few evaluator calls each, vectorized over the group's rows.
 
-Imports: errors, specs, strategy, engines, serve, units.
+Imports: errors, limits, specs, strategy, engines, serve, units.
 """
 from __future__ import annotations
 
@@ -48,6 +48,7 @@ import numpy as np
 
 from .engines import ENGINE_NAMES, ENGINES, engine_for_source
 from .errors import SpecError, StrategyError
+from .limits import MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED, MAX_TOKENS
 from .serve import serve
 from .specs import load_model, load_topology, read_text, shipped_names, with_precision
 from .strategy import BATCH, EP, PP, TP, megatron_row, parse_strategy
@@ -81,12 +82,19 @@ class Measurement:
     engine: str              # an lts.engines profile name
 
 
+# the largest value of each integer column (lts.limits)
+MAX_CELL = {"tp": MAX_DEGREE, "ep": MAX_DEGREE, "pp": MAX_DEGREE, "gpus": MAX_GPUS,
+            "isl": MAX_TOKENS, "osl": MAX_TOKENS, "concurrency": MAX_CONCURRENCY}
+
+
 def _int(file, n, col, text, allow_empty=False, default=0):
     text = text.strip()
     if not text and allow_empty:
         return default
-    if not text.isdigit() or int(text) < 1:
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise SpecError(file, f"row {n}", f"{col}: {text!r} is not a positive integer")
+    if int(text) > MAX_CELL[col]:
+        raise SpecError(file, f"row {n}", f"{col}: {text} is above the maximum {MAX_CELL[col]:,}")
     return int(text)
 
 
@@ -139,8 +147,9 @@ def read_measurements(path) -> list:
             value = float(r["value"])
         except ValueError:
             value = math.nan
-        if not (math.isfinite(value) and value > 0):
-            raise SpecError(file, f"row {n}", f"value: {r['value']!r} is not a positive number")
+        if not (math.isfinite(value) and 0 < value <= MAX_MEASURED):
+            raise SpecError(file, f"row {n}", f"value: {r['value']!r} is not a positive number "
+                                              f"up to {MAX_MEASURED:g}")
         if not r["id"]:
             raise SpecError(file, f"row {n}", "id: '' is empty: expected a row identifier")
         engine = r.get("engine", "").lower()

@@ -75,6 +75,11 @@ def test_validate_small_file(tmp_path):
     (("precision", "fp7"), "row 2: precision: 'fp7' is not one of"),
     (("engine", "tgi"), "row 2: engine: 'tgi' is not one of generic, vllm, sglang, trtllm "
                         "(or empty)"),
+    (("tp", "99999999999999999999"), "row 2: tp: 99999999999999999999 is above the maximum "
+                                     "65,536"),
+    (("isl", "99999999999"), "row 2: isl: 99999999999 is above the maximum 10,000,000"),
+    (("value", "1e300"), "row 2: value: '1e300' is not a positive number up to 1e+15"),
+    (("source", "a\x1b[2Jb"), "row 2: source: 'a\\x1b[2Jb' contains control characters"),
 ])
 def test_validate_bad_row_is_one_error_line(tmp_path, cell, message):
     good = "a,llama3.1-8b,h100_dgx,1,1,1,1,fp8,128,128,,output_tokens_per_s,100,doc,vllm"

@@ -1,0 +1,15 @@
+"""The ranges every value from a flag or a measurement file must fall in (one rule per kind of
+value; files' keys have theirs in ``specs``). Imports nothing from lts.
+
+They keep lts's arithmetic finite and its runs bounded: a degree or a token count beyond them is
+refused with the limit in the message, never costed.
+"""
+MAX_TOKENS = 10_000_000       # tokens per request or sequence: --context, --isl, --osl, isl, osl
+MAX_CONCURRENCY = 10_000_000  # requests in flight: --concurrency, a batch, a concurrency cell
+MAX_DEGREE = 65_536           # tp, ep, pp of a strategy
+MAX_GPUS = 2**36              # a measurement's gpus (a topology holds at most 65,536 x 1,048,576)
+MAX_MEASURED = 1e15           # a measured value (tokens/s or ms)
+MAX_SEED = 2**63 - 1          # --seed: numpy's generators take seeds 0 .. 2^63-1 here
+MAX_TOP = 1000                # --top: rows to list
+MAX_SEEDS = 1000              # --seeds of compare
+MAX_BENCH = 10_000_000        # bench --evaluations: the rows are held in memory at once

@@ -1,0 +1,114 @@
+"""Hard inputs (one rule per kind of value): the cases that once crashed or were accepted, each
+with its exact exit status and message. The fuzz test (test_fuzz.py) covers their classes."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lts.cli import cli
+from lts.search import MAX_BUDGET
+
+ROOT = Path(__file__).resolve().parents[1]
+TOPO = (ROOT / "topologies" / "h100_dgx.toml").read_text(encoding="utf-8")
+MODEL = (ROOT / "models" / "llama3.1-8b.toml").read_text(encoding="utf-8")
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+def error(r):
+    lines = [x for x in r.output.splitlines() if x.startswith("Error:")]
+    assert len(lines) == 1, r.output
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gpus", "100000000", "--method", "megatron"],
+     "Error: Invalid value for '--gpus': 100,000,000 is more than the 24,576 GPUs of h100_dgx "
+     "(3,072 nodes of 8)"),
+    (["--tpot-slo-ms", "nan"], "Error: Invalid value for '--tpot-slo-ms': 'nan' is not a "
+                               "positive number of milliseconds (inf: no limit)"),
+    (["--ttft-slo-ms", "-3"], "Error: Invalid value for '--ttft-slo-ms': '-3' is not a "
+                              "positive number of milliseconds (inf: no limit)"),
+    (["--seed", "-1"], "Error: Invalid value for '--seed': -1 is not in the range "
+                       "0<=x<=9223372036854775807."),
+    (["--method", "random", "--budget", "1000000000"],
+     "Error: Invalid value for '--budget': 1,000,000,000 is above the practical maximum of "
+     "10,000,000 evaluator calls for --method random"),
+    (["--budget", str(2**62)], f"Error: Invalid value for '--budget': {2**62:,} is above the "
+                               f"practical maximum of {MAX_BUDGET['ppo']:,} evaluator calls for "
+                               "--method ppo"),
+])
+def test_bad_search_flags_exit_2_with_the_limit(args, message):
+    r = run("search", "llama3.1-8b", "h100_dgx", *args)
+    assert r.exit_code == 2 and error(r) == message
+
+
+def test_gpus_beyond_a_one_node_cluster(tmp_path):
+    one = tmp_path / "one.toml"
+    one.write_text(re.sub(r"^count = 3072.*$", "count = 1", TOPO, flags=re.M), encoding="utf-8")
+    r = run("search", "llama3.1-405b", str(one), "--gpus", "64", "--method", "exact")
+    assert r.exit_code == 2
+    assert error(r) == (f"Error: Invalid value for '--gpus': 64 is more than the 8 GPUs of {one} "
+                        "(1 node of 8)")
+
+
+def test_inf_slo_means_no_limit_and_is_null_in_json():
+    r = run("search", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--tpot-slo-ms", "inf",
+            "--method", "megatron", "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["workload"]["tpot_slo_ms"] is None
+    text = run("search", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--tpot-slo-ms", "inf",
+               "--method", "megatron", "--no-color").output
+    assert "no TPOT SLO" in " ".join(text.split()) and "inf" not in text
+
+
+def test_huge_strategy_degree_is_a_bad_flag():
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1180591620717411303424")
+    assert r.exit_code == 2
+    assert error(r) == ("Error: Invalid value for '--strategy': tp=1180591620717411303424 is "
+                        "above the maximum 65,536")
+
+
+@pytest.mark.parametrize("which, edit, message", [
+    ("model", lambda t: re.sub(r"^layers = \d+", "layers = 9223372036854775807", t, flags=re.M),
+     "layers: 9223372036854775807 must be <= 65,536"),
+    ("model", lambda t: re.sub(r"^hidden = \d+", "hidden = 99999999", t, flags=re.M),
+     "hidden: 99999999 must be <= 16,777,216"),
+    ("model", lambda t: re.sub(r'^name = ".*?"', lambda _: 'name = "a\\u001b[2Jb"', t,
+                               flags=re.M),
+     "name: 'a\\x1b[2Jb' contains control characters (expected plain text)"),
+    ("model", lambda t: t + "deep = " + "[" * 5000 + "]" * 5000 + "\n",
+     "nested too deeply (hundreds of levels of tables or arrays; a model or topology needs 2)"),
+    ("topo", lambda t: t.replace("span_gpus = 8 ", "span_gpus = 3 ", 1),
+     "link[0].span_gpus: 3 must divide node.gpus = 8 or be a multiple of it"),
+    ("topo", lambda t: t.replace("bandwidth_gb_s = 450 ", "bandwidth_gb_s = 1e300 ", 1),
+     "link[0].bandwidth_gb_s: 1e+300 must be <= 1,000,000"),
+])
+def test_bad_file_values_exit_1_naming_file_key_value_and_limit(tmp_path, which, edit, message):
+    path = tmp_path / f"{which}.toml"
+    path.write_text(edit(MODEL if which == "model" else TOPO), encoding="utf-8")
+    args = [str(path), "h100_dgx"] if which == "model" else ["llama3.1-8b", str(path)]
+    r = run("estimate", *args, "--strategy", "tp=1")
+    assert r.exit_code == 1 and error(r) == f"Error: {path}: {message}"
+
+
+def test_byte_order_mark_and_deep_json(tmp_path):
+    bom = tmp_path / "bom.toml"
+    bom.write_text("\ufeff" + TOPO, encoding="utf-8")
+    assert run("estimate", "llama3.1-8b", str(bom), "--strategy", "tp=1").exit_code == 0
+    deep = tmp_path / "config.json"
+    deep.write_text('{"a":' * 5000 + "1" + "}" * 5000, encoding="utf-8")
+    r = run("models", "--show", str(deep))
+    assert r.exit_code == 1 and error(r) == (f"Error: {deep}: nested too deeply (hundreds of "
+                                             "levels of tables or arrays; a model or topology "
+                                             "needs 2)")
+
+
+def test_control_characters_in_a_path_are_shown_escaped():
+    r = run("estimate", "evil\x1b[31mRED", "h100_dgx", "--strategy", "tp=1")
+    assert r.exit_code == 1 and "\x1b" not in r.output
+    assert error(r).startswith("Error: 'evil\\x1b[31mRED': no such file or shipped model")
