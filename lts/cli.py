@@ -58,9 +58,10 @@ def _console(no_color: bool, stderr: bool = False) -> Console:
 
 
 def _emit_json(obj) -> None:
-    """JSON on stdout, streamed (a 100,000-row validate result is never one string)."""
+    """JSON on stdout, streamed (a 100,000-row validate result is never one string); a value
+    that is not finite (an absurd but accepted input can overflow a time) is null."""
     buf = []
-    for chunk in json.JSONEncoder(indent=2, allow_nan=False).iterencode(obj):
+    for chunk in json.JSONEncoder(indent=2, allow_nan=False).iterencode(report.json_safe(obj)):
         buf.append(chunk)
         if len(buf) >= 65536:
             sys.stdout.write("".join(buf))
@@ -82,14 +83,14 @@ def _load(model: str, topology: str, precision=None):
     return m, topo
 
 
-def _check_budget(budget: int, methods) -> None:
+def _check_budget(budget: int, methods, flag: str = "--budget") -> None:
     """A budget above a method's practical maximum (search.MAX_BUDGET) is a bad flag."""
     for method in methods:
         top = MAX_BUDGET.get(method)
         if top is not None and budget > top:
             raise click.BadParameter(f"{budget:,} is above the practical maximum of {top:,} "
                                      f"evaluator calls for --method {method}",
-                                     param_hint="'--budget'")
+                                     param_hint=f"'{flag}'")
 
 
 def output_options(fn):
@@ -439,7 +440,7 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
       lts compare moe1.6t h100_dgx --seeds 10
       lts compare llama3.1-8b h100_dgx --gpus 8 --seeds 3 --budget 500 --methods ppo,anneal
     """
-    _check_budget(budget, methods)
+    _check_budget(budget * seeds, methods, "--seeds x --budget")
     m, topo = _load(model, topology, precision)
     work = _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus)
     problem = Problem(m, topo, work)
@@ -497,7 +498,7 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
 @output_options
 def models(show, json_, no_color):
     """List the shipped models with their sizes."""
-    if show:
+    if show is not None:
         _listing(lambda: load_model(show), report.render_model_show, json_, no_color,
                  to_json=lambda m: report.models_rows([(show, m)])[0])
     else:

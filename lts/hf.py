@@ -113,6 +113,8 @@ def _read_json(path: Path) -> dict:
             from None
     except RecursionError:
         raise SpecError(path, "", TOO_DEEP) from None
+    except ValueError:            # Python refuses integers of more than 4300 digits
+        raise SpecError(path, "", "invalid JSON (a number of thousands of digits)") from None
     if not isinstance(data, dict):
         raise SpecError(path, "", f"invalid config.json: the top level is {type(data).__name__}, "
                                   "expected a JSON object")

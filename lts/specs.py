@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import unicodedata
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -191,6 +192,7 @@ MAX_COUNT = 65_536            # layers, heads, experts, GPUs per node, ... (the 
 MAX_WIDTH = 16_777_216        # hidden, vocab, intermediate and head widths, ranks (2^24)
 MAX_NODES = 1_048_576         # node.count
 MAX_NUMBER = 1e6              # every float key (TFLOP/s, GiB, GB/s, TB/s, us, efficiencies <= 1)
+MIN_NUMBER = 1e-6             # every float key that must be positive (rates, sizes, efficiencies)
 MAX_PARAMS = 1e15             # params_published
 
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
@@ -236,6 +238,8 @@ class _Table:
                             f"{value!r} is not one of {', '.join(map(repr, choices))}")
         if positive and value <= 0:
             raise SpecError(self.file, self._key(key), f"{value!r} must be > 0")
+        if positive and typ is float and value < MIN_NUMBER:
+            raise SpecError(self.file, self._key(key), f"{value!r} must be >= {MIN_NUMBER:g}")
         if minimum is not None and value < minimum:
             raise SpecError(self.file, self._key(key), f"{value!r} must be >= {minimum}")
         if maximum is not None and value > maximum:
@@ -269,15 +273,28 @@ class _Table:
             raise SpecError(self.file, self._key(unknown[0]), "unknown key")
 
 
-def read_text(path: Path, expected: str) -> str:
-    """The file's UTF-8 text, or one SpecError line saying why it cannot be read."""
+MAX_FILE_BYTES = 64 * 2**20    # a model, topology or config.json file (the largest shipped: 8 KB)
+
+
+def read_text(path: Path, expected: str, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """The file's UTF-8 text, or one SpecError line saying why it cannot be read: only regular
+    files (a FIFO would block, /dev/zero never ends) of at most ``max_bytes``."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        info = os.stat(path)
     except FileNotFoundError:
         raise SpecError(path, "", "no such file") from None
-    except IsADirectoryError:
-        raise SpecError(path, "", f"is a folder, expected {expected}") from None
+    except OSError as e:
+        raise SpecError(path, "", f"cannot read ({e.strerror})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise SpecError(path, "", f"is a folder, expected {expected}")
+    if not stat.S_ISREG(info.st_mode):
+        raise SpecError(path, "", f"is not a regular file, expected {expected}")
+    if info.st_size > max_bytes:
+        raise SpecError(path, "", f"is {info.st_size:,} bytes, more than the {max_bytes:,} "
+                                  f"expected of {expected}")
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(max_bytes + 1)
     except OSError as e:
         raise SpecError(path, "", f"cannot read ({e.strerror})") from None
     try:
@@ -295,6 +312,8 @@ def _read_toml(path: Path) -> dict:
         raise SpecError(path, "", f"invalid TOML ({e})") from None
     except RecursionError:
         raise SpecError(path, "", TOO_DEEP) from None
+    except ValueError:            # Python refuses integers of more than 4300 digits
+        raise SpecError(path, "", "invalid TOML (a number of thousands of digits)") from None
 
 
 TOO_DEEP = "nested too deeply (hundreds of levels of tables or arrays; a model or topology needs 2)"

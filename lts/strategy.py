@@ -67,6 +67,8 @@ def parse_strategy(text: str, is_moe: bool = True) -> np.ndarray:
 
     Raises StrategyError (a bad flag) naming the offending part.
     """
+    if not text.strip(" ,"):
+        raise StrategyError("--strategy: empty (expected e.g. tp=8,ep=1,pp=1,batch=64)")
     values = {"tp": 1, "ep": 1, "pp": 1, "batch": 1}
     ops = dict(zip(OPS, MEGATRON))
     seen = set()
@@ -78,6 +80,9 @@ def parse_strategy(text: str, is_moe: bool = True) -> np.ndarray:
             raise StrategyError(f"--strategy: {key!r} given twice")
         seen.add(key)
         if key in values:
+            if len(value) > 40:                  # before int(): 4300+ digits raise
+                raise StrategyError(f"--strategy: {key}={value[:12]}... is above the maximum "
+                                    f"{MAX_VALUE[key]:,}")
             if not (value.isascii() and value.isdigit()) or int(value) < 1:
                 raise StrategyError(f"--strategy: {key}={value!r} is not a positive integer")
             if int(value) > MAX_VALUE[key]:

@@ -48,7 +48,8 @@ import numpy as np
 
 from .engines import ENGINE_NAMES, ENGINES, engine_for_source
 from .errors import SpecError, StrategyError
-from .limits import MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED, MAX_TOKENS
+from .limits import (MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED, MAX_TOKENS,
+                     MIN_MEASURED)
 from .serve import serve
 from .specs import load_model, load_topology, read_text, shipped_names, with_precision
 from .strategy import BATCH, EP, PP, TP, megatron_row, parse_strategy
@@ -58,6 +59,7 @@ COLUMNS = ("id", "model", "topology", "gpus", "tp", "ep", "pp", "precision", "is
            "concurrency", "metric", "value", "source")
 METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_ms", "tpot_ms")
 MIN_GROUP = 3
+MAX_CSV_BYTES = 2**30     # a measurement file (100,000 rows are about 20 MB)
 
 
 @dataclass
@@ -91,6 +93,9 @@ def _int(file, n, col, text, allow_empty=False, default=0):
     text = text.strip()
     if not text and allow_empty:
         return default
+    if len(text) > 40:                          # before int(): 4300+ digits raise
+        raise SpecError(file, f"row {n}", f"{col}: {text[:12]}... is above the maximum "
+                                          f"{MAX_CELL[col]:,}")
     if not (text.isascii() and text.isdigit()) or int(text) < 1:
         raise SpecError(file, f"row {n}", f"{col}: {text!r} is not a positive integer")
     if int(text) > MAX_CELL[col]:
@@ -101,9 +106,12 @@ def _int(file, n, col, text, allow_empty=False, default=0):
 def read_measurements(path) -> list:
     """Parse and check a measurement CSV -> [Measurement]; SpecError on the first bad cell."""
     file = str(path)
-    text = read_text(Path(path), "a measurement .csv file")
+    text = read_text(Path(path), "a measurement .csv file", max_bytes=MAX_CSV_BYTES)
     reader = csv.DictReader(text.splitlines())
     header = [h.strip().lstrip("\ufeff") for h in (reader.fieldnames or [])]
+    twice = [h for i, h in enumerate(header) if h and h in header[:i]]
+    if twice:
+        raise SpecError(file, "header", f"{twice[0]}: duplicate column")
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise SpecError(file, "header", f"{missing[0]}: missing column (expected columns: "
@@ -147,9 +155,9 @@ def read_measurements(path) -> list:
             value = float(r["value"])
         except ValueError:
             value = math.nan
-        if not (math.isfinite(value) and 0 < value <= MAX_MEASURED):
-            raise SpecError(file, f"row {n}", f"value: {r['value']!r} is not a positive number "
-                                              f"up to {MAX_MEASURED:g}")
+        if not (math.isfinite(value) and MIN_MEASURED <= value <= MAX_MEASURED):
+            raise SpecError(file, f"row {n}", f"value: {r['value']!r} is not a number from "
+                                              f"{MIN_MEASURED:g} to {MAX_MEASURED:g}")
         if not r["id"]:
             raise SpecError(file, f"row {n}", "id: '' is empty: expected a row identifier")
         engine = r.get("engine", "").lower()

@@ -25,6 +25,7 @@ CSV_ROW = "a,llama3.1-8b,h100_dgx,2,2,1,1,fp8,1024,128,16,ttft_ms,100,vLLM run"
 
 # awkward values, as a user (or a bad script) writes them
 NUMBERS = ["0", "-1", "1", "7", "1e400", "nan", "inf", "-inf", "1.5", "99999999999999999999999",
+           "9" * 5000, "1e-300",
            "0x10", "١٢", "", " ", "abc", "\x1b[31m", "2e30", "4096", "-0"]
 fuzz_text = st.one_of(st.sampled_from(NUMBERS), st.text(max_size=12),
                       st.integers(-10**25, 10**25).map(str))
@@ -115,7 +116,8 @@ TOML_VALUES = st.one_of(
     st.integers(-2**63, 2**63 - 1).map(str), st.floats(allow_nan=True).map(
         lambda x: {"nan": "nan", "inf": "inf", "-inf": "-inf"}.get(str(x), repr(x))),
     st.sampled_from(['"text"', '"\\u001b[2J"', "true", "[1, 2]", "{ a = 1 }", '""', "0",
-                     "9223372036854775807", "1e308", "-1", "3", "[[[[[1]]]]]"]))
+                     "9223372036854775807", "1e308", "-1", "3", "[[[[[1]]]]]", "9" * 5000,
+                     "1e-300"]))
 
 
 @st.composite

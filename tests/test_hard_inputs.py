@@ -112,3 +112,66 @@ def test_control_characters_in_a_path_are_shown_escaped():
     r = run("estimate", "evil\x1b[31mRED", "h100_dgx", "--strategy", "tp=1")
     assert r.exit_code == 1 and "\x1b" not in r.output
     assert error(r).startswith("Error: 'evil\\x1b[31mRED': no such file or shipped model")
+
+
+HUGE = "9" * 5000          # Python refuses to convert integers of more than 4300 digits
+
+
+def test_integers_of_thousands_of_digits(tmp_path):
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", f"tp={HUGE}")
+    assert r.exit_code == 2 and error(r) == ("Error: Invalid value for '--strategy': "
+                                             "tp=999999999999... is above the maximum 65,536")
+    toml = tmp_path / "m.toml"
+    toml.write_text(f'name = "x"\nlayers = {HUGE}\n', encoding="utf-8")
+    cfg = tmp_path / "config.json"
+    cfg.write_text('{"model_type": "llama", "hidden_size": ' + HUGE + "}", encoding="utf-8")
+    for path, kind in ((toml, "TOML"), (cfg, "JSON")):
+        r = run("models", "--show", str(path))
+        assert r.exit_code == 1
+        assert error(r) == f"Error: {path}: invalid {kind} (a number of thousands of digits)"
+    csv = tmp_path / "m.csv"
+    csv.write_text("id,model,topology,gpus,tp,ep,pp,precision,isl,osl,concurrency,metric,value,"
+                   f"source\na,llama3.1-8b,h100_dgx,1,{HUGE},1,1,,128,128,8,ttft_ms,9,x\n")
+    r = run("validate", str(csv))
+    assert r.exit_code == 1 and error(r) == (f"Error: {csv}: row 1: tp: 999999999999... is "
+                                             "above the maximum 65,536")
+
+
+def test_only_regular_files_are_read(tmp_path):
+    import os
+    fifo = tmp_path / "pipe.toml"
+    os.mkfifo(fifo)                       # reading it would block forever
+    r = run("estimate", "llama3.1-8b", str(fifo), "--strategy", "tp=1")
+    assert r.exit_code == 1
+    assert error(r) == f"Error: {fifo}: is not a regular file, expected a .toml file"
+    if Path("/dev/zero").exists():        # reading it would never end
+        r = run("models", "--show", "/dev/zero")
+        assert r.exit_code == 1 and "is not a regular file" in error(r)
+
+
+def test_csv_duplicate_column_and_tiny_values(tmp_path):
+    head = "id,model,topology,gpus,tp,ep,pp,precision,isl,osl,concurrency,metric,value,source"
+    dup = tmp_path / "dup.csv"
+    dup.write_text(head + ",value\na,llama3.1-8b,h100_dgx,1,1,1,1,,128,128,8,ttft_ms,9,x,99\n")
+    r = run("validate", str(dup))
+    assert r.exit_code == 1 and error(r) == f"Error: {dup}: header: value: duplicate column"
+    tiny = tmp_path / "tiny.csv"
+    tiny.write_text(head + "\na,llama3.1-8b,h100_dgx,1,1,1,1,,128,128,8,ttft_ms,1e-300,x\n")
+    r = run("validate", str(tiny))
+    assert r.exit_code == 1 and error(r) == (f"Error: {tiny}: row 1: value: '1e-300' is not a "
+                                             "number from 1e-06 to 1e+15")
+
+
+def test_empty_strategy_tiny_rates_and_compare_totals(tmp_path):
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", ",")
+    assert r.exit_code == 2 and error(r) == ("Error: Invalid value for '--strategy': empty "
+                                             "(expected e.g. tp=8,ep=1,pp=1,batch=64)")
+    topo = tmp_path / "t.toml"
+    topo.write_text(TOPO.replace("bf16_tflops = 989.4 ", "bf16_tflops = 1e-300 ", 1))
+    r = run("estimate", "llama3.1-8b", str(topo), "--strategy", "tp=1")
+    assert r.exit_code == 1 and error(r) == f"Error: {topo}: gpu.bf16_tflops: 1e-300 must be >= 1e-06"
+    r = run("compare", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--seeds", "1000", "--budget",
+            "1000000", "--methods", "ppo")
+    assert r.exit_code == 2 and error(r) == (
+        "Error: Invalid value for '--seeds x --budget': 1,000,000,000 is above the practical "
+        "maximum of 1,000,000 evaluator calls for --method ppo")

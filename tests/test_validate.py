@@ -71,14 +71,14 @@ def test_validate_small_file(tmp_path):
 @pytest.mark.parametrize("cell, message", [
     (("osl", "abc"), "row 2: osl: 'abc' is not a positive integer"),
     (("metric", "tokens"), "row 2: metric: 'tokens' is not one of output_tokens_per_s"),
-    (("value", "fast"), "row 2: value: 'fast' is not a positive number"),
+    (("value", "fast"), "row 2: value: 'fast' is not a number from 1e-06 to 1e+15"),
     (("precision", "fp7"), "row 2: precision: 'fp7' is not one of"),
     (("engine", "tgi"), "row 2: engine: 'tgi' is not one of generic, vllm, sglang, trtllm "
                         "(or empty)"),
     (("tp", "99999999999999999999"), "row 2: tp: 99999999999999999999 is above the maximum "
                                      "65,536"),
     (("isl", "99999999999"), "row 2: isl: 99999999999 is above the maximum 10,000,000"),
-    (("value", "1e300"), "row 2: value: '1e300' is not a positive number up to 1e+15"),
+    (("value", "1e300"), "row 2: value: '1e300' is not a number from 1e-06 to 1e+15"),
     (("source", "a\x1b[2Jb"), "row 2: source: 'a\\x1b[2Jb' contains control characters"),
 ])
 def test_validate_bad_row_is_one_error_line(tmp_path, cell, message):
