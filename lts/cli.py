@@ -369,14 +369,15 @@ def search(model, topology, method, budget, seed, top, emit, phase, context, tpo
     mrow = megatron_row(*best[:N_COARSE])
     why = None
     if not np.array_equal(best, mrow):
-        step_topo, brow, mstep = topo, best, mrow
+        step_topo, brow, mstep, mserve = topo, best, mrow, None
         if phase == "serve":       # one decode step of each one's running batch
             step_topo = problem.engine.topology(topo)
-            brow, mstep = (_running_row(problem, r) for r in (best, mrow))
+            mserve = problem.evaluate_rows(mrow[None])
+            brow, mstep = best.copy(), mrow.copy()
+            brow[3], mstep[3] = int(res.running[0]), int(mserve.running[0])
         bres, bops = breakdown(m, step_topo, step_work, brow)
         mres, mops = breakdown(m, step_topo, step_work, mstep)
-        why = report.why_dict(bres, bops, mres, mops, problem.evaluate_rows(mrow[None])
-                              if phase == "serve" else None)
+        why = report.why_dict(bres, bops, mres, mops, mserve)
     launch = emit_launch(emit, problem, best, model, precision) if emit else None
     if json_:
         d = {"method": method, "budget": budget, "evaluations": sr.evaluations, "wall_s": wall_s,
@@ -397,14 +398,6 @@ def search(model, topology, method, budget, seed, top, emit, phase, context, tpo
         if launch is not None:
             console.print()
             report.render_emit(console, launch, phase)
-
-
-def _running_row(problem, row):
-    """A serve strategy row with its batch set to the running batch (the KV cache may hold
-    fewer than the concurrency)."""
-    out = np.array(row, copy=True)
-    out[3] = int(problem.serve_rows(row[None]).running[0])
-    return out
 
 
 def _methods(ctx, param, value):

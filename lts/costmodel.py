@@ -55,8 +55,8 @@ class Workload:
     cache (the paper's case); ``prefill``: the whole prompt of ``context`` tokens per sequence in
     one pass; ``mixed``: one step of a continuous-batching engine (``compose_step``): the batch
     column counts the running requests, the step holds the decode tokens of those not being
-    prefilled, at ``context``, and a prefill chunk of prompts of ``isl`` tokens under a token
-    ``budget`` per step (chunked prefill), all in one pass (weights read once)."""
+    prefilled, at ``context``, and a prefill chunk of prompts of ``isl`` tokens under a budget of
+    ``step_tokens`` per step (chunked prefill), all in one pass (weights read once)."""
     phase: str = "decode"
     context: int = 16384
     tpot_slo_ms: float = 50.0

@@ -39,6 +39,10 @@ class EngineProfile:
     collective_efficiency: float = 0.0   # in-engine share of each link's rate (0: the topology's)
     notes: tuple = ()           # the source of every value above, one line each
 
+    def holds(self, kv_capacity):
+        """Requests the engine runs at once: what the KV cache holds, capped by max_running."""
+        return np.minimum(kv_capacity, self.max_running) if self.max_running else kv_capacity
+
     def topology(self, topo: TopologySpec) -> TopologySpec:
         """The topology as this engine's collectives see it."""
         if not self.collective_efficiency:

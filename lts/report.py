@@ -190,7 +190,7 @@ def render_serve(console: Console, m: ModelSpec, topo: TopologySpec, res, ops: l
                ops)
     kv = f"the KV cache holds {d['kv_capacity']}"
     if d["queued"]:
-        capped = engine.max_running and d["kv_capacity"] > engine.max_running
+        capped = engine.holds(d["kv_capacity"]) < d["kv_capacity"]
         running = (f"{d['running']} running, {d['queued']} waiting: "
                    + (f"the engine runs at most {engine.max_running}; " if capped else "") + kv)
     else:

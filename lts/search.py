@@ -103,17 +103,18 @@ class ServeProblem(Problem):
     a search without a TTFT limit need not stop at a power of two above the capacity.
 
     One evaluator call costs a strategy in the closed loop (its memory, then a decode step and a
-    mixed step of its running batch: the running batch depends on the strategy's memory, so the
-    coarse tables are built per call for the rows at hand). ``work`` is the decode step at the
-    final context isl+osl (the engine's context length); ``step_work`` the decode step at the
-    mean context (per-op breakdowns). The exact search does not apply: its factorization costs
+    mixed step of its running batch). The grid's coarse tables are built once; a running batch
+    the KV cache caps is off the grid, and its tables are built when first met (``serve.warm``,
+    ``costmodel.TableCache``). ``work`` is the decode step at the final context isl+osl (the
+    engine's context length); ``step_work`` the decode step at the mean context (per-op
+    breakdowns). The exact search does not apply: its factorization costs
     one phase (see ``search_exact``).
     """
 
     def __init__(self, model: ModelSpec, topo: TopologySpec, isl: int, osl: int,
                  tpot_slo_ms: float | None = None, ttft_slo_ms: float | None = None,
                  gpus: int = 0, space: Space | None = None, engine=None):
-        work = Workload("decode", int(isl) + int(osl), tpot_slo_ms=serve.NO_SLO, gpus=gpus)
+        work = serve.memory_workload(isl, osl, gpus)
         if space is None:      # concurrencies: the powers of two, then each strategy's capacity
             space = Space.for_model(model, work.budget(topo))
             space = replace(space, batch=space.batch + (serve.AT_CAPACITY,))

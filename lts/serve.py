@@ -17,14 +17,14 @@ model is the loop's steady state, vectorized over strategies (the batch column i
    the sum of the contexts it reads) and a mixed step (``costmodel.compose_step``: the decode
    tokens of the requests not being prefilled plus a prefill chunk, under the engine's token
    budget per step). Each gets the engine's time per step.
-3. **Cohorts.** Requests whose prefills end in the same step finish together and are replaced
-   together, so they stay a cohort (k requests; their prefill takes s steps).
-   - Mixed engines (vLLM, TensorRT-LLM): k = the whole prompts that fit the budget beside the
-     decode tokens; m = ceil(n/k) cohorts take turns. A cohort's cycle is w + s + osl - 1 steps
-     (w = 1: it arrives while a step runs, unless it is alone, m = 1); if the m*s prefill steps
-     per cycle do not fit in it, the prefill queue stretches the cycle to m*s steps.
-     TTFT = w decode steps + (prefill queue + s) mixed steps; a request's osl - 1 decode steps
-     include the other cohorts' prefill steps, min(osl - 1, (m-1)*s) of them, so
+3. **Cohorts.** Requests admitted together are prefilled together, finish together and are
+   replaced together, so they stay a cohort of k requests whose prefill takes s steps.
+   - Mixed engines (vLLM, TensorRT-LLM): k = the engine's ``cohort_base + cohort_share * n``
+     (fitted; at least n/osl so that prefill keeps pace; ``costmodel.compose_step``), its prompts
+     in the budget left beside the decode tokens; m = n/k cohorts take turns. A cohort's cycle is
+     s + osl - 1 steps; if the m*s prefill steps per cycle do not fit in it, the prefill queue
+     stretches the cycle. TTFT = (prefill queue + s) mixed steps; a request's osl - 1 decode
+     steps include the other cohorts' prefill steps, min(osl - 1, (m-1)*s) of them, so
      TPOT ~ decode step + C x one prefill / osl (DESIGN.md §8).
    - Prefill-first engines (SGLang): the whole running batch is one cohort, prefilled in
      prefill-only steps of the whole budget, then decoding together; request i's first token
@@ -86,6 +86,12 @@ class ServeResult:
         return ServeResult(*(getattr(self, f.name)[idx] for f in fields(ServeResult)))
 
 
+def memory_workload(isl: int, osl: int, gpus: int = 0) -> Workload:
+    """A decode step at the final context isl + osl: the KV cache is largest there (memory and
+    the engine's context length)."""
+    return Workload("decode", int(isl) + int(osl), tpot_slo_ms=NO_SLO, gpus=gpus)
+
+
 def decode_workload(isl: int, osl: int, gpus: int = 0) -> Workload:
     """The decode step of the running batch: the mean context isl + osl/2 (the step the per-op
     breakdowns of ``lts estimate`` and ``lts search`` show)."""
@@ -129,8 +135,7 @@ def warm(ev: Evaluator, engine: EngineProfile, coarse, isl: int, osl: int, gpus:
     coarse = np.asarray(coarse, dtype=np.int64)
     rows = np.stack([megatron_row(*c) for c in coarse]) if len(coarse) else np.zeros((0, 16))
     unit = rows[:, TP] * rows[:, EP] * rows[:, PP]
-    mem = Workload("decode", int(isl) + int(osl), tpot_slo_ms=NO_SLO, gpus=gpus)
-    ev(mem, np.concatenate([_with_batch(rows, unit), _with_batch(rows, 2 * unit)]))
+    ev(memory_workload(isl, osl, gpus), np.concatenate([_with_batch(rows, unit), _with_batch(rows, 2 * unit)]))
     run = rows[rows[:, BATCH] != AT_CAPACITY]
     ev(decode_workload(isl, osl, gpus), run)
     ev(mixed_workload(isl, osl, engine, gpus), run)
@@ -141,7 +146,7 @@ def capacity(ev: Evaluator, engine: EngineProfile, strategies, isl: int, osl: in
     """(requests whose KV cache fits [N], fixed bytes per GPU [N], KV bytes per request per GPU
     [N], reason bits that depend on neither [N]) -- see the module docstring, step 1."""
     unit = strategies[:, TP] * strategies[:, EP] * strategies[:, PP]
-    work = Workload("decode", int(isl) + int(osl), tpot_slo_ms=NO_SLO, gpus=gpus)
+    work = memory_workload(isl, osl, gpus)
     one = ev(work, _with_batch(strategies, unit))
     two = ev(work, _with_batch(strategies, 2 * unit))
     per_unit = two.memory_bytes - one.memory_bytes           # KV (+ workspace) of u requests
@@ -177,8 +182,7 @@ def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
         return _closed_loop(ev, engine, strategies, isl, osl, cap, fixed, per_request,
                             fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus)
     n, nb = len(strategies), len(BATCHES) + 1
-    limit = cap if not engine.max_running else np.minimum(cap, engine.max_running)
-    candidates = np.concatenate([np.maximum(limit, 1)[:, None],
+    candidates = np.concatenate([np.maximum(engine.holds(cap), 1)[:, None],
                                  np.tile(np.asarray(BATCHES, dtype=np.float64), (n, 1))], axis=1)
     wide = np.repeat(strategies, nb, axis=0)                  # row i, candidate j at i*nb + j
     wide[:, BATCH] = candidates.ravel().astype(np.int64)
@@ -194,7 +198,7 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
                  fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus) -> ServeResult:
     """Steps 2-4 of the module docstring for rows whose batch column is the concurrency C
     (``AT_CAPACITY``: as many as the KV cache and the engine hold)."""
-    limit = cap if not engine.max_running else np.minimum(cap, engine.max_running)
+    limit = engine.holds(cap)
     conc = strategies[:, BATCH].astype(np.float64)
     conc = np.where(conc == AT_CAPACITY, np.maximum(limit, 1.0), conc)
     strategies = _with_batch(strategies, conc)
@@ -223,7 +227,8 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
     tpot = decode_time / decode_steps if osl > 1 else np.full_like(t_dec, np.nan)  # no 2nd token
     latency = ttft + decode_time + engine.request_overhead_s
     tokens = n * osl / latency
-    ttft = ttft + engine.request_overhead_s + np.maximum(conc - n, 0.0) / n * latency
+    wait = np.maximum(conc - n, 0.0) / n * latency              # queued for a running slot
+    ttft = ttft + engine.request_overhead_s + wait
     reasons = fixed_reasons | np.where(cap < 1, REASON_BIT["memory"], 0)
     slo = REASON_BIT["slo"]
     if tpot_slo_ms:                                           # nan (osl 1) meets any limit
@@ -233,7 +238,7 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
     gpus_used = (strategies[:, TP] * strategies[:, EP] * strategies[:, PP]).astype(np.float64)
     memory = fixed + n * per_request
     return ServeResult(strategies, reasons == 0, reasons, tokens, tokens / gpus_used, 1.0 / tpot,
-                       ttft, tpot, latency + np.maximum(conc - n, 0.0) / n * latency, n, cap,
+                       ttft, tpot, latency + wait, n, cap,
                        memory, t_dec, t_mix, gpus_used)
 
 

@@ -7,9 +7,6 @@ import pytest
 from click.testing import CliRunner
 
 from lts.cli import cli
-from lts.serve import BATCHES, serve
-from lts.specs import load_model, load_topology
-from lts.strategy import megatron_row
 
 CALIBRATION = Path(__file__).resolve().parents[2] / "shared/data/calibration.csv"
 SERVING = CALIBRATION.with_name("serving_calibration.csv")
@@ -18,15 +15,6 @@ HEADER = "id,model,topology,gpus,tp,ep,pp,precision,isl,osl,concurrency,metric,v
 
 def run(*args):
     return CliRunner().invoke(cli, list(args), catch_exceptions=False)
-
-
-@pytest.fixture(scope="module")
-def llama8b():
-    return load_model("llama3.1-8b"), load_topology("h100_dgx")
-
-
-def rows(batch=64):
-    return np.stack([megatron_row(tp, 1, 1, batch) for tp in (1, 2, 4, 8)])
 
 
 # ----------------------------------------------------------------------------------------------
