@@ -26,7 +26,7 @@ tree beyond (72 ranks: 14.4 steps per half, not 71). All-to-all and send keep th
 B_i is the per-GPU one-direction bandwidth times the link's efficiency. A group of one costs 0.
 Every function broadcasts over NumPy arrays of bytes, group sizes and strides.
 
-Imports: specs (for the link list type only).
+Imports: numpy only (``links`` is a topology's tuple of ``specs.LinkSpec``, read by attribute).
 """
 from __future__ import annotations
 

@@ -39,10 +39,11 @@ Rules (DESIGN.md §1, "nothing is guessed"):
   ``config.json``, else the file name without ``.json``. ``params_published`` is unknown (0).
 
 Every bad input raises one ``SpecError`` naming the file, the config.json key, the value and what
-was expected. The ModelSpec is built by ``specs.model_from_dict`` so that all of its checks apply
-(kv heads divide heads, top_k <= experts, ...); its errors are re-labelled with config.json keys.
+was expected. The ModelSpec is built by ``modelspec.model_from_dict`` (the model TOML reader) so
+that all of its checks apply (kv heads divide heads, top_k <= experts, ...); its errors are
+re-labelled with config.json keys. ``specs.load_model`` dispatches a config.json here.
 
-Imports: errors, specs.
+Imports: errors, modelspec.
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ import json
 from pathlib import Path
 
 from .errors import SpecError
-from .specs import TOO_DEEP, ModelSpec, model_from_dict, read_text
+from .modelspec import TOO_DEEP, ModelSpec, model_from_dict, read_text
 
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
             "deepseek_v2", "deepseek_v3")
@@ -276,7 +277,7 @@ def _ffn(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
 
 
 def _relabel(e: SpecError, path: Path, keys: dict) -> SpecError:
-    """specs.py's error about an lts key -> the same error about the config.json key."""
+    """model_from_dict's error about an lts key -> the same error about the config.json key."""
     prefix = f"{e.file}: {e.key}: " if e.key else f"{e.file}: "
     message = str(e)[len(prefix):] if str(e).startswith(prefix) else str(e)
     for lts_key, hf_key in sorted(keys.items(), key=lambda kv: -len(kv[0])):

@@ -9,12 +9,14 @@ reward is
 
 for a valid strategy and ``invalid_reward`` otherwise, and the episode ends (one-step, bandit
 style). PPO (clipped objective, n_epochs per update, Adam with cosine-annealed learning rate)
-updates the policy after every ``n_steps`` calls. The budget is split into ``chunks``; each chunk
-starts a fresh network that inherits the elite history and the best-so-far, and a chunk ends early
-when every head's largest probability reaches ``confidence`` (the network has converged). The
-fresh network's output biases make it start local (centred on the best elite) or, after a chunk
-that did not improve the best, global (degrees uniform, per-op heads loosely on the elite's);
-after a stalled global chunk comes a local one again (``PPOStats.kinds`` records the schedule).
+updates the policy (``lts.policy``: the network) after every ``n_steps`` calls;
+``ppo_loss_and_grad`` is the clipped loss with its hand-written gradient. The budget is split into
+``chunks``; each chunk starts a fresh network that inherits the elite history and the
+best-so-far, and a chunk ends early when every head's largest probability reaches
+``confidence`` (the network has converged). The fresh network's output biases make it start
+local (centred on the best elite) or, after a chunk that did not improve the best, global
+(degrees uniform, per-op heads loosely on the elite's); after a stalled global chunk comes a local
+one again (``PPOStats.kinds`` records the schedule).
 
 Written against a callback ``evaluate(index_rows [n, H]) -> (raw [n], valid [n])`` so that it knows
 nothing about parallelism (STYLE.md §8). Imports: numpy, nn, policy.
@@ -47,9 +49,10 @@ class PPOConfig:
     global restart that keeps the per-op heads at 0.9 on the elite's choices cannot leave a
     per-op pattern that only works at the elite's degrees (e.g. FFN split by experts, stuck at
     0.13-0.26 of the optimum); 0.7 lets the degrees and several per-op choices move together.
-    Measured and not adopted: conditioned (autoregressive) heads, ``condition_on`` 4 or 16 with
-    scale 1-3 (seeds 0-9, old schedule: 0.905-0.942 against 0.931; with this schedule, seeds
-    0-19: 0.980 against 0.980, failures moved to other seeds), 8 chunks (0.903), ``coarse_kernel``
+    Measured and not adopted: conditioned (autoregressive) heads, each head also given the earlier
+    heads' actions (4 or 16 conditioned heads, gain 1-3; seeds 0-9, old schedule: 0.905-0.942
+    against 0.931; with this schedule, seeds 0-19: 0.980 against 0.980, failures moved to other
+    seeds; since removed from lts.policy), 8 chunks (0.903), ``coarse_kernel``
     2 (0.919), per-op heads uniform or at 0.5 at global restarts (0.898, 0.929), cycling 0.9 ->
     0.3 over successive global restarts (0.970) and counting gains under 1% as stalls (0.967).
 
@@ -91,11 +94,6 @@ class PPOConfig:
                                    # global for the rest of the budget
     global_fine: float = 0.7       # a global restart's probability on the best elite's per-op
                                    # choices (a local one uses elite_prior)
-    condition_on: int = 0          # autoregressive heads (policy.PolicyConfig.condition_on): head i
-                                   # also sees the actions of heads j < min(i, condition_on); 4: the
-                                   # coarse heads in order tp, ep, pp, batch and every per-op head
-                                   # given all four; 0: independent heads (the paper)
-    condition_scale: float = 1.0   # gain of the conditioning weights (policy.PolicyConfig)
     global_uniform: bool = True    # a global restart makes train()'s switch_heads uniform instead
                                    # of global_fine (False: they stay at global_fine)
 
@@ -104,7 +102,7 @@ class PPOConfig:
         """The paper's agent (App. A; PAPER.md §11 for its gaps): 2 calls per update, lr 1e-3,
         5 chunks, fresh networks that start uniform."""
         return cls(n_steps=2, lr=1e-3, chunks=5, normalize_advantages=False, elite_prior=0.0,
-                   coarse_kernel=0.0, global_on_stall=False, alternate=False, condition_on=0,
+                   coarse_kernel=0.0, global_on_stall=False, alternate=False,
                    global_uniform=False)
 
 
@@ -187,6 +185,82 @@ def _cosine(lr0: float, progress: float) -> float:
     return lr0 * 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
 
 
+# ----------------------------------------------------------------------------------------------
+# PPO loss (CleanRL ppo.py, "ALGO LOGIC" block) with its hand-written gradient
+
+def ppo_loss_and_grad(params, cfg, X, actions, old_logprob, advantages, returns,
+                      clip=0.2, vf_coef=0.5, ent_coef=0.0, mask=None):
+    """Clipped PPO loss on one minibatch and its gradient with respect to every parameter.
+
+    loss = pg_loss - ent_coef * entropy_loss + vf_coef * v_loss, with
+    pg_loss = mean(max(-adv * ratio, -adv * clip(ratio, 1 - clip, 1 + clip))) (PPO Eq. 7),
+    v_loss = 0.5 * mean((value - returns) ** 2) (unclipped, as SB3's default), and
+    entropy_loss = mean of the joint entropy. Advantages are used as given (normalize them
+    before calling, as CleanRL does per minibatch, when the minibatch is large enough).
+    References: Schulman et al. 2017, "PPO", Eq. 7 (clipped surrogate); approx_kl estimator from
+    http://joschu.net/blog/kl-approx.html; CleanRL ``ppo.py`` (names and diagnostics).
+
+    Args:
+        params: policy parameters; cfg: policy.PolicyConfig.
+        X: [B, T, A], or [1, T, A] shared by all B actions (one forward and backward pass);
+        actions: int [B, H]; old_logprob, advantages, returns: [B].
+        mask: optional bool [B, N] action mask (the one used when the actions were sampled);
+            with a shared X [1, T, A] it must be shared too ([N] or [1, N]).
+
+    Returns:
+        loss (float), grads (dict, same keys as params), stats (dict of floats with keys
+        "losses/policy", "losses/value", "losses/entropy", "stats/approx_kl", "stats/clipfrac").
+    """
+    actions = np.asarray(actions)
+    _, newvalue, cache = policy.forward(params, X, cfg, mask)
+    dt = newvalue.dtype
+    logp_pad = cache["logp_pad"]                                  # [B,H,K] ([1,H,K]: shared X)
+    B = actions.shape[0]
+    shared = newvalue.shape[0] == 1 and B > 1
+    if shared:   # one observation for every action: forward once, broadcast, sum grads back
+        logp_pad = np.broadcast_to(logp_pad, (B,) + logp_pad.shape[1:])
+        newvalue = np.broadcast_to(newvalue, (B,))
+    old_logprob, advantages, returns = (np.asarray(a, dtype=dt) for a in (old_logprob, advantages, returns))
+
+    newlogprob, entropy = policy.log_prob_and_entropy_padded(logp_pad, actions)   # [B], [B]
+    logratio = newlogprob - old_logprob
+    ratio = np.exp(logratio)
+    approx_kl = np.mean((ratio - 1.0) - logratio)
+    clipfrac = np.mean(np.abs(ratio - 1.0) > clip)
+
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * np.clip(ratio, 1.0 - clip, 1.0 + clip)
+    pg_loss = np.maximum(pg_loss1, pg_loss2).mean()
+    v_loss = 0.5 * np.mean((newvalue - returns) ** 2)
+    entropy_loss = entropy.mean()
+    loss = pg_loss - ent_coef * entropy_loss + vf_coef * v_loss
+
+    # backward: pg_loss2 > pg_loss1 only when the ratio is clipped, where its slope is 0
+    dratio = np.where(pg_loss1 >= pg_loss2, -advantages, 0.0) / B        # [B]
+    dnewlogprob = dratio * ratio
+    dlogp_pad = np.zeros_like(logp_pad)
+    np.put_along_axis(dlogp_pad, actions[..., None],
+                      np.broadcast_to(dnewlogprob[:, None, None], actions.shape + (1,)), axis=-1)
+    if ent_coef:
+        p = np.exp(logp_pad)
+        dlogp_pad += (ent_coef / B) * p * (logp_pad + 1.0)               # d(-ent_coef*H)/dlogp
+    dvalue = vf_coef * (newvalue - returns) / B
+    if shared:   # back to the one observation: sum over the actions
+        dlogp_pad, dvalue = dlogp_pad.sum(axis=0, keepdims=True), dvalue.sum(keepdims=True)
+    grads = policy.backward(policy.unpad(dlogp_pad, cfg), dvalue, cache, params, cfg)
+    stats = {
+        "losses/policy": float(pg_loss),
+        "losses/value": float(v_loss),
+        "losses/entropy": float(entropy_loss),
+        "stats/approx_kl": float(approx_kl),
+        "stats/clipfrac": float(clipfrac),
+    }
+    return float(loss), grads, stats
+
+
+# ----------------------------------------------------------------------------------------------
+# the search loop
+
 def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig = PPOConfig(),
           on_calls=None, switch_heads=(), keep: bool = True):
     """Run the agent for ``budget`` evaluator calls.
@@ -205,8 +279,7 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
     """
     sizes = tuple(int(s) for s in sizes)
     pcfg = policy.PolicyConfig(n_choices=sizes, T=cfg.history, n_extra=1, d_model=cfg.d_model,
-                               n_heads=cfg.n_heads, d_ff=cfg.d_ff, hidden=cfg.d_model,
-                               condition_on=cfg.condition_on, condition_scale=cfg.condition_scale)
+                               n_heads=cfg.n_heads, d_ff=cfg.d_ff, hidden=cfg.d_model)
     elite = EliteHistory(sizes, cfg.history)
     all_rows, all_raw, all_valid = [], [], []
     stats = PPOStats()
@@ -255,7 +328,7 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
                 advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
             lr = _cosine(cfg.lr, (calls - start) / chunk)
             for _ in range(cfg.n_epochs):
-                loss, grads, info = policy.ppo_loss_and_grad(
+                loss, grads, info = ppo_loss_and_grad(
                     params, pcfg, X, actions, logprob, advantages, rewards, clip=cfg.clip,
                     vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef)
                 grads, gnorm = nn.clip_grad_norm(grads, cfg.max_grad_norm)

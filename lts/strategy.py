@@ -8,7 +8,7 @@ are the degrees and the batch themselves, the last twelve are choice codes
 Ranks of one instance (tp*ep*pp GPUs) are placed tp innermost, then ep, then pp outermost, so a tp
 group is contiguous (stride 1), an ep group has stride tp and a pp group stride tp*ep.
 
-Imports: errors, limits, specs.
+Imports: errors, limits.
 """
 from __future__ import annotations
 

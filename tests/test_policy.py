@@ -1,4 +1,5 @@
-"""Tests of lts/policy.py: whole-policy and PPO-loss gradient checks, masking, sampling, learning.
+"""Tests of lts/policy.py and of the PPO loss on it (lts/ppo.py ``ppo_loss_and_grad``): whole-policy
+and PPO-loss gradient checks, masking, sampling, learning.
 
 Gradient checks run in float64 on a small network (d_model=16, 2 attention heads) and sample a
 few entries of every parameter (CS231n ``grad_check_sparse``).
@@ -8,6 +9,7 @@ import pytest
 
 from lts import nn, policy
 from lts.policy import PolicyConfig
+from lts.ppo import ppo_loss_and_grad
 
 try:
     from gradcheck import grad_check_sparse
@@ -139,8 +141,8 @@ def test_ppo_loss_gradcheck(use_mask):
     returns = rng.standard_normal(B)
     kw = dict(clip=0.2, vf_coef=0.5, ent_coef=0.01, mask=mask)
 
-    loss, grads, stats = policy.ppo_loss_and_grad(params, cfg, X, actions, old_logprob,
-                                                  advantages, returns, **kw)
+    loss, grads, stats = ppo_loss_and_grad(params, cfg, X, actions, old_logprob,
+                                           advantages, returns, **kw)
     assert set(stats) == {"losses/policy", "losses/value", "losses/entropy",
                           "stats/approx_kl", "stats/clipfrac"}
     assert stats["stats/clipfrac"] == 0.5
@@ -149,8 +151,8 @@ def test_ppo_loss_gradcheck(use_mask):
     assert list(grads) == list(params)
 
     def f():
-        return policy.ppo_loss_and_grad(params, cfg, X, actions, old_logprob,
-                                        advantages, returns, **kw)[0]
+        return ppo_loss_and_grad(params, cfg, X, actions, old_logprob,
+                                 advantages, returns, **kw)[0]
 
     check_all_params(f, params, grads, rng, num_checks=8)
 
@@ -164,7 +166,7 @@ def test_ppo_loss_matches_reference_formulas():
     actions = policy.sample(params, X, cfg, rng)
     old = rng.normal(-4.0, 0.3, size=B)
     adv, ret = rng.standard_normal(B), rng.standard_normal(B)
-    loss, _, stats = policy.ppo_loss_and_grad(params, cfg, X, actions, old, adv, ret)
+    loss, _, stats = ppo_loss_and_grad(params, cfg, X, actions, old, adv, ret)
     logits, value, _ = policy.forward(params, X, cfg)
     starts = np.concatenate([[0], np.cumsum(cfg.n_choices)[:-1]])
     newlogprob = logits[np.arange(B)[:, None], starts + actions].sum(axis=1)
@@ -239,7 +241,7 @@ def test_ppo_updates_raise_probability_of_rewarded_action():
     start, _ = policy.log_prob_and_entropy(params, X, target, cfg)
     for _ in range(30):
         old, _ = policy.log_prob_and_entropy(params, X, target, cfg)
-        _, grads, _ = policy.ppo_loss_and_grad(params, cfg, X, target, old, adv, ret)
+        _, grads, _ = ppo_loss_and_grad(params, cfg, X, target, old, adv, ret)
         grads, _ = nn.clip_grad_norm(grads, 0.5)
         nn.adam_step(params, grads, state, lr=3e-3)
     end, _ = policy.log_prob_and_entropy(params, X, target, cfg)
@@ -255,8 +257,8 @@ def test_float32_gradients_match_float64():
     X = random_obs(cfg, rng, 4)
     actions = policy.sample(p64, X, cfg, rng)
     old, adv, ret = rng.normal(-5.0, 0.1, 4), rng.standard_normal(4), rng.standard_normal(4)
-    l64, g64, _ = policy.ppo_loss_and_grad(p64, cfg, X, actions, old, adv, ret, ent_coef=0.01)
-    l32, g32, _ = policy.ppo_loss_and_grad(p32, cfg, X, actions, old, adv, ret, ent_coef=0.01)
+    l64, g64, _ = ppo_loss_and_grad(p64, cfg, X, actions, old, adv, ret, ent_coef=0.01)
+    l32, g32, _ = ppo_loss_and_grad(p32, cfg, X, actions, old, adv, ret, ent_coef=0.01)
     assert np.isclose(l32, l64, rtol=1e-4)
     for k in p64:
         assert g32[k].dtype == np.float32
@@ -280,167 +282,9 @@ def test_shared_observation_matches_tiled_batch():
     old = lpn - np.array([0.05, -0.3, 0.1, 0.4, -0.02])
     adv, ret = rng.standard_normal(n), rng.standard_normal(n)
     kw = dict(clip=0.2, vf_coef=0.5, ent_coef=0.01)
-    l1, g1, s1 = policy.ppo_loss_and_grad(params, cfg, X1, a1, old, adv, ret, **kw)
-    ln, gn, sn = policy.ppo_loss_and_grad(params, cfg, Xn, an, old, adv, ret, **kw)
+    l1, g1, s1 = ppo_loss_and_grad(params, cfg, X1, a1, old, adv, ret, **kw)
+    ln, gn, sn = ppo_loss_and_grad(params, cfg, Xn, an, old, adv, ret, **kw)
     assert np.isclose(l1, ln)
     assert all(np.isclose(s1[k], sn[k]) for k in sn)
     for k in params:
         assert np.allclose(g1[k], gn[k], rtol=1e-9, atol=1e-12), k
-
-
-# ----------------------------------------------------------------------------------------------
-# autoregressive (conditioned) heads
-
-COND = [PolicyConfig(n_choices=(3, 2, 5, 4), T=3, n_extra=1, d_model=16, n_heads=2, d_ff=24,
-                     hidden=12, rank_embedding=True, condition_on=c, condition_scale=s)
-        for c, s in ((2, 1.0), (4, 3.0))]
-
-
-def test_condition_layout_is_strictly_lower_triangular_by_head():
-    parent, offsets = policy._cond_layout((3, 2, 5, 4), 2)
-    head = np.repeat(np.arange(4), (3, 2, 5, 4))
-    assert list(offsets) == [0, 3, 5, 10]
-    for r in range(14):
-        for c in range(14):
-            assert parent[r, c] == (head[r] < head[c] and head[r] < 2)
-    with pytest.raises(ValueError):
-        PolicyConfig(n_choices=(3, 2), condition_on=3)
-
-
-@pytest.mark.parametrize("cfg", COND)
-@pytest.mark.parametrize("use_mask", [False, True])
-def test_conditioned_policy_gradcheck(cfg, use_mask):
-    rng = np.random.default_rng(11)
-    params = perturbed_params(cfg, rng)          # Wc perturbed too: generic conditioning
-    B = 5
-    X = random_obs(cfg, rng, B)
-    mask = random_mask(cfg, rng, B) if use_mask else None
-    actions = policy.sample(params, X, cfg, rng, mask)
-    R_logits = rng.standard_normal((B, cfg.N))
-    R_value = rng.standard_normal(B)
-    if use_mask:
-        R_logits[~mask] = 0.0
-
-    def f():
-        logits, value, _ = policy.forward(params, X, cfg, mask, actions=actions)
-        return np.sum(R_logits * logits) + np.sum(R_value * value)
-
-    _, _, cache = policy.forward(params, X, cfg, mask, actions=actions)
-    grads = policy.backward(R_logits, R_value, cache, params, cfg)
-    parent, _ = policy._cond_layout(cfg.n_choices, cfg.condition_on)
-    assert np.all(grads["pi.Wc"][~parent] == 0.0)     # weights outside the mask do not exist
-    check_all_params(f, params, grads, rng, num_checks=12)
-    err = grad_check_sparse(f, params["pi.Wc"], grads["pi.Wc"], rng, num_checks=40,
-                            where=parent & (np.abs(grads["pi.Wc"]) > 0))
-    assert err < TOL, err
-
-
-@pytest.mark.parametrize("cfg", COND)
-@pytest.mark.parametrize("shared", [False, True])
-def test_conditioned_ppo_loss_gradcheck(cfg, shared):
-    rng = np.random.default_rng(12)
-    params = perturbed_params(cfg, rng)
-    B = 8
-    X = random_obs(cfg, rng, 1 if shared else B)
-    actions, logprob, _, _ = policy.get_action_and_value(params, X, cfg, rng,
-                                                         n=B if shared else None)
-    logratio = np.array([0.05, -0.05, 0.1, -0.1, 0.5, -0.5, 0.6, -0.6])
-    old_logprob = logprob - logratio
-    advantages = np.array([1.0, -1.0, -0.5, 0.7, 1.2, -0.8, -1.5, 0.9])
-    returns = rng.standard_normal(B)
-    kw = dict(clip=0.2, vf_coef=0.5, ent_coef=0.01)
-    loss, grads, stats = policy.ppo_loss_and_grad(params, cfg, X, actions, old_logprob,
-                                                  advantages, returns, **kw)
-    assert stats["stats/clipfrac"] == 0.5
-    assert np.abs(grads["pi.Wc"]).max() > 0
-
-    def f():
-        return policy.ppo_loss_and_grad(params, cfg, X, actions, old_logprob,
-                                        advantages, returns, **kw)[0]
-
-    check_all_params(f, params, grads, rng, num_checks=8)
-
-
-@pytest.mark.parametrize("cfg", COND)
-def test_conditioned_shared_observation_matches_tiled_batch(cfg):
-    rng = np.random.default_rng(13)
-    params = perturbed_params(cfg, rng)
-    X1 = random_obs(cfg, rng, 1)
-    n = 6
-    Xn = np.repeat(X1, n, axis=0)
-    a1, lp1, ent1, _ = policy.get_action_and_value(params, X1, cfg, np.random.default_rng(3), n=n)
-    an, lpn, entn, _ = policy.get_action_and_value(params, Xn, cfg, np.random.default_rng(3))
-    assert np.array_equal(a1, an) and np.allclose(lp1, lpn) and np.allclose(ent1, entn)
-    old, adv, ret = lpn - 0.1, rng.standard_normal(n), rng.standard_normal(n)
-    l1, g1, _ = policy.ppo_loss_and_grad(params, cfg, X1, a1, old, adv, ret, ent_coef=0.01)
-    ln, gn, _ = policy.ppo_loss_and_grad(params, cfg, Xn, an, old, adv, ret, ent_coef=0.01)
-    assert np.isclose(l1, ln)
-    for k in params:
-        assert np.allclose(g1[k], gn[k], rtol=1e-9, atol=1e-12), k
-
-
-@pytest.mark.parametrize("use_mask", [False, True])
-def test_zero_conditioning_is_the_independent_policy(use_mask):
-    # a fresh conditioned network (Wc = 0) samples, scores and trains exactly as today's
-    rng = np.random.default_rng(14)
-    cfg = COND[1]
-    base = PolicyConfig(**{**cfg.__dict__, "condition_on": 0})
-    params = perturbed_params(base, rng)
-    cparams = dict(params, **{"pi.Wc": np.zeros((cfg.N, cfg.N))})
-    X = random_obs(cfg, rng, 1)
-    mask = random_mask(cfg, rng, 1)[0] if use_mask else None
-    a0, lp0, e0, v0 = policy.get_action_and_value(params, X, base, np.random.default_rng(5), mask,
-                                                  n=64)
-    a1, lp1, e1, v1 = policy.get_action_and_value(cparams, X, cfg, np.random.default_rng(5), mask,
-                                                  n=64)
-    assert np.array_equal(a0, a1)
-    assert np.array_equal(lp0, lp1) and np.array_equal(e0, e1) and np.array_equal(v0, v1)
-    assert np.array_equal(policy.confidence(params, X, base, mask),
-                          policy.confidence(cparams, X, cfg, mask))
-    adv, ret = rng.standard_normal(64), rng.standard_normal(64)
-    l0, g0, _ = policy.ppo_loss_and_grad(params, base, X, a0, lp0 - 0.1, adv, ret, mask=mask)
-    l1, g1, _ = policy.ppo_loss_and_grad(cparams, cfg, X, a1, lp1 - 0.1, adv, ret, mask=mask)
-    assert np.isclose(l0, l1, rtol=1e-12)
-    for k in params:
-        assert np.allclose(g0[k], g1[k], rtol=1e-9, atol=1e-12), k
-
-
-@pytest.mark.parametrize("cfg", COND)
-def test_conditioned_sampling_follows_its_log_prob(cfg):
-    # empirical joint frequencies of the head-by-head sampler against exp(logprob) of the
-    # teacher-forced forward, on a space small enough to count (3*2*5*4 = 120 joint actions)
-    rng = np.random.default_rng(15)
-    params = perturbed_params(cfg, rng)
-    params["pi.Wc"] = rng.standard_normal((cfg.N, cfg.N)) / cfg.condition_scale   # strong coupling
-    X = random_obs(cfg, rng, 1)
-    n = 60000
-    actions, logprob, _, _ = policy.get_action_and_value(params, X, cfg, rng, n=n)
-    joint = np.ravel_multi_index(actions.T, cfg.n_choices)
-    freq = np.bincount(joint, minlength=120) / n
-    every = np.stack(np.unravel_index(np.arange(120), cfg.n_choices), axis=1)
-    p, _ = policy.log_prob_and_entropy(params, X, every, cfg)
-    p = np.exp(p)
-    assert np.isclose(p.sum(), 1.0)                   # a distribution over the joint actions
-    assert np.allclose(freq, p, atol=4 * np.sqrt(p * (1 - p) / n) + 1e-4)
-    # sampled log-probs are the teacher-forced ones
-    assert np.allclose(logprob, np.log(p[joint]))
-    # and the conditioning matters: the joint is not the product of its marginals
-    marg = [np.bincount(actions[:, h], minlength=k) / n for h, k in enumerate(cfg.n_choices)]
-    prod = np.einsum("a,b,c,d->abcd", *marg).ravel()
-    assert np.abs(prod - p).max() > 0.02
-
-
-@pytest.mark.parametrize("cfg", COND)
-def test_conditioned_confidence_is_greedy(cfg):
-    rng = np.random.default_rng(16)
-    params = perturbed_params(cfg, rng, scale=1.0)
-    X = random_obs(cfg, rng, 3)
-    conf = policy.confidence(params, X, cfg)
-    greedy = np.zeros((3, cfg.H), dtype=np.int64)
-    for h in range(cfg.H):          # greedy decoding by hand: argmax head by head
-        logits, _, _ = policy.forward(params, X, cfg, actions=greedy)
-        lp = policy.head_log_probs(logits, cfg)[:, h]
-        greedy[:, h] = lp.argmax(axis=-1)
-    logits, _, _ = policy.forward(params, X, cfg, actions=greedy)
-    lp = policy.head_log_probs(logits, cfg)
-    assert np.allclose(conf, np.exp(lp.max(axis=-1)))

@@ -1,0 +1,302 @@
+"""The model's dataclasses and their checked construction from one parsed table, shared by the
+two model formats: a model TOML file (``specs``) and a HuggingFace config.json (``hf``, which maps
+its keys onto the same table so that every check below applies to it too).
+
+Also the checked reading both formats and ``specs``' topology reader use: ``_Table`` (typed,
+range-checked keys, unknown keys refused) and ``read_text`` (regular files of bounded size only).
+Every bad input raises ``SpecError`` naming the file, the key, the value and what was expected.
+Callers import these names from ``specs``, which re-exports them; this module exists so that
+``hf`` can build a ModelSpec without importing ``specs`` (which dispatches config.json to ``hf``).
+
+Imports: errors, units.
+"""
+from __future__ import annotations
+
+import math
+import os
+import stat
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import SpecError
+from .units import DTYPE_BYTES
+
+
+# ----------------------------------------------------------------------------------------------
+# dataclasses
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    kind: str                 # "gqa" (MHA/GQA/MQA) or "mla"
+    heads: int
+    kv_heads: int
+    head_dim: int             # per-head width of Q and K (mla: qk_nope + qk_rope)
+    q_lora_rank: int = 0      # mla only (0: no low-rank query)
+    kv_lora_rank: int = 0
+    qk_nope_head_dim: int = 0
+    qk_rope_head_dim: int = 0
+    v_head_dim: int = 0       # mla: value head width; gqa: equals head_dim
+
+    @property
+    def v_dim(self) -> int:   # width of one value head
+        return self.v_head_dim if self.kind == "mla" else self.head_dim
+
+
+@dataclass(frozen=True)
+class FFNSpec:
+    kind: str                 # "dense" or "moe"
+    gated: bool               # SwiGLU: 3 matrices, else 2
+    intermediate: int = 0     # width of dense layers (dense model, or the first dense_layers of a MoE)
+    experts: int = 1
+    top_k: int = 1
+    expert_intermediate: int = 0
+    shared_experts: int = 0
+    shared_intermediate: int = 0   # total width of the shared expert(s)
+    dense_layers: int = 0
+
+    @property
+    def n_mats(self) -> int:
+        return 3 if self.gated else 2
+
+
+@dataclass(frozen=True)
+class PrecisionSpec:
+    weights: str = "bf16"
+    kv_cache: str = "bf16"
+    activations: str = "bf16"
+
+    @property
+    def weight_bytes(self) -> float:
+        return DTYPE_BYTES[self.weights]
+
+    @property
+    def kv_bytes(self) -> float:
+        return DTYPE_BYTES[self.kv_cache]
+
+    @property
+    def act_bytes(self) -> float:
+        return DTYPE_BYTES[self.activations]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    source: str
+    layers: int
+    hidden: int
+    vocab: int
+    attention: AttentionSpec
+    ffn: FFNSpec
+    precision: PrecisionSpec
+    tie_embeddings: bool = False
+    params_published: float = 0.0
+    active_params_published: float = 0.0
+    path: str = ""
+
+    @property
+    def is_moe(self) -> bool:
+        return self.ffn.kind == "moe"
+
+    @property
+    def moe_layers(self) -> int:
+        return self.layers - self.ffn.dense_layers if self.is_moe else 0
+
+    @property
+    def dense_ffn_layers(self) -> int:
+        return self.ffn.dense_layers if self.is_moe else self.layers
+
+
+# ----------------------------------------------------------------------------------------------
+# a checked view of one TOML table
+
+# One range per kind of value, so that absurd files are refused rather than costed:
+MAX_COUNT = 65_536            # layers, heads, experts, GPUs per node, ... (the largest real: ~256)
+MAX_WIDTH = 16_777_216        # hidden, vocab, intermediate and head widths, ranks (2^24)
+MAX_NODES = 1_048_576         # node.count
+MAX_NUMBER = 1e6              # every float key (TFLOP/s, GiB, GB/s, TB/s, us, efficiencies <= 1)
+MIN_NUMBER = 1e-6             # every float key that must be positive (rates, sizes, efficiencies)
+MAX_PARAMS = 1e15             # params_published
+
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+
+class _Table:
+    """Reads keys of one TOML table with type and range checks; reports unknown keys."""
+
+    def __init__(self, data, file, prefix=""):
+        self.data, self.file, self.prefix, self.used = data, file, prefix, set()
+
+    def _key(self, key):
+        return f"{self.prefix}{key}"
+
+    def has(self, key):
+        return key in self.data
+
+    def get(self, key, typ, default=None, *, required=True, minimum=None, maximum=None,
+            choices=None, positive=False):
+        self.used.add(key)
+        if key not in self.data:
+            if required and default is None:
+                raise SpecError(self.file, self._key(key), f"missing (expected {_TYPE_NAMES[typ]})")
+            return default
+        value = self.data[key]
+        ok = (isinstance(value, typ) and not (typ is int and isinstance(value, bool))) or \
+             (typ is float and isinstance(value, int) and not isinstance(value, bool))
+        if not ok:
+            raise SpecError(self.file, self._key(key),
+                            f"{value!r} is not {_TYPE_NAMES[typ]}")
+        if typ is float:
+            value = float(value)
+            if not math.isfinite(value):
+                raise SpecError(self.file, self._key(key), f"{value!r} is not a finite number")
+            maximum = MAX_NUMBER if maximum is None else maximum
+        if typ is int:
+            maximum = MAX_COUNT if maximum is None else maximum
+        if typ is str and any(unicodedata.category(ch) == "Cc" for ch in value):
+            raise SpecError(self.file, self._key(key),
+                            f"{value!r} contains control characters (expected plain text)")
+        if choices is not None and value not in choices:
+            raise SpecError(self.file, self._key(key),
+                            f"{value!r} is not one of {', '.join(map(repr, choices))}")
+        if positive and value <= 0:
+            raise SpecError(self.file, self._key(key), f"{value!r} must be > 0")
+        if positive and typ is float and value < MIN_NUMBER:
+            raise SpecError(self.file, self._key(key), f"{value!r} must be >= {MIN_NUMBER:g}")
+        if minimum is not None and value < minimum:
+            raise SpecError(self.file, self._key(key), f"{value!r} must be >= {minimum}")
+        if maximum is not None and value > maximum:
+            big = float(maximum).is_integer() and (isinstance(maximum, int) or maximum >= 1000)
+            limit = f"{int(maximum):,}" if big else repr(maximum)
+            raise SpecError(self.file, self._key(key), f"{value!r} must be <= {limit}")
+        return value
+
+    def table(self, key, required=True):
+        self.used.add(key)
+        if key not in self.data:
+            if required:
+                raise SpecError(self.file, self._key(key), "missing table")
+            return _Table({}, self.file, f"{self._key(key)}.")
+        value = self.data[key]
+        if not isinstance(value, dict):
+            raise SpecError(self.file, self._key(key), f"{value!r} is not a table")
+        return _Table(value, self.file, f"{self._key(key)}.")
+
+    def array_of_tables(self, key):
+        self.used.add(key)
+        value = self.data.get(key)
+        if not isinstance(value, list) or not value or not all(isinstance(v, dict) for v in value):
+            raise SpecError(self.file, self._key(key),
+                            "missing (expected one or more [[%s]] tables)" % self._key(key))
+        return [_Table(v, self.file, f"{self._key(key)}[{i}].") for i, v in enumerate(value)]
+
+    def finish(self):
+        unknown = sorted(set(self.data) - self.used)
+        if unknown:
+            raise SpecError(self.file, self._key(unknown[0]), "unknown key")
+
+
+MAX_FILE_BYTES = 64 * 2**20    # a model, topology or config.json file (the largest shipped: 8 KB)
+
+
+def read_text(path: Path, expected: str, max_bytes: int = MAX_FILE_BYTES) -> str:
+    """The file's UTF-8 text, or one SpecError line saying why it cannot be read: only regular
+    files (a FIFO would block, /dev/zero never ends) of at most ``max_bytes``."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise SpecError(path, "", "no such file") from None
+    except OSError as e:
+        raise SpecError(path, "", f"cannot read ({e.strerror})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise SpecError(path, "", f"is a folder, expected {expected}")
+    if not stat.S_ISREG(info.st_mode):
+        raise SpecError(path, "", f"is not a regular file, expected {expected}")
+    if info.st_size > max_bytes:
+        raise SpecError(path, "", f"is {info.st_size:,} bytes, more than the {max_bytes:,} "
+                                  f"expected of {expected}")
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(max_bytes + 1)
+    except OSError as e:
+        raise SpecError(path, "", f"cannot read ({e.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(path, "", "not a UTF-8 text file") from None
+    return text[1:] if text.startswith("\ufeff") else text   # a byte-order mark (Windows editors)
+
+
+TOO_DEEP = "nested too deeply (hundreds of levels of tables or arrays; a model or topology needs 2)"
+
+
+# ----------------------------------------------------------------------------------------------
+# models
+
+DTYPES = tuple(DTYPE_BYTES)
+
+
+def model_from_dict(data: dict, path) -> ModelSpec:
+    t = _Table(data, path)
+    name = t.get("name", str)
+    source = t.get("source", str)
+    layers = t.get("layers", int, positive=True)
+    hidden = t.get("hidden", int, positive=True, maximum=MAX_WIDTH)
+    vocab = t.get("vocab", int, positive=True, maximum=MAX_WIDTH)
+    tie = t.get("tie_embeddings", bool, False)
+    params_pub = t.get("params_published", float, 0.0, minimum=0, maximum=MAX_PARAMS)
+    active_pub = t.get("active_params_published", float, 0.0, minimum=0, maximum=MAX_PARAMS)
+
+    a = t.table("attention")
+    kind = a.get("kind", str, choices=("gqa", "mla"))
+    heads = a.get("heads", int, positive=True)
+    kv_heads = a.get("kv_heads", int, positive=True)
+    head_dim = a.get("head_dim", int, positive=True, maximum=MAX_WIDTH)
+    mla = {}
+    if kind == "mla":
+        w = dict(positive=True, maximum=MAX_WIDTH)
+        mla = dict(q_lora_rank=a.get("q_lora_rank", int, 0, minimum=0, maximum=MAX_WIDTH),
+                   kv_lora_rank=a.get("kv_lora_rank", int, **w),
+                   qk_nope_head_dim=a.get("qk_nope_head_dim", int, **w),
+                   qk_rope_head_dim=a.get("qk_rope_head_dim", int, **w),
+                   v_head_dim=a.get("v_head_dim", int, **w))
+        if mla["qk_nope_head_dim"] + mla["qk_rope_head_dim"] != head_dim:
+            raise SpecError(path, "attention.head_dim",
+                            f"{head_dim} must equal qk_nope_head_dim + qk_rope_head_dim "
+                            f"({mla['qk_nope_head_dim'] + mla['qk_rope_head_dim']})")
+    if heads % kv_heads:
+        raise SpecError(path, "attention.kv_heads",
+                        f"{kv_heads} does not divide attention.heads = {heads}")
+    a.finish()
+    attention = AttentionSpec(kind, heads, kv_heads, head_dim, **mla)
+
+    f = t.table("ffn")
+    fkind = f.get("kind", str, choices=("dense", "moe"))
+    gated = f.get("gated", bool)
+    if fkind == "dense":
+        ffn = FFNSpec("dense", gated, intermediate=f.get("intermediate", int, positive=True,
+                                                          maximum=MAX_WIDTH))
+    else:
+        experts = f.get("experts", int, positive=True)
+        top_k = f.get("top_k", int, positive=True, maximum=experts)
+        expert_inter = f.get("expert_intermediate", int, positive=True, maximum=MAX_WIDTH)
+        shared = f.get("shared_experts", int, 0, minimum=0)
+        shared_inter = f.get("shared_intermediate", int, shared * expert_inter, minimum=0,
+                             maximum=MAX_WIDTH)
+        dense_layers = f.get("dense_layers", int, 0, minimum=0, maximum=layers - 1)
+        inter = f.get("intermediate", int, 0, required=dense_layers > 0, positive=dense_layers > 0,
+                      maximum=MAX_WIDTH)
+        if dense_layers > 0 and not inter:
+            raise SpecError(path, "ffn.intermediate", "missing (needed when ffn.dense_layers > 0)")
+        ffn = FFNSpec("moe", gated, inter, experts, top_k, expert_inter, shared, shared_inter,
+                      dense_layers)
+    f.finish()
+
+    p = t.table("precision", required=False)
+    precision = PrecisionSpec(p.get("weights", str, "bf16", choices=DTYPES),
+                              p.get("kv_cache", str, "bf16", choices=DTYPES),
+                              p.get("activations", str, "bf16", choices=DTYPES))
+    p.finish()
+    t.finish()
+    return ModelSpec(name, source, layers, hidden, vocab, attention, ffn, precision, tie,
+                     params_pub, active_pub, str(path))

@@ -1,0 +1,86 @@
+"""Golden formulas: one closed-form number per formula, written out by hand from the shipped TOML
+values (models/*.toml, topologies/h100_dgx.toml), against what lts computes.
+
+Each expected value is a literal expression whose factors are the file's keys, named in the
+comment beside it; a change to a formula (or to a shipped file) fails with both numbers shown.
+"""
+import numpy as np
+import pytest
+
+from lts import collectives as coll
+from lts.costmodel import SLOT, Workload, build_tables, evaluate, roofline_time
+from lts.specs import load_model, load_topology
+from lts.strategy import megatron_row
+
+H100 = load_topology("h100_dgx")
+NONE_MODE = 2          # mode 2 of a GEMM or attention slot: choice `none`, layout R (whole op)
+
+
+def kv_bytes_per_token(name):
+    """KV cache of one token over all layers, as the memory check counts it: per-GPU memory of
+    one sequence at two contexts (tp = ep = pp = 1: the whole cache on one GPU), difference over
+    the added tokens (weights and workspace do not depend on the context in decode)."""
+    model, row = load_model(name), megatron_row(1, 1, 1, 1)
+    mem = [evaluate(model, H100, Workload(context=c), row).memory_bytes[0] for c in (1024, 3072)]
+    return (mem[1] - mem[0]) / 2048
+
+
+def test_kv_cache_bytes_per_token_gqa():
+    # llama3.1-70b: K and V of kv_heads = 8 heads of head_dim = 128, layers = 80, kv_cache bf16
+    assert kv_bytes_per_token("llama3.1-70b") == pytest.approx(2 * 8 * 128 * 80 * 2, rel=1e-9)
+
+
+def test_kv_cache_bytes_per_token_mla():
+    # deepseek-v3: one latent of kv_lora_rank = 512 plus the rope key qk_rope_head_dim = 64,
+    # shared by keys and values and all heads, layers = 61, kv_cache bf16 (2 B)
+    assert kv_bytes_per_token("deepseek-v3") == pytest.approx((512 + 64) * 61 * 2, rel=1e-9)
+
+
+def test_moe_dispatch_and_combine_bytes():
+    # moe1.6t on tp=2, ep=8, pp=1, batch=64 (decode): each tp group holds 64 / 8 = 8 sequences of
+    # one token; every token goes to top_k = 2 experts, hidden = 12288, activations bf16 (2 B).
+    tab = build_tables(load_model("moe1.6t"), H100, Workload(), np.array([[2, 8, 1, 64]]))
+
+    def ep_all_to_all(slot, mode):
+        (nbytes,) = [nb[0] for kind, group, nb, _ in tab.intrinsic[(SLOT[slot], mode)]
+                     if (kind, group) == ("all-to-all", "ep")]
+        return nbytes
+
+    # dispatch into row-parallel FFN1 (mode 0, input split over tp): each rank sends its share 1/tp
+    assert ep_all_to_all("ffn1", 0) == 8 * 2 * 12288 * 2 / 2
+    # dispatch into FFN1 `none` (input replicated over tp): the whole routed copies
+    assert ep_all_to_all("ffn1", NONE_MODE) == 8 * 2 * 12288 * 2
+    # combine after column-parallel FFN2 (mode 1, output split over tp): the share 1/tp
+    assert ep_all_to_all("ffn2", 1) == 8 * 2 * 12288 * 2 / 2
+
+
+def test_all_reduce_ring_on_one_level():
+    # h100_dgx [[link]] nvlink4: bandwidth_gb_s = 450, efficiency = 0.75, latency_us = 1.4; a tp
+    # group of 8 inside the node: ring all-reduce 2(p-1)/p * S / B + 2(p-1) * alpha
+    S = 2.0**20
+    expected = 2 * 7 / 8 * S / (450e9 * 0.75) + 2 * 7 * 1.4e-6
+    assert coll.all_reduce(H100.links, S, 8, 1) == pytest.approx(expected, rel=1e-12)
+    # inside a serving step the cost model uses the links at collective_efficiency = 0.42: the
+    # hidden-split norm (mode 1) all-reduces one fp32 sum of squares per token, 64 tokens at tp=8
+    tab = build_tables(load_model("llama3.1-70b"), H100, Workload(), np.array([[8, 1, 1, 64]]))
+    [(kind, group, nbytes, t)] = tab.intrinsic[(SLOT["attn_norm"], 1)]
+    assert (kind, group, nbytes[0]) == ("all-reduce", "tp", 64 * 4)
+    expected = 2 * 7 / 8 * (64 * 4) / (450e9 * 0.75 * 0.42) + 2 * 7 * 1.4e-6
+    assert t[0] == pytest.approx(expected, rel=1e-12)
+
+
+def test_roofline_time_max_and_smooth():
+    assert roofline_time(np.array(3.0), np.array(4.0), 0) == 4.0                 # max(c, m)
+    assert roofline_time(np.array(3.0), np.array(4.0), 3) == pytest.approx((3**3 + 4**3) ** (1 / 3),
+                                                                            rel=1e-12)
+    # an op's time in the tables: llama3.1-70b output projection, `none` at tp=1, batch 64 decode
+    # on h100_dgx (bf16_tflops = 989.4, compute_efficiency = 0.80, hbm_bandwidth_tb_s = 3.35,
+    # memory_efficiency = 0.81, roofline_exponent = 3, kernel_overhead_us = 3.0): a [64, 8192] x
+    # [heads 64 * head_dim 128 = 8192, hidden 8192] GEMM in bf16 (2 B weights and activations)
+    tab = build_tables(load_model("llama3.1-70b"), H100, Workload(), np.array([[1, 1, 1, 64]]))
+    at = (0, SLOT["out_proj"], NONE_MODE)
+    c = 2 * 64 * 8192 * 8192 / (989.4e12 * 0.80)                       # FLOPs / achievable peak
+    m = (8192 * 8192 * 2 + 64 * (8192 + 8192) * 2) / (3.35e12 * 0.81)  # weights + rows in and out
+    assert (tab.compute_s[at], tab.memory_s[at]) == (pytest.approx(c, rel=1e-12),
+                                                     pytest.approx(m, rel=1e-12))
+    assert tab.time_s[at] == pytest.approx((c**3 + m**3) ** (1 / 3) + 3.0e-6, rel=1e-12)
