@@ -1,29 +1,34 @@
 """The ``lts`` command line. The only module that imports click; it wires the others together.
 
+Each command parses and checks its flags, calls the library (``search.run``, ``search.compare``,
+``bench.measure``, ``costmodel.breakdown``, ``serve.serve``, ``validate.validate``, ``emit.launch``)
+and prints the result through ``report`` (rich tables, or JSON with --json).
+
 Exit status: 0 success, 1 bad input file or nothing feasible (LtsError), 2 bad flags (click).
 Results go to stdout (rich tables, or JSON with --json); progress and diagnostics to stderr.
+
+Imports: report, search, problems, bench, costmodel, emit, engines, errors, limits, specs,
+units; serve, strategy and validate inside the commands that use them.
 """
 from __future__ import annotations
 
 import json
 import math
 import sys
-import time
+from dataclasses import asdict
 
 import click
-import numpy as np
-from rich.console import Console
 
 from . import report
-from .costmodel import PHASES, Workload, breakdown, evaluate
+from .bench import measure
+from .costmodel import PHASES, Workload, breakdown
 from .emit import ENGINES, launch as emit_launch
 from .engines import ENGINE_NAMES, ENGINES as PROFILES
 from .errors import LtsError, StrategyError
 from .limits import MAX_BENCH, MAX_CONCURRENCY, MAX_SEED, MAX_SEEDS, MAX_TOKENS, MAX_TOP
-from .search import (MAX_BUDGET, SEARCHERS, Problem, ServeProblem, search_exact, search_megatron,
-                     search_ppo)
+from .problems import Problem, ServeProblem
+from .search import MAX_BUDGET, SEARCHERS, STOCHASTIC, compare as run_compare, run as run_search
 from .specs import load_model, load_topology, shipped_names
-from .strategy import N_COARSE, Space, megatron_row
 from .units import DTYPE_BYTES
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -51,10 +56,6 @@ class Milliseconds(click.ParamType):
 
 
 MS = Milliseconds()
-
-
-def _console(no_color: bool, stderr: bool = False) -> Console:
-    return Console(stderr=stderr, no_color=no_color, highlight=False)
 
 
 def _emit_json(obj) -> None:
@@ -246,7 +247,8 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
             _emit_json({**report.serve_dict(m, res, ops, isl, osl, profile),
                         "concurrency_chosen": chosen})
         else:
-            report.render_serve(_console(no_color), m, topo, res, ops, isl, osl, profile, chosen)
+            report.render_serve(report.make_console(no_color), m, topo, res, ops, isl, osl,
+                                profile, chosen)
         if not res.valid[0]:
             sys.exit(1)
         return
@@ -255,52 +257,17 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
     if json_:
         _emit_json(report.estimate_dict(m, res, ops))
     else:
-        report.render_estimate(_console(no_color), m, topo, res, ops, phase)
+        report.render_estimate(report.make_console(no_color), m, topo, res, ops, phase)
     if not res.valid[0]:
         sys.exit(1)
 
 
-STOCHASTIC = ("ppo", "ppo-paper", "random-walk", "anneal", "random")
-
-
-def _limit(ms):
-    """An SLO in ms for JSON: null when not given or inf (no limit)."""
-    return ms if ms and math.isfinite(ms) else None
-
-
-def _workload_dict(problem, phase: str, topo) -> dict:
-    w = problem.work
-    if phase == "serve":
-        return {"phase": "serve", "isl": problem.isl, "osl": problem.osl,
-                "tpot_slo_ms": _limit(problem.tpot_slo_ms),
-                "ttft_slo_ms": _limit(problem.ttft_slo_ms),
-                "gpus": w.budget(topo), "engine": problem.engine.name}
-    return {"phase": w.phase, "context": w.context, "tpot_slo_ms": _limit(w.tpot_slo_ms),
-            "ttft_slo_ms": _limit(w.ttft_slo_ms), "gpus": w.budget(topo)}
-
-
-def _slo(name: str, ms) -> str:
-    return f"{name} ≤ {ms:g} ms" if _limit(ms) else ""
-
-
-def _slo_text(problem, phase: str | None = None) -> str:
-    if phase == "serve":
-        slos = [_slo("TPOT", problem.tpot_slo_ms), _slo("TTFT", problem.ttft_slo_ms)]
-        return f"{problem.isl} in / {problem.osl} out tokens per request, " + \
-            (", ".join(x for x in slos if x) or "no SLO")
-    work = problem if isinstance(problem, Workload) else problem.work
-    if work.phase == "decode":
-        return f"context {work.context}, " + (_slo("TPOT", work.tpot_slo_ms) or "no TPOT SLO")
-    return f"prompt {work.context}, " + (_slo("TTFT", work.ttft_slo_ms) or "no TTFT SLO")
-
-
-def _infeasible(m, topo, problem, what: str, phase: str | None = None) -> click.ClickException:
-    work = problem if isinstance(problem, Workload) else problem.work
-    gpus = work.budget(topo)
+def _infeasible(problem, what: str) -> click.ClickException:
+    m, topo = problem.model, problem.topo
+    gpus = problem.work.budget(topo)
     return click.ClickException(
         f"no feasible strategy found ({m.name} on {topo.name} with {gpus} GPU"
-        f"{'s' if gpus != 1 else ''}, {phase or work.phase}, {_slo_text(problem, phase)}; "
-        f"{what})")
+        f"{'s' if gpus != 1 else ''}, {problem.phase}, {report.slo_text(problem)}; {what})")
 
 
 @cli.command()
@@ -346,55 +313,23 @@ def search(model, topology, method, budget, seed, top, emit, phase, context, tpo
         problem = ServeProblem(m, topo, isl, osl,
                                tpot_slo_ms if _flag_given("tpot_slo_ms") else None, ttft_slo_ms,
                                gpus or 0, engine=_profile(engine, emit))
-        work = problem.work
     else:
-        work = _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus)
-        problem = Problem(m, topo, work)
-    step_work = getattr(problem, "step_work", work)        # the step the breakdowns show
-    total = None if method == "exact" else budget
-    t0 = time.perf_counter()
-    with report.progress(total, method, disable=json_) as advance:
-        sr = SEARCHERS[method](problem, budget, np.random.default_rng(seed), top=top,
-                               progress=advance)
-    wall_s = time.perf_counter() - t0
-    if sr.best is None:
-        raise _infeasible(m, topo, problem, "the exact optimum: none exists" if method == "exact"
-                          else f"{method}, {sr.evaluations} evaluations" +
+        problem = Problem(m, topo, _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus))
+    with report.progress(None if method == "exact" else budget, method,
+                         disable=json_) as advance:
+        run = run_search(problem, method, budget, seed, top, progress=advance)
+    if not run.found:
+        raise _infeasible(problem, "the exact optimum: none exists" if method == "exact"
+                          else f"{method}, {run.result.evaluations} evaluations" +
                           ("" if phase == "serve" else "; --method exact tells whether any "
-                                                       "exists"), phase)
-    mega = sr if method == "megatron" else search_megatron(problem, budget, None, top=1)
-    res = problem.evaluate_rows(sr.top)
-    mega_best = problem.evaluate_rows(mega.best[None]) if mega.best is not None else None
-    best = res.strategies[0]             # serve: the concurrency itself, not "at capacity"
-    mrow = megatron_row(*best[:N_COARSE])
-    why = None
-    if not np.array_equal(best, mrow):
-        step_topo, brow, mstep, mserve = topo, best, mrow, None
-        if phase == "serve":       # one decode step of each one's running batch
-            step_topo = problem.engine.topology(topo)
-            mserve = problem.evaluate_rows(mrow[None])
-            brow, mstep = best.copy(), mrow.copy()
-            brow[3], mstep[3] = int(res.running[0]), int(mserve.running[0])
-        bres, bops = breakdown(m, step_topo, step_work, brow)
-        mres, mops = breakdown(m, step_topo, step_work, mstep)
-        why = report.why_dict(bres, bops, mres, mops, mserve)
-    launch = emit_launch(emit, problem, best, model, precision) if emit else None
+                                                       "exists"))
+    launch = emit_launch(emit, problem, run.best.strategies[0], model, precision,
+                         best_result=run.best) if emit else None
     if json_:
-        d = {"method": method, "budget": budget, "evaluations": sr.evaluations, "wall_s": wall_s,
-             "seed": seed, "best": report.result_dict(res, 0),
-             "top": [report.result_dict(res, i) for i in range(len(res))],
-             "megatron_best": report.result_dict(mega_best, 0) if mega_best is not None else None,
-             "stats": report.json_safe(sr.stats),
-             "model": report.model_dict(m), "topology": topo.name,
-             "workload": _workload_dict(problem, phase, topo),
-             "vs_megatron": why}
-        if launch is not None:
-            d["emit"] = report.emit_dict(launch)
-        _emit_json(d)
+        _emit_json(report.search_dict(run, launch))
     else:
-        console = _console(no_color)
-        report.render_search(console, m, topo, phase, _slo_text(problem, phase), sr, res,
-                             mega.best_score, why, mega_best, wall_s, seed)
+        console = report.make_console(no_color)
+        report.render_search(console, run)
         if launch is not None:
             console.print()
             report.render_emit(console, launch, phase)
@@ -435,53 +370,16 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
     """
     _check_budget(budget * seeds, methods, "--seeds x --budget")
     m, topo = _load(model, topology, precision)
-    work = _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus)
-    problem = Problem(m, topo, work)
-    runs = {}
+    problem = Problem(m, topo, _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus))
     with report.progress(seeds * budget * len(methods), "exact", disable=json_) as advance:
-        for method in ("exact", "megatron"):
-            problem.calls = 0
-            advance.describe(method)
-            runs[method] = [SEARCHERS[method](problem, budget, np.random.default_rng(0), top=1)]
-        if runs["exact"][0].best is None:
-            raise _infeasible(m, topo, work, "the exact optimum: none exists")
-        for method in methods:
-            runs[method] = []
-            for seed in range(seeds):
-                problem.calls = 0
-                advance.describe(f"{method} seed {seed}")
-                runs[method].append(SEARCHERS[method](problem, budget, np.random.default_rng(seed),
-                                                      top=1, progress=advance))
-    exact = runs["exact"][0].best_score
-    mega = runs["megatron"][0].best_score
-    rw = None
-    if "random-walk" in runs:
-        rw = float(np.mean([max(r.best_score, 0.0) for r in runs["random-walk"]]))
-    rows = []
-    for method in list(methods) + ["megatron", "exact"]:
-        scores = np.array([max(r.best_score, 0.0) for r in runs[method]])   # infeasible: 0
-        mean, best = float(scores.mean()), float(scores.max())
-        rows.append({"method": method, "seeds": len(scores), "mean_tokens_per_s_per_gpu": mean,
-                     "best_tokens_per_s_per_gpu": best,
-                     "fraction_of_exact_mean": float((scores / exact).mean()),
-                     "fraction_of_exact_best": best / exact,
-                     "wall_s_mean": float(np.mean([r.wall_s for r in runs[method]])),
-                     "table1": mean / rw if rw else None,
-                     "figure3": best / mega if np.isfinite(mega) and mega > 0 else None})
-
-    def result(method):
-        r = runs[method][0]
-        return report.result_dict(evaluate(m, topo, work, r.best[None]), 0) \
-            if r.best is not None else None
-
+        cmp = run_compare(problem, methods, seeds, budget, progress=advance,
+                          on_run=advance.describe)
+    if cmp.exact.best is None:
+        raise _infeasible(problem, "the exact optimum: none exists")
     if json_:
-        _emit_json({"methods": rows, "exact": result("exact"), "megatron": result("megatron"),
-                    "seeds": seeds, "budget": budget, "model": report.model_dict(m),
-                    "topology": topo.name})
+        _emit_json(report.compare_dict(cmp))
     else:
-        report.render_compare(_console(no_color),
-                              f"{m.name} on {topo.name}: {seeds} seeds × {budget} calls",
-                              f"{work.phase}, {_slo_text(work)}", rows)
+        report.render_compare(report.make_console(no_color), cmp)
 
 
 @cli.command()
@@ -517,7 +415,7 @@ def _listing(load, render, json_, no_color, to_json=lambda rows: rows):
     if json_:
         _emit_json(to_json(data))
     else:
-        render(_console(no_color), data)
+        render(report.make_console(no_color), data)
 
 
 @cli.command()
@@ -534,32 +432,11 @@ def bench(model, topology, evaluations, seed, no_search, json_, no_color):
     """Measure this machine: evaluator strategies/s (one core), estimate wall time, and the wall
     time of a 4000-call ppo search (seed 0) and of the exact optimum, all in process."""
     m, topo = _load(model, topology)
-    work = Workload()
-    space = Space.for_model(m, work.budget(topo))
-    rng = np.random.default_rng(seed)
-    strategies = space.decode(space.sample(rng, evaluations))
-    evaluate(m, topo, work, strategies[:1000])          # warm up
-    t0 = time.perf_counter()
-    evaluate(m, topo, work, strategies)
-    eval_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    breakdown(m, topo, work, megatron_row(8, 1, 1, 64))
-    est_s = time.perf_counter() - t0
-    d = {"model": m.name, "topology": topo.name, "evaluations": evaluations,
-         "evaluations_per_s": evaluations / eval_s, "estimate_wall_s": est_s,
-         "search_wall_s": None, "exact_wall_s": None}
-    if not no_search:
-        problem = Problem(m, topo, work)
-        t0 = time.perf_counter()
-        search_ppo(problem, 4000, np.random.default_rng(0))
-        d["search_wall_s"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        search_exact(problem)
-        d["exact_wall_s"] = time.perf_counter() - t0
+    d = asdict(measure(m, topo, evaluations, seed, searches=not no_search))
     if json_:
         _emit_json(d)
     else:
-        report.render_bench(_console(no_color), d)
+        report.render_bench(report.make_console(no_color), d)
 
 
 @cli.command()
@@ -587,7 +464,7 @@ def validate(measurements, json_, no_color):
     if json_:
         _emit_json(d)
     else:
-        report.render_validate(_console(no_color), d)
+        report.render_validate(report.make_console(no_color), d)
 
 
 def main():

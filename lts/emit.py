@@ -40,7 +40,8 @@ With tp = 1 the per-op choices have nothing to shard (a group of one), so every 
 engine's own sharding. The engine versions and the pages the flags were read from are in
 ``VERSIONS`` and ``DOCS`` (README "Launch flags").
 
-Imports: strategy, specs, costmodel, search.
+Imports: strategy, specs, costmodel (Result, Workload), problems (Problem), baselines (the
+Megatron search).
 """
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ from pathlib import Path
 import numpy as np
 
 from .costmodel import Result, Workload
-from .search import Problem
+from .baselines import search_fixed
+from .problems import Problem
 from .specs import ModelSpec, TopologySpec, shipped_names
 from .strategy import (CHOICE_NAMES, DIM0, DIM1, EP, EXPERTS, MEGATRON, N_COARSE, NONE, OP_COL,
                        OP_DIMS, OPS, PP, TP, format_strategy)
@@ -234,25 +236,22 @@ def same_degrees(engine: str, problem: Problem, row) -> Result | None:
 def best_runnable(engine: str, problem: Problem) -> Result | None:
     """The best valid strategy the engine runs, exhaustive over tp/ep/pp/batch.
 
-    Like ``search.search_megatron`` (Megatron's per-op sharding is what every engine runs), plus
-    the engines' expert-parallel variant (ffn1/ffn2 = experts), restricted to the degrees each
-    engine can run (vLLM runs ep > 1 only expert-parallel, TensorRT-LLM only with tp = 1).
+    The Megatron search (``baselines.search_fixed``: Megatron's per-op sharding is what every
+    engine runs), plus the engines' expert-parallel variant (ffn1/ffn2 = experts), each on the
+    degrees the engine can run (vLLM runs ep > 1 only expert-parallel, TensorRT-LLM only with
+    tp = 1); the Megatron one wins a tie. No evaluator call is counted.
     """
     model = problem.model
     variants = (MEGATRON, EXPERT_CHOICES) if model.is_moe else (MEGATRON,)
-    best_row, best_score = None, -np.inf
+    best = None
     for v in variants:
         ok = runnable_mask(engine, model, problem.grid, v)
         if not ok.any():
             continue
-        res = problem.evaluate(problem.fixed_choice_rows(v)[ok], count=False)
-        score = problem.score(res)
-        i = int(np.argmax(score))
-        if score[i] > best_score:
-            best_score, best_row = float(score[i]), res.strategies[i]
-    if best_row is None:
-        return None
-    return problem.evaluate_rows(best_row[None])
+        sr = search_fixed(problem, v, top=1, where=ok, count=False)
+        if sr.best is not None and (best is None or sr.best_score > best.best_score):
+            best = sr
+    return best.evaluated if best is not None else None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -505,18 +504,21 @@ def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, 
 # the whole answer
 
 def launch(engine: str, problem: Problem, best, model_arg: str,
-           precision: str | None = None) -> Launch:
+           precision: str | None = None, best_result: Result | None = None) -> Launch:
     """Commands that run ``best`` on the engine, or, when the engine cannot run it, the nearest
     runnable strategy: the same tp/ep/pp/batch with the engine's per-op sharding, or the best
     runnable strategy overall when that is faster (or the degrees themselves are not runnable).
+    ``best_result``: ``best`` already evaluated (one row; by default it is evaluated here).
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}")
     model, topo, work = problem.model, problem.topo, problem.work
     best = np.asarray(best, dtype=np.int64)
     reasons = check(engine, model, best)
-    out = Launch(engine, VERSIONS[engine], DOCS[engine], not reasons, best,
-                 problem.evaluate_rows(best[None]), None, None, "none", reasons=reasons)
+    if best_result is None:
+        best_result = problem.evaluate_rows(best[None])
+    out = Launch(engine, VERSIONS[engine], DOCS[engine], not reasons, best, best_result, None,
+                 None, "none", reasons=reasons)
     if not reasons:
         out.strategy, out.chosen, out.result = best, "best", out.best_result
         if int(best[TP]) == 1 and tuple(int(c) for c in best[N_COARSE:]) != MEGATRON:

@@ -1,14 +1,18 @@
-"""Results -> JSON-able dicts and rich tables. The only module besides cli.py that imports rich.
+"""Results -> JSON-able dicts and rich tables. The only module that imports rich (``cli.py``
+gets its consoles from ``make_console`` and its progress bars from ``progress``).
 
 JSON key names are a contract (DESIGN.md §5, README "JSON output"): add fields, never rename.
 Display units (ms, GiB, us) appear only here.
 
-Imports: specs, strategy, costmodel (types and constants), units.
+Imports: specs, strategy, costmodel (types and constants), units. The results of ``lts.search``
+(``SearchRun``, ``Comparison``), ``lts.emit`` (``Launch``) and ``lts.bench`` are read by their
+attributes, not imported.
 """
 from __future__ import annotations
 
 import math
 from contextlib import contextmanager
+from dataclasses import asdict
 
 from rich import box
 from rich.console import Console
@@ -17,10 +21,15 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
                            TimeElapsedColumn)
 from rich.table import Table
 
-from .costmodel import REASONS, Result
+from .costmodel import REASONS, Result, Workload
 from .specs import ModelSpec, TopologySpec, param_counts
 from .strategy import OPS, format_strategy, strategy_dict
 from .units import GIB
+
+
+def make_console(no_color: bool = False, stderr: bool = False) -> Console:
+    """A console on stdout (results) or stderr."""
+    return Console(stderr=stderr, no_color=no_color, highlight=False)
 
 
 def _num(x):
@@ -432,15 +441,75 @@ def _delta(us: float) -> str:
     return ("+" if us >= 0 else "-") + fmt_us(abs(us))
 
 
-def render_search(console: Console, m: ModelSpec, topo: TopologySpec, phase: str, slo: str,
-                  sr, res: Result, mega_score: float, why: dict | None, mega_best: Result | None,
-                  wall_s: float, seed: int) -> None:
-    """The ranked table, "why it wins" and the footer of ``lts search``.
+def limit_ms(ms):
+    """An SLO in ms for JSON: null when not given or inf (no limit)."""
+    return ms if ms and math.isfinite(ms) else None
 
-    ``sr``: the SearchResult; ``res``: its top rows evaluated; ``why``: ``why_dict`` of the best
-    row (None when it is Megatron's own choice); ``mega_best``: the Megatron baseline's best row
-    evaluated (None if Megatron has no feasible strategy).
+
+def _slo(name: str, ms) -> str:
+    return f"{name} ≤ {ms:g} ms" if limit_ms(ms) else ""
+
+
+def slo_text(problem) -> str:
+    """The workload in words (context or request shape, and the SLOs): of a search problem
+    (``lts.problems.Problem`` or ``ServeProblem``) or a ``Workload``."""
+    if problem.phase == "serve":
+        slos = [_slo("TPOT", problem.tpot_slo_ms), _slo("TTFT", problem.ttft_slo_ms)]
+        return f"{problem.isl} in / {problem.osl} out tokens per request, " + \
+            (", ".join(x for x in slos if x) or "no SLO")
+    work = problem if isinstance(problem, Workload) else problem.work
+    if work.phase == "decode":
+        return f"context {work.context}, " + (_slo("TPOT", work.tpot_slo_ms) or "no TPOT SLO")
+    return f"prompt {work.context}, " + (_slo("TTFT", work.ttft_slo_ms) or "no TTFT SLO")
+
+
+def workload_dict(problem) -> dict:
+    """The ``workload`` object of ``lts search --json`` (a Problem or ServeProblem)."""
+    w, topo = problem.work, problem.topo
+    if problem.phase == "serve":
+        return {"phase": "serve", "isl": problem.isl, "osl": problem.osl,
+                "tpot_slo_ms": limit_ms(problem.tpot_slo_ms),
+                "ttft_slo_ms": limit_ms(problem.ttft_slo_ms),
+                "gpus": w.budget(topo), "engine": problem.engine.name}
+    return {"phase": w.phase, "context": w.context, "tpot_slo_ms": limit_ms(w.tpot_slo_ms),
+            "ttft_slo_ms": limit_ms(w.ttft_slo_ms), "gpus": w.budget(topo)}
+
+
+def versus_dict(versus) -> dict | None:
+    """``why_dict`` of a ``search.Versus`` (None stays None)."""
+    if versus is None:
+        return None
+    return why_dict(versus.step, versus.ops, versus.megatron_step, versus.megatron_ops,
+                    versus.megatron_serve)
+
+
+def search_dict(run, launch=None) -> dict:
+    """The JSON of ``lts search`` (README "JSON output") from a ``search.SearchRun`` that found
+    a strategy, and the ``emit.Launch`` of ``--emit`` if any."""
+    sr, res, p, mega_best = run.result, run.top, run.problem, run.megatron_best
+    d = {"method": run.method, "budget": run.budget, "evaluations": sr.evaluations,
+         "wall_s": run.wall_s, "seed": run.seed, "best": result_dict(res, 0),
+         "top": [result_dict(res, i) for i in range(len(res))],
+         "megatron_best": result_dict(mega_best, 0) if mega_best is not None else None,
+         "stats": json_safe(sr.stats),
+         "model": model_dict(p.model), "topology": p.topo.name,
+         "workload": workload_dict(p),
+         "vs_megatron": versus_dict(run.versus)}
+    if launch is not None:
+        d["emit"] = emit_dict(launch)
+    return d
+
+
+def render_search(console: Console, run) -> None:
+    """The ranked table, "why it wins" and the footer of ``lts search``, from a
+    ``search.SearchRun`` that found a strategy: its top rows evaluated, ``versus`` (None when
+    the best is Megatron's own choice) and the Megatron baseline's best (None if Megatron has
+    no feasible strategy).
     """
+    m, topo, phase = run.problem.model, run.problem.topo, run.problem.phase
+    slo, sr, res = slo_text(run.problem), run.result, run.top
+    mega_score, mega_best = run.megatron.best_score, run.megatron_best
+    why, wall_s, seed = versus_dict(run.versus), run.wall_s, run.seed
     latency = "TTFT ms" if phase == "prefill" else "TPOT ms"
     table = Table(title=f"{escape(m.name)} on {escape(topo.name)}: best strategies "
                         f"({escape(sr.method)})",
@@ -624,8 +693,23 @@ def render_emit(console: Console, launch, phase: str, width: int = 80) -> None:
 # ----------------------------------------------------------------------------------------------
 # lts compare
 
-def render_compare(console: Console, title: str, workload: str, rows: list) -> None:
-    """``rows``: the ``methods`` entries of ``lts compare --json`` (``table1``, ``figure3`` too)."""
+def compare_dict(cmp) -> dict:
+    """The JSON of ``lts compare`` from a ``search.Comparison`` (exact found a strategy)."""
+    def result(r):
+        return result_dict(r.evaluated, 0) if r.best is not None else None
+
+    p = cmp.problem
+    return {"methods": [asdict(s) for s in cmp.summaries], "exact": result(cmp.exact),
+            "megatron": result(cmp.megatron), "seeds": cmp.seeds, "budget": cmp.budget,
+            "model": model_dict(p.model), "topology": p.topo.name}
+
+
+def render_compare(console: Console, cmp) -> None:
+    """The table of ``lts compare`` from a ``search.Comparison``: a line per ``MethodSummary``
+    (the ``methods`` entries of the JSON)."""
+    p = cmp.problem
+    title = f"{p.model.name} on {p.topo.name}: {cmp.seeds} seeds × {cmp.budget} calls"
+    workload = f"{p.work.phase}, {slo_text(p.work)}"
     table = Table(title=escape(title), box=box.SIMPLE_HEAD, padding=(0, 0), show_edge=False,
                   caption=escape(workload) + ". Table 1: mean over seeds ÷ random walk's mean; "
                           "Fig. 3: best over seeds ÷ Megatron's best; of exact: fraction of "
@@ -640,11 +724,11 @@ def render_compare(console: Console, title: str, workload: str, rows: list) -> N
     def tps(x):
         return "-" if x is None else f"{x:,.1f}" if x < 1e4 else f"{x:,.0f}"
 
-    for r in rows:
-        table.add_row(escape(r["method"]), str(r["seeds"]), tps(r["mean_tokens_per_s_per_gpu"]),
-                      f(r["table1"], ".3f"), tps(r["best_tokens_per_s_per_gpu"]),
-                      f(r["figure3"], ".3f"), f(r["fraction_of_exact_mean"], ".3f"),
-                      f(r["fraction_of_exact_best"], ".3f"), f(r["wall_s_mean"], ".2f"))
+    for r in cmp.summaries:
+        table.add_row(escape(r.method), str(r.seeds), tps(r.mean_tokens_per_s_per_gpu),
+                      f(r.table1, ".3f"), tps(r.best_tokens_per_s_per_gpu),
+                      f(r.figure3, ".3f"), f(r.fraction_of_exact_mean, ".3f"),
+                      f(r.fraction_of_exact_best, ".3f"), f(r.wall_s_mean, ".2f"))
     console.print(table)
 
 

@@ -8,12 +8,12 @@ the exact optimum, mean and best over seeds, and the mean wall time of one run.
 A scenario is (model, decode context) on ``h100_dgx`` with the README's workload (decode, TPOT
 <= 50 ms, the whole topology). The exact optimum (``lts.search`` method ``exact``) is computed
 once per scenario; each stochastic method runs once per seed with ``np.random.default_rng(seed)``
-and the budget of evaluator calls, exactly as ``lts compare`` does (an infeasible run counts as
-0). ``--set`` overrides fields of ``PPOConfig`` for the ``ppo`` method (repeatable; values are
+and the budget of evaluator calls, through the functions ``lts compare`` uses
+(``search.run_seeds``, ``search.summarize``; an infeasible run counts as 0). ``--set`` overrides fields of ``PPOConfig`` for the ``ppo`` method (repeatable; values are
 parsed as Python literals, e.g. ``--set chunks=8 --set lr=1e-3``). ``--variant`` adds a further
 ``ppo`` configuration (the ``--set`` one plus its own overrides), run on the same problem objects
 in the same process: an A/B comparison is one command on one version of the code, e.g.
-``--variant condition_on=0 --variant condition_on=4,condition_scale=3``; the default labels
+``--variant chunks=8 --variant global_uniform=False``; the default labels
 (``ppo``) an empty variant. The issue's target is a mean >= 0.95 and a best >= 0.99 on every
 scenario over seeds 0-9, confirmed on the held-out seeds 10-19.
 
@@ -27,8 +27,8 @@ import ast
 import json
 import re
 import sys
-import time
 from dataclasses import fields, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lts import ppo                                        # noqa: E402
 from lts.costmodel import Workload                         # noqa: E402
-from lts.search import SEARCHERS, Problem, search_ppo      # noqa: E402
+from lts.problems import Problem                          # noqa: E402
+from lts.search import (SEARCHERS, best_scores, run_seeds, search_ppo,  # noqa: E402
+                        summarize)
 from lts.specs import load_model, load_topology            # noqa: E402
 
 TARGET_MEAN, TARGET_BEST = 0.95, 0.99
@@ -72,31 +74,25 @@ def parse_sets(items) -> dict:
 def run_scenario(model_name, context, topo, methods, seeds, budget, cfgs):
     """One scenario: exact once, then every method for every seed. Returns a dict per method.
 
-    ``cfgs`` maps a label to a PPOConfig; the method ``ppo`` runs once per label.
+    ``cfgs`` maps a label to a PPOConfig; the method ``ppo`` runs once per label. The runs and
+    their summaries are ``lts compare``'s own (``search.run_seeds``, ``search.summarize``).
     """
     model = load_model(model_name)
     work = Workload(phase="decode", context=context, tpot_slo_ms=50.0, ttft_slo_ms=0.0, gpus=0)
     problem = Problem(model, topo, work)
-    t0 = time.perf_counter()
-    exact = SEARCHERS["exact"](problem, 0, np.random.default_rng(0), top=1)
+    exact = run_seeds(problem, "exact", [0], 0)[0]
     out = {"model": model_name, "context": context, "exact": exact.best_score,
-           "exact_wall_s": time.perf_counter() - t0, "methods": {}}
-    runs = [(label, "ppo", cfg) for label, cfg in cfgs.items()] if "ppo" in methods else []
+           "exact_wall_s": exact.wall_s, "methods": {}}
+    runs = [(label, "ppo", partial(search_ppo, cfg=cfg)) for label, cfg in cfgs.items()] \
+        if "ppo" in methods else []
     runs += [(m, m, None) for m in methods if m != "ppo"]
-    for label, method, cfg in runs:
-        fracs, walls = [], []
-        for seed in seeds:
-            problem.calls = 0
-            rng = np.random.default_rng(seed)
-            if method == "ppo":
-                res = search_ppo(problem, budget, rng, top=1, cfg=cfg)
-            else:
-                res = SEARCHERS[method](problem, budget, rng, top=1)
-            fracs.append(max(res.best_score, 0.0) / exact.best_score)
-            walls.append(res.wall_s)
-        out["methods"][label] = {"fractions": fracs, "mean": float(np.mean(fracs)),
-                                  "best": float(np.max(fracs)),
-                                  "wall_s_mean": float(np.mean(walls))}
+    for label, method, searcher in runs:
+        results = run_seeds(problem, method, seeds, budget, searcher=searcher)
+        s = summarize(label, results, exact.best_score)
+        out["methods"][label] = {"fractions": (best_scores(results) / exact.best_score).tolist(),
+                                  "mean": s.fraction_of_exact_mean,
+                                  "best": s.fraction_of_exact_best,
+                                  "wall_s_mean": s.wall_s_mean}
     return out
 
 

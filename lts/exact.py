@@ -1,0 +1,193 @@
+"""The exact optimum of the cost model over the whole strategy space (``search_exact``).
+
+Not a sampler: for each coarse row (tp, ep, pp, batch) the per-op choices are solved exactly from
+the cost model's pieces (``costmodel.piece_*``, ``stage_max``, ``stage_memory``), coarse rows
+visited best bound first (see ``_Exact`` for why this is exact). The top-k is confirmed with the
+evaluator itself. Decode and prefill only: the serve phase sums several steps.
+
+Imports: costmodel, problems, strategy.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+
+from .costmodel import (NORM_OF, Gather, piece_attn, piece_between, piece_ffn, piece_first,
+                        piece_last, piece_send, stage_max, stage_memory)
+from .problems import Problem, SearchResult, ServeProblem, Tracker
+from .strategy import BATCH, EP, PP, TP
+
+
+INVALID_S = 1e30      # the time of an invalid option inside the exact search
+
+
+def _grid(*sizes):
+    """All combinations of range(n) for each size, as one flat array per position."""
+    combos = np.array(list(itertools.product(*[range(n) for n in sizes])), dtype=np.int64)
+    return [combos[:, i] for i in range(len(sizes))]
+
+
+class _Exact:
+    """Factorized costs of every fine strategy for a block of coarse rows.
+
+    Why this is exact. Fix the coarse part (tp, ep, pp, batch). Every layer makes the same choices,
+    and the cost model's step is built from pieces (costmodel.piece_*), each depending on few
+    choices: the attention block on ops 2-7, the FFN block on ops 7-10, the layer boundary on the
+    FFN output layout and ops 2 and 7, the first stage's extra on ops 1-2, the last stage's on the
+    FFN output layout and ops 7, 11, 12. The slowest stage is lp * attn + (terms free of ops 3-6),
+    because every stage holds lp layers and so lp attention blocks; memory is likewise
+    lp * (attention weights + KV) + (terms free of ops 3-6). Hence for fixed ops (2, 7) the
+    problem splits into an attention list a (81 options of ops 3-6: time A_a, memory W_a) and a
+    rest list f (options of ops 1, 8-12: time G_f, memory M_f), and the optimum is
+
+        min over a, f of lp*A_a + G_f   subject to   lp*W_a + M_f <= usable HBM,
+
+    which is solved by enumerating both lists (81 x ~1300 per (op 2, op 7) pair): memory is the
+    second criterion of a dynamic programme over the chain of layouts, and nothing is pruned
+    except by bounds that are valid for every strategy of a coarse row. Throughput per GPU is
+    batch / (steps * slowest * gpus), decreasing in the slowest stage, so for a coarse row the
+    feasible minimum time is its best strategy. Coarse rows are visited in order of an upper
+    bound on their throughput (the unconstrained minimum time) and the search stops when the
+    bound falls below the k-th best found. A test checks the result equals brute force on spaces
+    small enough to enumerate.
+    """
+
+    def __init__(self, problem: Problem):
+        p = problem
+        self.p, self.model = p, p.model
+        n = p.space.choices
+        self.n = n
+        # attention side: (op2, op3, op4, op5, op6, op7)
+        self.a = _grid(n[1], n[2], n[3], n[4], n[5], n[6])
+        # FFN side: (op7, op8, op9, op10)
+        self.f = _grid(n[6], n[7], n[8], n[9])
+        self.once1 = _grid(n[0], n[1])                 # (op1, op2)
+        self.once2 = _grid(n[10], n[11])               # (op11, op12)
+
+    def block(self, g):
+        """Times and memories of both lists for coarse rows g [C]."""
+        model, tab = self.model, self.p.tables
+        n = self.n
+        gg = np.asarray(g)[:, None]
+        x = Gather(tab, gg)
+        A, Aw, _ = piece_attn(x, model, *self.a)                       # [C, |a|]
+        c7, c8, c9, c10 = self.f
+        l7 = NORM_OF[c7]
+        ffn, ffn_w, out, ok = piece_ffn(x, model, l7, c8, c9, c10)     # [C, |f|]
+        # an unmatched `experts` pair is invalid: a huge finite time (inf would give 0 * inf = nan
+        # in stages that hold no MoE layer)
+        ffn = np.where(ok, ffn, INVALID_S)
+        if model.is_moe and model.ffn.dense_layers:
+            ffn_d, ffn_dw, _, _ = piece_ffn(x, model, l7, c8, c9, c10, dense=True)
+        else:
+            ffn_d, ffn_dw = np.zeros_like(ffn), np.zeros_like(ffn)
+        # broadcast axes: [C, op1, op2, f, (op11, op12)]
+        o1, o2 = self.once1
+        first, emb_w = piece_first(x, o1, NORM_OF[o2])                  # [C, op1*op2]
+        first = first.reshape(len(g), n[0], n[1], 1, 1)
+        emb_w = emb_w.reshape(len(g), n[0], n[1], 1, 1)
+        l2 = NORM_OF[np.arange(n[1])][None, None, :, None, None]
+        out5, l75 = out[:, None, None, :, None], l7[None, None, None, :, None]
+        between = piece_between(Gather(tab, gg[:, :, None, None, None]), out5, l75, l2)
+        c11, c12 = self.once2
+        xl = Gather(tab, gg[:, :, None, None, None])
+        last, tail_w, _ = piece_last(xl, out5, l75, c11[None, None, None, None, :],
+                                     c12[None, None, None, None, :])
+        send = piece_send(Gather(tab, gg[:, :, None, None, None]), out5, l75)
+        lp = tab.layers_per_stage[gg][:, :, None, None, None]
+        pp = tab.coarse[gg, PP][:, :, None, None, None].astype(np.float64)
+        f5 = (slice(None), None, None, slice(None), None)
+        G = stage_max(model, lp, pp, 0.0, between, ffn[f5], ffn_d[f5], first, last, send)
+        M = stage_memory(model, lp, pp, 0.0, ffn_w[f5], ffn_dw[f5], emb_w, tail_w,
+                         tab.workspace_bytes[gg][:, :, None, None, None])
+        G, M = np.broadcast_arrays(G, M)
+        # regroup by (op2, op7): attention [C, op2, op7, a'], rest [C, op2, op7, f']
+        C = len(g)
+        n2, n7 = n[1], n[6]
+        A = A.reshape(C, n2, -1, n7).transpose(0, 1, 3, 2)
+        Aw = Aw.reshape(C, n2, -1, n7).transpose(0, 1, 3, 2)
+        # G: [C, op1, op2, (op7, op8, op9, op10), (op11, op12)] -> [C, op2, op7, rest]
+        nf = len(c7) // n7
+        G = G.reshape(C, n[0], n2, n7, nf, -1).transpose(0, 2, 3, 1, 4, 5).reshape(C, n2, n7, -1)
+        M = M.reshape(C, n[0], n2, n7, nf, -1).transpose(0, 2, 3, 1, 4, 5).reshape(C, n2, n7, -1)
+        return lp.reshape(C), A, Aw, G, M
+
+    def decode(self, g, i2, i7, ia, irest):
+        """Indices of the optimum back to a full index row."""
+        n = self.n
+        a = np.unravel_index(ia, (n[2], n[3], n[4], n[5]))
+        o1, f8, f9, f10, o11, o12 = np.unravel_index(irest, (n[0], n[7], n[8], n[9], n[10], n[11]))
+        coarse = np.unravel_index(g, self.p.grid_shape)
+        return np.array([*coarse, o1, i2, *a, i7, f8, f9, f10, o11, o12], dtype=np.int64)
+
+
+def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
+                 progress=None, block: int = 4) -> SearchResult:
+    """The optimum of the cost model over the whole space, and the best strategy of each of the
+    next best coarse rows (the top-k). See ``_Exact`` for why it is exact."""
+    if isinstance(problem, ServeProblem):
+        raise ValueError("the exact search costs one phase (decode or prefill); the serve phase "
+                         "sums a prefill and decode steps at several contexts")
+    t0 = time.perf_counter()
+    p = problem
+    ex = _Exact(p)
+    tab = p.tables
+    work = p.work
+    coarse = tab.coarse.astype(np.float64)
+    gpus = coarse[:, TP] * coarse[:, EP] * coarse[:, PP]
+    pp = coarse[:, PP]
+    steps = pp if work.phase == "decode" else 2 * pp - 1
+    c0 = p.topo.step_overhead_s            # engine time per forward pass, added to each step
+    tokens = coarse[:, BATCH] * (1.0 if work.phase == "decode" else work.context)
+    slo = work.tpot_slo_ms * 1e-3 if work.phase == "decode" else (work.ttft_slo_ms * 1e-3 or np.inf)
+    cand = np.flatnonzero(tab.fixed_invalid == 0)
+    # phase 1: an upper bound on each coarse row's throughput (unconstrained minimum time) and a
+    # lower bound on its memory
+    ub = np.full(len(coarse), -np.inf)
+    for i in range(0, len(cand), 256):
+        g = cand[i:i + 256]
+        lp, A, Aw, G, M = ex.block(g)
+        t_min = (lp[:, None, None] * A.min(-1) + G.min(-1)).min((1, 2))
+        t_min = np.where(t_min < INVALID_S, t_min, np.inf)
+        m_min = (lp[:, None, None] * Aw.min(-1) + M.min(-1)).min((1, 2))
+        ok = (m_min <= p.usable) & (steps[g] * t_min + c0 <= slo) & np.isfinite(t_min)
+        ub[g] = np.where(ok, tokens[g] / ((steps[g] * t_min + c0) * gpus[g]), -np.inf)
+        if progress:
+            progress(0)
+    order = cand[np.argsort(-ub[cand], kind="stable")]
+    order = order[np.isfinite(ub[order])]
+    # phase 2: exact per coarse row, best bounds first, until the bound cannot beat the k-th best
+    found = []        # (score, index row)
+    visited = 0
+    for i in range(0, len(order), block):
+        g = order[i:i + block]
+        kth = sorted(s for s, _ in found)[-top] if len(found) >= top else -np.inf
+        if ub[g[0]] <= kth:
+            break
+        lp, A, Aw, G, M = ex.block(g)
+        T = lp[:, None, None, None, None] * A[..., :, None] + G[..., None, :]
+        W = lp[:, None, None, None, None] * Aw[..., :, None] + M[..., None, :]
+        T = np.where((W <= p.usable) & (T < INVALID_S), T, np.inf).reshape(len(g), -1)
+        best = T.argmin(axis=1)
+        t_best = T[np.arange(len(g)), best]
+        visited += len(g)
+        for j, gj in enumerate(g):
+            if not np.isfinite(t_best[j]) or steps[gj] * t_best[j] + c0 > slo:
+                continue
+            i2, i7, ia, irest = np.unravel_index(best[j], A.shape[1:3] + (A.shape[3], G.shape[3]))
+            score = tokens[gj] / ((steps[gj] * t_best[j] + c0) * gpus[gj])
+            found.append((score, ex.decode(gj, i2, i7, ia, irest)))
+        if progress:
+            progress(0)
+    found.sort(key=lambda r: -r[0])
+    found = found[:top]
+    tr = Tracker(p, top)
+    if found:
+        idx = np.array([r[1] for r in found])
+        res = p.evaluate(idx, count=False)      # confirm with the evaluator itself
+        tr.add(idx, p.score(res))
+    n_space = int(np.prod(p.space.choices)) * len(cand)
+    return tr.result("exact", t0, {"coarse_rows": int(len(cand)), "coarse_rows_solved": visited,
+                                   "strategies_covered": n_space})

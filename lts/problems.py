@@ -1,0 +1,240 @@
+"""What a search works on and what it returns (DESIGN.md §4).
+
+- ``Problem``: a model, a cluster, a workload and the strategy space; evaluates index rows with
+  tables built once per coarse row and counts the evaluator calls.
+- ``ServeProblem``: the serve phase (``lts.serve``'s closed loop) as a problem.
+- ``Tracker``: the best-so-far curve and the top-k of a search, in memory bounded by the coarse
+  grid.
+- ``SearchResult``: what every method returns; it carries its top-k evaluated (``evaluated``, a
+  ``Result``), so nothing evaluates them again for display.
+
+Imports: costmodel, serve, specs, strategy.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field, fields, replace
+
+import numpy as np
+
+from .costmodel import Result, Workload, build_tables, evaluate
+from . import serve
+from .specs import ModelSpec, TopologySpec
+from .strategy import BATCH, EXPERTS, MEGATRON, N_COARSE, OP_COL, OPS, Space
+
+
+class Problem:
+    """A model, a cluster, a workload and the space; evaluates index rows and counts the calls.
+
+    Coarse tables are built once for every (tp, ep, pp, batch) of the space (instances over the
+    GPU budget included: they are reported invalid for ``budget``), so each evaluation is a walk.
+    ``step_work`` is the step the per-op breakdowns show (here the workload itself).
+    """
+
+    def __init__(self, model: ModelSpec, topo: TopologySpec, work: Workload,
+                 space: Space | None = None, tables: bool = True):
+        self.model, self.topo, self.work = model, topo, work
+        self.step_work = work
+        self.space = space or Space.for_model(model, work.budget(topo))
+        sp = self.space
+        tp, ep, pp, b = np.meshgrid(sp.tp, sp.ep, sp.pp, sp.batch, indexing="ij")
+        self.grid = np.stack([tp.ravel(), ep.ravel(), pp.ravel(), b.ravel()], 1).astype(np.int64)
+        self.grid_shape = tp.shape
+        self.tables = build_tables(model, topo, work, self.grid) if tables else None
+        self.calls = 0
+        self.usable = topo.hbm_bytes - topo.hbm_reserve_bytes
+
+    @property
+    def phase(self) -> str:
+        """The phase searched: decode or prefill (``ServeProblem``: serve)."""
+        return self.work.phase
+
+    @property
+    def step_topo(self) -> TopologySpec:
+        """The topology the per-op breakdowns of one step are costed on."""
+        return self.topo
+
+    def coarse_index(self, idx: np.ndarray) -> np.ndarray:
+        """Index rows [N, 16] -> row of the coarse grid [N]."""
+        return np.ravel_multi_index(tuple(idx[:, i] for i in range(N_COARSE)), self.grid_shape)
+
+    def evaluate(self, idx: np.ndarray, count: bool = True) -> Result:
+        """Evaluate index rows [N, 16] (one index per entry); counts N evaluator calls."""
+        idx = self.canonical(idx)
+        if count:
+            self.calls += len(idx)
+        return evaluate(self.model, self.topo, self.work, self.space.decode(idx),
+                        tables=self.tables, coarse_index=self.coarse_index(idx))
+
+    def evaluate_rows(self, rows) -> Result:
+        """Evaluate strategy rows [N, 16] (values, not indices); no call is counted."""
+        return evaluate(self.model, self.topo, self.work, np.atleast_2d(rows))
+
+    def fixed_choice_rows(self, choices) -> np.ndarray:
+        """Index rows [G, 16]: every (tp, ep, pp, batch) of the grid with the per-op ``choices``."""
+        g = np.indices(self.grid_shape).reshape(N_COARSE, -1).T
+        return np.concatenate([g, np.tile(np.asarray(choices, dtype=np.int64), (len(g), 1))], 1)
+
+    def canonical(self, idx: np.ndarray) -> np.ndarray:
+        """The strategy an index row stands for.
+
+        MoE: FFN1 and FFN2 split the experts together or not at all (the cost model rejects a
+        lone `experts`), so a row where either picks `experts` stands for both doing so: no call
+        is spent on a pairing that is never a strategy, for every method alike. Dense: the
+        router's choice cannot matter and is set to Megatron's.
+        """
+        idx = np.array(np.atleast_2d(idx), copy=True)
+        if self.model.is_moe:
+            c1, c2 = OP_COL["ffn1"], OP_COL["ffn2"]
+            either = (idx[:, c1] == EXPERTS) | (idx[:, c2] == EXPERTS)
+            idx[either, c1] = idx[either, c2] = EXPERTS
+        else:
+            idx[:, OP_COL["router"]] = MEGATRON[OPS.index("router")]
+        return idx
+
+    def score(self, res: Result) -> np.ndarray:
+        """Objective: tokens/s/GPU of valid strategies, -inf for invalid ones."""
+        return np.where(res.valid, res.tokens_per_s_per_gpu, -np.inf)
+
+
+class ServeProblem(Problem):
+    """The serve phase as a search problem: the objective is output tokens/s per GPU of the
+    closed loop (``lts.serve``) at concurrency C = the batch column, requests of ``isl`` input and
+    ``osl`` output tokens, under an engine profile.
+
+    The concurrency head holds the powers of two and, last, ``serve.AT_CAPACITY``: as many
+    requests as the strategy's KV cache holds (the largest concurrency that does not queue), so
+    a search without a TTFT limit need not stop at a power of two above the capacity.
+
+    One evaluator call costs a strategy in the closed loop (its memory, then a decode step and a
+    mixed step of its running batch). The grid's coarse tables are built once; a running batch
+    the KV cache caps is off the grid, and its tables are built when first met (``serve.warm``,
+    ``costmodel.TableCache``). ``work`` is the decode step at the final context isl+osl (the
+    engine's context length); ``step_work`` the decode step at the mean context (per-op
+    breakdowns), costed on the engine's topology (``step_topo``). The exact search does not
+    apply: its factorization costs one phase (see ``lts.exact``).
+    """
+
+    def __init__(self, model: ModelSpec, topo: TopologySpec, isl: int, osl: int,
+                 tpot_slo_ms: float | None = None, ttft_slo_ms: float | None = None,
+                 gpus: int = 0, space: Space | None = None, engine=None):
+        work = serve.memory_workload(isl, osl, gpus)
+        if space is None:      # concurrencies: the powers of two, then each strategy's capacity
+            space = Space.for_model(model, work.budget(topo))
+            space = replace(space, batch=space.batch + (serve.AT_CAPACITY,))
+        super().__init__(model, topo, work, space, tables=False)
+        self.isl, self.osl = int(isl), int(osl)
+        self.tpot_slo_ms, self.ttft_slo_ms = tpot_slo_ms, ttft_slo_ms
+        self.engine = engine or serve.GENERIC
+        self.step_work = serve.decode_workload(isl, osl, gpus)
+        self.evaluator = serve.Evaluator(model, self.engine.topology(topo), cached=True)
+        serve.warm(self.evaluator, self.engine, self.grid, isl, osl, gpus)
+
+    @property
+    def phase(self) -> str:
+        return "serve"
+
+    @property
+    def step_topo(self) -> TopologySpec:
+        return self.engine.topology(self.topo)
+
+    def serve_rows(self, rows) -> serve.ServeResult:
+        """The closed-loop figures of strategy rows [N, 16] (values); no call is counted."""
+        return serve.serve(self.model, self.topo, np.atleast_2d(rows), self.isl, self.osl,
+                           tpot_slo_ms=self.tpot_slo_ms, ttft_slo_ms=self.ttft_slo_ms,
+                           gpus=self.work.gpus, engine=self.engine, evaluator=self.evaluator)
+
+    def evaluate(self, idx: np.ndarray, count: bool = True) -> Result:
+        idx = self.canonical(idx)
+        if count:
+            self.calls += len(idx)
+        return serve.as_result(self.serve_rows(self.space.decode(idx)))
+
+    def evaluate_rows(self, rows) -> Result:
+        return serve.as_result(self.serve_rows(rows))
+
+    def score(self, res: Result) -> np.ndarray:
+        """Output tokens/s/GPU; requests beyond the KV cache add nothing but queueing, so of
+        two concurrencies with the same running batch the smaller one wins (by a part in 1e9)."""
+        queued = 1.0 - res.running / res.strategies[:, BATCH]
+        return np.where(res.valid, res.tokens_per_s_per_gpu * (1.0 - 1e-9 * queued), -np.inf)
+
+
+def take(res: Result, rows) -> Result:
+    """Rows of a Result (``slice(0, 1)``: the first, kept one-row)."""
+    return Result(*(None if v is None else v[rows]
+                    for v in (getattr(res, f.name) for f in fields(res))))
+
+
+@dataclass
+class SearchResult:
+    method: str
+    best: np.ndarray | None          # strategy row [16] (values, not indices), None if none valid
+    best_score: float                # tokens/s/GPU (-inf if none valid)
+    top: np.ndarray                  # [k, 16] strategy rows, best first (distinct, valid)
+    top_scores: np.ndarray
+    evaluations: int
+    wall_s: float
+    improvements: tuple = ()         # (call index, best-so-far) at each call that raised the best
+    tracked: int = 0                 # calls the tracker saw
+    stats: dict = field(default_factory=dict)
+    evaluated: Result | None = None  # ``top`` evaluated (Problem.evaluate_rows), None if empty
+
+    @property
+    def history(self) -> np.ndarray:
+        """The best-so-far after each call (-inf before the first valid one), [tracked]."""
+        h = np.full(self.tracked, -np.inf)
+        for i, v in self.improvements:
+            h[i:] = v
+        return h
+
+
+class Tracker:
+    """Keeps the best-so-far curve and the top-k of a search: the best valid strategy of each of
+    the k best distinct (tp, ep, pp, batch), as the exact search reports them.
+
+    Memory is bounded by the coarse grid, not the budget: per coarse row only its best strategy
+    (the first seen among equals) and the call at which it was seen; the curve as its
+    improvements. ``add`` is vectorized: a Python step per distinct coarse row of a batch."""
+
+    def __init__(self, problem: Problem, k: int):
+        self.problem, self.k = problem, k
+        self.by_coarse = {}     # coarse grid index -> (score, call index, index row)
+        self.best = -np.inf
+        self.seen = 0           # calls added so far
+        self.improvements = []
+
+    def add(self, idx: np.ndarray, scores: np.ndarray) -> None:
+        idx = self.problem.canonical(np.atleast_2d(idx))
+        scores = np.atleast_1d(np.asarray(scores, dtype=np.float64))
+        n = len(scores)
+        if n == 0:
+            return
+        run = np.maximum.accumulate(np.concatenate([[self.best], scores]))
+        for i in np.flatnonzero(run[1:] > run[:-1]):
+            self.improvements.append((self.seen + int(i), float(run[i + 1])))
+        self.best = float(run[-1])
+        ok = np.flatnonzero(np.isfinite(scores))
+        if len(ok):
+            keys = self.problem.coarse_index(idx[ok])
+            order = np.lexsort((ok, -scores[ok], keys))     # per key: best score, then earliest
+            first = order[np.r_[True, keys[order][1:] != keys[order][:-1]]]
+            for j in first:
+                key, score, at = int(keys[j]), float(scores[ok[j]]), self.seen + int(ok[j])
+                cur = self.by_coarse.get(key)
+                if cur is None or score > cur[0]:
+                    self.by_coarse[key] = (score, at, idx[ok[j]].copy())
+        self.seen += n
+
+    def result(self, method: str, t0: float, stats=None) -> SearchResult:
+        """The SearchResult: the top-k ranked (best score, then earliest call) and evaluated."""
+        ranked = sorted(self.by_coarse.values(), key=lambda r: (-r[0], r[1]))[:self.k]
+        sp = self.problem.space
+        top = sp.decode(np.array([r[2] for r in ranked])) if ranked else np.zeros((0, 16), np.int64)
+        scores = np.array([r[0] for r in ranked])
+        evaluated = self.problem.evaluate_rows(top) if len(top) else None
+        return SearchResult(method, top[0] if len(top) else None,
+                            float(scores[0]) if len(scores) else -math.inf, top, scores,
+                            self.problem.calls, time.perf_counter() - t0,
+                            tuple(self.improvements), self.seen, stats or {}, evaluated)
