@@ -35,7 +35,7 @@ import numpy as np
 
 from . import collectives as coll
 from .specs import ModelSpec, TopologySpec, attention_params
-from .strategy import BATCH, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
+from .strategy import BATCH, DIM0, DIM1, EP, EXPERTS, N_COARSE, N_OPS, NONE, OPS, PP, TP
 
 # layouts over the tp group
 R, T, F, P, ER, ET = 0, 1, 2, 3, 4, 5
@@ -161,6 +161,11 @@ def _mode_lookup():
 
 
 MODE_OF = _mode_lookup()
+# the layout a `none` (or `experts`) op works on: it keeps an incoming R or T and gathers anything
+# else to R. The pick depends on layouts only, never on costs, so more bandwidth cannot flip it
+# into a slower layout (DESIGN.md §7); the token split is reached through a norm on tokens
+# (choice 0), which reduce-scatters P into T.
+PICK = np.array([R, T, R, R, R, R])
 MODE_IN = np.full((len(SLOTS), MAX_MODES), -1, dtype=np.int64)
 MODE_OUT = np.full((len(SLOTS), MAX_MODES), -1, dtype=np.int64)
 for _s, _name in enumerate(SLOTS):
@@ -190,13 +195,15 @@ class Tables:
     kv_bytes: np.ndarray               # [G, slots, modes] resident KV cache per GPU per layer
     conv_s: np.ndarray                 # [G, points, 6 from, 6 to] (zero diagonal; ER/ET free)
     conv_bytes: np.ndarray             # [G, points] full activation bytes
-    rt_pick: np.ndarray                # [G, points, 6 from] the layout `none` works on: R or T
     final_s: np.ndarray                # [G, 4] logits layout -> sampled ids everywhere
     send_s: np.ndarray                 # [G, 2] stage-to-stage send: [hidden split over tp, full]
     send_bytes: np.ndarray             # [G, 2]
     workspace_bytes: np.ndarray        # [G]
     fixed_invalid: np.ndarray          # [G] reason bits that depend only on the coarse row
     layers_per_stage: np.ndarray       # [G]
+    pp: np.ndarray                     # [G] float: pipeline stages
+    batch: np.ndarray                  # [G] float: sequences (decode, prefill) or requests (mixed)
+    gpus: np.ndarray                   # [G] float: tp * ep * pp
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -582,12 +589,6 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
             # all-to-all moves each rank's share (S/p); the others work on the whole tensor S
             size = nb / s.p if kind == "all-to-all" else nb
             conv[:, PT[name], src, dst] = coll.COST[kind](topo.engine_links, size, s.p, 1.0)
-    # a `none` (or `experts`) op works on R or on its own tokens T: it keeps an incoming R or T
-    # and gathers anything else to R. The pick depends on layouts only, never on costs, so more
-    # bandwidth cannot flip it into a slower layout (DESIGN.md §7); the token split is reached
-    # through a norm on tokens (choice 0), which reduce-scatters P into T.
-    rt_pick = np.zeros((G, len(POINTS), 6), dtype=np.int64)
-    rt_pick[:, :, T] = T
     # after the LM head every rank needs the sampled ids: R has them; T samples its own tokens and
     # all-gathers the ids (4 bytes each); F (vocab split) gathers the logits, P all-reduces them
     logits = conv_bytes[:, PT["logits"]]
@@ -617,8 +618,9 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     else:
         bad |= np.where(s.ep > 1, REASON_BIT["experts"], 0)
     return Tables(np.asarray(coarse), b.compute, b.memory, b.time, b.intr, b.intrinsic,
-                  b.weights, b.kv, conv, conv_bytes, rt_pick, final, send, send_bytes, workspace,
-                  bad, np.floor(model.layers / s.pp), extra={"ids_bytes": ids_bytes})
+                  b.weights, b.kv, conv, conv_bytes, final, send, send_bytes, workspace,
+                  bad, np.floor(model.layers / s.pp), s.pp, s.batch, s.p * s.ep * s.pp,
+                  extra={"ids_bytes": ids_bytes})
 
 
 # ----------------------------------------------------------------------------------------------
@@ -652,8 +654,6 @@ class Gather:
         self.op_s = {}
         self._conv = tab.conv_s.reshape(-1)
         self._g_conv = self.g * (len(POINTS) * 36)
-        self._rt = tab.rt_pick.reshape(-1)
-        self._g_rt = self.g * (len(POINTS) * 6)
         self._op = tab.op_total_s.reshape(-1)
         self._w = tab.weight_bytes.reshape(-1)
         self._kv = tab.kv_bytes.reshape(-1)
@@ -661,7 +661,7 @@ class Gather:
 
     def conv(self, feeds, point, src, dst):
         """Time of converting activation `point` from layout src to dst (0 if equal)."""
-        t = self._conv[self._g_conv + (PT[point] * 36) + src * 6 + dst]
+        t = self._conv[self._g_conv + (PT[point] * 36 + src * 6 + dst)]
         if self.record is not None:
             self.record.append((feeds, point, src, dst, t, self.scope))
         return t
@@ -679,7 +679,7 @@ class Gather:
 
     def pick(self, point, incoming):
         """The layout a `none`/`experts` op works on: an incoming R or T stays, P or F go to R."""
-        return self._rt[self._g_rt + PT[point] * 6 + incoming]
+        return PICK[incoming]
 
     def step(self, slot, choice, incoming, point):
         """Insert the conversion into `slot` and run it: (time, output layout, input layout)."""
@@ -735,6 +735,13 @@ def _kv_cache(model, x: Gather, mode4, mode5):
 
 def piece_ffn(x: Gather, model, l7, c8, c9, c10, dense: bool = False):
     """One FFN block (router side branch, FFN1, FFN2): (time, weights, out layout, pair ok)."""
+    t, w, out1 = piece_ffn_in(x, model, l7, c8, c9, dense)
+    conv, op, w2, out, pair_ok = piece_ffn_out(x, out1, c9, c10, dense)
+    return t + conv + op, w + w2, out, pair_ok
+
+
+def piece_ffn_in(x: Gather, model, l7, c8, c9, dense: bool = False):
+    """FFN1 and, for a MoE layer, the router beside it: (time, weights, FFN1's output layout)."""
     sfx = "_dense" if dense else ""
     x.scope = "ffn_dense" if dense else "ffn"
     t1, out1, lin1 = x.step("ffn1" + sfx, c9, l7, "hidden")
@@ -745,6 +752,13 @@ def piece_ffn(x: Gather, model, l7, c8, c9, c10, dense: bool = False):
         # the routing decision must be where the tokens are: every rank, or each rank's own (T)
         t = t + tr + x.conv("router", "router", outr, np.where(lin1 == T, T, R))
         w = w + x.weight("router", x.modes["router"])
+    return t, w, out1
+
+
+def piece_ffn_out(x: Gather, out1, c9, c10, dense: bool = False):
+    """FFN2 after FFN1's output layout out1: (conversion time, op time, weights, out layout,
+    whether the pair of choices is allowed)."""
+    sfx = "_dense" if dense else ""
     s2 = SLOT["ffn2" + sfx]
     pair_ok = (c9 == EXPERTS) == (c10 == EXPERTS)
     # `experts` on FFN2 continues FFN1's expert-local state; anything else converts the
@@ -752,9 +766,9 @@ def piece_ffn(x: Gather, model, l7, c8, c9, c10, dense: bool = False):
     lin2 = np.where(c10 == EXPERTS, np.where(pair_ok, out1, ER),
                     np.where(c10 >= NONE, x.pick("inter" + sfx, out1), FIXED_IN[s2, c10]))
     mode2 = MODE_OF[s2, c10, lin2]
-    t = t + x.conv("ffn2" + sfx, "inter" + sfx, out1, lin2) + x.op("ffn2" + sfx, mode2)
-    w = w + x.weight("ffn2" + sfx, mode2)
-    return t, w, MODE_OUT[s2, mode2], pair_ok
+    conv = x.conv("ffn2" + sfx, "inter" + sfx, out1, lin2)
+    return conv, x.op("ffn2" + sfx, mode2), x.weight("ffn2" + sfx, mode2), MODE_OUT[s2, mode2], \
+        pair_ok
 
 
 def piece_between(x: Gather, out, l7, l2):
@@ -765,14 +779,26 @@ def piece_between(x: Gather, out, l7, l2):
 
 def piece_last(x: Gather, out, l7, c11, c12):
     """Last FFN output -> final norm -> LM head -> sampled ids everywhere: (time, weights, logits)."""
+    t = piece_final_norm(x, out, l7, c11)
+    t12, final, w, out12 = piece_lm_head(x, c11, c12)
+    return t + t12 + final, w, out12
+
+
+def piece_final_norm(x: Gather, out, l7, c11):
+    """The last FFN output and the residual into the final norm's layout, and the norm."""
     x.scope = "last"
     l11 = NORM_OF[c11]
-    t = x.conv("final_norm", "hidden", out, l11) + x.conv("final_norm", "hidden", l7, l11) \
+    return x.conv("final_norm", "hidden", out, l11) + x.conv("final_norm", "hidden", l7, l11) \
         + x.op("final_norm", c11)
-    t12, out12, _ = x.step("lm_head", c12, l11, "hidden")
-    t = t + t12 + x.tab.final_s[x.g, out12]
+
+
+def piece_lm_head(x: Gather, c11, c12):
+    """LM head after the final norm, then the sampled ids to every rank: (head time, ids time,
+    weights of the norm and the head, logits layout)."""
+    x.scope = "last"
+    t12, out12, _ = x.step("lm_head", c12, NORM_OF[c11], "hidden")
     w = x.weight("final_norm", c11) + x.weight("lm_head", x.modes["lm_head"])
-    return t, w, out12
+    return t12, x.tab.final_s[x.g, out12], w, out12
 
 
 def piece_send(x: Gather, out, l7):
@@ -826,6 +852,174 @@ def walk(tab: Tables, g: np.ndarray, choices: np.ndarray, model: ModelSpec,
                    ffn_out=out, logits=logits)
     return Walk(x.modes, layouts, x.op_s, record if record is not None else [], attn, ffn, ffn_d,
                 between, first, last, send, layer_w, ffn_w, ffn_dw, emb_w, tail_w, bad)
+
+
+# ----------------------------------------------------------------------------------------------
+# the fused walk: the same pieces, tabulated per coarse row over the choices they depend on
+#
+# Layouts follow from the choices alone (PICK, FIXED_IN, MODE_OF, MODE_OUT hold no costs), so a
+# strategy's path through the layouts is known without its coarse row. Each piece's time is then
+# one lookup in a table built once per coarse row, with the additions done in the same order as
+# ``walk``: the fused walk is bit-identical to it (tests/test_costmodel_reference.py).
+
+def _step_lut(slot):
+    """[incoming layout, choice] -> (mode, output layout) of a step into ``slot``; flat [24]."""
+    s = SLOT[slot]
+    inc, ch = np.arange(6)[:, None], np.arange(4)[None, :]
+    lin = np.where(ch >= NONE, PICK[inc], FIXED_IN[s, ch])
+    mode = MODE_OF[s, ch, lin]
+    return mode.ravel(), MODE_OUT[s, mode].ravel()
+
+
+MODE_SC, NEXT_SC = _step_lut("scores")
+MODE_CTX, NEXT_CTX = _step_lut("context")
+_, NEXT_OP = _step_lut("out_proj")
+QKV_OUT = _step_lut("qkv")[1].reshape(6, 4)[NORM_OF].ravel()     # [op2*4 + op3] (op2's norm in)
+FFN1_OUT = _step_lut("ffn1")[1].reshape(6, 4)[NORM_OF]           # [op7, op9]
+
+
+def _grid(*sizes):
+    """Every combination of choices 0..size-1, flattened, last axis fastest."""
+    return tuple(a.ravel() for a in np.meshgrid(*map(np.arange, sizes), indexing="ij"))
+
+
+def _path_fields():
+    """The layout path of the attention block as indices into the fused pieces, for every value
+    of the bit field op2..op7 of ``pack`` (12 bits; op2 and op7 = 3 never occur: their entries
+    point at entry 0). The layouts depend on the choices alone, so this holds no costs."""
+    b = np.arange(4096)
+    c2, c3, c4, c5, c6, c7 = ((b >> s) & 3 for s in (10, 8, 6, 4, 2, 0))
+    c2, c7 = np.minimum(c2, 2), np.minimum(c7, 2)
+    k23 = c2 * 4 + c3
+    q = QKV_OUT[k23] * 4 + c4                    # scores: incoming layout*4 + choice
+    k5 = NEXT_SC[q] * 4 + c5                     # context
+    k6 = NEXT_CTX[k5] * 4 + c6                   # out_proj
+    return dict(att1=k23, att1_w=k23, scores=q, context=k5, out_proj=k6, out_w=k6,
+                kv=MODE_SC[q] * 4 + MODE_CTX[k5], to_norm=NEXT_OP[k6] * 3 + c7,
+                to_norm_res=NORM_OF[c2] * 3 + c7, norm=c7, norm_w=c7)
+
+
+PATH = _path_fields()
+
+
+class Fused:
+    """Per coarse row, each piece's time (and weights) over the choices it depends on, in one flat
+    g-major array (row g = ``width`` values, piece ``name`` at ``offset[name]``), and the lookup
+    tables from choice bit fields to positions in a row."""
+
+    def __init__(self, parts: dict, ffn_out, ffn_bad):
+        self.offset, at = {}, 0
+        for name, a in parts.items():
+            self.offset[name] = at
+            at += a.shape[1]
+        self.width = at
+        self.flat = np.concatenate(list(parts.values()), axis=1).ravel()
+        self.ffn_bad = ffn_bad                            # [op7..op10 bits] -> reason bits
+        o = self.offset
+        o["to_norm_res"] = o["to_norm"]
+        self.path = {k: o[k] + v for k, v in PATH.items()}      # [op2..op7 bits] -> position
+        c1, c2 = np.arange(16) >> 2, np.minimum(np.arange(16) & 3, 2)
+        self.first = o["first"] + c1 * 3 + c2                   # [op1, op2 bits]
+        self.emb_w = o["emb_w"] + c1
+        r = ffn_out * 3 + np.minimum(np.arange(256) >> 6, 2)    # FFN output layout*3 + op7
+        self.between = o["between"] + r * 3                     # [op7..op10 bits] (+ op2)
+        self.last = o["last"] + r * 12                          # (+ op11*4 + op12)
+        self.send = o["send"] + r
+
+    def append(self, other: "Fused") -> "Fused":
+        out = object.__new__(Fused)
+        out.__dict__.update(self.__dict__)
+        out.flat = np.concatenate([self.flat, other.flat])
+        return out
+
+
+def fuse(tab: Tables, model: ModelSpec) -> Fused:
+    """Tabulate the pieces of ``walk`` per coarse row of ``tab``, computed by the same functions
+    over grids of choices; a piece over many choices (FFN: 192, last stage: 216) is summed from
+    its parts by broadcasting, in the order the piece itself adds them."""
+    G = len(tab.coarse)
+    x = Gather(tab, np.arange(G)[:, None])
+    c1, c2 = _grid(3, 3)
+    first, _ = piece_first(x, c1, NORM_OF[c2])                           # [G, op1*3 + op2]
+    emb_w = x.weight("embedding", np.arange(3))                          # [G, op1]
+    c2, c3 = _grid(3, 4)
+    att1 = x.op("attn_norm", c2) + x.step("qkv", c3, NORM_OF[c2], "hidden")[0]   # [G, op2*4+op3]
+    att1_w = x.weight("attn_norm", c2) + x.weight("qkv", x.modes["qkv"])
+    inc, ch = _grid(6, 4)
+    scores = x.step("scores", ch, inc, "qkv")[0]                         # [G, layout in*4+choice]
+    context = x.step("context", ch, inc, "scores")[0]
+    out_proj = x.step("out_proj", ch, inc, "context")[0]
+    out_w = x.weight("out_proj", x.modes["out_proj"])
+    m4, m5 = _grid(4, 4)
+    kv = _kv_cache(model, x, m4, m5)                                     # [G, mode4*4 + mode5]
+    src, c7 = _grid(6, 3)
+    to_norm = x.conv("ffn_norm", "hidden", src, NORM_OF[c7])             # [G, layout*3 + op7]
+    norm = x.op("ffn_norm", np.arange(3))
+    norm_w = x.weight("ffn_norm", np.arange(3))
+    parts = dict(first=first, emb_w=emb_w, att1=att1, att1_w=att1_w, scores=scores,
+                 context=context, out_proj=out_proj, out_w=out_w, kv=kv, to_norm=to_norm,
+                 norm=norm, norm_w=norm_w)
+    # FFN block [G, op7, op8, op9, op10] = (in[op7, op8, op9] + conv[op7, op9, op10]) + op[...]
+    a7, a8, a9 = _grid(3, 4, 4)
+    b7, b9, b10 = _grid(3, 4, 4)
+    for dense in ((False, True) if model.is_moe and model.ffn.dense_layers else (False,)):
+        t_in, w_in, _ = piece_ffn_in(x, model, NORM_OF[a7], a8, a9, dense)
+        conv, op, w2, out, pair_ok = piece_ffn_out(x, FFN1_OUT[b7, b9], b9, b10, dense)
+        t_in, w_in = (a.reshape(G, 3, 4, 4, 1) for a in (t_in, w_in))
+        conv, op, w2 = (np.broadcast_to(a, (G, 48)).reshape(G, 3, 1, 4, 4) for a in (conv, op, w2))
+        key = "ffn_d" if dense else "ffn"
+        parts[key] = (t_in + conv + op).reshape(G, 192)
+        parts[key + "_w"] = (w_in + w2).reshape(G, 192)
+    ffn_out = np.broadcast_to(out.reshape(3, 1, 16), (3, 4, 16)).ravel()  # [op7..op10 bits]
+    bad = np.broadcast_to(np.where(pair_ok, 0, REASON_BIT["experts"]).reshape(3, 1, 16),
+                          (3, 4, 16)).ravel()
+    if not model.is_moe:
+        c9, c10 = _grid(3, 4, 4, 4)[2:]
+        bad = bad | np.where((c9 == EXPERTS) | (c10 == EXPERTS), REASON_BIT["experts"], 0)
+    # layer boundary, last stage and send: by (FFN output layout, op7[, op2 | op11, op12])
+    lo, c7, c2 = _grid(6, 3, 3)
+    parts["between"] = piece_between(x, lo, NORM_OF[c7], NORM_OF[c2])    # [G, (lo*3+op7)*3+op2]
+    lo, c7, c11 = _grid(6, 3, 3)
+    fin = piece_final_norm(x, lo, NORM_OF[c7], c11).reshape(G, 18, 3, 1)
+    c11, c12 = _grid(3, 4)
+    head, ids, parts["tail_w"], _ = piece_lm_head(x, c11, c12)          # [G, op11*4 + op12]
+    head, ids = (a.reshape(G, 1, 3, 4) for a in (head, ids))
+    parts["last"] = (fin + head + ids).reshape(G, 216)                   # [G, (lo*3+op7)*12+..]
+    lo, c7 = _grid(6, 3)
+    parts["send"] = piece_send(x, lo, NORM_OF[c7])                       # [G, lo*3 + op7]
+    parts = {k: np.broadcast_to(v, (G, np.shape(v)[-1])) for k, v in parts.items()}
+    pad = (0, 64)                                  # op7 = 3 never occurs (a norm takes 0..2)
+    return Fused(parts, np.pad(ffn_out, pad), np.pad(bad, pad))
+
+
+def fused_walk(fz: Fused, g, code, model: ModelSpec):
+    """``walk`` by lookups in ``fz`` for coarse rows g [N] and packed choices ``code`` [N]: the
+    pieces ``stage_max`` and ``stage_memory`` take, and the reason bits of the choices."""
+    f, p = fz.flat, fz.path
+    base = g * fz.width
+    b = (code >> 10) & 4095                         # op2..op7
+    t = f[base + p["att1"][b]]                      # attention: additions in walk's order
+    for piece in ("scores", "context", "out_proj", "to_norm", "to_norm_res"):
+        t = t + f[base + p[piece][b]]
+    attn = t + f[base + p["norm"][b]]
+    layer_w = f[base + p["att1_w"][b]] + f[base + p["out_w"][b]] + f[base + p["norm_w"][b]] \
+        + f[base + p["kv"][b]]
+    b12 = code >> 20                                # op1, op2
+    first = f[base + fz.first[b12]]
+    kf = (code >> 4) & 255                          # op7..op10
+    bf = base + kf
+    o = fz.offset
+    ffn, ffn_w = f[bf + o["ffn"]], f[bf + o["ffn_w"]]
+    if "ffn_d" in o:
+        ffn_d, ffn_dw = f[bf + o["ffn_d"]], f[bf + o["ffn_d_w"]]
+    else:
+        ffn_d = ffn_dw = np.zeros(len(g))
+    between = f[base + fz.between[kf] + (b12 & 3)]
+    k1112 = code & 15                               # op11, op12
+    last = f[base + fz.last[kf] + k1112]
+    send = f[base + fz.send[kf]]
+    return (attn, between, ffn, ffn_d, first, last, send, layer_w, ffn_w, ffn_dw,
+            f[base + fz.emb_w[b12]], f[base + (o["tail_w"] + k1112)], fz.ffn_bad[kf])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -917,24 +1111,84 @@ def assemble(model, tab: Tables, g, w: Walk):
 CHUNK = 16384
 
 
-def _times(model, tables, g, choices):
-    w = walk(tables, g, choices, model)
-    slowest, memory = assemble(model, tables, g, w)
-    return slowest, memory, w.bad
+def _times(model, tables, fz, g, code):
+    """Slowest stage, fullest stage's memory and the choices' reason bits of strategies g, code."""
+    (attn, between, ffn, ffn_d, first, last, send,
+     layer_w, ffn_w, ffn_dw, emb_w, tail_w, bad) = fused_walk(fz, g, code, model)
+    lp, pp = tables.layers_per_stage[g], tables.pp[g]
+    slowest = stage_max(model, lp, pp, attn, between, ffn, ffn_d, first, last, send)
+    memory = stage_memory(model, lp, pp, layer_w, ffn_w, ffn_dw, emb_w, tail_w,
+                          tables.workspace_bytes[g])
+    return slowest, memory, bad
 
 
-def coarse_key(coarse):
-    """One int64 per coarse row (tp, ep, pp < 2^12, batch < 2^24): cheap to sort and compare."""
-    c = np.asarray(coarse, dtype=np.int64)
-    return (c[:, TP] << 48) | (c[:, EP] << 36) | (c[:, PP] << 24) | c[:, BATCH]
+def fused_tables(tables: Tables, model: ModelSpec) -> Fused:
+    """``fuse(tables)``, built on first use and kept with the tables."""
+    fz = tables.extra.get("fused")
+    if fz is None:
+        fz = tables.extra["fused"] = fuse(tables, model)
+    return fz
+
+
+KEY_BITS = (12, 12, 12, 24)      # tp, ep, pp, batch in one int64 key (exact when each fits)
+_KEY_WEIGHTS = np.array([1 << 48, 1 << 36, 1 << 24, 1] + [0] * N_OPS, dtype=np.int64)
+_CODE_WEIGHTS = np.array([0] * N_COARSE + [4 ** (N_OPS - 1 - i) for i in range(N_OPS)],
+                         dtype=np.int64)
+
+
+def coarse_key(strategies):
+    """One int64 per strategy from its coarse part (tp, ep, pp < 2^12, batch < 2^24; a row beyond
+    them is grouped by ``group_coarse``'s exact fallback): cheap to sort and compare."""
+    s = np.asarray(strategies, dtype=np.int64)
+    return s @ _KEY_WEIGHTS[:s.shape[1]]       # a matrix-vector product: one pass over the rows
+
+
+def pack(strategies) -> np.ndarray:
+    """The twelve choices of strategies [N, 16] as one integer each, 2 bits per op, op 1 highest:
+    the fused tables' indices are then bit fields of it (op7..op10 = (code >> 4) & 255)."""
+    return np.asarray(strategies, dtype=np.int64) @ _CODE_WEIGHTS
+
+
+def _keys_exact(coarse) -> bool:
+    """Whether ``coarse_key`` keeps every field of these rows (degrees >= 1 are assumed)."""
+    return bool(len(coarse) == 0 or (coarse[:, :3].max() < 1 << KEY_BITS[0]
+                                     and coarse[:, 3].max() < 1 << KEY_BITS[3]))
 
 
 def tables_for(model, topo, work, strategies):
     """Tables for the distinct coarse rows of strategies [N, 16], and each row's index into them."""
-    keys, first, inverse = np.unique(coarse_key(strategies[:, :N_COARSE]), return_index=True,
-                                     return_inverse=True)
-    coarse = strategies[first, :N_COARSE]
-    return build_tables(model, topo, work, coarse), inverse.ravel()
+    coarse, inverse = group_coarse(strategies)
+    return build_tables(model, topo, work, coarse), inverse
+
+
+def group_coarse(strategies):
+    """Distinct coarse rows [G, 4] of strategies [N, 16] in ascending (tp, ep, pp, batch) order,
+    and each strategy's index into them.
+
+    Without a sort: the fields of each row's key are ranked through tables over their ranges and
+    the ranks combine into one dense code per row (O(N); ``np.unique`` sorts, ~4x slower at 1 M)."""
+    s = np.asarray(strategies, dtype=np.int64)
+    coarse = s[:, :N_COARSE]
+    if len(s) < CHUNK or not _keys_exact(coarse):
+        _, first, inverse = np.unique(coarse, axis=0, return_index=True, return_inverse=True)
+        return coarse[first], inverse.ravel()
+    key = coarse_key(s)
+    code, sizes, values, shift = 0, [], [], 60
+    for bits in KEY_BITS:
+        shift -= bits
+        field = (key >> shift) & ((1 << bits) - 1)
+        seen = np.zeros(int(field.max()) + 1, dtype=bool)
+        seen[field] = True
+        values.append(np.flatnonzero(seen))
+        sizes.append(len(values[-1]))
+        code = code * sizes[-1] + (np.cumsum(seen) - 1)[field]
+    if np.prod(sizes, dtype=np.float64) > 1 << 26:     # sparse combinations: sort the keys
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        return coarse[first], inverse.ravel()
+    used = np.zeros(int(np.prod(sizes)), dtype=bool)     # at most N of them are true
+    used[code] = True
+    idx = np.unravel_index(np.flatnonzero(used), sizes)
+    return np.stack([v[k] for v, k in zip(values, idx)], axis=1), (np.cumsum(used) - 1)[code]
 
 
 class TableCache:
@@ -954,14 +1208,21 @@ class TableCache:
 
     def evaluate(self, strategies) -> Result:
         strategies = np.atleast_2d(np.asarray(strategies, dtype=np.int64))
-        keys = coarse_key(strategies[:, :N_COARSE])
+        if not _keys_exact(strategies[:, :N_COARSE]):   # degrees beyond the key: no cache
+            return evaluate(self.model, self.topo, self.work, strategies)
+        keys = coarse_key(strategies)
         uniq, first = np.unique(keys, return_index=True)
         new = ~np.isin(uniq, self.keys)
         if new.any():
             built = build_tables(self.model, self.topo, self.work,
                                  strategies[first[new], :N_COARSE])
             start = 0 if self.tables is None else len(self.tables.coarse)
-            self.tables = built if self.tables is None else _append(self.tables, built)
+            if self.tables is None:
+                self.tables = built
+            else:   # the fused pieces of the rows seen so far are kept and extended
+                fz = fused_tables(self.tables, self.model).append(fused_tables(built, self.model))
+                self.tables = _append(self.tables, built)
+                self.tables.extra["fused"] = fz
             keys_all = np.concatenate([self.keys, uniq[new]])
             rows_all = np.concatenate([self.rows, start + np.arange(int(new.sum()))])
             order = np.argsort(keys_all, kind="stable")
@@ -975,7 +1236,8 @@ def _append(a: Tables, b: Tables) -> Tables:
     """Tables of a's coarse rows followed by b's (without breakdown records)."""
     arrays = {f.name: np.concatenate([getattr(a, f.name), getattr(b, f.name)])
               for f in fields(Tables) if isinstance(getattr(a, f.name), np.ndarray)}
-    extra = {k: np.concatenate([a.extra[k], b.extra[k]]) for k in a.extra}
+    extra = {k: np.concatenate([a.extra[k], b.extra[k]]) for k in a.extra
+             if isinstance(a.extra[k], np.ndarray)}
     return Tables(intrinsic={}, extra=extra, **arrays)
 
 
@@ -991,21 +1253,47 @@ def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
     if tables is None:
         tables, coarse_index = tables_for(model, topo, work, strategies)
     g = np.asarray(coarse_index)
-    choices = strategies[:, N_COARSE:]
-    if len(g) > CHUNK and not return_walk:
-        # chunks that stay in cache are ~2x faster than one pass over a large N
-        parts = [_times(model, tables, g[i:i + CHUNK], choices[i:i + CHUNK])
-                 for i in range(0, len(g), CHUNK)]
-        slowest, memory, bad = (np.concatenate(x) for x in zip(*parts))
-        w = None
-    else:
-        w = walk(tables, g, choices, model, record=[] if return_walk else None)
+    if return_walk:
+        w = walk(tables, g, strategies[:, N_COARSE:], model, record=[])
         slowest, memory = assemble(model, tables, g, w)
-        bad = w.bad
-    c = tables.coarse[g]
-    pp = c[:, PP].astype(np.float64)
-    batch = c[:, BATCH].astype(np.float64)
-    gpus = (c[:, TP] * c[:, EP] * c[:, PP]).astype(np.float64)
+        fields_ = finish(topo, work, tables, g, slowest, memory, w.bad)
+        return Result(strategies, *fields_), w, tables
+    slowest, memory, bad = _stages(model, tables, g, strategies)
+    out = [np.empty(len(g), dtype=d) for d in (bool, np.int64) + (np.float64,) * 7]
+    for i in range(0, len(g), CHUNK):     # chunks that stay in cache
+        j = slice(i, i + CHUNK)
+        for o, v in zip(out, finish(topo, work, tables, g[j], slowest[j], memory[j], bad[j])):
+            o[j] = v
+    return Result(strategies, *out)
+
+
+def _stages(model, tables: Tables, g, strategies):
+    """Slowest stage, fullest stage's memory and the choices' reason bits, by the fused walk in
+    chunks. A large batch is walked in the order of its coarse rows, so that the tables of a row
+    stay in cache while its strategies are costed (about 2x faster over many coarse rows)."""
+    fz = fused_tables(tables, model)
+    n, G = len(g), len(tables.coarse)
+    code = pack(strategies)
+    order = None
+    if n > CHUNK and G > 1:
+        order = np.argsort(g.astype(np.uint16) if G <= 1 << 16 else g, kind="stable")
+        g = np.repeat(np.arange(G), np.bincount(g, minlength=G))
+        code = code[order]
+    out = [np.empty(n), np.empty(n), np.empty(n, dtype=np.int64)]
+    for i in range(0, n, CHUNK):
+        for o, v in zip(out, _times(model, tables, fz, g[i:i + CHUNK], code[i:i + CHUNK])):
+            o[i:i + CHUNK] = v
+    if order is not None:
+        for k, v in enumerate(out):
+            out[k] = np.empty_like(v)
+            out[k][order] = v
+    return out
+
+
+def finish(topo: TopologySpec, work: Workload, tables: Tables, g, slowest, memory, bad):
+    """Step time, throughput, SLO and memory checks from the slowest stage and the fullest
+    stage's memory: the Result fields after ``strategies``, in order."""
+    pp, batch, gpus = tables.pp[g], tables.batch[g], tables.gpus[g]
     reasons = tables.fixed_invalid[g] | bad
     if work.phase in ("decode", "mixed"):
         # pp micro-batches each pass every stage once, plus the engine's fixed time per step
@@ -1022,9 +1310,7 @@ def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
             reasons |= np.where(ttft > work.ttft_slo_ms * 1e-3, REASON_BIT["slo"], 0)
     usable = topo.hbm_bytes - topo.hbm_reserve_bytes
     reasons |= np.where(memory > usable, REASON_BIT["memory"], 0)
-    valid = reasons == 0
-    res = Result(strategies, valid, reasons, tokens / gpus, tokens, tpot, ttft, step, memory, gpus)
-    return (res, w, tables) if return_walk else res
+    return reasons == 0, reasons, tokens / gpus, tokens, tpot, ttft, step, memory, gpus
 
 
 # ----------------------------------------------------------------------------------------------

@@ -79,6 +79,7 @@ class _Exact:
         # an unmatched `experts` pair is invalid: a huge finite time (inf would give 0 * inf = nan
         # in stages that hold no MoE layer)
         ffn = np.where(ok, ffn, INVALID_S)
+        out = np.broadcast_to(out, ffn.shape)          # layouts follow from the choices alone
         if model.is_moe and model.ffn.dense_layers:
             ffn_d, ffn_dw, _, _ = piece_ffn(x, model, l7, c8, c9, c10, dense=True)
         else:
