@@ -9,12 +9,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .costmodel import Workload, breakdown, evaluate
+from .costmodel import breakdown, evaluate
 from .exact import search_exact
 from .problems import Problem
 from .search import search_ppo
 from .specs import ModelSpec, TopologySpec
 from .strategy import Space, megatron_row
+from .workload import Workload
 
 
 @dataclass

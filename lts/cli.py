@@ -21,7 +21,8 @@ import click
 
 from . import report
 from .bench import measure
-from .costmodel import PHASES, Workload, breakdown
+from .costmodel import breakdown
+from .workload import PHASES, Workload
 from .emit import ENGINES, launch as emit_launch
 from .engines import ENGINE_NAMES, ENGINES as PROFILES
 from .errors import LtsError, StrategyError

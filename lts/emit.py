@@ -52,12 +52,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .costmodel import Result, Workload
+from .costmodel import Result
 from .baselines import search_fixed
 from .problems import Problem
 from .specs import ModelSpec, TopologySpec, shipped_names
 from .strategy import (CHOICE_NAMES, DIM0, DIM1, EP, EXPERTS, MEGATRON, N_COARSE, NONE, OP_COL,
                        OP_DIMS, OPS, PP, TP, format_strategy)
+from .workload import Workload
 
 ENGINES = ("vllm", "sglang", "trtllm")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}

@@ -14,10 +14,11 @@ import time
 
 import numpy as np
 
-from .costmodel import (NORM_OF, Gather, piece_attn, piece_between, piece_ffn, piece_first,
-                        piece_last, piece_send, stage_max, stage_memory)
+from .costmodel import finish, stage_max, stage_memory
+from .layouts import NORM_OF
 from .problems import Problem, SearchResult, ServeProblem, Tracker
-from .strategy import BATCH, EP, PP, TP
+from .strategy import PP
+from .walk import Gather, piece_attn, piece_between, piece_ffn, piece_first, piece_last, piece_send
 
 
 INVALID_S = 1e30      # the time of an invalid option inside the exact search
@@ -135,26 +136,23 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
     p = problem
     ex = _Exact(p)
     tab = p.tables
-    work = p.work
-    coarse = tab.coarse.astype(np.float64)
-    gpus = coarse[:, TP] * coarse[:, EP] * coarse[:, PP]
-    pp = coarse[:, PP]
-    steps = pp if work.phase == "decode" else 2 * pp - 1
-    c0 = p.topo.step_overhead_s            # engine time per forward pass, added to each step
-    tokens = coarse[:, BATCH] * (1.0 if work.phase == "decode" else work.context)
-    slo = work.tpot_slo_ms * 1e-3 if work.phase == "decode" else (work.ttft_slo_ms * 1e-3 or np.inf)
+
+    def score(g, slowest, memory):
+        """Throughput per GPU where valid (memory, SLO), else -inf: ``costmodel.finish``."""
+        valid, _, per_gpu, *_ = finish(p.topo, p.work, tab, g, slowest, memory, 0)
+        return np.where(valid & np.isfinite(slowest), per_gpu, -np.inf)
+
     cand = np.flatnonzero(tab.fixed_invalid == 0)
     # phase 1: an upper bound on each coarse row's throughput (unconstrained minimum time) and a
     # lower bound on its memory
-    ub = np.full(len(coarse), -np.inf)
+    ub = np.full(len(tab.coarse), -np.inf)
     for i in range(0, len(cand), 256):
         g = cand[i:i + 256]
         lp, A, Aw, G, M = ex.block(g)
         t_min = (lp[:, None, None] * A.min(-1) + G.min(-1)).min((1, 2))
         t_min = np.where(t_min < INVALID_S, t_min, np.inf)
         m_min = (lp[:, None, None] * Aw.min(-1) + M.min(-1)).min((1, 2))
-        ok = (m_min <= p.usable) & (steps[g] * t_min + c0 <= slo) & np.isfinite(t_min)
-        ub[g] = np.where(ok, tokens[g] / ((steps[g] * t_min + c0) * gpus[g]), -np.inf)
+        ub[g] = score(g, t_min, m_min)
         if progress:
             progress(0)
     order = cand[np.argsort(-ub[cand], kind="stable")]
@@ -174,12 +172,12 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
         best = T.argmin(axis=1)
         t_best = T[np.arange(len(g)), best]
         visited += len(g)
+        scores = score(g, t_best, 0.0)        # memory was checked per strategy above
         for j, gj in enumerate(g):
-            if not np.isfinite(t_best[j]) or steps[gj] * t_best[j] + c0 > slo:
+            if not np.isfinite(scores[j]):
                 continue
             i2, i7, ia, irest = np.unravel_index(best[j], A.shape[1:3] + (A.shape[3], G.shape[3]))
-            score = tokens[gj] / ((steps[gj] * t_best[j] + c0) * gpus[gj])
-            found.append((score, ex.decode(gj, i2, i7, ia, irest)))
+            found.append((scores[j], ex.decode(gj, i2, i7, ia, irest)))
         if progress:
             progress(0)
     found.sort(key=lambda r: -r[0])

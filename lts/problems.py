@@ -18,10 +18,12 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from .costmodel import Result, Workload, build_tables, evaluate
+from .costmodel import Result, evaluate
+from .optables import build_tables
 from . import serve
 from .specs import ModelSpec, TopologySpec
 from .strategy import BATCH, EXPERTS, MEGATRON, N_COARSE, OP_COL, OPS, Space
+from .workload import Workload
 
 
 class Problem:

@@ -21,7 +21,9 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
                            TimeElapsedColumn)
 from rich.table import Table
 
-from .costmodel import REASONS, Result, Workload
+from .costmodel import Result
+from .optables import REASONS
+from .workload import Workload
 from .specs import ModelSpec, TopologySpec, param_counts
 from .strategy import OPS, format_strategy, strategy_dict
 from .units import GIB
@@ -55,10 +57,19 @@ def model_dict(m: ModelSpec) -> dict:
             "params_active": counts["params_active"]}
 
 
+def ops_us(ops: list) -> list:
+    """``costmodel.breakdown``'s ops (seconds) in display units: each ``*_s`` key becomes
+    ``*_us`` (microseconds), in place in the key order."""
+    def conv(d):
+        return {(k[:-2] + "_us" if k.endswith("_s") else k):
+                (v * 1e6 if k.endswith("_s") else v) for k, v in d.items()}
+    return [{**conv(op), "collectives": [conv(c) for c in op["collectives"]]} for op in ops]
+
+
 def estimate_dict(m: ModelSpec, res: Result, ops: list) -> dict:
     d = result_dict(res, 0)
     d["model"] = model_dict(m)
-    d["ops"] = ops
+    d["ops"] = ops_us(ops)
     return d
 
 
@@ -83,7 +94,7 @@ def serve_dict(m: ModelSpec, res, ops: list, isl: int, osl: int, engine=None) ->
              engine=engine.name if engine is not None else None,
              model=model_dict(m),
              step={"kind": "decode", "requests": n, "context": int(isl) + int(osl) // 2},
-             ops=ops)
+             ops=ops_us(ops))
     return d
 
 
@@ -126,6 +137,7 @@ def reasons_text(res: Result, i: int) -> str:
 # tables
 
 def _ops_table(console: Console, title: str, ops: list) -> None:
+    ops = ops_us(ops)
     table = Table(title=title,
                   caption="count: instances per step; collectives: kind group bytes µs (×count)",
                   box=box.SIMPLE_HEAD)
@@ -401,6 +413,7 @@ def why_dict(res: Result, ops: list, mres: Result, mops: list,
     (one step); ``megatron``: the result to report for Megatron's choices when the objective is
     not that step's (the serve phase), else ``mres``.
     """
+    ops, mops = ops_us(ops), ops_us(mops)
     a, b = _collectives(ops), _collectives(mops)
 
     def entry(key, n, t, **extra):

@@ -48,9 +48,11 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from .costmodel import REASON_BIT, REASONS, Result, TableCache, Workload, compose_step, evaluate
+from .costmodel import Result, TableCache, evaluate
+from .optables import REASON_BIT, REASONS
 from .engines import GENERIC, EngineProfile
 from .strategy import BATCH, EP, PP, TP
+from .workload import Workload, compose_step
 
 BATCHES = tuple(2 ** i for i in range(13))           # 1 .. 4096
 AT_CAPACITY = 0      # a batch column of 0: the concurrency the KV cache and the engine hold

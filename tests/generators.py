@@ -129,7 +129,7 @@ def topologies():
 
 @st.composite
 def workloads(draw):
-    from lts.costmodel import Workload
+    from lts.workload import Workload
     phase = draw(st.sampled_from(["decode", "prefill"]))
     return Workload(phase=phase, context=draw(st.sampled_from([1, 17, 512, 4096, 16384, 65536])),
                     tpot_slo_ms=draw(st.sampled_from([1.0, 50.0, 1e6])),

@@ -13,7 +13,9 @@ import pytest
 
 import reference as ref
 from generators import synthetic_dense, synthetic_mla, synthetic_moe
-from lts.costmodel import REASONS, Workload, breakdown, evaluate
+from lts.costmodel import breakdown, evaluate
+from lts.optables import REASONS
+from lts.workload import Workload
 from lts.specs import load_model, load_topology, shipped_names
 from lts.strategy import Space, format_strategy, megatron_row, parse_strategy
 
@@ -135,6 +137,24 @@ def test_large_batches_are_evaluated_in_chunks_identically():
                               equal_nan=True), f
 
 
+@pytest.mark.parametrize("phase", ["decode", "prefill", "mixed"])
+def test_fused_walk_is_bit_identical_to_the_op_walk(phase):
+    """evaluate()'s fused lookups (lts.walk.fuse) give the very floats of the per-op walk that
+    breakdown records, over more than CHUNK rows: coarse rows grouped without a sort, and the
+    batch walked in coarse-row order."""
+    from lts.costmodel import CHUNK, group_coarse
+    model, topo, work = synthetic_moe(), load_topology("h100_dgx"), WORKLOADS[phase]
+    space = Space.for_model(model, topo.gpus)
+    rows = space.decode(space.sample(np.random.default_rng(5), CHUNK + 3000))
+    fused = evaluate(model, topo, work, rows)
+    walked = evaluate(model, topo, work, rows, return_walk=True)[0]
+    for f in FIELDS + ("valid", "reasons"):
+        assert np.array_equal(getattr(fused, f), getattr(walked, f), equal_nan=True), f
+    coarse, index = group_coarse(rows)
+    _, first, inverse = np.unique(rows[:, :4], axis=0, return_index=True, return_inverse=True)
+    assert np.array_equal(coarse, rows[first, :4]) and np.array_equal(index, inverse.ravel())
+
+
 def test_no_shipped_models_is_not_an_error():
     if not shipped_names("models"):
         pytest.skip("no shipped model files yet: only the synthetic models are compared")
@@ -154,7 +174,7 @@ def _by_op(colls_ref, ops, with_bytes):
         for c in op["collectives"]:
             if c["kind"] != "send":
                 key = (op["name"], c["kind"], c["group"]) + ((round(c["bytes"]),) if with_bytes else ())
-                got[key] += c["time_us"] * 1e-6 * c["count"]
+                got[key] += c["time_s"] * c["count"]
     return ({k: v for k, v in want.items() if v > 0}, {k: v for k, v in got.items() if v > 0})
 
 

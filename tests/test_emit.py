@@ -11,7 +11,8 @@ from click.testing import CliRunner
 
 from lts import emit
 from lts.cli import cli
-from lts.costmodel import Workload, evaluate
+from lts.costmodel import evaluate
+from lts.workload import Workload
 from lts.report import render_emit, wrap_command
 from lts.search import Problem
 from lts.specs import load_model, load_topology

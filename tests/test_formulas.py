@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 from lts import collectives as coll
-from lts.costmodel import SLOT, Workload, build_tables, evaluate, roofline_time
+from lts.costmodel import evaluate
+from lts.layouts import SLOT
+from lts.optables import build_tables, roofline_time
+from lts.workload import Workload
 from lts.specs import load_model, load_topology
 from lts.strategy import megatron_row
 

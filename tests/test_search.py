@@ -7,7 +7,8 @@ import pytest
 
 from generators import synthetic_dense, synthetic_mla, synthetic_moe
 from lts import ppo
-from lts.costmodel import Workload, evaluate
+from lts.costmodel import evaluate
+from lts.workload import Workload
 from lts.search import SEARCHERS, Problem
 from lts.specs import load_topology
 from lts.strategy import Space, format_strategy

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from generators import synthetic_dense, synthetic_moe, with_link_factors
-from lts.costmodel import Workload, compose_step, evaluate
+from lts.costmodel import evaluate
+from lts.workload import Workload, compose_step
 from lts.engines import ENGINES, GENERIC, sglang_mem_fraction
 from lts.serve import BATCHES, decode_workload, serve
 from lts.specs import load_model, load_topology

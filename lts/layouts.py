@@ -1,0 +1,142 @@
+"""Layouts, modes and conversions: the vocabulary of sharding, with no costs (DESIGN.md §3).
+
+A *layout* says how an activation lies over the tp group: ``R`` replicated, ``T`` split on
+tokens (whole sequences), ``F`` split on features, ``P`` partial sums, and ``ER``/``ET`` the
+expert-local state between FFN1 and FFN2 under the ``experts`` choice. A *mode* of an op is
+(choice, input layout, output layout); a *conversion* is the collective that moves an activation
+from one layout to another. Every table here follows from the choices alone, so a strategy's
+path through the layouts is known before its coarse row is: ``walk`` uses that to fuse its
+lookups (``PATH`` and the ``*_OUT``/``NEXT_*`` tables).
+
+Imports: strategy (op names and choice codes).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .strategy import DIM0, DIM1, EXPERTS, NONE, OPS
+
+# layouts over the tp group
+R, T, F, P, ER, ET = 0, 1, 2, 3, 4, 5
+LAYOUT_NAMES = ("R", "T", "F", "P", "ER", "ET")
+N_LAYOUTS = len(LAYOUT_NAMES)
+
+
+# ----------------------------------------------------------------------------------------------
+# modes: (choice, input layout, output layout) per op kind. Row-parallel GEMMs need F and produce
+# P, column-parallel need R and produce F, `none` works on R or on its own tokens T (DESIGN.md §3).
+
+GEMM_MODES = ((DIM0, F, P), (DIM1, R, F), (NONE, R, R), (NONE, T, T))
+FFN1_MODES = GEMM_MODES + ((EXPERTS, R, ER), (EXPERTS, T, ET))
+FFN2_MODES = GEMM_MODES + ((EXPERTS, ER, P), (EXPERTS, ET, T))
+SCORES_MODES = ((DIM0, F, F), (DIM1, F, P), (NONE, R, R), (NONE, T, T))   # dim1: head_dim partial sums
+CONTEXT_MODES = ((DIM0, F, F), (DIM1, R, F), (NONE, R, R), (NONE, T, T))  # dim1: needs full probs
+NORM_MODES = ((DIM0, T, T), (DIM1, F, F), (NONE, R, R))
+EMBED_MODES = ((DIM0, R, P), (DIM1, R, F), (NONE, R, R))                  # input: token ids (R)
+MAX_MODES = 6
+# A mode's index is the same in every op kind: its choice, and for `none`/`experts` the layout it
+# works on. The op tables are filled by these names.
+MODE_DIM0, MODE_DIM1, MODE_NONE, MODE_NONE_T, MODE_EXPERTS, MODE_EXPERTS_T = range(MAX_MODES)
+
+# op slots: the 12 ops, then the FFN ops of the dense layers of a MoE model (DeepSeek's first 3)
+SLOTS = OPS + ("router_dense", "ffn1_dense", "ffn2_dense")
+SLOT = {name: i for i, name in enumerate(SLOTS)}
+SLOT_MODES = {
+    "embedding": EMBED_MODES, "attn_norm": NORM_MODES, "qkv": GEMM_MODES,
+    "scores": SCORES_MODES, "context": CONTEXT_MODES, "out_proj": GEMM_MODES,
+    "ffn_norm": NORM_MODES, "router": GEMM_MODES, "ffn1": FFN1_MODES, "ffn2": FFN2_MODES,
+    "final_norm": NORM_MODES, "lm_head": GEMM_MODES,
+    "router_dense": GEMM_MODES, "ffn1_dense": FFN1_MODES, "ffn2_dense": FFN2_MODES,
+}
+
+# activation points where conversions happen (bytes of the full activation per tp group)
+POINTS = ("hidden", "qkv", "scores", "context", "inter", "inter_dense", "router", "logits")
+PT = {name: i for i, name in enumerate(POINTS)}
+
+
+
+def conv_index(point, src, dst):
+    """Position of the conversion of activation ``point`` from layout src to dst within one coarse
+    row's conversion table [points, layouts, layouts]."""
+    return PT[point] * N_LAYOUTS * N_LAYOUTS + src * N_LAYOUTS + dst
+
+
+# the collective each conversion inserts (DESIGN.md §3 table); None = free (a local slice)
+CONVERSION = {
+    (T, R): "all-gather", (F, R): "all-gather", (T, F): "all-to-all", (F, T): "all-to-all",
+    (P, R): "all-reduce", (P, T): "reduce-scatter", (P, F): "reduce-scatter",
+}
+
+
+def _mode_lookup():
+    """[slot, choice, input layout] -> mode index (-1 where the choice never takes that input)."""
+    table = np.zeros((len(SLOTS), 4, MAX_MODES), dtype=np.int64)   # unreachable combos -> mode 0
+    for s, name in enumerate(SLOTS):
+        for m, (choice, lin, _) in enumerate(SLOT_MODES[name]):
+            table[s, choice, lin] = m
+    return table
+
+
+MODE_OF = _mode_lookup()
+# the layout a `none` (or `experts`) op works on: it keeps an incoming R or T and gathers anything
+# else to R. The pick depends on layouts only, never on costs, so more bandwidth cannot flip it
+# into a slower layout (DESIGN.md §7); the token split is reached through a norm on tokens
+# (choice 0), which reduce-scatters P into T.
+PICK = np.array([R, T, R, R, R, R])
+MODE_IN = np.full((len(SLOTS), MAX_MODES), -1, dtype=np.int64)
+MODE_OUT = np.full((len(SLOTS), MAX_MODES), -1, dtype=np.int64)
+for _s, _name in enumerate(SLOTS):
+    for _m, (_c, _lin, _lout) in enumerate(SLOT_MODES[_name]):
+        MODE_IN[_s, _m], MODE_OUT[_s, _m] = _lin, _lout
+
+
+def _fixed_inputs():
+    """[slot, choice] -> the input layout a dim-0/dim-1 choice needs (-1: chosen per strategy)."""
+    fixed = np.zeros((len(SLOTS), 4), dtype=np.int64)       # choices 2, 3: picked per strategy
+    for s, name in enumerate(SLOTS):
+        for choice, lin, _ in SLOT_MODES[name]:
+            if choice in (DIM0, DIM1):
+                fixed[s, choice] = lin
+    return fixed
+
+
+FIXED_IN = _fixed_inputs()
+NORM_OF = np.array([T, F, R])           # norm choice -> the layout of its activation and residual
+
+
+# ----------------------------------------------------------------------------------------------
+# a strategy's path through the layouts (no coarse row: the fused walk's lookup tables)
+
+def _step_lut(slot):
+    """[incoming layout, choice] -> (mode, output layout) of a step into ``slot``; flat [24]."""
+    s = SLOT[slot]
+    inc, ch = np.arange(6)[:, None], np.arange(4)[None, :]
+    lin = np.where(ch >= NONE, PICK[inc], FIXED_IN[s, ch])
+    mode = MODE_OF[s, ch, lin]
+    return mode.ravel(), MODE_OUT[s, mode].ravel()
+
+
+MODE_SC, NEXT_SC = _step_lut("scores")
+MODE_CTX, NEXT_CTX = _step_lut("context")
+_, NEXT_OP = _step_lut("out_proj")
+QKV_OUT = _step_lut("qkv")[1].reshape(6, 4)[NORM_OF].ravel()     # [op2*4 + op3] (op2's norm in)
+FFN1_OUT = _step_lut("ffn1")[1].reshape(6, 4)[NORM_OF]           # [op7, op9]
+
+
+def _path_fields():
+    """The layout path of the attention block as indices into the fused pieces, for every value
+    of the bit field op2..op7 of ``pack`` (12 bits; op2 and op7 = 3 never occur: their entries
+    point at entry 0). The layouts depend on the choices alone, so this holds no costs."""
+    b = np.arange(4096)
+    c2, c3, c4, c5, c6, c7 = ((b >> s) & 3 for s in (10, 8, 6, 4, 2, 0))
+    c2, c7 = np.minimum(c2, 2), np.minimum(c7, 2)
+    k23 = c2 * 4 + c3
+    q = QKV_OUT[k23] * 4 + c4                    # scores: incoming layout*4 + choice
+    k5 = NEXT_SC[q] * 4 + c5                     # context
+    k6 = NEXT_CTX[k5] * 4 + c6                   # out_proj
+    return dict(att1=k23, att1_w=k23, scores=q, context=k5, out_proj=k6, out_w=k6,
+                kv=MODE_SC[q] * 4 + MODE_CTX[k5], to_norm=NEXT_OP[k6] * 3 + c7,
+                to_norm_res=NORM_OF[c2] * 3 + c7, norm=c7, norm_w=c7)
+
+
+PATH = _path_fields()

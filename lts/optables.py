@@ -1,0 +1,496 @@
+"""Op tables: the roofline cost of every op in every mode, and of every layout conversion, for
+each distinct coarse row (tp, ep, pp, batch) at once (DESIGN.md §3).
+
+Roofline per op: time = max(FLOPs / (peak * eta_compute), HBM bytes / (HBM bw * eta_memory))
++ kernel overhead (Williams et al. 2009 roofline; overhead: a fixed launch cost per fused op).
+With ``roofline_exponent`` p set in the topology, the max becomes the smooth (c^p + m^p)^(1/p)
+(``roofline_time``; fitted to measured GEMMs near the ridge point). An op's own collectives (a
+hidden-split norm's all-reduce, MoE dispatch and combine) are costed with it; collectives are
+not overlapped with compute (PAPER.md §6 recommendation). Everything is a few NumPy expressions
+over [G] arrays, G = distinct coarse rows; times in seconds, sizes in bytes.
+
+Imports: collectives, layouts, specs, strategy, workload.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from . import collectives as coll
+from .layouts import (CONVERSION, F, FFN1_MODES, FFN2_MODES, MAX_MODES, MODE_DIM0, MODE_DIM1,
+                      MODE_EXPERTS, MODE_NONE, MODE_NONE_T, N_LAYOUTS, P, POINTS, PT, SLOT, SLOTS,
+                      T)
+from .specs import ModelSpec, TopologySpec, attention_params
+from .strategy import BATCH, EP, EXPERTS, PP, TP
+from .workload import Workload, compose_step
+
+# validity reasons (bit flags) and their messages
+REASONS = ("budget", "divisibility", "memory", "slo", "experts")
+REASON_BIT = {r: 1 << i for i, r in enumerate(REASONS)}
+
+
+def _frac(n, p):
+    """Share of a dimension of size n on the busiest of p ranks: ceil(n/p)/n."""
+    n = np.maximum(n, 1)    # an empty dimension (no dense layers, no shared expert) costs nothing
+    return np.ceil(n / p) / n
+
+
+# ----------------------------------------------------------------------------------------------
+# per coarse row: op costs per mode and conversion costs
+
+@dataclass
+class Tables:
+    """Costs for G distinct coarse rows. Arrays are [G, ...]; times in seconds, sizes in bytes."""
+    coarse: np.ndarray                 # [G, 4] tp, ep, pp, batch
+    compute_s: np.ndarray              # [G, slots, modes] FLOP-bound time of one op instance
+    memory_s: np.ndarray               # [G, slots, modes] HBM-bound time
+    time_s: np.ndarray                 # [G, slots, modes] roofline + kernel overhead
+    intrinsic_s: np.ndarray            # [G, slots, modes] collectives the op itself needs
+    intrinsic: dict                    # (slot, mode) -> list of (kind, group, bytes[G], time[G])
+    weight_bytes: np.ndarray           # [G, slots, modes] resident weights per GPU
+    kv_bytes: np.ndarray               # [G, slots, modes] resident KV cache per GPU per layer
+    conv_s: np.ndarray                 # [G, points, 6 from, 6 to] (zero diagonal; ER/ET free)
+    conv_bytes: np.ndarray             # [G, points] full activation bytes
+    final_s: np.ndarray                # [G, 4] logits layout -> sampled ids everywhere
+    send_s: np.ndarray                 # [G, 2] stage-to-stage send: [hidden split over tp, full]
+    send_bytes: np.ndarray             # [G, 2]
+    workspace_bytes: np.ndarray        # [G]
+    fixed_invalid: np.ndarray          # [G] reason bits that depend only on the coarse row
+    layers_per_stage: np.ndarray       # [G]
+    pp: np.ndarray                     # [G] float: pipeline stages
+    batch: np.ndarray                  # [G] float: sequences (decode, prefill) or requests (mixed)
+    gpus: np.ndarray                   # [G] float: tp * ep * pp
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.op_total_s = self.time_s + self.intrinsic_s   # [G, slots, modes]
+
+
+class _Shape:
+    """Model dimensions and workload sizes as arrays over G coarse rows."""
+
+    def __init__(self, model: ModelSpec, topo: TopologySpec, work: Workload, coarse):
+        self.m, self.topo, self.work = model, topo, work
+        coarse = np.asarray(coarse, dtype=np.int64)
+        self.p = coarse[:, TP].astype(np.float64)
+        self.ep = coarse[:, EP].astype(np.float64)
+        self.pp = coarse[:, PP].astype(np.float64)
+        self.batch = coarse[:, BATCH].astype(np.float64)
+        a, f = model.attention, model.ffn
+        prec = model.precision
+        self.wb, self.kvb, self.ab = prec.weight_bytes, prec.kv_bytes, prec.act_bytes
+        self.peak = topo.peak_for(prec.weights) * topo.compute_efficiency_for(prec.weights)
+        self.hbm = topo.hbm_bandwidth_bytes_s * topo.memory_efficiency
+        # GEMM weight reads at their own efficiency (fp8 kernels read weights slower than bf16):
+        # counted as wb * eta_memory / eta_weights effective bytes per weight element read
+        self.wbr = self.wb * topo.memory_efficiency / topo.weight_memory_efficiency_for(prec.weights)
+        self.overhead = topo.kernel_overhead_s
+        decode = work.phase in ("decode", "mixed")
+        seqs = self.batch
+        if work.phase == "mixed":
+            mix = compose_step(self.batch, work)
+            seqs = mix.decoders
+        # micro-batch: the batch runs as pp micro-batches; attention is data-parallel across the
+        # ep groups (each takes whole sequences); the busiest group sets the pace (ceil)
+        self.mb = np.ceil(seqs / self.pp)
+        self.seqs = np.ceil(self.mb / self.ep)                       # sequences per tp group
+        self.tps = 1.0 if decode else float(work.context)           # tokens per sequence per step
+        self.rows = self.seqs * self.tps                            # tokens per tp group
+        self.seqs_t = np.ceil(self.seqs / self.p)                   # sequences per rank under T
+        self.rows_t = self.seqs_t * self.tps
+        self.lm_rows = self.seqs                                    # one next token per sequence
+        self.mb_tokens = self.mb * self.tps                         # tokens of one micro-batch
+        ctx = float(work.context)
+        self.ctx = ctx
+        # average keys a query attends to: decode reads the whole context; causal prefill ~ half
+        self.ctx_attn = ctx if decode else (ctx + 1) / 2
+        self.score_rows = self.rows * self.ctx_attn                 # sum of keys over the queries
+        self.chunk = None
+        if work.phase == "mixed":
+            # the prefill chunk, spread over the micro-batches and ep groups like sequences: a
+            # prompt stays whole in one micro-batch of one ep group, so the busiest holds at
+            # least one prompt's share of the step (min(chunk, isl) tokens)
+            one = np.minimum(mix.chunk, float(work.isl))
+            ch_mb = np.maximum(mix.chunk / self.pp, one)             # busiest micro-batch
+            ch = np.maximum(ch_mb / self.ep, one)                    # its busiest ep group
+            self.chunk = ch
+            self.chunk_t = ch / self.p                               # per rank under T
+            self.chunk_keys = (work.isl + 1) / 2                     # causal: mean keys per query
+            # each chunk reads the cache of its prompt so far: (per_prompt + 1)/2 chunks on average
+            self.chunk_read = (mix.per_prompt + 1) / 2
+            self.rows = self.rows + ch
+            self.rows_t = self.rows_t + self.chunk_t
+            self.lm_rows = self.lm_rows + ch / work.isl              # prompts finishing per step
+            self.mb_tokens = self.mb_tokens + ch_mb
+            self.score_rows = self.score_rows + ch * self.chunk_keys
+        h = model.hidden
+        self.h = h
+        if a.kind == "mla":
+            # absorbed MLA (DeepSeek-V2 §2.1.2): scores over the latent + rope key, values from the
+            # latent; the cache holds one latent (kv_lora + rope) per token, not split by heads
+            self.qk_dim = a.kv_lora_rank + a.qk_rope_head_dim
+            self.v_dim = a.kv_lora_rank
+            self.k_tok = (a.kv_lora_rank + a.qk_rope_head_dim) * self.kvb
+            self.v_tok = a.kv_lora_rank * self.kvb
+            self.k_heads = 1.0                     # the latent is shared by all heads
+            qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+            self.qkv_out = a.heads * qk + a.kv_lora_rank + a.qk_rope_head_dim
+        else:
+            self.qk_dim = a.head_dim
+            self.v_dim = a.head_dim
+            self.k_tok = a.kv_heads * a.head_dim * self.kvb
+            self.v_tok = self.k_tok
+            self.k_heads = float(a.kv_heads)
+            self.qkv_out = (a.heads + 2 * a.kv_heads) * a.head_dim
+        self.ctx_out = a.heads * a.v_dim
+        self.experts = float(f.experts)
+        self.top_k = float(f.top_k)
+
+
+def _roofline(s: _Shape, flops, nbytes):
+    compute = flops / s.peak
+    memory = nbytes / s.hbm
+    return compute, memory
+
+
+def roofline_time(compute, memory, p: float):
+    """Time of a kernel with compute and memory times: max(c, m) (p = 0), or the smooth roofline
+    (c^p + m^p)^(1/p): near the ridge a real kernel cannot overlap its loads and its math
+    perfectly (microbenchmarks.csv GEMM n=k=8192: at m=256-1024 the hard max is 5-25% fast; p=3
+    fits bf16 and fp8 m=1..4096 to 0.048 rms log2 against 0.088 for the max; topology files)."""
+    hi = np.maximum(compute, memory)
+    if not p:
+        return hi
+    lo = np.minimum(compute, memory)
+    ratio = np.divide(lo, hi, out=np.zeros_like(hi), where=hi > 0)
+    return hi * (1.0 + ratio ** p) ** (1.0 / p)        # = (c^p + m^p)^(1/p), without overflow
+
+
+def _gemm(s, rows, k, n, w_total=None, k_frac=1.0, n_frac=1.0):
+    """FLOPs, HBM bytes, resident weight bytes of rows x [k, n] with shares k_frac, n_frac.
+
+    ``w_total`` overrides k*n*k_frac*n_frac as the per-rank weight element count (GQA/MLA).
+    """
+    w = k * n * k_frac * n_frac if w_total is None else w_total
+    flops = 2.0 * rows * w                                     # one multiply-add per weight per row
+    nbytes = w * s.wbr + rows * (k * k_frac + n * n_frac) * s.ab   # weights + activations in/out
+    return flops, nbytes, w * s.wb
+
+
+class _Builder:
+    """Fills the [G, slots, modes] tables."""
+
+    def __init__(self, s: _Shape):
+        self.s = s
+        G = len(s.p)
+        shape = (G, len(SLOTS), MAX_MODES)
+        self.compute = np.zeros(shape)
+        self.memory = np.zeros(shape)
+        self.time = np.full(shape, np.inf)
+        self.intr = np.zeros(shape)
+        self.intrinsic = {}
+        self.weights = np.zeros(shape)
+        self.kv = np.zeros(shape)
+
+    def put(self, slot, mode, flops, nbytes, weights=0.0, kv=0.0, colls=(), launch=True):
+        s = self.s
+        sl = SLOT[slot]
+        c, m = _roofline(s, np.broadcast_to(flops, s.p.shape), np.broadcast_to(nbytes, s.p.shape))
+        self.compute[:, sl, mode] = c
+        self.memory[:, sl, mode] = m
+        self.time[:, sl, mode] = roofline_time(c, m, s.topo.roofline_exponent) + \
+            (s.overhead if launch else 0.0)
+        self.weights[:, sl, mode] = weights
+        self.kv[:, sl, mode] = kv
+        total = np.zeros_like(s.p)
+        recs = []
+        for kind, group, nb in colls:
+            t = self._coll(kind, group, nb)
+            total = total + t
+            recs.append((kind, group, np.broadcast_to(nb, s.p.shape).astype(np.float64), t))
+        self.intr[:, sl, mode] = total
+        self.intrinsic[(sl, mode)] = recs
+
+    def _coll(self, kind, group, nbytes):
+        s = self.s
+        p, stride = {"tp": (s.p, 1.0), "ep": (s.ep, s.p), "pp": (s.pp, s.p * s.ep)}[group]
+        return np.broadcast_to(coll.COST[kind](s.topo.engine_links, nbytes, p, stride), s.p.shape)
+
+
+def _fill_embedding(b: _Builder):
+    s = b.s
+    v, h = s.m.vocab, s.h
+    lookup = s.rows * h * (s.wb + s.ab)        # read one table row and write it, per token
+    b.put("embedding", MODE_DIM0, 0.0, s.rows * h * s.wb / s.p + s.rows * h * s.ab,
+          v * h * _frac(v, s.p) * s.wb)        # vocab-parallel: each rank looks up its own ids
+    b.put("embedding", MODE_DIM1, 0.0, lookup * _frac(h, s.p), v * h * _frac(h, s.p) * s.wb)
+    b.put("embedding", MODE_NONE, 0.0, lookup, v * h * s.wb)
+
+
+def _fill_norm(b: _Builder, slot):
+    s = b.s
+    h, rows, rows_t = s.h, s.rows, s.rows_t
+    # RMSNorm + residual add: read x and residual, write the sum and the normed output
+    b.put(slot, MODE_DIM0, 8.0 * rows_t * h, 4.0 * rows_t * h * s.ab, h * s.wb)
+    # hidden-split norm: the sum of squares of each token is all-reduced over tp (4 bytes each)
+    b.put(slot, MODE_DIM1, 8.0 * rows * h * _frac(h, s.p), 4.0 * rows * h * _frac(h, s.p) * s.ab,
+          h * _frac(h, s.p) * s.wb, colls=[("all-reduce", "tp", rows * 4.0)])
+    b.put(slot, MODE_NONE, 8.0 * rows * h, 4.0 * rows * h * s.ab, h * s.wb)
+
+
+def _fill_gemm(b: _Builder, slot, k, n, col_weights=None, col_out=None, rows=None, rows_t=None,
+               dim0_frac=None):
+    """A dense GEMM op in its four modes (row, column, none-R, none-T)."""
+    s = b.s
+    rows = s.rows if rows is None else rows
+    rows_t = s.rows_t if rows_t is None else rows_t
+    fk = _frac(k, s.p) if dim0_frac is None else dim0_frac
+    fl, by, w = _gemm(s, rows, k, n, k_frac=fk)
+    b.put(slot, MODE_DIM0, fl, by, w)
+    if col_weights is None:
+        fl, by, w = _gemm(s, rows, k, n, n_frac=_frac(n, s.p))
+    else:   # column split with replicated parts (GQA KV heads beyond kv_heads, MLA down-projections)
+        w = col_weights
+        fl = 2.0 * rows * w
+        by = w * s.wbr + rows * (k + col_out) * s.ab
+        w = w * s.wb
+    b.put(slot, MODE_DIM1, fl, by, w)
+    for mode, r in ((MODE_NONE, rows), (MODE_NONE_T, rows_t)):
+        fl, by, w = _gemm(s, r, k, n)
+        b.put(slot, mode, fl, by, w)
+
+
+def _fill_attention(b: _Builder):
+    s = b.s
+    m, a = s.m, s.m.attention
+    heads = float(a.heads)
+    # --- QKV projection
+    qkv_w = attention_params(m)["qkv"]
+    if a.kind == "mla":
+        # column split over heads: q_b and kv_b split by heads; q_a, kv_a replicated (vLLM MLA)
+        qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+        down = s.h * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
+        up = qkv_w - down
+        col_w = down + up * _frac(heads, s.p)
+        col_out = (heads * qk) * _frac(heads, s.p) + a.kv_lora_rank + a.qk_rope_head_dim
+    else:
+        q_w = s.h * a.heads * a.head_dim
+        col_w = q_w * _frac(heads, s.p) + (qkv_w - q_w) * _frac(a.kv_heads, s.p)
+        col_out = a.heads * a.head_dim * _frac(heads, s.p) \
+            + 2 * a.kv_heads * a.head_dim * _frac(a.kv_heads, s.p)
+    _fill_gemm(b, "qkv", s.h, qkv_w / s.h, col_weights=col_w, col_out=col_out)
+
+    # --- scores Q.K^T (reads the K cache) and context P.V (reads the V cache)
+    def attn(slot, dim, cache_tok, modes):
+        per_seq_flops = 2.0 * heads * dim * s.ctx_attn * s.tps
+        per_seq_read = s.ctx * cache_tok                       # the cache read once per step
+        per_seq_io = s.tps * heads * dim * s.ab * 2            # query in, result out
+        for mode, (seqs, ffl, fcache) in modes.items():
+            fl = seqs * per_seq_flops * ffl
+            by = seqs * (per_seq_read * fcache + per_seq_io * ffl)
+            if s.chunk is not None:   # mixed step: the prefill chunk's queries and cache reads
+                ch = s.chunk_t if mode == MODE_NONE_T else s.chunk
+                fl = fl + ch * 2.0 * heads * dim * s.chunk_keys * ffl
+                by = by + ch * (s.chunk_read * cache_tok * fcache + heads * dim * s.ab * 2 * ffl)
+            # every stage holds the cache of all pp micro-batches in flight, not only one
+            kv = s.pp * seqs * s.ctx * cache_tok * fcache
+            b.put(slot, mode, fl, by, 0.0, kv)
+
+    kh = s.k_heads
+    fdim_k = _frac(s.qk_dim, s.p) if a.kind == "mla" else _frac(a.head_dim, s.p)
+    # per mode: (sequences, share of the FLOPs, share of the cache) on the busiest rank
+    attn("scores", s.qk_dim, s.k_tok, {
+        MODE_DIM0: (s.seqs, _frac(heads, s.p), _frac(kh, s.p) if kh > 1 else 1.0),   # heads
+        MODE_DIM1: (s.seqs, _frac(s.qk_dim, s.p), fdim_k),                           # head dim
+        MODE_NONE: (s.seqs, 1.0, 1.0),
+        MODE_NONE_T: (s.seqs_t, 1.0, 1.0)})
+    fdim_v = _frac(s.v_dim, s.p)
+    attn("context", s.v_dim, s.v_tok, {
+        MODE_DIM0: (s.seqs, _frac(heads, s.p), _frac(kh, s.p) if kh > 1 else 1.0),
+        MODE_DIM1: (s.seqs, fdim_v, fdim_v),
+        MODE_NONE: (s.seqs, 1.0, 1.0),
+        MODE_NONE_T: (s.seqs_t, 1.0, 1.0)})
+    # --- output projection [heads*v_dim, hidden]: row split by heads
+    _fill_gemm(b, "out_proj", s.ctx_out, s.h, dim0_frac=_frac(heads, s.p))
+
+
+def _fill_empty(b: _Builder, slot, modes):
+    """An op the model does not have: no time, no launch."""
+    for mode in range(modes):
+        b.put(slot, mode, 0.0, 0.0, launch=False)
+
+
+def dispatch_bytes(s: _Shape, split):
+    """Bytes one rank sends in a MoE dispatch (or combine) all-to-all: every routed copy of a
+    token's hidden state (tokens x top_k x hidden), a 1/tp share when the tokens are split over
+    the tp group; nothing without expert parallelism."""
+    return s.rows * s.top_k * s.h * s.ab / (s.p if split else 1.0) * (s.ep > 1)
+
+
+def _active(s, experts_rank, tokens):
+    """Expected experts (of ``experts_rank``) that receive at least one of ``tokens`` tokens."""
+    return experts_rank * (1.0 - (1.0 - s.top_k / s.experts) ** tokens)
+
+
+def _fill_ffn(b: _Builder, moe: bool):
+    """FFN1/FFN2 (and the router) of one layer type in their six modes each."""
+    s, f = b.s, b.s.m.ffn
+    h = s.h
+    sfx = "" if moe else "_dense"
+    if not moe and not s.m.is_moe:
+        sfx = ""
+    up_mats = f.n_mats - 1
+    rows, rows_t = s.rows, s.rows_t
+    if moe:
+        inter, k = float(f.expert_intermediate), s.top_k
+        e_loc = s.experts / s.ep                          # experts on each ep rank
+        pairs = rows * k                                  # (token, expert) pairs per tp group
+        shared = float(f.shared_intermediate)
+        # router [hidden, experts] before FFN1
+        _fill_gemm(b, "router", h, s.experts)
+    else:
+        inter, k, e_loc, pairs, shared = float(f.intermediate), 1.0, 1.0, rows, 0.0
+        if s.m.is_moe:
+            _fill_empty(b, "router_dense", 4)               # dense layers of a MoE: no router
+        else:
+            _fill_empty(b, "router", 4)
+    tokens = s.mb_tokens                                   # tokens routed per micro-batch step
+    e_rank_x = np.ceil(e_loc / s.p)                        # experts per rank under `experts`
+
+    def expert_part(which, mode):
+        """FLOPs, bytes, weights of the routed part on the busiest rank."""
+        mats = up_mats if which == 1 else 1
+        w_exp = h * inter * mats                           # one expert's weights in this op
+        if mode in (MODE_DIM0, MODE_DIM1):    # FFN1 row / FFN2 column split hidden, else inter
+            fr = _frac(h, s.p) if (mode == MODE_DIM0) == (which == 1) else _frac(inter, s.p)
+            npairs, ex, toks = pairs, e_loc, tokens
+        elif mode == MODE_NONE:
+            fr, npairs, ex, toks = 1.0, pairs, e_loc, tokens
+        elif mode == MODE_NONE_T:   # none on T: each rank its own whole sequences (every ep group)
+            fr, npairs, ex, toks = 1.0, rows_t * k, e_loc, rows_t * s.ep
+        elif moe:   # experts: whole experts per rank, tokens of those experts only
+            fr, npairs, ex, toks = 1.0, pairs * e_rank_x / e_loc, e_rank_x, tokens
+        else:   # `experts` on a dense FFN: replicated weights, each rank a share of whole sequences
+            fr, npairs, ex, toks = 1.0, rows_t, 1.0, rows_t * s.ep
+        if moe:
+            act = _active(s, ex, toks)                      # weights of idle experts are not read
+        else:
+            act = 1.0
+        flops = 2.0 * npairs * w_exp * fr
+        in_w = h if which == 1 else inter
+        out_w = inter * up_mats if which == 1 else h
+        fin = fr if mode == MODE_DIM0 else 1.0        # row split: the input is split
+        fout = fr if mode == MODE_DIM1 else 1.0       # column split: the output is split
+        nbytes = act * w_exp * fr * s.wbr + npairs * (in_w * fin + out_w * fout) * s.ab
+        return flops, nbytes, ex * w_exp * fr * s.wb
+
+    def shared_part(which, mode):
+        if shared == 0:
+            return 0.0, 0.0, 0.0
+        mats = up_mats if which == 1 else 1
+        w = h * shared * mats
+        if mode in (MODE_DIM0, MODE_DIM1):
+            fr = _frac(h, s.p) if (mode == MODE_DIM0) == (which == 1) else _frac(shared, s.p)
+            r = rows
+        elif mode in (MODE_NONE, MODE_EXPERTS):   # experts: the shared expert replicated, tokens split
+            fr, r = 1.0, rows if mode == MODE_NONE else rows / s.p
+        else:
+            fr, r = 1.0, rows_t
+        return 2.0 * r * w * fr, w * fr * s.wbr + r * h * 2 * s.ab, w * fr * s.wb
+
+    for which, slot, modes in ((1, "ffn1" + sfx, FFN1_MODES), (2, "ffn2" + sfx, FFN2_MODES)):
+        for mode, (choice, lin, lout) in enumerate(modes):
+            fl, by, w = expert_part(which, mode)
+            fl2, by2, w2 = shared_part(which, mode)
+            colls = []
+            if moe and s.ep.max() > 1:
+                # dispatch (before FFN1) and combine (after FFN2): each routed copy goes to its
+                # expert's ep rank and back (all-to-all over ep); ranks holding a split (T, F) of
+                # the tokens or an expert subset send only their share
+                split = (lin if which == 1 else lout) in (T, F) or choice == EXPERTS
+                colls.append(("all-to-all", "ep", dispatch_bytes(s, split)))
+            if choice == EXPERTS and (lin == T or lout == T):
+                # tokens held per rank (T) travel to the rank holding their expert and back
+                colls.append(("all-to-all", "tp", rows_t * k * h * s.ab))
+            b.put(slot, mode, fl + fl2, by + by2, w + w2, colls=colls)
+
+
+def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -> Tables:
+    """Cost every op in every mode and every layout conversion for each coarse row."""
+    s = _Shape(model, topo, work, coarse)
+    b = _Builder(s)
+    _fill_embedding(b)
+    _fill_norm(b, "attn_norm")
+    _fill_norm(b, "ffn_norm")
+    _fill_norm(b, "final_norm")
+    _fill_attention(b)
+    _fill_ffn(b, moe=model.is_moe)
+    if model.is_moe:
+        _fill_ffn(b, moe=False)   # the dense layers
+    else:
+        for slot in ("router_dense", "ffn1_dense", "ffn2_dense"):
+            _fill_empty(b, slot, MAX_MODES)
+    _fill_gemm(b, "lm_head", s.h, model.vocab, rows=s.lm_rows, rows_t=np.ceil(s.lm_rows / s.p))
+
+    # ---- conversions between layouts, per activation point
+    f = model.ffn
+    inter_moe = (s.rows * s.top_k * f.expert_intermediate * (f.n_mats - 1 > 0)
+                 + s.rows * f.shared_intermediate) if model.is_moe else s.rows * f.intermediate
+    full = {  # elements of the whole activation held by one tp group
+        "hidden": s.rows * s.h, "qkv": s.rows * s.qkv_out,
+        "scores": s.score_rows * model.attention.heads, "context": s.rows * s.ctx_out,
+        "inter": inter_moe, "inter_dense": s.rows * f.intermediate,
+        "router": s.rows * s.experts, "logits": s.lm_rows * model.vocab,
+    }
+    G = len(s.p)
+    conv = np.zeros((G, len(POINTS), N_LAYOUTS, N_LAYOUTS))
+    conv_bytes = np.zeros((G, len(POINTS)))
+    for name, elems in full.items():
+        nb = np.broadcast_to(elems * s.ab, s.p.shape)
+        conv_bytes[:, PT[name]] = nb
+        for (src, dst), kind in CONVERSION.items():
+            # all-to-all moves each rank's share (S/p); the others work on the whole tensor S
+            size = nb / s.p if kind == "all-to-all" else nb
+            conv[:, PT[name], src, dst] = coll.COST[kind](topo.engine_links, size, s.p, 1.0)
+    # after the LM head every rank needs the sampled ids: R has them; T samples its own tokens and
+    # all-gathers the ids (4 bytes each); F (vocab split) gathers the logits, P all-reduces them
+    logits = conv_bytes[:, PT["logits"]]
+    final = np.zeros((G, 4))
+    ids_bytes = s.lm_rows * 4.0
+    final[:, T] = coll.all_gather(topo.engine_links, ids_bytes, s.p, 1.0)
+    final[:, F] = coll.all_gather(topo.engine_links, logits, s.p, 1.0)
+    final[:, P] = coll.all_reduce(topo.engine_links, logits, s.p, 1.0)
+    # stage-to-stage: the activation and the residual of the micro-batch (split over tp if the
+    # layout is T or F, else whole on each rank)
+    hid = conv_bytes[:, PT["hidden"]]
+    send_bytes = np.stack([hid / s.p, hid], axis=1)
+    send = np.stack([coll.send(topo.engine_links, send_bytes[:, i], s.pp, s.p * s.ep) for i in range(2)], 1)
+    # workspace: activations of one layer in flight (hidden, qkv, context, FFN intermediate,
+    # logits), double-buffered
+    inter_w = (s.top_k * f.expert_intermediate + f.shared_intermediate) if model.is_moe \
+        else f.intermediate
+    workspace = 2.0 * s.ab * (s.rows * (3 * s.h + s.qkv_out + s.ctx_out + inter_w * (f.n_mats - 1))
+                              + s.lm_rows * model.vocab)
+    # coarse-only validity
+    budget = work.budget(topo)
+    bad = np.zeros(G, dtype=np.int64)
+    bad |= np.where(s.p * s.ep * s.pp > budget, REASON_BIT["budget"], 0)
+    bad |= np.where(model.layers % s.pp.astype(np.int64) != 0, REASON_BIT["divisibility"], 0)
+    if model.is_moe:
+        bad |= np.where(f.experts % s.ep.astype(np.int64) != 0, REASON_BIT["divisibility"], 0)
+    else:
+        bad |= np.where(s.ep > 1, REASON_BIT["experts"], 0)
+    return Tables(np.asarray(coarse), b.compute, b.memory, b.time, b.intr, b.intrinsic,
+                  b.weights, b.kv, conv, conv_bytes, final, send, send_bytes, workspace,
+                  bad, np.floor(model.layers / s.pp), s.pp, s.batch, s.p * s.ep * s.pp,
+                  extra={"ids_bytes": ids_bytes})
+
+
+def append_tables(a: Tables, b: Tables) -> Tables:
+    """Tables of a's coarse rows followed by b's (without breakdown records)."""
+    arrays = {f.name: np.concatenate([getattr(a, f.name), getattr(b, f.name)])
+              for f in fields(Tables) if isinstance(getattr(a, f.name), np.ndarray)}
+    extra = {k: np.concatenate([a.extra[k], b.extra[k]]) for k in a.extra
+             if isinstance(a.extra[k], np.ndarray)}
+    return Tables(intrinsic={}, extra=extra, **arrays)

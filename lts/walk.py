@@ -1,0 +1,370 @@
+"""The walk: a strategy's ops in order, each op's mode following from its choice and the
+incoming layout, the conversion inserted in front of it, and op, conversion and collective times
+looked up in the op tables (DESIGN.md §3).
+
+The walk is written once, as *pieces* (``piece_*``: the embedding into the first norm, one
+attention block, one FFN block, a layer boundary, the last stage's tail, the stage-to-stage
+send), each a function of the choices it depends on. Three callers use the same pieces:
+``walk`` over N strategies (with a record of every conversion, for ``breakdown``), ``fuse``
+over grids of choices (a table per coarse row, walked by ``fused_walk`` with a few lookups per
+strategy: ``evaluate``'s hot path, bit-identical to ``walk``), and the exact solver over
+factorized grids. In the pieces, ``cN`` is the choice of op N (``strategy.OPS``, 1-based as in
+the paper) and ``lN`` the layout a norm's choice fixes (``NORM_OF``).
+
+Imports: layouts, optables, specs (types), strategy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .layouts import (ER, F, FFN1_OUT, FIXED_IN, MAX_MODES, MODE_OF, MODE_OUT, N_LAYOUTS, NORM_OF,
+                      PATH, PICK, POINTS, R, SLOT, SLOTS, T, conv_index)
+from .optables import REASON_BIT, Tables
+from .specs import ModelSpec
+from .strategy import EXPERTS, NONE, OPS
+
+class Gather:
+    """Table lookups for coarse indices ``g`` that broadcast against choice/layout arrays.
+
+    The pieces below take choices and layouts of any broadcastable shape: ``walk`` calls them
+    with [N] arrays (one per strategy), the exact search with factorized grids ([G, 1] coarse
+    rows against [1, K] choice combinations). Both therefore cost a strategy identically.
+    """
+
+    def __init__(self, tab: Tables, g, record: list | None = None):
+        self.tab, self.g, self.record = tab, np.asarray(g), record
+        self.scope = "first"     # where a conversion sits: first/layer/ffn/ffn_dense/between/last
+        self.modes = {}
+        self.op_s = {}
+        self._conv = tab.conv_s.reshape(-1)
+        self._g_conv = self.g * (len(POINTS) * N_LAYOUTS * N_LAYOUTS)
+        self._op = tab.op_total_s.reshape(-1)
+        self._w = tab.weight_bytes.reshape(-1)
+        self._kv = tab.kv_bytes.reshape(-1)
+        self._g_op = self.g * (len(SLOTS) * MAX_MODES)
+
+    def conv(self, feeds, point, src, dst):
+        """Time of converting activation `point` from layout src to dst (0 if equal)."""
+        t = self._conv[self._g_conv + conv_index(point, src, dst)]
+        if self.record is not None:
+            self.record.append((feeds, point, src, dst, t, self.scope))
+        return t
+
+    def op(self, slot, mode):
+        t = self._op[self._g_op + SLOT[slot] * MAX_MODES + mode]
+        self.op_s[slot], self.modes[slot] = t, mode
+        return t
+
+    def weight(self, slot, mode):
+        return self._w[self._g_op + SLOT[slot] * MAX_MODES + mode]
+
+    def kv(self, slot, mode):
+        return self._kv[self._g_op + SLOT[slot] * MAX_MODES + mode]
+
+    def pick(self, point, incoming):
+        """The layout a `none`/`experts` op works on: an incoming R or T stays, P or F go to R."""
+        return PICK[incoming]
+
+    def step(self, slot, choice, incoming, point):
+        """Insert the conversion into `slot` and run it: (time, output layout, input layout)."""
+        s = SLOT[slot]
+        lin = np.where(choice >= NONE, self.pick(point, incoming), FIXED_IN[s, choice])
+        mode = MODE_OF[s, choice, lin]
+        t = self.conv(slot, point, incoming, lin) + self.op(slot, mode)
+        return t, MODE_OUT[s, mode], lin
+
+
+def piece_first(x: Gather, c1, l2):
+    """Embedding (token ids are on every rank) into the first attn_norm: (time, weights)."""
+    x.scope = "first"
+    t = x.op("embedding", c1) + x.conv("attn_norm", "hidden", MODE_OUT[SLOT["embedding"], c1], l2)
+    return t, x.weight("embedding", c1)
+
+
+def piece_attn(x: Gather, model, c2, c3, c4, c5, c6, c7):
+    """One layer from attn_norm through ffn_norm: (time, weights + KV cache per GPU, out layout)."""
+    x.scope = "layer"
+    l2, l7 = NORM_OF[c2], NORM_OF[c7]
+    t = x.op("attn_norm", c2)
+    cur = l2
+    for slot, point, c in (("qkv", "hidden", c3), ("scores", "qkv", c4), ("context", "scores", c5),
+                           ("out_proj", "context", c6)):
+        dt, cur, _ = x.step(slot, c, cur, point)
+        t = t + dt
+    # the block's output and the residual both move into the layout of ffn_norm
+    t = t + x.conv("ffn_norm", "hidden", cur, l7) + x.conv("ffn_norm", "hidden", l2, l7) \
+        + x.op("ffn_norm", c7)
+    m = x.modes
+    w = (x.weight("attn_norm", c2) + x.weight("qkv", m["qkv"]) + x.weight("out_proj", m["out_proj"])
+         + x.weight("ffn_norm", c7) + _kv_cache(model, x, m["scores"], m["context"]))
+    return t, w, cur
+
+
+def _kv_cache(model, x: Gather, mode4, mode5):
+    """Resident KV cache per GPU per layer: K as the scores op splits it, V as the context op does.
+
+    MLA keeps one latent for keys and values: when the context op splits it the same way as the
+    scores op, the scores op's copy serves both."""
+    k, v = x.kv("scores", mode4), x.kv("context", mode5)
+    if model.attention.kind != "mla":
+        return k + v
+    # storage key of a split: heads and R both keep whole latents of all sequences (the latent is
+    # not split by heads), dim splits the latent, T keeps whole latents of each rank's sequences
+    key = np.array([0, 1, 0, 2])
+    return k + np.where(key[mode4] == key[mode5], 0.0, v)
+
+
+def piece_ffn(x: Gather, model, l7, c8, c9, c10, dense: bool = False):
+    """One FFN block (router side branch, FFN1, FFN2): (time, weights, out layout, pair ok)."""
+    t, w, out1 = piece_ffn_in(x, model, l7, c8, c9, dense)
+    conv, op, w2, out, pair_ok = piece_ffn_out(x, out1, c9, c10, dense)
+    return t + conv + op, w + w2, out, pair_ok
+
+
+def piece_ffn_in(x: Gather, model, l7, c8, c9, dense: bool = False):
+    """FFN1 and, for a MoE layer, the router beside it: (time, weights, FFN1's output layout)."""
+    sfx = "_dense" if dense else ""
+    x.scope = "ffn_dense" if dense else "ffn"
+    t1, out1, lin1 = x.step("ffn1" + sfx, c9, l7, "hidden")
+    t = t1
+    w = x.weight("ffn1" + sfx, x.modes["ffn1" + sfx])
+    if model.is_moe and not dense:
+        tr, outr, _ = x.step("router", c8, l7, "hidden")
+        # the routing decision must be where the tokens are: every rank, or each rank's own (T)
+        t = t + tr + x.conv("router", "router", outr, np.where(lin1 == T, T, R))
+        w = w + x.weight("router", x.modes["router"])
+    return t, w, out1
+
+
+def piece_ffn_out(x: Gather, out1, c9, c10, dense: bool = False):
+    """FFN2 after FFN1's output layout out1: (conversion time, op time, weights, out layout,
+    whether the pair of choices is allowed)."""
+    sfx = "_dense" if dense else ""
+    s2 = SLOT["ffn2" + sfx]
+    pair_ok = (c9 == EXPERTS) == (c10 == EXPERTS)
+    # `experts` on FFN2 continues FFN1's expert-local state; anything else converts the
+    # intermediate activation (an unmatched experts pair is invalid: costed, then flagged)
+    lin2 = np.where(c10 == EXPERTS, np.where(pair_ok, out1, ER),
+                    np.where(c10 >= NONE, x.pick("inter" + sfx, out1), FIXED_IN[s2, c10]))
+    mode2 = MODE_OF[s2, c10, lin2]
+    conv = x.conv("ffn2" + sfx, "inter" + sfx, out1, lin2)
+    return conv, x.op("ffn2" + sfx, mode2), x.weight("ffn2" + sfx, mode2), MODE_OUT[s2, mode2], \
+        pair_ok
+
+
+def piece_between(x: Gather, out, l7, l2):
+    """Layer boundary: the FFN output and the residual move into the next attn_norm's layout."""
+    x.scope = "between"
+    return x.conv("attn_norm", "hidden", out, l2) + x.conv("attn_norm", "hidden", l7, l2)
+
+
+def piece_last(x: Gather, out, l7, c11, c12):
+    """Last FFN output -> final norm -> LM head -> sampled ids everywhere: (time, weights, logits)."""
+    t = piece_final_norm(x, out, l7, c11)
+    t12, final, w, out12 = piece_lm_head(x, c11, c12)
+    return t + t12 + final, w, out12
+
+
+def piece_final_norm(x: Gather, out, l7, c11):
+    """The last FFN output and the residual into the final norm's layout, and the norm."""
+    x.scope = "last"
+    l11 = NORM_OF[c11]
+    return x.conv("final_norm", "hidden", out, l11) + x.conv("final_norm", "hidden", l7, l11) \
+        + x.op("final_norm", c11)
+
+
+def piece_lm_head(x: Gather, c11, c12):
+    """LM head after the final norm, then the sampled ids to every rank: (head time, ids time,
+    weights of the norm and the head, logits layout)."""
+    x.scope = "last"
+    t12, out12, _ = x.step("lm_head", c12, NORM_OF[c11], "hidden")
+    w = x.weight("final_norm", c11) + x.weight("lm_head", x.modes["lm_head"])
+    return t12, x.tab.final_s[x.g, out12], w, out12
+
+
+def piece_send(x: Gather, out, l7):
+    """Stage-to-stage send of the activation and the residual (split over tp when T or F)."""
+    s = x.tab.send_s
+    return sum(np.where((lo == T) | (lo == F), s[x.g, 0], s[x.g, 1]) for lo in (out, l7))
+
+
+@dataclass
+class Walk:
+    """Per strategy [N]: resolved modes and layouts, and the time and weights of each piece."""
+    modes: dict          # slot name -> mode index
+    layouts: dict        # activation name -> layout
+    op_s: dict           # slot name -> op time (roofline + overhead + the op's own collectives)
+    convs: list          # (slot it feeds, point, src, dst, time, scope) per inserted conversion
+    attn_s: np.ndarray   # one layer from attn_norm to ffn_norm, conversions included
+    ffn_s: np.ndarray    # one MoE (or dense-model) FFN block: router, FFN1, FFN2, conversions
+    ffn_dense_s: np.ndarray   # one dense-layer FFN block of a MoE model (0 if none)
+    between_s: np.ndarray     # layer boundary: FFN output and residual -> next attn_norm layout
+    first_s: np.ndarray       # embedding and its conversion into the first attn_norm
+    last_s: np.ndarray        # last FFN output -> final norm -> LM head -> sampled ids
+    send_s: np.ndarray        # stage-to-stage send (activation + residual)
+    layer_w: np.ndarray       # per GPU per layer: attention and norm weights + KV cache
+    ffn_w: np.ndarray         # per GPU per MoE (or dense-model) layer: FFN weights
+    ffn_dense_w: np.ndarray
+    emb_w: np.ndarray
+    tail_w: np.ndarray        # final norm + LM head
+    bad: np.ndarray           # reason bits that come from the choices
+
+
+def walk(tab: Tables, g: np.ndarray, choices: np.ndarray, model: ModelSpec,
+         record: list | None = None) -> Walk:
+    """Cost strategies with coarse index g [N] and choices [N, 12] piece by piece."""
+    c = [choices[:, i] for i in range(len(OPS))]
+    x = Gather(tab, g, record)
+    l2, l7 = NORM_OF[c[1]], NORM_OF[c[6]]
+    first, emb_w = piece_first(x, c[0], l2)
+    attn, layer_w, attn_out = piece_attn(x, model, *c[1:7])
+    ffn, ffn_w, out, pair_ok = piece_ffn(x, model, l7, c[7], c[8], c[9])
+    zero = np.zeros(len(g))
+    ffn_d, ffn_dw = zero, zero
+    if model.is_moe and model.ffn.dense_layers:
+        ffn_d, ffn_dw, _, _ = piece_ffn(x, model, l7, c[7], c[8], c[9], dense=True)
+    bad = np.where(pair_ok, 0, REASON_BIT["experts"])
+    if not model.is_moe:
+        bad |= np.where((c[8] == EXPERTS) | (c[9] == EXPERTS), REASON_BIT["experts"], 0)
+    between = piece_between(x, out, l7, l2)
+    last, tail_w, logits = piece_last(x, out, l7, c[10], c[11])
+    send = piece_send(x, out, l7)
+    layouts = dict(attn_norm=l2, ffn_norm=l7, final_norm=NORM_OF[c[10]], attn_out=attn_out,
+                   ffn_out=out, logits=logits)
+    return Walk(x.modes, layouts, x.op_s, record if record is not None else [], attn, ffn, ffn_d,
+                between, first, last, send, layer_w, ffn_w, ffn_dw, emb_w, tail_w, bad)
+
+
+# ----------------------------------------------------------------------------------------------
+# the fused walk: the same pieces, tabulated per coarse row over the choices they depend on
+#
+# Layouts follow from the choices alone (PICK, FIXED_IN, MODE_OF, MODE_OUT hold no costs), so a
+# strategy's path through the layouts is known without its coarse row. Each piece's time is then
+# one lookup in a table built once per coarse row, with the additions done in the same order as
+# ``walk``: the fused walk is bit-identical to it (tests/test_costmodel_reference.py).
+
+def _grid(*sizes):
+    """Every combination of choices 0..size-1, flattened, last axis fastest."""
+    return tuple(a.ravel() for a in np.meshgrid(*map(np.arange, sizes), indexing="ij"))
+
+
+class Fused:
+    """Per coarse row, each piece's time (and weights) over the choices it depends on, in one flat
+    g-major array (row g = ``width`` values, piece ``name`` at ``offset[name]``), and the lookup
+    tables from choice bit fields to positions in a row."""
+
+    def __init__(self, parts: dict, ffn_out, ffn_bad):
+        self.offset, at = {}, 0
+        for name, a in parts.items():
+            self.offset[name] = at
+            at += a.shape[1]
+        self.width = at
+        self.flat = np.concatenate(list(parts.values()), axis=1).ravel()
+        self.ffn_bad = ffn_bad                            # [op7..op10 bits] -> reason bits
+        o = self.offset
+        o["to_norm_res"] = o["to_norm"]
+        self.path = {k: o[k] + v for k, v in PATH.items()}      # [op2..op7 bits] -> position
+        c1, c2 = np.arange(16) >> 2, np.minimum(np.arange(16) & 3, 2)
+        self.first = o["first"] + c1 * 3 + c2                   # [op1, op2 bits]
+        self.emb_w = o["emb_w"] + c1
+        r = ffn_out * 3 + np.minimum(np.arange(256) >> 6, 2)    # FFN output layout*3 + op7
+        self.between = o["between"] + r * 3                     # [op7..op10 bits] (+ op2)
+        self.last = o["last"] + r * 12                          # (+ op11*4 + op12)
+        self.send = o["send"] + r
+
+    def append(self, other: "Fused") -> "Fused":
+        out = object.__new__(Fused)
+        out.__dict__.update(self.__dict__)
+        out.flat = np.concatenate([self.flat, other.flat])
+        return out
+
+
+def fuse(tab: Tables, model: ModelSpec) -> Fused:
+    """Tabulate the pieces of ``walk`` per coarse row of ``tab``, computed by the same functions
+    over grids of choices; a piece over many choices (FFN: 192, last stage: 216) is summed from
+    its parts by broadcasting, in the order the piece itself adds them."""
+    G = len(tab.coarse)
+    x = Gather(tab, np.arange(G)[:, None])
+    c1, c2 = _grid(3, 3)
+    first, _ = piece_first(x, c1, NORM_OF[c2])                           # [G, op1*3 + op2]
+    emb_w = x.weight("embedding", np.arange(3))                          # [G, op1]
+    c2, c3 = _grid(3, 4)
+    att1 = x.op("attn_norm", c2) + x.step("qkv", c3, NORM_OF[c2], "hidden")[0]   # [G, op2*4+op3]
+    att1_w = x.weight("attn_norm", c2) + x.weight("qkv", x.modes["qkv"])
+    inc, ch = _grid(6, 4)
+    scores = x.step("scores", ch, inc, "qkv")[0]                         # [G, layout in*4+choice]
+    context = x.step("context", ch, inc, "scores")[0]
+    out_proj = x.step("out_proj", ch, inc, "context")[0]
+    out_w = x.weight("out_proj", x.modes["out_proj"])
+    m4, m5 = _grid(4, 4)
+    kv = _kv_cache(model, x, m4, m5)                                     # [G, mode4*4 + mode5]
+    src, c7 = _grid(6, 3)
+    to_norm = x.conv("ffn_norm", "hidden", src, NORM_OF[c7])             # [G, layout*3 + op7]
+    norm = x.op("ffn_norm", np.arange(3))
+    norm_w = x.weight("ffn_norm", np.arange(3))
+    parts = dict(first=first, emb_w=emb_w, att1=att1, att1_w=att1_w, scores=scores,
+                 context=context, out_proj=out_proj, out_w=out_w, kv=kv, to_norm=to_norm,
+                 norm=norm, norm_w=norm_w)
+    # FFN block [G, op7, op8, op9, op10] = (in[op7, op8, op9] + conv[op7, op9, op10]) + op[...]
+    a7, a8, a9 = _grid(3, 4, 4)
+    b7, b9, b10 = _grid(3, 4, 4)
+    for dense in ((False, True) if model.is_moe and model.ffn.dense_layers else (False,)):
+        t_in, w_in, _ = piece_ffn_in(x, model, NORM_OF[a7], a8, a9, dense)
+        conv, op, w2, out, pair_ok = piece_ffn_out(x, FFN1_OUT[b7, b9], b9, b10, dense)
+        t_in, w_in = (a.reshape(G, 3, 4, 4, 1) for a in (t_in, w_in))
+        conv, op, w2 = (np.broadcast_to(a, (G, 48)).reshape(G, 3, 1, 4, 4) for a in (conv, op, w2))
+        key = "ffn_d" if dense else "ffn"
+        parts[key] = (t_in + conv + op).reshape(G, 192)
+        parts[key + "_w"] = (w_in + w2).reshape(G, 192)
+    ffn_out = np.broadcast_to(out.reshape(3, 1, 16), (3, 4, 16)).ravel()  # [op7..op10 bits]
+    bad = np.broadcast_to(np.where(pair_ok, 0, REASON_BIT["experts"]).reshape(3, 1, 16),
+                          (3, 4, 16)).ravel()
+    if not model.is_moe:
+        c9, c10 = _grid(3, 4, 4, 4)[2:]
+        bad = bad | np.where((c9 == EXPERTS) | (c10 == EXPERTS), REASON_BIT["experts"], 0)
+    # layer boundary, last stage and send: by (FFN output layout, op7[, op2 | op11, op12])
+    lo, c7, c2 = _grid(6, 3, 3)
+    parts["between"] = piece_between(x, lo, NORM_OF[c7], NORM_OF[c2])    # [G, (lo*3+op7)*3+op2]
+    lo, c7, c11 = _grid(6, 3, 3)
+    fin = piece_final_norm(x, lo, NORM_OF[c7], c11).reshape(G, 18, 3, 1)
+    c11, c12 = _grid(3, 4)
+    head, ids, parts["tail_w"], _ = piece_lm_head(x, c11, c12)          # [G, op11*4 + op12]
+    head, ids = (a.reshape(G, 1, 3, 4) for a in (head, ids))
+    parts["last"] = (fin + head + ids).reshape(G, 216)                   # [G, (lo*3+op7)*12+..]
+    lo, c7 = _grid(6, 3)
+    parts["send"] = piece_send(x, lo, NORM_OF[c7])                       # [G, lo*3 + op7]
+    parts = {k: np.broadcast_to(v, (G, np.shape(v)[-1])) for k, v in parts.items()}
+    pad = (0, 64)                                  # op7 = 3 never occurs (a norm takes 0..2)
+    return Fused(parts, np.pad(ffn_out, pad), np.pad(bad, pad))
+
+
+def fused_walk(fz: Fused, g, code, model: ModelSpec):
+    """``walk`` by lookups in ``fz`` for coarse rows g [N] and packed choices ``code`` [N]: the
+    pieces ``stage_max`` and ``stage_memory`` take, and the reason bits of the choices."""
+    f, p = fz.flat, fz.path
+    base = g * fz.width
+    b = (code >> 10) & 4095                         # op2..op7
+    t = f[base + p["att1"][b]]                      # attention: additions in walk's order
+    for piece in ("scores", "context", "out_proj", "to_norm", "to_norm_res"):
+        t = t + f[base + p[piece][b]]
+    attn = t + f[base + p["norm"][b]]
+    layer_w = f[base + p["att1_w"][b]] + f[base + p["out_w"][b]] + f[base + p["norm_w"][b]] \
+        + f[base + p["kv"][b]]
+    b12 = code >> 20                                # op1, op2
+    first = f[base + fz.first[b12]]
+    kf = (code >> 4) & 255                          # op7..op10
+    bf = base + kf
+    o = fz.offset
+    ffn, ffn_w = f[bf + o["ffn"]], f[bf + o["ffn_w"]]
+    if "ffn_d" in o:
+        ffn_d, ffn_dw = f[bf + o["ffn_d"]], f[bf + o["ffn_d_w"]]
+    else:
+        ffn_d = ffn_dw = np.zeros(len(g))
+    between = f[base + fz.between[kf] + (b12 & 3)]
+    k1112 = code & 15                               # op11, op12
+    last = f[base + fz.last[kf] + k1112]
+    send = f[base + fz.send[kf]]
+    return (attn, between, ffn, ffn_d, first, last, send, layer_w, ffn_w, ffn_dw,
+            f[base + fz.emb_w[b12]], f[base + (o["tail_w"] + k1112)], fz.ffn_bad[kf])

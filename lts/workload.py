@@ -1,0 +1,82 @@
+"""What is served and what one engine step holds: ``Workload`` (phase, context, SLOs, device
+budget and, for the serve phase's mixed step, the request shape and the engine's scheduler
+constants) and ``compose_step`` (DESIGN.md §8).
+
+Imports: specs (types).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .specs import TopologySpec
+
+PHASES = ("decode", "prefill")     # the phases a user names; "mixed" is lts.serve's step
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What is served. ``decode``: one token per sequence per step at ``context`` tokens of KV
+    cache (the paper's case); ``prefill``: the whole prompt of ``context`` tokens per sequence in
+    one pass; ``mixed``: one step of a continuous-batching engine (``compose_step``): the batch
+    column counts the running requests, the step holds the decode tokens of those not being
+    prefilled, at ``context``, and a prefill chunk of prompts of ``isl`` tokens under a budget of
+    ``step_tokens`` per step (chunked prefill), all in one pass (weights read once)."""
+    phase: str = "decode"
+    context: int = 16384
+    tpot_slo_ms: float = 50.0
+    ttft_slo_ms: float = 0.0       # 0: no TTFT SLO
+    gpus: int = 0                  # device budget; 0: the whole topology
+    isl: int = 0                   # mixed: prompt length of the requests being prefilled
+    osl: int = 0                   # mixed: output tokens per request
+    step_tokens: int = 0           # mixed: the engine's token budget per step
+    mixed: bool = True             # mixed: decodes share the step (False: a prefill-only step)
+    cohort_base: float = 1.0       # mixed: requests prefilled together: base + share x running
+    cohort_share: float = 0.0
+
+    def budget(self, topo: TopologySpec) -> int:
+        return self.gpus or topo.gpus
+
+
+@dataclass
+class StepMix:
+    """What one step of a continuous-batching engine holds, for n running requests (arrays)."""
+    decoders: np.ndarray     # requests decoding one token in the step
+    chunk: np.ndarray        # prefill tokens in the step (mean over the cohort's prefill steps)
+    cohort: np.ndarray       # requests admitted together: prefilled together, finishing together
+    steps: np.ndarray        # steps that prefill one cohort (not mixed: a fraction counts the last)
+    per_prompt: np.ndarray   # steps one prompt's prefill spans (1: whole prompts)
+
+
+def compose_step(n, work: Workload) -> StepMix:
+    """The scheduler's step for n running requests with prompts of ``work.isl`` tokens
+    (DESIGN.md §8; ``lts.serve`` builds the closed loop on it).
+
+    Mixed (vLLM, TensorRT-LLM): requests admitted together form a cohort of
+    ``cohort_base + cohort_share * n`` requests (the two constants belong to the engine profile;
+    at least n/osl, at most n); the running requests' decode tokens come first and count against the
+    budget (vLLM v1/core/sched/scheduler.py: ``token_budget -= num_new_tokens`` for running
+    requests; TRT-LLM microBatchScheduler.cpp), the cohort's prompts fill what is left, over as
+    many steps as they need. Not mixed (SGLang's default, ``enable_mixed_chunk = False``: prefill
+    batches run first and alone): the whole running batch is one cohort, prefilled in
+    prefill-only steps of the whole budget (n * isl / budget of them, the last one counted in
+    proportion), then it decodes together.
+    """
+    n = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
+    isl, budget = float(work.isl), float(work.step_tokens)
+    if work.mixed:
+        # no fewer than n/osl: one cohort per decode step keeps the prefills in pace (prompts
+        # that wait while a step runs are admitted together)
+        law = work.cohort_base + work.cohort_share * n
+        cohort = np.clip(np.maximum(law, n / max(work.osl, 1)), 1.0, n)
+        decoders = n - cohort
+        avail = np.maximum(budget - decoders, 1.0)           # budget left after the decode tokens
+        steps = np.ceil(cohort * isl / avail)
+        per_prompt = np.ceil(isl / avail)
+    else:   # full chunks of the budget (the last one partial: steps counts it in proportion)
+        cohort = n
+        decoders = np.zeros_like(n)
+        steps = n * isl / np.minimum(budget, n * isl)
+        per_prompt = np.full_like(n, np.ceil(isl / budget))
+    return StepMix(decoders, cohort * isl / steps, cohort, steps, per_prompt)
