@@ -58,16 +58,22 @@ class Problem:
         return self.topo
 
     def coarse_index(self, idx: np.ndarray) -> np.ndarray:
-        """Index rows [N, 16] -> row of the coarse grid [N]."""
-        return np.ravel_multi_index(tuple(idx[:, i] for i in range(N_COARSE)), self.grid_shape)
+        """Index rows [N, 16] -> row of the coarse grid [N] (``np.ravel_multi_index`` of the
+        first four indices, as one matrix-vector product: one pass over the rows)."""
+        strides = np.cumprod((1,) + self.grid_shape[:0:-1])[::-1]
+        return np.asarray(idx, dtype=np.int64) @ np.concatenate(
+            [strides, np.zeros(idx.shape[1] - N_COARSE, dtype=np.int64)])
 
     def evaluate(self, idx: np.ndarray, count: bool = True) -> Result:
         """Evaluate index rows [N, 16] (one index per entry); counts N evaluator calls."""
-        idx = self.canonical(idx)
+        idx = np.atleast_2d(idx)
         if count:
             self.calls += len(idx)
-        return evaluate(self.model, self.topo, self.work, self.space.decode(idx),
-                        tables=self.tables, coarse_index=self.coarse_index(idx))
+        g = self.coarse_index(idx)
+        rows = np.array(idx, dtype=np.int64)                # choices: index = value
+        rows[:, :N_COARSE] = self.grid[g]                   # = self.space.decode(idx)
+        return evaluate(self.model, self.topo, self.work, self._canonical(rows),
+                        tables=self.tables, coarse_index=g)
 
     def evaluate_rows(self, rows) -> Result:
         """Evaluate strategy rows [N, 16] (values, not indices); no call is counted."""
@@ -86,7 +92,10 @@ class Problem:
         is spent on a pairing that is never a strategy, for every method alike. Dense: the
         router's choice cannot matter and is set to Megatron's.
         """
-        idx = np.array(np.atleast_2d(idx), copy=True)
+        return self._canonical(np.array(np.atleast_2d(idx), copy=True))
+
+    def _canonical(self, idx: np.ndarray) -> np.ndarray:
+        """``canonical`` in place."""
         if self.model.is_moe:
             c1, c2 = OP_COL["ffn1"], OP_COL["ffn2"]
             either = (idx[:, c1] == EXPERTS) | (idx[:, c2] == EXPERTS)
