@@ -3,7 +3,7 @@ each distinct coarse row (tp, ep, pp, batch) at once (DESIGN.md §3).
 
 Roofline per op: time = max(FLOPs / (peak * eta_compute), HBM bytes / (HBM bw * eta_memory))
 + kernel overhead (Williams et al. 2009 roofline; overhead: a fixed launch cost per fused op).
-With ``roofline_exponent`` p set in the topology, the max becomes the smooth (c^p + m^p)^(1/p)
+With ``roofline_exponent`` k set in the topology, the max becomes the smooth (c^k + m^k)^(1/k)
 (``roofline_time``; fitted to measured GEMMs near the ridge point). An op's own collectives (a
 hidden-split norm's all-reduce, MoE dispatch and combine) are costed with it; collectives are
 not overlapped with compute (PAPER.md §6 recommendation). Everything is a few NumPy expressions
@@ -30,10 +30,10 @@ REASONS = ("budget", "divisibility", "memory", "slo", "experts")
 REASON_BIT = {r: 1 << i for i, r in enumerate(REASONS)}
 
 
-def _frac(n, p):
-    """Share of a dimension of size n on the busiest of p ranks: ceil(n/p)/n."""
+def _frac(n, ranks):
+    """Share of a dimension of size n on the busiest of ``ranks`` ranks: ceil(n/ranks)/n."""
     n = np.maximum(n, 1)    # an empty dimension (no dense layers, no shared expert) costs nothing
-    return np.ceil(n / p) / n
+    return np.ceil(n / ranks) / n
 
 
 # ----------------------------------------------------------------------------------------------
@@ -73,7 +73,7 @@ class _Shape:
     def __init__(self, model: ModelSpec, topo: TopologySpec, work: Workload, coarse):
         self.m, self.topo, self.work = model, topo, work
         coarse = np.asarray(coarse, dtype=np.int64)
-        self.p = coarse[:, TP].astype(np.float64)
+        self.tp = coarse[:, TP].astype(np.float64)
         self.ep = coarse[:, EP].astype(np.float64)
         self.pp = coarse[:, PP].astype(np.float64)
         self.batch = coarse[:, BATCH].astype(np.float64)
@@ -97,7 +97,7 @@ class _Shape:
         self.seqs = np.ceil(self.mb / self.ep)                       # sequences per tp group
         self.tps = 1.0 if decode else float(work.context)           # tokens per sequence per step
         self.rows = self.seqs * self.tps                            # tokens per tp group
-        self.seqs_t = np.ceil(self.seqs / self.p)                   # sequences per rank under T
+        self.seqs_t = np.ceil(self.seqs / self.tp)                   # sequences per rank under T
         self.rows_t = self.seqs_t * self.tps
         self.lm_rows = self.seqs                                    # one next token per sequence
         self.mb_tokens = self.mb * self.tps                         # tokens of one micro-batch
@@ -115,7 +115,7 @@ class _Shape:
             ch_mb = np.maximum(mix.chunk / self.pp, one)             # busiest micro-batch
             ch = np.maximum(ch_mb / self.ep, one)                    # its busiest ep group
             self.chunk = ch
-            self.chunk_t = ch / self.p                               # per rank under T
+            self.chunk_t = ch / self.tp                               # per rank under T
             self.chunk_keys = (work.isl + 1) / 2                     # causal: mean keys per query
             # each chunk reads the cache of its prompt so far: (per_prompt + 1)/2 chunks on average
             self.chunk_read = (mix.per_prompt + 1) / 2
@@ -154,17 +154,17 @@ def _roofline(s: _Shape, flops, nbytes):
     return compute, memory
 
 
-def roofline_time(compute, memory, p: float):
-    """Time of a kernel with compute and memory times: max(c, m) (p = 0), or the smooth roofline
-    (c^p + m^p)^(1/p): near the ridge a real kernel cannot overlap its loads and its math
-    perfectly (microbenchmarks.csv GEMM n=k=8192: at m=256-1024 the hard max is 5-25% fast; p=3
+def roofline_time(compute, memory, exponent: float):
+    """Time of a kernel with compute and memory times: max(c, m) (exponent k = 0), or the smooth
+    roofline (c^k + m^k)^(1/k): near the ridge a real kernel cannot overlap its loads and its math
+    perfectly (microbenchmarks.csv GEMM n=k=8192: at m=256-1024 the hard max is 5-25% fast; k=3
     fits bf16 and fp8 m=1..4096 to 0.048 rms log2 against 0.088 for the max; topology files)."""
     hi = np.maximum(compute, memory)
-    if not p:
+    if not exponent:
         return hi
     lo = np.minimum(compute, memory)
     ratio = np.divide(lo, hi, out=np.zeros_like(hi), where=hi > 0)
-    return hi * (1.0 + ratio ** p) ** (1.0 / p)        # = (c^p + m^p)^(1/p), without overflow
+    return hi * (1.0 + ratio ** exponent) ** (1.0 / exponent)   # (c^k + m^k)^(1/k), no overflow
 
 
 def _gemm(s, rows, k, n, w_total=None, k_frac=1.0, n_frac=1.0):
@@ -183,7 +183,7 @@ class _Builder:
 
     def __init__(self, s: _Shape):
         self.s = s
-        G = len(s.p)
+        G = len(s.tp)
         shape = (G, len(SLOTS), MAX_MODES)
         self.compute = np.zeros(shape)
         self.memory = np.zeros(shape)
@@ -196,35 +196,36 @@ class _Builder:
     def put(self, slot, mode, flops, nbytes, weights=0.0, kv=0.0, colls=(), launch=True):
         s = self.s
         sl = SLOT[slot]
-        c, m = _roofline(s, np.broadcast_to(flops, s.p.shape), np.broadcast_to(nbytes, s.p.shape))
+        c, m = _roofline(s, np.broadcast_to(flops, s.tp.shape), np.broadcast_to(nbytes, s.tp.shape))
         self.compute[:, sl, mode] = c
         self.memory[:, sl, mode] = m
         self.time[:, sl, mode] = roofline_time(c, m, s.topo.roofline_exponent) + \
             (s.overhead if launch else 0.0)
         self.weights[:, sl, mode] = weights
         self.kv[:, sl, mode] = kv
-        total = np.zeros_like(s.p)
+        total = np.zeros_like(s.tp)
         recs = []
         for kind, group, nb in colls:
             t = self._coll(kind, group, nb)
             total = total + t
-            recs.append((kind, group, np.broadcast_to(nb, s.p.shape).astype(np.float64), t))
+            recs.append((kind, group, np.broadcast_to(nb, s.tp.shape).astype(np.float64), t))
         self.intr[:, sl, mode] = total
         self.intrinsic[(sl, mode)] = recs
 
     def _coll(self, kind, group, nbytes):
         s = self.s
-        p, stride = {"tp": (s.p, 1.0), "ep": (s.ep, s.p), "pp": (s.pp, s.p * s.ep)}[group]
-        return np.broadcast_to(coll.COST[kind](s.topo.engine_links, nbytes, p, stride), s.p.shape)
+        ranks, stride = {"tp": (s.tp, 1.0), "ep": (s.ep, s.tp), "pp": (s.pp, s.tp * s.ep)}[group]
+        return np.broadcast_to(coll.COST[kind](s.topo.engine_links, nbytes, ranks, stride),
+                               s.tp.shape)
 
 
 def _fill_embedding(b: _Builder):
     s = b.s
     v, h = s.m.vocab, s.h
     lookup = s.rows * h * (s.wb + s.ab)        # read one table row and write it, per token
-    b.put("embedding", MODE_DIM0, 0.0, s.rows * h * s.wb / s.p + s.rows * h * s.ab,
-          v * h * _frac(v, s.p) * s.wb)        # vocab-parallel: each rank looks up its own ids
-    b.put("embedding", MODE_DIM1, 0.0, lookup * _frac(h, s.p), v * h * _frac(h, s.p) * s.wb)
+    b.put("embedding", MODE_DIM0, 0.0, s.rows * h * s.wb / s.tp + s.rows * h * s.ab,
+          v * h * _frac(v, s.tp) * s.wb)        # vocab-parallel: each rank looks up its own ids
+    b.put("embedding", MODE_DIM1, 0.0, lookup * _frac(h, s.tp), v * h * _frac(h, s.tp) * s.wb)
     b.put("embedding", MODE_NONE, 0.0, lookup, v * h * s.wb)
 
 
@@ -234,8 +235,8 @@ def _fill_norm(b: _Builder, slot):
     # RMSNorm + residual add: read x and residual, write the sum and the normed output
     b.put(slot, MODE_DIM0, 8.0 * rows_t * h, 4.0 * rows_t * h * s.ab, h * s.wb)
     # hidden-split norm: the sum of squares of each token is all-reduced over tp (4 bytes each)
-    b.put(slot, MODE_DIM1, 8.0 * rows * h * _frac(h, s.p), 4.0 * rows * h * _frac(h, s.p) * s.ab,
-          h * _frac(h, s.p) * s.wb, colls=[("all-reduce", "tp", rows * 4.0)])
+    b.put(slot, MODE_DIM1, 8.0 * rows * h * _frac(h, s.tp), 4.0 * rows * h * _frac(h, s.tp) * s.ab,
+          h * _frac(h, s.tp) * s.wb, colls=[("all-reduce", "tp", rows * 4.0)])
     b.put(slot, MODE_NONE, 8.0 * rows * h, 4.0 * rows * h * s.ab, h * s.wb)
 
 
@@ -245,11 +246,11 @@ def _fill_gemm(b: _Builder, slot, k, n, col_weights=None, col_out=None, rows=Non
     s = b.s
     rows = s.rows if rows is None else rows
     rows_t = s.rows_t if rows_t is None else rows_t
-    fk = _frac(k, s.p) if dim0_frac is None else dim0_frac
+    fk = _frac(k, s.tp) if dim0_frac is None else dim0_frac
     fl, by, w = _gemm(s, rows, k, n, k_frac=fk)
     b.put(slot, MODE_DIM0, fl, by, w)
     if col_weights is None:
-        fl, by, w = _gemm(s, rows, k, n, n_frac=_frac(n, s.p))
+        fl, by, w = _gemm(s, rows, k, n, n_frac=_frac(n, s.tp))
     else:   # column split with replicated parts (GQA KV heads beyond kv_heads, MLA down-projections)
         w = col_weights
         fl = 2.0 * rows * w
@@ -272,13 +273,13 @@ def _fill_attention(b: _Builder):
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
         down = s.h * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
         up = qkv_w - down
-        col_w = down + up * _frac(heads, s.p)
-        col_out = (heads * qk) * _frac(heads, s.p) + a.kv_lora_rank + a.qk_rope_head_dim
+        col_w = down + up * _frac(heads, s.tp)
+        col_out = (heads * qk) * _frac(heads, s.tp) + a.kv_lora_rank + a.qk_rope_head_dim
     else:
         q_w = s.h * a.heads * a.head_dim
-        col_w = q_w * _frac(heads, s.p) + (qkv_w - q_w) * _frac(a.kv_heads, s.p)
-        col_out = a.heads * a.head_dim * _frac(heads, s.p) \
-            + 2 * a.kv_heads * a.head_dim * _frac(a.kv_heads, s.p)
+        col_w = q_w * _frac(heads, s.tp) + (qkv_w - q_w) * _frac(a.kv_heads, s.tp)
+        col_out = a.heads * a.head_dim * _frac(heads, s.tp) \
+            + 2 * a.kv_heads * a.head_dim * _frac(a.kv_heads, s.tp)
     _fill_gemm(b, "qkv", s.h, qkv_w / s.h, col_weights=col_w, col_out=col_out)
 
     # --- scores Q.K^T (reads the K cache) and context P.V (reads the V cache)
@@ -298,21 +299,21 @@ def _fill_attention(b: _Builder):
             b.put(slot, mode, fl, by, 0.0, kv)
 
     kh = s.k_heads
-    fdim_k = _frac(s.qk_dim, s.p) if a.kind == "mla" else _frac(a.head_dim, s.p)
+    fdim_k = _frac(s.qk_dim, s.tp) if a.kind == "mla" else _frac(a.head_dim, s.tp)
     # per mode: (sequences, share of the FLOPs, share of the cache) on the busiest rank
     attn("scores", s.qk_dim, s.k_tok, {
-        MODE_DIM0: (s.seqs, _frac(heads, s.p), _frac(kh, s.p) if kh > 1 else 1.0),   # heads
-        MODE_DIM1: (s.seqs, _frac(s.qk_dim, s.p), fdim_k),                           # head dim
+        MODE_DIM0: (s.seqs, _frac(heads, s.tp), _frac(kh, s.tp) if kh > 1 else 1.0),   # heads
+        MODE_DIM1: (s.seqs, _frac(s.qk_dim, s.tp), fdim_k),                           # head dim
         MODE_NONE: (s.seqs, 1.0, 1.0),
         MODE_NONE_T: (s.seqs_t, 1.0, 1.0)})
-    fdim_v = _frac(s.v_dim, s.p)
+    fdim_v = _frac(s.v_dim, s.tp)
     attn("context", s.v_dim, s.v_tok, {
-        MODE_DIM0: (s.seqs, _frac(heads, s.p), _frac(kh, s.p) if kh > 1 else 1.0),
+        MODE_DIM0: (s.seqs, _frac(heads, s.tp), _frac(kh, s.tp) if kh > 1 else 1.0),
         MODE_DIM1: (s.seqs, fdim_v, fdim_v),
         MODE_NONE: (s.seqs, 1.0, 1.0),
         MODE_NONE_T: (s.seqs_t, 1.0, 1.0)})
     # --- output projection [heads*v_dim, hidden]: row split by heads
-    _fill_gemm(b, "out_proj", s.ctx_out, s.h, dim0_frac=_frac(heads, s.p))
+    _fill_gemm(b, "out_proj", s.ctx_out, s.h, dim0_frac=_frac(heads, s.tp))
 
 
 def _fill_empty(b: _Builder, slot, modes):
@@ -325,7 +326,7 @@ def dispatch_bytes(s: _Shape, split):
     """Bytes one rank sends in a MoE dispatch (or combine) all-to-all: every routed copy of a
     token's hidden state (tokens x top_k x hidden), a 1/tp share when the tokens are split over
     the tp group; nothing without expert parallelism."""
-    return s.rows * s.top_k * s.h * s.ab / (s.p if split else 1.0) * (s.ep > 1)
+    return s.rows * s.top_k * s.h * s.ab / (s.tp if split else 1.0) * (s.ep > 1)
 
 
 def _active(s, experts_rank, tokens):
@@ -333,87 +334,103 @@ def _active(s, experts_rank, tokens):
     return experts_rank * (1.0 - (1.0 - s.top_k / s.experts) ** tokens)
 
 
-def _fill_ffn(b: _Builder, moe: bool):
-    """FFN1/FFN2 (and the router) of one layer type in their six modes each."""
-    s, f = b.s, b.s.m.ffn
-    h = s.h
-    sfx = "" if moe else "_dense"
-    if not moe and not s.m.is_moe:
-        sfx = ""
-    up_mats = f.n_mats - 1
-    rows, rows_t = s.rows, s.rows_t
+@dataclass
+class _FFN:
+    """One layer type's FFN on the busiest rank of each coarse row ([G] arrays or scalars)."""
+    moe: bool          # routed experts (else one dense FFN)
+    inter: float       # intermediate width of one expert (dense: of the FFN)
+    k: float           # copies of each token: top-k (dense: 1)
+    e_loc: object      # experts on each ep rank (dense: 1)
+    pairs: object      # (token, expert) pairs per tp group
+    shared: float      # shared-expert width (0: none)
+    tokens: object     # tokens routed per micro-batch step
+    e_rank_x: object   # experts per rank under the `experts` choice
+
+
+def _ffn_layer(s: _Shape, moe: bool) -> _FFN:
+    f = s.m.ffn
     if moe:
-        inter, k = float(f.expert_intermediate), s.top_k
-        e_loc = s.experts / s.ep                          # experts on each ep rank
-        pairs = rows * k                                  # (token, expert) pairs per tp group
-        shared = float(f.shared_intermediate)
-        # router [hidden, experts] before FFN1
-        _fill_gemm(b, "router", h, s.experts)
+        k, e_loc = s.top_k, s.experts / s.ep              # experts on each ep rank
+        return _FFN(True, float(f.expert_intermediate), k, e_loc, s.rows * k,
+                    float(f.shared_intermediate), s.mb_tokens, np.ceil(e_loc / s.tp))
+    return _FFN(False, float(f.intermediate), 1.0, 1.0, s.rows, 0.0, s.mb_tokens,
+                np.ceil(1.0 / s.tp))
+
+
+def _routed(s: _Shape, x: _FFN, which: int, mode: int):
+    """FLOPs, HBM bytes and weights of FFN1 (which = 1) or FFN2 (2) in ``mode``, routed part."""
+    h, inter, up_mats = s.h, x.inter, s.m.ffn.n_mats - 1
+    mats = up_mats if which == 1 else 1
+    w_exp = h * inter * mats                               # one expert's weights in this op
+    if mode in (MODE_DIM0, MODE_DIM1):    # FFN1 row / FFN2 column split hidden, else inter
+        fr = _frac(h, s.tp) if (mode == MODE_DIM0) == (which == 1) else _frac(inter, s.tp)
+        npairs, ex, toks = x.pairs, x.e_loc, x.tokens
+    elif mode == MODE_NONE:
+        fr, npairs, ex, toks = 1.0, x.pairs, x.e_loc, x.tokens
+    elif mode == MODE_NONE_T:   # none on T: each rank its own whole sequences (every ep group)
+        fr, npairs, ex, toks = 1.0, s.rows_t * x.k, x.e_loc, s.rows_t * s.ep
+    elif x.moe:   # experts: whole experts per rank, tokens of those experts only
+        fr, npairs, ex, toks = 1.0, x.pairs * x.e_rank_x / x.e_loc, x.e_rank_x, x.tokens
+    else:   # `experts` on a dense FFN: replicated weights, each rank a share of whole sequences
+        fr, npairs, ex, toks = 1.0, s.rows_t, 1.0, s.rows_t * s.ep
+    act = _active(s, ex, toks) if x.moe else 1.0     # weights of idle experts are not read
+    flops = 2.0 * npairs * w_exp * fr
+    in_w = h if which == 1 else inter
+    out_w = inter * up_mats if which == 1 else h
+    fin = fr if mode == MODE_DIM0 else 1.0        # row split: the input is split
+    fout = fr if mode == MODE_DIM1 else 1.0       # column split: the output is split
+    nbytes = act * w_exp * fr * s.wbr + npairs * (in_w * fin + out_w * fout) * s.ab
+    return flops, nbytes, ex * w_exp * fr * s.wb
+
+
+def _shared(s: _Shape, x: _FFN, which: int, mode: int):
+    """FLOPs, HBM bytes and weights of the shared expert (every token) in ``mode``."""
+    if x.shared == 0:
+        return 0.0, 0.0, 0.0
+    h = s.h
+    mats = s.m.ffn.n_mats - 1 if which == 1 else 1
+    w = h * x.shared * mats
+    if mode in (MODE_DIM0, MODE_DIM1):
+        fr = _frac(h, s.tp) if (mode == MODE_DIM0) == (which == 1) else _frac(x.shared, s.tp)
+        r = s.rows
+    elif mode in (MODE_NONE, MODE_EXPERTS):   # experts: the shared expert replicated, tokens split
+        fr, r = 1.0, s.rows if mode == MODE_NONE else s.rows / s.tp
     else:
-        inter, k, e_loc, pairs, shared = float(f.intermediate), 1.0, 1.0, rows, 0.0
-        if s.m.is_moe:
-            _fill_empty(b, "router_dense", 4)               # dense layers of a MoE: no router
-        else:
-            _fill_empty(b, "router", 4)
-    tokens = s.mb_tokens                                   # tokens routed per micro-batch step
-    e_rank_x = np.ceil(e_loc / s.p)                        # experts per rank under `experts`
+        fr, r = 1.0, s.rows_t
+    return 2.0 * r * w * fr, w * fr * s.wbr + r * h * 2 * s.ab, w * fr * s.wb
 
-    def expert_part(which, mode):
-        """FLOPs, bytes, weights of the routed part on the busiest rank."""
-        mats = up_mats if which == 1 else 1
-        w_exp = h * inter * mats                           # one expert's weights in this op
-        if mode in (MODE_DIM0, MODE_DIM1):    # FFN1 row / FFN2 column split hidden, else inter
-            fr = _frac(h, s.p) if (mode == MODE_DIM0) == (which == 1) else _frac(inter, s.p)
-            npairs, ex, toks = pairs, e_loc, tokens
-        elif mode == MODE_NONE:
-            fr, npairs, ex, toks = 1.0, pairs, e_loc, tokens
-        elif mode == MODE_NONE_T:   # none on T: each rank its own whole sequences (every ep group)
-            fr, npairs, ex, toks = 1.0, rows_t * k, e_loc, rows_t * s.ep
-        elif moe:   # experts: whole experts per rank, tokens of those experts only
-            fr, npairs, ex, toks = 1.0, pairs * e_rank_x / e_loc, e_rank_x, tokens
-        else:   # `experts` on a dense FFN: replicated weights, each rank a share of whole sequences
-            fr, npairs, ex, toks = 1.0, rows_t, 1.0, rows_t * s.ep
-        if moe:
-            act = _active(s, ex, toks)                      # weights of idle experts are not read
-        else:
-            act = 1.0
-        flops = 2.0 * npairs * w_exp * fr
-        in_w = h if which == 1 else inter
-        out_w = inter * up_mats if which == 1 else h
-        fin = fr if mode == MODE_DIM0 else 1.0        # row split: the input is split
-        fout = fr if mode == MODE_DIM1 else 1.0       # column split: the output is split
-        nbytes = act * w_exp * fr * s.wbr + npairs * (in_w * fin + out_w * fout) * s.ab
-        return flops, nbytes, ex * w_exp * fr * s.wb
 
-    def shared_part(which, mode):
-        if shared == 0:
-            return 0.0, 0.0, 0.0
-        mats = up_mats if which == 1 else 1
-        w = h * shared * mats
-        if mode in (MODE_DIM0, MODE_DIM1):
-            fr = _frac(h, s.p) if (mode == MODE_DIM0) == (which == 1) else _frac(shared, s.p)
-            r = rows
-        elif mode in (MODE_NONE, MODE_EXPERTS):   # experts: the shared expert replicated, tokens split
-            fr, r = 1.0, rows if mode == MODE_NONE else rows / s.p
-        else:
-            fr, r = 1.0, rows_t
-        return 2.0 * r * w * fr, w * fr * s.wbr + r * h * 2 * s.ab, w * fr * s.wb
+def _ffn_collectives(s: _Shape, x: _FFN, which: int, choice, lin, lout) -> list:
+    """The all-to-alls FFN1 (which = 1) or FFN2 (2) needs in the mode (choice, lin, lout)."""
+    colls = []
+    if x.moe and s.ep.max() > 1:
+        # dispatch (before FFN1) and combine (after FFN2): each routed copy goes to its expert's
+        # ep rank and back (all-to-all over ep); ranks holding a split (T, F) of the tokens or
+        # an expert subset send only their share
+        split = (lin if which == 1 else lout) in (T, F) or choice == EXPERTS
+        colls.append(("all-to-all", "ep", dispatch_bytes(s, split)))
+    if choice == EXPERTS and (lin == T or lout == T):
+        # tokens held per rank (T) travel to the rank holding their expert and back
+        colls.append(("all-to-all", "tp", s.rows_t * x.k * s.h * s.ab))
+    return colls
 
+
+def _fill_ffn(b: _Builder, moe: bool):
+    """FFN1/FFN2 (and the router) of one layer type in their six modes each: the routed experts
+    (or the dense FFN) plus the shared expert, and their collectives."""
+    s = b.s
+    sfx = "_dense" if s.m.is_moe and not moe else ""
+    if moe:
+        _fill_gemm(b, "router", s.h, s.experts)           # router [hidden, experts] before FFN1
+    else:   # a dense FFN has no router
+        _fill_empty(b, "router_dense" if s.m.is_moe else "router", 4)
+    x = _ffn_layer(s, moe)
     for which, slot, modes in ((1, "ffn1" + sfx, FFN1_MODES), (2, "ffn2" + sfx, FFN2_MODES)):
         for mode, (choice, lin, lout) in enumerate(modes):
-            fl, by, w = expert_part(which, mode)
-            fl2, by2, w2 = shared_part(which, mode)
-            colls = []
-            if moe and s.ep.max() > 1:
-                # dispatch (before FFN1) and combine (after FFN2): each routed copy goes to its
-                # expert's ep rank and back (all-to-all over ep); ranks holding a split (T, F) of
-                # the tokens or an expert subset send only their share
-                split = (lin if which == 1 else lout) in (T, F) or choice == EXPERTS
-                colls.append(("all-to-all", "ep", dispatch_bytes(s, split)))
-            if choice == EXPERTS and (lin == T or lout == T):
-                # tokens held per rank (T) travel to the rank holding their expert and back
-                colls.append(("all-to-all", "tp", rows_t * k * h * s.ab))
-            b.put(slot, mode, fl + fl2, by + by2, w + w2, colls=colls)
+            fl, by, w = _routed(s, x, which, mode)
+            fl2, by2, w2 = _shared(s, x, which, mode)
+            b.put(slot, mode, fl + fl2, by + by2, w + w2,
+                  colls=_ffn_collectives(s, x, which, choice, lin, lout))
 
 
 def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -> Tables:
@@ -431,7 +448,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     else:
         for slot in ("router_dense", "ffn1_dense", "ffn2_dense"):
             _fill_empty(b, slot, MAX_MODES)
-    _fill_gemm(b, "lm_head", s.h, model.vocab, rows=s.lm_rows, rows_t=np.ceil(s.lm_rows / s.p))
+    _fill_gemm(b, "lm_head", s.h, model.vocab, rows=s.lm_rows, rows_t=np.ceil(s.lm_rows / s.tp))
 
     # ---- conversions between layouts, per activation point
     f = model.ffn
@@ -443,29 +460,29 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
         "inter": inter_moe, "inter_dense": s.rows * f.intermediate,
         "router": s.rows * s.experts, "logits": s.lm_rows * model.vocab,
     }
-    G = len(s.p)
+    G = len(s.tp)
     conv = np.zeros((G, len(POINTS), N_LAYOUTS, N_LAYOUTS))
     conv_bytes = np.zeros((G, len(POINTS)))
     for name, elems in full.items():
-        nb = np.broadcast_to(elems * s.ab, s.p.shape)
+        nb = np.broadcast_to(elems * s.ab, s.tp.shape)
         conv_bytes[:, PT[name]] = nb
         for (src, dst), kind in CONVERSION.items():
             # all-to-all moves each rank's share (S/p); the others work on the whole tensor S
-            size = nb / s.p if kind == "all-to-all" else nb
-            conv[:, PT[name], src, dst] = coll.COST[kind](topo.engine_links, size, s.p, 1.0)
+            size = nb / s.tp if kind == "all-to-all" else nb
+            conv[:, PT[name], src, dst] = coll.COST[kind](topo.engine_links, size, s.tp, 1.0)
     # after the LM head every rank needs the sampled ids: R has them; T samples its own tokens and
     # all-gathers the ids (4 bytes each); F (vocab split) gathers the logits, P all-reduces them
     logits = conv_bytes[:, PT["logits"]]
     final = np.zeros((G, 4))
     ids_bytes = s.lm_rows * 4.0
-    final[:, T] = coll.all_gather(topo.engine_links, ids_bytes, s.p, 1.0)
-    final[:, F] = coll.all_gather(topo.engine_links, logits, s.p, 1.0)
-    final[:, P] = coll.all_reduce(topo.engine_links, logits, s.p, 1.0)
+    final[:, T] = coll.all_gather(topo.engine_links, ids_bytes, s.tp, 1.0)
+    final[:, F] = coll.all_gather(topo.engine_links, logits, s.tp, 1.0)
+    final[:, P] = coll.all_reduce(topo.engine_links, logits, s.tp, 1.0)
     # stage-to-stage: the activation and the residual of the micro-batch (split over tp if the
     # layout is T or F, else whole on each rank)
     hid = conv_bytes[:, PT["hidden"]]
-    send_bytes = np.stack([hid / s.p, hid], axis=1)
-    send = np.stack([coll.send(topo.engine_links, send_bytes[:, i], s.pp, s.p * s.ep) for i in range(2)], 1)
+    send_bytes = np.stack([hid / s.tp, hid], axis=1)
+    send = np.stack([coll.send(topo.engine_links, send_bytes[:, i], s.pp, s.tp * s.ep) for i in range(2)], 1)
     # workspace: activations of one layer in flight (hidden, qkv, context, FFN intermediate,
     # logits), double-buffered
     inter_w = (s.top_k * f.expert_intermediate + f.shared_intermediate) if model.is_moe \
@@ -475,7 +492,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     # coarse-only validity
     budget = work.budget(topo)
     bad = np.zeros(G, dtype=np.int64)
-    bad |= np.where(s.p * s.ep * s.pp > budget, REASON_BIT["budget"], 0)
+    bad |= np.where(s.tp * s.ep * s.pp > budget, REASON_BIT["budget"], 0)
     bad |= np.where(model.layers % s.pp.astype(np.int64) != 0, REASON_BIT["divisibility"], 0)
     if model.is_moe:
         bad |= np.where(f.experts % s.ep.astype(np.int64) != 0, REASON_BIT["divisibility"], 0)
@@ -483,7 +500,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
         bad |= np.where(s.ep > 1, REASON_BIT["experts"], 0)
     return Tables(np.asarray(coarse), b.compute, b.memory, b.time, b.intr, b.intrinsic,
                   b.weights, b.kv, conv, conv_bytes, final, send, send_bytes, workspace,
-                  bad, np.floor(model.layers / s.pp), s.pp, s.batch, s.p * s.ep * s.pp,
+                  bad, np.floor(model.layers / s.pp), s.pp, s.batch, s.tp * s.ep * s.pp,
                   extra={"ids_bytes": ids_bytes})
 
 

@@ -8,8 +8,8 @@ send), each a function of the choices it depends on. Three callers use the same 
 ``walk`` over N strategies (with a record of every conversion, for ``breakdown``), ``fuse``
 over grids of choices (a table per coarse row, walked by ``fused_walk`` with a few lookups per
 strategy: ``evaluate``'s hot path, bit-identical to ``walk``), and the exact solver over
-factorized grids. In the pieces, ``cN`` is the choice of op N (``strategy.OPS``, 1-based as in
-the paper) and ``lN`` the layout a norm's choice fixes (``NORM_OF``).
+factorized grids. A piece's arguments are the choices of the ops it holds, named after them,
+and the layouts the norms' choices fix (``attn_layout``, ``ffn_layout``: ``NORM_OF``).
 
 Imports: layouts, optables, specs (types), strategy.
 """
@@ -76,118 +76,122 @@ class Gather:
         return t, MODE_OUT[s, mode], lin
 
 
-def piece_first(x: Gather, c1, l2):
+def piece_first(x: Gather, embedding, attn_layout):
     """Embedding (token ids are on every rank) into the first attn_norm: (time, weights)."""
     x.scope = "first"
-    t = x.op("embedding", c1) + x.conv("attn_norm", "hidden", MODE_OUT[SLOT["embedding"], c1], l2)
-    return t, x.weight("embedding", c1)
+    out = MODE_OUT[SLOT["embedding"], embedding]
+    t = x.op("embedding", embedding) + x.conv("attn_norm", "hidden", out, attn_layout)
+    return t, x.weight("embedding", embedding)
 
 
-def piece_attn(x: Gather, model, c2, c3, c4, c5, c6, c7):
+def piece_attn(x: Gather, model, attn_norm, qkv, scores, context, out_proj, ffn_norm):
     """One layer from attn_norm through ffn_norm: (time, weights + KV cache per GPU, out layout)."""
     x.scope = "layer"
-    l2, l7 = NORM_OF[c2], NORM_OF[c7]
-    t = x.op("attn_norm", c2)
-    cur = l2
-    for slot, point, c in (("qkv", "hidden", c3), ("scores", "qkv", c4), ("context", "scores", c5),
-                           ("out_proj", "context", c6)):
+    attn_layout, ffn_layout = NORM_OF[attn_norm], NORM_OF[ffn_norm]
+    t = x.op("attn_norm", attn_norm)
+    cur = attn_layout
+    for slot, point, c in (("qkv", "hidden", qkv), ("scores", "qkv", scores),
+                           ("context", "scores", context), ("out_proj", "context", out_proj)):
         dt, cur, _ = x.step(slot, c, cur, point)
         t = t + dt
     # the block's output and the residual both move into the layout of ffn_norm
-    t = t + x.conv("ffn_norm", "hidden", cur, l7) + x.conv("ffn_norm", "hidden", l2, l7) \
-        + x.op("ffn_norm", c7)
+    t = t + x.conv("ffn_norm", "hidden", cur, ffn_layout) \
+        + x.conv("ffn_norm", "hidden", attn_layout, ffn_layout) + x.op("ffn_norm", ffn_norm)
     m = x.modes
-    w = (x.weight("attn_norm", c2) + x.weight("qkv", m["qkv"]) + x.weight("out_proj", m["out_proj"])
-         + x.weight("ffn_norm", c7) + _kv_cache(model, x, m["scores"], m["context"]))
+    w = (x.weight("attn_norm", attn_norm) + x.weight("qkv", m["qkv"])
+         + x.weight("out_proj", m["out_proj"])
+         + x.weight("ffn_norm", ffn_norm) + _kv_cache(model, x, m["scores"], m["context"]))
     return t, w, cur
 
 
-def _kv_cache(model, x: Gather, mode4, mode5):
+def _kv_cache(model, x: Gather, scores_mode, context_mode):
     """Resident KV cache per GPU per layer: K as the scores op splits it, V as the context op does.
 
     MLA keeps one latent for keys and values: when the context op splits it the same way as the
     scores op, the scores op's copy serves both."""
-    k, v = x.kv("scores", mode4), x.kv("context", mode5)
+    k, v = x.kv("scores", scores_mode), x.kv("context", context_mode)
     if model.attention.kind != "mla":
         return k + v
     # storage key of a split: heads and R both keep whole latents of all sequences (the latent is
     # not split by heads), dim splits the latent, T keeps whole latents of each rank's sequences
     key = np.array([0, 1, 0, 2])
-    return k + np.where(key[mode4] == key[mode5], 0.0, v)
+    return k + np.where(key[scores_mode] == key[context_mode], 0.0, v)
 
 
-def piece_ffn(x: Gather, model, l7, c8, c9, c10, dense: bool = False):
+def piece_ffn(x: Gather, model, ffn_layout, router, ffn1, ffn2, dense: bool = False):
     """One FFN block (router side branch, FFN1, FFN2): (time, weights, out layout, pair ok)."""
-    t, w, out1 = piece_ffn_in(x, model, l7, c8, c9, dense)
-    conv, op, w2, out, pair_ok = piece_ffn_out(x, out1, c9, c10, dense)
+    t, w, ffn1_out = piece_ffn_in(x, model, ffn_layout, router, ffn1, dense)
+    conv, op, w2, out, pair_ok = piece_ffn_out(x, ffn1_out, ffn1, ffn2, dense)
     return t + conv + op, w + w2, out, pair_ok
 
 
-def piece_ffn_in(x: Gather, model, l7, c8, c9, dense: bool = False):
+def piece_ffn_in(x: Gather, model, ffn_layout, router, ffn1, dense: bool = False):
     """FFN1 and, for a MoE layer, the router beside it: (time, weights, FFN1's output layout)."""
     sfx = "_dense" if dense else ""
     x.scope = "ffn_dense" if dense else "ffn"
-    t1, out1, lin1 = x.step("ffn1" + sfx, c9, l7, "hidden")
-    t = t1
+    t_ffn1, ffn1_out, ffn1_in = x.step("ffn1" + sfx, ffn1, ffn_layout, "hidden")
+    t = t_ffn1
     w = x.weight("ffn1" + sfx, x.modes["ffn1" + sfx])
     if model.is_moe and not dense:
-        tr, outr, _ = x.step("router", c8, l7, "hidden")
+        t_router, router_out, _ = x.step("router", router, ffn_layout, "hidden")
         # the routing decision must be where the tokens are: every rank, or each rank's own (T)
-        t = t + tr + x.conv("router", "router", outr, np.where(lin1 == T, T, R))
+        t = t + t_router + x.conv("router", "router", router_out, np.where(ffn1_in == T, T, R))
         w = w + x.weight("router", x.modes["router"])
-    return t, w, out1
+    return t, w, ffn1_out
 
 
-def piece_ffn_out(x: Gather, out1, c9, c10, dense: bool = False):
+def piece_ffn_out(x: Gather, ffn1_out, ffn1, ffn2, dense: bool = False):
     """FFN2 after FFN1's output layout out1: (conversion time, op time, weights, out layout,
     whether the pair of choices is allowed)."""
     sfx = "_dense" if dense else ""
-    s2 = SLOT["ffn2" + sfx]
-    pair_ok = (c9 == EXPERTS) == (c10 == EXPERTS)
+    slot2 = SLOT["ffn2" + sfx]
+    pair_ok = (ffn1 == EXPERTS) == (ffn2 == EXPERTS)
     # `experts` on FFN2 continues FFN1's expert-local state; anything else converts the
     # intermediate activation (an unmatched experts pair is invalid: costed, then flagged)
-    lin2 = np.where(c10 == EXPERTS, np.where(pair_ok, out1, ER),
-                    np.where(c10 >= NONE, x.pick("inter" + sfx, out1), FIXED_IN[s2, c10]))
-    mode2 = MODE_OF[s2, c10, lin2]
-    conv = x.conv("ffn2" + sfx, "inter" + sfx, out1, lin2)
-    return conv, x.op("ffn2" + sfx, mode2), x.weight("ffn2" + sfx, mode2), MODE_OUT[s2, mode2], \
-        pair_ok
+    ffn2_in = np.where(ffn2 == EXPERTS, np.where(pair_ok, ffn1_out, ER),
+                    np.where(ffn2 >= NONE, x.pick("inter" + sfx, ffn1_out), FIXED_IN[slot2, ffn2]))
+    ffn2_mode = MODE_OF[slot2, ffn2, ffn2_in]
+    conv = x.conv("ffn2" + sfx, "inter" + sfx, ffn1_out, ffn2_in)
+    return (conv, x.op("ffn2" + sfx, ffn2_mode), x.weight("ffn2" + sfx, ffn2_mode),
+            MODE_OUT[slot2, ffn2_mode], pair_ok)
 
 
-def piece_between(x: Gather, out, l7, l2):
+def piece_between(x: Gather, out, ffn_layout, attn_layout):
     """Layer boundary: the FFN output and the residual move into the next attn_norm's layout."""
     x.scope = "between"
-    return x.conv("attn_norm", "hidden", out, l2) + x.conv("attn_norm", "hidden", l7, l2)
+    return x.conv("attn_norm", "hidden", out, attn_layout) \
+        + x.conv("attn_norm", "hidden", ffn_layout, attn_layout)
 
 
-def piece_last(x: Gather, out, l7, c11, c12):
-    """Last FFN output -> final norm -> LM head -> sampled ids everywhere: (time, weights, logits)."""
-    t = piece_final_norm(x, out, l7, c11)
-    t12, final, w, out12 = piece_lm_head(x, c11, c12)
-    return t + t12 + final, w, out12
+def piece_last(x: Gather, out, ffn_layout, final_norm, lm_head):
+    """Last FFN output -> final norm -> LM head -> sampled ids everywhere: (time, weights,
+    logits layout)."""
+    t = piece_final_norm(x, out, ffn_layout, final_norm)
+    t_head, final, w, logits = piece_lm_head(x, final_norm, lm_head)
+    return t + t_head + final, w, logits
 
 
-def piece_final_norm(x: Gather, out, l7, c11):
+def piece_final_norm(x: Gather, out, ffn_layout, final_norm):
     """The last FFN output and the residual into the final norm's layout, and the norm."""
     x.scope = "last"
-    l11 = NORM_OF[c11]
-    return x.conv("final_norm", "hidden", out, l11) + x.conv("final_norm", "hidden", l7, l11) \
-        + x.op("final_norm", c11)
+    final_layout = NORM_OF[final_norm]
+    return x.conv("final_norm", "hidden", out, final_layout) \
+        + x.conv("final_norm", "hidden", ffn_layout, final_layout) + x.op("final_norm", final_norm)
 
 
-def piece_lm_head(x: Gather, c11, c12):
+def piece_lm_head(x: Gather, final_norm, lm_head):
     """LM head after the final norm, then the sampled ids to every rank: (head time, ids time,
     weights of the norm and the head, logits layout)."""
     x.scope = "last"
-    t12, out12, _ = x.step("lm_head", c12, NORM_OF[c11], "hidden")
-    w = x.weight("final_norm", c11) + x.weight("lm_head", x.modes["lm_head"])
-    return t12, x.tab.final_s[x.g, out12], w, out12
+    t_head, logits, _ = x.step("lm_head", lm_head, NORM_OF[final_norm], "hidden")
+    w = x.weight("final_norm", final_norm) + x.weight("lm_head", x.modes["lm_head"])
+    return t_head, x.tab.final_s[x.g, logits], w, logits
 
 
-def piece_send(x: Gather, out, l7):
+def piece_send(x: Gather, out, ffn_layout):
     """Stage-to-stage send of the activation and the residual (split over tp when T or F)."""
     s = x.tab.send_s
-    return sum(np.where((lo == T) | (lo == F), s[x.g, 0], s[x.g, 1]) for lo in (out, l7))
+    return sum(np.where((lo == T) | (lo == F), s[x.g, 0], s[x.g, 1]) for lo in (out, ffn_layout))
 
 
 @dataclass
@@ -215,24 +219,25 @@ class Walk:
 def walk(tab: Tables, g: np.ndarray, choices: np.ndarray, model: ModelSpec,
          record: list | None = None) -> Walk:
     """Cost strategies with coarse index g [N] and choices [N, 12] piece by piece."""
-    c = [choices[:, i] for i in range(len(OPS))]
+    c = {op: choices[:, i] for i, op in enumerate(OPS)}
     x = Gather(tab, g, record)
-    l2, l7 = NORM_OF[c[1]], NORM_OF[c[6]]
-    first, emb_w = piece_first(x, c[0], l2)
-    attn, layer_w, attn_out = piece_attn(x, model, *c[1:7])
-    ffn, ffn_w, out, pair_ok = piece_ffn(x, model, l7, c[7], c[8], c[9])
+    attn_layout, ffn_layout = NORM_OF[c["attn_norm"]], NORM_OF[c["ffn_norm"]]
+    first, emb_w = piece_first(x, c["embedding"], attn_layout)
+    attn, layer_w, attn_out = piece_attn(x, model, *(c[op] for op in OPS[1:7]))
+    ffn, ffn_w, out, pair_ok = piece_ffn(x, model, ffn_layout, c["router"], c["ffn1"], c["ffn2"])
     zero = np.zeros(len(g))
     ffn_d, ffn_dw = zero, zero
     if model.is_moe and model.ffn.dense_layers:
-        ffn_d, ffn_dw, _, _ = piece_ffn(x, model, l7, c[7], c[8], c[9], dense=True)
+        ffn_d, ffn_dw, _, _ = piece_ffn(x, model, ffn_layout, c["router"], c["ffn1"], c["ffn2"],
+                                        dense=True)
     bad = np.where(pair_ok, 0, REASON_BIT["experts"])
     if not model.is_moe:
-        bad |= np.where((c[8] == EXPERTS) | (c[9] == EXPERTS), REASON_BIT["experts"], 0)
-    between = piece_between(x, out, l7, l2)
-    last, tail_w, logits = piece_last(x, out, l7, c[10], c[11])
-    send = piece_send(x, out, l7)
-    layouts = dict(attn_norm=l2, ffn_norm=l7, final_norm=NORM_OF[c[10]], attn_out=attn_out,
-                   ffn_out=out, logits=logits)
+        bad |= np.where((c["ffn1"] == EXPERTS) | (c["ffn2"] == EXPERTS), REASON_BIT["experts"], 0)
+    between = piece_between(x, out, ffn_layout, attn_layout)
+    last, tail_w, logits = piece_last(x, out, ffn_layout, c["final_norm"], c["lm_head"])
+    send = piece_send(x, out, ffn_layout)
+    layouts = dict(attn_norm=attn_layout, ffn_norm=ffn_layout, final_norm=NORM_OF[c["final_norm"]],
+                   attn_out=attn_out, ffn_out=out, logits=logits)
     return Walk(x.modes, layouts, x.op_s, record if record is not None else [], attn, ffn, ffn_d,
                 between, first, last, send, layer_w, ffn_w, ffn_dw, emb_w, tail_w, bad)
 
@@ -266,9 +271,9 @@ class Fused:
         o = self.offset
         o["to_norm_res"] = o["to_norm"]
         self.path = {k: o[k] + v for k, v in PATH.items()}      # [op2..op7 bits] -> position
-        c1, c2 = np.arange(16) >> 2, np.minimum(np.arange(16) & 3, 2)
-        self.first = o["first"] + c1 * 3 + c2                   # [op1, op2 bits]
-        self.emb_w = o["emb_w"] + c1
+        embedding, attn_norm = np.arange(16) >> 2, np.minimum(np.arange(16) & 3, 2)
+        self.first = o["first"] + embedding * 3 + attn_norm                   # [op1, op2 bits]
+        self.emb_w = o["emb_w"] + embedding
         r = ffn_out * 3 + np.minimum(np.arange(256) >> 6, 2)    # FFN output layout*3 + op7
         self.between = o["between"] + r * 3                     # [op7..op10 bits] (+ op2)
         self.last = o["last"] + r * 12                          # (+ op11*4 + op12)
@@ -290,9 +295,10 @@ def fuse(tab: Tables, model: ModelSpec) -> Fused:
     c1, c2 = _grid(3, 3)
     first, _ = piece_first(x, c1, NORM_OF[c2])                           # [G, op1*3 + op2]
     emb_w = x.weight("embedding", np.arange(3))                          # [G, op1]
-    c2, c3 = _grid(3, 4)
-    att1 = x.op("attn_norm", c2) + x.step("qkv", c3, NORM_OF[c2], "hidden")[0]   # [G, op2*4+op3]
-    att1_w = x.weight("attn_norm", c2) + x.weight("qkv", x.modes["qkv"])
+    attn_norm, qkv = _grid(3, 4)
+    # [G, op2*4 + op3]
+    att1 = x.op("attn_norm", attn_norm) + x.step("qkv", qkv, NORM_OF[attn_norm], "hidden")[0]
+    att1_w = x.weight("attn_norm", attn_norm) + x.weight("qkv", x.modes["qkv"])
     inc, ch = _grid(6, 4)
     scores = x.step("scores", ch, inc, "qkv")[0]                         # [G, layout in*4+choice]
     context = x.step("context", ch, inc, "scores")[0]
@@ -300,8 +306,8 @@ def fuse(tab: Tables, model: ModelSpec) -> Fused:
     out_w = x.weight("out_proj", x.modes["out_proj"])
     m4, m5 = _grid(4, 4)
     kv = _kv_cache(model, x, m4, m5)                                     # [G, mode4*4 + mode5]
-    src, c7 = _grid(6, 3)
-    to_norm = x.conv("ffn_norm", "hidden", src, NORM_OF[c7])             # [G, layout*3 + op7]
+    src, ffn_norm = _grid(6, 3)
+    to_norm = x.conv("ffn_norm", "hidden", src, NORM_OF[ffn_norm])             # [G, layout*3 + op7]
     norm = x.op("ffn_norm", np.arange(3))
     norm_w = x.weight("ffn_norm", np.arange(3))
     parts = dict(first=first, emb_w=emb_w, att1=att1, att1_w=att1_w, scores=scores,
@@ -322,19 +328,20 @@ def fuse(tab: Tables, model: ModelSpec) -> Fused:
     bad = np.broadcast_to(np.where(pair_ok, 0, REASON_BIT["experts"]).reshape(3, 1, 16),
                           (3, 4, 16)).ravel()
     if not model.is_moe:
-        c9, c10 = _grid(3, 4, 4, 4)[2:]
-        bad = bad | np.where((c9 == EXPERTS) | (c10 == EXPERTS), REASON_BIT["experts"], 0)
+        ffn1, ffn2 = _grid(3, 4, 4, 4)[2:]
+        bad = bad | np.where((ffn1 == EXPERTS) | (ffn2 == EXPERTS), REASON_BIT["experts"], 0)
     # layer boundary, last stage and send: by (FFN output layout, op7[, op2 | op11, op12])
-    lo, c7, c2 = _grid(6, 3, 3)
-    parts["between"] = piece_between(x, lo, NORM_OF[c7], NORM_OF[c2])    # [G, (lo*3+op7)*3+op2]
-    lo, c7, c11 = _grid(6, 3, 3)
-    fin = piece_final_norm(x, lo, NORM_OF[c7], c11).reshape(G, 18, 3, 1)
-    c11, c12 = _grid(3, 4)
-    head, ids, parts["tail_w"], _ = piece_lm_head(x, c11, c12)          # [G, op11*4 + op12]
+    lo, ffn_norm, attn_norm = _grid(6, 3, 3)
+    # [G, (lo*3 + op7)*3 + op2]
+    parts["between"] = piece_between(x, lo, NORM_OF[ffn_norm], NORM_OF[attn_norm])
+    lo, ffn_norm, final_norm = _grid(6, 3, 3)
+    fin = piece_final_norm(x, lo, NORM_OF[ffn_norm], final_norm).reshape(G, 18, 3, 1)
+    final_norm, lm_head = _grid(3, 4)
+    head, ids, parts["tail_w"], _ = piece_lm_head(x, final_norm, lm_head)   # [G, op11*4 + op12]
     head, ids = (a.reshape(G, 1, 3, 4) for a in (head, ids))
     parts["last"] = (fin + head + ids).reshape(G, 216)                   # [G, (lo*3+op7)*12+..]
-    lo, c7 = _grid(6, 3)
-    parts["send"] = piece_send(x, lo, NORM_OF[c7])                       # [G, lo*3 + op7]
+    lo, ffn_norm = _grid(6, 3)
+    parts["send"] = piece_send(x, lo, NORM_OF[ffn_norm])                       # [G, lo*3 + op7]
     parts = {k: np.broadcast_to(v, (G, np.shape(v)[-1])) for k, v in parts.items()}
     pad = (0, 64)                                  # op7 = 3 never occurs (a norm takes 0..2)
     return Fused(parts, np.pad(ffn_out, pad), np.pad(bad, pad))
