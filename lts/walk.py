@@ -250,34 +250,57 @@ def walk(tab: Tables, g: np.ndarray, choices: np.ndarray, model: ModelSpec,
 # one lookup in a table built once per coarse row, with the additions done in the same order as
 # ``walk``: the fused walk is bit-identical to it (tests/test_costmodel_reference.py).
 
-def _grid(*sizes):
-    """Every combination of choices 0..size-1, flattened, last axis fastest."""
-    return tuple(a.ravel() for a in np.meshgrid(*map(np.arange, sizes), indexing="ij"))
+# the fused pieces and their axes (choices or layouts), in the order of a row of ``Fused.flat``
+PIECES = {
+    "first": (3, 3), "emb_w": (3,),                        # op1, op2 | op1
+    "att1": (3, 4), "att1_w": (3, 4),                      # op2, op3
+    "scores": (6, 4), "context": (6, 4), "out_proj": (6, 4), "out_w": (6, 4),  # layout in, choice
+    "kv": (4, 4),                                          # mode of scores, mode of context
+    "to_norm": (6, 3), "norm": (3,), "norm_w": (3,),       # layout, op7 | op7
+    "ffn": (3, 4, 4, 4), "ffn_w": (3, 4, 4, 4),            # op7, op8, op9, op10
+    "ffn_d": (3, 4, 4, 4), "ffn_d_w": (3, 4, 4, 4),        # (dense layers of a MoE only)
+    "between": (6, 3, 3),                                  # FFN output layout, op7, op2
+    "last": (6, 3, 3, 4), "tail_w": (3, 4),                # layout, op7, op11, op12 | op11, op12
+    "send": (6, 3),                                        # FFN output layout, op7
+}
 
 
 class Fused:
     """Per coarse row, each piece's time (and weights) over the choices it depends on, in one flat
-    g-major array (row g = ``width`` values, piece ``name`` at ``offset[name]``), and the lookup
-    tables from choice bit fields to positions in a row."""
+    g-major array (row g = ``width`` values, piece ``name`` at ``offset[name]``, its axes as in
+    ``PIECES``), and the lookup tables from choice bit fields to positions in a row."""
 
-    def __init__(self, parts: dict, ffn_out, ffn_bad):
+    def __init__(self, rows: int, names):
         self.offset, at = {}, 0
-        for name, a in parts.items():
+        for name in names:
             self.offset[name] = at
-            at += a.shape[1]
+            at += int(np.prod(PIECES[name]))
         self.width = at
-        self.flat = np.concatenate(list(parts.values()), axis=1).ravel()
+        self.flat = np.empty(rows * at)
+
+    def view(self, name):
+        """Piece ``name`` of every row, writable: [G, *axes]."""
+        o, shape = self.offset[name], PIECES[name]
+        rows = self.flat.reshape(-1, self.width)
+        return rows[:, o:o + int(np.prod(shape))].reshape((len(rows),) + shape)
+
+    def put(self, name, values):
+        np.copyto(self.view(name), values)        # broadcast over the axes it does not depend on
+
+    def index(self, ffn_out, ffn_bad):
+        """The lookup tables, once the pieces are in: FFN output layout and reason bits per
+        op7..op10 bit field."""
         self.ffn_bad = ffn_bad                            # [op7..op10 bits] -> reason bits
-        o = self.offset
-        o["to_norm_res"] = o["to_norm"]
+        o = dict(self.offset, to_norm_res=self.offset["to_norm"])
         self.path = {k: o[k] + v for k, v in PATH.items()}      # [op2..op7 bits] -> position
         embedding, attn_norm = np.arange(16) >> 2, np.minimum(np.arange(16) & 3, 2)
-        self.first = o["first"] + embedding * 3 + attn_norm                   # [op1, op2 bits]
+        self.first = o["first"] + embedding * 3 + attn_norm      # [op1, op2 bits]
         self.emb_w = o["emb_w"] + embedding
         r = ffn_out * 3 + np.minimum(np.arange(256) >> 6, 2)    # FFN output layout*3 + op7
         self.between = o["between"] + r * 3                     # [op7..op10 bits] (+ op2)
         self.last = o["last"] + r * 12                          # (+ op11*4 + op12)
         self.send = o["send"] + r
+        return self
 
     def append(self, other: "Fused") -> "Fused":
         out = object.__new__(Fused)
@@ -286,65 +309,70 @@ class Fused:
         return out
 
 
+def _axes(*sizes):
+    """One arange per axis, shaped to broadcast against the others (an outer grid)."""
+    n = len(sizes)
+    return tuple(np.arange(k).reshape([1] * i + [k] + [1] * (n - 1 - i))
+                 for i, k in enumerate(sizes))
+
+
 def fuse(tab: Tables, model: ModelSpec) -> Fused:
     """Tabulate the pieces of ``walk`` per coarse row of ``tab``, computed by the same functions
-    over grids of choices; a piece over many choices (FFN: 192, last stage: 216) is summed from
-    its parts by broadcasting, in the order the piece itself adds them."""
+    over outer grids of the choices (broadcast: each lookup is made over the axes it depends on
+    only); a piece over many choices (FFN: 192, last stage: 216) is summed from its parts by
+    broadcasting, in the order the piece itself adds them."""
     G = len(tab.coarse)
-    x = Gather(tab, np.arange(G)[:, None])
-    c1, c2 = _grid(3, 3)
-    first, _ = piece_first(x, c1, NORM_OF[c2])                           # [G, op1*3 + op2]
-    emb_w = x.weight("embedding", np.arange(3))                          # [G, op1]
-    attn_norm, qkv = _grid(3, 4)
-    # [G, op2*4 + op3]
-    att1 = x.op("attn_norm", attn_norm) + x.step("qkv", qkv, NORM_OF[attn_norm], "hidden")[0]
-    att1_w = x.weight("attn_norm", attn_norm) + x.weight("qkv", x.modes["qkv"])
-    inc, ch = _grid(6, 4)
-    scores = x.step("scores", ch, inc, "qkv")[0]                         # [G, layout in*4+choice]
-    context = x.step("context", ch, inc, "scores")[0]
-    out_proj = x.step("out_proj", ch, inc, "context")[0]
-    out_w = x.weight("out_proj", x.modes["out_proj"])
-    m4, m5 = _grid(4, 4)
-    kv = _kv_cache(model, x, m4, m5)                                     # [G, mode4*4 + mode5]
-    src, ffn_norm = _grid(6, 3)
-    to_norm = x.conv("ffn_norm", "hidden", src, NORM_OF[ffn_norm])             # [G, layout*3 + op7]
-    norm = x.op("ffn_norm", np.arange(3))
-    norm_w = x.weight("ffn_norm", np.arange(3))
-    parts = dict(first=first, emb_w=emb_w, att1=att1, att1_w=att1_w, scores=scores,
-                 context=context, out_proj=out_proj, out_w=out_w, kv=kv, to_norm=to_norm,
-                 norm=norm, norm_w=norm_w)
+    dense = model.is_moe and model.ffn.dense_layers
+    fz = Fused(G, [k for k in PIECES if dense or not k.startswith("ffn_d")])
+
+    def at(rank):     # lookups for coarse rows [G] against a grid of ``rank`` axes
+        return Gather(tab, np.arange(G).reshape((G,) + (1,) * rank))
+
+    x1, x2, x3, x4 = at(1), at(2), at(3), at(4)
+    emb, attn_norm = _axes(3, 3)
+    fz.put("first", piece_first(x2, emb, NORM_OF[attn_norm])[0])
+    fz.put("emb_w", x1.weight("embedding", np.arange(3)))
+    attn_norm, qkv = _axes(3, 4)
+    fz.put("att1", x2.op("attn_norm", attn_norm)
+           + x2.step("qkv", qkv, NORM_OF[attn_norm], "hidden")[0])
+    fz.put("att1_w", x2.weight("attn_norm", attn_norm) + x2.weight("qkv", x2.modes["qkv"]))
+    inc, ch = _axes(6, 4)
+    for name, point in (("scores", "qkv"), ("context", "scores"), ("out_proj", "context")):
+        fz.put(name, x2.step(name, ch, inc, point)[0])
+    fz.put("out_w", x2.weight("out_proj", x2.modes["out_proj"]))
+    fz.put("kv", _kv_cache(model, x2, *_axes(4, 4)))
+    src, ffn_norm = _axes(6, 3)
+    fz.put("to_norm", x2.conv("ffn_norm", "hidden", src, NORM_OF[ffn_norm]))
+    fz.put("norm", x1.op("ffn_norm", np.arange(3)))
+    fz.put("norm_w", x1.weight("ffn_norm", np.arange(3)))
     # FFN block [G, op7, op8, op9, op10] = (in[op7, op8, op9] + conv[op7, op9, op10]) + op[...]
-    a7, a8, a9 = _grid(3, 4, 4)
-    b7, b9, b10 = _grid(3, 4, 4)
-    for dense in ((False, True) if model.is_moe and model.ffn.dense_layers else (False,)):
-        t_in, w_in, _ = piece_ffn_in(x, model, NORM_OF[a7], a8, a9, dense)
-        conv, op, w2, out, pair_ok = piece_ffn_out(x, FFN1_OUT[b7, b9], b9, b10, dense)
-        t_in, w_in = (a.reshape(G, 3, 4, 4, 1) for a in (t_in, w_in))
-        conv, op, w2 = (np.broadcast_to(a, (G, 48)).reshape(G, 3, 1, 4, 4) for a in (conv, op, w2))
-        key = "ffn_d" if dense else "ffn"
-        parts[key] = (t_in + conv + op).reshape(G, 192)
-        parts[key + "_w"] = (w_in + w2).reshape(G, 192)
-    ffn_out = np.broadcast_to(out.reshape(3, 1, 16), (3, 4, 16)).ravel()  # [op7..op10 bits]
-    bad = np.broadcast_to(np.where(pair_ok, 0, REASON_BIT["experts"]).reshape(3, 1, 16),
-                          (3, 4, 16)).ravel()
-    if not model.is_moe:
-        ffn1, ffn2 = _grid(3, 4, 4, 4)[2:]
-        bad = bad | np.where((ffn1 == EXPERTS) | (ffn2 == EXPERTS), REASON_BIT["experts"], 0)
+    ffn_norm, router, ffn1, ffn2 = _axes(3, 4, 4, 4)
+    for d in ((False, True) if dense else (False,)):
+        t_in, w_in, _ = piece_ffn_in(x4, model, NORM_OF[ffn_norm], router, ffn1, d)
+        conv, op, w2, out, pair_ok = piece_ffn_out(x4, FFN1_OUT[ffn_norm, ffn1], ffn1, ffn2, d)
+        key = "ffn_d" if d else "ffn"
+        t = fz.view(key)
+        np.add(t_in, conv, out=t)
+        t += op
+        np.add(w_in, w2, out=fz.view(key + "_w"))
+    ffn_out = np.broadcast_to(out, (3, 4, 4, 4)).ravel()                 # [op7..op10 bits]
+    bad = np.broadcast_to(np.where(pair_ok, 0, REASON_BIT["experts"]), (3, 4, 4, 4)).ravel()
+    if not model.is_moe:      # `experts` on a dense FFN
+        lone = np.where((ffn1 == EXPERTS) | (ffn2 == EXPERTS), REASON_BIT["experts"], 0)
+        bad = bad | np.broadcast_to(lone, (3, 4, 4, 4)).ravel()
     # layer boundary, last stage and send: by (FFN output layout, op7[, op2 | op11, op12])
-    lo, ffn_norm, attn_norm = _grid(6, 3, 3)
-    # [G, (lo*3 + op7)*3 + op2]
-    parts["between"] = piece_between(x, lo, NORM_OF[ffn_norm], NORM_OF[attn_norm])
-    lo, ffn_norm, final_norm = _grid(6, 3, 3)
-    fin = piece_final_norm(x, lo, NORM_OF[ffn_norm], final_norm).reshape(G, 18, 3, 1)
-    final_norm, lm_head = _grid(3, 4)
-    head, ids, parts["tail_w"], _ = piece_lm_head(x, final_norm, lm_head)   # [G, op11*4 + op12]
-    head, ids = (a.reshape(G, 1, 3, 4) for a in (head, ids))
-    parts["last"] = (fin + head + ids).reshape(G, 216)                   # [G, (lo*3+op7)*12+..]
-    lo, ffn_norm = _grid(6, 3)
-    parts["send"] = piece_send(x, lo, NORM_OF[ffn_norm])                       # [G, lo*3 + op7]
-    parts = {k: np.broadcast_to(v, (G, np.shape(v)[-1])) for k, v in parts.items()}
+    lo, ffn_norm, attn_norm = _axes(6, 3, 3)
+    fz.put("between", piece_between(x3, lo, NORM_OF[ffn_norm], NORM_OF[attn_norm]))
+    lo, ffn_norm, final_norm, lm_head = _axes(6, 3, 3, 4)
+    head, ids, tail_w, _ = piece_lm_head(x4, final_norm, lm_head)
+    last = fz.view("last")
+    np.add(piece_final_norm(x4, lo, NORM_OF[ffn_norm], final_norm), head, out=last)
+    last += ids
+    fz.put("tail_w", tail_w[:, 0, 0])
+    lo, ffn_norm = _axes(6, 3)
+    fz.put("send", piece_send(x2, lo, NORM_OF[ffn_norm]))
     pad = (0, 64)                                  # op7 = 3 never occurs (a norm takes 0..2)
-    return Fused(parts, np.pad(ffn_out, pad), np.pad(bad, pad))
+    return fz.index(np.pad(ffn_out, pad), np.pad(bad, pad))
 
 
 def fused_walk(fz: Fused, g, code, model: ModelSpec):
