@@ -1,6 +1,7 @@
 """``lts bench``: how fast this machine evaluates and searches, all in process.
 
-Imports: costmodel, problems, exact, search (the ppo adapter), specs (types), strategy.
+Imports: costmodel, problems, exact, search (the ppo adapter), specs (types), strategy,
+workload.
 """
 from __future__ import annotations
 
@@ -40,23 +41,29 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
     The evaluator is timed twice on the same rows: with the tables of the space's coarse grid
     built beforehand and each row's coarse index given, as every search calls it (a search builds
     them once when its problem is made), and cold (strategy rows alone: grouping the coarse rows
-    and building their tables inside the timed call)."""
+    and building their tables inside the timed call), each the median of three calls."""
     work = Workload()
     problem = Problem(model, topo, work)
     idx = problem.space.sample(np.random.default_rng(seed), evaluations)
     strategies, g = problem.space.decode(idx), problem.coarse_index(idx)
-    evaluate(model, topo, work, strategies[:1000])          # warm up
-    evaluate(model, topo, work, strategies[:1000], tables=problem.tables, coarse_index=g[:1000])
-    t0 = time.perf_counter()
-    evaluate(model, topo, work, strategies, tables=problem.tables, coarse_index=g)
-    warm_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    evaluate(model, topo, work, strategies)
-    cold_s = time.perf_counter() - t0
+
+    def per_s(**kw):
+        """Strategies per second of evaluate(strategies, **kw): the median of three calls after
+        one untimed call of the same size (the first call in a process also pays for the memory
+        the allocator maps for its arrays)."""
+        evaluate(model, topo, work, strategies, **kw)
+        times = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            evaluate(model, topo, work, strategies, **kw)
+            times.append(time.perf_counter() - t0)
+        return evaluations / float(np.median(times))
+
+    warm = per_s(tables=problem.tables, coarse_index=g)
+    cold = per_s()
     t0 = time.perf_counter()
     breakdown(model, topo, work, megatron_row(8, 1, 1, 64))
-    out = Bench(model.name, topo.name, evaluations, evaluations / warm_s, evaluations / cold_s,
-                time.perf_counter() - t0)
+    out = Bench(model.name, topo.name, evaluations, warm, cold, time.perf_counter() - t0)
     if searches:
         problem = Problem(model, topo, work)
         t0 = time.perf_counter()

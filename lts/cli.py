@@ -8,7 +8,7 @@ Exit status: 0 success, 1 bad input file or nothing feasible (LtsError), 2 bad f
 Results go to stdout (rich tables, or JSON with --json); progress and diagnostics to stderr.
 
 Imports: report, search, problems, bench, costmodel, emit, engines, errors, limits, specs,
-units; serve, strategy and validate inside the commands that use them.
+units, workload; serve, strategy and validate inside the commands that use them.
 """
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ from .layouts import CONVERSION, F, LAYOUT_NAMES, MODE_IN, MODE_OUT, PT, SLOT, S
 from .optables import REASON_BIT, REASONS, Tables, append_tables, build_tables
 from .specs import ModelSpec, TopologySpec
 from .strategy import N_COARSE, N_OPS, OPS, PP, TP
-from .walk import Fused, Walk, fuse, fused_walk, walk
+from .walk import Walk, fuse, fused_walk, walk
 from .workload import Workload
 
 @dataclass
@@ -120,10 +120,11 @@ def assemble(model, tab: Tables, g, w: Walk):
 CHUNK = 16384
 
 
-def _times(model, tables, fz, g, code):
-    """Slowest stage, fullest stage's memory and the choices' reason bits of strategies g, code."""
+def _times(model, tables, fz, g, at, code):
+    """Slowest stage, fullest stage's memory and the choices' reason bits of strategies of coarse
+    rows g (rows ``at`` of ``fz``) and packed choices ``code``."""
     (attn, between, ffn, ffn_d, first, last, send,
-     layer_w, ffn_w, ffn_dw, emb_w, tail_w, bad) = fused_walk(fz, g, code, model)
+     layer_w, ffn_w, ffn_dw, emb_w, tail_w, bad) = fused_walk(fz, at, code, model)
     lp, pp = tables.layers_per_stage[g], tables.pp[g]
     slowest = stage_max(model, lp, pp, attn, between, ffn, ffn_d, first, last, send)
     memory = stage_memory(model, lp, pp, layer_w, ffn_w, ffn_dw, emb_w, tail_w,
@@ -131,12 +132,50 @@ def _times(model, tables, fz, g, code):
     return slowest, memory, bad
 
 
-def fused_tables(tables: Tables, model: ModelSpec) -> Fused:
-    """``fuse(tables)``, built on first use and kept with the tables."""
-    fz = tables.extra.get("fused")
-    if fz is None:
-        fz = tables.extra["fused"] = fuse(tables, model)
-    return fz
+class FusedRows:
+    """The fused pieces (``walk.fuse``) of the coarse rows of one set of tables that have been
+    evaluated so far: a row is fused the first time a strategy of it is (a search visits few of
+    its grid's rows; a large batch fuses its rows in one call). Kept in ``tables.extra``."""
+
+    def __init__(self):
+        self.fused = None                           # Fused of the rows met, in order met
+        self.at = np.zeros(0, dtype=np.int64)       # coarse row -> its row in ``fused`` (-1)
+
+    # fusing a coarse row costs about as much as walking this many strategies op by op
+    # (moe1.6t, 4550 rows: 12 us a row, 0.4 us a strategy)
+    ROW_COST = 32
+
+    @staticmethod
+    def of(tables: Tables) -> "FusedRows":
+        return tables.extra.setdefault("fused", FusedRows())
+
+    def _grow(self, tables: Tables):
+        G = len(tables.coarse)
+        if len(self.at) < G:        # new tables, or tables appended to (TableCache)
+            self.at = np.concatenate([self.at, np.full(G - len(self.at), -1, dtype=np.int64)])
+
+    def worth(self, tables: Tables, g) -> bool:
+        """Whether to evaluate strategies of coarse rows g by the fused walk: the rows not yet
+        fused are few for the strategies (a search's small batches walk op by op)."""
+        self._grow(tables)
+        missing = g[self.at[g] < 0]
+        return len(missing) == 0 or len(g) >= self.ROW_COST * np.count_nonzero(
+            np.bincount(missing, minlength=len(tables.coarse)))
+
+    def rows(self, tables: Tables, model: ModelSpec, g) -> tuple:
+        """(Fused, row of each of the coarse rows g in it), fusing the rows not met before."""
+        self._grow(tables)
+        G = len(tables.coarse)
+        at = self.at[g]
+        new = at < 0
+        if new.any():
+            rows = np.flatnonzero(np.bincount(g[new], minlength=G))
+            fz = fuse(tables, model, rows)
+            start = 0 if self.fused is None else self.fused.rows
+            self.fused = fz if self.fused is None else self.fused.append(fz)
+            self.at[rows] = start + np.arange(len(rows))
+            at = self.at[g]
+        return self.fused, at
 
 
 KEY_BITS = (12, 12, 12, 24)      # tp, ep, pp, batch in one int64 key (exact when each fits)
@@ -228,10 +267,10 @@ class TableCache:
             start = 0 if self.tables is None else len(self.tables.coarse)
             if self.tables is None:
                 self.tables = built
-            else:   # the fused pieces of the rows seen so far are kept and extended
-                fz = fused_tables(self.tables, self.model).append(fused_tables(built, self.model))
+            else:   # the fused pieces of the rows seen so far are kept
+                fused = FusedRows.of(self.tables)
                 self.tables = append_tables(self.tables, built)
-                self.tables.extra["fused"] = fz
+                self.tables.extra["fused"] = fused
             keys_all = np.concatenate([self.keys, uniq[new]])
             rows_all = np.concatenate([self.rows, start + np.arange(int(new.sum()))])
             order = np.argsort(keys_all, kind="stable")
@@ -258,7 +297,15 @@ def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
         slowest, memory = assemble(model, tables, g, w)
         fields_ = finish(topo, work, tables, g, slowest, memory, w.bad)
         return Result(strategies, *fields_), w, tables
-    slowest, memory, bad = _stages(model, tables, g, strategies)
+    if FusedRows.of(tables).worth(tables, g):
+        slowest, memory, bad = _stages(model, tables, g, strategies)
+    else:   # few strategies for the rows it would fuse: the op walk, in chunks
+        parts = []
+        for i in range(0, len(g), CHUNK):
+            w = walk(tables, g[i:i + CHUNK], strategies[i:i + CHUNK, N_COARSE:], model)
+            parts.append((*assemble(model, tables, g[i:i + CHUNK], w), w.bad))
+        slowest, memory, bad = (np.concatenate(x) for x in zip(*parts)) if parts else \
+            (np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64))
     out = [np.empty(len(g), dtype=d) for d in (bool, np.int64) + (np.float64,) * 7]
     for i in range(0, len(g), CHUNK):     # chunks that stay in cache
         j = slice(i, i + CHUNK)
@@ -271,18 +318,21 @@ def _stages(model, tables: Tables, g, strategies):
     """Slowest stage, fullest stage's memory and the choices' reason bits, by the fused walk in
     chunks. A large batch is walked in the order of its coarse rows, so that the tables of a row
     stay in cache while its strategies are costed (about 2x faster over many coarse rows)."""
-    fz = fused_tables(tables, model)
+    cache = FusedRows.of(tables)
+    fz, at = cache.rows(tables, model, g)
     n, G = len(g), len(tables.coarse)
     code = pack(strategies)
     order = None
     if n > CHUNK and G > 1:
         order = np.argsort(g.astype(np.uint16) if G <= 1 << 16 else g, kind="stable")
         g = np.repeat(np.arange(G), np.bincount(g, minlength=G))
+        at = cache.at[g]
         code = code[order]
     out = [np.empty(n), np.empty(n), np.empty(n, dtype=np.int64)]
     for i in range(0, n, CHUNK):
-        for o, v in zip(out, _times(model, tables, fz, g[i:i + CHUNK], code[i:i + CHUNK])):
-            o[i:i + CHUNK] = v
+        j = slice(i, i + CHUNK)
+        for o, v in zip(out, _times(model, tables, fz, g[j], at[j], code[j])):
+            o[j] = v
     if order is not None:
         for k, v in enumerate(out):
             out[k] = np.empty_like(v)

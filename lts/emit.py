@@ -40,7 +40,7 @@ With tp = 1 the per-op choices have nothing to shard (a group of one), so every 
 engine's own sharding. The engine versions and the pages the flags were read from are in
 ``VERSIONS`` and ``DOCS`` (README "Launch flags").
 
-Imports: strategy, specs, costmodel (Result, Workload), problems (Problem), baselines (the
+Imports: strategy, specs, costmodel (Result), workload, problems (Problem), baselines (the
 Megatron search).
 """
 from __future__ import annotations

@@ -5,7 +5,8 @@ the cost model's pieces (``costmodel.piece_*``, ``stage_max``, ``stage_memory``)
 visited best bound first (see ``_Exact`` for why this is exact). The top-k is confirmed with the
 evaluator itself. Decode and prefill only: the serve phase sums several steps.
 
-Imports: costmodel, problems, strategy.
+Imports: costmodel (stage_max, stage_memory, finish), layouts, walk (the pieces), problems,
+strategy.
 """
 from __future__ import annotations
 

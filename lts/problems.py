@@ -8,7 +8,7 @@
 - ``SearchResult``: what every method returns; it carries its top-k evaluated (``evaluated``, a
   ``Result``), so nothing evaluates them again for display.
 
-Imports: costmodel, serve, specs, strategy.
+Imports: costmodel, optables, serve, specs, strategy, workload.
 """
 from __future__ import annotations
 

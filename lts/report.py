@@ -4,7 +4,7 @@ gets its consoles from ``make_console`` and its progress bars from ``progress``)
 JSON key names are a contract (DESIGN.md §5, README "JSON output"): add fields, never rename.
 Display units (ms, GiB, us) appear only here.
 
-Imports: specs, strategy, costmodel (types and constants), units. The results of ``lts.search``
+Imports: specs, strategy, costmodel (Result), optables (REASONS), workload, units. The results of ``lts.search``
 (``SearchRun``, ``Comparison``), ``lts.emit`` (``Launch``) and ``lts.bench`` are read by their
 attributes, not imported.
 """

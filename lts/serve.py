@@ -40,7 +40,7 @@ the mixed step), no Python loop per strategy. ``best_batch`` tries C = the capac
 of two 1..4096 and keeps the highest output tokens/s within the SLOs; a batch column of
 ``AT_CAPACITY`` (0) asks for C = the capacity (the result rows then hold that C).
 
-Imports: costmodel, engines, strategy.
+Imports: costmodel, optables (reasons), engines, strategy, workload.
 """
 from __future__ import annotations
 

@@ -302,7 +302,12 @@ class Fused:
         self.send = o["send"] + r
         return self
 
+    @property
+    def rows(self) -> int:
+        return len(self.flat) // self.width
+
     def append(self, other: "Fused") -> "Fused":
+        """These rows, then ``other``'s (same model, so the same pieces)."""
         out = object.__new__(Fused)
         out.__dict__.update(self.__dict__)
         out.flat = np.concatenate([self.flat, other.flat])
@@ -316,17 +321,19 @@ def _axes(*sizes):
                  for i, k in enumerate(sizes))
 
 
-def fuse(tab: Tables, model: ModelSpec) -> Fused:
-    """Tabulate the pieces of ``walk`` per coarse row of ``tab``, computed by the same functions
+def fuse(tab: Tables, model: ModelSpec, rows=None) -> Fused:
+    """Tabulate the pieces of ``walk`` for coarse rows ``rows`` of ``tab`` (all: None), in that
+    order, computed by the same functions
     over outer grids of the choices (broadcast: each lookup is made over the axes it depends on
     only); a piece over many choices (FFN: 192, last stage: 216) is summed from its parts by
     broadcasting, in the order the piece itself adds them."""
-    G = len(tab.coarse)
+    rows = np.arange(len(tab.coarse)) if rows is None else np.asarray(rows)
+    G = len(rows)
     dense = model.is_moe and model.ffn.dense_layers
     fz = Fused(G, [k for k in PIECES if dense or not k.startswith("ffn_d")])
 
-    def at(rank):     # lookups for coarse rows [G] against a grid of ``rank`` axes
-        return Gather(tab, np.arange(G).reshape((G,) + (1,) * rank))
+    def at(rank):     # lookups for the coarse rows against a grid of ``rank`` axes
+        return Gather(tab, rows.reshape((G,) + (1,) * rank))
 
     x1, x2, x3, x4 = at(1), at(2), at(3), at(4)
     emb, attn_norm = _axes(3, 3)
@@ -376,7 +383,7 @@ def fuse(tab: Tables, model: ModelSpec) -> Fused:
 
 
 def fused_walk(fz: Fused, g, code, model: ModelSpec):
-    """``walk`` by lookups in ``fz`` for coarse rows g [N] and packed choices ``code`` [N]: the
+    """``walk`` by lookups in rows g [N] of ``fz`` and packed choices ``code`` [N]: the
     pieces ``stage_max`` and ``stage_memory`` take, and the reason bits of the choices."""
     f, p = fz.flat, fz.path
     base = g * fz.width

@@ -142,11 +142,15 @@ def test_fused_walk_is_bit_identical_to_the_op_walk(phase):
     """evaluate()'s fused lookups (lts.walk.fuse) give the very floats of the per-op walk that
     breakdown records, over more than CHUNK rows: coarse rows grouped without a sort, and the
     batch walked in coarse-row order."""
-    from lts.costmodel import CHUNK, group_coarse
+    from lts.costmodel import CHUNK, FusedRows, group_coarse, tables_for
     model, topo, work = synthetic_moe(), load_topology("h100_dgx"), WORKLOADS[phase]
     space = Space.for_model(model, topo.gpus)
     rows = space.decode(space.sample(np.random.default_rng(5), CHUNK + 3000))
-    fused = evaluate(model, topo, work, rows)
+    tables, g = tables_for(model, topo, work, rows)
+    cache = FusedRows.of(tables)
+    assert not cache.worth(tables, g[:100])       # a few strategies: walked op by op
+    cache.rows(tables, model, g)                  # every row fused: the fused walk
+    fused = evaluate(model, topo, work, rows, tables=tables, coarse_index=g)
     walked = evaluate(model, topo, work, rows, return_walk=True)[0]
     for f in FIELDS + ("valid", "reasons"):
         assert np.array_equal(getattr(fused, f), getattr(walked, f), equal_nan=True), f
