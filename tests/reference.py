@@ -1,5 +1,11 @@
 """Scalar reference of ``lts.costmodel.evaluate`` for ONE strategy: slow and obvious, for tests.
 
+What it checks: the walk and the vectorization, i.e. that lts's layout flow, its conversions,
+pieces, stages and pipeline assembly, batched over N strategies and fused per coarse row, give
+what a literal walk of one strategy's layers gives. It re-derives the per-op formulas too, so a
+formula that changes in ``lts.optables`` must change here; each formula's value is pinned on its
+own, by a closed form, in ``tests/test_formulas.py``.
+
 Plain Python floats and ``math.ceil``; no NumPy, and nothing from costmodel's tables, walk or
 mode tables. It walks the model literally (DESIGN.md §3):
 
