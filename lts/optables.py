@@ -403,7 +403,7 @@ def _shared(s: _Shape, x: _FFN, which: int, mode: int):
 def _ffn_collectives(s: _Shape, x: _FFN, which: int, choice, lin, lout) -> list:
     """The all-to-alls FFN1 (which = 1) or FFN2 (2) needs in the mode (choice, lin, lout)."""
     colls = []
-    if x.moe and s.ep.max() > 1:
+    if x.moe and (s.ep > 1).any():
         # dispatch (before FFN1) and combine (after FFN2): each routed copy goes to its expert's
         # ep rank and back (all-to-all over ep); ranks holding a split (T, F) of the tokens or
         # an expert subset send only their share

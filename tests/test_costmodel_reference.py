@@ -159,6 +159,12 @@ def test_fused_walk_is_bit_identical_to_the_op_walk(phase):
     assert np.array_equal(coarse, rows[first, :4]) and np.array_equal(index, inverse.ravel())
 
 
+def test_no_strategies_give_an_empty_result():
+    model, topo = synthetic_moe(), load_topology("h100_dgx")
+    res = evaluate(model, topo, WORKLOADS["decode"], np.zeros((0, 16), dtype=np.int64))
+    assert len(res) == 0 and res.tokens_per_s_per_gpu.shape == (0,) and res.valid.dtype == bool
+
+
 def test_no_shipped_models_is_not_an_error():
     if not shipped_names("models"):
         pytest.skip("no shipped model files yet: only the synthetic models are compared")
