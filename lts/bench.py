@@ -25,9 +25,10 @@ class Bench:
     model: str
     topology: str
     evaluations: int
-    evaluations_per_s: float           # evaluate() over ``evaluations`` random rows with the
-                                       # coarse grid's tables built beforehand (as in a search)
-    evaluations_per_s_cold: float      # the same rows, grouped and their tables built in the call
+    evaluations_per_s: float           # evaluate() over ``evaluations`` random rows, the coarse
+                                       # grid's tables and fused pieces built (a search's state)
+    evaluations_per_s_fusing: float    # the same rows, the fused pieces built in the call
+    evaluations_per_s_cold: float      # the same rows, grouped and all tables built in the call
     estimate_wall_s: float             # one breakdown (what ``lts estimate`` costs)
     search_wall_s: float | None = None     # ppo, 4000 calls, seed 0 (None: not measured)
     exact_wall_s: float | None = None      # the exact optimum
@@ -38,32 +39,36 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
     """Time the evaluator on ``evaluations`` uniform random strategies (``seed``) of the decode
     workload, one estimate, and (``searches``) a 4000-call ppo search and the exact search.
 
-    The evaluator is timed twice on the same rows: with the tables of the space's coarse grid
-    built beforehand and each row's coarse index given, as every search calls it (a search builds
-    them once when its problem is made), and cold (strategy rows alone: grouping the coarse rows
-    and building their tables inside the timed call), each the median of three calls."""
+    The evaluator is timed three times on the same rows, each the median of three calls: with the
+    tables of the space's coarse grid and their fused pieces built and each row's coarse index
+    given (the state a search is in once it has asked 32 strategies of each row it visits:
+    ``costmodel.FusedRows``); with the fused pieces built inside the call; and cold, from strategy
+    rows alone (grouping the coarse rows and building all their tables inside the call)."""
     work = Workload()
     problem = Problem(model, topo, work)
     idx = problem.space.sample(np.random.default_rng(seed), evaluations)
     strategies, g = problem.space.decode(idx), problem.coarse_index(idx)
 
-    def per_s(**kw):
+    def per_s(fresh=False, **kw):
         """Strategies per second of evaluate(strategies, **kw): the median of three calls after
         one untimed call of the same size (the first call in a process also pays for the memory
-        the allocator maps for its arrays)."""
+        the allocator maps for its arrays); ``fresh``: the fused pieces dropped before each."""
         evaluate(model, topo, work, strategies, **kw)
         times = []
         for _ in range(3):
+            if fresh:
+                problem.tables.extra.pop("fused", None)
             t0 = time.perf_counter()
             evaluate(model, topo, work, strategies, **kw)
             times.append(time.perf_counter() - t0)
         return evaluations / float(np.median(times))
 
     warm = per_s(tables=problem.tables, coarse_index=g)
+    fusing = per_s(fresh=True, tables=problem.tables, coarse_index=g)
     cold = per_s()
     t0 = time.perf_counter()
     breakdown(model, topo, work, megatron_row(8, 1, 1, 64))
-    out = Bench(model.name, topo.name, evaluations, warm, cold, time.perf_counter() - t0)
+    out = Bench(model.name, topo.name, evaluations, warm, fusing, cold, time.perf_counter() - t0)
     if searches:
         problem = Problem(model, topo, work)
         t0 = time.perf_counter()

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .layouts import CONVERSION, F, LAYOUT_NAMES, MODE_IN, MODE_OUT, PT, SLOT, SLOT_MODES, SLOTS, T
+from .layouts import (CONVERSION, F, LAYOUT_NAMES, MODE_IN, MODE_OUT, PT, SLOT, SLOT_MODES, SLOTS,
+                      T, check_choices, pack)
 from .optables import REASON_BIT, REASONS, Tables, append_tables, build_tables
 from .specs import ModelSpec, TopologySpec
 from .strategy import N_COARSE, N_OPS, OPS, PP, TP
@@ -134,33 +135,45 @@ def _times(model, tables, fz, g, at, code):
 
 class FusedRows:
     """The fused pieces (``walk.fuse``) of the coarse rows of one set of tables that have been
-    evaluated so far: a row is fused the first time a strategy of it is (a search visits few of
-    its grid's rows; a large batch fuses its rows in one call). Kept in ``tables.extra``."""
+    asked for enough: a call's rows are fused once the strategies asked of them, over all calls,
+    pay for it (``ROW_COST`` a row). A search's small batches (PPO: 32 strategies) walk op by op;
+    a large batch fuses its rows at once; a long search of mid-sized batches (random search, 64 Ki
+    strategies over moe1.6t's 4,550 rows) fuses them at its third call. Kept in
+    ``tables.extra``."""
+
+    # fusing a coarse row costs about as much as walking this many strategies op by op
+    # (moe1.6t, 4,550 rows: 12 us a row, 0.4 us a strategy)
+    ROW_COST = 32
+    MIN_CALL = 1024       # smaller calls never fuse (a fuse call has a fixed cost of ~1 ms)
 
     def __init__(self):
         self.fused = None                           # Fused of the rows met, in order met
         self.at = np.zeros(0, dtype=np.int64)       # coarse row -> its row in ``fused`` (-1)
-
-    # fusing a coarse row costs about as much as walking this many strategies op by op
-    # (moe1.6t, 4550 rows: 12 us a row, 0.4 us a strategy)
-    ROW_COST = 32
+        self.asked = np.zeros(0, dtype=np.int64)    # strategies asked of each row not fused
 
     @staticmethod
     def of(tables: Tables) -> "FusedRows":
         return tables.extra.setdefault("fused", FusedRows())
 
     def _grow(self, tables: Tables):
-        G = len(tables.coarse)
-        if len(self.at) < G:        # new tables, or tables appended to (TableCache)
-            self.at = np.concatenate([self.at, np.full(G - len(self.at), -1, dtype=np.int64)])
+        extra = len(tables.coarse) - len(self.at)
+        if extra > 0:               # new tables, or tables appended to (TableCache)
+            self.at = np.concatenate([self.at, np.full(extra, -1, dtype=np.int64)])
+            self.asked = np.concatenate([self.asked, np.zeros(extra, dtype=np.int64)])
 
     def worth(self, tables: Tables, g) -> bool:
-        """Whether to evaluate strategies of coarse rows g by the fused walk: the rows not yet
-        fused are few for the strategies (a search's small batches walk op by op)."""
+        """Whether to evaluate strategies of coarse rows g by the fused walk: every row is fused,
+        or the call is large and the strategies asked of its unfused rows pay for fusing them."""
         self._grow(tables)
         missing = g[self.at[g] < 0]
-        return len(missing) == 0 or len(g) >= self.ROW_COST * np.count_nonzero(
-            np.bincount(missing, minlength=len(tables.coarse)))
+        if len(missing) == 0:
+            return True
+        if len(g) < self.MIN_CALL:
+            return False
+        counts = np.bincount(missing, minlength=len(tables.coarse))
+        self.asked += counts
+        rows = counts > 0
+        return self.asked[rows].sum() >= self.ROW_COST * np.count_nonzero(rows)
 
     def rows(self, tables: Tables, model: ModelSpec, g) -> tuple:
         """(Fused, row of each of the coarse rows g in it), fusing the rows not met before."""
@@ -180,8 +193,6 @@ class FusedRows:
 
 KEY_BITS = (12, 12, 12, 24)      # tp, ep, pp, batch in one int64 key (exact when each fits)
 _KEY_WEIGHTS = np.array([1 << 48, 1 << 36, 1 << 24, 1] + [0] * N_OPS, dtype=np.int64)
-_CODE_WEIGHTS = np.array([0] * N_COARSE + [4 ** (N_OPS - 1 - i) for i in range(N_OPS)],
-                         dtype=np.int64)
 
 
 def coarse_key(strategies):
@@ -189,12 +200,6 @@ def coarse_key(strategies):
     them is grouped by ``group_coarse``'s exact fallback): cheap to sort and compare."""
     s = np.asarray(strategies, dtype=np.int64)
     return s @ _KEY_WEIGHTS[:s.shape[1]]       # a matrix-vector product: one pass over the rows
-
-
-def pack(strategies) -> np.ndarray:
-    """The twelve choices of strategies [N, 16] as one integer each, 2 bits per op, op 1 highest:
-    the fused tables' indices are then bit fields of it (op7..op10 = (code >> 4) & 255)."""
-    return np.asarray(strategies, dtype=np.int64) @ _CODE_WEIGHTS
 
 
 def _keys_exact(coarse) -> bool:
@@ -289,6 +294,8 @@ def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
         return_walk: also return the Walk (per-op pieces) for breakdowns.
     """
     strategies = np.atleast_2d(np.asarray(strategies, dtype=np.int64))
+    code = pack(strategies)
+    check_choices(strategies, code)
     if tables is None:
         tables, coarse_index = tables_for(model, topo, work, strategies)
     g = np.asarray(coarse_index)
@@ -298,7 +305,7 @@ def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
         fields_ = finish(topo, work, tables, g, slowest, memory, w.bad)
         return Result(strategies, *fields_), w, tables
     if FusedRows.of(tables).worth(tables, g):
-        slowest, memory, bad = _stages(model, tables, g, strategies)
+        slowest, memory, bad = _stages(model, tables, g, code)
     else:   # few strategies for the rows it would fuse: the op walk, in chunks
         parts = []
         for i in range(0, len(g), CHUNK):
@@ -314,14 +321,13 @@ def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
     return Result(strategies, *out)
 
 
-def _stages(model, tables: Tables, g, strategies):
+def _stages(model, tables: Tables, g, code):
     """Slowest stage, fullest stage's memory and the choices' reason bits, by the fused walk in
     chunks. A large batch is walked in the order of its coarse rows, so that the tables of a row
     stay in cache while its strategies are costed (about 2x faster over many coarse rows)."""
     cache = FusedRows.of(tables)
     fz, at = cache.rows(tables, model, g)
     n, G = len(g), len(tables.coarse)
-    code = pack(strategies)
     order = None
     if n > CHUNK and G > 1:
         order = np.argsort(g.astype(np.uint16) if G <= 1 << 16 else g, kind="stable")
@@ -400,9 +406,11 @@ def breakdown(model: ModelSpec, topo: TopologySpec, work: Workload, strategy) ->
                 kind = CONVERSION.get((int(src[0]), int(dst[0])))
                 nb = tab.conv_bytes[g, PT[point]]
                 colls.append({"kind": kind, "group": "tp",
-                              "bytes": float(nb / tab.coarse[g, TP] if kind == "all-to-all" else nb),
+                              "bytes": float(nb / tab.coarse[g, TP] if kind == "all-to-all"
+                                             else nb),
                               "time_s": float(t[0]), "count": count[scope],
-                              "layout": f"{LAYOUT_NAMES[int(src[0])]}->{LAYOUT_NAMES[int(dst[0])]}"})
+                              "layout": LAYOUT_NAMES[int(src[0])] + "->"
+                              + LAYOUT_NAMES[int(dst[0])]})
         if slot == "lm_head":
             out = int(w.layouts["logits"][0])
             t = float(tab.final_s[g, out])

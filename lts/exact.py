@@ -1,7 +1,7 @@
 """The exact optimum of the cost model over the whole strategy space (``search_exact``).
 
 Not a sampler: for each coarse row (tp, ep, pp, batch) the per-op choices are solved exactly from
-the cost model's pieces (``costmodel.piece_*``, ``stage_max``, ``stage_memory``), coarse rows
+the cost model's pieces (``walk.piece_*``, ``costmodel.stage_max``, ``stage_memory``), coarse rows
 visited best bound first (see ``_Exact`` for why this is exact). The top-k is confirmed with the
 evaluator itself. Decode and prefill only: the serve phase sums several steps.
 
@@ -35,7 +35,7 @@ class _Exact:
     """Factorized costs of every fine strategy for a block of coarse rows.
 
     Why this is exact. Fix the coarse part (tp, ep, pp, batch). Every layer makes the same choices,
-    and the cost model's step is built from pieces (costmodel.piece_*), each depending on few
+    and the cost model's step is built from pieces (walk.piece_*), each depending on few
     choices: the attention block on ops 2-7, the FFN block on ops 7-10, the layer boundary on the
     FFN output layout and ops 2 and 7, the first stage's extra on ops 1-2, the last stage's on the
     FFN output layout and ops 7, 11, 12. The slowest stage is lp * attn + (terms free of ops 3-6),
@@ -75,30 +75,31 @@ class _Exact:
         gg = np.asarray(g)[:, None]
         x = Gather(tab, gg)
         A, Aw, _ = piece_attn(x, model, *self.a)                       # [C, |a|]
-        c7, c8, c9, c10 = self.f
-        l7 = NORM_OF[c7]
-        ffn, ffn_w, out, ok = piece_ffn(x, model, l7, c8, c9, c10)     # [C, |f|]
+        ffn_norm, router, ffn1, ffn2 = self.f
+        ffn_layout = NORM_OF[ffn_norm]
+        ffn, ffn_w, out, ok = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2)   # [C, |f|]
         # an unmatched `experts` pair is invalid: a huge finite time (inf would give 0 * inf = nan
         # in stages that hold no MoE layer)
         ffn = np.where(ok, ffn, INVALID_S)
         out = np.broadcast_to(out, ffn.shape)          # layouts follow from the choices alone
         if model.is_moe and model.ffn.dense_layers:
-            ffn_d, ffn_dw, _, _ = piece_ffn(x, model, l7, c8, c9, c10, dense=True)
+            ffn_d, ffn_dw, _, _ = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2, dense=True)
         else:
             ffn_d, ffn_dw = np.zeros_like(ffn), np.zeros_like(ffn)
         # broadcast axes: [C, op1, op2, f, (op11, op12)]
-        o1, o2 = self.once1
-        first, emb_w = piece_first(x, o1, NORM_OF[o2])                  # [C, op1*op2]
+        emb, attn_norm = self.once1
+        first, emb_w = piece_first(x, emb, NORM_OF[attn_norm])          # [C, op1*op2]
         first = first.reshape(len(g), n[0], n[1], 1, 1)
         emb_w = emb_w.reshape(len(g), n[0], n[1], 1, 1)
-        l2 = NORM_OF[np.arange(n[1])][None, None, :, None, None]
-        out5, l75 = out[:, None, None, :, None], l7[None, None, None, :, None]
-        between = piece_between(Gather(tab, gg[:, :, None, None, None]), out5, l75, l2)
-        c11, c12 = self.once2
-        xl = Gather(tab, gg[:, :, None, None, None])
-        last, tail_w, _ = piece_last(xl, out5, l75, c11[None, None, None, None, :],
-                                     c12[None, None, None, None, :])
-        send = piece_send(Gather(tab, gg[:, :, None, None, None]), out5, l75)
+        attn_layout = NORM_OF[np.arange(n[1])][None, None, :, None, None]
+        out5 = out[:, None, None, :, None]                  # on the 5-axis grid above
+        ffn_layout5 = ffn_layout[None, None, None, :, None]
+        x5 = Gather(tab, gg[:, :, None, None, None])
+        between = piece_between(x5, out5, ffn_layout5, attn_layout)
+        final_norm, lm_head = self.once2
+        last, tail_w, _ = piece_last(x5, out5, ffn_layout5, final_norm[None, None, None, None, :],
+                                     lm_head[None, None, None, None, :])
+        send = piece_send(x5, out5, ffn_layout5)
         lp = tab.layers_per_stage[gg][:, :, None, None, None]
         pp = tab.coarse[gg, PP][:, :, None, None, None].astype(np.float64)
         f5 = (slice(None), None, None, slice(None), None)
@@ -112,7 +113,7 @@ class _Exact:
         A = A.reshape(C, n2, -1, n7).transpose(0, 1, 3, 2)
         Aw = Aw.reshape(C, n2, -1, n7).transpose(0, 1, 3, 2)
         # G: [C, op1, op2, (op7, op8, op9, op10), (op11, op12)] -> [C, op2, op7, rest]
-        nf = len(c7) // n7
+        nf = len(ffn_norm) // n7
         G = G.reshape(C, n[0], n2, n7, nf, -1).transpose(0, 2, 3, 1, 4, 5).reshape(C, n2, n7, -1)
         M = M.reshape(C, n[0], n2, n7, nf, -1).transpose(0, 2, 3, 1, 4, 5).reshape(C, n2, n7, -1)
         return lp.reshape(C), A, Aw, G, M
@@ -120,10 +121,12 @@ class _Exact:
     def decode(self, g, i2, i7, ia, irest):
         """Indices of the optimum back to a full index row."""
         n = self.n
-        a = np.unravel_index(ia, (n[2], n[3], n[4], n[5]))
-        o1, f8, f9, f10, o11, o12 = np.unravel_index(irest, (n[0], n[7], n[8], n[9], n[10], n[11]))
+        attention = np.unravel_index(ia, (n[2], n[3], n[4], n[5]))        # qkv .. out_proj
+        emb, router, ffn1, ffn2, final_norm, lm_head = np.unravel_index(
+            irest, (n[0], n[7], n[8], n[9], n[10], n[11]))
         coarse = np.unravel_index(g, self.p.grid_shape)
-        return np.array([*coarse, o1, i2, *a, i7, f8, f9, f10, o11, o12], dtype=np.int64)
+        return np.array([*coarse, emb, i2, *attention, i7, router, ffn1, ffn2, final_norm, lm_head],
+                        dtype=np.int64)
 
 
 def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,

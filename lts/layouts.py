@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .strategy import DIM0, DIM1, EXPERTS, NONE, OPS
+from .strategy import DIM0, DIM1, EXPERTS, N_COARSE, NONE, OPS
 
 # layouts over the tp group
 R, T, F, P, ER, ET = 0, 1, 2, 3, 4, 5
@@ -29,8 +29,9 @@ N_LAYOUTS = len(LAYOUT_NAMES)
 GEMM_MODES = ((DIM0, F, P), (DIM1, R, F), (NONE, R, R), (NONE, T, T))
 FFN1_MODES = GEMM_MODES + ((EXPERTS, R, ER), (EXPERTS, T, ET))
 FFN2_MODES = GEMM_MODES + ((EXPERTS, ER, P), (EXPERTS, ET, T))
-SCORES_MODES = ((DIM0, F, F), (DIM1, F, P), (NONE, R, R), (NONE, T, T))   # dim1: head_dim partial sums
-CONTEXT_MODES = ((DIM0, F, F), (DIM1, R, F), (NONE, R, R), (NONE, T, T))  # dim1: needs full probs
+# scores dim1: head_dim partial sums; context dim1 needs whole probabilities
+SCORES_MODES = ((DIM0, F, F), (DIM1, F, P), (NONE, R, R), (NONE, T, T))
+CONTEXT_MODES = ((DIM0, F, F), (DIM1, R, F), (NONE, R, R), (NONE, T, T))
 NORM_MODES = ((DIM0, T, T), (DIM1, F, F), (NONE, R, R))
 EMBED_MODES = ((DIM0, R, P), (DIM1, R, F), (NONE, R, R))                  # input: token ids (R)
 MAX_MODES = 6
@@ -105,7 +106,7 @@ NORM_OF = np.array([T, F, R])           # norm choice -> the layout of its activ
 
 
 # ----------------------------------------------------------------------------------------------
-# a strategy's path through the layouts (no coarse row: the fused walk's lookup tables)
+# a step's mode and output layout from (incoming layout, choice), for every op (no coarse row)
 
 def _step_lut(slot):
     """[incoming layout, choice] -> (mode, output layout) of a step into ``slot``; flat [24]."""
@@ -119,24 +120,68 @@ def _step_lut(slot):
 MODE_SC, NEXT_SC = _step_lut("scores")
 MODE_CTX, NEXT_CTX = _step_lut("context")
 _, NEXT_OP = _step_lut("out_proj")
-QKV_OUT = _step_lut("qkv")[1].reshape(6, 4)[NORM_OF].ravel()     # [op2*4 + op3] (op2's norm in)
-FFN1_OUT = _step_lut("ffn1")[1].reshape(6, 4)[NORM_OF]           # [op7, op9]
+QKV_OUT = _step_lut("qkv")[1].reshape(6, 4)[NORM_OF].ravel()   # [attn_norm*4 + qkv]
+FFN1_OUT = _step_lut("ffn1")[1].reshape(6, 4)[NORM_OF]         # [ffn_norm, ffn1]
+
+
+# ----------------------------------------------------------------------------------------------
+# a strategy's twelve choices as one integer: two bits per op, op 1 highest (``pack``); a run of
+# consecutive ops is then one bit field (``field``), which indexes the fused walk's tables
+
+SHIFT = {op: 2 * (len(OPS) - 1 - i) for i, op in enumerate(OPS)}
+_PACK = np.array([0] * N_COARSE + [1 << SHIFT[op] for op in OPS], dtype=np.int64)
+# choice codes each op takes: 0..2, and 3 (experts) for FFN1 and FFN2
+EXPERT_OPS = ("ffn1", "ffn2")
+_LOW_BITS_3 = sum(1 << SHIFT[op] for op in OPS if op not in EXPERT_OPS)
+
+
+def pack(strategies) -> np.ndarray:
+    """Strategies [N, 16] -> their choices packed in one int64 each (a matrix-vector product:
+    one pass over the rows)."""
+    return np.asarray(strategies, dtype=np.int64) @ _PACK
+
+
+def field(code, first: str, last: str):
+    """The choices of the consecutive ops first..last of packed ``code``, as one integer with
+    ``first``'s choice highest (two bits per op)."""
+    width = 2 * (OPS.index(last) - OPS.index(first) + 1)
+    return (code >> SHIFT[last]) & ((1 << width) - 1)
+
+
+def unfield(values, first: str, last: str) -> tuple:
+    """The choice of each op first..last in the bit field ``values`` (``field``'s inverse)."""
+    n = OPS.index(last) - OPS.index(first) + 1
+    return tuple((values >> 2 * (n - 1 - i)) & 3 for i in range(n))
+
+
+def check_choices(strategies, code) -> None:
+    """Raise ValueError unless every choice code is one its op takes (0..2; 3 for FFN1, FFN2):
+    the fused walk reads two bits per op and would read another code silently."""
+    choices = np.asarray(strategies)[:, N_COARSE:]
+    if not len(choices):
+        return
+    beyond = np.bitwise_or.reduce(choices, axis=None) & ~3      # any code < 0 or > 3
+    if beyond or ((code >> 1) & code & _LOW_BITS_3).any():      # a 3 outside FFN1, FFN2
+        n = np.array([4 if op in EXPERT_OPS else 3 for op in OPS])
+        row, col = np.argwhere((choices < 0) | (choices >= n))[0]
+        raise ValueError(f"strategy row {row}: choice {choices[row, col]} for {OPS[col]} (codes "
+                         f"0..{n[col] - 1})")
 
 
 def _path_fields():
     """The layout path of the attention block as indices into the fused pieces, for every value
-    of the bit field op2..op7 of ``pack`` (12 bits; op2 and op7 = 3 never occur: their entries
-    point at entry 0). The layouts depend on the choices alone, so this holds no costs."""
-    b = np.arange(4096)
-    c2, c3, c4, c5, c6, c7 = ((b >> s) & 3 for s in (10, 8, 6, 4, 2, 0))
-    c2, c7 = np.minimum(c2, 2), np.minimum(c7, 2)
-    k23 = c2 * 4 + c3
-    q = QKV_OUT[k23] * 4 + c4                    # scores: incoming layout*4 + choice
-    k5 = NEXT_SC[q] * 4 + c5                     # context
-    k6 = NEXT_CTX[k5] * 4 + c6                   # out_proj
+    of the bit field attn_norm..ffn_norm (12 bits; the norms' code 3 never occurs and is read as
+    2). The layouts depend on the choices alone, so this holds no costs."""
+    attn_norm, qkv, scores, context, out_proj, ffn_norm = unfield(np.arange(4096), "attn_norm",
+                                                                  "ffn_norm")
+    attn_norm, ffn_norm = np.minimum(attn_norm, 2), np.minimum(ffn_norm, 2)
+    k23 = attn_norm * 4 + qkv
+    q = QKV_OUT[k23] * 4 + scores                # scores: incoming layout*4 + choice
+    k5 = NEXT_SC[q] * 4 + context                # context
+    k6 = NEXT_CTX[k5] * 4 + out_proj             # out_proj
     return dict(att1=k23, att1_w=k23, scores=q, context=k5, out_proj=k6, out_w=k6,
-                kv=MODE_SC[q] * 4 + MODE_CTX[k5], to_norm=NEXT_OP[k6] * 3 + c7,
-                to_norm_res=NORM_OF[c2] * 3 + c7, norm=c7, norm_w=c7)
+                kv=MODE_SC[q] * 4 + MODE_CTX[k5], to_norm=NEXT_OP[k6] * 3 + ffn_norm,
+                to_norm_res=NORM_OF[attn_norm] * 3 + ffn_norm, norm=ffn_norm, norm_w=ffn_norm)
 
 
 PATH = _path_fields()

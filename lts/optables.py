@@ -50,6 +50,7 @@ class Tables:
     intrinsic: dict                    # (slot, mode) -> list of (kind, group, bytes[G], time[G])
     weight_bytes: np.ndarray           # [G, slots, modes] resident weights per GPU
     kv_bytes: np.ndarray               # [G, slots, modes] resident KV cache per GPU per layer
+    kv_layer_bytes: np.ndarray         # [G, scores mode, context mode]: K and V together
     conv_s: np.ndarray                 # [G, points, 6 from, 6 to] (zero diagonal; ER/ET free)
     conv_bytes: np.ndarray             # [G, points] full activation bytes
     final_s: np.ndarray                # [G, 4] logits layout -> sampled ids everywhere
@@ -84,7 +85,8 @@ class _Shape:
         self.hbm = topo.hbm_bandwidth_bytes_s * topo.memory_efficiency
         # GEMM weight reads at their own efficiency (fp8 kernels read weights slower than bf16):
         # counted as wb * eta_memory / eta_weights effective bytes per weight element read
-        self.wbr = self.wb * topo.memory_efficiency / topo.weight_memory_efficiency_for(prec.weights)
+        self.wbr = (self.wb * topo.memory_efficiency
+                    / topo.weight_memory_efficiency_for(prec.weights))
         self.overhead = topo.kernel_overhead_s
         decode = work.phase in ("decode", "mixed")
         seqs = self.batch
@@ -251,7 +253,7 @@ def _fill_gemm(b: _Builder, slot, k, n, col_weights=None, col_out=None, rows=Non
     b.put(slot, MODE_DIM0, fl, by, w)
     if col_weights is None:
         fl, by, w = _gemm(s, rows, k, n, n_frac=_frac(n, s.tp))
-    else:   # column split with replicated parts (GQA KV heads beyond kv_heads, MLA down-projections)
+    else:   # column split with replicated parts (GQA KV heads beyond kv_heads, MLA down-proj.)
         w = col_weights
         fl = 2.0 * rows * w
         by = w * s.wbr + rows * (k + col_out) * s.ab
@@ -433,6 +435,25 @@ def _fill_ffn(b: _Builder, moe: bool):
                   colls=_ffn_collectives(s, x, which, choice, lin, lout))
 
 
+# how a mode of the scores or context op stores the KV cache of MLA's one latent: heads and R
+# both keep whole latents of all sequences (the latent is not split by heads), head_dim splits the
+# latent, T keeps whole latents of each rank's sequences
+_LATENT_STORAGE = np.array([{MODE_DIM0: 0, MODE_DIM1: 1, MODE_NONE: 0, MODE_NONE_T: 2}[m]
+                            for m in range(4)])
+
+
+def kv_layer(model: ModelSpec, kv):
+    """Resident KV cache per GPU per layer for every (scores mode, context mode): K as the scores
+    op splits it, V as the context op does. MLA keeps one latent for keys and values: when the
+    context op splits it the same way as the scores op, the scores op's copy serves both."""
+    k = kv[:, SLOT["scores"], :4, None]
+    v = kv[:, SLOT["context"], None, :4]
+    if model.attention.kind != "mla":
+        return k + v
+    same = _LATENT_STORAGE[:, None] == _LATENT_STORAGE[None, :]
+    return k + np.where(same, 0.0, v)
+
+
 def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -> Tables:
     """Cost every op in every mode and every layout conversion for each coarse row."""
     s = _Shape(model, topo, work, coarse)
@@ -482,7 +503,8 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     # layout is T or F, else whole on each rank)
     hid = conv_bytes[:, PT["hidden"]]
     send_bytes = np.stack([hid / s.tp, hid], axis=1)
-    send = np.stack([coll.send(topo.engine_links, send_bytes[:, i], s.pp, s.tp * s.ep) for i in range(2)], 1)
+    send = np.stack([coll.send(topo.engine_links, send_bytes[:, i], s.pp, s.tp * s.ep)
+                     for i in range(2)], 1)
     # workspace: activations of one layer in flight (hidden, qkv, context, FFN intermediate,
     # logits), double-buffered
     inter_w = (s.top_k * f.expert_intermediate + f.shared_intermediate) if model.is_moe \
@@ -499,7 +521,8 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     else:
         bad |= np.where(s.ep > 1, REASON_BIT["experts"], 0)
     return Tables(np.asarray(coarse), b.compute, b.memory, b.time, b.intr, b.intrinsic,
-                  b.weights, b.kv, conv, conv_bytes, final, send, send_bytes, workspace,
+                  b.weights, b.kv, kv_layer(model, b.kv), conv, conv_bytes, final, send, send_bytes,
+                  workspace,
                   bad, np.floor(model.layers / s.pp), s.pp, s.batch, s.tp * s.ep * s.pp,
                   extra={"ids_bytes": ids_bytes})
 

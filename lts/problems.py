@@ -58,11 +58,8 @@ class Problem:
         return self.topo
 
     def coarse_index(self, idx: np.ndarray) -> np.ndarray:
-        """Index rows [N, 16] -> row of the coarse grid [N] (``np.ravel_multi_index`` of the
-        first four indices, as one matrix-vector product: one pass over the rows)."""
-        strides = np.cumprod((1,) + self.grid_shape[:0:-1])[::-1]
-        return np.asarray(idx, dtype=np.int64) @ np.concatenate(
-            [strides, np.zeros(idx.shape[1] - N_COARSE, dtype=np.int64)])
+        """Index rows [N, 16] -> row of the coarse grid [N] (an index out of range raises)."""
+        return np.ravel_multi_index(tuple(idx[:, i] for i in range(N_COARSE)), self.grid_shape)
 
     def evaluate(self, idx: np.ndarray, count: bool = True) -> Result:
         """Evaluate index rows [N, 16] (one index per entry); counts N evaluator calls."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .layouts import (ER, F, FFN1_OUT, FIXED_IN, MAX_MODES, MODE_OF, MODE_OUT, N_LAYOUTS, NORM_OF,
-                      PATH, PICK, POINTS, R, SLOT, SLOTS, T, conv_index)
+                      PATH, PICK, POINTS, R, SLOT, SLOTS, T, conv_index, field, unfield)
 from .optables import REASON_BIT, Tables
 from .specs import ModelSpec
 from .strategy import EXPERTS, NONE, OPS
@@ -42,7 +42,7 @@ class Gather:
         self._g_conv = self.g * (len(POINTS) * N_LAYOUTS * N_LAYOUTS)
         self._op = tab.op_total_s.reshape(-1)
         self._w = tab.weight_bytes.reshape(-1)
-        self._kv = tab.kv_bytes.reshape(-1)
+        self._kv = tab.kv_layer_bytes.reshape(-1)
         self._g_op = self.g * (len(SLOTS) * MAX_MODES)
 
     def conv(self, feeds, point, src, dst):
@@ -60,17 +60,15 @@ class Gather:
     def weight(self, slot, mode):
         return self._w[self._g_op + SLOT[slot] * MAX_MODES + mode]
 
-    def kv(self, slot, mode):
-        return self._kv[self._g_op + SLOT[slot] * MAX_MODES + mode]
+    def kv(self, scores_mode, context_mode):
+        """Resident KV cache per GPU per layer (``optables.kv_layer``)."""
+        return self._kv[self.g * 16 + (scores_mode * 4 + context_mode)]
 
-    def pick(self, point, incoming):
-        """The layout a `none`/`experts` op works on: an incoming R or T stays, P or F go to R."""
-        return PICK[incoming]
 
     def step(self, slot, choice, incoming, point):
         """Insert the conversion into `slot` and run it: (time, output layout, input layout)."""
         s = SLOT[slot]
-        lin = np.where(choice >= NONE, self.pick(point, incoming), FIXED_IN[s, choice])
+        lin = np.where(choice >= NONE, PICK[incoming], FIXED_IN[s, choice])
         mode = MODE_OF[s, choice, lin]
         t = self.conv(slot, point, incoming, lin) + self.op(slot, mode)
         return t, MODE_OUT[s, mode], lin
@@ -100,22 +98,8 @@ def piece_attn(x: Gather, model, attn_norm, qkv, scores, context, out_proj, ffn_
     m = x.modes
     w = (x.weight("attn_norm", attn_norm) + x.weight("qkv", m["qkv"])
          + x.weight("out_proj", m["out_proj"])
-         + x.weight("ffn_norm", ffn_norm) + _kv_cache(model, x, m["scores"], m["context"]))
+         + x.weight("ffn_norm", ffn_norm) + x.kv(m["scores"], m["context"]))
     return t, w, cur
-
-
-def _kv_cache(model, x: Gather, scores_mode, context_mode):
-    """Resident KV cache per GPU per layer: K as the scores op splits it, V as the context op does.
-
-    MLA keeps one latent for keys and values: when the context op splits it the same way as the
-    scores op, the scores op's copy serves both."""
-    k, v = x.kv("scores", scores_mode), x.kv("context", context_mode)
-    if model.attention.kind != "mla":
-        return k + v
-    # storage key of a split: heads and R both keep whole latents of all sequences (the latent is
-    # not split by heads), dim splits the latent, T keeps whole latents of each rank's sequences
-    key = np.array([0, 1, 0, 2])
-    return k + np.where(key[scores_mode] == key[context_mode], 0.0, v)
 
 
 def piece_ffn(x: Gather, model, ffn_layout, router, ffn1, ffn2, dense: bool = False):
@@ -149,7 +133,7 @@ def piece_ffn_out(x: Gather, ffn1_out, ffn1, ffn2, dense: bool = False):
     # `experts` on FFN2 continues FFN1's expert-local state; anything else converts the
     # intermediate activation (an unmatched experts pair is invalid: costed, then flagged)
     ffn2_in = np.where(ffn2 == EXPERTS, np.where(pair_ok, ffn1_out, ER),
-                    np.where(ffn2 >= NONE, x.pick("inter" + sfx, ffn1_out), FIXED_IN[slot2, ffn2]))
+                    np.where(ffn2 >= NONE, PICK[ffn1_out], FIXED_IN[slot2, ffn2]))
     ffn2_mode = MODE_OF[slot2, ffn2, ffn2_in]
     conv = x.conv("ffn2" + sfx, "inter" + sfx, ffn1_out, ffn2_in)
     return (conv, x.op("ffn2" + sfx, ffn2_mode), x.weight("ffn2" + sfx, ffn2_mode),
@@ -289,16 +273,18 @@ class Fused:
 
     def index(self, ffn_out, ffn_bad):
         """The lookup tables, once the pieces are in: FFN output layout and reason bits per
-        op7..op10 bit field."""
-        self.ffn_bad = ffn_bad                            # [op7..op10 bits] -> reason bits
+        value of the ffn_norm..ffn2 bit field (``layouts.field``)."""
+        self.ffn_bad = ffn_bad                            # [ffn_norm..ffn2 field] -> reasons
         o = dict(self.offset, to_norm_res=self.offset["to_norm"])
         self.path = {k: o[k] + v for k, v in PATH.items()}      # [op2..op7 bits] -> position
-        embedding, attn_norm = np.arange(16) >> 2, np.minimum(np.arange(16) & 3, 2)
-        self.first = o["first"] + embedding * 3 + attn_norm      # [op1, op2 bits]
+        embedding, attn_norm = unfield(np.arange(16), "embedding", "attn_norm")
+        embedding, attn_norm = np.minimum(embedding, 2), np.minimum(attn_norm, 2)   # 3: never
+        self.first = o["first"] + embedding * 3 + attn_norm      # [embedding..attn_norm field]
         self.emb_w = o["emb_w"] + embedding
-        r = ffn_out * 3 + np.minimum(np.arange(256) >> 6, 2)    # FFN output layout*3 + op7
-        self.between = o["between"] + r * 3                     # [op7..op10 bits] (+ op2)
-        self.last = o["last"] + r * 12                          # (+ op11*4 + op12)
+        ffn_norm = np.minimum(unfield(np.arange(256), "ffn_norm", "ffn2")[0], 2)
+        r = ffn_out * 3 + ffn_norm                              # FFN output layout*3 + ffn_norm
+        self.between = o["between"] + r * 3                     # [ffn_norm..ffn2] (+ attn_norm)
+        self.last = o["last"] + r * 12                          # (+ final_norm*4 + lm_head)
         self.send = o["send"] + r
         return self
 
@@ -347,7 +333,7 @@ def fuse(tab: Tables, model: ModelSpec, rows=None) -> Fused:
     for name, point in (("scores", "qkv"), ("context", "scores"), ("out_proj", "context")):
         fz.put(name, x2.step(name, ch, inc, point)[0])
     fz.put("out_w", x2.weight("out_proj", x2.modes["out_proj"]))
-    fz.put("kv", _kv_cache(model, x2, *_axes(4, 4)))
+    fz.put("kv", x2.kv(*_axes(4, 4)))
     src, ffn_norm = _axes(6, 3)
     fz.put("to_norm", x2.conv("ffn_norm", "hidden", src, NORM_OF[ffn_norm]))
     fz.put("norm", x1.op("ffn_norm", np.arange(3)))
@@ -387,16 +373,16 @@ def fused_walk(fz: Fused, g, code, model: ModelSpec):
     pieces ``stage_max`` and ``stage_memory`` take, and the reason bits of the choices."""
     f, p = fz.flat, fz.path
     base = g * fz.width
-    b = (code >> 10) & 4095                         # op2..op7
+    b = field(code, "attn_norm", "ffn_norm")
     t = f[base + p["att1"][b]]                      # attention: additions in walk's order
     for piece in ("scores", "context", "out_proj", "to_norm", "to_norm_res"):
         t = t + f[base + p[piece][b]]
     attn = t + f[base + p["norm"][b]]
     layer_w = f[base + p["att1_w"][b]] + f[base + p["out_w"][b]] + f[base + p["norm_w"][b]] \
         + f[base + p["kv"][b]]
-    b12 = code >> 20                                # op1, op2
+    b12 = field(code, "embedding", "attn_norm")
     first = f[base + fz.first[b12]]
-    kf = (code >> 4) & 255                          # op7..op10
+    kf = field(code, "ffn_norm", "ffn2")
     bf = base + kf
     o = fz.offset
     ffn, ffn_w = f[bf + o["ffn"]], f[bf + o["ffn_w"]]
@@ -404,8 +390,8 @@ def fused_walk(fz: Fused, g, code, model: ModelSpec):
         ffn_d, ffn_dw = f[bf + o["ffn_d"]], f[bf + o["ffn_d_w"]]
     else:
         ffn_d = ffn_dw = np.zeros(len(g))
-    between = f[base + fz.between[kf] + (b12 & 3)]
-    k1112 = code & 15                               # op11, op12
+    between = f[base + fz.between[kf] + (b12 & 3)]  # (+ attn_norm)
+    k1112 = field(code, "final_norm", "lm_head")
     last = f[base + fz.last[kf] + k1112]
     send = f[base + fz.send[kf]]
     return (attn, between, ffn, ffn_d, first, last, send, layer_w, ffn_w, ffn_dw,

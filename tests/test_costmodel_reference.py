@@ -159,6 +159,20 @@ def test_fused_walk_is_bit_identical_to_the_op_walk(phase):
     assert np.array_equal(coarse, rows[first, :4]) and np.array_equal(index, inverse.ravel())
 
 
+@pytest.mark.parametrize("op, code", [("attn_norm", 3), ("qkv", 3), ("out_proj", 4),
+                                      ("embedding", -1), ("ffn2", 4)])
+@pytest.mark.parametrize("n", [1, 40])
+def test_choice_codes_an_op_does_not_take_are_refused(op, code, n):
+    """The fused walk reads two bits per op: a code beyond an op's range is refused, whatever
+    the path (a few rows walk op by op, many take the fused tables)."""
+    from lts.strategy import OP_COL
+    model, topo = synthetic_moe(), load_topology("h100_dgx")
+    rows = np.repeat(megatron_row(2, 1, 1, 8)[None], n, axis=0)
+    rows[-1, OP_COL[op]] = code
+    with pytest.raises(ValueError, match=f"strategy row {n - 1}: choice {code} for {op}"):
+        evaluate(model, topo, WORKLOADS["decode"], rows)
+
+
 def test_no_strategies_give_an_empty_result():
     model, topo = synthetic_moe(), load_topology("h100_dgx")
     res = evaluate(model, topo, WORKLOADS["decode"], np.zeros((0, 16), dtype=np.int64))

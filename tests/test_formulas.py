@@ -9,21 +9,22 @@ import pytest
 
 from lts import collectives as coll
 from lts.costmodel import evaluate
-from lts.layouts import SLOT
+from lts.layouts import MODE_DIM0, MODE_DIM1, MODE_EXPERTS_T, MODE_NONE, SLOT
 from lts.optables import build_tables, roofline_time
 from lts.workload import Workload
 from lts.specs import load_model, load_topology
-from lts.strategy import megatron_row
+from lts.strategy import OP_COL, megatron_row
 
 H100 = load_topology("h100_dgx")
-NONE_MODE = 2          # mode 2 of a GEMM or attention slot: choice `none`, layout R (whole op)
 
 
-def kv_bytes_per_token(name):
-    """KV cache of one token over all layers, as the memory check counts it: per-GPU memory of
-    one sequence at two contexts (tp = ep = pp = 1: the whole cache on one GPU), difference over
-    the added tokens (weights and workspace do not depend on the context in decode)."""
-    model, row = load_model(name), megatron_row(1, 1, 1, 1)
+def kv_bytes_per_token(name, tp=1, **ops):
+    """KV cache of one token over all layers on one GPU, as the memory check counts it: per-GPU
+    memory of one sequence at two contexts, difference over the added tokens (weights and
+    workspace do not depend on the context in decode). ``ops``: choices other than Megatron's."""
+    model, row = load_model(name), megatron_row(tp, 1, 1, 1)
+    for op, choice in ops.items():
+        row[OP_COL[op]] = choice
     mem = [evaluate(model, H100, Workload(context=c), row).memory_bytes[0] for c in (1024, 3072)]
     return (mem[1] - mem[0]) / 2048
 
@@ -39,22 +40,35 @@ def test_kv_cache_bytes_per_token_mla():
     assert kv_bytes_per_token("deepseek-v3") == pytest.approx((512 + 64) * 61 * 2, rel=1e-9)
 
 
+def test_kv_cache_bytes_per_token_mla_split():
+    # deepseek-v3 on tp = 8: splitting the heads (scores and context on dim 0, Megatron's) keeps
+    # the whole latent of kv_lora_rank + qk_rope_head_dim = 576 values on every rank; splitting
+    # head_dim (dim 1) splits the one latent, ceil(576 / 8) = 72 values a rank, and the values
+    # are read from that same copy; layers = 61, bf16
+    assert kv_bytes_per_token("deepseek-v3", tp=8) == pytest.approx(576 * 61 * 2, rel=1e-9)
+    assert kv_bytes_per_token("deepseek-v3", tp=8, scores=1, context=1) == \
+        pytest.approx(72 * 61 * 2, rel=1e-9)
+
+
 def test_moe_dispatch_and_combine_bytes():
     # moe1.6t on tp=2, ep=8, pp=1, batch=64 (decode): each tp group holds 64 / 8 = 8 sequences of
     # one token; every token goes to top_k = 2 experts, hidden = 12288, activations bf16 (2 B).
     tab = build_tables(load_model("moe1.6t"), H100, Workload(), np.array([[2, 8, 1, 64]]))
 
-    def ep_all_to_all(slot, mode):
-        (nbytes,) = [nb[0] for kind, group, nb, _ in tab.intrinsic[(SLOT[slot], mode)]
-                     if (kind, group) == ("all-to-all", "ep")]
+    def all_to_all(slot, mode, group="ep"):
+        (nbytes,) = [nb[0] for kind, g, nb, _ in tab.intrinsic[(SLOT[slot], mode)]
+                     if (kind, g) == ("all-to-all", group)]
         return nbytes
 
-    # dispatch into row-parallel FFN1 (mode 0, input split over tp): each rank sends its share 1/tp
-    assert ep_all_to_all("ffn1", 0) == 8 * 2 * 12288 * 2 / 2
+    # dispatch into row-parallel FFN1 (input split over tp): each rank sends its share 1/tp
+    assert all_to_all("ffn1", MODE_DIM0) == 8 * 2 * 12288 * 2 / 2
     # dispatch into FFN1 `none` (input replicated over tp): the whole routed copies
-    assert ep_all_to_all("ffn1", NONE_MODE) == 8 * 2 * 12288 * 2
-    # combine after column-parallel FFN2 (mode 1, output split over tp): the share 1/tp
-    assert ep_all_to_all("ffn2", 1) == 8 * 2 * 12288 * 2 / 2
+    assert all_to_all("ffn1", MODE_NONE) == 8 * 2 * 12288 * 2
+    # combine after column-parallel FFN2 (output split over tp): the share 1/tp
+    assert all_to_all("ffn2", MODE_DIM1) == 8 * 2 * 12288 * 2 / 2
+    # `experts` on tokens split over tp (T): each rank's ceil(8 / 2) = 4 sequences travel to the
+    # rank of the tp group holding their expert, top_k = 2 copies of hidden = 12288 bf16 values
+    assert all_to_all("ffn1", MODE_EXPERTS_T, "tp") == 4 * 2 * 12288 * 2
 
 
 def test_all_reduce_ring_on_one_level():
@@ -66,7 +80,7 @@ def test_all_reduce_ring_on_one_level():
     # inside a serving step the cost model uses the links at collective_efficiency = 0.42: the
     # hidden-split norm (mode 1) all-reduces one fp32 sum of squares per token, 64 tokens at tp=8
     tab = build_tables(load_model("llama3.1-70b"), H100, Workload(), np.array([[8, 1, 1, 64]]))
-    [(kind, group, nbytes, t)] = tab.intrinsic[(SLOT["attn_norm"], 1)]
+    [(kind, group, nbytes, t)] = tab.intrinsic[(SLOT["attn_norm"], MODE_DIM1)]
     assert (kind, group, nbytes[0]) == ("all-reduce", "tp", 64 * 4)
     expected = 2 * 7 / 8 * (64 * 4) / (450e9 * 0.75 * 0.42) + 2 * 7 * 1.4e-6
     assert t[0] == pytest.approx(expected, rel=1e-12)
@@ -81,7 +95,7 @@ def test_roofline_time_max_and_smooth():
     # memory_efficiency = 0.81, roofline_exponent = 3, kernel_overhead_us = 3.0): a [64, 8192] x
     # [heads 64 * head_dim 128 = 8192, hidden 8192] GEMM in bf16 (2 B weights and activations)
     tab = build_tables(load_model("llama3.1-70b"), H100, Workload(), np.array([[1, 1, 1, 64]]))
-    at = (0, SLOT["out_proj"], NONE_MODE)
+    at = (0, SLOT["out_proj"], MODE_NONE)
     c = 2 * 64 * 8192 * 8192 / (989.4e12 * 0.80)                       # FLOPs / achievable peak
     m = (8192 * 8192 * 2 + 64 * (8192 + 8192) * 2) / (3.35e12 * 0.81)  # weights + rows in and out
     assert (tab.compute_s[at], tab.memory_s[at]) == (pytest.approx(c, rel=1e-12),
