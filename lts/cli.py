@@ -288,9 +288,13 @@ def _infeasible(problem, what: str) -> click.ClickException:
               help="After the table, print the command line that runs the best strategy on this "
                    "engine, or say it cannot and print the nearest strategy it runs (README "
                    "\"Launch flags\").")
+@click.option("--plot", "plot", type=click.Path(dir_okay=False, writable=True), default=None,
+              metavar="FILE.svg",
+              help="--phase serve: write the trade-off (for each tokens/s per user the best "
+                   "output tokens/s per GPU found, the SLO line and the chosen point) as SVG.")
 @serve_workload_options(concurrency=False)
 @output_options
-def search(model, topology, method, budget, seed, top, emit, phase, context, tpot_slo_ms,
+def search(model, topology, method, budget, seed, top, emit, plot, phase, context, tpot_slo_ms,
            ttft_slo_ms, gpus, precision, isl, osl, engine, json_, no_color):
     """Search the strategy space for the highest tokens/s per GPU that fits memory and the SLO;
     print the best strategies against Megatron's and why the best one wins. Exit status 1 if
@@ -303,8 +307,11 @@ def search(model, topology, method, budget, seed, top, emit, phase, context, tpo
       lts search deepseek-v3 h200_dgx --phase prefill --context 4096 --ttft-slo-ms 2000 --json
       lts search mixtral-8x7b h100_dgx --gpus 8 --emit vllm
       lts search llama3.1-70b h100_dgx --gpus 8 --phase serve --isl 1000 --osl 1000
+      lts search mixtral-8x7b h100_dgx --gpus 8 --phase serve --plot tradeoff.svg
     """
     _serve_flags_only_with_serve(phase)
+    if plot is not None and phase != "serve":
+        raise click.UsageError("--plot draws the serving trade-off: it needs --phase serve")
     _check_budget(budget, [method])
     if phase == "serve" and method == "exact":
         raise click.UsageError("--method exact costs one phase (decode or prefill), not --phase "
@@ -326,6 +333,12 @@ def search(model, topology, method, budget, seed, top, emit, phase, context, tpo
                                                        "exists"))
     launch = emit_launch(emit, problem, run.best.strategies[0], model, precision,
                          best_result=run.best) if emit else None
+    if plot is not None:
+        try:
+            with open(plot, "w", encoding="utf-8") as f:
+                f.write(report.pareto_svg(run))
+        except OSError as e:
+            raise click.ClickException(f"--plot {plot}: {e.strerror or e}") from None
     if json_:
         _emit_json(report.search_dict(run, launch))
     else:

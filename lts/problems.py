@@ -188,6 +188,8 @@ class SearchResult:
     tracked: int = 0                 # calls the tracker saw
     stats: dict = field(default_factory=dict)
     evaluated: Result | None = None  # ``top`` evaluated (Problem.evaluate_rows), None if empty
+    coarse_best: np.ndarray | None = None   # [G', 16]: the best valid strategy of every
+                                            # (tp, ep, pp, batch) the search found one for
 
     @property
     def history(self) -> np.ndarray:
@@ -242,7 +244,8 @@ class Tracker:
         top = sp.decode(np.array([r[2] for r in ranked])) if ranked else np.zeros((0, 16), np.int64)
         scores = np.array([r[0] for r in ranked])
         evaluated = self.problem.evaluate_rows(top) if len(top) else None
+        every = sp.decode(np.array([r[2] for r in self.by_coarse.values()])) if ranked else None
         return SearchResult(method, top[0] if len(top) else None,
                             float(scores[0]) if len(scores) else -math.inf, top, scores,
                             self.problem.calls, time.perf_counter() - t0,
-                            tuple(self.improvements), self.seen, stats or {}, evaluated)
+                            tuple(self.improvements), self.seen, stats or {}, evaluated, every)

@@ -26,6 +26,7 @@ from .optables import REASONS
 from .workload import Workload
 from .specs import ModelSpec, TopologySpec, param_counts
 from .strategy import OPS, format_strategy, strategy_dict
+from .plot import Series, frontier_svg, frontier_text
 from .units import GB, GIB, TFLOPS, US
 
 
@@ -513,9 +514,63 @@ def search_dict(run, launch=None) -> dict:
          "model": model_dict(p.model), "topology": p.topo.name,
          "workload": workload_dict(p),
          "vs_megatron": versus_dict(run.versus)}
+    if run.problem.phase == "serve":
+        d["pareto"] = pareto_dict(run.pareto)
     if launch is not None:
         d["emit"] = emit_dict(launch)
     return d
+
+
+def pareto_dict(res) -> list:
+    """The ``pareto`` list of ``lts search --json`` (serve): each frontier point's strategy and
+    figures, in order of tokens/s per user."""
+    if res is None:
+        return []
+    return [{**strategy_dict(res.strategies[i]),
+             "tokens_per_s_per_gpu": _num(res.tokens_per_s_per_gpu[i]),
+             "tokens_per_s_per_user": _num(1.0 / res.tpot_s[i]),
+             "ttft_ms": _num(res.ttft_s[i] * 1e3), "tpot_ms": _num(res.tpot_s[i] * 1e3),
+             "mode": "agg"} for i in range(len(res))]
+
+
+def _frontier(run):
+    """(frontier points [(tokens/s per user, tokens/s per GPU)], the best's point, the least
+    tokens/s per user the TPOT limit allows or None) of a serve ``SearchRun``."""
+    res, best = run.pareto, run.best
+    points = [] if res is None else [(float(1.0 / t), float(v)) for t, v in
+                                     zip(res.tpot_s, res.tokens_per_s_per_gpu)]
+    chosen = (float(1.0 / best.tpot_s[0]), float(best.tokens_per_s_per_gpu[0]))
+    tpot = run.problem.tpot_slo_ms
+    limit = 1e3 / tpot if tpot and math.isfinite(tpot) else None
+    return points, chosen, limit
+
+
+def pareto_svg(run) -> str:
+    """``lts search --plot``: the SVG of a serve search's frontier (``plot.frontier_svg``)."""
+    p = run.problem
+    points, chosen, limit = _frontier(run)
+    ttft = _slo("TTFT", p.ttft_slo_ms)
+    return frontier_svg(
+        [Series(f"one pool (aggregated), {run.method}", "#1f6fb4", points)],
+        f"{p.model.name} on {p.topo.name} ({p.work.budget(p.topo)} GPUs): serving trade-off",
+        "tokens/s per user (1000 / TPOT ms)", "output tokens/s per GPU", chosen=chosen,
+        x_limit=limit, limit_label=_slo("TPOT", p.tpot_slo_ms),
+        note=f"every point meets {ttft}" if ttft else "",
+        subtitle=f"{p.engine.title}, {p.isl} in / {p.osl} out tokens per request")
+
+
+def render_frontier(console: Console, run) -> None:
+    """The serving trade-off of a serve search in plain characters (80 columns)."""
+    points, chosen, limit = _frontier(run)
+    if not points:
+        return
+    console.print(f"[bold]Trade-off[/] ({len(points)} point{'s' if len(points) != 1 else ''}: "
+                  "for each tokens/s per user, the best output tokens/s per GPU found; "
+                  "* the best, : the TPOT limit)")
+    for line in frontier_text(points, chosen, limit):
+        console.print(line, markup=False, highlight=False)
+    console.print(" " * 11 + "tokens/s per user (1000 / TPOT ms) →  ↑ output tokens/s per GPU",
+                  markup=False, highlight=False)
 
 
 def render_search(console: Console, run) -> None:
@@ -598,6 +653,8 @@ def render_search(console: Console, run) -> None:
         grid.add_row("[bold]Megatron best[/]", "none: Megatron's per-op sharding has no feasible "
                                                "strategy here")
     console.print(grid)
+    if serving:
+        render_frontier(console, run)
     stats = "".join(f", {k.replace('_', ' ')} {v:,}" if isinstance(v, int) else
                     f", {k.replace('_', ' ')} {v}" for k, v in sr.stats.items())
     console.print(f"[dim]{escape(sr.method)}: {sr.evaluations:,} evaluations, {wall_s:.2f} s, "

@@ -131,6 +131,7 @@ class SearchRun:
     wall_s: float                          # the search itself
     megatron: SearchResult | None = None
     versus: Versus | None = None
+    pareto: Result | None = None           # serve: the frontier of the strategies found
 
     @property
     def found(self) -> bool:
@@ -169,7 +170,34 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
         return out
     out.megatron = sr if method == "megatron" else search_megatron(problem, budget, None, top=1)
     out.versus = versus_megatron(problem, sr.evaluated)
+    if isinstance(problem, ServeProblem):
+        out.pareto = frontier(problem, sr.coarse_best)
     return out
+
+
+def pareto_front(x, y) -> np.ndarray:
+    """Indices of the points that no other point matches or beats on both x and y (higher is
+    better on both), in order of increasing x: for each x reached, the highest y at or beyond
+    it. Ties keep the first point."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    order = np.lexsort((np.arange(len(x)), -y, -x))      # x falling, then y falling, then first
+    ys = y[order]
+    above = ys > np.maximum.accumulate(np.concatenate([[-np.inf], ys[:-1]]))
+    return order[above][::-1]
+
+
+def frontier(problem: ServeProblem, rows) -> Result | None:
+    """The serving trade-off among ``rows`` (each (tp, ep, pp, concurrency)'s best strategy the
+    search found, all within the SLOs): for each tokens/s per user reached (1 / TPOT), the best
+    output tokens/s per GPU, as evaluated rows in order of tokens/s per user (None: no row)."""
+    if rows is None or not len(rows):
+        return None
+    res = problem.evaluate_rows(rows)
+    per_user = 1.0 / res.tpot_s
+    ok = np.flatnonzero(res.valid & np.isfinite(per_user))
+    if not len(ok):
+        return None
+    return take(res, ok[pareto_front(per_user[ok], res.tokens_per_s_per_gpu[ok])])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,0 +1,97 @@
+"""The serving trade-off: the Pareto frontier (against brute force), its SVG and its terminal
+chart, and `lts search --plot`. Small problems; nothing here is timed."""
+import json
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lts.cli import cli
+from lts.plot import Series, frontier_svg, frontier_text, nice_ticks
+from lts.search import pareto_front
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=25))
+def test_pareto_front_equals_brute_force(pts):
+    """A point is kept iff no other point matches or beats it on both axes (ties: the first)."""
+    x, y = (np.array(v, dtype=float) for v in zip(*pts))
+    want = [i for i in range(len(x))
+            if not any(x[j] >= x[i] and y[j] >= y[i] and ((x[j], y[j]) != (x[i], y[i]) or j < i)
+                       for j in range(len(x)) if j != i)]
+    want.sort(key=lambda i: x[i])
+    assert list(pareto_front(x, y)) == want
+    kept = pareto_front(x, y)           # rising x, falling y: a staircase
+    assert np.all(np.diff(x[kept]) > 0) and np.all(np.diff(y[kept]) < 0)
+
+
+def test_nice_ticks_cover_the_range_in_round_steps():
+    for hi in (0.7, 1.0, 42.8, 999.0, 5353.7, 1e6):
+        t = nice_ticks(hi)
+        step = t[1] - t[0]
+        assert t[0] == 0 and t[-1] >= hi and t[-2] < hi and 3 <= len(t) <= 12
+        assert float(f"{step:.0e}") == pytest.approx(step) and str(f"{step:.0e}")[0] in "125"
+
+
+def test_svg_has_axes_points_limit_and_chosen():
+    pts = [(10.0, 500.0), (20.0, 300.0), (40.0, 100.0)]
+    svg = frontier_svg([Series("one pool", "#1f6fb4", pts)], "A & B <title>", "x (units)",
+                       "y (units)", chosen=pts[0], x_limit=5.0, limit_label="TPOT ≤ 200 ms",
+                       note="every point meets TTFT ≤ 2000 ms", subtitle="sub")
+    root = ET.fromstring(svg)                              # well-formed, escaped text
+    texts = [t.text for t in root.iter(SVG + "text")]
+    assert "A & B <title>" in texts and "x (units)" in texts and "TPOT ≤ 200 ms" in texts
+    circles = list(root.iter(SVG + "circle"))
+    assert len(circles) == len(pts) + 1                    # the points and the chosen ring
+    assert any(c.get("fill") == "none" for c in circles)
+    assert any(l.get("stroke-dasharray") for l in root.iter(SVG + "line"))    # the SLO line
+    (path,) = root.iter(SVG + "path")
+    assert path.get("d").count("L") == 2 * (len(pts) - 1)  # one step down and across per pair
+
+
+def test_text_chart_fits_80_columns_and_marks_points():
+    pts = [(42.8, 5353.7), (68.0, 4300.0), (312.0, 30.0)]
+    lines = frontier_text(pts, chosen=pts[0], x_limit=33.3)
+    assert all(len(line) <= 80 for line in lines)
+    body = "".join(lines)
+    assert body.count("o") == 2 and body.count("*") == 1 and ":" in body
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_search_plot_and_pareto_json(tmp_path):
+    out = tmp_path / "tradeoff.svg"
+    args = ("search", "mixtral-8x7b", "h100_dgx", "--gpus", "8", "--phase", "serve", "--isl",
+            "1024", "--osl", "1024", "--tpot-slo-ms", "30", "--ttft-slo-ms", "2000",
+            "--method", "random", "--budget", "300", "--plot", str(out))
+    r = run(*args, "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    pareto = d["pareto"]
+    assert pareto and all(p["mode"] == "agg" and p["tpot_ms"] <= 30 and p["ttft_ms"] <= 2000
+                          for p in pareto)
+    users = [p["tokens_per_s_per_user"] for p in pareto]
+    gpus = [p["tokens_per_s_per_gpu"] for p in pareto]
+    assert users == sorted(users) and gpus == sorted(gpus, reverse=True)
+    assert gpus[0] == pytest.approx(d["best"]["tokens_per_s_per_gpu"])   # the best is on it
+    assert users[0] == pytest.approx(1000 / d["best"]["tpot_ms"])
+    root = ET.parse(out).getroot()
+    assert len(list(root.iter(SVG + "circle"))) == len(pareto) + 1
+    text = run(*args[:-2], "--no-color").output
+    assert "Trade-off" in text and "*" in text
+
+
+def test_plot_needs_the_serve_phase(tmp_path):
+    r = run("search", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--plot", str(tmp_path / "a.svg"))
+    assert r.exit_code == 2 and "--plot draws the serving trade-off: it needs --phase serve" \
+        in r.output
+    r = run("search", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--phase", "serve", "--method",
+            "megatron", "--plot", str(tmp_path / "missing" / "a.svg"))
+    assert r.exit_code == 1 and "--plot" in r.output and "No such file or directory" in r.output
