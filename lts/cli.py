@@ -26,7 +26,8 @@ from .workload import PHASES, Workload
 from .emit import ENGINES, launch as emit_launch
 from .engines import ENGINE_NAMES, ENGINES as PROFILES
 from .errors import LtsError, StrategyError
-from .limits import MAX_BENCH, MAX_CONCURRENCY, MAX_SEED, MAX_SEEDS, MAX_TOKENS, MAX_TOP
+from .limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_REQUEST_RATE, MAX_SEED, MAX_SEEDS, MAX_TOKENS,
+                     MAX_TOP)
 from .problems import Problem, ServeProblem
 from .search import MAX_BUDGET, SEARCHERS, STOCHASTIC, compare as run_compare, run as run_search
 from .specs import load_model, load_topology, shipped_names
@@ -292,10 +293,14 @@ def _infeasible(problem, what: str) -> click.ClickException:
               metavar="FILE.svg",
               help="--phase serve: write the trade-off (for each tokens/s per user the best "
                    "output tokens/s per GPU found, the SLO line and the chosen point) as SVG.")
+@click.option("--request-rate", type=click.FloatRange(0, MAX_REQUEST_RATE, min_open=True),
+              default=None, metavar="R",
+              help="--phase serve: also the fewest GPUs whose instances serve R requests/s "
+                   "within the SLOs, among the strategies found.")
 @serve_workload_options(concurrency=False)
 @output_options
-def search(model, topology, method, budget, seed, top, emit, plot, phase, context, tpot_slo_ms,
-           ttft_slo_ms, gpus, precision, isl, osl, engine, json_, no_color):
+def search(model, topology, method, budget, seed, top, emit, plot, request_rate, phase, context,
+           tpot_slo_ms, ttft_slo_ms, gpus, precision, isl, osl, engine, json_, no_color):
     """Search the strategy space for the highest tokens/s per GPU that fits memory and the SLO;
     print the best strategies against Megatron's and why the best one wins. Exit status 1 if
     nothing is feasible.
@@ -312,6 +317,8 @@ def search(model, topology, method, budget, seed, top, emit, plot, phase, contex
     _serve_flags_only_with_serve(phase)
     if plot is not None and phase != "serve":
         raise click.UsageError("--plot draws the serving trade-off: it needs --phase serve")
+    if request_rate is not None and phase != "serve":
+        raise click.UsageError("--request-rate sizes a serving deployment: it needs --phase serve")
     _check_budget(budget, [method])
     if phase == "serve" and method == "exact":
         raise click.UsageError("--method exact costs one phase (decode or prefill), not --phase "
@@ -325,7 +332,8 @@ def search(model, topology, method, budget, seed, top, emit, plot, phase, contex
         problem = Problem(m, topo, _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus))
     with report.progress(None if method == "exact" else budget, method,
                          disable=json_) as advance:
-        run = run_search(problem, method, budget, seed, top, progress=advance)
+        run = run_search(problem, method, budget, seed, top, progress=advance,
+                         request_rate=request_rate)
     if not run.found:
         raise _infeasible(problem, "the exact optimum: none exists" if method == "exact"
                           else f"{method}, {run.result.evaluations} evaluations" +

@@ -10,6 +10,7 @@ MAX_DEGREE = 65_536           # tp, ep, pp of a strategy
 MAX_GPUS = 2**36              # a measurement's gpus (a topology holds at most 65,536 x 1,048,576)
 MAX_MEASURED = 1e15           # a measured value (tokens/s or ms)
 MIN_MEASURED = 1e-6           # ... and its least (a nanosecond in ms; a token per 11 days)
+MAX_REQUEST_RATE = 1e9        # --request-rate, requests/s (a billion: beyond any deployment)
 MAX_SEED = 2**63 - 1          # --seed: numpy's generators take seeds 0 .. 2^63-1 here
 MAX_TOP = 1000                # --top: rows to list
 MAX_SEEDS = 1000              # --seeds of compare

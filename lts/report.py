@@ -515,13 +515,26 @@ def search_dict(run, launch=None) -> dict:
          "workload": workload_dict(p),
          "vs_megatron": versus_dict(run.versus)}
     if run.problem.phase == "serve":
-        d["pareto"] = pareto_dict(run.pareto)
+        for r, src in ((d["best"], (res, 0)), *((t, (res, i)) for i, t in enumerate(d["top"]))):
+            r.update(_replica_fields(run, *src))
+        d["pareto"] = pareto_dict(run.pareto, run)
+        d["sizing"] = sizing_dict(run.sizing, run)
     if launch is not None:
         d["emit"] = emit_dict(launch)
     return d
 
 
-def pareto_dict(res) -> list:
+def _replica_fields(run, res, i) -> dict:
+    """``replicas`` (instances the device budget holds) and ``tokens_per_s_per_cluster_gpu``
+    (their output tokens/s over every GPU of the budget) of serve result i."""
+    budget = run.problem.work.budget(run.problem.topo)
+    n = int(res.gpus[i])
+    copies = budget // n
+    return {"replicas": copies,
+            "tokens_per_s_per_cluster_gpu": _num(copies * res.tokens_per_s[i] / budget)}
+
+
+def pareto_dict(res, run) -> list:
     """The ``pareto`` list of ``lts search --json`` (serve): each frontier point's strategy and
     figures, in order of tokens/s per user."""
     if res is None:
@@ -530,7 +543,18 @@ def pareto_dict(res) -> list:
              "tokens_per_s_per_gpu": _num(res.tokens_per_s_per_gpu[i]),
              "tokens_per_s_per_user": _num(1.0 / res.tpot_s[i]),
              "ttft_ms": _num(res.ttft_s[i] * 1e3), "tpot_ms": _num(res.tpot_s[i] * 1e3),
-             "mode": "agg"} for i in range(len(res))]
+             "mode": "agg", **_replica_fields(run, res, i)} for i in range(len(res))]
+
+
+def sizing_dict(sizing, run) -> dict | None:
+    """The ``sizing`` object of ``lts search --request-rate`` (null without it or when nothing
+    was found)."""
+    if sizing is None:
+        return None
+    return {"request_rate": sizing.request_rate, "instances": sizing.instances,
+            "gpus": sizing.gpus, "fits": sizing.fits,
+            "strategy": {**result_dict(sizing.result, 0),
+                         "requests_per_s": _num(sizing.result.tokens_per_s[0] / run.problem.osl)}}
 
 
 def _frontier(run):
@@ -543,6 +567,26 @@ def _frontier(run):
     tpot = run.problem.tpot_slo_ms
     limit = 1e3 / tpot if tpot and math.isfinite(tpot) else None
     return points, chosen, limit
+
+
+def render_capacity(console: Console, run) -> None:
+    """Replicas of the best strategy on the device budget and, with ``--request-rate``, the
+    fewest GPUs that serve it."""
+    res, budget = run.best, run.problem.work.budget(run.problem.topo)
+    rep = _replica_fields(run, res, 0)
+    console.print(f"[bold]Replicas[/] {budget:,} GPUs hold {rep['replicas']:,} instance"
+                  f"{'s' if rep['replicas'] != 1 else ''} of the best ({int(res.gpus[0])} GPUs "
+                  f"each): {rep['tokens_per_s_per_cluster_gpu']:,.1f} output tokens/s per GPU "
+                  "of the budget", overflow="fold")
+    sz = run.sizing
+    if sz is not None:
+        row = format_strategy(sz.result.strategies[0], only_changed=True)
+        rps = sz.result.tokens_per_s[0] / run.problem.osl
+        console.print(f"[bold]Sizing[/] {sz.request_rate:g} requests/s: {sz.instances:,} "
+                      f"instance{'s' if sz.instances != 1 else ''} of {escape(row)} "
+                      f"({rps:,.2f} requests/s each), {sz.gpus:,} GPUs"
+                      + ("" if sz.fits else f": more than the {budget:,} GPUs of the budget"),
+                      overflow="fold")
 
 
 def pareto_svg(run) -> str:
@@ -655,6 +699,7 @@ def render_search(console: Console, run) -> None:
     console.print(grid)
     if serving:
         render_frontier(console, run)
+        render_capacity(console, run)
     stats = "".join(f", {k.replace('_', ' ')} {v:,}" if isinstance(v, int) else
                     f", {k.replace('_', ' ')} {v}" for k, v in sr.stats.items())
     console.print(f"[dim]{escape(sr.method)}: {sr.evaluations:,} evaluations, {wall_s:.2f} s, "

@@ -131,7 +131,9 @@ class SearchRun:
     wall_s: float                          # the search itself
     megatron: SearchResult | None = None
     versus: Versus | None = None
-    pareto: Result | None = None           # serve: the frontier of the strategies found
+    candidates: Result | None = None       # serve: each tp/ep/pp/concurrency's best, evaluated
+    pareto: Result | None = None           # serve: the frontier of ``candidates``
+    sizing: "Sizing | None" = None         # serve with a request rate: the fewest GPUs
 
     @property
     def found(self) -> bool:
@@ -156,9 +158,11 @@ class SearchRun:
 
 
 def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0,
-        top: int = 10, progress=None) -> SearchRun:
+        top: int = 10, progress=None, request_rate: float | None = None) -> SearchRun:
     """Search ``problem`` with ``method`` (``np.random.default_rng(seed)``, ``budget`` evaluator
-    calls, the ``top`` best distinct tp/ep/pp/batch), then the Megatron baseline and ``Versus``.
+    calls, the ``top`` best distinct tp/ep/pp/batch), then the Megatron baseline and ``Versus``;
+    for the serve phase also the trade-off (``pareto``) and, given ``request_rate`` (requests
+    per second), the fewest GPUs that serve it (``sizing``), both among the strategies found.
 
     ``progress(n)`` is called after n evaluator calls of the search (0: still working).
     """
@@ -170,8 +174,12 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
         return out
     out.megatron = sr if method == "megatron" else search_megatron(problem, budget, None, top=1)
     out.versus = versus_megatron(problem, sr.evaluated)
-    if isinstance(problem, ServeProblem):
-        out.pareto = frontier(problem, sr.coarse_best)
+    if isinstance(problem, ServeProblem) and sr.coarse_best is not None:
+        res = problem.evaluate_rows(sr.coarse_best)
+        out.candidates = take(res, np.flatnonzero(res.valid))
+        out.pareto = frontier(out.candidates)
+        if request_rate is not None:
+            out.sizing = size(problem, out.candidates, request_rate)
     return out
 
 
@@ -186,18 +194,45 @@ def pareto_front(x, y) -> np.ndarray:
     return order[above][::-1]
 
 
-def frontier(problem: ServeProblem, rows) -> Result | None:
-    """The serving trade-off among ``rows`` (each (tp, ep, pp, concurrency)'s best strategy the
-    search found, all within the SLOs): for each tokens/s per user reached (1 / TPOT), the best
-    output tokens/s per GPU, as evaluated rows in order of tokens/s per user (None: no row)."""
-    if rows is None or not len(rows):
-        return None
-    res = problem.evaluate_rows(rows)
-    per_user = 1.0 / res.tpot_s
-    ok = np.flatnonzero(res.valid & np.isfinite(per_user))
+def frontier(found: Result) -> Result | None:
+    """The serving trade-off among ``found`` (serve results within the SLOs): for each tokens/s
+    per user reached (1 / TPOT), the best output tokens/s per GPU, as rows in order of tokens/s
+    per user (None: no row)."""
+    per_user = 1.0 / found.tpot_s
+    ok = np.flatnonzero(found.valid & np.isfinite(per_user))
     if not len(ok):
         return None
-    return take(res, ok[pareto_front(per_user[ok], res.tokens_per_s_per_gpu[ok])])
+    return take(found, ok[pareto_front(per_user[ok], found.tokens_per_s_per_gpu[ok])])
+
+
+def replicas(problem: Problem, res: Result) -> np.ndarray:
+    """Instances of each strategy the device budget holds: floor(GPUs / instance size) [N]."""
+    return np.floor(problem.work.budget(problem.topo) / res.gpus)
+
+
+@dataclass
+class Sizing:
+    """The fewest GPUs that serve ``request_rate`` requests/s within the SLOs: ``instances``
+    copies of ``result`` (one row), ``gpus`` in all; ``fits``: within the device budget."""
+    request_rate: float
+    result: Result
+    instances: int
+    gpus: int
+    fits: bool
+
+
+def size(problem: ServeProblem, found: Result, request_rate: float) -> Sizing | None:
+    """The strategy of ``found`` whose instances serve ``request_rate`` requests/s on the fewest
+    GPUs. An instance in the closed loop completes output tokens/s / osl requests per second;
+    ceil(rate / that) instances are needed. Ties: the higher output tokens/s per GPU."""
+    if not len(found):
+        return None
+    per_instance = found.tokens_per_s / problem.osl              # requests/s
+    instances = np.ceil(request_rate / per_instance)
+    gpus = instances * found.gpus
+    i = int(np.lexsort((-found.tokens_per_s_per_gpu, gpus))[0])
+    return Sizing(float(request_rate), take(found, slice(i, i + 1)), int(instances[i]),
+                  int(gpus[i]), bool(gpus[i] <= problem.work.budget(problem.topo)))
 
 
 # ----------------------------------------------------------------------------------------------

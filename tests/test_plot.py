@@ -95,3 +95,38 @@ def test_plot_needs_the_serve_phase(tmp_path):
     r = run("search", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--phase", "serve", "--method",
             "megatron", "--plot", str(tmp_path / "missing" / "a.svg"))
     assert r.exit_code == 1 and "--plot" in r.output and "No such file or directory" in r.output
+
+
+def test_sizing_is_the_fewest_gpus_among_the_strategies_found():
+    """--request-rate: ceil(rate / requests/s of an instance) instances of the strategy that
+    needs the fewest GPUs, checked against every candidate; replicas fill the budget."""
+    from lts.problems import ServeProblem
+    from lts.search import replicas, run as run_search
+    from lts.specs import load_model, load_topology
+    problem = ServeProblem(load_model("mixtral-8x7b"), load_topology("h100_dgx"), 1024, 1024,
+                           tpot_slo_ms=30, ttft_slo_ms=2000, gpus=8)
+    rate = 37.5
+    r = run_search(problem, "random", 300, 0, request_rate=rate)
+    cand, sz = r.candidates, r.sizing
+    per_instance = cand.tokens_per_s / 1024
+    need = np.ceil(rate / per_instance) * cand.gpus
+    assert sz.gpus == need.min() and sz.instances * sz.result.tokens_per_s[0] / 1024 >= rate
+    assert (sz.instances - 1) * sz.result.tokens_per_s[0] / 1024 < rate
+    assert sz.fits == (sz.gpus <= 8)
+    assert np.array_equal(replicas(problem, cand), 8 // cand.gpus)
+
+
+def test_request_rate_flag(tmp_path):
+    d = json.loads(run("search", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--phase", "serve",
+                       "--method", "megatron", "--request-rate", "5", "--json").stdout)
+    sz = d["sizing"]
+    assert sz["request_rate"] == 5 and sz["gpus"] == sz["instances"] * sz["strategy"]["gpus"]
+    assert sz["instances"] * sz["strategy"]["requests_per_s"] >= 5
+    best = d["best"]
+    assert best["replicas"] == 8 // best["gpus"]
+    assert best["tokens_per_s_per_cluster_gpu"] == pytest.approx(
+        best["replicas"] * best["tokens_per_s"] / 8)
+    r = run("search", "llama3.1-8b", "h100_dgx", "--request-rate", "5")
+    assert r.exit_code == 2 and "--request-rate sizes a serving deployment" in r.output
+    r = run("search", "llama3.1-8b", "h100_dgx", "--phase", "serve", "--request-rate", "0")
+    assert r.exit_code == 2 and "--request-rate" in r.output
