@@ -133,21 +133,36 @@ class _Shape:
             # latent; the cache holds one latent (kv_lora + rope) per token, not split by heads
             self.qk_dim = a.kv_lora_rank + a.qk_rope_head_dim
             self.v_dim = a.kv_lora_rank
-            self.k_tok = (a.kv_lora_rank + a.qk_rope_head_dim) * self.kvb
-            self.v_tok = a.kv_lora_rank * self.kvb
+            self.k_tok, self.v_tok = kv_token_bytes(model)
             self.k_heads = 1.0                     # the latent is shared by all heads
             qk = a.qk_nope_head_dim + a.qk_rope_head_dim
             self.qkv_out = a.heads * qk + a.kv_lora_rank + a.qk_rope_head_dim
         else:
             self.qk_dim = a.head_dim
             self.v_dim = a.head_dim
-            self.k_tok = a.kv_heads * a.head_dim * self.kvb
-            self.v_tok = self.k_tok
+            self.k_tok, self.v_tok = kv_token_bytes(model)
             self.k_heads = float(a.kv_heads)
             self.qkv_out = (a.heads + 2 * a.kv_heads) * a.head_dim
         self.ctx_out = a.heads * a.v_dim
         self.experts = float(f.experts)
         self.top_k = float(f.top_k)
+
+
+def kv_token_bytes(model: ModelSpec) -> tuple:
+    """Bytes of one token's keys and values in one layer's cache, (K, V): GQA kv_heads x head_dim
+    each; MLA one latent (kv_lora_rank + qk_rope_head_dim) that the values are read from (V: its
+    kv_lora_rank part, the same bytes)."""
+    a, kvb = model.attention, model.precision.kv_bytes
+    if a.kind == "mla":
+        return (a.kv_lora_rank + a.qk_rope_head_dim) * kvb, a.kv_lora_rank * kvb
+    k = a.kv_heads * a.head_dim * kvb
+    return k, k
+
+
+def kv_request_bytes(model: ModelSpec, tokens) -> float:
+    """KV cache of ``tokens`` tokens over all layers, stored once (MLA: the latent only)."""
+    k, v = kv_token_bytes(model)
+    return tokens * model.layers * (k if model.attention.kind == "mla" else k + v)
 
 
 def _roofline(s: _Shape, flops, nbytes):

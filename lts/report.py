@@ -519,6 +519,7 @@ def search_dict(run, launch=None) -> dict:
             r.update(_replica_fields(run, *src))
         d["pareto"] = pareto_dict(run.pareto, run)
         d["sizing"] = sizing_dict(run.sizing, run)
+        d["disagg"] = disagg_dict(run.disagg)
     if launch is not None:
         d["emit"] = emit_dict(launch)
     return d
@@ -544,6 +545,17 @@ def pareto_dict(res, run) -> list:
              "tokens_per_s_per_user": _num(1.0 / res.tpot_s[i]),
              "ttft_ms": _num(res.ttft_s[i] * 1e3), "tpot_ms": _num(res.tpot_s[i] * 1e3),
              "mode": "agg", **_replica_fields(run, res, i)} for i in range(len(res))]
+
+
+def disagg_dict(dg) -> dict | None:
+    """The ``disagg`` object of a serve search (null: no disaggregated deployment fits)."""
+    if dg is None:
+        return None
+    return {"prefill": result_dict(dg.prefill, 0), "decode": result_dict(dg.decode, 0),
+            "prefill_instances": dg.prefill_instances, "decode_instances": dg.decode_instances,
+            "gpus": dg.gpus, "tokens_per_s_per_gpu": _num(dg.tokens_per_s_per_gpu),
+            "ttft_ms": _num(dg.ttft_s * 1e3), "tpot_ms": _num(dg.tpot_s * 1e3),
+            "requests_per_s": _num(dg.requests_per_s), "transfer_ms": _num(dg.transfer_s * 1e3)}
 
 
 def sizing_dict(sizing, run) -> dict | None:
@@ -578,6 +590,25 @@ def render_capacity(console: Console, run) -> None:
                   f"{'s' if rep['replicas'] != 1 else ''} of the best ({int(res.gpus[0])} GPUs "
                   f"each): {rep['tokens_per_s_per_cluster_gpu']:,.1f} output tokens/s per GPU "
                   "of the budget", overflow="fold")
+    dg, agg = run.disagg, float(res.tokens_per_s_per_gpu[0])
+    if dg is None:
+        console.print("[bold]Disaggregated[/] no prefill pool and decode pool fit the GPU budget "
+                      "and the SLOs together", overflow="fold")
+    else:
+        win = dg.tokens_per_s_per_gpu / agg
+        console.print(
+            f"[bold]Disaggregated[/] {dg.prefill_instances} prefill instance"
+            f"{'s' if dg.prefill_instances != 1 else ''} of "
+            f"{escape(format_strategy(dg.prefill.strategies[0], only_changed=True))} + "
+            f"{dg.decode_instances} decode of "
+            f"{escape(format_strategy(dg.decode.strategies[0], only_changed=True))}: "
+            f"{dg.gpus} GPUs, {dg.tokens_per_s_per_gpu:,.1f} output tokens/s per GPU, TTFT "
+            f"{dg.ttft_s * 1e3:,.0f} ms, TPOT {dg.tpot_s * 1e3:.1f} ms; "
+            + (f"two pools win, {win:.2f}× one pool" if win > 1 else
+               f"one pool wins, {1 / win:.2f}× two pools")
+            + f" (decode steps without prefill chunks: TPOT {dg.tpot_s * 1e3:.1f} vs "
+            f"{res.tpot_s[0] * 1e3:.1f} ms at batch {int(dg.decode.strategies[0][3])} vs "
+            f"{int(res.running[0])})", overflow="fold")
     sz = run.sizing
     if sz is not None:
         row = format_strategy(sz.result.strategies[0], only_changed=True)
@@ -594,8 +625,13 @@ def pareto_svg(run) -> str:
     p = run.problem
     points, chosen, limit = _frontier(run)
     ttft = _slo("TTFT", p.ttft_slo_ms)
+    series = [Series(f"one pool (aggregated), {run.method}", "#1f6fb4", points)]
+    if run.disagg is not None:
+        dg = run.disagg
+        series.append(Series("two pools (disaggregated)", "#e67e22",
+                             [(1.0 / dg.tpot_s, dg.tokens_per_s_per_gpu)]))
     return frontier_svg(
-        [Series(f"one pool (aggregated), {run.method}", "#1f6fb4", points)],
+        series,
         f"{p.model.name} on {p.topo.name} ({p.work.budget(p.topo)} GPUs): serving trade-off",
         "tokens/s per user (1000 / TPOT ms)", "output tokens/s per GPU", chosen=chosen,
         x_limit=limit, limit_label=_slo("TPOT", p.tpot_slo_ms),

@@ -29,6 +29,7 @@ import numpy as np
 from .baselines import (CHUNK, search_anneal, search_fixed, search_megatron,  # noqa: F401
                         search_random, search_random_walk)
 from .costmodel import Result, breakdown
+from .disagg import disaggregate
 from .exact import search_exact
 from .problems import Problem, SearchResult, ServeProblem, Tracker, take  # noqa: F401
 from .strategy import BATCH, N_COARSE, OP_COL, megatron_row
@@ -134,6 +135,7 @@ class SearchRun:
     candidates: Result | None = None       # serve: each tp/ep/pp/concurrency's best, evaluated
     pareto: Result | None = None           # serve: the frontier of ``candidates``
     sizing: "Sizing | None" = None         # serve with a request rate: the fewest GPUs
+    disagg: object = None                  # serve: the best prefill + decode pools (disagg.Disagg)
 
     @property
     def found(self) -> bool:
@@ -180,6 +182,8 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
         out.pareto = frontier(out.candidates)
         if request_rate is not None:
             out.sizing = size(problem, out.candidates, request_rate)
+    if isinstance(problem, ServeProblem):
+        out.disagg = disaggregate(problem)
     return out
 
 

@@ -82,8 +82,8 @@ def test_search_plot_and_pareto_json(tmp_path):
     assert users == sorted(users) and gpus == sorted(gpus, reverse=True)
     assert gpus[0] == pytest.approx(d["best"]["tokens_per_s_per_gpu"])   # the best is on it
     assert users[0] == pytest.approx(1000 / d["best"]["tpot_ms"])
-    root = ET.parse(out).getroot()
-    assert len(list(root.iter(SVG + "circle"))) == len(pareto) + 1
+    root = ET.parse(out).getroot()          # the points, the disaggregated point, the ring
+    assert len(list(root.iter(SVG + "circle"))) == len(pareto) + (d["disagg"] is not None) + 1
     text = run(*args[:-2], "--no-color").output
     assert "Trade-off" in text and "*" in text
 
@@ -130,3 +130,33 @@ def test_request_rate_flag(tmp_path):
     assert r.exit_code == 2 and "--request-rate sizes a serving deployment" in r.output
     r = run("search", "llama3.1-8b", "h100_dgx", "--phase", "serve", "--request-rate", "0")
     assert r.exit_code == 2 and "--request-rate" in r.output
+
+
+def test_disaggregated_pools_match_their_rates_within_the_budget_and_slos():
+    """Two pools: each the exact optimum of its phase for its instance size, instance counts
+    within the GPU budget, the served rate the slower pool's, the figures of the whole."""
+    from lts.disagg import QUEUE_PASSES, best_pool, disaggregate
+    from lts.problems import ServeProblem
+    from lts.specs import load_model, load_topology
+    from lts.workload import Workload
+    p = ServeProblem(load_model("llama3.1-70b"), load_topology("h100_dgx"), 4000, 1000,
+                     tpot_slo_ms=30, ttft_slo_ms=2000, gpus=8)
+    d = disaggregate(p)
+    g_p, g_d = int(d.prefill.gpus[0]), int(d.decode.gpus[0])
+    assert d.gpus == d.prefill_instances * g_p + d.decode_instances * g_d <= 8
+    r_p = d.prefill.strategies[0][3] / d.prefill.ttft_s[0]
+    r_d = d.decode.strategies[0][3] / (1000 * d.decode.tpot_s[0])
+    assert d.requests_per_s == pytest.approx(min(d.prefill_instances * r_p,
+                                                 d.decode_instances * r_d))
+    assert d.tokens_per_s_per_gpu == pytest.approx(d.requests_per_s * 1000 / d.gpus)
+    assert d.tpot_s <= 0.030 and d.ttft_s <= 2.0
+    assert d.ttft_s == pytest.approx(QUEUE_PASSES * d.prefill.ttft_s[0] + d.transfer_s)
+    # the decode pool is its phase's optimum at its instance size: none better per GPU
+    again = best_pool(p, Workload("decode", 4500, tpot_slo_ms=30, gpus=g_d))
+    assert again.tokens_per_s_per_gpu[0] == pytest.approx(d.decode.tokens_per_s_per_gpu[0])
+    # no pairing of the two chosen strategies does better within the budget
+    for x in range(1, 9):
+        for y in range(1, 9):
+            if x * g_p + y * g_d <= 8:
+                served = min(x * r_p, y * r_d)
+                assert served * 1000 / (x * g_p + y * g_d) <= d.tokens_per_s_per_gpu + 1e-9

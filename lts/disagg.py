@@ -1,0 +1,119 @@
+"""Disaggregated serving: a pool of prefill instances and a pool of decode instances, each with
+its own strategy, against one pool that does both (DESIGN.md §8; issue 12).
+
+- **Prefill pool:** the exact optimum of the prefill phase (``exact.search_exact``) at a context of
+  ``isl``: batches of whole prompts, no decode tokens beside them. Under load a request waits on
+  average half a pass for the pass in progress, then its own: its TTFT is 1.5 passes plus the
+  KV transfer, so the pass may take (TTFT limit - transfer) / 1.5.
+- **Decode pool:** the exact optimum of the decode phase at the mean context ``isl + osl/2`` under
+  the TPOT limit: steps of decode tokens only, no prefill between them.
+- **Transfer:** each request's KV cache (``optables.kv_request_bytes`` of isl tokens) crosses the
+  innermost link tier that spans both pools, split over the GPUs of the smaller instance.
+- **Rate matching:** a prefill instance completes batch / pass requests per second, a decode
+  instance batch / (osl x step); x prefill and y decode instances serve min(x r_p, y r_d)
+  requests/s. Every (x, y) that fits the GPU budget is tried; the best output tokens/s per GPU
+  used wins (ties: fewer GPUs).
+
+Each pool's strategy is the optimum of its own phase (the most tokens/s per GPU); the pairing is
+then exhaustive. Both pools run on the engine profile's topology (its collective efficiency and
+time per step). Imports: exact, optables, problems, specs (types), strategy, workload.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .exact import search_exact
+from .optables import kv_request_bytes
+from .problems import Problem, ServeProblem
+from .strategy import BATCH
+from .workload import Workload
+
+QUEUE_PASSES = 1.5       # a request's TTFT in passes: half the pass in progress, then its own
+
+
+@dataclass
+class Disagg:
+    """The best disaggregated deployment: ``prefill`` and ``decode`` (one-row Results of their
+    phase), how many instances of each, the GPUs used, and the figures of the whole."""
+    prefill: object
+    decode: object
+    prefill_instances: int
+    decode_instances: int
+    gpus: int
+    requests_per_s: float
+    tokens_per_s_per_gpu: float         # output tokens/s per GPU used
+    ttft_s: float                       # queue (half a pass) + pass + KV transfer
+    tpot_s: float
+    transfer_s: float
+
+
+def transfer_s(problem: ServeProblem, gpus_used: int, shard_gpus: int) -> float:
+    """Seconds to move one request's KV cache (isl tokens) from its prefill to its decode
+    instance: over the innermost link tier spanning ``gpus_used`` GPUs, each of ``shard_gpus``
+    GPUs sending its share."""
+    topo = problem.engine.topology(problem.topo)
+    link = next((l for l in topo.links if l.span_gpus >= gpus_used), topo.links[-1])
+    nbytes = kv_request_bytes(problem.model, problem.isl) / shard_gpus
+    return nbytes / (link.bandwidth_bytes_s * link.efficiency) + link.latency_s
+
+
+def best_pool(problem: ServeProblem, work: Workload):
+    """The exact optimum of one pool's phase: a one-row Result, or None if nothing is feasible."""
+    pool = Problem(problem.model, problem.engine.topology(problem.topo), work)
+    sr = search_exact(pool, top=1)
+    return None if sr.best is None else sr.evaluated
+
+
+def disaggregate(problem: ServeProblem) -> Disagg | None:
+    """The best disaggregated deployment within the GPU budget and the SLOs, or None.
+
+    A pool's best strategy depends on how many GPUs it may take, so each phase's exact optimum
+    is found for every instance size bound 1, 2, 4, ... up to the budget, and every pair of a
+    prefill and a decode strategy is tried with every instance count that fits."""
+    budget = problem.work.budget(problem.topo)
+    tpot = problem.tpot_slo_ms if problem.tpot_slo_ms and math.isfinite(problem.tpot_slo_ms) \
+        else 1e9
+    ttft = problem.ttft_slo_ms if problem.ttft_slo_ms and math.isfinite(problem.ttft_slo_ms) \
+        else None
+    # the transfer depends on the placement: the pass is bounded with the slowest case (the
+    # whole budget, one GPU sending), the chosen placement is then costed exactly
+    limit = (ttft - transfer_s(problem, budget, 1) * 1e3) / QUEUE_PASSES if ttft else 0.0
+    if ttft is not None and limit <= 0:
+        return None
+    bounds = sorted({min(1 << k, budget) for k in range(budget.bit_length() + 1)})
+    pools = {"prefill": [], "decode": []}
+    for b in bounds:
+        for phase, work in (("decode", Workload("decode", problem.isl + problem.osl // 2,
+                                                tpot_slo_ms=tpot, gpus=b)),
+                            ("prefill", Workload("prefill", problem.isl, ttft_slo_ms=limit,
+                                                 gpus=b))):
+            res = best_pool(problem, work)
+            if res is not None and not any(np.array_equal(res.strategies[0], r.strategies[0])
+                                           for r in pools[phase]):
+                pools[phase].append(res)
+    best = None
+    for prefill in pools["prefill"]:
+        g_p = int(prefill.gpus[0])
+        r_p = prefill.strategies[0][BATCH] / prefill.ttft_s[0]          # requests/s
+        for decode in pools["decode"]:
+            g_d = int(decode.gpus[0])
+            r_d = decode.strategies[0][BATCH] / (problem.osl * decode.tpot_s[0])
+            for x in range(1, (budget - g_d) // g_p + 1):
+                y = np.arange(1, (budget - x * g_p) // g_d + 1)
+                served = np.minimum(x * r_p, y * r_d)
+                used = x * g_p + y * g_d
+                per_gpu = served * problem.osl / used
+                j = int(np.lexsort((used, -per_gpu))[0])
+                cand = (float(per_gpu[j]), -int(used[j]), prefill, decode, x, int(y[j]),
+                        float(served[j]))
+                if best is None or cand[:2] > best[:2]:
+                    best = cand
+    if best is None:
+        return None
+    per_gpu, neg_used, prefill, decode, x, y, served = best
+    move = transfer_s(problem, -neg_used, min(int(prefill.gpus[0]), int(decode.gpus[0])))
+    return Disagg(prefill, decode, x, y, -neg_used, served, per_gpu,
+                  QUEUE_PASSES * float(prefill.ttft_s[0]) + move, float(decode.tpot_s[0]), move)
