@@ -11,8 +11,8 @@ its own strategy, against one pool that does both (DESIGN.md §8; issue 12).
   innermost link tier that spans both pools, split over the GPUs of the smaller instance.
 - **Rate matching:** a prefill instance completes batch / pass requests per second, a decode
   instance batch / (osl x step); x prefill and y decode instances serve min(x r_p, y r_d)
-  requests/s. Every (x, y) that fits the GPU budget is tried; the best output tokens/s per GPU
-  used wins (ties: fewer GPUs).
+  requests/s. For every x that fits the GPU budget the best y is tried (``pair``); the best
+  output tokens/s per GPU used wins (ties: fewer GPUs).
 
 Each pool's strategy is the optimum of its own phase (the most tokens/s per GPU); the pairing is
 then exhaustive. Both pools run on the engine profile's topology (its collective efficiency and
@@ -67,15 +67,63 @@ def best_pool(problem: ServeProblem, work: Workload):
     return None if sr.best is None else sr.evaluated
 
 
-def disaggregate(problem: ServeProblem) -> Disagg | None:
-    """The best disaggregated deployment within the GPU budget and the SLOs, or None.
-
-    A pool's best strategy depends on how many GPUs it may take, so each phase's exact optimum
-    is found for every instance size bound 1, 2, 4, ... up to the budget, and every pair of a
-    prefill and a decode strategy is tried with every instance count that fits."""
+def pools(problem: ServeProblem, work_at) -> list:
+    """Distinct best strategies of one pool's phase (one-row Results), one per instance size
+    bound: the whole budget first; the per-GPU optimum at a bound of b GPUs is that one for every
+    b at least its size, so only the bounds 1, 2, 4, ... below its size are solved again.
+    ``work_at(b)``: the phase's Workload with a budget of b GPUs."""
     budget = problem.work.budget(problem.topo)
-    tpot = problem.tpot_slo_ms if problem.tpot_slo_ms and math.isfinite(problem.tpot_slo_ms) \
-        else 1e9
+    full = best_pool(problem, work_at(budget))
+    if full is None:
+        return []
+    out, b = [full], 1
+    while b < int(full.gpus[0]):
+        res = best_pool(problem, work_at(b))
+        if res is not None and not any(np.array_equal(res.strategies[0], r.strategies[0])
+                                       for r in out):
+            out.append(res)
+        b *= 2
+    return out
+
+
+def pair(problem: ServeProblem, prefill, decode):
+    """The best instance counts of two pool strategies within the budget: (output tokens/s per
+    GPU used, GPUs used, prefill instances, decode instances, requests/s), or None.
+
+    For x prefill instances the served rate min(x r_p, y r_d) over the GPUs used rises with y up
+    to the balance y = x r_p / r_d and falls after it, so the best y is its floor or ceiling."""
+    budget = problem.work.budget(problem.topo)
+    g_p, g_d = int(prefill.gpus[0]), int(decode.gpus[0])
+    r_p = prefill.strategies[0][BATCH] / prefill.ttft_s[0]              # requests/s
+    r_d = decode.strategies[0][BATCH] / (problem.osl * decode.tpot_s[0])
+    x = np.arange(1, (budget - g_d) // g_p + 1, dtype=np.float64)
+    if not len(x):
+        return None
+    y_max = np.floor((budget - x * g_p) / g_d)
+    balance = x * r_p / r_d
+    best = None
+    for y in (np.floor(balance), np.ceil(balance)):
+        y = np.clip(y, 1.0, y_max)
+        served = np.minimum(x * r_p, y * r_d)
+        used = x * g_p + y * g_d
+        per_gpu = served * problem.osl / used
+        j = int(np.lexsort((used, -per_gpu))[0])
+        cand = (float(per_gpu[j]), -int(used[j]), int(x[j]), int(y[j]), float(served[j]))
+        if best is None or cand[:2] > best[:2]:
+            best = cand
+    per_gpu, neg_used, nx, ny, served = best
+    return per_gpu, -neg_used, nx, ny, served
+
+
+def disaggregate(problem: ServeProblem, tpot_ms: float | None = None) -> Disagg | None:
+    """The best disaggregated deployment within the GPU budget and the SLOs (``tpot_ms``: a
+    TPOT limit other than the problem's), or None.
+
+    Each pool's strategies come from ``pools`` (its phase's exact optimum per instance size
+    bound); every prefill and decode pair is tried with its best instance counts (``pair``)."""
+    budget = problem.work.budget(problem.topo)
+    tpot = tpot_ms if tpot_ms is not None else problem.tpot_slo_ms
+    tpot = tpot if tpot and math.isfinite(tpot) else 1e9
     ttft = problem.ttft_slo_ms if problem.ttft_slo_ms and math.isfinite(problem.ttft_slo_ms) \
         else None
     # the transfer depends on the placement: the pass is bounded with the slowest case (the
@@ -83,37 +131,19 @@ def disaggregate(problem: ServeProblem) -> Disagg | None:
     limit = (ttft - transfer_s(problem, budget, 1) * 1e3) / QUEUE_PASSES if ttft else 0.0
     if ttft is not None and limit <= 0:
         return None
-    bounds = sorted({min(1 << k, budget) for k in range(budget.bit_length() + 1)})
-    pools = {"prefill": [], "decode": []}
-    for b in bounds:
-        for phase, work in (("decode", Workload("decode", problem.isl + problem.osl // 2,
-                                                tpot_slo_ms=tpot, gpus=b)),
-                            ("prefill", Workload("prefill", problem.isl, ttft_slo_ms=limit,
-                                                 gpus=b))):
-            res = best_pool(problem, work)
-            if res is not None and not any(np.array_equal(res.strategies[0], r.strategies[0])
-                                           for r in pools[phase]):
-                pools[phase].append(res)
+    decodes = pools(problem, lambda b: Workload("decode", problem.isl + problem.osl // 2,
+                                                tpot_slo_ms=tpot, gpus=b))
+    prefills = pools(problem, lambda b: Workload("prefill", problem.isl, ttft_slo_ms=limit,
+                                                 gpus=b)) if decodes else []
     best = None
-    for prefill in pools["prefill"]:
-        g_p = int(prefill.gpus[0])
-        r_p = prefill.strategies[0][BATCH] / prefill.ttft_s[0]          # requests/s
-        for decode in pools["decode"]:
-            g_d = int(decode.gpus[0])
-            r_d = decode.strategies[0][BATCH] / (problem.osl * decode.tpot_s[0])
-            for x in range(1, (budget - g_d) // g_p + 1):
-                y = np.arange(1, (budget - x * g_p) // g_d + 1)
-                served = np.minimum(x * r_p, y * r_d)
-                used = x * g_p + y * g_d
-                per_gpu = served * problem.osl / used
-                j = int(np.lexsort((used, -per_gpu))[0])
-                cand = (float(per_gpu[j]), -int(used[j]), prefill, decode, x, int(y[j]),
-                        float(served[j]))
-                if best is None or cand[:2] > best[:2]:
-                    best = cand
+    for prefill in prefills:
+        for decode in decodes:
+            got = pair(problem, prefill, decode)
+            if got is not None and (best is None or (got[0], -got[1]) > (best[0][0], -best[0][1])):
+                best = (got, prefill, decode)
     if best is None:
         return None
-    per_gpu, neg_used, prefill, decode, x, y, served = best
-    move = transfer_s(problem, -neg_used, min(int(prefill.gpus[0]), int(decode.gpus[0])))
-    return Disagg(prefill, decode, x, y, -neg_used, served, per_gpu,
+    (per_gpu, used, x, y, served), prefill, decode = best
+    move = transfer_s(problem, used, min(int(prefill.gpus[0]), int(decode.gpus[0])))
+    return Disagg(prefill, decode, x, y, used, served, per_gpu,
                   QUEUE_PASSES * float(prefill.ttft_s[0]) + move, float(decode.tpot_s[0]), move)
