@@ -586,10 +586,12 @@ def render_capacity(console: Console, run) -> None:
     fewest GPUs that serve it."""
     res, budget = run.best, run.problem.work.budget(run.problem.topo)
     rep = _replica_fields(run, res, 0)
-    console.print(f"[bold]Replicas[/] {budget:,} GPUs hold {rep['replicas']:,} instance"
-                  f"{'s' if rep['replicas'] != 1 else ''} of the best ({int(res.gpus[0])} GPUs "
-                  f"each): {rep['tokens_per_s_per_cluster_gpu']:,.1f} output tokens/s per GPU "
-                  "of the budget", overflow="fold")
+    size = int(res.gpus[0])
+    console.print(f"[bold]Replicas[/] {budget:,} GPU{'s hold' if budget != 1 else ' holds'} "
+                  f"{rep['replicas']:,} instance{'s' if rep['replicas'] != 1 else ''} of the "
+                  f"best ({size} GPU{'s' if size != 1 else ''} each): "
+                  f"{rep['tokens_per_s_per_cluster_gpu']:,.1f} output tokens/s per GPU of the "
+                  "budget", overflow="fold")
     dg, agg = run.disagg, float(res.tokens_per_s_per_gpu[0])
     if dg is None:
         console.print("[bold]Disaggregated[/] no prefill pool and decode pool fit the GPU budget "
