@@ -2,11 +2,14 @@
 its own strategy, against one pool that does both (DESIGN.md §8; issue 12).
 
 - **Prefill pool:** the exact optimum of the prefill phase (``exact.search_exact``) at a context of
-  ``isl``: batches of whole prompts, no decode tokens beside them. Under load a request waits on
-  average half a pass for the pass in progress, then its own: its TTFT is 1.5 passes plus the
-  KV transfer, so the pass may take (TTFT limit - transfer) / 1.5.
-- **Decode pool:** the exact optimum of the decode phase at the mean context ``isl + osl/2`` under
-  the TPOT limit: steps of decode tokens only, no prefill between them.
+  ``isl``: batches of whole prompts, no decode tokens beside them. As in the one-pool model the
+  clients are a closed loop, their requests paced by completions; a request waits for the pass
+  in progress (half of one on average) and then its own: its TTFT is 1.5 passes plus the KV
+  transfer, so the pass may take (TTFT limit - transfer) / 1.5. (Random arrivals at a pool near
+  saturation would wait longer.)
+- **Decode pool:** the exact optimum of the decode phase at the final context ``isl + osl`` (the
+  KV memory a request holds at its end, as one pool reserves it) under the TPOT limit: steps of
+  decode tokens only, no prefill between them.
 - **Transfer:** each request's KV cache (``optables.kv_request_bytes`` of isl tokens) crosses the
   innermost link tier that spans both pools, split over the GPUs of the smaller instance.
 - **Rate matching:** a prefill instance completes batch / pass requests per second, a decode
@@ -15,13 +18,13 @@ its own strategy, against one pool that does both (DESIGN.md §8; issue 12).
   output tokens/s per GPU used wins (ties: fewer GPUs).
 
 Each pool's strategy is the optimum of its own phase (the most tokens/s per GPU); the pairing is
-then exhaustive. Both pools run on the engine profile's topology (its collective efficiency and
-time per step). Imports: exact, optables, problems, specs (types), strategy, workload.
+then exhaustive. Both pools run on the engine profile's topology (its collective efficiency) with
+the engine's time per step added. Imports: exact, optables, problems, strategy, workload.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -61,8 +64,11 @@ def transfer_s(problem: ServeProblem, gpus_used: int, shard_gpus: int) -> float:
 
 
 def best_pool(problem: ServeProblem, work: Workload):
-    """The exact optimum of one pool's phase: a one-row Result, or None if nothing is feasible."""
-    pool = Problem(problem.model, problem.engine.topology(problem.topo), work)
+    """The exact optimum of one pool's phase: a one-row Result, or None if nothing is feasible.
+    Costed on the engine's topology with the engine's time per step added to each step."""
+    topo = problem.engine.topology(problem.topo)
+    topo = replace(topo, step_overhead_s=topo.step_overhead_s + problem.engine.step_overhead_s)
+    pool = Problem(problem.model, topo, work)
     sr = search_exact(pool, top=1)
     return None if sr.best is None else sr.evaluated
 
@@ -70,19 +76,21 @@ def best_pool(problem: ServeProblem, work: Workload):
 def pools(problem: ServeProblem, work_at) -> list:
     """Distinct best strategies of one pool's phase (one-row Results), one per instance size
     bound: the whole budget first; the per-GPU optimum at a bound of b GPUs is that one for every
-    b at least its size, so only the bounds 1, 2, 4, ... below its size are solved again.
-    ``work_at(b)``: the phase's Workload with a budget of b GPUs."""
+    b at least its size, so only the instance sizes (tp x ep x pp of the space) below its size
+    are solved again, each as a bound. ``work_at(b)``: the phase's Workload with b GPUs."""
     budget = problem.work.budget(problem.topo)
     full = best_pool(problem, work_at(budget))
     if full is None:
         return []
-    out, b = [full], 1
-    while b < int(full.gpus[0]):
+    sp = problem.space
+    sizes = sorted({t * e * p for t in sp.tp for e in sp.ep for p in sp.pp
+                    if t * e * p < int(full.gpus[0])})
+    out = [full]
+    for b in sizes:
         res = best_pool(problem, work_at(b))
         if res is not None and not any(np.array_equal(res.strategies[0], r.strategies[0])
                                        for r in out):
             out.append(res)
-        b *= 2
     return out
 
 
@@ -101,18 +109,16 @@ def pair(problem: ServeProblem, prefill, decode):
         return None
     y_max = np.floor((budget - x * g_p) / g_d)
     balance = x * r_p / r_d
-    best = None
-    for y in (np.floor(balance), np.ceil(balance)):
-        y = np.clip(y, 1.0, y_max)
-        served = np.minimum(x * r_p, y * r_d)
-        used = x * g_p + y * g_d
-        per_gpu = served * problem.osl / used
-        j = int(np.lexsort((used, -per_gpu))[0])
-        cand = (float(per_gpu[j]), -int(used[j]), int(x[j]), int(y[j]), float(served[j]))
-        if best is None or cand[:2] > best[:2]:
-            best = cand
-    per_gpu, neg_used, nx, ny, served = best
-    return per_gpu, -neg_used, nx, ny, served
+    xs, ys = np.concatenate([x, x]), np.clip(np.concatenate([np.floor(balance),
+                                                              np.ceil(balance)]), 1.0,
+                                             np.concatenate([y_max, y_max]))
+    served = np.minimum(xs * r_p, ys * r_d)
+    used = xs * g_p + ys * g_d
+    per_gpu = served * problem.osl / used
+    # the best, and of those equal to rounding (k x and k y of a balanced pair), the fewest GPUs
+    near = np.flatnonzero(per_gpu >= per_gpu.max() * (1 - 1e-12))
+    j = int(near[np.argmin(used[near])])
+    return float(per_gpu[j]), int(used[j]), int(xs[j]), int(ys[j]), float(served[j])
 
 
 def disaggregate(problem: ServeProblem, tpot_ms: float | None = None) -> Disagg | None:
@@ -122,6 +128,8 @@ def disaggregate(problem: ServeProblem, tpot_ms: float | None = None) -> Disagg 
     Each pool's strategies come from ``pools`` (its phase's exact optimum per instance size
     bound); every prefill and decode pair is tried with its best instance counts (``pair``)."""
     budget = problem.work.budget(problem.topo)
+    if problem.osl < 2:                 # one output token: nothing for a decode pool to do
+        return None
     tpot = tpot_ms if tpot_ms is not None else problem.tpot_slo_ms
     tpot = tpot if tpot and math.isfinite(tpot) else 1e9
     ttft = problem.ttft_slo_ms if problem.ttft_slo_ms and math.isfinite(problem.ttft_slo_ms) \
@@ -131,7 +139,9 @@ def disaggregate(problem: ServeProblem, tpot_ms: float | None = None) -> Disagg 
     limit = (ttft - transfer_s(problem, budget, 1) * 1e3) / QUEUE_PASSES if ttft else 0.0
     if ttft is not None and limit <= 0:
         return None
-    decodes = pools(problem, lambda b: Workload("decode", problem.isl + problem.osl // 2,
+    # the decode step at the final context isl + osl: the memory a request holds at its end (as
+    # one pool reserves it), its time a little above the mean context's
+    decodes = pools(problem, lambda b: Workload("decode", problem.isl + problem.osl,
                                                 tpot_slo_ms=tpot, gpus=b))
     prefills = pools(problem, lambda b: Workload("prefill", problem.isl, ttft_slo_ms=limit,
                                                  gpus=b)) if decodes else []
@@ -139,7 +149,8 @@ def disaggregate(problem: ServeProblem, tpot_ms: float | None = None) -> Disagg 
     for prefill in prefills:
         for decode in decodes:
             got = pair(problem, prefill, decode)
-            if got is not None and (best is None or (got[0], -got[1]) > (best[0][0], -best[0][1])):
+            if got is not None and (best is None or (got[0], -got[1]) > (best[0][0],
+                                                                         -best[0][1])):
                 best = (got, prefill, decode)
     if best is None:
         return None

@@ -576,6 +576,7 @@ def _frontier(run):
     points = [] if res is None else [(float(1.0 / t), float(v)) for t, v in
                                      zip(res.tpot_s, res.tokens_per_s_per_gpu)]
     chosen = (float(1.0 / best.tpot_s[0]), float(best.tokens_per_s_per_gpu[0]))
+    chosen = chosen if all(map(math.isfinite, chosen)) else None     # osl 1: no TPOT
     tpot = run.problem.tpot_slo_ms
     limit = 1e3 / tpot if tpot and math.isfinite(tpot) else None
     return points, chosen, limit
@@ -594,8 +595,11 @@ def render_capacity(console: Console, run) -> None:
                   "budget", overflow="fold")
     dg, agg = run.disagg, float(res.tokens_per_s_per_gpu[0])
     if dg is None:
-        console.print("[bold]Disaggregated[/] no prefill pool and decode pool fit the GPU budget "
-                      "and the SLOs together", overflow="fold")
+        p = run.problem
+        console.print("[bold]Disaggregated[/] no prefill pool and decode pool fit the GPU budget"
+                      + (" and the SLOs" if limit_ms(p.tpot_slo_ms) or limit_ms(p.ttft_slo_ms)
+                         else "") + " together" + (" (one output token: no decode)"
+                                                   if p.osl < 2 else ""), overflow="fold")
     else:
         win = dg.tokens_per_s_per_gpu / agg
         console.print(
@@ -634,7 +638,8 @@ def pareto_svg(run) -> str:
                              [(1.0 / dg.tpot_s, dg.tokens_per_s_per_gpu)]))
     return frontier_svg(
         series,
-        f"{p.model.name} on {p.topo.name} ({p.work.budget(p.topo)} GPUs): serving trade-off",
+        f"{p.model.name} on {p.topo.name} ({p.work.budget(p.topo)} GPU"
+        f"{'s' if p.work.budget(p.topo) != 1 else ''}): serving trade-off",
         "tokens/s per user (1000 / TPOT ms)", "output tokens/s per GPU", chosen=chosen,
         x_limit=limit, limit_label=_slo("TPOT", p.tpot_slo_ms),
         note=f"every point meets {ttft}" if ttft else "",
@@ -648,7 +653,7 @@ def render_frontier(console: Console, run) -> None:
         return
     console.print(f"[bold]Trade-off[/] ({len(points)} point{'s' if len(points) != 1 else ''}: "
                   "for each tokens/s per user, the best output tokens/s per GPU found; "
-                  "* the best, : the TPOT limit)")
+                  "* the best" + (", : the TPOT limit)" if limit else ")"))
     for line in frontier_text(points, chosen, limit):
         console.print(line, markup=False, highlight=False)
     console.print(" " * 11 + "tokens/s per user (1000 / TPOT ms) →  ↑ output tokens/s per GPU",

@@ -187,12 +187,13 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
     return out
 
 
-def pareto_front(x, y) -> np.ndarray:
+def pareto_front(x, y, tie=None) -> np.ndarray:
     """Indices of the points that no other point matches or beats on both x and y (higher is
     better on both), in order of increasing x: for each x reached, the highest y at or beyond
-    it. Ties keep the first point."""
+    it. Of points equal on both, the one with the least ``tie`` is kept (then the first)."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    order = np.lexsort((np.arange(len(x)), -y, -x))      # x falling, then y falling, then first
+    tie = np.zeros(len(x)) if tie is None else np.asarray(tie, dtype=np.float64)
+    order = np.lexsort((np.arange(len(x)), tie, -y, -x))  # x falling, y falling, least tie
     ys = y[order]
     above = ys > np.maximum.accumulate(np.concatenate([[-np.inf], ys[:-1]]))
     return order[above][::-1]
@@ -202,11 +203,12 @@ def frontier(found: Result) -> Result | None:
     """The serving trade-off among ``found`` (serve results within the SLOs): for each tokens/s
     per user reached (1 / TPOT), the best output tokens/s per GPU, as rows in order of tokens/s
     per user (None: no row)."""
-    per_user = 1.0 / found.tpot_s
-    ok = np.flatnonzero(found.valid & np.isfinite(per_user))
+    per_user, per_gpu = 1.0 / found.tpot_s, found.tokens_per_s_per_gpu
+    ok = np.flatnonzero(found.valid & np.isfinite(per_user) & np.isfinite(per_gpu))
     if not len(ok):
         return None
-    return take(found, ok[pareto_front(per_user[ok], found.tokens_per_s_per_gpu[ok])])
+    # of equal points the least TTFT: a concurrency beyond the KV cache queues for nothing
+    return take(found, ok[pareto_front(per_user[ok], per_gpu[ok], found.ttft_s[ok])])
 
 
 def replicas(problem: Problem, res: Result) -> np.ndarray:
@@ -228,13 +230,14 @@ class Sizing:
 def size(problem: ServeProblem, found: Result, request_rate: float) -> Sizing | None:
     """The strategy of ``found`` whose instances serve ``request_rate`` requests/s on the fewest
     GPUs. An instance in the closed loop completes output tokens/s / osl requests per second;
-    ceil(rate / that) instances are needed. Ties: the higher output tokens/s per GPU."""
+    ceil(rate / that) instances are needed. Ties: the higher output tokens/s per GPU, then the
+    least TTFT (a concurrency beyond the KV cache queues for nothing)."""
     if not len(found):
         return None
     per_instance = found.tokens_per_s / problem.osl              # requests/s
     instances = np.ceil(request_rate / per_instance)
     gpus = instances * found.gpus
-    i = int(np.lexsort((-found.tokens_per_s_per_gpu, gpus))[0])
+    i = int(np.lexsort((found.ttft_s, -found.tokens_per_s_per_gpu, gpus))[0])
     return Sizing(float(request_rate), take(found, slice(i, i + 1)), int(instances[i]),
                   int(gpus[i]), bool(gpus[i] <= problem.work.budget(problem.topo)))
 

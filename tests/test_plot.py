@@ -152,7 +152,7 @@ def test_disaggregated_pools_match_their_rates_within_the_budget_and_slos():
     assert d.tpot_s <= 0.030 and d.ttft_s <= 2.0
     assert d.ttft_s == pytest.approx(QUEUE_PASSES * d.prefill.ttft_s[0] + d.transfer_s)
     # the decode pool is its phase's optimum at its instance size: none better per GPU
-    again = best_pool(p, Workload("decode", 4500, tpot_slo_ms=30, gpus=g_d))
+    again = best_pool(p, Workload("decode", 5000, tpot_slo_ms=30, gpus=g_d))
     assert again.tokens_per_s_per_gpu[0] == pytest.approx(d.decode.tokens_per_s_per_gpu[0])
     # no pairing of the two chosen strategies does better within the budget
     for x in range(1, 9):
@@ -160,3 +160,25 @@ def test_disaggregated_pools_match_their_rates_within_the_budget_and_slos():
             if x * g_p + y * g_d <= 8:
                 served = min(x * r_p, y * r_d)
                 assert served * 1000 / (x * g_p + y * g_d) <= d.tokens_per_s_per_gpu + 1e-9
+
+
+def test_equal_points_keep_the_least_ttft():
+    """A concurrency beyond the KV cache runs the same batch (same tokens/s, same TPOT) and only
+    queues: of equal points the frontier keeps the least TTFT, whatever the order."""
+    x, y, ttft = [10.0, 10.0, 5.0], [100.0, 100.0, 50.0], [500.0, 4.0, 1.0]
+    assert list(pareto_front(x, y, ttft)) == [1]
+    assert list(pareto_front(x[::-1], y[::-1], ttft[::-1])) == [1]
+
+
+def test_pools_solve_instance_sizes_that_are_not_powers_of_two():
+    """Regression: Llama-3.1-405B fp8 on 16 H100 has its best prefill instance on 6 GPUs
+    (pp = 6); solving only the bounds 1, 2, 4, 8 missed it (217.9 tokens/s/GPU on 16 GPUs
+    instead of 223.4 on 14)."""
+    from lts.disagg import disaggregate
+    from lts.problems import ServeProblem
+    from lts.specs import load_model, load_topology
+    p = ServeProblem(load_model("llama3.1-405b", "fp8"), load_topology("h100_dgx"), 1024, 1024,
+                     tpot_slo_ms=100, ttft_slo_ms=2000, gpus=16)
+    d = disaggregate(p)
+    assert int(d.prefill.gpus[0]) == 6 and d.gpus == 14
+    assert d.tokens_per_s_per_gpu == pytest.approx(223.37, rel=1e-3)
