@@ -335,10 +335,13 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
         run = run_search(problem, method, budget, seed, top, progress=advance,
                          request_rate=request_rate)
     if not run.found:
-        raise _infeasible(problem, "the exact optimum: none exists" if method == "exact"
+        dg = run.disagg
+        raise _infeasible(problem, ("the exact optimum: none exists" if method == "exact"
                           else f"{method}, {run.result.evaluations} evaluations" +
                           ("" if phase == "serve" else "; --method exact tells whether any "
                                                        "exists"))
+                          + ("" if dg is None else
+                             "; two pools would serve it: " + report.disagg_text(dg)))
     launch = emit_launch(emit, problem, run.best.strategies[0], model, precision,
                          best_result=run.best) if emit else None
     if plot is not None:

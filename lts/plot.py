@@ -72,10 +72,13 @@ def frontier_svg(series: list, title: str, x_label: str, y_label: str, chosen=No
                f'{escape(x_label)}</text>')
     out.append(f'<text transform="translate(18 {(top + H - bottom) / 2}) rotate(-90)" '
                f'text-anchor="middle">{escape(y_label)}</text>')
+    lx = W - right - 230                         # the legend's left edge (top right corner)
     if x_limit:
         out.append(f'<line x1="{px(x_limit):.1f}" y1="{top}" x2="{px(x_limit):.1f}" '
                    f'y2="{H - bottom}" stroke="#c0392b" stroke-dasharray="5,4"/>')
-        out.append(f'<text x="{px(x_limit) + 4:.1f}" y="{top + 14}" fill="#c0392b">'
+        # the label at the top, or at the foot of the line where the legend would cover it
+        ty = top + 14 if px(x_limit) + 100 < lx else H - bottom - 8
+        out.append(f'<text x="{px(x_limit) + 4:.1f}" y="{ty}" fill="#c0392b">'
                    f'{escape(limit_label)}</text>')
     for s in series:
         if not s.points:
@@ -91,9 +94,12 @@ def frontier_svg(series: list, title: str, x_label: str, y_label: str, chosen=No
         cx, cy = px(chosen[0]), py(chosen[1])
         out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="8" fill="none" stroke="black" '
                    f'stroke-width="2"/>')
-        out.append(f'<text x="{cx + 11:.1f}" y="{cy - 8:.1f}">chosen: {_fmt(chosen[1])} '
-                   f'at {_fmt(chosen[0])}</text>')
-    lx, ly = W - right - 230, top + 16           # legend, top right
+        # right of the ring, or left of it near the right edge or under the legend
+        left_side = cx > W - right - 170 or (cx > lx - 160 and cy < top + 60)
+        anchor, tx = ("end", cx - 11) if left_side else ("start", cx + 11)
+        out.append(f'<text x="{tx:.1f}" y="{cy - 8:.1f}" text-anchor="{anchor}">chosen: '
+                   f'{_fmt(chosen[1])} at {_fmt(chosen[0])}</text>')
+    ly = top + 16                                # legend, top right
     for s in series:
         out.append(f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 20}" y2="{ly - 4}" '
                    f'stroke="{s.color}" stroke-width="2"/>')
@@ -107,8 +113,8 @@ def frontier_svg(series: list, title: str, x_label: str, y_label: str, chosen=No
 
 def frontier_text(points: list, chosen=None, x_limit=None, width: int = 60,
                   height: int = 13) -> list:
-    """The frontier as lines of plain characters (``width`` + 10 columns): ``o`` a point, ``*``
-    the chosen one, ``:`` the least x the SLO allows, the staircase in ``_`` and ``|``."""
+    """The frontier as lines of plain characters (``width`` + 11 columns): ``o`` a point, ``*``
+    the chosen one, ``:`` the least x the SLO allows, the staircase's treads in ``_``."""
     xs = [x for x, _ in points] + ([x_limit] if x_limit else [])
     x_hi = nice_ticks(max(xs, default=1.0) * 1.05)[-1]
     y_hi = nice_ticks(max((y for _, y in points), default=1.0) * 1.08)[-1]

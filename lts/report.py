@@ -558,6 +558,16 @@ def disagg_dict(dg) -> dict | None:
             "requests_per_s": _num(dg.requests_per_s), "transfer_ms": _num(dg.transfer_s * 1e3)}
 
 
+def disagg_text(dg) -> str:
+    """A disaggregated deployment in one line (no markup)."""
+    return (f"{dg.prefill_instances} prefill instance{'s' if dg.prefill_instances != 1 else ''} "
+            f"of {format_strategy(dg.prefill.strategies[0], only_changed=True)} + "
+            f"{dg.decode_instances} decode of "
+            f"{format_strategy(dg.decode.strategies[0], only_changed=True)}: {dg.gpus} GPUs, "
+            f"{dg.tokens_per_s_per_gpu:,.1f} output tokens/s per GPU, TTFT "
+            f"{dg.ttft_s * 1e3:,.0f} ms, TPOT {dg.tpot_s * 1e3:.1f} ms")
+
+
 def sizing_dict(sizing, run) -> dict | None:
     """The ``sizing`` object of ``lts search --request-rate`` (null without it or when nothing
     was found)."""
@@ -603,13 +613,7 @@ def render_capacity(console: Console, run) -> None:
     else:
         win = dg.tokens_per_s_per_gpu / agg
         console.print(
-            f"[bold]Disaggregated[/] {dg.prefill_instances} prefill instance"
-            f"{'s' if dg.prefill_instances != 1 else ''} of "
-            f"{escape(format_strategy(dg.prefill.strategies[0], only_changed=True))} + "
-            f"{dg.decode_instances} decode of "
-            f"{escape(format_strategy(dg.decode.strategies[0], only_changed=True))}: "
-            f"{dg.gpus} GPUs, {dg.tokens_per_s_per_gpu:,.1f} output tokens/s per GPU, TTFT "
-            f"{dg.ttft_s * 1e3:,.0f} ms, TPOT {dg.tpot_s * 1e3:.1f} ms; "
+            f"[bold]Disaggregated[/] {escape(disagg_text(dg))}; "
             + (f"two pools win, {win:.2f}× one pool" if win > 1 else
                f"one pool wins, {1 / win:.2f}× two pools")
             + f" (decode steps without prefill chunks: TPOT {dg.tpot_s * 1e3:.1f} vs "

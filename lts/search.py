@@ -172,6 +172,8 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
     sr = SEARCHERS[method](problem, budget, np.random.default_rng(seed), top=top,
                            progress=progress)
     out = SearchRun(problem, method, budget, seed, sr, time.perf_counter() - t0)
+    if isinstance(problem, ServeProblem):
+        out.disagg = disaggregate(problem)      # two pools may fit where one pool does not
     if sr.best is None:
         return out
     out.megatron = sr if method == "megatron" else search_megatron(problem, budget, None, top=1)
@@ -182,8 +184,6 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
         out.pareto = frontier(out.candidates)
         if request_rate is not None:
             out.sizing = size(problem, out.candidates, request_rate)
-    if isinstance(problem, ServeProblem):
-        out.disagg = disaggregate(problem)
     return out
 
 

@@ -182,3 +182,11 @@ def test_pools_solve_instance_sizes_that_are_not_powers_of_two():
     d = disaggregate(p)
     assert int(d.prefill.gpus[0]) == 6 and d.gpus == 14
     assert d.tokens_per_s_per_gpu == pytest.approx(223.37, rel=1e-3)
+
+
+def test_two_pools_are_named_when_the_search_finds_no_one_pool_strategy():
+    r = run("search", "llama3.1-405b", "h100_dgx", "--gpus", "32", "--phase", "serve", "--isl",
+            "4000", "--osl", "1000", "--tpot-slo-ms", "30", "--ttft-slo-ms", "2000", "--method",
+            "random", "--budget", "20")
+    assert r.exit_code == 1 and "no feasible strategy found" in r.output
+    assert "two pools would serve it: 1 prefill instance of tp=16" in r.output
