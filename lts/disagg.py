@@ -63,31 +63,37 @@ def transfer_s(problem: ServeProblem, gpus_used: int, shard_gpus: int) -> float:
     return nbytes / (link.bandwidth_bytes_s * link.efficiency) + link.latency_s
 
 
-def best_pool(problem: ServeProblem, work: Workload):
-    """The exact optimum of one pool's phase: a one-row Result, or None if nothing is feasible.
-    Costed on the engine's topology with the engine's time per step added to each step."""
+def pool_problem(problem: ServeProblem, work: Workload) -> Problem:
+    """One pool's phase as an exact-search problem: the engine's topology with the engine's
+    time per step added to each step."""
     topo = problem.engine.topology(problem.topo)
     topo = replace(topo, step_overhead_s=topo.step_overhead_s + problem.engine.step_overhead_s)
-    pool = Problem(problem.model, topo, work)
-    sr = search_exact(pool, top=1)
+    return Problem(problem.model, topo, work)
+
+
+def best_pool(pool: Problem, max_gpus: int | None = None):
+    """The exact optimum of one pool's phase (instances of at most ``max_gpus`` GPUs): a one-row
+    Result, or None if nothing is feasible."""
+    sr = search_exact(pool, top=1, max_gpus=max_gpus)
     return None if sr.best is None else sr.evaluated
 
 
-def pools(problem: ServeProblem, work_at) -> list:
+def pools(problem: ServeProblem, work: Workload) -> list:
     """Distinct best strategies of one pool's phase (one-row Results), one per instance size
     bound: the whole budget first; the per-GPU optimum at a bound of b GPUs is that one for every
     b at least its size, so only the instance sizes (tp x ep x pp of the space) below its size
-    are solved again, each as a bound. ``work_at(b)``: the phase's Workload with b GPUs."""
-    budget = problem.work.budget(problem.topo)
-    full = best_pool(problem, work_at(budget))
+    are solved again, each as a bound, on the same problem (``search_exact(max_gpus=b)``: its
+    tables and bounds are built once). ``work``: the phase at the whole budget."""
+    pool = pool_problem(problem, work)
+    full = best_pool(pool)
     if full is None:
         return []
-    sp = problem.space
+    sp = pool.space
     sizes = sorted({t * e * p for t in sp.tp for e in sp.ep for p in sp.pp
                     if t * e * p < int(full.gpus[0])})
     out = [full]
     for b in sizes:
-        res = best_pool(problem, work_at(b))
+        res = best_pool(pool, b)
         if res is not None and not any(np.array_equal(res.strategies[0], r.strategies[0])
                                        for r in out):
             out.append(res)
@@ -141,10 +147,10 @@ def disaggregate(problem: ServeProblem, tpot_ms: float | None = None) -> Disagg 
         return None
     # the decode step at the final context isl + osl: the memory a request holds at its end (as
     # one pool reserves it), its time a little above the mean context's
-    decodes = pools(problem, lambda b: Workload("decode", problem.isl + problem.osl,
-                                                tpot_slo_ms=tpot, gpus=b))
-    prefills = pools(problem, lambda b: Workload("prefill", problem.isl, ttft_slo_ms=limit,
-                                                 gpus=b)) if decodes else []
+    decodes = pools(problem, Workload("decode", problem.isl + problem.osl, tpot_slo_ms=tpot,
+                                      gpus=budget))
+    prefills = pools(problem, Workload("prefill", problem.isl, ttft_slo_ms=limit,
+                                       gpus=budget)) if decodes else []
     best = None
     for prefill in prefills:
         for decode in decodes:

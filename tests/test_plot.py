@@ -135,7 +135,7 @@ def test_request_rate_flag(tmp_path):
 def test_disaggregated_pools_match_their_rates_within_the_budget_and_slos():
     """Two pools: each the exact optimum of its phase for its instance size, instance counts
     within the GPU budget, the served rate the slower pool's, the figures of the whole."""
-    from lts.disagg import QUEUE_PASSES, best_pool, disaggregate
+    from lts.disagg import QUEUE_PASSES, best_pool, disaggregate, pool_problem
     from lts.problems import ServeProblem
     from lts.specs import load_model, load_topology
     from lts.workload import Workload
@@ -152,7 +152,7 @@ def test_disaggregated_pools_match_their_rates_within_the_budget_and_slos():
     assert d.tpot_s <= 0.030 and d.ttft_s <= 2.0
     assert d.ttft_s == pytest.approx(QUEUE_PASSES * d.prefill.ttft_s[0] + d.transfer_s)
     # the decode pool is its phase's optimum at its instance size: none better per GPU
-    again = best_pool(p, Workload("decode", 5000, tpot_slo_ms=30, gpus=g_d))
+    again = best_pool(pool_problem(p, Workload("decode", 5000, tpot_slo_ms=30, gpus=g_d)))
     assert again.tokens_per_s_per_gpu[0] == pytest.approx(d.decode.tokens_per_s_per_gpu[0])
     # no pairing of the two chosen strategies does better within the budget
     for x in range(1, 9):

@@ -212,3 +212,19 @@ def test_serve_search_beats_its_first_samples_and_exact_refuses():
     assert sr.best_score >= 0.9 * mega.best_score
     with pytest.raises(ValueError, match="exact search costs one phase"):
         SEARCHERS["exact"](p, 0, None)
+
+
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_exact_with_max_gpus_equals_exact_on_the_smaller_budget(phase):
+    """search_exact(max_gpus=b) on the whole budget's problem (its bounds computed once and
+    kept) finds the optimum of the problem whose budget is b."""
+    from lts.exact import search_exact
+    from lts.specs import load_model, load_topology
+    model, topo = load_model("mixtral-8x7b"), load_topology("h100_dgx")
+    work = dict(phase=phase, context=2048, tpot_slo_ms=40, ttft_slo_ms=1500)
+    whole = Problem(model, topo, Workload(**work, gpus=16))
+    for b in (16, 4, 2, 1, 8):
+        got = search_exact(whole, top=1, max_gpus=b)
+        want = search_exact(Problem(model, topo, Workload(**work, gpus=b)), top=1)
+        assert got.best_score == pytest.approx(want.best_score, rel=1e-12), b
+        assert got.best is None or int(np.prod(got.best[:3])) <= b
