@@ -19,7 +19,7 @@ its own strategy, against one pool that does both (DESIGN.md §8; issue 12).
 
 Each pool's strategy is the optimum of its own phase (the most tokens/s per GPU); the pairing is
 then exhaustive. Both pools run on the engine profile's topology (its collective efficiency) with
-the engine's time per step added. Imports: exact, optables, problems, strategy, workload.
+the engine's time per step added. Imports: exact, optables, pareto, problems, strategy, workload.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ import numpy as np
 
 from .exact import search_exact
 from .optables import kv_request_bytes
+from .pareto import pareto_front
 from .problems import Problem, ServeProblem
 from .strategy import BATCH
 from .workload import Workload
@@ -63,12 +64,12 @@ def transfer_s(problem: ServeProblem, gpus_used: int, shard_gpus: int) -> float:
     return nbytes / (link.bandwidth_bytes_s * link.efficiency) + link.latency_s
 
 
-def pool_problem(problem: ServeProblem, work: Workload) -> Problem:
+def pool_problem(problem: ServeProblem, work: Workload, tables=None) -> Problem:
     """One pool's phase as an exact-search problem: the engine's topology with the engine's
-    time per step added to each step."""
+    time per step added to each step (``tables``: built for the same phase, to reuse)."""
     topo = problem.engine.topology(problem.topo)
     topo = replace(topo, step_overhead_s=topo.step_overhead_s + problem.engine.step_overhead_s)
-    return Problem(problem.model, topo, work)
+    return Problem(problem.model, topo, work, tables=True if tables is None else tables)
 
 
 def best_pool(pool: Problem, max_gpus: int | None = None):
@@ -78,13 +79,14 @@ def best_pool(pool: Problem, max_gpus: int | None = None):
     return None if sr.best is None else sr.evaluated
 
 
-def pools(problem: ServeProblem, work: Workload) -> list:
+def pools(problem: ServeProblem, work: Workload, tables=None) -> list:
     """Distinct best strategies of one pool's phase (one-row Results), one per instance size
     bound: the whole budget first; the per-GPU optimum at a bound of b GPUs is that one for every
     b at least its size, so only the instance sizes (tp x ep x pp of the space) below its size
     are solved again, each as a bound, on the same problem (``search_exact(max_gpus=b)``: its
-    tables and bounds are built once). ``work``: the phase at the whole budget."""
-    pool = pool_problem(problem, work)
+    tables and bounds are built once). ``work``: the phase at the whole budget; ``tables``:
+    those of a pool problem of the same phase and context (another SLO), to reuse."""
+    pool = pool_problem(problem, work, tables)
     full = best_pool(pool)
     if full is None:
         return []
@@ -127,30 +129,19 @@ def pair(problem: ServeProblem, prefill, decode):
     return float(per_gpu[j]), int(used[j]), int(xs[j]), int(ys[j]), float(served[j])
 
 
-def disaggregate(problem: ServeProblem, tpot_ms: float | None = None) -> Disagg | None:
-    """The best disaggregated deployment within the GPU budget and the SLOs (``tpot_ms``: a
-    TPOT limit other than the problem's), or None.
+def _prefill_limit(problem: ServeProblem):
+    """The prefill pass's time limit in ms (0: none), or None when no pass can meet the TTFT
+    limit: the transfer depends on the placement, so the slowest case (the whole budget, one GPU
+    sending) bounds the pass; the chosen placement is then costed exactly."""
+    ttft = problem.ttft_slo_ms
+    if not (ttft and math.isfinite(ttft)):
+        return 0.0
+    limit = (ttft - transfer_s(problem, problem.work.budget(problem.topo), 1) * 1e3) / QUEUE_PASSES
+    return limit if limit > 0 else None
 
-    Each pool's strategies come from ``pools`` (its phase's exact optimum per instance size
-    bound); every prefill and decode pair is tried with its best instance counts (``pair``)."""
-    budget = problem.work.budget(problem.topo)
-    if problem.osl < 2:                 # one output token: nothing for a decode pool to do
-        return None
-    tpot = tpot_ms if tpot_ms is not None else problem.tpot_slo_ms
-    tpot = tpot if tpot and math.isfinite(tpot) else 1e9
-    ttft = problem.ttft_slo_ms if problem.ttft_slo_ms and math.isfinite(problem.ttft_slo_ms) \
-        else None
-    # the transfer depends on the placement: the pass is bounded with the slowest case (the
-    # whole budget, one GPU sending), the chosen placement is then costed exactly
-    limit = (ttft - transfer_s(problem, budget, 1) * 1e3) / QUEUE_PASSES if ttft else 0.0
-    if ttft is not None and limit <= 0:
-        return None
-    # the decode step at the final context isl + osl: the memory a request holds at its end (as
-    # one pool reserves it), its time a little above the mean context's
-    decodes = pools(problem, Workload("decode", problem.isl + problem.osl, tpot_slo_ms=tpot,
-                                      gpus=budget))
-    prefills = pools(problem, Workload("prefill", problem.isl, ttft_slo_ms=limit,
-                                       gpus=budget)) if decodes else []
+
+def _best(problem: ServeProblem, prefills, decodes) -> Disagg | None:
+    """The best pairing of the pools' strategies (``pair``), as a Disagg."""
     best = None
     for prefill in prefills:
         for decode in decodes:
@@ -164,3 +155,40 @@ def disaggregate(problem: ServeProblem, tpot_ms: float | None = None) -> Disagg 
     move = transfer_s(problem, used, min(int(prefill.gpus[0]), int(decode.gpus[0])))
     return Disagg(prefill, decode, x, y, used, served, per_gpu,
                   QUEUE_PASSES * float(prefill.ttft_s[0]) + move, float(decode.tpot_s[0]), move)
+
+
+def _decode_work(problem: ServeProblem, tpot_ms) -> Workload:
+    # the decode step at the final context isl + osl: the memory a request holds at its end (as
+    # one pool reserves it), its time a little above the mean context's
+    tpot = tpot_ms if tpot_ms and math.isfinite(tpot_ms) else 1e9
+    return Workload("decode", problem.isl + problem.osl, tpot_slo_ms=tpot,
+                    gpus=problem.work.budget(problem.topo))
+
+
+def disaggregate(problem: ServeProblem, tpot_limits_ms=()) -> tuple:
+    """(the best disaggregated deployment within the GPU budget and the SLOs or None, and the
+    frontier: the best deployment under each TPOT limit of ``tpot_limits_ms`` and the problem's
+    own, as Disaggs in order of rising tokens/s per user, each the most output tokens/s per GPU
+    at or beyond its tokens/s per user).
+
+    Each pool's strategies come from ``pools`` (its phase's exact optimum per instance size
+    bound; the prefill pools do not depend on the TPOT limit, the decode pools' tables are built
+    once); every prefill and decode pair is tried with its best instance counts (``pair``)."""
+    limit = _prefill_limit(problem)
+    if problem.osl < 2 or limit is None:    # one output token: nothing for a decode pool to do
+        return None, []
+    tables = pool_problem(problem, _decode_work(problem, problem.tpot_slo_ms)).tables
+    decodes = pools(problem, _decode_work(problem, problem.tpot_slo_ms), tables)
+    prefills = pools(problem, Workload("prefill", problem.isl, ttft_slo_ms=limit,
+                                       gpus=problem.work.budget(problem.topo))) if decodes else []
+    best = _best(problem, prefills, decodes)
+    if best is None:
+        return None, []
+    points = [best]
+    for ms in sorted(set(tpot_limits_ms)):
+        d = _best(problem, prefills, pools(problem, _decode_work(problem, ms), tables))
+        if d is not None:
+            points.append(d)
+    front = pareto_front([1 / d.tpot_s for d in points], [d.tokens_per_s_per_gpu for d in points],
+                         [d.gpus for d in points])
+    return best, [points[i] for i in front]

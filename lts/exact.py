@@ -135,7 +135,8 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
     next best coarse rows (the top-k). See ``_Exact`` for why it is exact.
 
     ``max_gpus``: only instances of at most that many GPUs (the space of a smaller budget). The
-    bounds of phase 1 are kept with the problem, so a second call on it only runs phase 2."""
+    bounds of phase 1 are kept with the tables, so a second call on them (another SLO or GPU
+    bound) only runs phase 2."""
     if isinstance(problem, ServeProblem):
         raise ValueError("the exact search costs one phase (decode or prefill); the serve phase "
                          "sums a prefill and decode steps at several contexts")
@@ -152,19 +153,21 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
     cand = np.flatnonzero(tab.fixed_invalid == 0)
     # phase 1: an upper bound on each coarse row's throughput (unconstrained minimum time) and a
     # lower bound on its memory
-    ub = getattr(p, "exact_bounds", None)
-    if ub is None:
-        ub = np.full(len(tab.coarse), -np.inf)
+    # (they depend on the tables alone, not on the SLO: kept with the tables for another search)
+    bounds = tab.extra.get("exact_bounds")
+    if bounds is None:
+        t_min, m_min = np.full(len(tab.coarse), np.inf), np.full(len(tab.coarse), np.inf)
         for i in range(0, len(cand), 256):
             g = cand[i:i + 256]
             lp, A, Aw, G, M = ex.block(g)
-            t_min = (lp[:, None, None] * A.min(-1) + G.min(-1)).min((1, 2))
-            t_min = np.where(t_min < INVALID_S, t_min, np.inf)
-            m_min = (lp[:, None, None] * Aw.min(-1) + M.min(-1)).min((1, 2))
-            ub[g] = score(g, t_min, m_min)
+            t = (lp[:, None, None] * A.min(-1) + G.min(-1)).min((1, 2))
+            t_min[g] = np.where(t < INVALID_S, t, np.inf)
+            m_min[g] = (lp[:, None, None] * Aw.min(-1) + M.min(-1)).min((1, 2))
             if progress:
                 progress(0)
-        p.exact_bounds = ub
+        bounds = tab.extra["exact_bounds"] = (t_min, m_min)
+    ub = np.full(len(tab.coarse), -np.inf)
+    ub[cand] = score(cand, bounds[0][cand], bounds[1][cand])
     if max_gpus is not None:
         cand = cand[tab.gpus[cand] <= max_gpus]
     order = cand[np.argsort(-ub[cand], kind="stable")]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from .costmodel import Result, evaluate
-from .optables import build_tables
+from .optables import Tables, build_tables
 from . import serve
 from .specs import ModelSpec, TopologySpec
 from .strategy import BATCH, EXPERTS, MEGATRON, N_COARSE, OP_COL, OPS, Space
@@ -35,7 +35,7 @@ class Problem:
     """
 
     def __init__(self, model: ModelSpec, topo: TopologySpec, work: Workload,
-                 space: Space | None = None, tables: bool = True):
+                 space: Space | None = None, tables=True):
         self.model, self.topo, self.work = model, topo, work
         self.step_work = work
         self.space = space or Space.for_model(model, work.budget(topo))
@@ -43,7 +43,10 @@ class Problem:
         tp, ep, pp, b = np.meshgrid(sp.tp, sp.ep, sp.pp, sp.batch, indexing="ij")
         self.grid = np.stack([tp.ravel(), ep.ravel(), pp.ravel(), b.ravel()], 1).astype(np.int64)
         self.grid_shape = tp.shape
-        self.tables = build_tables(model, topo, work, self.grid) if tables else None
+        if isinstance(tables, Tables):      # another problem's: the same model, topology, step
+            self.tables = tables
+        else:
+            self.tables = build_tables(model, topo, work, self.grid) if tables else None
         self.calls = 0
         self.usable = topo.hbm_bytes - topo.hbm_reserve_bytes
 

@@ -517,7 +517,8 @@ def search_dict(run, launch=None) -> dict:
     if run.problem.phase == "serve":
         for r, src in ((d["best"], (res, 0)), *((t, (res, i)) for i, t in enumerate(d["top"]))):
             r.update(_replica_fields(run, *src))
-        d["pareto"] = pareto_dict(run.pareto, run)
+        d["pareto"] = pareto_dict(run.pareto, run) + [disagg_point(dg)
+                                                       for dg in run.disagg_pareto]
         d["sizing"] = sizing_dict(run.sizing, run)
         d["disagg"] = disagg_dict(run.disagg)
     if launch is not None:
@@ -556,6 +557,16 @@ def disagg_dict(dg) -> dict | None:
             "gpus": dg.gpus, "tokens_per_s_per_gpu": _num(dg.tokens_per_s_per_gpu),
             "ttft_ms": _num(dg.ttft_s * 1e3), "tpot_ms": _num(dg.tpot_s * 1e3),
             "requests_per_s": _num(dg.requests_per_s), "transfer_ms": _num(dg.transfer_s * 1e3)}
+
+
+def disagg_point(dg) -> dict:
+    """A point of the two-pool frontier in the ``pareto`` list (``mode`` "disagg")."""
+    return {"mode": "disagg", "prefill": strategy_dict(dg.prefill.strategies[0]),
+            "decode": strategy_dict(dg.decode.strategies[0]),
+            "prefill_instances": dg.prefill_instances, "decode_instances": dg.decode_instances,
+            "gpus": dg.gpus, "tokens_per_s_per_gpu": _num(dg.tokens_per_s_per_gpu),
+            "tokens_per_s_per_user": _num(1.0 / dg.tpot_s), "ttft_ms": _num(dg.ttft_s * 1e3),
+            "tpot_ms": _num(dg.tpot_s * 1e3)}
 
 
 def disagg_text(dg) -> str:
@@ -636,10 +647,10 @@ def pareto_svg(run) -> str:
     points, chosen, limit = _frontier(run)
     ttft = _slo("TTFT", p.ttft_slo_ms)
     series = [Series(f"one pool (aggregated), {run.method}", "#1f6fb4", points)]
-    if run.disagg is not None:
-        dg = run.disagg
+    if run.disagg_pareto:
         series.append(Series("two pools (disaggregated)", "#e67e22",
-                             [(1.0 / dg.tpot_s, dg.tokens_per_s_per_gpu)]))
+                             [(1.0 / dg.tpot_s, dg.tokens_per_s_per_gpu)
+                              for dg in run.disagg_pareto]))
     return frontier_svg(
         series,
         f"{p.model.name} on {p.topo.name} ({p.work.budget(p.topo)} GPU"

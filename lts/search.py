@@ -22,7 +22,7 @@ re-exported, so ``from lts.search import ...`` names them all.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from .baselines import (CHUNK, search_anneal, search_fixed, search_megatron,  # 
                         search_random, search_random_walk)
 from .costmodel import Result, breakdown
 from .disagg import disaggregate
+from .pareto import pareto_front
 from .exact import search_exact
 from .problems import Problem, SearchResult, ServeProblem, Tracker, take  # noqa: F401
 from .strategy import BATCH, N_COARSE, OP_COL, megatron_row
@@ -136,6 +137,7 @@ class SearchRun:
     pareto: Result | None = None           # serve: the frontier of ``candidates``
     sizing: "Sizing | None" = None         # serve with a request rate: the fewest GPUs
     disagg: object = None                  # serve: the best prefill + decode pools (disagg.Disagg)
+    disagg_pareto: list = field(default_factory=list)   # serve: two pools' frontier (Disaggs)
 
     @property
     def found(self) -> bool:
@@ -172,31 +174,30 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
     sr = SEARCHERS[method](problem, budget, np.random.default_rng(seed), top=top,
                            progress=progress)
     out = SearchRun(problem, method, budget, seed, sr, time.perf_counter() - t0)
-    if isinstance(problem, ServeProblem):
-        out.disagg = disaggregate(problem)      # two pools may fit where one pool does not
-    if sr.best is None:
-        return out
-    out.megatron = sr if method == "megatron" else search_megatron(problem, budget, None, top=1)
-    out.versus = versus_megatron(problem, sr.evaluated)
-    if isinstance(problem, ServeProblem) and sr.coarse_best is not None:
+    serving = isinstance(problem, ServeProblem)
+    if serving and sr.coarse_best is not None:
         res = problem.evaluate_rows(sr.coarse_best)
         out.candidates = take(res, np.flatnonzero(res.valid))
         out.pareto = frontier(out.candidates)
         if request_rate is not None:
             out.sizing = size(problem, out.candidates, request_rate)
+    if serving:     # two pools, also where one pool has nothing feasible
+        limits = () if out.pareto is None else tpot_limits(out.pareto.tpot_s * 1e3)
+        out.disagg, out.disagg_pareto = disaggregate(problem, limits)
+    if sr.best is None:
+        return out
+    out.megatron = sr if method == "megatron" else search_megatron(problem, budget, None, top=1)
+    out.versus = versus_megatron(problem, sr.evaluated)
     return out
 
 
-def pareto_front(x, y, tie=None) -> np.ndarray:
-    """Indices of the points that no other point matches or beats on both x and y (higher is
-    better on both), in order of increasing x: for each x reached, the highest y at or beyond
-    it. Of points equal on both, the one with the least ``tie`` is kept (then the first)."""
-    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    tie = np.zeros(len(x)) if tie is None else np.asarray(tie, dtype=np.float64)
-    order = np.lexsort((np.arange(len(x)), tie, -y, -x))  # x falling, y falling, least tie
-    ys = y[order]
-    above = ys > np.maximum.accumulate(np.concatenate([[-np.inf], ys[:-1]]))
-    return order[above][::-1]
+def tpot_limits(tpot_ms, most: int = 6) -> tuple:
+    """At most ``most`` TPOT limits (ms) spread over the one-pool frontier's TPOTs: where the
+    two-pool frontier is traced."""
+    tpot_ms = np.unique(np.asarray(tpot_ms, dtype=np.float64)[np.isfinite(tpot_ms)])
+    if len(tpot_ms) <= most:
+        return tuple(tpot_ms)
+    return tuple(tpot_ms[np.round(np.linspace(0, len(tpot_ms) - 1, most)).astype(int)])
 
 
 def frontier(found: Result) -> Result | None:

@@ -74,16 +74,19 @@ def test_search_plot_and_pareto_json(tmp_path):
     r = run(*args, "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    pareto = d["pareto"]
-    assert pareto and all(p["mode"] == "agg" and p["tpot_ms"] <= 30 and p["ttft_ms"] <= 2000
-                          for p in pareto)
-    users = [p["tokens_per_s_per_user"] for p in pareto]
-    gpus = [p["tokens_per_s_per_gpu"] for p in pareto]
-    assert users == sorted(users) and gpus == sorted(gpus, reverse=True)
-    assert gpus[0] == pytest.approx(d["best"]["tokens_per_s_per_gpu"])   # the best is on it
-    assert users[0] == pytest.approx(1000 / d["best"]["tpot_ms"])
-    root = ET.parse(out).getroot()          # the points, the disaggregated point, the ring
-    assert len(list(root.iter(SVG + "circle"))) == len(pareto) + (d["disagg"] is not None) + 1
+    pareto = [p for p in d["pareto"] if p["mode"] == "agg"]
+    two = [p for p in d["pareto"] if p["mode"] == "disagg"]
+    assert len(pareto) + len(two) == len(d["pareto"])
+    for points in (pareto, two):        # each a staircase within the SLOs
+        assert points and all(p["tpot_ms"] <= 30 and p["ttft_ms"] <= 2000 for p in points)
+        users = [p["tokens_per_s_per_user"] for p in points]
+        gpus = [p["tokens_per_s_per_gpu"] for p in points]
+        assert users == sorted(users) and gpus == sorted(gpus, reverse=True)
+    assert pareto[0]["tokens_per_s_per_gpu"] == pytest.approx(d["best"]["tokens_per_s_per_gpu"])
+    assert pareto[0]["tokens_per_s_per_user"] == pytest.approx(1000 / d["best"]["tpot_ms"])
+    assert two[0]["tokens_per_s_per_gpu"] == pytest.approx(d["disagg"]["tokens_per_s_per_gpu"])
+    root = ET.parse(out).getroot()          # both frontiers' points and the chosen ring
+    assert len(list(root.iter(SVG + "circle"))) == len(pareto) + len(two) + 1
     text = run(*args[:-2], "--no-color").output
     assert "Trade-off" in text and "*" in text
 
@@ -141,7 +144,7 @@ def test_disaggregated_pools_match_their_rates_within_the_budget_and_slos():
     from lts.workload import Workload
     p = ServeProblem(load_model("llama3.1-70b"), load_topology("h100_dgx"), 4000, 1000,
                      tpot_slo_ms=30, ttft_slo_ms=2000, gpus=8)
-    d = disaggregate(p)
+    d, _ = disaggregate(p)
     g_p, g_d = int(d.prefill.gpus[0]), int(d.decode.gpus[0])
     assert d.gpus == d.prefill_instances * g_p + d.decode_instances * g_d <= 8
     r_p = d.prefill.strategies[0][3] / d.prefill.ttft_s[0]
@@ -179,7 +182,7 @@ def test_pools_solve_instance_sizes_that_are_not_powers_of_two():
     from lts.specs import load_model, load_topology
     p = ServeProblem(load_model("llama3.1-405b", "fp8"), load_topology("h100_dgx"), 1024, 1024,
                      tpot_slo_ms=100, ttft_slo_ms=2000, gpus=16)
-    d = disaggregate(p)
+    d, _ = disaggregate(p)
     assert int(d.prefill.gpus[0]) == 6 and d.gpus == 14
     assert d.tokens_per_s_per_gpu == pytest.approx(223.37, rel=1e-3)
 
