@@ -18,7 +18,8 @@ its own strategy, against one pool that does both (DESIGN.md §8; issue 12).
   output tokens/s per GPU used wins (ties: fewer GPUs).
 
 Each pool's strategy is the optimum of its own phase (the most tokens/s per GPU); the pairing is
-then exhaustive. Both pools run on the engine profile's topology (its collective efficiency) with
+then exhaustive. ``disaggregate`` also traces the two-pool frontier: the same under tighter TPOT
+limits, then their Pareto front. Both pools run on the engine profile's topology (its collective efficiency) with
 the engine's time per step added. Imports: exact, optables, pareto, problems, strategy, workload.
 """
 from __future__ import annotations
@@ -40,8 +41,8 @@ QUEUE_PASSES = 1.5       # a request's TTFT in passes: half the pass in progress
 
 @dataclass
 class Disagg:
-    """The best disaggregated deployment: ``prefill`` and ``decode`` (one-row Results of their
-    phase), how many instances of each, the GPUs used, and the figures of the whole."""
+    """A disaggregated deployment: ``prefill`` and ``decode`` (one-row Results of their phase),
+    how many instances of each, the GPUs used, and the figures of the whole."""
     prefill: object
     decode: object
     prefill_instances: int
