@@ -80,14 +80,13 @@ def best_pool(pool: Problem, max_gpus: int | None = None):
     return None if sr.best is None else sr.evaluated
 
 
-def pools(problem: ServeProblem, work: Workload, tables=None) -> list:
+def pools(pool: Problem) -> list:
     """Distinct best strategies of one pool's phase (one-row Results), one per instance size
     bound: the whole budget first; the per-GPU optimum at a bound of b GPUs is that one for every
     b at least its size, so only the instance sizes (tp x ep x pp of the space) below its size
     are solved again, each as a bound, on the same problem (``search_exact(max_gpus=b)``: its
-    tables and bounds are built once). ``work``: the phase at the whole budget; ``tables``:
-    those of a pool problem of the same phase and context (another SLO), to reuse."""
-    pool = pool_problem(problem, work, tables)
+    tables and bounds are built once). ``pool``: the phase at the whole budget
+    (``pool_problem``)."""
     full = best_pool(pool)
     if full is None:
         return []
@@ -178,16 +177,19 @@ def disaggregate(problem: ServeProblem, tpot_limits_ms=()) -> tuple:
     limit = _prefill_limit(problem)
     if problem.osl < 2 or limit is None:    # one output token: nothing for a decode pool to do
         return None, []
-    tables = pool_problem(problem, _decode_work(problem, problem.tpot_slo_ms)).tables
-    decodes = pools(problem, _decode_work(problem, problem.tpot_slo_ms), tables)
-    prefills = pools(problem, Workload("prefill", problem.isl, ttft_slo_ms=limit,
-                                       gpus=problem.work.budget(problem.topo))) if decodes else []
+    decode = pool_problem(problem, _decode_work(problem, problem.tpot_slo_ms))
+    decodes = pools(decode)
+    prefills = pools(pool_problem(problem, Workload(
+        "prefill", problem.isl, ttft_slo_ms=limit,
+        gpus=problem.work.budget(problem.topo)))) if decodes else []
     best = _best(problem, prefills, decodes)
     if best is None:
         return None, []
     points = [best]
     for ms in sorted(set(tpot_limits_ms)):
-        d = _best(problem, prefills, pools(problem, _decode_work(problem, ms), tables))
+        # the same tables (and exact bounds) as the SLO's decode pool: only the limit differs
+        d = _best(problem, prefills,
+                  pools(pool_problem(problem, _decode_work(problem, ms), decode.tables)))
         if d is not None:
             points.append(d)
     front = pareto_front([1 / d.tpot_s for d in points], [d.tokens_per_s_per_gpu for d in points],

@@ -4,9 +4,9 @@ gets its consoles from ``make_console`` and its progress bars from ``progress``)
 JSON key names are a contract (DESIGN.md §5, README "JSON output"): add fields, never rename.
 Display units (ms, GiB, us) appear only here.
 
-Imports: specs, strategy, costmodel (Result), optables (REASONS), workload, units. The results of ``lts.search``
-(``SearchRun``, ``Comparison``), ``lts.emit`` (``Launch``) and ``lts.bench`` are read by their
-attributes, not imported.
+Imports: specs, strategy, costmodel (Result), optables (REASONS), workload, units, plot, search
+(``replicas``). The results of ``lts.search`` (``SearchRun``, ``Comparison``), ``lts.emit``
+(``Launch``) and ``lts.bench`` are read by their attributes.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from .workload import Workload
 from .specs import ModelSpec, TopologySpec, param_counts
 from .strategy import OPS, format_strategy, strategy_dict
 from .plot import Series, frontier_svg, frontier_text
+from .search import replicas
 from .units import GB, GIB, TFLOPS, US
 
 
@@ -527,11 +528,11 @@ def search_dict(run, launch=None) -> dict:
 
 
 def _replica_fields(run, res, i) -> dict:
-    """``replicas`` (instances the device budget holds) and ``tokens_per_s_per_cluster_gpu``
-    (their output tokens/s over every GPU of the budget) of serve result i."""
+    """``replicas`` (instances the device budget holds: ``search.replicas``) and
+    ``tokens_per_s_per_cluster_gpu`` (their output tokens/s over every GPU of the budget) of
+    serve result i."""
     budget = run.problem.work.budget(run.problem.topo)
-    n = int(res.gpus[i])
-    copies = budget // n
+    copies = int(replicas(run.problem, res)[i])
     return {"replicas": copies,
             "tokens_per_s_per_cluster_gpu": _num(copies * res.tokens_per_s[i] / budget)}
 
