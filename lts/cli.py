@@ -292,7 +292,8 @@ def _infeasible(problem, what: str) -> click.ClickException:
 @click.option("--plot", "plot", type=click.Path(dir_okay=False, writable=True), default=None,
               metavar="FILE.svg",
               help="--phase serve: write the trade-off (for each tokens/s per user the best "
-                   "output tokens/s per GPU found, the SLO line and the chosen point) as SVG.")
+                   "output tokens/s per GPU found, exact with --method exact; the SLO line and "
+                   "the chosen point) as SVG.")
 @click.option("--request-rate", type=click.FloatRange(0, MAX_REQUEST_RATE, min_open=True),
               default=None, metavar="R",
               help="--phase serve: also the fewest GPUs whose instances serve R requests/s "
@@ -320,9 +321,6 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
     if request_rate is not None and phase != "serve":
         raise click.UsageError("--request-rate sizes a serving deployment: it needs --phase serve")
     _check_budget(budget, [method])
-    if phase == "serve" and method == "exact":
-        raise click.UsageError("--method exact costs one phase (decode or prefill), not --phase "
-                               "serve; use ppo or megatron")
     m, topo = _load(model, topology, precision)
     if phase == "serve":
         problem = ServeProblem(m, topo, isl, osl,
@@ -338,8 +336,7 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
         dg = run.disagg
         raise _infeasible(problem, ("the exact optimum: none exists" if method == "exact"
                           else f"{method}, {run.result.evaluations} evaluations" +
-                          ("" if phase == "serve" else "; --method exact tells whether any "
-                                                       "exists"))
+                          "; --method exact tells whether any exists")
                           + ("" if dg is None else
                              "; two pools would serve it: " + report.disagg_text(dg)))
     launch = emit_launch(emit, problem, run.best.strategies[0], model, precision,

@@ -263,7 +263,15 @@ class TableCache:
         strategies = np.atleast_2d(np.asarray(strategies, dtype=np.int64))
         if not _keys_exact(strategies[:, :N_COARSE]):   # degrees beyond the key: no cache
             return evaluate(self.model, self.topo, self.work, strategies)
-        keys = coarse_key(strategies)
+        g = self.index(strategies)          # (may grow the tables: first)
+        return evaluate(self.model, self.topo, self.work, strategies, tables=self.tables,
+                        coarse_index=g)
+
+    def index(self, strategies) -> np.ndarray:
+        """Each row's index into ``self.tables`` [N], building the coarse rows not seen before
+        (rows [N, >= 4]: their first four columns are the coarse part; keys must be exact)."""
+        strategies = np.asarray(strategies, dtype=np.int64)
+        keys = coarse_key(strategies[:, :N_COARSE])
         uniq, first = np.unique(keys, return_index=True)
         new = ~np.isin(uniq, self.keys)
         if new.any():
@@ -280,9 +288,7 @@ class TableCache:
             rows_all = np.concatenate([self.rows, start + np.arange(int(new.sum()))])
             order = np.argsort(keys_all, kind="stable")
             self.keys, self.rows = keys_all[order], rows_all[order]
-        g = self.rows[np.searchsorted(self.keys, keys)]
-        return evaluate(self.model, self.topo, self.work, strategies, tables=self.tables,
-                        coarse_index=g)
+        return self.rows[np.searchsorted(self.keys, keys)]
 
 
 def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,

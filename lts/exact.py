@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from .costmodel import finish, stage_max, stage_memory
-from .layouts import NORM_OF
+from .layouts import NORM_OF, SLOT, SLOT_MODES
 from .problems import Problem, SearchResult, ServeProblem, Tracker
 from .strategy import PP
 from .walk import Gather, piece_attn, piece_between, piece_ffn, piece_first, piece_last, piece_send
@@ -56,10 +56,9 @@ class _Exact:
     small enough to enumerate.
     """
 
-    def __init__(self, problem: Problem):
-        p = problem
-        self.p, self.model = p, p.model
-        n = p.space.choices
+    def __init__(self, model, choices):
+        self.model = model
+        n = choices
         self.n = n
         # attention side: (op2, op3, op4, op5, op6, op7)
         self.a = _grid(n[1], n[2], n[3], n[4], n[5], n[6])
@@ -68,9 +67,9 @@ class _Exact:
         self.once1 = _grid(n[0], n[1])                 # (op1, op2)
         self.once2 = _grid(n[10], n[11])               # (op11, op12)
 
-    def block(self, g):
-        """Times and memories of both lists for coarse rows g [C]."""
-        model, tab = self.model, self.p.tables
+    def block(self, tab, g):
+        """Times and memories of both lists for rows g [C] of tables ``tab``."""
+        model = self.model
         n = self.n
         gg = np.asarray(g)[:, None]
         x = Gather(tab, gg)
@@ -118,13 +117,33 @@ class _Exact:
         M = M.reshape(C, n[0], n2, n7, nf, -1).transpose(0, 2, 3, 1, 4, 5).reshape(C, n2, n7, -1)
         return lp.reshape(C), A, Aw, G, M
 
-    def decode(self, g, i2, i7, ia, irest):
-        """Indices of the optimum back to a full index row."""
+    def least(self, tab, g):
+        """A lower bound on the slowest stage of every strategy of rows g [C] of tables ``tab``,
+        far cheaper than ``block``: lp * (each attention-block op at its fastest mode + each FFN
+        op at its fastest). Every stage holds lp attention blocks and lp FFN blocks (dense or
+        MoE), each op runs once per block in one of its modes, and every other term adds time
+        (conversions; a stage's boundaries and head, (lp - 1) * between + first >= 0, see
+        ``costmodel.stage_max``)."""
+        g = np.asarray(g)
+        op = tab.op_total_s[g]
+
+        def fastest(*slots):
+            return sum(op[:, SLOT[s], :len(SLOT_MODES[s])].min(axis=1) for s in slots)
+
+        attn = fastest("attn_norm", "qkv", "scores", "context", "out_proj", "ffn_norm")
+        ffn = fastest("ffn1", "ffn2", *(("router",) if self.model.is_moe else ()))
+        if self.model.is_moe and self.model.ffn.dense_layers:
+            ffn = np.minimum(ffn, fastest("ffn1_dense", "ffn2_dense"))
+        return tab.layers_per_stage[g] * (attn + ffn)
+
+    def decode(self, grid_shape, g, i2, i7, ia, irest):
+        """Indices of the optimum back to a full index row (``g``: a row of the coarse grid of
+        shape ``grid_shape``)."""
         n = self.n
         attention = np.unravel_index(ia, (n[2], n[3], n[4], n[5]))        # qkv .. out_proj
         emb, router, ffn1, ffn2, final_norm, lm_head = np.unravel_index(
             irest, (n[0], n[7], n[8], n[9], n[10], n[11]))
-        coarse = np.unravel_index(g, self.p.grid_shape)
+        coarse = np.unravel_index(g, grid_shape)
         return np.array([*coarse, emb, i2, *attention, i7, router, ffn1, ffn2, final_norm, lm_head],
                         dtype=np.int64)
 
@@ -142,7 +161,7 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
                          "sums a prefill and decode steps at several contexts")
     t0 = time.perf_counter()
     p = problem
-    ex = _Exact(p)
+    ex = _Exact(p.model, p.space.choices)
     tab = p.tables
 
     def score(g, slowest, memory):
@@ -159,7 +178,7 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
         t_min, m_min = np.full(len(tab.coarse), np.inf), np.full(len(tab.coarse), np.inf)
         for i in range(0, len(cand), 256):
             g = cand[i:i + 256]
-            lp, A, Aw, G, M = ex.block(g)
+            lp, A, Aw, G, M = ex.block(tab, g)
             t = (lp[:, None, None] * A.min(-1) + G.min(-1)).min((1, 2))
             t_min[g] = np.where(t < INVALID_S, t, np.inf)
             m_min[g] = (lp[:, None, None] * Aw.min(-1) + M.min(-1)).min((1, 2))
@@ -180,7 +199,7 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
         kth = sorted(s for s, _ in found)[-top] if len(found) >= top else -np.inf
         if ub[g[0]] <= kth:
             break
-        lp, A, Aw, G, M = ex.block(g)
+        lp, A, Aw, G, M = ex.block(tab, g)
         T = lp[:, None, None, None, None] * A[..., :, None] + G[..., None, :]
         W = lp[:, None, None, None, None] * Aw[..., :, None] + M[..., None, :]
         T = np.where((W <= p.usable) & (T < INVALID_S), T, np.inf).reshape(len(g), -1)
@@ -192,7 +211,7 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
             if not np.isfinite(scores[j]):
                 continue
             i2, i7, ia, irest = np.unravel_index(best[j], A.shape[1:3] + (A.shape[3], G.shape[3]))
-            found.append((scores[j], ex.decode(gj, i2, i7, ia, irest)))
+            found.append((scores[j], ex.decode(p.grid_shape, gj, i2, i7, ia, irest)))
         if progress:
             progress(0)
     found.sort(key=lambda r: -r[0])

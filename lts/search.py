@@ -32,6 +32,7 @@ from .costmodel import Result, breakdown
 from .disagg import disaggregate
 from .pareto import pareto_front
 from .exact import search_exact
+from .serve_exact import search_serve_exact
 from .problems import Problem, SearchResult, ServeProblem, Tracker, take  # noqa: F401
 from .strategy import BATCH, N_COARSE, OP_COL, megatron_row
 
@@ -83,7 +84,8 @@ SEARCHERS = {
     "random-walk": search_random_walk,
     "anneal": search_anneal,
     "megatron": search_megatron,
-    "exact": search_exact,
+    "exact": lambda problem, *args, **kw: (search_serve_exact if isinstance(problem, ServeProblem)
+                                          else search_exact)(problem, *args, **kw),
 }
 STOCHASTIC = ("ppo", "ppo-paper", "random-walk", "anneal", "random")   # seeded methods
 

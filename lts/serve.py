@@ -124,9 +124,13 @@ class Evaluator:
     def __call__(self, work: Workload, rows) -> Result:
         if not self.cached:
             return evaluate(self.model, self.topo, work, rows)
+        return self.cache(work).evaluate(rows)
+
+    def cache(self, work: Workload) -> TableCache:
+        """The table cache of one workload (made on first use)."""
         if work not in self.caches:
             self.caches[work] = TableCache(self.model, self.topo, work)
-        return self.caches[work].evaluate(rows)
+        return self.caches[work]
 
 
 def warm(ev: Evaluator, engine: EngineProfile, coarse, isl: int, osl: int, gpus: int = 0):
@@ -196,6 +200,27 @@ def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
     return res.take(np.arange(n) * nb + pick)
 
 
+def step_counts(engine: EngineProfile, mixed: Workload, n):
+    """How many steps of each kind a request waits for, for n running requests [N] (step 3 of
+    the module docstring): (mixed steps to its first token, mixed steps and decode steps between
+    its first and last token). TTFT and the decode time are these counts times the step times, so
+    for a fixed n every figure of the loop is linear in the two step times (``lts.serve_exact``
+    solves on that); the counts are >= 0."""
+    mix = compose_step(n, mixed)
+    k, s = mix.cohort, mix.steps
+    decode_steps = mixed.osl - 1.0
+    if engine.mixed:
+        m = n / k                                              # cohorts taking turns
+        cycle = s + decode_steps                               # steps of one cohort's request
+        queue = np.maximum(m * s - cycle, 0.0)                 # prefill steps it waits for
+        others = np.minimum(decode_steps, (m - 1) * s)         # others' prefills in its decode
+        return queue + s, others, decode_steps - others
+    # request i's prefill ends with chunk ceil(i*isl/B): a*(n+1)/2 + 1/2 chunks on average
+    # (a = isl/B); it then waits for the rest of the batch's prefill before decoding on
+    done = np.clip(mixed.isl / engine.step_tokens * (n + 1) / 2 + 0.5, 1.0, np.maximum(s, 1.0))
+    return done, s - done, np.full_like(done, decode_steps)
+
+
 def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_request,
                  fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus) -> ServeResult:
     """Steps 2-4 of the module docstring for rows whose batch column is the concurrency C
@@ -210,22 +235,10 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
     mixed = mixed_workload(isl, osl, engine, gpus)
     t_dec = ev(decode_workload(isl, osl, gpus), rows).step_s + c0
     t_mix = ev(mixed, rows).step_s + c0
-    mix = compose_step(n, mixed)
-    k, s = mix.cohort, mix.steps
+    first, between_mix, between_dec = step_counts(engine, mixed, n)
+    ttft = first * t_mix
+    decode_time = between_mix * t_mix + between_dec * t_dec
     decode_steps = osl - 1.0
-    if engine.mixed:
-        m = n / k                                              # cohorts taking turns
-        cycle = s + decode_steps                               # steps of one cohort's request
-        queue = np.maximum(m * s - cycle, 0.0)                 # prefill steps it waits for
-        ttft = (queue + s) * t_mix
-        others = np.minimum(decode_steps, (m - 1) * s)         # others' prefills in its decode
-        decode_time = others * t_mix + (decode_steps - others) * t_dec
-    else:
-        # request i's prefill ends with chunk ceil(i*isl/B): a*(n+1)/2 + 1/2 chunks on average
-        # (a = isl/B); it then waits for the rest of the batch's prefill before decoding on
-        done = np.clip(isl / engine.step_tokens * (n + 1) / 2 + 0.5, 1.0, np.maximum(s, 1.0))
-        ttft = done * t_mix
-        decode_time = (s - done) * t_mix + decode_steps * t_dec
     tpot = decode_time / decode_steps if osl > 1 else np.full_like(t_dec, np.nan)  # no 2nd token
     latency = ttft + decode_time + engine.request_overhead_s
     tokens = n * osl / latency

@@ -1,0 +1,324 @@
+"""The exact optimum of the serve phase, and its trade-off frontier (``search_serve_exact``: what
+``lts search --phase serve --method exact`` runs; DESIGN.md §8).
+
+Why it is exact. A serve strategy is a coarse part (tp, ep, pp, concurrency C) and per-op
+choices x. Three facts reduce the closed loop (``lts.serve``) to the factorized sums that
+``lts.exact`` solves:
+
+1. **Memory.** A GPU's bytes at u and at 2u requests are each lp * W_a + M_f over the attention
+   list a and the rest list f (``exact._Exact``), so the KV capacity of every x of a (tp, ep, pp)
+   is one array over the (a, f) grid, and so is its running batch n(x) (the engine's hold).
+2. **For a fixed running batch n the loop is linear in the two step times.** TTFT, TPOT and the
+   request latency are counts of mixed and decode steps (``serve.step_counts``: they depend on n
+   and the engine alone) times t_mix(x) and t_dec(x), and each step time is
+   pp * (lp * A_a + G_f) + overhead, from the tables of (tp, ep, pp, n).
+3. **Output tokens/s per GPU is n * osl / latency / GPUs**, so for a fixed n the least latency
+   wins.
+
+The space therefore splits into rows (tp, ep, pp, n), each with its set X of choices:
+
+- a concurrency C of the grid (a power of two) runs n = C for the x whose n(x) >= C. For the
+  other x, requests queue at C; those rows are dominated by the same x at C = its capacity,
+  which the grid also holds: the same tokens/s with no wait;
+- ``serve.AT_CAPACITY`` runs n = n(x): one row per distinct value n, X = {x : n(x) = n}.
+
+A row's optimum is the least latency over X within the TPOT and TTFT limits, taken over the whole
+(a, f) grid; no choice is pruned. Rows are visited in order of an upper bound (every step time at
+its unconstrained minimum, ``_bounds``). The search stops once no bound can beat the k-th best or
+add a point to the trade-off frontier (for each tokens/s per user, the best tokens/s per GPU).
+The frontier is collected on the way, from each row's own front. The top-k and the frontier are
+confirmed by the evaluator itself, and tests check them against brute force on small spaces.
+
+Imports: exact (the factorized lists), problems, serve, strategy.
+"""
+from __future__ import annotations
+
+import heapq
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+from . import serve
+from .exact import INVALID_S, _Exact
+from .optables import build_tables
+from .problems import SearchResult, ServeProblem, Tracker
+from .strategy import BATCH, EP, PP, TP
+
+CACHE_ELEMENTS = 32_000_000     # running batches n(x) kept for revisits (int32: 128 MB)
+TIGHTEN = 64                    # rows whose bounds are tightened together
+
+
+class _Capacity:
+    """n(x) of one (tp, ep, pp) over its grid (op2, op7, a, f), kept small: n of every pair of
+    a distinct attention-list term and a distinct rest-list term, and which terms each x has."""
+
+    def __init__(self, small, inv_a, inv_f):
+        self.small = small                   # [distinct a terms, distinct f terms]
+        self.inv_a, self.inv_f = inv_a, inv_f  # [op2, op7, a], [op2, op7, f]: their terms
+        self.values = np.unique(small[small > 0])   # the distinct n >= 1 (a superset: pairs of
+        # terms from different (op2, op7) are no strategy, and only cost solving a row for none)
+
+    def grid(self) -> np.ndarray:
+        """n(x) over the flat grid (int32)."""
+        return self.small[self.inv_a[..., :, None], self.inv_f[..., None, :]].ravel()
+
+
+class _Loop:
+    """The closed loop of one ServeProblem in the factorized form (module docstring)."""
+
+    def __init__(self, problem: ServeProblem):
+        p = self.p = problem
+        self.ex = _Exact(p.model, p.space.choices)
+        self.engine, self.topo = p.engine, p.evaluator.topo
+        gpus = p.work.gpus
+        self.mixed_work = serve.mixed_workload(p.isl, p.osl, p.engine, gpus)
+        self.decode_work = serve.decode_workload(p.isl, p.osl, gpus)
+        self.memory = p.evaluator.cache(serve.memory_workload(p.isl, p.osl, gpus))
+        # the time of a step outside the kernels: the topology's and the engine's (serve.py)
+        self.overhead = self.topo.step_overhead_s + p.engine.step_overhead_s
+        self.tpot_limit = p.tpot_slo_ms * 1e-3 if p.tpot_slo_ms and p.osl > 1 else np.inf
+        self.ttft_limit = p.ttft_slo_ms * 1e-3 if p.ttft_slo_ms else np.inf
+        self.grids = OrderedDict()      # triple -> n(x) over its grid (int32, flat), recent last
+        self.held = {}                  # row -> the tables of its two steps (tight bounds)
+
+    def counts(self, n):
+        """(mixed steps to the first token, mixed and decode steps after it) for batches n."""
+        first, mid_mix, mid_dec = serve.step_counts(self.engine, self.mixed_work,
+                                                    np.asarray(n, dtype=np.float64))
+        return first, mid_mix, mid_dec
+
+    def capacities(self, triples) -> list:
+        """A ``_Capacity`` of each (tp, ep, pp) [T, 3] (n = 0 where not one request fits)."""
+        triples = np.asarray(triples, dtype=np.int64)
+        u = triples.prod(axis=1)
+        idx = self.memory.index(np.concatenate([np.c_[triples, u], np.c_[triples, 2 * u]]))
+        tab, T = self.memory.tables, len(triples)
+        lp, _, w1, _, m1 = self.ex.block(tab, idx[:T])
+        _, _, w2, _, m2 = self.ex.block(tab, idx[T:])
+        out = []
+        for i in range(T):
+            # serve.capacity on the grid: from the bytes at u and 2u requests, the fixed bytes
+            # (2 * one - two) and the KV bytes per request ((two - one) / u), each a sum of an
+            # attention term and a rest term; of each list only the distinct terms are costed
+            fa, pa = lp[i] * (2 * w1[i] - w2[i]), lp[i] * (w2[i] - w1[i])
+            fm, pm = 2 * m1[i] - m2[i], m2[i] - m1[i]
+            # (fixed, per request) pairs as complex numbers: np.unique then sorts them fast
+            ua, ia = np.unique(fa + 1j * pa, return_inverse=True)
+            uf, jf = np.unique(fm + 1j * pm, return_inverse=True)
+            fixed = ua.real[:, None] + uf.real[None, :]
+            per_request = (ua.imag[:, None] + uf.imag[None, :]) / u[i]
+            pool = self.engine.kv_pool_bytes(self.topo, fixed, triples[i, TP] * triples[i, PP])
+            cap = np.floor(np.maximum(pool, 0.0) / per_request)
+            out.append(_Capacity(self.engine.holds(cap).astype(np.int32),
+                                 ia.reshape(fa.shape), jf.reshape(fm.shape)))
+        return out
+
+    def running(self, triple, capacity: _Capacity) -> np.ndarray:
+        """n(x) of one triple over its flat grid, the most recent kept (CACHE_ELEMENTS)."""
+        key = tuple(int(v) for v in triple)
+        if key in self.grids:
+            self.grids.move_to_end(key)
+            return self.grids[key]
+        grid = self.grids[key] = capacity.grid()
+        while sum(v.size for v in self.grids.values()) > CACHE_ELEMENTS and len(self.grids) > 1:
+            self.grids.popitem(last=False)
+        return grid
+
+    def bounds(self, rows, coarse, gpus, tight: bool, chunk: int = 2048):
+        """Upper bounds on the output tokens/s per GPU of rows ``rows`` (their (tp, ep, pp, n)
+        in ``coarse`` [R, 4]), and lower bounds on their TPOT: every step at its least time over
+        all x (``_Exact.block``; with ``tight=False`` the cheaper ``_Exact.least``). Tables are
+        built chunk by chunk; with ``tight`` they are held for the rows' solves. -inf where no x
+        can meet the SLOs."""
+        least = []
+        for k, work in enumerate((self.mixed_work, self.decode_work)):
+            s = np.empty(len(rows))
+            for i in range(0, len(rows), chunk):
+                part = coarse[i:i + chunk]
+                tab = build_tables(self.p.model, self.topo, work, part)
+                g = np.arange(len(part))
+                if tight:
+                    lp, A, _, G, _ = self.ex.block(tab, g)
+                    s[i:i + chunk] = (lp[:, None, None] * A.min(-1) + G.min(-1)).min((1, 2))
+                    for j, r in enumerate(rows[i:i + chunk]):
+                        self.held.setdefault(int(r), [None, None])[k] = (tab, j)
+                else:
+                    s[i:i + chunk] = self.ex.least(tab, g)
+            least.append(np.where(s < INVALID_S, coarse[:, PP] * s + self.overhead, np.inf))
+        latency, tpot, ttft = self.figures(coarse[:, 3], *least)
+        ok = (tpot <= self.tpot_limit) & (ttft <= self.ttft_limit) & np.isfinite(latency)
+        return np.where(ok, coarse[:, 3] * self.p.osl / latency / gpus, -np.inf), tpot
+
+    def grid_times(self, r, pp):
+        """(t_mix, t_dec) of every x of row r (its tables held by ``bounds``), flat over
+        (op2, op7, a, f); the tables are let go."""
+        out = []
+        for tab, j in self.held.pop(int(r)):
+            lp, A, _, G, _ = self.ex.block(tab, [j])
+            s = (lp[0] * A[0][..., :, None] + G[0][..., None, :]).ravel()
+            out.append(np.where(s < INVALID_S, pp * s + self.overhead, np.inf))
+        return out
+
+    def figures(self, n, t_mix, t_dec):
+        """(latency, TPOT, TTFT) of a running batch n: ``serve._closed_loop`` with no queue."""
+        first, mid_mix, mid_dec = self.counts(n)
+        ro = self.engine.request_overhead_s
+        with np.errstate(invalid="ignore"):      # 0 steps x an invalid x's inf: nan, invalid
+            decode_time = mid_mix * t_mix + mid_dec * t_dec
+        latency = first * t_mix + decode_time + ro
+        tpot = decode_time / (self.p.osl - 1) if self.p.osl > 1 else np.zeros_like(latency)
+        return latency, tpot, first * t_mix + ro
+
+
+def _front(tpot, score):
+    """Indices of the points no other beats in both TPOT (lower) and score (higher)."""
+    order = np.lexsort((-score, tpot))
+    best = np.maximum.accumulate(score[order])
+    keep = np.r_[True, best[1:] > best[:-1]]
+    return order[keep]
+
+
+def _front_at(front_tpot, front_score, tpot):
+    """The best score of a frontier (sorted by TPOT, scores rising) at TPOT <= tpot [N]."""
+    i = np.searchsorted(front_tpot, tpot, side="right") - 1
+    return np.where(i >= 0, front_score[np.maximum(i, 0)] if len(front_score) else -np.inf,
+                    -np.inf)
+
+
+def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: int = 10,
+                       progress=None) -> SearchResult:
+    """The optimum of the serve phase over the whole space (tp, ep, pp, concurrency and every
+    per-op choice), the best strategy of each of the next best coarse rows (the top-k), and
+    every strategy on the trade-off frontier (``SearchResult.coarse_best``). See the module
+    docstring for why it is exact; ``budget`` and ``rng`` are unused."""
+    t0 = time.perf_counter()
+    p, loop = problem, _Loop(problem)
+    sp, osl = p.space, p.osl
+    cap_col = sp.batch.index(serve.AT_CAPACITY) if serve.AT_CAPACITY in sp.batch else None
+    budget_gpus = p.work.budget(p.topo)
+    triples = np.unique(p.grid[:, :3], axis=0)
+    triples = triples[triples.prod(axis=1) <= budget_gpus]
+    ok = loop.memory.tables.fixed_invalid[loop.memory.index(np.c_[triples, triples.prod(1)])] == 0
+    triples = triples[ok]
+
+    # rows (triple, n, batch column, at capacity?): n(x) of every triple, then its rows
+    rows, caps = [], []
+    powers = np.array([c for c in sp.batch if c != serve.AT_CAPACITY], dtype=np.int64)
+    pow_cols = np.array([sp.batch.index(c) for c in powers], dtype=np.int64)
+    for i in range(0, len(triples), 8):
+        for t, cap in zip(range(i, i + 8), loop.capacities(triples[i:i + 8])):
+            caps.append(cap)
+            ns = cap.values
+            fit = powers <= (ns[-1] if len(ns) else 0)
+            rows.append(np.c_[np.full(fit.sum(), t), powers[fit], pow_cols[fit],
+                              np.zeros(fit.sum(), dtype=np.int64)])
+            if cap_col is not None:
+                rows.append(np.c_[np.full(len(ns), t), ns, np.full(len(ns), cap_col),
+                                  np.ones(len(ns), dtype=np.int64)])
+        if progress:
+            progress(0)
+    rows = np.concatenate(rows).astype(np.int64) if rows else np.zeros((0, 4), dtype=np.int64)
+    coarse = np.c_[triples[rows[:, 0]], rows[:, 1]]
+
+    # bounds, cheap then tight (module docstring); rows are visited best bound first
+    gpus = triples[rows[:, 0]].prod(axis=1)
+    ub, tpot = (loop.bounds(np.arange(len(rows)), coarse, gpus, tight=False) if len(rows)
+                else (np.zeros(0),) * 2)
+    order = np.argsort(-ub, kind="stable")
+    order, pos = order[np.isfinite(ub[order])], 0       # rows with cheap bounds, best first
+    heap = []                                           # rows with tight bounds: (-bound, row)
+    if progress:
+        progress(0)
+    best_by_slot = {}            # (triple, batch column) -> score
+    kth = -np.inf                # the k-th best of best_by_slot
+    found = []                   # (score, index row)
+    front_tpot, front_score, front_idx = np.zeros(0), np.zeros(0), []
+    solved = 0
+
+    def useless(r):
+        """Whether rows r can neither enter the top-k nor add a point to the frontier: a front
+        point at TPOT <= a row's least TPOT with a score >= its bound dominates all of it.
+        (Stays true: the k-th best and the frontier only rise.)"""
+        return (ub[r] <= kth) & (_front_at(front_tpot, front_score, tpot[r]) >= ub[r])
+
+    while True:
+        if pos < len(order):          # skip the cheap rows that cannot help, at once
+            skip = useless(order[pos:])
+            pos += len(skip) if skip.all() else int(np.argmin(skip))
+        while heap and useless(heap[0][1]):
+            loop.held.pop(heapq.heappop(heap)[1], None)
+        cheap = ub[order[pos]] if pos < len(order) else -np.inf
+        if not heap and cheap == -np.inf:
+            break
+        if not heap or cheap > -heap[0][0]:
+            # tighten the bounds of the next rows that can still help, then queue them
+            rest = order[pos:]
+            useful = np.flatnonzero(~useless(rest))[:TIGHTEN]
+            batch, pos = rest[useful], pos + int(useful[-1]) + 1
+            ub[batch], tpot[batch] = loop.bounds(batch, coarse[batch], gpus[batch], tight=True)
+            for q in batch:
+                if np.isfinite(ub[q]):
+                    heapq.heappush(heap, (-ub[q], int(q)))
+                else:
+                    loop.held.pop(int(q), None)
+            if progress:
+                progress(0)
+            continue
+        r = heapq.heappop(heap)[1]
+        t, n, col, at_cap = rows[r]
+        solved += 1
+        grid = loop.running(triples[t], caps[t])
+        x = np.flatnonzero(grid == n) if at_cap else np.flatnonzero(grid >= n)
+        t_mix, t_dec = loop.grid_times(r, coarse[r, PP])
+        lat, tp_, tt = loop.figures(n, t_mix[x], t_dec[x])
+        good = np.flatnonzero((tp_ <= loop.tpot_limit) & (tt <= loop.ttft_limit)
+                              & np.isfinite(lat))
+        if progress:
+            progress(0)
+        if not len(good):
+            continue
+        score = n * osl / lat[good] / gpus[r]
+        j = int(np.argmax(score))
+        # the row's own front: its best point and those of lower TPOT; each joins the frontier
+        # only where no point found so far has a TPOT as low and a score as high
+        maybe = np.flatnonzero(tp_[good] < tp_[good][j])
+        maybe = np.r_[maybe[score[maybe] > _front_at(front_tpot, front_score, tp_[good][maybe])],
+                      j]
+        keep = maybe[_front(tp_[good][maybe], score[maybe])]
+        front_tpot = np.concatenate([front_tpot, tp_[good][keep]])
+        front_score = np.concatenate([front_score, score[keep]])
+        front_idx += [_index_row(loop, sp, triples[t], col, x[good[k]]) for k in keep]
+        merged = _front(front_tpot, front_score)
+        front_tpot, front_score = front_tpot[merged], front_score[merged]
+        front_idx = [front_idx[k] for k in merged]
+        slot = (int(t), int(col))
+        if score[j] > best_by_slot.get(slot, -np.inf):
+            best_by_slot[slot] = float(score[j])
+            if len(best_by_slot) >= top:
+                kth = sorted(best_by_slot.values(), reverse=True)[top - 1]
+            found.append((float(score[j]), _index_row(loop, sp, triples[t], col, x[good[j]])))
+
+    tr = Tracker(p, top)
+    if found:
+        idx = np.array([f[1] for f in found])
+        tr.add(idx, p.score(p.evaluate(idx, count=False)))      # confirmed by the evaluator
+    result = tr.result("exact", t0, {"rows": int(len(rows)), "rows_solved": solved,
+                                     "frontier_points": len(front_idx)})
+    if front_idx:
+        every = np.concatenate([sp.decode(np.array(front_idx)), result.coarse_best]) \
+            if result.coarse_best is not None else sp.decode(np.array(front_idx))
+        result.coarse_best = np.unique(every, axis=0)
+    return result
+
+
+def _index_row(loop: _Loop, sp, triple, col, flat) -> np.ndarray:
+    """The index row [16] of choice ``flat`` of the grid (op2, op7, a, f) of a (tp, ep, pp)."""
+    n = loop.ex.n
+    a_len, f_len = n[2] * n[3] * n[4] * n[5], n[0] * n[7] * n[8] * n[9] * n[10] * n[11]
+    i2, i7, ia, irest = np.unravel_index(int(flat), (n[1], n[6], a_len, f_len))
+    coarse = (sp.tp.index(int(triple[0])), sp.ep.index(int(triple[1])),
+              sp.pp.index(int(triple[2])), int(col))
+    grid_shape = (len(sp.tp), len(sp.ep), len(sp.pp), len(sp.batch))
+    return loop.ex.decode(grid_shape, int(np.ravel_multi_index(coarse, grid_shape)),
+                          i2, i7, ia, irest)

@@ -1,0 +1,79 @@
+"""The serve phase's exact optimum (lts.serve_exact) against brute force on small spaces: the
+optimum, and the trade-off frontier (for each tokens/s per user, the best tokens/s per GPU)."""
+import itertools
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from generators import synthetic_dense, synthetic_mla, synthetic_moe
+from lts import engines, serve
+from lts.pareto import pareto_front
+from lts.problems import ServeProblem, take
+from lts.search import SEARCHERS, frontier
+from lts.specs import load_topology
+from lts.strategy import Space
+
+H100 = load_topology("h100_dgx")
+CAP = serve.AT_CAPACITY
+# small GPUs, so that memory caps the running batch and each strategy has its own capacity;
+# SLOs that bind; each engine's loop (mixed cohorts, SGLang's prefill first, TRT-LLM's memory)
+CASES = {
+    "dense-generic": (synthetic_dense(), replace(H100, hbm_bytes=6e9), 2000, 200, 15, 400,
+                      engines.GENERIC,
+                      Space(tp=(1, 2, 4), ep=(1,), pp=(1, 2), batch=(1, 8, 64, CAP),
+                            choices=(2, 2, 3, 2, 2, 2, 2, 1, 2, 2, 2, 2), gpus=8)),
+    "moe-sglang": (synthetic_moe(), replace(H100, hbm_bytes=13.2e9), 1000, 100, 20, 300,
+                   engines.SGLANG,
+                   Space(tp=(1, 2), ep=(1, 2), pp=(1, 2), batch=(4, 32, CAP),
+                         choices=(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 2, 1), gpus=8)),
+    "moe-trtllm": (synthetic_moe(), replace(H100, hbm_bytes=5e9), 1500, 400, 10, 300,
+                   engines.TRTLLM,
+                   Space(tp=(1, 2), ep=(1, 2, 4), pp=(1, 2), batch=(1, 8, 64, CAP),
+                         choices=(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 2, 1), gpus=8)),
+}
+
+
+def every_strategy(problem):
+    """Every strategy of the (small) space, evaluated, and its score."""
+    sp = problem.space
+    coarse = np.array(list(itertools.product(*[range(len(v))
+                                               for v in (sp.tp, sp.ep, sp.pp, sp.batch)])))
+    fine = np.array(list(itertools.product(*[range(n) for n in sp.choices])))
+    idx = np.concatenate([np.repeat(coarse, len(fine), axis=0),
+                          np.tile(fine, (len(coarse), 1))], axis=1)
+    res = problem.evaluate(idx, count=False)
+    return res, problem.score(res)
+
+
+def points(res):
+    """A frontier's (tokens/s per user, tokens/s per GPU), rounded, in order."""
+    return sorted(zip(np.round(1 / res.tpot_s, 6), np.round(res.tokens_per_s_per_gpu, 6)))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_serve_exact_equals_brute_force(case):
+    model, topo, isl, osl, tpot, ttft, engine, space = CASES[case]
+    p = ServeProblem(model, topo, isl, osl, tpot, ttft, gpus=8, space=space, engine=engine)
+    res, score = every_strategy(p)
+    ok = np.flatnonzero(res.valid)
+    # the case is not trivial: memory, the SLOs and the capacity all decide
+    assert 0 < len(ok) < len(score) or engine is engines.SGLANG
+    assert len(np.unique(res.running[ok])) > 5
+    exact = SEARCHERS["exact"](p, 0, None, top=3)
+    assert exact.best_score == pytest.approx(score.max(), rel=1e-12)
+    assert exact.evaluated.valid[0]
+    # the frontier drawn from the exact search's strategies is the frontier of every strategy
+    cand = p.evaluate_rows(exact.coarse_best)
+    got = frontier(take(cand, np.flatnonzero(cand.valid)))
+    want = take(res, ok[pareto_front(1 / res.tpot_s[ok], res.tokens_per_s_per_gpu[ok],
+                                     res.ttft_s[ok])])
+    assert len(points(want)) >= 5 and points(got) == points(want)
+
+
+def test_serve_exact_is_at_least_what_the_samplers_find():
+    model, topo, isl, osl, tpot, ttft, engine, space = CASES["moe-trtllm"]
+    p = ServeProblem(model, topo, isl, osl, tpot, ttft, gpus=8, space=space, engine=engine)
+    exact = SEARCHERS["exact"](p, 0, None).best_score
+    for method in ("ppo", "random"):      # (Megatron's choices lie outside this small space)
+        assert SEARCHERS[method](p, 300, np.random.default_rng(0)).best_score <= exact
