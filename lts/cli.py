@@ -24,6 +24,7 @@ from .bench import measure
 from .costmodel import breakdown
 from .workload import PHASES, Workload
 from .emit import ENGINES, launch as emit_launch
+from .emit_disagg import launch_disagg
 from .engines import ENGINE_NAMES, ENGINES as PROFILES
 from .errors import LtsError, StrategyError
 from .limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_REQUEST_RATE, MAX_SEED, MAX_SEEDS, MAX_TOKENS,
@@ -341,6 +342,8 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
                              "; two pools would serve it: " + report.disagg_text(dg)))
     launch = emit_launch(emit, problem, run.best.strategies[0], model, precision,
                          best_result=run.best) if emit else None
+    disagg_launch = launch_disagg(emit, problem, run.disagg, model, precision) \
+        if emit and run.disagg is not None else None
     if plot is not None:
         try:
             with open(plot, "w", encoding="utf-8") as f:
@@ -348,13 +351,19 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
         except OSError as e:
             raise click.ClickException(f"--plot {plot}: {e.strerror or e}") from None
     if json_:
-        _emit_json(report.search_dict(run, launch))
+        d = report.search_dict(run, launch)
+        if disagg_launch is not None:
+            d["emit_disagg"] = report.emit_disagg_dict(disagg_launch)
+        _emit_json(d)
     else:
         console = report.make_console(no_color)
         report.render_search(console, run)
         if launch is not None:
             console.print()
             report.render_emit(console, launch, phase)
+        if disagg_launch is not None:
+            console.print()
+            report.render_emit_disagg(console, disagg_launch)
 
 
 def _methods(ctx, param, value):

@@ -140,8 +140,8 @@ def _prefill_limit(problem: ServeProblem):
     return limit if limit > 0 else None
 
 
-def _best(problem: ServeProblem, prefills, decodes) -> Disagg | None:
-    """The best pairing of the pools' strategies (``pair``), as a Disagg."""
+def best_pair(problem: ServeProblem, prefills, decodes) -> Disagg | None:
+    """The best pairing of the pools' strategies (``pair``), as a Disagg (None: no pair fits)."""
     best = None
     for prefill in prefills:
         for decode in decodes:
@@ -157,12 +157,28 @@ def _best(problem: ServeProblem, prefills, decodes) -> Disagg | None:
                   QUEUE_PASSES * float(prefill.ttft_s[0]) + move, float(decode.tpot_s[0]), move)
 
 
-def _decode_work(problem: ServeProblem, tpot_ms) -> Workload:
-    # the decode step at the final context isl + osl: the memory a request holds at its end (as
-    # one pool reserves it), its time a little above the mean context's
-    tpot = tpot_ms if tpot_ms and math.isfinite(tpot_ms) else 1e9
-    return Workload("decode", problem.isl + problem.osl, tpot_slo_ms=tpot,
-                    gpus=problem.work.budget(problem.topo))
+def decode_pool(problem: ServeProblem, tpot_ms: float | None = None, tables=None,
+                gpus: int | None = None) -> Problem:
+    """The decode pool's problem under a TPOT limit (default: the problem's own): the decode
+    step at the final context isl + osl, i.e. the memory a request holds at its end (as one pool
+    reserves it), its time a little above the mean context's. ``gpus``: instances of at most
+    that many GPUs (default: the budget)."""
+    tpot = problem.tpot_slo_ms if tpot_ms is None else tpot_ms
+    tpot = tpot if tpot and math.isfinite(tpot) else 1e9
+    return pool_problem(problem, Workload("decode", problem.isl + problem.osl, tpot_slo_ms=tpot,
+                                          gpus=gpus or problem.work.budget(problem.topo)), tables)
+
+
+def prefill_pool(problem: ServeProblem, limit_ms: float | None = None,
+                 gpus: int | None = None) -> Problem | None:
+    """The prefill pool's problem: whole prompts of isl tokens, each pass within the TTFT's
+    share (``_prefill_limit``, by default computed here; None: no pass can meet it).
+    ``gpus``: instances of at most that many GPUs (default: the budget)."""
+    limit = _prefill_limit(problem) if limit_ms is None else limit_ms
+    if limit is None:
+        return None
+    return pool_problem(problem, Workload("prefill", problem.isl, ttft_slo_ms=limit,
+                                          gpus=gpus or problem.work.budget(problem.topo)))
 
 
 def disaggregate(problem: ServeProblem, tpot_limits_ms=()) -> tuple:
@@ -177,19 +193,16 @@ def disaggregate(problem: ServeProblem, tpot_limits_ms=()) -> tuple:
     limit = _prefill_limit(problem)
     if problem.osl < 2 or limit is None:    # one output token: nothing for a decode pool to do
         return None, []
-    decode = pool_problem(problem, _decode_work(problem, problem.tpot_slo_ms))
+    decode = decode_pool(problem)
     decodes = pools(decode)
-    prefills = pools(pool_problem(problem, Workload(
-        "prefill", problem.isl, ttft_slo_ms=limit,
-        gpus=problem.work.budget(problem.topo)))) if decodes else []
-    best = _best(problem, prefills, decodes)
+    prefills = pools(prefill_pool(problem, limit)) if decodes else []
+    best = best_pair(problem, prefills, decodes)
     if best is None:
         return None, []
     points = [best]
     for ms in sorted(set(tpot_limits_ms)):
         # the same tables (and exact bounds) as the SLO's decode pool: only the limit differs
-        d = _best(problem, prefills,
-                  pools(pool_problem(problem, _decode_work(problem, ms), decode.tables)))
+        d = best_pair(problem, prefills, pools(decode_pool(problem, ms, decode.tables)))
         if d is not None:
             points.append(d)
     front = pareto_front([1 / d.tpot_s for d in points], [d.tokens_per_s_per_gpu for d in points],

@@ -815,6 +815,19 @@ def _estimate_line(res: Result, phase: str) -> str:
             f"{res.memory_bytes[0] / GIB:.1f} GiB/GPU, {reasons_text(res, 0)}")
 
 
+def _print_commands(console: Console, out: list, commands, notes, para, width: int) -> None:
+    """Print ``out`` (lines), then each (role, command) wrapped, then the notes."""
+    out.append("")
+    for role, cmd in commands:
+        out.append(f"# {role}")
+        out.append(wrap_command(cmd, width))
+    if notes:
+        out.append("")
+        out.append("Notes:")
+        out += [para(n, "    ", "  - ") for n in notes]
+    console.print("\n".join(out), markup=False, highlight=False, soft_wrap=True)
+
+
 def render_emit(console: Console, launch, phase: str, width: int = 80) -> None:
     """Plain text, at most ``width`` columns: the engine, whether the commands run the best
     strategy as found, the nearest runnable strategy if not, the commands, and notes."""
@@ -858,15 +871,46 @@ def render_emit(console: Console, launch, phase: str, width: int = 80) -> None:
                 "best_runnable": f"the best strategy {launch.name} can run",
                 "none": "nothing"}[launch.chosen]
         out.append(para(f"The commands below run {what}, not the best strategy found."))
-    out.append("")
-    for role, cmd in launch.commands:
-        out.append(f"# {role}")
-        out.append(wrap_command(cmd, width))
-    if launch.notes:
-        out.append("")
-        out.append("Notes:")
-        out += [para(n, "    ", "  - ") for n in launch.notes]
-    console.print("\n".join(out), markup=False, highlight=False, soft_wrap=True)
+    _print_commands(console, out, launch.commands, launch.notes, para, width)
+
+
+def emit_disagg_dict(dl) -> dict:
+    """The ``emit_disagg`` object of ``lts search --phase serve --json --emit ENGINE`` (an
+    ``emit_disagg.DisaggLaunch``): the commands of the two-pool deployment."""
+    return {"engine": dl.engine, "engine_name": dl.name, "version_checked": dl.version_checked,
+            "docs": dl.docs, "faithful": bool(dl.faithful),
+            "prefill_faithful": bool(dl.prefill.faithful),
+            "decode_faithful": bool(dl.decode.faithful),
+            "deployment": disagg_dict(dl.deployment), "gpus": dl.gpus,
+            "commands": [{"role": role, "command": cmd} for role, cmd in dl.commands],
+            "notes": list(dl.notes),
+            "prefill_reasons": list(dl.prefill.reasons), "decode_reasons": list(dl.decode.reasons)}
+
+
+def render_emit_disagg(console: Console, dl, width: int = 80) -> None:
+    """Plain text, at most ``width`` columns: the two-pool deployment's commands (as
+    ``render_emit``), after whether each pool runs its strategy as found."""
+    import textwrap
+
+    def para(text, indent="", first=""):
+        return textwrap.fill(text, width, initial_indent=first or indent,
+                             subsequent_indent=indent, break_on_hyphens=False)
+
+    out = [para(f"Launch the two pools with {dl.name} (flags checked against {dl.name} "
+                f"{dl.version_checked} docs: {dl.docs})")]
+    for pool, launch in (("prefill", dl.prefill), ("decode", dl.decode)):
+        if launch.faithful:
+            out.append(para(f"{pool}: faithful, the strategy as found.", "  "))
+        else:
+            runs = ("nothing" if launch.strategy is None else
+                    format_strategy(launch.strategy, only_changed=True).replace(",", ", "))
+            out.append(para(f"{pool}: NOT FAITHFUL ({len(launch.reasons)} per-op choice"
+                            f"{'s' if len(launch.reasons) != 1 else ''} it cannot run); "
+                            f"{dl.name} runs {runs}", "    ", "  "))
+    if dl.deployment is not None:
+        what = "as found" if dl.faithful else "paired again for the strategies it runs"
+        out.append(para(f"Deployment ({what}): {disagg_text(dl.deployment)}"))
+    _print_commands(console, out, dl.commands, dl.notes, para, width)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,0 +1,269 @@
+"""Launch commands for a disaggregated deployment (``lts search --phase serve --emit ENGINE``):
+x prefill instances and y decode instances, each pool with its own strategy, the KV cache of each
+request crossing from a prefill to a decode instance, and the engine's router in front.
+
+Each pool's instance command is ``emit.launch`` on that pool's phase (its faithfulness, nearest
+runnable strategy and notes as for one instance), plus the engine's disaggregation flags. Where
+an engine cannot run a pool's strategy and runs the nearest one instead, the pools are paired
+again (``disagg.best_pair``), so the instance counts fit the strategies launched.
+
+- vLLM (``NixlConnector``; docs/features/nixl_connector_usage.md, checked for v0.13):
+  every instance ``--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'``
+  with its own ``VLLM_NIXL_SIDE_CHANNEL_PORT`` on a host (one port per DP rank from the base) and
+  ``VLLM_NIXL_SIDE_CHANNEL_HOST`` across hosts; the router is the repository's
+  ``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py`` (``--prefiller-hosts/-ports``,
+  ``--decoder-hosts/-ports``).
+- SGLang (docs/advanced_features/pd_disaggregation.md): ``--disaggregation-mode prefill|decode``
+  with ``--disaggregation-transfer-backend nixl`` (Mooncake, the default, also needs
+  ``--disaggregation-ib-device``), ``--base-gpu-id`` for a second instance on a node, each
+  prefill instance its own ``--disaggregation-bootstrap-port`` (default 8998); the router
+  ``python -m sglang_router.launch_router --pd-disaggregation --prefill URL PORT ... --decode URL``.
+- TensorRT-LLM (docs/source/1.0/features/disagg-serving.md, 1.0): ``TRTLLM_USE_UCX_KVCACHE=1``,
+  context servers with ``disable_overlap_scheduler: True`` and ``cache_transceiver_config``
+  (``max_num_tokens``, at least the prompt) in their ``--extra_llm_api_options`` YAML, generation
+  servers with the transceiver; ``trtllm-serve disaggregated -c`` a YAML listing both.
+
+Instances are placed in order, prefill first, each on consecutive GPUs of the fewest nodes. The
+GPUs the commands ask for are counted from their own flags (``command_gpus``) and checked against
+the deployment: a command that asks for a different number of GPUs is a bug, never printed.
+
+Imports: emit, disagg, problems, strategy.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from . import emit
+from .disagg import Disagg, best_pair, decode_pool, prefill_pool
+from .problems import ServeProblem
+from .strategy import EP, PP, TP
+
+ROUTER_PORT = 8000            # what clients call
+FIRST_PORT = 8100             # instance i listens on FIRST_PORT + i
+NIXL_PORT = 5600              # vLLM's VLLM_NIXL_SIDE_CHANNEL_PORT default
+SGLANG_BOOTSTRAP = 8998       # SGLang's --disaggregation-bootstrap-port default
+DISAGG_YAML = "lts-disagg.yaml"
+POOL_YAML = {"prefill": "lts-ctx.yaml", "decode": "lts-gen.yaml"}
+DOCS = {
+    "vllm": "vllm-project/vllm docs/features/nixl_connector_usage.md, disagg_prefill.md",
+    "sglang": "sgl-project/sglang docs/advanced_features/pd_disaggregation.md, router.md",
+    "trtllm": "NVIDIA/TensorRT-LLM docs/source/1.0/features/disagg-serving.md",
+}
+ENGINE_COMMAND = {"vllm": "vllm serve", "sglang": "sglang.launch_server", "trtllm": "trtllm-serve"}
+
+
+@dataclass
+class DisaggLaunch:
+    """What ``--emit ENGINE`` prints for the two-pool deployment: each pool's ``emit.Launch``,
+    the deployment the commands run (``deployment``: re-paired when a pool's strategy was
+    replaced by its nearest runnable one), the commands in order and notes. ``gpus``: the GPUs
+    the commands ask for, counted from their flags."""
+    engine: str
+    version_checked: str
+    docs: str
+    found: Disagg
+    deployment: Disagg | None
+    prefill: emit.Launch
+    decode: emit.Launch
+    commands: list = field(default_factory=list)      # (role, command)
+    notes: list = field(default_factory=list)
+    gpus: int = 0
+
+    @property
+    def name(self) -> str:
+        return emit.ENGINE_NAMES[self.engine]
+
+    @property
+    def faithful(self) -> bool:
+        return self.prefill.faithful and self.decode.faithful
+
+
+def _flag(cmd: str, name: str, default: int = 1) -> int:
+    m = re.search(rf"(?:^|\s){re.escape(name)}[ =](\d+)", cmd)
+    return int(m.group(1)) if m else default
+
+
+def command_gpus(engine: str, cmd: str) -> int:
+    """The GPUs one engine command asks for, from its own flags: vLLM tensor x pipeline x data
+    parallel sizes; SGLang --tp (its DP attention ranks are inside it) x --pp-size; TensorRT-LLM
+    --tp_size (attention DP ranks inside it) x --pp_size."""
+    if engine == "vllm":
+        return (_flag(cmd, "--tensor-parallel-size") * _flag(cmd, "--pipeline-parallel-size")
+                * _flag(cmd, "--data-parallel-size"))
+    if engine == "sglang":
+        return _flag(cmd, "--tp") * _flag(cmd, "--pp-size")
+    return _flag(cmd, "--tp_size") * _flag(cmd, "--pp_size")
+
+
+def _instances(dg: Disagg, gpus_per_node: int):
+    """(pool, index, strategy row, first GPU overall) of every instance, prefill first, each on
+    the next GPUs, moved to a fresh node when it would straddle one it could fit in."""
+    out, at = [], 0
+    for pool, res, count in (("prefill", dg.prefill, dg.prefill_instances),
+                             ("decode", dg.decode, dg.decode_instances)):
+        row = res.strategies[0]
+        size = int(row[TP] * row[EP] * row[PP])
+        for k in range(count):
+            if size <= gpus_per_node and at // gpus_per_node != (at + size - 1) // gpus_per_node:
+                at = (at // gpus_per_node + 1) * gpus_per_node
+            out.append((pool, k, row, at))
+            at += size
+    return out
+
+
+def launch_disagg(engine: str, problem: ServeProblem, dg: Disagg, model_arg: str,
+                  precision: str | None = None) -> DisaggLaunch:
+    """The commands that run the disaggregated deployment ``dg`` on the engine."""
+    # each pool's phase on instances no larger than the one found: a strategy the engine runs
+    # in its place must leave the other pool its GPUs
+    pools = {"prefill": prefill_pool(problem, gpus=int(dg.prefill.gpus[0])),
+             "decode": decode_pool(problem, gpus=int(dg.decode.gpus[0]))}
+    p_launch = emit.launch(engine, pools["prefill"], dg.prefill.strategies[0], model_arg,
+                           precision, best_result=dg.prefill)
+    d_launch = emit.launch(engine, pools["decode"], dg.decode.strategies[0], model_arg,
+                           precision, best_result=dg.decode)
+    out = DisaggLaunch(engine, emit.VERSIONS[engine], DOCS[engine], dg, dg, p_launch, d_launch)
+    if p_launch.result is None or d_launch.result is None:
+        out.deployment = None
+        out.notes.append(f"{out.name} runs no feasible strategy for one of the pools: nothing "
+                         "to launch")
+        return out
+    if not out.faithful:           # the pools the engine runs, paired again
+        out.deployment = best_pair(problem, [p_launch.result], [d_launch.result])
+        if out.deployment is None:
+            out.notes.append("the strategies the engine runs do not fit the GPU budget as two "
+                             "pools: nothing to launch")
+            return out
+    _commands(out, problem, {k: v.work for k, v in pools.items()}, model_arg, precision)
+    return out
+
+
+def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: str,
+              precision) -> None:
+    engine, dg, topo = out.engine, out.deployment, problem.topo
+    gpn = topo.gpus_per_node
+    places = _instances(dg, gpn)
+    nodes = max(at + int(row[TP] * row[EP] * row[PP]) - 1 for _, _, row, at in places) // gpn + 1
+    host = (lambda node: "localhost") if nodes == 1 else (lambda node: f"$NODE{node}_IP")
+    launches = {"prefill": out.prefill, "decode": out.decode}
+    endpoints = {"prefill": [], "decode": []}
+    cmds, counted = [], 0
+    if engine == "trtllm":
+        for pool, yaml in POOL_YAML.items():
+            lines = ["cache_transceiver_config:", f"  max_num_tokens: {problem.isl}"]
+            if pool == "prefill":
+                lines.insert(0, "disable_overlap_scheduler: True")
+            if int(launches[pool].strategy[EP]) > 1:
+                lines.append("enable_attention_dp: true")
+            cmds.append((f"{pool} config file (every node)", _printf(lines, yaml)))
+    for i, (pool, k, row, at) in enumerate(places):
+        size = int(row[TP] * row[EP] * row[PP])
+        node, port = at // gpn, FIRST_PORT + i
+        roles, _ = emit.commands(engine, problem.model, topo, works[pool], row, model_arg,
+                                 precision)
+        count = dg.prefill_instances if pool == "prefill" else dg.decode_instances
+        label = f"{pool} instance {k + 1} of {count}"
+        where = (f"GPU {at % gpn} of node {node}" if size == 1 else
+                 f"GPUs {at % gpn}-{at % gpn + size - 1} of node {node}" if size <= gpn else
+                 f"nodes {node}-{node + size // gpn - 1}")
+        endpoints[pool].append((host(node), port, SGLANG_BOOTSTRAP + k))
+        for role, cmd in roles:
+            if ENGINE_COMMAND[engine] not in cmd:      # set-up steps (Ray, config files)
+                if not (engine == "trtllm" and emit.TRTLLM_YAML in cmd):
+                    cmds.append((f"{label}: {role}", cmd))
+                continue
+            if "worker" not in role and "each" not in role:
+                counted += command_gpus(engine, cmd)
+            cmds.append((f"{label} ({where}): {role}",
+                         _disagg_command(engine, pool, cmd, at % gpn, size, port, k, i,
+                                         host(node), size <= gpn)))
+    cmds.append(("router (any node; clients call port "
+                 f"{ROUTER_PORT})", _router(engine, endpoints, host(0))))
+    out.commands, out.gpus = cmds, counted
+    if counted != dg.gpus:     # the flags must ask for exactly the deployment's GPUs
+        raise RuntimeError(f"emit_disagg: the commands ask for {counted} GPUs, the deployment "
+                           f"uses {dg.gpus}")
+    out.notes.append(
+        f"GPUs: {dg.prefill_instances} x {_size(dg.prefill)} (prefill) + {dg.decode_instances} x "
+        f"{_size(dg.decode)} (decode) = {dg.gpus} of the budget's "
+        f"{problem.work.budget(problem.topo)}, counted again from the commands' own flags")
+    if nodes > 1:
+        out.notes.append("set NODEk_IP to node k's address on every node; instances are placed "
+                         "in order, prefill first")
+    out.notes += [f"prefill pool: {n}" for n in out.prefill.notes]
+    out.notes += [f"decode pool: {n}" for n in out.decode.notes]
+    out.notes.append(_transport_note(engine))
+
+
+def _size(res) -> int:
+    return int(res.gpus[0])
+
+
+def _disagg_command(engine, pool, cmd, first, size, port, k, i, host, one_node) -> str:
+    devices = ",".join(str(first + j) for j in range(size))
+    if engine == "vllm":
+        kv = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"},
+                        separators=(",", ":"))
+        env = [f"VLLM_NIXL_SIDE_CHANNEL_PORT={NIXL_PORT + first}"]
+        if host != "localhost":
+            env.append(f"VLLM_NIXL_SIDE_CHANNEL_HOST={host}")
+        if one_node:
+            env.insert(0, f"CUDA_VISIBLE_DEVICES={devices}")
+        return " ".join(env + [cmd, f"--port {port}", f"--kv-transfer-config {shlex.quote(kv)}"])
+    if engine == "sglang":
+        extra = [f"--disaggregation-mode {pool}", "--disaggregation-transfer-backend nixl",
+                 f"--port {port}"]
+        if one_node and first:
+            extra.append(f"--base-gpu-id {first}")
+        if pool == "prefill":
+            extra.append(f"--disaggregation-bootstrap-port {SGLANG_BOOTSTRAP + k}")
+        return " ".join([cmd] + extra)
+    cmd = " ".join(cmd.replace(f"--extra_llm_api_options {emit.TRTLLM_YAML}", "").split())
+    env = ["TRTLLM_USE_UCX_KVCACHE=1"] + ([f"CUDA_VISIBLE_DEVICES={devices}"] if one_node else [])
+    if cmd.startswith("srun"):
+        return " ".join(["TRTLLM_USE_UCX_KVCACHE=1", cmd, f"--host {host} --port {port}",
+                         f"--backend pytorch --extra_llm_api_options {POOL_YAML[pool]}"])
+    return " ".join(env + [cmd, f"--host {host} --port {port}", "--backend pytorch",
+                           f"--extra_llm_api_options {POOL_YAML[pool]}"])
+
+
+def _router(engine: str, endpoints: dict, head: str) -> str:
+    pre, dec = endpoints["prefill"], endpoints["decode"]
+    if engine == "vllm":
+        return " ".join(["python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py",
+                         f"--port {ROUTER_PORT}",
+                         "--prefiller-hosts", *(h for h, _, _ in pre),
+                         "--prefiller-ports", *(str(p) for _, p, _ in pre),
+                         "--decoder-hosts", *(h for h, _, _ in dec),
+                         "--decoder-ports", *(str(p) for _, p, _ in dec)])
+    if engine == "sglang":
+        return " ".join(["python -m sglang_router.launch_router --pd-disaggregation",
+                         *(f"--prefill http://{h}:{p} {b}" for h, p, b in pre),
+                         *(f"--decode http://{h}:{p}" for h, p, _ in dec),
+                         f"--host 0.0.0.0 --port {ROUTER_PORT}"])
+    lines = [f"hostname: {head}", f"port: {ROUTER_PORT}", "backend: pytorch"]
+    for key, eps in (("context_servers", pre), ("generation_servers", dec)):
+        lines += [f"{key}:", f"  num_instances: {len(eps)}", "  urls:"]
+        lines += [f'    - "{h}:{p}"' for h, p, _ in eps]
+    return f"{_printf(lines, DISAGG_YAML)} && trtllm-serve disaggregated -c {DISAGG_YAML}"
+
+
+def _printf(lines, path: str) -> str:
+    """A shell command that writes ``lines`` to ``path``: printf turns each \\n into a line
+    break (the lines hold no single quote)."""
+    return "printf '" + "\\n".join(lines) + "\\n' > " + path
+
+
+def _transport_note(engine: str) -> str:
+    if engine == "vllm":
+        return ("the KV cache moves with NIXL (pip install nixl; UCX_NET_DEVICES picks the "
+                "NICs); the proxy script is in vLLM's source tree, run it from a checkout")
+    if engine == "sglang":
+        return ("the KV cache moves with NIXL (pip install nixl); for Mooncake, the default, use "
+                "--disaggregation-transfer-backend mooncake --disaggregation-ib-device DEVICE; "
+                "the router is pip install sglang-router")
+    return ("the KV cache moves with UCX (TRTLLM_USE_UCX_KVCACHE=1); max_num_tokens of "
+            "cache_transceiver_config holds one prompt")

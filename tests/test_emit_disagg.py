@@ -1,0 +1,98 @@
+"""`lts search --phase serve --emit ENGINE` for the two-pool deployment (lts/emit_disagg.py):
+each instance's command, the engine's disaggregation flags and router, and the GPU count the
+commands ask for, counted from their own flags, against the deployment."""
+import json
+import shlex
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from lts import emit
+from lts.cli import cli
+from lts.disagg import disaggregate
+from lts.emit_disagg import command_gpus, launch_disagg
+from lts.problems import ServeProblem
+from lts.specs import load_model, load_topology
+from lts.strategy import parse_strategy
+from lts.workload import Workload
+
+ENGINES = ("vllm", "sglang", "trtllm")
+
+
+@pytest.fixture(scope="module")
+def mixtral():
+    """Mixtral on 8 H100 (1024 in / 1024 out, TPOT <= 30 ms, TTFT <= 2 s): two pools fit."""
+    p = ServeProblem(load_model("mixtral-8x7b"), load_topology("h100_dgx"), 1024, 1024, 30, 2000,
+                     gpus=8)
+    dg, _ = disaggregate(p)
+    assert dg is not None
+    return p, dg
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_disagg_commands_ask_for_the_deployments_gpus(mixtral, engine):
+    p, dg = mixtral
+    dl = launch_disagg(engine, p, dg, "mixtral-8x7b")
+    d = dl.deployment
+    assert d is not None and d.gpus <= 8
+    sizes = [int(d.prefill.gpus[0])] * d.prefill_instances + [int(d.decode.gpus[0])] * \
+        d.decode_instances
+    served = [c for role, c in dl.commands if "instance" in role]
+    assert [command_gpus(engine, c) for c in served] == sizes
+    assert dl.gpus == sum(sizes) == d.gpus
+    # each instance in its own mode, on its own port, and the router names every port
+    router = dl.commands[-1][1]
+    for i, (role, cmd) in enumerate((r, c) for r, c in dl.commands if "instance" in r):
+        port = f"{8100 + i}"
+        assert f"--port {port}" in cmd and port in router
+        if engine == "sglang":
+            assert f"--disaggregation-mode {role.split()[0]}" in cmd
+        if engine == "vllm":
+            assert "NixlConnector" in cmd and "VLLM_NIXL_SIDE_CHANNEL_PORT" in cmd
+        if engine == "trtllm":
+            assert "TRTLLM_USE_UCX_KVCACHE=1" in cmd and "--extra_llm_api_options lts-" in cmd
+    assert {"vllm": "toy_proxy_server.py", "sglang": "--pd-disaggregation",
+            "trtllm": "trtllm-serve disaggregated"}[engine] in router
+    for _, cmd in dl.commands:     # every command parses as shell words
+        shlex.split(cmd)
+
+
+STRATEGIES = ("tp=8", "tp=2,pp=2", "tp=1,ep=8,ffn1=experts,ffn2=experts",
+              "tp=2,ep=4,ffn1=experts,ffn2=experts", "tp=8,pp=4",
+              "tp=1,ep=16,pp=2,ffn1=experts,ffn2=experts", "tp=4,ep=16,ffn1=experts,ffn2=experts")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_emitted_command_asks_for_the_instances_gpus(engine):
+    """The peer's bug: a launch file asking for 64 GPUs on an 8-GPU deployment under attention
+    data parallelism. Here the flags of every command the engine runs (the head node's, for
+    several nodes) ask for exactly tp x ep x pp GPUs."""
+    model, topo = load_model("mixtral-8x7b"), load_topology("h100_dgx")
+    engine_cmd = {"vllm": "vllm serve", "sglang": "launch_server", "trtllm": "trtllm-serve"}
+    checked = 0
+    for strategy in STRATEGIES:
+        row = parse_strategy(strategy + ",batch=64", True)
+        if emit.check(engine, model, row):       # not runnable: never emitted as is
+            continue
+        cmds, _ = emit.commands(engine, model, topo, Workload(gpus=128), row, "mixtral-8x7b")
+        heads = [c for role, c in cmds if engine_cmd[engine] in c and "worker" not in role]
+        assert len(heads) == 1, cmds
+        assert command_gpus(engine, heads[0]) == int(np.prod(row[:3])), (strategy, heads[0])
+        checked += 1
+    assert checked >= 4
+
+
+def test_search_emit_prints_and_jsons_the_two_pools():
+    args = ["search", "mixtral-8x7b", "h100_dgx", "--gpus", "8", "--phase", "serve", "--isl",
+            "1024", "--osl", "1024", "--tpot-slo-ms", "30", "--ttft-slo-ms", "2000",
+            "--method", "megatron", "--emit", "sglang"]
+    r = CliRunner().invoke(cli, args + ["--json"], catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    e = d["emit_disagg"]
+    assert e["engine"] == "sglang" and e["gpus"] == e["deployment"]["gpus"] <= 8
+    assert any("--disaggregation-mode prefill" in c["command"] for c in e["commands"])
+    assert any("--disaggregation-mode decode" in c["command"] for c in e["commands"])
+    text = CliRunner().invoke(cli, args, catch_exceptions=False).output
+    assert "Launch the two pools with SGLang" in text and "sglang_router.launch_router" in text
