@@ -67,8 +67,9 @@ class _Exact:
         self.once1 = _grid(n[0], n[1])                 # (op1, op2)
         self.once2 = _grid(n[10], n[11])               # (op11, op12)
 
-    def block(self, tab, g):
-        """Times and memories of both lists for rows g [C] of tables ``tab``."""
+    def block(self, tab, g, memory: bool = True):
+        """Times and memories of both lists for rows g [C] of tables ``tab`` (``memory=False``:
+        times only, the memories None)."""
         model = self.model
         n = self.n
         gg = np.asarray(g)[:, None]
@@ -103,9 +104,12 @@ class _Exact:
         pp = tab.coarse[gg, PP][:, :, None, None, None].astype(np.float64)
         f5 = (slice(None), None, None, slice(None), None)
         G = stage_max(model, lp, pp, 0.0, between, ffn[f5], ffn_d[f5], first, last, send)
-        M = stage_memory(model, lp, pp, 0.0, ffn_w[f5], ffn_dw[f5], emb_w, tail_w,
-                         tab.workspace_bytes[gg][:, :, None, None, None])
-        G, M = np.broadcast_arrays(G, M)
+        M = None if not memory else stage_memory(
+            model, lp, pp, 0.0, ffn_w[f5], ffn_dw[f5], emb_w, tail_w,
+            tab.workspace_bytes[gg][:, :, None, None, None])
+        shape = np.broadcast_shapes(G.shape, first.shape, last.shape, *(
+            () if M is None else (M.shape,)))
+        G = np.broadcast_to(G, shape)
         # regroup by (op2, op7): attention [C, op2, op7, a'], rest [C, op2, op7, f']
         C = len(g)
         n2, n7 = n[1], n[6]
@@ -114,7 +118,9 @@ class _Exact:
         # G: [C, op1, op2, (op7, op8, op9, op10), (op11, op12)] -> [C, op2, op7, rest]
         nf = len(ffn_norm) // n7
         G = G.reshape(C, n[0], n2, n7, nf, -1).transpose(0, 2, 3, 1, 4, 5).reshape(C, n2, n7, -1)
-        M = M.reshape(C, n[0], n2, n7, nf, -1).transpose(0, 2, 3, 1, 4, 5).reshape(C, n2, n7, -1)
+        if M is not None:
+            M = np.broadcast_to(M, shape).reshape(C, n[0], n2, n7, nf, -1).transpose(
+                0, 2, 3, 1, 4, 5).reshape(C, n2, n7, -1)
         return lp.reshape(C), A, Aw, G, M
 
     def least(self, tab, g):

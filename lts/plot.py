@@ -76,9 +76,11 @@ def frontier_svg(series: list, title: str, x_label: str, y_label: str, chosen=No
     if x_limit:
         out.append(f'<line x1="{px(x_limit):.1f}" y1="{top}" x2="{px(x_limit):.1f}" '
                    f'y2="{H - bottom}" stroke="#c0392b" stroke-dasharray="5,4"/>')
-        # the label at the top, or at the foot of the line where the legend would cover it
-        ty = top + 14 if px(x_limit) + 100 < lx else H - bottom - 8
-        out.append(f'<text x="{px(x_limit) + 4:.1f}" y="{ty}" fill="#c0392b">'
+        # the label runs up the line on its left, where no point is (every point meets the
+        # limit), or on its right when the line is too close to the axis
+        lx0 = px(x_limit) - 6 if px(x_limit) - left > 18 else px(x_limit) + 14
+        out.append(f'<text x="{lx0:.1f}" y="{H - bottom - 6}" fill="#c0392b" '
+                   f'transform="rotate(-90 {lx0:.1f} {H - bottom - 6})">'
                    f'{escape(limit_label)}</text>')
     for s in series:
         if not s.points:

@@ -647,7 +647,9 @@ def pareto_svg(run) -> str:
     p = run.problem
     points, chosen, limit = _frontier(run)
     ttft = _slo("TTFT", p.ttft_slo_ms)
-    series = [Series(f"one pool (aggregated), {run.method}", "#1f6fb4", points)]
+    series = [Series("one pool (aggregated), " + ("exact frontier" if run.method == "exact"
+                                                  else f"best {run.method} found"),
+                     "#1f6fb4", points)]
     if run.disagg_pareto:
         series.append(Series("two pools (disaggregated)", "#e67e22",
                              [(1.0 / dg.tpot_s, dg.tokens_per_s_per_gpu)
@@ -667,8 +669,9 @@ def render_frontier(console: Console, run) -> None:
     points, chosen, limit = _frontier(run)
     if not points:
         return
+    whose = "of the whole space (exact)" if run.method == "exact" else "found"
     console.print(f"[bold]Trade-off[/] ({len(points)} point{'s' if len(points) != 1 else ''}: "
-                  "for each tokens/s per user, the best output tokens/s per GPU found; "
+                  f"for each tokens/s per user, the best output tokens/s per GPU {whose}; "
                   "* the best" + (", : the TPOT limit)" if limit else ")"))
     for line in frontier_text(points, chosen, limit):
         console.print(line, markup=False, highlight=False)

@@ -46,7 +46,7 @@ from .problems import SearchResult, ServeProblem, Tracker
 from .strategy import BATCH, EP, PP, TP
 
 CACHE_ELEMENTS = 32_000_000     # running batches n(x) kept for revisits (int32: 128 MB)
-TIGHTEN = 64                    # rows whose bounds are tightened together
+TIGHTEN = 256                   # rows whose bounds are tightened together
 
 
 class _Capacity:
@@ -139,7 +139,7 @@ class _Loop:
                 tab = build_tables(self.p.model, self.topo, work, part)
                 g = np.arange(len(part))
                 if tight:
-                    lp, A, _, G, _ = self.ex.block(tab, g)
+                    lp, A, _, G, _ = self.ex.block(tab, g, memory=False)
                     s[i:i + chunk] = (lp[:, None, None] * A.min(-1) + G.min(-1)).min((1, 2))
                     for j, r in enumerate(rows[i:i + chunk]):
                         self.held.setdefault(int(r), [None, None])[k] = (tab, j)
@@ -150,13 +150,19 @@ class _Loop:
         ok = (tpot <= self.tpot_limit) & (ttft <= self.ttft_limit) & np.isfinite(latency)
         return np.where(ok, coarse[:, 3] * self.p.osl / latency / gpus, -np.inf), tpot
 
-    def grid_times(self, r, pp):
-        """(t_mix, t_dec) of every x of row r (its tables held by ``bounds``), flat over
-        (op2, op7, a, f); the tables are let go."""
+    def grid_times(self, r, pp, x):
+        """(t_mix, t_dec) of the choices x (indices into the flat grid (op2, op7, a, f)) of row
+        r, from its tables held by ``bounds`` (then let go)."""
         out = []
         for tab, j in self.held.pop(int(r)):
-            lp, A, _, G, _ = self.ex.block(tab, [j])
-            s = (lp[0] * A[0][..., :, None] + G[0][..., None, :]).ravel()
+            lp, A, _, G, _ = self.ex.block(tab, [j], memory=False)
+            A, G = A[0], G[0]
+            if len(x) > A.size * G.shape[-1] // 8:      # most of the grid: all of it at once
+                s = (lp[0] * A[..., :, None] + G[..., None, :]).ravel()[x]
+            else:                                       # a few choices: gathered
+                i27, ia, jf = np.unravel_index(x, (A.shape[0] * A.shape[1], A.shape[2],
+                                                   G.shape[2]))
+                s = lp[0] * A.reshape(-1, A.shape[2])[i27, ia] + G.reshape(-1, G.shape[2])[i27, jf]
             out.append(np.where(s < INVALID_S, pp * s + self.overhead, np.inf))
         return out
 
@@ -270,8 +276,8 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
         solved += 1
         grid = loop.running(triples[t], caps[t])
         x = np.flatnonzero(grid == n) if at_cap else np.flatnonzero(grid >= n)
-        t_mix, t_dec = loop.grid_times(r, coarse[r, PP])
-        lat, tp_, tt = loop.figures(n, t_mix[x], t_dec[x])
+        t_mix, t_dec = loop.grid_times(r, coarse[r, PP], x)
+        lat, tp_, tt = loop.figures(n, t_mix, t_dec)
         good = np.flatnonzero((tp_ <= loop.tpot_limit) & (tt <= loop.ttft_limit)
                               & np.isfinite(lat))
         if progress:
