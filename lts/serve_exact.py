@@ -29,7 +29,7 @@ add a point to the trade-off frontier (for each tokens/s per user, the best toke
 The frontier is collected on the way, from each row's own front. The top-k and the frontier are
 confirmed by the evaluator itself, and tests check them against brute force on small spaces.
 
-Imports: exact (the factorized lists), problems, serve, strategy.
+Imports: exact (the factorized lists), optables (build_tables), problems, serve, strategy.
 """
 from __future__ import annotations
 
