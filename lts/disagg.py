@@ -102,13 +102,14 @@ def pools(pool: Problem) -> list:
     return out
 
 
-def pair(problem: ServeProblem, prefill, decode):
-    """The best instance counts of two pool strategies within the budget: (output tokens/s per
-    GPU used, GPUs used, prefill instances, decode instances, requests/s), or None.
+def pair(problem: ServeProblem, prefill, decode, budget: int | None = None):
+    """The best instance counts of two pool strategies within the budget (default: the
+    problem's): (output tokens/s per GPU used, GPUs used, prefill instances, decode instances,
+    requests/s), or None.
 
     For x prefill instances the served rate min(x r_p, y r_d) over the GPUs used rises with y up
     to the balance y = x r_p / r_d and falls after it, so the best y is its floor or ceiling."""
-    budget = problem.work.budget(problem.topo)
+    budget = budget or problem.work.budget(problem.topo)
     g_p, g_d = int(prefill.gpus[0]), int(decode.gpus[0])
     r_p = prefill.strategies[0][BATCH] / prefill.ttft_s[0]              # requests/s
     r_d = decode.strategies[0][BATCH] / (problem.osl * decode.tpot_s[0])
@@ -140,12 +141,13 @@ def _prefill_limit(problem: ServeProblem):
     return limit if limit > 0 else None
 
 
-def best_pair(problem: ServeProblem, prefills, decodes) -> Disagg | None:
-    """The best pairing of the pools' strategies (``pair``), as a Disagg (None: no pair fits)."""
+def best_pair(problem: ServeProblem, prefills, decodes, budget: int | None = None) -> Disagg | None:
+    """The best pairing of the pools' strategies (``pair``) within ``budget`` GPUs (default: the
+    problem's), as a Disagg (None: no pair fits)."""
     best = None
     for prefill in prefills:
         for decode in decodes:
-            got = pair(problem, prefill, decode)
+            got = pair(problem, prefill, decode, budget)
             if got is not None and (best is None or (got[0], -got[1]) > (best[0][0],
                                                                          -best[0][1])):
                 best = (got, prefill, decode)

@@ -323,7 +323,8 @@ def _precision_flags(engine: str, model: ModelSpec, key, precision) -> tuple:
                 f"not set that; serve a checkpoint stored in {precision}"]
 
 
-def _vllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str, extra: list):
+def _vllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str, extra: list,
+          max_len: int):
     tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
     gpn = topo.gpus_per_node
     seqs = math.ceil(batch / ep)
@@ -331,7 +332,7 @@ def _vllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str, e
     base = _join("vllm serve", ref, f"--tensor-parallel-size {tp}",
                  f"--pipeline-parallel-size {pp}" if pp > 1 else "",
                  "--enable-expert-parallel" if expert_parallel else "")
-    tail = _join(f"--max-num-seqs {seqs}", f"--max-model-len {work.context}", *extra)
+    tail = _join(f"--max-num-seqs {seqs}", f"--max-model-len {max_len}", *extra)
     notes = []
     if ep > 1:
         notes.append(f"lts's ep={ep} attention groups are vLLM's data-parallel ranks, and "
@@ -384,7 +385,7 @@ def _vllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str, e
 
 
 def _sglang(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str, extra: list,
-            key):
+            key, max_len: int):
     tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
     stage = tp * ep                                   # SGLang's tp size: a whole stage
     experts = tp > 1 and row[OP_COL["ffn1"]] == EXPERTS
@@ -395,7 +396,7 @@ def _sglang(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
                  f"--dp {ep} --enable-dp-attention --enable-dp-lm-head" if ep > 1 else "",
                  f"--ep-size {ep_size}" if ep_size > 1 else "",
                  f"--pp-size {pp}" if pp > 1 else "")
-    tail = _join(f"--max-running-requests {batch}", f"--context-length {work.context}", *extra)
+    tail = _join(f"--max-running-requests {batch}", f"--context-length {max_len}", *extra)
     notes = []
     if ep > 1:
         attn = (f"tensor-parallel over {tp} GPUs in each of {ep} data-parallel groups"
@@ -428,7 +429,7 @@ def _sglang(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
 
 
 def _trtllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str, extra: list,
-            serve=None):
+            max_len: int, serve=None):
     tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
     size = tp * ep                                    # ep > 1 only with tp = 1 (attention DP)
     experts = tp > 1 and row[OP_COL["ffn1"]] == EXPERTS
@@ -443,7 +444,7 @@ def _trtllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
         ep_flag = f"--ep_size {size if (experts or ep > 1) else 1}"
     base = _join("trtllm-serve", ref, f"--tp_size {size}", f"--pp_size {pp}" if pp > 1 else "",
                  ep_flag, f"--max_batch_size {per_rank}", f"--max_num_tokens {tokens}",
-                 f"--max_seq_len {work.context}",
+                 f"--max_seq_len {max_len}",
                  f"--extra_llm_api_options {TRTLLM_YAML}" if ep > 1 else "", *extra)
     cmds, notes = [], []
     if ep > 1:
@@ -458,7 +459,7 @@ def _trtllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
     notes.append(f"--max_num_tokens {tokens}: " +
                  ("the tokens per step (decode tokens and prompt chunks) the serve phase "
                   f"assumed ({serve.engine.title})" if serve is not None else
-                  "one decode step of the batch, or one whole prompt of --context tokens"
+                  f"one decode step of the batch, or one whole prompt of {work.context} tokens"
                   if work.phase == "decode" else "lts costs the whole prompts in one pass"))
     gpus = size * pp
     if gpus <= topo.gpus_per_node:
@@ -475,19 +476,22 @@ def _trtllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
 
 
 def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, row,
-             model_arg: str, precision: str | None = None, serve=None) -> tuple:
+             model_arg: str, precision: str | None = None, serve=None,
+             max_len: int | None = None) -> tuple:
     """(list of (role, command), notes) that run ``row`` on the engine (which must run it);
-    ``serve``: the ServeProblem when the row was found for the serve phase."""
+    ``serve``: the ServeProblem when the row was found for the serve phase; ``max_len``: the
+    engine's limit on a request's tokens (default: the workload's context)."""
     ref, ref_note = model_reference(model_arg)
     key = _model_key(model_arg)
     ref = shlex.quote(ref)
     extra, notes = _precision_flags(engine, model, key, precision)
+    max_len = max_len or work.context
     if engine == "vllm":
-        cmds, more = _vllm(model, topo, work, row, ref, extra)
+        cmds, more = _vllm(model, topo, work, row, ref, extra, max_len)
     elif engine == "sglang":
-        cmds, more = _sglang(model, topo, work, row, ref, extra, key)
+        cmds, more = _sglang(model, topo, work, row, ref, extra, key, max_len)
     else:
-        cmds, more = _trtllm(model, topo, work, row, ref, extra, serve)
+        cmds, more = _trtllm(model, topo, work, row, ref, extra, max_len, serve)
     notes = ([ref_note] if ref_note else []) + more + notes
     if any(HEAD_IP in c for _, c in cmds):
         notes.append("set HEAD_IP to the head node's address on every node"

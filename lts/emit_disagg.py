@@ -42,6 +42,7 @@ from .problems import ServeProblem
 from .strategy import EP, PP, TP
 
 ROUTER_PORT = 8000            # what clients call
+MAX_LISTED = 16               # instances listed one by one; a larger deployment as copies of a unit
 FIRST_PORT = 8100             # instance i listens on FIRST_PORT + i
 NIXL_PORT = 5600              # vLLM's VLLM_NIXL_SIDE_CHANNEL_PORT default
 SGLANG_BOOTSTRAP = 8998       # SGLang's --disaggregation-bootstrap-port default
@@ -99,17 +100,25 @@ def command_gpus(engine: str, cmd: str) -> int:
 
 
 def _instances(dg: Disagg, gpus_per_node: int):
-    """(pool, index, strategy row, first GPU overall) of every instance, prefill first, each on
-    the next GPUs, moved to a fresh node when it would straddle one it could fit in."""
+    """(pool, index, strategy row, first GPU overall, nodes it spans) of every instance, prefill
+    first, each on the next GPUs: one that fits a node moves to a fresh node rather than
+    straddle two; a larger one takes whole nodes, as many as its command splits it over
+    (``emit._nodes``: the fewest that divide it evenly)."""
     out, at = [], 0
     for pool, res, count in (("prefill", dg.prefill, dg.prefill_instances),
                              ("decode", dg.decode, dg.decode_instances)):
         row = res.strategies[0]
         size = int(row[TP] * row[EP] * row[PP])
         for k in range(count):
-            if size <= gpus_per_node and at // gpus_per_node != (at + size - 1) // gpus_per_node:
-                at = (at // gpus_per_node + 1) * gpus_per_node
-            out.append((pool, k, row, at))
+            fresh = -(-at // gpus_per_node) * gpus_per_node           # the next node's first GPU
+            if size > gpus_per_node:
+                nodes = emit._nodes(size, gpus_per_node)
+                out.append((pool, k, row, fresh, nodes))
+                at = fresh + nodes * gpus_per_node
+                continue
+            if at // gpus_per_node != (at + size - 1) // gpus_per_node:
+                at = fresh
+            out.append((pool, k, row, at, 1))
             at += size
     return out
 
@@ -137,8 +146,35 @@ def launch_disagg(engine: str, problem: ServeProblem, dg: Disagg, model_arg: str
             out.notes.append("the strategies the engine runs do not fit the GPU budget as two "
                              "pools: nothing to launch")
             return out
+    whole = out.deployment
+    if whole.prefill_instances + whole.decode_instances > MAX_LISTED:
+        out.deployment = _unit(problem, whole)
+        copies = whole.gpus // out.deployment.gpus
+        out.notes.append(
+            f"the whole deployment ({whole.prefill_instances} prefill + "
+            f"{whole.decode_instances} decode instances on {whole.gpus:,} GPUs, "
+            f"{whole.tokens_per_s_per_gpu:,.1f} output tokens/s per GPU) is more instances than "
+            f"a command list should hold: below is a unit of {out.deployment.gpus} GPUs "
+            f"({out.deployment.tokens_per_s_per_gpu:,.1f} per GPU); run {copies:,} copies of it on "
+            "further nodes, each with its own router, behind one load balancer")
     _commands(out, problem, {k: v.work for k, v in pools.items()}, model_arg, precision)
     return out
+
+
+def _unit(problem: ServeProblem, whole: Disagg) -> Disagg:
+    """The deployment's pools on the fewest whole nodes that hold at most MAX_LISTED instances
+    and come within 1% of its output tokens/s per GPU (else the best such unit)."""
+    gpn = problem.topo.gpus_per_node
+    best = None
+    for nodes in range(1, whole.gpus // gpn + 2):
+        d = best_pair(problem, [whole.prefill], [whole.decode], budget=nodes * gpn)
+        if d is None or d.prefill_instances + d.decode_instances > MAX_LISTED:
+            continue
+        if best is None or d.tokens_per_s_per_gpu > best.tokens_per_s_per_gpu:
+            best = d
+        if d.tokens_per_s_per_gpu >= 0.99 * whole.tokens_per_s_per_gpu:
+            break
+    return best or whole
 
 
 def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: str,
@@ -146,10 +182,13 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
     engine, dg, topo = out.engine, out.deployment, problem.topo
     gpn = topo.gpus_per_node
     places = _instances(dg, gpn)
-    nodes = max(at + int(row[TP] * row[EP] * row[PP]) - 1 for _, _, row, at in places) // gpn + 1
+    nodes = max(at // gpn + span for _, _, _, at, span in places)
     host = (lambda node: "localhost") if nodes == 1 else (lambda node: f"$NODE{node}_IP")
     launches = {"prefill": out.prefill, "decode": out.decode}
     endpoints = {"prefill": [], "decode": []}
+    # a request's tokens as the engine limits them: the whole request on both sides (vLLM's proxy
+    # asks the prefill instance for one token, SGLang's router sends it the whole request)
+    max_len = problem.isl + problem.osl
     cmds, counted = [], 0
     if engine == "trtllm":
         for pool, yaml in POOL_YAML.items():
@@ -159,18 +198,20 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
             if int(launches[pool].strategy[EP]) > 1:
                 lines.append("enable_attention_dp: true")
             cmds.append((f"{pool} config file (every node)", _printf(lines, yaml)))
-    for i, (pool, k, row, at) in enumerate(places):
+    for i, (pool, k, row, at, span) in enumerate(places):
         size = int(row[TP] * row[EP] * row[PP])
         node, port = at // gpn, FIRST_PORT + i
         roles, _ = emit.commands(engine, problem.model, topo, works[pool], row, model_arg,
-                                 precision)
+                                 precision, max_len=max_len)
         count = dg.prefill_instances if pool == "prefill" else dg.decode_instances
         label = f"{pool} instance {k + 1} of {count}"
         where = (f"GPU {at % gpn} of node {node}" if size == 1 else
-                 f"GPUs {at % gpn}-{at % gpn + size - 1} of node {node}" if size <= gpn else
-                 f"nodes {node}-{node + size // gpn - 1}")
+                 f"GPUs {at % gpn}-{at % gpn + size - 1} of node {node}" if span == 1 else
+                 f"nodes {node}-{node + span - 1}")
         endpoints[pool].append((host(node), port, SGLANG_BOOTSTRAP + k))
         for role, cmd in roles:
+            # an instance over several nodes has its own head: its first node
+            cmd = cmd.replace(emit.HEAD_IP, f"$NODE{node}_IP")
             if ENGINE_COMMAND[engine] not in cmd:      # set-up steps (Ray, config files)
                 if not (engine == "trtllm" and emit.TRTLLM_YAML in cmd):
                     cmds.append((f"{label}: {role}", cmd))
@@ -178,8 +219,8 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
             if "worker" not in role and "each" not in role:
                 counted += command_gpus(engine, cmd)
             cmds.append((f"{label} ({where}): {role}",
-                         _disagg_command(engine, pool, cmd, at % gpn, size, port, k, i,
-                                         host(node), size <= gpn)))
+                         _disagg_command(engine, pool, cmd, at % gpn, size, port, k,
+                                         host(node), span == 1)))
     cmds.append(("router (any node; clients call port "
                  f"{ROUTER_PORT})", _router(engine, endpoints, host(0))))
     out.commands, out.gpus = cmds, counted
@@ -190,11 +231,16 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
         f"GPUs: {dg.prefill_instances} x {_size(dg.prefill)} (prefill) + {dg.decode_instances} x "
         f"{_size(dg.decode)} (decode) = {dg.gpus} of the budget's "
         f"{problem.work.budget(problem.topo)}, counted again from the commands' own flags")
+    budget_nodes = -(-problem.work.budget(problem.topo) // gpn)
     if nodes > 1:
-        out.notes.append("set NODEk_IP to node k's address on every node; instances are placed "
-                         "in order, prefill first")
-    out.notes += [f"prefill pool: {n}" for n in out.prefill.notes]
-    out.notes += [f"decode pool: {n}" for n in out.decode.notes]
+        out.notes.append(
+            f"set NODEk_IP to node k's address (k = 0..{nodes - 1}) on every node; on the nodes "
+            "of a multi-node instance NODE_RANK is the node's rank within it; instances are "
+            "placed in order, prefill first" + (
+                f"; as placed (a multi-node instance on whole nodes) they need {nodes} nodes, "
+                f"more than the budget's {budget_nodes}" if nodes > budget_nodes else ""))
+    out.notes += [f"{pool} pool: {n}" for pool in ("prefill", "decode")
+                  for n in launches[pool].notes if "HEAD_IP" not in n]
     out.notes.append(_transport_note(engine))
 
 
@@ -202,7 +248,7 @@ def _size(res) -> int:
     return int(res.gpus[0])
 
 
-def _disagg_command(engine, pool, cmd, first, size, port, k, i, host, one_node) -> str:
+def _disagg_command(engine, pool, cmd, first, size, port, k, host, one_node) -> str:
     devices = ",".join(str(first + j) for j in range(size))
     if engine == "vllm":
         kv = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"},
@@ -234,7 +280,7 @@ def _router(engine: str, endpoints: dict, head: str) -> str:
     pre, dec = endpoints["prefill"], endpoints["decode"]
     if engine == "vllm":
         return " ".join(["python tests/v1/kv_connector/nixl_integration/toy_proxy_server.py",
-                         f"--port {ROUTER_PORT}",
+                         f"--host 0.0.0.0 --port {ROUTER_PORT}",
                          "--prefiller-hosts", *(h for h, _, _ in pre),
                          "--prefiller-ports", *(str(p) for _, p, _ in pre),
                          "--decoder-hosts", *(h for h, _, _ in dec),
@@ -247,14 +293,15 @@ def _router(engine: str, endpoints: dict, head: str) -> str:
     lines = [f"hostname: {head}", f"port: {ROUTER_PORT}", "backend: pytorch"]
     for key, eps in (("context_servers", pre), ("generation_servers", dec)):
         lines += [f"{key}:", f"  num_instances: {len(eps)}", "  urls:"]
-        lines += [f'    - "{h}:{p}"' for h, p, _ in eps]
+        lines += [f"    - {h}:{p}" for h, p, _ in eps]
     return f"{_printf(lines, DISAGG_YAML)} && trtllm-serve disaggregated -c {DISAGG_YAML}"
 
 
 def _printf(lines, path: str) -> str:
     """A shell command that writes ``lines`` to ``path``: printf turns each \\n into a line
-    break (the lines hold no single quote)."""
-    return "printf '" + "\\n".join(lines) + "\\n' > " + path
+    break; in double quotes, so that the $NODEk_IP in them expand (the lines hold no other
+    character the shell reads there)."""
+    return 'printf "' + "\\n".join(lines) + '\\n" > ' + path
 
 
 def _transport_note(engine: str) -> str:

@@ -123,8 +123,8 @@ class ServeProblem(Problem):
     the KV cache caps is off the grid, and its tables are built when first met (``serve.warm``,
     ``costmodel.TableCache``). ``work`` is the decode step at the final context isl+osl (the
     engine's context length); ``step_work`` the decode step at the mean context (per-op
-    breakdowns), costed on the engine's topology (``step_topo``). The exact search does not
-    apply: its factorization costs one phase (see ``lts.exact``).
+    breakdowns), costed on the engine's topology (``step_topo``). Its exact search is
+    ``lts.serve_exact``.
     """
 
     def __init__(self, model: ModelSpec, topo: TopologySpec, isl: int, osl: int,
@@ -193,6 +193,7 @@ class SearchResult:
     evaluated: Result | None = None  # ``top`` evaluated (Problem.evaluate_rows), None if empty
     coarse_best: np.ndarray | None = None   # [G', 16]: the best valid strategy of every
                                             # (tp, ep, pp, batch) the search found one for
+                                            # (serve exact: also every frontier strategy)
 
     @property
     def history(self) -> np.ndarray:

@@ -201,7 +201,12 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
     t0 = time.perf_counter()
     p, loop = problem, _Loop(problem)
     sp, osl = p.space, p.osl
-    cap_col = sp.batch.index(serve.AT_CAPACITY) if serve.AT_CAPACITY in sp.batch else None
+    if serve.AT_CAPACITY not in sp.batch:
+        # without it, a strategy whose KV cache holds fewer requests than every concurrency of
+        # the space only queues, and the rows below would miss it
+        raise ValueError("the exact serve search needs the AT_CAPACITY concurrency in the "
+                         "space (ServeProblem adds it by default)")
+    cap_col = sp.batch.index(serve.AT_CAPACITY)
     budget_gpus = p.work.budget(p.topo)
     triples = np.unique(p.grid[:, :3], axis=0)
     triples = triples[triples.prod(axis=1) <= budget_gpus]
@@ -219,9 +224,8 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
             fit = powers <= (ns[-1] if len(ns) else 0)
             rows.append(np.c_[np.full(fit.sum(), t), powers[fit], pow_cols[fit],
                               np.zeros(fit.sum(), dtype=np.int64)])
-            if cap_col is not None:
-                rows.append(np.c_[np.full(len(ns), t), ns, np.full(len(ns), cap_col),
-                                  np.ones(len(ns), dtype=np.int64)])
+            rows.append(np.c_[np.full(len(ns), t), ns, np.full(len(ns), cap_col),
+                              np.ones(len(ns), dtype=np.int64)])
         if progress:
             progress(0)
     rows = np.concatenate(rows).astype(np.int64) if rows else np.zeros((0, 4), dtype=np.int64)
@@ -312,8 +316,9 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
     result = tr.result("exact", t0, {"rows": int(len(rows)), "rows_solved": solved,
                                      "frontier_points": len(front_idx)})
     if front_idx:
-        every = np.concatenate([sp.decode(np.array(front_idx)), result.coarse_best]) \
-            if result.coarse_best is not None else sp.decode(np.array(front_idx))
+        front = sp.decode(p.canonical(np.array(front_idx)))
+        every = front if result.coarse_best is None else np.concatenate([front,
+                                                                        result.coarse_best])
         result.coarse_best = np.unique(every, axis=0)
     return result
 

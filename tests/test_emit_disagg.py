@@ -50,6 +50,9 @@ def test_disagg_commands_ask_for_the_deployments_gpus(mixtral, engine):
             assert f"--disaggregation-mode {role.split()[0]}" in cmd
         if engine == "vllm":
             assert "NixlConnector" in cmd and "VLLM_NIXL_SIDE_CHANNEL_PORT" in cmd
+            # the proxy asks a prefill instance for one token past the prompt: room for the
+            # whole request on both sides
+            assert "--max-model-len 2048" in cmd
         if engine == "trtllm":
             assert "TRTLLM_USE_UCX_KVCACHE=1" in cmd and "--extra_llm_api_options lts-" in cmd
     assert {"vllm": "toy_proxy_server.py", "sglang": "--pd-disaggregation",
@@ -96,3 +99,62 @@ def test_search_emit_prints_and_jsons_the_two_pools():
     assert any("--disaggregation-mode decode" in c["command"] for c in e["commands"])
     text = CliRunner().invoke(cli, args, catch_exceptions=False).output
     assert "Launch the two pools with SGLang" in text and "sglang_router.launch_router" in text
+
+
+def test_instances_never_share_a_gpu_and_multi_node_ones_take_whole_nodes():
+    """Placement (8 GPUs a node): 4-GPU prefills then 12- and 16-GPU decodes (split by their
+    commands over 2 nodes of 6 and of 8), then 3-GPU ones that must not straddle nodes."""
+    from types import SimpleNamespace
+    from lts.emit_disagg import _instances
+
+    def pool(tp, pp):
+        row = np.array([tp, 1, pp, 8] + [0] * 12)
+        return SimpleNamespace(strategies=row[None], gpus=np.array([tp * pp]))
+
+    for p_row, d_row, x, y in ((pool(4, 1), pool(4, 3), 1, 1), (pool(4, 1), pool(16, 1), 3, 1),
+                               (pool(3, 1), pool(3, 1), 2, 3), (pool(4, 3), pool(2, 1), 1, 5)):
+        dg = SimpleNamespace(prefill=p_row, decode=d_row, prefill_instances=x,
+                             decode_instances=y)
+        used = set()
+        for _, _, row, at, span in _instances(dg, 8):
+            size = int(row[0] * row[1] * row[2])
+            if span > 1:      # whole nodes from a node boundary, as many as its command uses
+                assert at % 8 == 0 and span == emit._nodes(size, 8)
+                gpus = set(range(at, at + span * 8))
+            else:             # inside one node
+                assert at // 8 == (at + size - 1) // 8
+                gpus = set(range(at, at + size))
+            assert not used & gpus
+            used |= gpus
+
+
+def test_multi_node_instances_each_have_their_own_head():
+    p = ServeProblem(load_model("llama3.1-405b"), load_topology("h100_dgx"), 1000, 1000, 50, 5000,
+                     gpus=32)
+    dg, _ = disaggregate(p)
+    assert dg is not None and max(int(dg.prefill.gpus[0]), int(dg.decode.gpus[0])) > 8
+    for engine in ENGINES:
+        dl = launch_disagg(engine, p, dg, "llama3.1-405b")
+        text = " ".join(c for _, c in dl.commands)
+        assert "$HEAD_IP" not in text and "$NODE0_IP" in text
+        heads = {c.split("$NODE")[1].split("_IP")[0] for r, c in dl.commands
+                 if "instance" in r and "$NODE" in c}
+        assert len(heads) >= 2              # the two pools' instances on different nodes
+        if engine == "trtllm":              # the router's YAML expands the node addresses
+            assert dl.commands[-1][1].startswith('printf "')
+
+
+def test_a_cluster_sized_deployment_is_launched_as_copies_of_a_unit():
+    """Llama-3.1-70B on the whole 24,576-GPU topology pairs thousands of instances: the commands
+    are a unit of at most MAX_LISTED instances, and a note says how many copies."""
+    from lts.emit_disagg import MAX_LISTED
+    p = ServeProblem(load_model("llama3.1-70b"), load_topology("h100_dgx"), 1024, 1024)
+    dg, _ = disaggregate(p)
+    assert dg.prefill_instances + dg.decode_instances > MAX_LISTED
+    dl = launch_disagg("sglang", p, dg, "llama3.1-70b")
+    unit = dl.deployment
+    assert unit.prefill_instances + unit.decode_instances <= MAX_LISTED
+    assert dl.gpus == unit.gpus < dg.gpus
+    assert len([r for r, _ in dl.commands if "instance" in r]) == \
+        unit.prefill_instances + unit.decode_instances
+    assert any("copies of it" in n for n in dl.notes)

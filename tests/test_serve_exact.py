@@ -77,3 +77,11 @@ def test_serve_exact_is_at_least_what_the_samplers_find():
     exact = SEARCHERS["exact"](p, 0, None).best_score
     for method in ("ppo", "random"):      # (Megatron's choices lie outside this small space)
         assert SEARCHERS[method](p, 300, np.random.default_rng(0)).best_score <= exact
+
+
+def test_serve_exact_refuses_a_space_without_the_capacity_concurrency():
+    model, topo, isl, osl, tpot, ttft, engine, space = CASES["dense-generic"]
+    no_cap = replace(space, batch=(1, 8, 64))
+    p = ServeProblem(model, topo, isl, osl, tpot, ttft, gpus=8, space=no_cap, engine=engine)
+    with pytest.raises(ValueError, match="needs the AT_CAPACITY concurrency"):
+        SEARCHERS["exact"](p, 0, None)
