@@ -195,11 +195,12 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
 
 def tpot_limits(tpot_ms, most: int = 6) -> tuple:
     """At most ``most`` TPOT limits (ms) spread over the one-pool frontier's TPOTs: where the
-    two-pool frontier is traced."""
+    two-pool frontier is traced. Evenly in log TPOT from the least to the largest, so that a
+    frontier whose points crowd at one end still gets limits across its whole range."""
     tpot_ms = np.unique(np.asarray(tpot_ms, dtype=np.float64)[np.isfinite(tpot_ms)])
     if len(tpot_ms) <= most:
         return tuple(tpot_ms)
-    return tuple(tpot_ms[np.round(np.linspace(0, len(tpot_ms) - 1, most)).astype(int)])
+    return tuple(np.geomspace(tpot_ms[0], tpot_ms[-1], most))
 
 
 def frontier(found: Result) -> Result | None:
