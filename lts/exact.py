@@ -142,6 +142,44 @@ class _Exact:
             ffn = np.minimum(ffn, fastest("ffn1_dense", "ffn2_dense"))
         return tab.layers_per_stage[g] * (attn + ffn)
 
+    def least_exact(self, tab, g):
+        """The least slowest stage over every strategy of rows g [C] (``block``'s minimum) at a
+        fraction of its cost, or a lower bound on it for models with dense layers. The rest
+        list's time splits as ``costmodel.stage_max`` builds it: terms of (op2, f), the first
+        stage's head of (op1, op2) and the last stage's of (f, op11, op12), joined by a sum
+        (pp = 1) or a max (pp > 1), both monotone in each term, whose variables are disjoint.
+        So the head and the last stage's term can take their least values first: the minimum
+        is then over (op2, f) alone. With dense layers the slowest of several candidate stages
+        is taken after those minima, which bounds it from below."""
+        model, n = self.model, self.n
+        g = np.asarray(g)
+        C = len(g)
+        x = Gather(tab, g[:, None])
+        A = piece_attn(x, model, *self.a)[0]                                  # [C, |a|]
+        A = A.reshape(C, n[1], -1, n[6]).min(axis=2)                          # [C, op2, op7]
+        ffn_norm, router, ffn1, ffn2 = self.f
+        ffn_layout = NORM_OF[ffn_norm]
+        ffn, _, out, ok = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2)    # [C, |f|]
+        ffn = np.where(ok, ffn, INVALID_S)
+        out = np.broadcast_to(out, ffn.shape)
+        ffn_d = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2, dense=True)[0] \
+            if model.is_moe and model.ffn.dense_layers else np.zeros_like(ffn)
+        emb, attn_norm = self.once1
+        first = piece_first(x, emb, NORM_OF[attn_norm])[0].reshape(C, n[0], n[1]).min(axis=1)
+        x3 = Gather(tab, g[:, None, None])
+        final_norm, lm_head = self.once2
+        last = piece_last(x3, out[:, :, None], ffn_layout[None, :, None],
+                          final_norm[None, None, :], lm_head[None, None, :])[0].min(axis=2)
+        send = piece_send(x, out, ffn_layout[None, :])                         # [C, |f|]
+        between = piece_between(x3, out[:, None, :], ffn_layout[None, None, :],
+                                NORM_OF[np.arange(n[1])][None, :, None])       # [C, op2, |f|]
+        lp = tab.layers_per_stage[g][:, None, None]
+        pp = tab.coarse[g, PP][:, None, None].astype(np.float64)
+        G = stage_max(model, lp, pp, 0.0, between, ffn[:, None, :], ffn_d[:, None, :],
+                      first[:, :, None], last[:, None, :], send[:, None, :])  # [C, op2, |f|]
+        G = G.reshape(C, n[1], n[6], -1).min(axis=3)                          # [C, op2, op7]
+        return (lp * A + G).min(axis=(1, 2))
+
     def decode(self, grid_shape, g, i2, i7, ia, irest):
         """Indices of the optimum back to a full index row (``g``: a row of the coarse grid of
         shape ``grid_shape``)."""
@@ -160,8 +198,8 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
     next best coarse rows (the top-k). See ``_Exact`` for why it is exact.
 
     ``max_gpus``: only instances of at most that many GPUs (the space of a smaller budget). The
-    bounds of phase 1 are kept with the tables, so a second call on them (another SLO or GPU
-    bound) only runs phase 2."""
+    bounds of phase 1 and each row solved in phase 2 are kept with the tables, so a second call
+    on them (another SLO or GPU bound) solves only rows not solved before."""
     if isinstance(problem, ServeProblem):
         raise ValueError("the exact search costs one phase (decode or prefill); the serve phase "
                          "sums a prefill and decode steps at several contexts")
@@ -200,23 +238,32 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
     # phase 2: exact per coarse row, best bounds first, until the bound cannot beat the k-th best
     found = []        # (score, index row)
     visited = 0
+    # each row's least time within memory and where it is: free of the SLO and of max_gpus, so
+    # kept with the tables for the next search on them (another limit or instance-size bound)
+    solved = tab.extra.setdefault("exact_rows", {})
     for i in range(0, len(order), block):
         g = order[i:i + block]
         kth = sorted(s for s, _ in found)[-top] if len(found) >= top else -np.inf
         if ub[g[0]] <= kth:
             break
-        lp, A, Aw, G, M = ex.block(tab, g)
-        T = lp[:, None, None, None, None] * A[..., :, None] + G[..., None, :]
-        W = lp[:, None, None, None, None] * Aw[..., :, None] + M[..., None, :]
-        T = np.where((W <= p.usable) & (T < INVALID_S), T, np.inf).reshape(len(g), -1)
-        best = T.argmin(axis=1)
-        t_best = T[np.arange(len(g)), best]
+        new = np.array([gj for gj in g if int(gj) not in solved], dtype=np.int64)
+        if len(new):
+            lp, A, Aw, G, M = ex.block(tab, new)
+            T = lp[:, None, None, None, None] * A[..., :, None] + G[..., None, :]
+            W = lp[:, None, None, None, None] * Aw[..., :, None] + M[..., None, :]
+            T = np.where((W <= p.usable) & (T < INVALID_S), T, np.inf).reshape(len(new), -1)
+            best = T.argmin(axis=1)
+            shape = A.shape[1:3] + (A.shape[3], G.shape[3])
+            for j, gj in enumerate(new):
+                solved[int(gj)] = (T[j, best[j]], best[j], shape)
+        t_best = np.array([solved[int(gj)][0] for gj in g])
         visited += len(g)
         scores = score(g, t_best, 0.0)        # memory was checked per strategy above
         for j, gj in enumerate(g):
             if not np.isfinite(scores[j]):
                 continue
-            i2, i7, ia, irest = np.unravel_index(best[j], A.shape[1:3] + (A.shape[3], G.shape[3]))
+            _, flat, shape = solved[int(gj)]
+            i2, i7, ia, irest = np.unravel_index(flat, shape)
             found.append((scores[j], ex.decode(p.grid_shape, gj, i2, i7, ia, irest)))
         if progress:
             progress(0)

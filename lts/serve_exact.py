@@ -47,6 +47,7 @@ from .strategy import BATCH, EP, PP, TP
 
 CACHE_ELEMENTS = 32_000_000     # running batches n(x) kept for revisits (int32: 128 MB)
 TIGHTEN = 256                   # rows whose bounds are tightened together
+WINDOW = 4096                   # rows checked for pruning at once
 
 
 class _Capacity:
@@ -128,7 +129,7 @@ class _Loop:
     def bounds(self, rows, coarse, gpus, tight: bool, chunk: int = 2048):
         """Upper bounds on the output tokens/s per GPU of rows ``rows`` (their (tp, ep, pp, n)
         in ``coarse`` [R, 4]), and lower bounds on their TPOT: every step at its least time over
-        all x (``_Exact.block``; with ``tight=False`` the cheaper ``_Exact.least``). Tables are
+        all x (``_Exact.least_exact``; with ``tight=False`` the cheaper ``_Exact.least``). Tables are
         built chunk by chunk; with ``tight`` they are held for the rows' solves. -inf where no x
         can meet the SLOs."""
         least = []
@@ -139,8 +140,7 @@ class _Loop:
                 tab = build_tables(self.p.model, self.topo, work, part)
                 g = np.arange(len(part))
                 if tight:
-                    lp, A, _, G, _ = self.ex.block(tab, g, memory=False)
-                    s[i:i + chunk] = (lp[:, None, None] * A.min(-1) + G.min(-1)).min((1, 2))
+                    s[i:i + chunk] = self.ex.least_exact(tab, g)
                     for j, r in enumerate(rows[i:i + chunk]):
                         self.held.setdefault(int(r), [None, None])[k] = (tab, j)
                 else:
@@ -253,9 +253,12 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
         return (ub[r] <= kth) & (_front_at(front_tpot, front_score, tpot[r]) >= ub[r])
 
     while True:
-        if pos < len(order):          # skip the cheap rows that cannot help, at once
-            skip = useless(order[pos:])
-            pos += len(skip) if skip.all() else int(np.argmin(skip))
+        while pos < len(order):       # skip the cheap rows that cannot help, a window at once
+            skip = useless(order[pos:pos + WINDOW])
+            if not skip.all():
+                pos += int(np.argmin(skip))
+                break
+            pos += len(skip)
         while heap and useless(heap[0][1]):
             loop.held.pop(heapq.heappop(heap)[1], None)
         cheap = ub[order[pos]] if pos < len(order) else -np.inf
@@ -263,9 +266,13 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
             break
         if not heap or cheap > -heap[0][0]:
             # tighten the bounds of the next rows that can still help, then queue them
-            rest = order[pos:]
-            useful = np.flatnonzero(~useless(rest))[:TIGHTEN]
-            batch, pos = rest[useful], pos + int(useful[-1]) + 1
+            batch = []
+            while pos < len(order) and len(batch) < TIGHTEN:
+                win = order[pos:pos + WINDOW]
+                useful = np.flatnonzero(~useless(win))[:TIGHTEN - len(batch)]
+                batch += list(win[useful])
+                pos += int(useful[-1]) + 1 if len(batch) == TIGHTEN else len(win)
+            batch = np.array(batch)
             ub[batch], tpot[batch] = loop.bounds(batch, coarse[batch], gpus[batch], tight=True)
             for q in batch:
                 if np.isfinite(ub[q]):
