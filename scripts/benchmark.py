@@ -1,0 +1,212 @@
+"""The broad benchmark of issue 13: search methods on 32 problems the agent was not tuned on,
+each method's best tokens/s/GPU as a fraction of the exact optimum.
+
+    python scripts/benchmark.py [--half tune|report|all] [--seeds 0-2] [--methods ppo]
+                                [--budget 4000] [--only NAME,...] [--set KEY=VALUE ...] [--json]
+
+A problem is a shipped model on a shipped topology in one phase (decode, prefill or serve) with
+SLOs and a GPU budget, chosen to span what users run: dense, MoE and MLA models from 8 B to
+1.6 T parameters; H100, H200, A100, B200 and GB200 NVL72; 4 to 256 GPUs and whole clusters;
+tight and loose TPOT, TTFT limits; the four engine profiles for the serve phase. The problems
+alternate between two halves: ``tune`` (even positions) is the one to tune on, ``report`` (odd
+positions) the one to report; every category appears in both. The paper's six scenarios are
+not here (``scripts/search_quality.py`` checks them).
+
+For each problem: the exact optimum once (``--method exact``; for the serve phase
+``lts.serve_exact``), Megatron's exhaustive best once, then each method for every seed with the
+budget of evaluator calls, as ``lts compare`` runs them (``search.run_seeds``; a run that finds
+nothing counts as 0). Reported per method: the mean and the worst fraction of exact over the
+problems' seeds, how many runs fall below Megatron's best (by more than 1e-9 relative), how many
+find nothing, and the mean wall time of one run.
+
+Runs in process through the library API; the whole benchmark (32 problems, ppo with 3 seeds)
+takes a few minutes on the 2-core machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from lts import ppo                                            # noqa: E402
+from lts.engines import ENGINES                                # noqa: E402
+from lts.problems import Problem, ServeProblem                 # noqa: E402
+from lts.search import SEARCHERS, best_scores, run_seeds, search_ppo   # noqa: E402
+from lts.specs import load_model, load_topology                # noqa: E402
+from lts.workload import Workload                              # noqa: E402
+from search_quality import parse_seeds, parse_sets             # noqa: E402
+
+# (name, model, precision, topology, phase, settings): decode/prefill settings are the
+# Workload's (context, tpot_slo_ms, ttft_slo_ms, gpus); serve's are isl, osl, tpot, ttft, gpus,
+# engine. Positions alternate between the halves: tune, report, tune, ...
+PROBLEMS = [
+    ("moe1.6t-h100-d4k", "moe1.6t", None, "h100_dgx", "decode", dict(context=4096, tpot=50)),
+    ("moe1.6t-h100-tpot20", "moe1.6t", None, "h100_dgx", "decode", dict(context=16384, tpot=20)),
+    ("moe1.6t-h100-64gpu", "moe1.6t", None, "h100_dgx", "decode", dict(context=16384, gpus=64)),
+    ("moe1.2t-h200-d32k", "moe1.2t", None, "h200_dgx", "decode", dict(context=32768)),
+    ("moe1.2t-b200-prefill", "moe1.2t", None, "b200_dgx", "prefill",
+     dict(context=4096, ttft=2000)),
+    ("dsv3-h200-64gpu", "deepseek-v3", None, "h200_dgx", "decode", dict(context=8192, gpus=64)),
+    ("dsv3-fp8-h100-prefill", "deepseek-v3", "fp8", "h100_dgx", "prefill",
+     dict(context=4096, ttft=1000, gpus=16)),
+    ("dsv3-gb200-72gpu", "deepseek-v3", None, "gb200_nvl72", "decode",
+     dict(context=16384, tpot=30, gpus=72)),
+    ("qwen235-fp8-h100-16gpu", "qwen3-235b-a22b", "fp8", "h100_dgx", "decode",
+     dict(context=4096, gpus=16)),
+    ("qwen235-a100-16gpu", "qwen3-235b-a22b", None, "a100_dgx", "decode",
+     dict(context=8192, tpot=100, gpus=16)),
+    ("qwen235-h200-prefill", "qwen3-235b-a22b", None, "h200_dgx", "prefill",
+     dict(context=8192, ttft=3000, gpus=8)),
+    ("mixtral22-h100-16gpu", "mixtral-8x22b", None, "h100_dgx", "decode",
+     dict(context=8192, tpot=30, gpus=16)),
+    ("mixtral22-a100-prefill", "mixtral-8x22b", None, "a100_dgx", "prefill",
+     dict(context=2048, ttft=1000, gpus=32)),
+    ("mixtral7-b200-tpot20", "mixtral-8x7b", None, "b200_dgx", "decode",
+     dict(context=32768, tpot=20, gpus=8)),
+    ("llama405-h100-128gpu", "llama3.1-405b", None, "h100_dgx", "decode",
+     dict(context=8192, gpus=128)),
+    ("llama405-h200-prefill", "llama3.1-405b", None, "h200_dgx", "prefill",
+     dict(context=4096, ttft=2000, gpus=16)),
+    ("llama405-gb200-72gpu", "llama3.1-405b", None, "gb200_nvl72", "decode",
+     dict(context=32768, gpus=72)),
+    ("llama70-a100-8gpu", "llama3.1-70b", None, "a100_dgx", "decode",
+     dict(context=4096, tpot=30, gpus=8)),
+    ("llama70-h100-prefill", "llama3.1-70b", None, "h100_dgx", "prefill",
+     dict(context=8192, ttft=1000, gpus=8)),
+    ("llama8-h100-tpot10", "llama3.1-8b", None, "h100_dgx", "decode",
+     dict(context=4096, tpot=10, gpus=8)),
+    ("qwen32-h200-8gpu", "qwen3-32b", None, "h200_dgx", "decode",
+     dict(context=16384, tpot=30, gpus=8)),
+    ("qwen32-a100-prefill", "qwen3-32b", None, "a100_dgx", "prefill",
+     dict(context=4096, ttft=500, gpus=4)),
+    ("serve-llama70-h100", "llama3.1-70b", None, "h100_dgx", "serve",
+     dict(isl=4000, osl=1000, tpot=30, ttft=2000, gpus=8)),
+    ("serve-qwen235-fp8-h100", "qwen3-235b-a22b", "fp8", "h100_dgx", "serve",
+     dict(isl=4000, osl=1000, tpot=30, ttft=2000, gpus=8)),
+    ("serve-dsv3-fp8-h100", "deepseek-v3", "fp8", "h100_dgx", "serve",
+     dict(isl=4000, osl=1000, tpot=30, ttft=2000, gpus=16)),
+    ("serve-mixtral7-h100", "mixtral-8x7b", None, "h100_dgx", "serve",
+     dict(isl=1024, osl=1024, tpot=30, ttft=2000, gpus=8)),
+    ("serve-llama405-h100-32gpu", "llama3.1-405b", None, "h100_dgx", "serve",
+     dict(isl=4000, osl=1000, tpot=30, ttft=2000, gpus=32)),
+    ("serve-llama8-a100-vllm", "llama3.1-8b", None, "a100_dgx", "serve",
+     dict(isl=1024, osl=256, tpot=20, gpus=4, engine="vllm")),
+    ("serve-qwen32-h100-sglang", "qwen3-32b", None, "h100_dgx", "serve",
+     dict(isl=1024, osl=128, ttft=500, gpus=8, engine="sglang")),
+    ("serve-mixtral22-h200-trtllm", "mixtral-8x22b", None, "h200_dgx", "serve",
+     dict(isl=2048, osl=512, tpot=50, gpus=16, engine="trtllm")),
+    ("serve-moe1.2t-h100-256gpu", "moe1.2t", None, "h100_dgx", "serve",
+     dict(isl=1024, osl=1024, tpot=50, gpus=256)),
+    ("serve-dsv3-h200", "deepseek-v3", None, "h200_dgx", "serve",
+     dict(isl=2048, osl=2048, tpot=40, ttft=3000, gpus=16)),
+]
+HALVES = {"tune": PROBLEMS[0::2], "report": PROBLEMS[1::2], "all": PROBLEMS}
+
+
+def make_problem(model_name, precision, topo_name, phase, s) -> Problem:
+    model, topo = load_model(model_name, precision), load_topology(topo_name)
+    if phase == "serve":
+        return ServeProblem(model, topo, s["isl"], s["osl"], s.get("tpot"), s.get("ttft"),
+                            gpus=s.get("gpus", 0), engine=ENGINES[s.get("engine", "generic")])
+    return Problem(model, topo, Workload(phase, s["context"], tpot_slo_ms=s.get("tpot", 50.0),
+                                         ttft_slo_ms=s.get("ttft", 0.0), gpus=s.get("gpus", 0)))
+
+
+def run_problem(entry, methods, seeds, budget, cfg) -> dict:
+    """Exact and Megatron once, each method for every seed: fractions of exact per run."""
+    name, model_name, precision, topo_name, phase, s = entry
+    problem = make_problem(model_name, precision, topo_name, phase, s)
+    out = {"name": name, "phase": phase}
+    for method in ("exact", "megatron"):
+        t0 = time.perf_counter()
+        r = run_seeds(problem, method, [0], 0)[0]
+        out[method], out[f"{method}_wall_s"] = r.best_score, time.perf_counter() - t0
+    exact, mega = out["exact"], out["megatron"]
+    out["methods"] = {}
+    for method in methods:
+        searcher = partial(search_ppo, cfg=cfg) if method == "ppo" else None
+        t0 = time.perf_counter()
+        runs = run_seeds(problem, method, seeds, budget, searcher=searcher)
+        wall = (time.perf_counter() - t0) / len(seeds)
+        scores = best_scores(runs)
+        out["methods"][method] = {
+            "fractions": (scores / exact).tolist() if exact > 0 else [],
+            "below_megatron": int(np.sum(scores < mega * (1 - 1e-9))) if mega > 0 else 0,
+            "empty": int(np.sum(scores <= 0)), "wall_s": wall}
+    return out
+
+
+def summary(results, method) -> dict:
+    fr = np.concatenate([r["methods"][method]["fractions"] for r in results])
+    means = [np.mean(r["methods"][method]["fractions"]) for r in results]
+    return {"mean": float(np.mean(fr)), "worst": float(np.min(fr)),
+            "worst_problem_mean": float(np.min(means)),
+            "runs": int(len(fr)),
+            "below_megatron": sum(r["methods"][method]["below_megatron"] for r in results),
+            "empty": sum(r["methods"][method]["empty"] for r in results),
+            "wall_s": float(np.mean([r["methods"][method]["wall_s"] for r in results]))}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 2)[2])
+    ap.add_argument("--half", choices=sorted(HALVES), default="tune")
+    ap.add_argument("--seeds", default="0-2", help="e.g. 0-2 or 3-9")
+    ap.add_argument("--methods", default="ppo", help="comma-separated, from: "
+                    + ", ".join(m for m in SEARCHERS if m not in ("exact", "megatron")))
+    ap.add_argument("--budget", type=int, default=4000)
+    ap.add_argument("--only", default="", help="comma-separated problem names")
+    ap.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
+                    help="override a PPOConfig field for method ppo (repeatable)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args(argv)
+    cfg = replace(ppo.PPOConfig(), **parse_sets(args.sets))
+    seeds, methods = parse_seeds(args.seeds), args.methods.split(",")
+    only = set(filter(None, args.only.split(",")))
+    problems = [p for p in HALVES[args.half] if not only or p[0] in only]
+    results = []
+    if not args.json:
+        print(f"half {args.half}: {len(problems)} problems, seeds {args.seeds}, budget "
+              f"{args.budget}")
+        print(f"{'problem':<30}{'exact':>11}{'megatron':>9}" +
+              "".join(f"{m + ' mean':>12}{'worst':>7}{'<meg':>5}{'none':>5}" for m in methods)
+              + f"{'exact s':>8}")
+    for entry in problems:
+        r = run_problem(entry, methods, seeds, args.budget, cfg)
+        results.append(r)
+        if args.json:
+            continue
+        ex = r["exact"]
+        line = f"{r['name']:<30}{ex:>11,.1f}{r['megatron'] / ex if ex > 0 else 0:>9.3f}"
+        for m in methods:
+            d = r["methods"][m]
+            f = d["fractions"] or [0.0]
+            line += f"{np.mean(f):>12.3f}{min(f):>7.3f}{d['below_megatron']:>5}{d['empty']:>5}"
+        print(line + f"{r['exact_wall_s']:>8.1f}", flush=True)
+    sums = {m: summary(results, m) for m in methods}
+    if args.json:
+        print(json.dumps({"half": args.half, "seeds": seeds, "budget": args.budget,
+                          "problems": results, "summary": sums}, indent=1))
+        return 0
+    mega = [r["megatron"] / r["exact"] for r in results if r["exact"] > 0]
+    print(f"megatron: mean {np.mean(mega):.3f} of exact, worst {min(mega):.3f}")
+    for m, s in sums.items():
+        print(f"{m}: mean {s['mean']:.3f} of exact over {s['runs']} runs, worst run "
+              f"{s['worst']:.3f}, worst problem mean {s['worst_problem_mean']:.3f}; below "
+              f"Megatron {s['below_megatron']}, nothing found {s['empty']}; "
+              f"{s['wall_s']:.2f} s per run")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
