@@ -56,8 +56,8 @@ from .costmodel import Result
 from .baselines import search_fixed
 from .problems import Problem
 from .specs import ModelSpec, TopologySpec, shipped_names
-from .strategy import (CHOICE_NAMES, DIM0, DIM1, EP, EXPERTS, MEGATRON, N_COARSE, NONE, OP_COL,
-                       OP_DIMS, OPS, PP, TP, format_strategy)
+from .strategy import (CHOICE_NAMES, DIM0, DIM1, EP, EXPERT_CHOICES, EXPERTS, MEGATRON,
+                       N_COARSE, NONE, OP_COL, OP_DIMS, OPS, PP, TP, format_strategy)
 from .workload import Workload
 
 ENGINES = ("vllm", "sglang", "trtllm")
@@ -102,8 +102,6 @@ HEAD_IP, NODE_RANK = "$HEAD_IP", "$NODE_RANK"        # shell variables the user 
 SGLANG_PORT, VLLM_DP_RPC_PORT, RAY_PORT = 50000, 13345, 6379
 TRTLLM_YAML = "lts-trtllm.yaml"
 
-# ffn1/ffn2 = experts, every other op Megatron's: the engines' expert-parallel MoE
-EXPERT_CHOICES = tuple(EXPERTS if op in ("ffn1", "ffn2") else c for op, c in zip(OPS, MEGATRON))
 
 OP_WHAT = {"embedding": "embedding", "attn_norm": "pre-attention norm", "qkv": "QKV projection",
            "scores": "attention scores", "context": "attention context",

@@ -192,6 +192,32 @@ class _Exact:
                         dtype=np.int64)
 
 
+def coarse_bounds(problem: Problem, progress=None) -> np.ndarray:
+    """Phase 1 of ``search_exact``: an upper bound on each coarse row's tokens/s/GPU [G] (-inf
+    where no strategy of the row can be valid), from its unconstrained least time and least
+    memory. No evaluator call; the two minima depend on the tables alone, not on the SLO, and
+    are kept with them for the next search."""
+    p, tab = problem, problem.tables
+    cand = np.flatnonzero(tab.fixed_invalid == 0)
+    bounds = tab.extra.get("exact_bounds")
+    if bounds is None:
+        ex = _Exact(p.model, p.space.choices)
+        t_min, m_min = np.full(len(tab.coarse), np.inf), np.full(len(tab.coarse), np.inf)
+        for i in range(0, len(cand), 256):
+            g = cand[i:i + 256]
+            lp, A, Aw, G, M = ex.block(tab, g)
+            t = (lp[:, None, None] * A.min(-1) + G.min(-1)).min((1, 2))
+            t_min[g] = np.where(t < INVALID_S, t, np.inf)
+            m_min[g] = (lp[:, None, None] * Aw.min(-1) + M.min(-1)).min((1, 2))
+            if progress:
+                progress(0)
+        bounds = tab.extra["exact_bounds"] = (t_min, m_min)
+    valid, _, per_gpu, *_ = finish(p.topo, p.work, tab, cand, bounds[0][cand], bounds[1][cand], 0)
+    ub = np.full(len(tab.coarse), -np.inf)
+    ub[cand] = np.where(valid & np.isfinite(bounds[0][cand]), per_gpu, -np.inf)
+    return ub
+
+
 def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
                  progress=None, block: int = 4, max_gpus: int | None = None) -> SearchResult:
     """The optimum of the cost model over the whole space, and the best strategy of each of the
@@ -214,23 +240,7 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
         return np.where(valid & np.isfinite(slowest), per_gpu, -np.inf)
 
     cand = np.flatnonzero(tab.fixed_invalid == 0)
-    # phase 1: an upper bound on each coarse row's throughput (unconstrained minimum time) and a
-    # lower bound on its memory
-    # (they depend on the tables alone, not on the SLO: kept with the tables for another search)
-    bounds = tab.extra.get("exact_bounds")
-    if bounds is None:
-        t_min, m_min = np.full(len(tab.coarse), np.inf), np.full(len(tab.coarse), np.inf)
-        for i in range(0, len(cand), 256):
-            g = cand[i:i + 256]
-            lp, A, Aw, G, M = ex.block(tab, g)
-            t = (lp[:, None, None] * A.min(-1) + G.min(-1)).min((1, 2))
-            t_min[g] = np.where(t < INVALID_S, t, np.inf)
-            m_min[g] = (lp[:, None, None] * Aw.min(-1) + M.min(-1)).min((1, 2))
-            if progress:
-                progress(0)
-        bounds = tab.extra["exact_bounds"] = (t_min, m_min)
-    ub = np.full(len(tab.coarse), -np.inf)
-    ub[cand] = score(cand, bounds[0][cand], bounds[1][cand])
+    ub = coarse_bounds(p, progress)
     if max_gpus is not None:
         cand = cand[tab.gpus[cand] <= max_gpus]
     order = cand[np.argsort(-ub[cand], kind="stable")]

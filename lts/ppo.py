@@ -94,6 +94,16 @@ class PPOConfig:
                                    # global for the rest of the budget
     global_fine: float = 0.7       # a global restart's probability on the best elite's per-op
                                    # choices (a local one uses elite_prior)
+    # Issue 13, measured and not adopted (scripts/benchmark.py, seeds 0-2; search_quality.py,
+    # seeds 0-9): seeding the elite history with Megatron's choices at the 16 coarse rows of best
+    # bound (``seed_points=16``) lifts the 32-problem mean from 0.846 to 0.893 and removes every
+    # run below Megatron on decode and prefill, but traps seeds in Megatron's basin where that is
+    # poor (DeepSeek-V3 on 64 H200: 0.71 -> 0.59) and lowers the paper's moe1.2t scenarios
+    # (16k 0.993 -> 0.968); starting the first network uniform anyway (``seed_fresh``) keeps
+    # Llama-3.1-70B on 8 A100 at 0.87 but still lowers moe1.2t (0.983-0.986).
+    seed_points: int = 0           # strategies the caller proposes first (train's ``seed``;
+                                   # lts.search.seed_rows); 0: none
+    seed_fresh: bool = False       # with seeds, the first network still starts uniform
     global_uniform: bool = True    # a global restart makes train()'s switch_heads uniform instead
                                    # of global_fine (False: they stay at global_fine)
 
@@ -262,7 +272,7 @@ def ppo_loss_and_grad(params, cfg, X, actions, old_logprob, advantages, returns,
 # the search loop
 
 def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig = PPOConfig(),
-          on_calls=None, switch_heads=(), keep: bool = True):
+          on_calls=None, switch_heads=(), keep: bool = True, seed=None):
     """Run the agent for ``budget`` evaluator calls.
 
     Args:
@@ -273,6 +283,8 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
             a global restart draws them uniformly when ``cfg.global_uniform``.
         keep: return every strategy tried and log every update; False keeps memory flat in the
             budget (empty arrays, the last update's log only).
+        seed: index rows [k, H] evaluated first (counted in the budget), their valid ones in
+            the elite history before the first network is made.
 
     Returns:
         (index rows [calls, H], raw [calls], valid [calls], PPOStats) of every strategy tried.
@@ -287,12 +299,27 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
     best = 0.0                  # best-so-far in normalized units (b of Eq. 1)
     calls, chunk = 0, max(cfg.n_steps, budget // cfg.chunks)
     stalled = False
+    if seed is not None and len(seed):
+        seed = np.asarray(seed, dtype=np.int64)[:budget]
+        raw, valid = evaluate(seed)
+        calls += len(seed)
+        if valid.any():
+            ref = float(raw[valid][0])
+            for a, r in zip(seed[valid], raw[valid] / ref):
+                elite.add(a, float(r))
+            best = float((raw[valid] / ref).max())
+        if keep:
+            all_rows.append(seed)
+            all_raw.append(raw)
+            all_valid.append(valid)
+        if on_calls:
+            on_calls(len(seed))
     while calls < budget:
         # ---- a fresh agent: new weights and optimizer, same elite history and best-so-far
         params = policy.init_params(pcfg, rng, dtype=np.float32)
         kind = "fresh"
-        if cfg.elite_prior > 0 and elite.rows:
-            after_global = cfg.alternate and stats.kinds[-1] == "global"
+        if cfg.elite_prior > 0 and elite.rows and not (cfg.seed_fresh and not stats.kinds):
+            after_global = cfg.alternate and bool(stats.kinds) and stats.kinds[-1] == "global"
             kind = "global" if cfg.global_on_stall and stalled and not after_global else "local"
             params["pi.b2"][:] = _restart_bias(sizes, elite.rows[0], kind, cfg, switch_heads)
         stats.kinds.append(kind)

@@ -31,10 +31,10 @@ from .baselines import (CHUNK, search_anneal, search_fixed, search_megatron,  # 
 from .costmodel import Result, breakdown
 from .disagg import disaggregate
 from .pareto import pareto_front
-from .exact import search_exact
+from .exact import coarse_bounds, search_exact
 from .serve_exact import search_serve_exact
 from .problems import Problem, SearchResult, ServeProblem, Tracker, take  # noqa: F401
-from .strategy import BATCH, N_COARSE, OP_COL, megatron_row
+from .strategy import BATCH, EXPERT_CHOICES, MEGATRON, N_COARSE, OP_COL, megatron_row
 
 # the most evaluator calls a method accepts: what runs in about 10 minutes on a 2-core machine
 # (random and random-walk evaluate in vectorized chunks, ~1 M calls/s; anneal and ppo make a
@@ -62,10 +62,29 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
 
     # the expert split (router, FFN1, FFN2 of a MoE) is where restarts must be free to switch
     switch = tuple(OP_COL[op] for op in ("router", "ffn1", "ffn2")) if problem.model.is_moe else ()
-    _, _, _, stats = ppo.train(evaluate, problem.space.sizes, budget, rng, cfg or ppo.PPOConfig(),
-                               on_calls=progress, switch_heads=switch, keep=False)
+    cfg = cfg or ppo.PPOConfig()
+    seed = seed_rows(problem, cfg.seed_points) if cfg.seed_points else None
+    _, _, _, stats = ppo.train(evaluate, problem.space.sizes, budget, rng, cfg,
+                               on_calls=progress, switch_heads=switch, keep=False, seed=seed)
     return tr.result("ppo", t0, {"updates": stats.updates, "restarts": stats.restarts,
                                  "early_exits": stats.early_exits})
+
+
+def seed_rows(problem: Problem, k: int):
+    """Index rows for the agent to try first: Megatron's per-op choices (and, for a MoE, the
+    expert-parallel variant) at the k coarse rows of highest upper bound (``exact.coarse_bounds``,
+    no evaluator call). None for the serve phase (no coarse tables)."""
+    if isinstance(problem, ServeProblem) or problem.tables is None:
+        return None
+    ub = coarse_bounds(problem)
+    top = np.argsort(-ub, kind="stable")[:k]
+    top = top[np.isfinite(ub[top])]
+    coarse = np.stack(np.unravel_index(top, problem.grid_shape), axis=1)
+    variants = [v for v in [MEGATRON] + ([EXPERT_CHOICES] if problem.model.is_moe else [])
+                if all(c < n for c, n in zip(v, problem.space.choices))]   # within the space
+    if not variants or not len(coarse):
+        return None
+    return np.concatenate([np.c_[coarse, np.tile(v, (len(coarse), 1))] for v in variants])
 
 
 def search_ppo_paper(problem: Problem, budget: int, rng, top: int = 10,

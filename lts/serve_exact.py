@@ -43,7 +43,7 @@ from . import serve
 from .exact import INVALID_S, _Exact
 from .optables import build_tables
 from .problems import SearchResult, ServeProblem, Tracker
-from .strategy import BATCH, EP, PP, TP
+from .strategy import PP, TP
 
 CACHE_ELEMENTS = 32_000_000     # running batches n(x) kept for revisits (int32: 128 MB)
 TIGHTEN = 256                   # rows whose bounds are tightened together

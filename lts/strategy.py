@@ -44,6 +44,9 @@ OP_DIMS = {
 }
 # Megatron-LM's per-op sharding: the baseline every report compares with
 MEGATRON = (DIM0, NONE, DIM1, DIM0, DIM0, DIM0, NONE, NONE, DIM1, DIM0, NONE, DIM1)
+# Megatron's choices with whole experts split over the tp group (ffn1/ffn2 = experts): the
+# engines' expert-parallel MoE
+EXPERT_CHOICES = tuple(EXPERTS if op in ("ffn1", "ffn2") else c for op, c in zip(OPS, MEGATRON))
 
 
 def n_choices(is_moe: bool) -> tuple:

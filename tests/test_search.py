@@ -227,3 +227,26 @@ def test_exact_with_max_gpus_equals_exact_on_the_smaller_budget(phase):
         want = search_exact(Problem(model, topo, Workload(**work, gpus=b)), top=1)
         assert got.best_score == pytest.approx(want.best_score, rel=1e-12), b
         assert got.best is None or int(np.prod(got.best[:3])) <= b
+
+
+def test_ppo_seed_points_are_tried_first_within_the_budget():
+    """PPOConfig.seed_points (issue 13, off by default): Megatron's choices at the coarse rows of
+    best bound (exact.coarse_bounds, no evaluator call) are evaluated first, inside the budget."""
+    from lts.search import search_ppo, seed_rows
+    from lts.exact import coarse_bounds
+    from lts.specs import load_model
+    from lts.strategy import n_choices
+    space = Space(tp=(1, 2, 4), ep=(1, 2), pp=(1, 2), batch=(16, 256), choices=n_choices(True),
+                  gpus=8)
+    problem = Problem(load_model("mixtral-8x7b"), load_topology("h100_dgx"), Workload(gpus=8),
+                      space)
+    rows = seed_rows(problem, 4)
+    ub = coarse_bounds(problem)
+    assert len(rows) == 8           # four coarse rows, Megatron's and the expert-parallel choices
+    top = np.sort(ub)[::-1][:4]
+    assert np.allclose(np.sort(ub[problem.coarse_index(rows[:4])])[::-1], top)
+    seeded = problem.evaluate(rows, count=False)
+    res = search_ppo(problem, 200, np.random.default_rng(0),
+                     cfg=ppo.PPOConfig(seed_points=4))
+    assert res.evaluations == 200
+    assert res.best_score >= problem.score(seeded).max()

@@ -6,7 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from generators import synthetic_dense, synthetic_mla, synthetic_moe
+from generators import synthetic_dense, synthetic_moe
 from lts import engines, serve
 from lts.pareto import pareto_front
 from lts.problems import ServeProblem, take
