@@ -210,8 +210,8 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
     budget_gpus = p.work.budget(p.topo)
     triples = np.unique(p.grid[:, :3], axis=0)
     triples = triples[triples.prod(axis=1) <= budget_gpus]
-    ok = loop.memory.tables.fixed_invalid[loop.memory.index(np.c_[triples, triples.prod(1)])] == 0
-    triples = triples[ok]
+    unit = loop.memory.index(np.c_[triples, triples.prod(1)])     # (may grow the tables: first)
+    triples = triples[loop.memory.tables.fixed_invalid[unit] == 0]
 
     # rows (triple, n, batch column, at capacity?): n(x) of every triple, then its rows
     rows, caps = [], []
