@@ -162,6 +162,16 @@ def _workload_flags(fn, phases, phase_help):
     return fn
 
 
+def _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl, engine):
+    """The search problem of the flags: the serve phase's closed loop (its SLOs only when given
+    on the command line), else one decode or prefill step."""
+    if phase == "serve":
+        return ServeProblem(m, topo, isl, osl,
+                            tpot_slo_ms if _flag_given("tpot_slo_ms") else None, ttft_slo_ms,
+                            gpus or 0, engine=engine)
+    return Problem(m, topo, _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus))
+
+
 def _serve_flags_only_with_serve(phase: str) -> None:
     params = click.get_current_context().params
     given = [f"--{n}" for n in ("isl", "osl", "concurrency", "engine")
@@ -323,12 +333,8 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
         raise click.UsageError("--request-rate sizes a serving deployment: it needs --phase serve")
     _check_budget(budget, [method])
     m, topo = _load(model, topology, precision)
-    if phase == "serve":
-        problem = ServeProblem(m, topo, isl, osl,
-                               tpot_slo_ms if _flag_given("tpot_slo_ms") else None, ttft_slo_ms,
-                               gpus or 0, engine=_profile(engine, emit))
-    else:
-        problem = Problem(m, topo, _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus))
+    problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
+                       _profile(engine, emit))
     with report.progress(None if method == "exact" else budget, method,
                          disable=json_) as advance:
         run = run_search(problem, method, budget, seed, top, progress=advance,
@@ -385,10 +391,10 @@ def _methods(ctx, param, value):
 @click.option("--methods", default="ppo,random-walk,anneal,random", show_default=True,
               callback=_methods,
               help="Comma-separated stochastic methods (megatron and exact always run once).")
-@workload_options
+@serve_workload_options(concurrency=False)
 @output_options
 def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms, ttft_slo_ms,
-            gpus, precision, json_, no_color):
+            gpus, precision, isl, osl, engine, json_, no_color):
     """Run every method on the same problem: the paper's Table 1 (mean best tokens/s/GPU over
     seeds, normalized to random walk), Figure 3 (best over seeds, normalized to Megatron), each
     method's fraction of the exact optimum and its wall time. Exit status 1 if nothing is
@@ -398,10 +404,13 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
     Examples:
       lts compare moe1.6t h100_dgx --seeds 10
       lts compare llama3.1-8b h100_dgx --gpus 8 --seeds 3 --budget 500 --methods ppo,anneal
+      lts compare llama3.1-70b h100_dgx --gpus 8 --phase serve --isl 4000 --osl 1000 --seeds 3
     """
+    _serve_flags_only_with_serve(phase)
     _check_budget(budget * seeds, methods, "--seeds x --budget")
     m, topo = _load(model, topology, precision)
-    problem = Problem(m, topo, _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus))
+    problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
+                       _profile(engine, None))
     with report.progress(seeds * budget * len(methods), "exact", disable=json_) as advance:
         cmp = run_compare(problem, methods, seeds, budget, progress=advance,
                           on_run=advance.describe)

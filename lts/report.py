@@ -927,7 +927,7 @@ def compare_dict(cmp) -> dict:
     p = cmp.problem
     return {"methods": [asdict(s) for s in cmp.summaries], "exact": result(cmp.exact),
             "megatron": result(cmp.megatron), "seeds": cmp.seeds, "budget": cmp.budget,
-            "model": model_dict(p.model), "topology": p.topo.name}
+            "model": model_dict(p.model), "topology": p.topo.name, "workload": workload_dict(p)}
 
 
 def render_compare(console: Console, cmp) -> None:
@@ -935,7 +935,7 @@ def render_compare(console: Console, cmp) -> None:
     (the ``methods`` entries of the JSON)."""
     p = cmp.problem
     title = f"{p.model.name} on {p.topo.name}: {cmp.seeds} seeds × {cmp.budget} calls"
-    workload = f"{p.work.phase}, {slo_text(p.work)}"
+    workload = f"{p.phase}, {slo_text(p)}"
     table = Table(title=escape(title), box=box.SIMPLE_HEAD, padding=(0, 0), show_edge=False,
                   caption=escape(workload) + ". Table 1: mean over seeds ÷ random walk's mean; "
                           "Fig. 3: best over seeds ÷ Megatron's best; of exact: fraction of "

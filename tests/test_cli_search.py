@@ -152,3 +152,20 @@ def test_search_serve_phase_json_and_flags():
     assert r.exit_code == 2 and "--isl: only with --phase serve" in r.output
     r = run("search", "llama3.1-8b", "h100_dgx", "--phase", "serve", "--concurrency", "8")
     assert r.exit_code == 2 and "No such option '--concurrency'" in r.output
+
+
+def test_compare_takes_the_serve_phase():
+    """With the exact serve optimum, compare runs the serve phase: every method's fraction of
+    it, the workload in the JSON; serve flags without --phase serve stay refused."""
+    r = run("compare", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--phase", "serve", "--isl",
+            "1024", "--osl", "256", "--tpot-slo-ms", "20", "--seeds", "1", "--budget", "64",
+            "--methods", "random", "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["workload"]["phase"] == "serve" and d["workload"]["isl"] == 1024
+    rows = {m["method"]: m for m in d["methods"]}
+    assert rows["exact"]["fraction_of_exact_best"] == 1.0
+    assert 0 < rows["random"]["fraction_of_exact_best"] <= 1 + 1e-9
+    assert rows["megatron"]["fraction_of_exact_best"] <= 1 + 1e-9
+    r = run("compare", "llama3.1-8b", "h100_dgx", "--isl", "100")
+    assert r.exit_code == 2 and "--isl: only with --phase serve" in r.output
