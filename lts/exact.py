@@ -212,10 +212,16 @@ def coarse_bounds(problem: Problem, progress=None) -> np.ndarray:
             if progress:
                 progress(0)
         bounds = tab.extra["exact_bounds"] = (t_min, m_min)
-    valid, _, per_gpu, *_ = finish(p.topo, p.work, tab, cand, bounds[0][cand], bounds[1][cand], 0)
     ub = np.full(len(tab.coarse), -np.inf)
-    ub[cand] = np.where(valid & np.isfinite(bounds[0][cand]), per_gpu, -np.inf)
+    ub[cand] = _score(p, cand, bounds[0][cand], bounds[1][cand])
     return ub
+
+
+def _score(problem: Problem, g, slowest, memory):
+    """Throughput per GPU of rows g where valid (memory, SLO), else -inf: ``costmodel.finish``."""
+    p = problem
+    valid, _, per_gpu, *_ = finish(p.topo, p.work, p.tables, g, slowest, memory, 0)
+    return np.where(valid & np.isfinite(slowest), per_gpu, -np.inf)
 
 
 def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
@@ -233,11 +239,6 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
     p = problem
     ex = _Exact(p.model, p.space.choices)
     tab = p.tables
-
-    def score(g, slowest, memory):
-        """Throughput per GPU where valid (memory, SLO), else -inf: ``costmodel.finish``."""
-        valid, _, per_gpu, *_ = finish(p.topo, p.work, tab, g, slowest, memory, 0)
-        return np.where(valid & np.isfinite(slowest), per_gpu, -np.inf)
 
     cand = np.flatnonzero(tab.fixed_invalid == 0)
     ub = coarse_bounds(p, progress)
@@ -268,7 +269,7 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
                 solved[int(gj)] = (T[j, best[j]], best[j], shape)
         t_best = np.array([solved[int(gj)][0] for gj in g])
         visited += len(g)
-        scores = score(g, t_best, 0.0)        # memory was checked per strategy above
+        scores = _score(p, g, t_best, 0.0)    # memory was checked per strategy above
         for j, gj in enumerate(g):
             if not np.isfinite(scores[j]):
                 continue

@@ -299,19 +299,32 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
     best = 0.0                  # best-so-far in normalized units (b of Eq. 1)
     calls, chunk = 0, max(cfg.n_steps, budget // cfg.chunks)
     stalled = False
+
+    def normalize(raw, valid):
+        """Throughput over the reference (set by the first valid strategy, PAPER.md §5.1)."""
+        nonlocal ref
+        if ref is None and valid.any():
+            ref = float(raw[valid][0])
+        return raw / ref if ref else np.zeros(len(raw))
+
+    def remember(actions, raw, valid, norm):
+        """The valid strategies into the elite history and the best-so-far b."""
+        nonlocal best
+        for a, v, r in zip(actions, valid, norm):
+            if v:
+                elite.add(a, float(r))
+        if valid.any():
+            best = max(best, float(norm[valid].max()))
+        if keep:
+            all_rows.append(actions)
+            all_raw.append(raw)
+            all_valid.append(valid)
+
     if seed is not None and len(seed):
         seed = np.asarray(seed, dtype=np.int64)[:budget]
         raw, valid = evaluate(seed)
         calls += len(seed)
-        if valid.any():
-            ref = float(raw[valid][0])
-            for a, r in zip(seed[valid], raw[valid] / ref):
-                elite.add(a, float(r))
-            best = float((raw[valid] / ref).max())
-        if keep:
-            all_rows.append(seed)
-            all_raw.append(raw)
-            all_valid.append(valid)
+        remember(seed, raw, valid, normalize(raw, valid))
         if on_calls:
             on_calls(len(seed))
     while calls < budget:
@@ -335,20 +348,10 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
             raw, valid = evaluate(actions)
             calls += n
             # ---- rewards (Eq. 1) against the best before this rollout, then update b and elites
-            if ref is None and valid.any():
-                ref = float(raw[valid][0])
-            norm = raw / ref if ref else np.zeros(n)
+            norm = normalize(raw, valid)
             rewards = np.where(valid, cfg.alpha * norm + cfg.beta * (norm - best),
                                cfg.invalid_reward)
-            for a, v, r in zip(actions, valid, norm):
-                if v:
-                    elite.add(a, float(r))
-            if valid.any():
-                best = max(best, float(norm[valid].max()))
-            if keep:
-                all_rows.append(actions)
-                all_raw.append(raw)
-                all_valid.append(valid)
+            remember(actions, raw, valid, norm)
             # ---- PPO update: one-step episodes, so returns = rewards and advantages = r - V
             advantages = rewards - value
             if cfg.normalize_advantages and n > 1:
