@@ -142,6 +142,27 @@ class _Exact:
             ffn = np.minimum(ffn, fastest("ffn1_dense", "ffn2_dense"))
         return tab.layers_per_stage[g] * (attn + ffn)
 
+    def least_memory(self, tab, g):
+        """A lower bound on the fullest stage's memory per GPU of every strategy of rows g [C]:
+        the last stage's lp layers, each op's weights at its smallest mode and the least KV
+        cache, + workspace. The fullest stage holds at least what the last one does, whose dense
+        layers (a MoE's first ones) are the fewest; the embedding and the head only add
+        (``costmodel.stage_memory``)."""
+        g = np.asarray(g)
+        w = tab.weight_bytes[g]
+
+        def least(*slots):
+            return sum(w[:, SLOT[s], :len(SLOT_MODES[s])].min(axis=1) for s in slots)
+
+        layer = least("attn_norm", "qkv", "out_proj", "ffn_norm") \
+            + tab.kv_layer_bytes[g].reshape(len(g), -1).min(axis=1)
+        lp = tab.layers_per_stage[g]
+        ffn = lp * least("ffn1", "ffn2", *(("router",) if self.model.is_moe else ()))
+        if self.model.is_moe and self.model.ffn.dense_layers:
+            dense = np.clip(self.model.ffn.dense_layers - (tab.pp[g] - 1) * lp, 0, lp)
+            ffn = ffn + dense * (least("ffn1_dense", "ffn2_dense") - ffn / lp)
+        return lp * layer + ffn + tab.workspace_bytes[g]
+
     def least_exact(self, tab, g):
         """The least slowest stage over every strategy of rows g [C] (``block``'s minimum) at a
         fraction of its cost, or a lower bound on it for models with dense layers. The rest
@@ -214,6 +235,40 @@ def coarse_bounds(problem: Problem, progress=None) -> np.ndarray:
         bounds = tab.extra["exact_bounds"] = (t_min, m_min)
     ub = np.full(len(tab.coarse), -np.inf)
     ub[cand] = _score(p, cand, bounds[0][cand], bounds[1][cand])
+    return ub
+
+
+def cheap_bounds(problem: Problem) -> np.ndarray:
+    """A looser upper bound than ``coarse_bounds`` on each coarse row's tokens/s/GPU [G] (-inf
+    where no strategy of the row can be valid) at a hundredth of its cost: the least time of
+    ``_Exact.least`` and the least memory of ``_Exact.least_memory``. No evaluator call."""
+    p, tab = problem, problem.tables
+    cand = np.flatnonzero(tab.fixed_invalid == 0)
+    ex = _Exact(p.model, p.space.choices)
+    ub = np.full(len(tab.coarse), -np.inf)
+    ub[cand] = _score(p, cand, ex.least(tab, cand), ex.least_memory(tab, cand))
+    return ub
+
+
+def guide_bounds(problem: Problem, chunk: int = 512) -> np.ndarray:
+    """An upper bound on each coarse row's tokens/s/GPU [G] (-inf where no strategy of the row
+    can be valid) for the agent to aim with: the least time of ``_Exact.least_exact`` (the
+    row's true least time for models without dense layers) and the least memory of
+    ``_Exact.least_memory``, on the rows ``cheap_bounds`` leaves. No evaluator call; the times
+    are kept with the tables for the next search on them."""
+    p, tab = problem, problem.tables
+    ub = cheap_bounds(p)
+    g = np.flatnonzero(np.isfinite(ub))
+    times = tab.extra.setdefault("guide_times", {})
+    new = np.array([r for r in g if int(r) not in times], dtype=np.int64)
+    if len(new):
+        ex = _Exact(p.model, p.space.choices)
+        for i in range(0, len(new), chunk):
+            part = new[i:i + chunk]
+            times.update(zip(part.tolist(), ex.least_exact(tab, part).tolist()))
+    t = np.array([times[int(r)] for r in g])
+    ub[g] = _score(p, g, np.where(t < INVALID_S, t, np.inf),
+                   _Exact(p.model, p.space.choices).least_memory(tab, g))
     return ub
 
 

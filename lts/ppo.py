@@ -101,11 +101,17 @@ class PPOConfig:
     # poor (DeepSeek-V3 on 64 H200: 0.71 -> 0.59) and lowers the paper's moe1.2t scenarios
     # (16k 0.993 -> 0.968); starting the first network uniform anyway (``seed_fresh``) keeps
     # Llama-3.1-70B on 8 A100 at 0.87 but still lowers moe1.2t (0.983-0.986).
-    seed_points: int = 0           # strategies the caller proposes first (train's ``seed``;
-                                   # lts.search.seed_rows); 0: none
+    seed_points: int = 8           # coarse rows at which the caller proposes strategies first
+                                   # (train's ``seed``; lts.search.seed_rows); 0: none
     seed_fresh: bool = False       # with seeds, the first network still starts uniform
     global_uniform: bool = True    # a global restart makes train()'s switch_heads uniform instead
                                    # of global_fine (False: they stay at global_fine)
+    # Issue 13: guidance by an upper bound on each coarse row's throughput (train's ``bound``;
+    # lts.search passes exact.guide_bounds, no evaluator call)
+    bound_mask: bool = True        # degrees and batches no row of which can be valid: never drawn
+    bound_restarts: bool = True    # the first network and every global restart centre the coarse
+                                   # heads on the best-bound row not yet aimed at that can still
+                                   # beat the best found; the search stops once none can
 
     @classmethod
     def paper(cls) -> "PPOConfig":
@@ -113,7 +119,8 @@ class PPOConfig:
         5 chunks, fresh networks that start uniform."""
         return cls(n_steps=2, lr=1e-3, chunks=5, normalize_advantages=False, elite_prior=0.0,
                    coarse_kernel=0.0, global_on_stall=False, alternate=False,
-                   global_uniform=False)
+                   global_uniform=False, bound_mask=False, bound_restarts=False,
+                   seed_points=0)
 
 
 class EliteHistory:
@@ -182,6 +189,11 @@ def _restart_bias(sizes, row, kind: str, cfg: PPOConfig, switch_heads=()) -> np.
     (never below uniform).
     """
     fine = sizes[4:]
+    if kind == "bound":         # coarse heads around the target row, per-op as a global restart
+        probs = [0.5] * 4 + [max(cfg.global_fine, 1.0 / n) for n in fine]
+        for i in switch_heads if cfg.global_uniform else ():
+            probs[i] = 1.0 / sizes[i]
+        return _prior_bias(sizes, row, probs, [cfg.coarse_kernel] * 4 + [0.0] * len(fine))
     if kind == "global":
         probs = [1.0 / n for n in sizes[:4]] + [max(cfg.global_fine, 1.0 / n) for n in fine]
         for i in switch_heads if cfg.global_uniform else ():
@@ -272,7 +284,7 @@ def ppo_loss_and_grad(params, cfg, X, actions, old_logprob, advantages, returns,
 # the search loop
 
 def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig = PPOConfig(),
-          on_calls=None, switch_heads=(), keep: bool = True, seed=None):
+          on_calls=None, switch_heads=(), keep: bool = True, seed=None, bound=None):
     """Run the agent for ``budget`` evaluator calls.
 
     Args:
@@ -285,6 +297,9 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
             budget (empty arrays, the last update's log only).
         seed: index rows [k, H] evaluated first (counted in the budget), their valid ones in
             the elite history before the first network is made.
+        bound: optional upper bound on the raw throughput of every strategy of each coarse row,
+            shaped ``sizes[:4]`` (-inf: no valid strategy); see ``bound_mask`` and
+            ``bound_restarts``.
 
     Returns:
         (index rows [calls, H], raw [calls], valid [calls], PPOStats) of every strategy tried.
@@ -299,6 +314,32 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
     best = 0.0                  # best-so-far in normalized units (b of Eq. 1)
     calls, chunk = 0, max(cfg.n_steps, budget // cfg.chunks)
     stalled = False
+    n_coarse = sum(sizes[:4])
+    mask = np.zeros(sum(sizes), dtype=np.float32)   # added to every fresh network's output biases
+    targets = np.zeros(0, dtype=np.int64)           # coarse rows to aim at, best bound first
+    if bound is not None:
+        bound = np.asarray(bound, dtype=np.float64).reshape(sizes[:4])
+        if cfg.bound_mask:
+            live = np.isfinite(bound)
+            mask[:n_coarse] = np.concatenate([
+                np.where(live.any(axis=tuple(j for j in range(4) if j != i)), 0.0, -30.0)
+                for i in range(4)])
+        if cfg.bound_restarts:
+            flat = bound.ravel()
+            targets = np.argsort(-flat, kind="stable")
+            targets = targets[np.isfinite(flat[targets])]
+
+    def next_target():
+        """The coarse heads of the best-bound row that can still beat the best found, of the
+        (tp, ep, pp) not aimed at yet (the local restarts move the batch), or None."""
+        nonlocal targets
+        best_raw = best * ref if ref else -np.inf
+        targets = targets[bound.ravel()[targets] > best_raw * (1 + 1e-9)]
+        if not len(targets):
+            return None
+        t = targets[0]
+        targets = targets[targets // sizes[3] != t // sizes[3]]
+        return np.array(np.unravel_index(t, sizes[:4]))
 
     def normalize(raw, valid):
         """Throughput over the reference (set by the first valid strategy, PAPER.md §5.1)."""
@@ -332,9 +373,24 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
         params = policy.init_params(pcfg, rng, dtype=np.float32)
         kind = "fresh"
         if cfg.elite_prior > 0 and elite.rows and not (cfg.seed_fresh and not stats.kinds):
-            after_global = cfg.alternate and bool(stats.kinds) and stats.kinds[-1] == "global"
+            after_global = cfg.alternate and bool(stats.kinds) and stats.kinds[-1] in (
+                "global", "bound")
             kind = "global" if cfg.global_on_stall and stalled and not after_global else "local"
             params["pi.b2"][:] = _restart_bias(sizes, elite.rows[0], kind, cfg, switch_heads)
+        if bound is not None and cfg.bound_restarts:
+            best_raw = best * ref if ref else -np.inf
+            if not (bound > best_raw * (1 + 1e-9)).any():
+                break           # no coarse row can beat the best found: it is the optimum
+        if bound is not None and cfg.bound_restarts and kind in ("fresh", "global"):
+            target = next_target()
+            if target is not None:
+                row = elite.rows[0].copy() if elite.rows else np.zeros(len(sizes), np.int64)
+                row[:4] = target
+                params["pi.b2"][:] = _restart_bias(sizes, row, "bound", cfg, switch_heads)
+                if not elite.rows:                  # nothing to centre the per-op heads on
+                    params["pi.b2"][n_coarse:] = 0.0
+                kind = "bound"
+        params["pi.b2"] += mask
         stats.kinds.append(kind)
         if not keep:
             del stats.kinds[:-1]

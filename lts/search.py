@@ -31,10 +31,11 @@ from .baselines import (CHUNK, search_anneal, search_fixed, search_megatron,  # 
 from .costmodel import Result, breakdown
 from .disagg import disaggregate
 from .pareto import pareto_front
-from .exact import coarse_bounds, search_exact
-from .serve_exact import search_serve_exact
+from .exact import guide_bounds, search_exact
+from .serve_exact import guide_bounds as serve_guide_bounds, search_serve_exact
+from .serve import AT_CAPACITY
 from .problems import Problem, SearchResult, ServeProblem, Tracker, take  # noqa: F401
-from .strategy import BATCH, EXPERT_CHOICES, MEGATRON, N_COARSE, OP_COL, megatron_row
+from .strategy import BATCH, N_COARSE, OP_COL, megatron_row, presets
 
 # the most evaluator calls a method accepts: what runs in about 10 minutes on a 2-core machine
 # (random and random-walk evaluate in vectorized chunks, ~1 M calls/s; anneal and ppo make a
@@ -63,24 +64,42 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
     # the expert split (router, FFN1, FFN2 of a MoE) is where restarts must be free to switch
     switch = tuple(OP_COL[op] for op in ("router", "ffn1", "ffn2")) if problem.model.is_moe else ()
     cfg = cfg or ppo.PPOConfig()
-    seed = seed_rows(problem, cfg.seed_points) if cfg.seed_points else None
+    bound = None
+    if cfg.bound_mask or cfg.bound_restarts or cfg.seed_points:
+        bound = guide(problem).reshape(problem.grid_shape)
+    seed = seed_rows(problem, cfg.seed_points, bound) if cfg.seed_points else None
     _, _, _, stats = ppo.train(evaluate, problem.space.sizes, budget, rng, cfg,
-                               on_calls=progress, switch_heads=switch, keep=False, seed=seed)
+                               on_calls=progress, switch_heads=switch, keep=False, seed=seed,
+                               bound=bound)
     return tr.result("ppo", t0, {"updates": stats.updates, "restarts": stats.restarts,
-                                 "early_exits": stats.early_exits})
+                                 "early_exits": stats.early_exits,
+                                 "calls": int(problem.calls)})
 
 
-def seed_rows(problem: Problem, k: int):
-    """Index rows for the agent to try first: Megatron's per-op choices (and, for a MoE, the
-    expert-parallel variant) at the k coarse rows of highest upper bound (``exact.coarse_bounds``,
-    no evaluator call). None for the serve phase (no coarse tables)."""
-    if isinstance(problem, ServeProblem) or problem.tables is None:
-        return None
-    ub = coarse_bounds(problem)
-    top = np.argsort(-ub, kind="stable")[:k]
-    top = top[np.isfinite(ub[top])]
+def guide(problem: Problem) -> np.ndarray:
+    """An upper bound on the tokens/s/GPU of every strategy of each coarse row [G] (-inf: none
+    can be valid), no evaluator call: ``exact.guide_bounds``, for the serve phase
+    ``serve_exact.guide_bounds``."""
+    return (serve_guide_bounds if isinstance(problem, ServeProblem) else guide_bounds)(problem)
+
+
+def seed_rows(problem: Problem, k: int, bound=None):
+    """Index rows for the agent to try first: the per-op choices of the schemes engines ship
+    (``strategy.presets``) at the k coarse rows of highest upper bound (``bound``, by default
+    ``guide``) and at the best-bound row of each of the k best (tp, ep, pp). None when no row
+    can be valid."""
+    ub = guide(problem) if bound is None else np.asarray(bound).ravel()
+    order = np.argsort(-ub, kind="stable")
+    order = order[np.isfinite(ub[order])]
+    firsts = np.sort(np.unique(order // problem.grid_shape[3], return_index=True)[1])[:k]
+    top = order[np.union1d(np.arange(min(k, len(order))), firsts)]
+    if AT_CAPACITY in problem.space.batch:      # serve: also each one's best fixed concurrency
+        fixed = order[problem.grid[order, BATCH] != AT_CAPACITY]
+        triples = np.unique(top // problem.grid_shape[3])
+        firsts = np.unique(fixed // problem.grid_shape[3], return_index=True)
+        top = np.union1d(top, fixed[firsts[1][np.isin(firsts[0], triples)]])
     coarse = np.stack(np.unravel_index(top, problem.grid_shape), axis=1)
-    variants = [v for v in [MEGATRON] + ([EXPERT_CHOICES] if problem.model.is_moe else [])
+    variants = [v for v in presets(problem.model.is_moe)
                 if all(c < n for c, n in zip(v, problem.space.choices))]   # within the space
     if not variants or not len(coarse):
         return None

@@ -147,6 +147,7 @@ class _Loop:
                     s[i:i + chunk] = self.ex.least(tab, g)
             least.append(np.where(s < INVALID_S, coarse[:, PP] * s + self.overhead, np.inf))
         latency, tpot, ttft = self.figures(coarse[:, 3], *least)
+        self.least_latency, self.least_ttft = latency, ttft      # (for guide_bounds)
         ok = (tpot <= self.tpot_limit) & (ttft <= self.ttft_limit) & np.isfinite(latency)
         return np.where(ok, coarse[:, 3] * self.p.osl / latency / gpus, -np.inf), tpot
 
@@ -206,33 +207,9 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
         # the space only queues, and the rows below would miss it
         raise ValueError("the exact serve search needs the AT_CAPACITY concurrency in the "
                          "space (ServeProblem adds it by default)")
-    cap_col = sp.batch.index(serve.AT_CAPACITY)
-    budget_gpus = p.work.budget(p.topo)
-    triples = np.unique(p.grid[:, :3], axis=0)
-    triples = triples[triples.prod(axis=1) <= budget_gpus]
-    unit = loop.memory.index(np.c_[triples, triples.prod(1)])     # (may grow the tables: first)
-    triples = triples[loop.memory.tables.fixed_invalid[unit] == 0]
-
-    # rows (triple, n, batch column, at capacity?): n(x) of every triple, then its rows
-    rows, caps = [], []
-    powers = np.array([c for c in sp.batch if c != serve.AT_CAPACITY], dtype=np.int64)
-    pow_cols = np.array([sp.batch.index(c) for c in powers], dtype=np.int64)
-    for i in range(0, len(triples), 8):
-        for t, cap in zip(range(i, i + 8), loop.capacities(triples[i:i + 8])):
-            caps.append(cap)
-            ns = cap.values
-            fit = powers <= (ns[-1] if len(ns) else 0)
-            rows.append(np.c_[np.full(fit.sum(), t), powers[fit], pow_cols[fit],
-                              np.zeros(fit.sum(), dtype=np.int64)])
-            rows.append(np.c_[np.full(len(ns), t), ns, np.full(len(ns), cap_col),
-                              np.ones(len(ns), dtype=np.int64)])
-        if progress:
-            progress(0)
-    rows = np.concatenate(rows).astype(np.int64) if rows else np.zeros((0, 4), dtype=np.int64)
-    coarse = np.c_[triples[rows[:, 0]], rows[:, 1]]
+    triples, caps, rows, coarse, gpus = _rows(p, loop, progress)
 
     # bounds, cheap then tight (module docstring); rows are visited best bound first
-    gpus = triples[rows[:, 0]].prod(axis=1)
     ub, tpot = (loop.bounds(np.arange(len(rows)), coarse, gpus, tight=False) if len(rows)
                 else (np.zeros(0),) * 2)
     order = np.argsort(-ub, kind="stable")
@@ -328,6 +305,86 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
                                                                         result.coarse_best])
         result.coarse_best = np.unique(every, axis=0)
     return result
+
+
+def _rows(p: ServeProblem, loop: _Loop, progress=None):
+    """The rows (module docstring) of the (tp, ep, pp) within the GPU budget whose weights can
+    fit: (triples [T, 3], their ``_Capacity`` [T], rows [R, 4] = (triple, n, batch column, at
+    capacity?), their (tp, ep, pp, n) [R, 4] and GPUs [R])."""
+    sp = p.space
+    cap_col = sp.batch.index(serve.AT_CAPACITY)
+    triples = np.unique(p.grid[:, :3], axis=0)
+    triples = triples[triples.prod(axis=1) <= p.work.budget(p.topo)]
+    unit = loop.memory.index(np.c_[triples, triples.prod(1)])     # (may grow the tables: first)
+    triples = triples[loop.memory.tables.fixed_invalid[unit] == 0]
+    rows, caps = [], []
+    powers = np.array([c for c in sp.batch if c != serve.AT_CAPACITY], dtype=np.int64)
+    pow_cols = np.array([sp.batch.index(c) for c in powers], dtype=np.int64)
+    for i in range(0, len(triples), 8):
+        for t, cap in zip(range(i, i + 8), loop.capacities(triples[i:i + 8])):
+            caps.append(cap)
+            ns = cap.values
+            fit = powers <= (ns[-1] if len(ns) else 0)
+            rows.append(np.c_[np.full(fit.sum(), t), powers[fit], pow_cols[fit],
+                              np.zeros(fit.sum(), dtype=np.int64)])
+            rows.append(np.c_[np.full(len(ns), t), ns, np.full(len(ns), cap_col),
+                              np.ones(len(ns), dtype=np.int64)])
+        if progress:
+            progress(0)
+    rows = np.concatenate(rows).astype(np.int64) if rows else np.zeros((0, 4), dtype=np.int64)
+    coarse = np.c_[triples[rows[:, 0]], rows[:, 1]]
+    return triples, caps, rows, coarse, triples[rows[:, 0]].prod(axis=1)
+
+
+def guide_bounds(problem: ServeProblem, tighten: int = TIGHTEN, keep: int = 64,
+                 rounds: int = 4) -> np.ndarray:
+    """An upper bound on the output tokens/s per GPU of every strategy of each coarse row of the
+    problem's grid (tp, ep, pp, concurrency column) [G] (-inf: none can be valid), for the
+    agent to aim with; no evaluator call. A strategy x at concurrency C runs n = min(C, n(x))
+    requests, so its row's bound is the best of the row (tp, ep, pp, n = C) and of the at-capacity
+    rows of n < C whose queue, (C - n) / n request latencies (``serve._closed_loop``), can keep
+    within the TTFT limit; the ``AT_CAPACITY`` column's is the best of all at-capacity rows.
+    Rows have cheap bounds (``_Loop.bounds``), then tight ones ``tighten`` rows at a time, best
+    first, until the best ``keep`` rows are all tight (at most ``rounds`` times)."""
+    p, loop = problem, _Loop(problem)
+    sp = p.space
+    out = np.full(len(p.grid), -np.inf)
+    if serve.AT_CAPACITY not in sp.batch:
+        return out
+    triples, _, rows, coarse, gpus = _rows(p, loop)
+    if not len(rows):
+        return out
+    ub = loop.bounds(np.arange(len(rows)), coarse, gpus, tight=False)[0]
+    latency, ttft = loop.least_latency, loop.least_ttft
+    tight = np.zeros(len(rows), dtype=bool)
+    for _ in range(rounds):      # tighten the best rows until the best `keep` are all tight
+        order = np.argsort(-ub, kind="stable")
+        order = order[np.isfinite(ub[order])]
+        top = order[:keep][~tight[order[:keep]]]
+        if not len(top):
+            break
+        top = order[~tight[order]][:tighten]
+        ub[top] = loop.bounds(top, coarse[top], gpus[top], tight=True)[0]
+        latency[top], ttft[top] = loop.least_latency, loop.least_ttft
+        tight[top] = True
+        loop.held.clear()                               # (kept there for solves; none here)
+    n = coarse[:, 3].astype(np.float64)
+    shape = (len(sp.tp), len(sp.ep), len(sp.pp), len(sp.batch))
+    cap_col = sp.batch.index(serve.AT_CAPACITY)
+    for t, triple in enumerate(triples):
+        mine = rows[:, 0] == t
+        at_cap = mine & (rows[:, 3] == 1)
+        base = np.ravel_multi_index((sp.tp.index(int(triple[0])), sp.ep.index(int(triple[1])),
+                                     sp.pp.index(int(triple[2])), 0), shape)
+        out[base + cap_col] = ub[at_cap].max(initial=-np.inf)
+        for col, c in enumerate(sp.batch):
+            if c == serve.AT_CAPACITY:
+                continue
+            queue_ok = ttft + (c - n) / n * latency <= loop.ttft_limit
+            below = ub[at_cap & (rows[:, 1] < c) & queue_ok].max(initial=-np.inf)
+            own = ub[mine & (rows[:, 3] == 0) & (rows[:, 1] == c)].max(initial=-np.inf)
+            out[base + col] = max(below, own)
+    return out
 
 
 def _index_row(loop: _Loop, sp, triple, col, flat) -> np.ndarray:

@@ -47,6 +47,24 @@ MEGATRON = (DIM0, NONE, DIM1, DIM0, DIM0, DIM0, NONE, NONE, DIM1, DIM0, NONE, DI
 # Megatron's choices with whole experts split over the tp group (ffn1/ffn2 = experts): the
 # engines' expert-parallel MoE
 EXPERT_CHOICES = tuple(EXPERTS if op in ("ffn1", "ffn2") else c for op, c in zip(OPS, MEGATRON))
+# Megatron with sequence parallelism (Korthikanti et al. 2022, "Reducing activation recomputation
+# in large transformer models" §4.2.2): the norms split over tokens, the embedding replicated
+MEGATRON_SP = tuple(DIM0 if op.endswith("norm") else NONE if op == "embedding" else c
+                    for op, c in zip(OPS, MEGATRON))
+# data-parallel attention (SGLang --enable-dp-attention, DeepSeek-V3 report §3.4): every rank of
+# the tp group runs whole attention on its own tokens, the FFN as Megatron's
+DP_ATTENTION = tuple(DIM0 if op.endswith("norm") else NONE if op not in ("ffn1", "ffn2") else c
+                     for op, c in zip(OPS, MEGATRON))
+
+
+def presets(is_moe: bool) -> tuple:
+    """The per-op choices of the schemes engines ship: Megatron's, with sequence parallelism,
+    data-parallel attention; for a MoE each also with the experts split (ffn1/ffn2 = experts)."""
+    base = (MEGATRON, MEGATRON_SP, DP_ATTENTION)
+    if not is_moe:
+        return base
+    return base + tuple(tuple(EXPERTS if op in ("ffn1", "ffn2") else c for op, c in zip(OPS, v))
+                        for v in base)
 
 
 def n_choices(is_moe: bool) -> tuple:

@@ -45,7 +45,7 @@ def test_search_json_keys():
 def test_search_same_seed_same_output():
     args = (*SMALL, "--method", "ppo", "--budget", "200", "--seed", "3", "--top", "3")
     a, b = search_json(*args), search_json(*args)
-    assert a["evaluations"] == 200
+    assert 0 < a["evaluations"] <= 200       # the bound-guided agent may stop on a proof
     a.pop("wall_s"), b.pop("wall_s")
     assert a == b
     # the table too, except the footer's wall time

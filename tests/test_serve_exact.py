@@ -85,3 +85,18 @@ def test_serve_exact_refuses_a_space_without_the_capacity_concurrency():
     p = ServeProblem(model, topo, isl, osl, tpot, ttft, gpus=8, space=no_cap, engine=engine)
     with pytest.raises(ValueError, match="needs the AT_CAPACITY concurrency"):
         SEARCHERS["exact"](p, 0, None)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_serve_guide_bounds_are_upper_bounds(case):
+    """The agent's guide for the serve phase (serve_exact.guide_bounds) bounds every strategy of
+    each (tp, ep, pp, concurrency) from above: queued strategies and the TTFT their queue adds
+    included (brute force)."""
+    from lts.serve_exact import guide_bounds
+    model, topo, isl, osl, tpot, ttft, engine, space = CASES[case]
+    p = ServeProblem(model, topo, isl, osl, tpot, ttft, gpus=8, space=space, engine=engine)
+    res, score = every_strategy(p)
+    ub = guide_bounds(p, tighten=4)           # a few rows tight, the others cheap
+    per_row = score.reshape(len(p.grid), -1).max(axis=1)
+    assert np.all(per_row <= ub * (1 + 1e-12))
+    assert np.isfinite(ub).any() and (np.isfinite(ub) >= np.isfinite(per_row)).all()
