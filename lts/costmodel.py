@@ -257,7 +257,8 @@ class TableCache:
         self.model, self.topo, self.work = model, topo, work
         self.keys = np.zeros(0, dtype=np.int64)     # sorted coarse keys
         self.rows = np.zeros(0, dtype=np.int64)     # their rows in self.tables
-        self.tables = None
+        self.tables = None                          # (rows past ``used``: spare, never indexed)
+        self.used = 0
 
     def evaluate(self, strategies) -> Result:
         strategies = np.atleast_2d(np.asarray(strategies, dtype=np.int64))
@@ -277,13 +278,14 @@ class TableCache:
         if new.any():
             built = build_tables(self.model, self.topo, self.work,
                                  strategies[first[new], :N_COARSE])
-            start = 0 if self.tables is None else len(self.tables.coarse)
+            start = self.used
             if self.tables is None:
                 self.tables = built
             else:   # the fused pieces of the rows seen so far are kept
                 fused = FusedRows.of(self.tables)
-                self.tables = append_tables(self.tables, built)
+                self.tables = append_tables(self.tables, start, built)
                 self.tables.extra["fused"] = fused
+            self.used += len(built.coarse)
             keys_all = np.concatenate([self.keys, uniq[new]])
             rows_all = np.concatenate([self.rows, start + np.arange(int(new.sum()))])
             order = np.argsort(keys_all, kind="stable")

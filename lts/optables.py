@@ -542,10 +542,25 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
                   extra={"ids_bytes": ids_bytes})
 
 
-def append_tables(a: Tables, b: Tables) -> Tables:
-    """Tables of a's coarse rows followed by b's (without breakdown records)."""
-    arrays = {f.name: np.concatenate([getattr(a, f.name), getattr(b, f.name)])
-              for f in fields(Tables) if isinstance(getattr(a, f.name), np.ndarray)}
-    extra = {k: np.concatenate([a.extra[k], b.extra[k]]) for k in a.extra
-             if isinstance(a.extra[k], np.ndarray)}
-    return Tables(intrinsic={}, extra=extra, **arrays)
+def append_tables(a: Tables, used: int, b: Tables) -> Tables:
+    """Tables of a's first ``used`` coarse rows followed by b's (without breakdown records): b
+    written into a's spare rows, or, where they are too few, new tables of twice the rows (a
+    cache that grows by one call's rows at a time then copies O(rows) in all, not per call).
+    Rows past ``used + len(b)`` are spare: zeros, never indexed."""
+    k = len(b.coarse)
+    names = [f.name for f in fields(Tables) if isinstance(getattr(a, f.name), np.ndarray)]
+    extras = [n for n in a.extra if isinstance(a.extra[n], np.ndarray)]
+    if used + k > len(a.coarse):
+        cap = max(2 * len(a.coarse), used + k)
+
+        def grown(x):
+            out = np.zeros((cap,) + x.shape[1:], dtype=x.dtype)
+            out[:used] = x[:used]
+            return out
+        a = Tables(intrinsic={}, extra={n: grown(a.extra[n]) for n in extras},
+                   **{n: grown(getattr(a, n)) for n in names})
+    for n in names + ["op_total_s"]:
+        getattr(a, n)[used:used + k] = getattr(b, n)
+    for n in extras:
+        a.extra[n][used:used + k] = b.extra[n]
+    return a

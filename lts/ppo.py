@@ -109,6 +109,8 @@ class PPOConfig:
     # Issue 13: guidance by an upper bound on each coarse row's throughput (train's ``bound``;
     # lts.search passes exact.guide_bounds, no evaluator call)
     bound_mask: bool = True        # degrees and batches no row of which can be valid: never drawn
+    bound_sweeps: int = 2          # at each such restart, sweeps of single per-op changes
+                                   # around the best per-op choices moved to the target row
     bound_restarts: bool = True    # the first network and every global restart centre the coarse
                                    # heads on the best-bound row not yet aimed at that can still
                                    # beat the best found; the search stops once none can
@@ -361,13 +363,35 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
             all_raw.append(raw)
             all_valid.append(valid)
 
-    if seed is not None and len(seed):
-        seed = np.asarray(seed, dtype=np.int64)[:budget]
-        raw, valid = evaluate(seed)
-        calls += len(seed)
-        remember(seed, raw, valid, normalize(raw, valid))
+    def probe(rows):
+        """Evaluate proposed index rows (within the budget) into the elite history."""
+        nonlocal calls
+        rows = np.asarray(rows, dtype=np.int64)[:budget - calls]
+        if not len(rows):
+            return np.zeros(0), np.zeros(0, dtype=bool)
+        raw, valid = evaluate(rows)
+        calls += len(rows)
+        remember(rows, raw, valid, normalize(raw, valid))
         if on_calls:
-            on_calls(len(seed))
+            on_calls(len(rows))
+        return raw, valid
+
+    def climb(row):
+        """Up to ``bound_sweeps`` sweeps of single per-op changes from ``row`` (one call each,
+        all of a sweep at once), moving to the best valid one while it improves."""
+        r0, v0 = probe(row[None])
+        here = float(r0[0]) if len(r0) and v0[0] else -np.inf
+        for _ in range(cfg.bound_sweeps):
+            near = [np.r_[row[:h], v, row[h + 1:]] for h in range(4, len(sizes))
+                    for v in range(sizes[h]) if v != row[h]]
+            raw, valid = probe(near)
+            if not valid.any() or raw[valid].max() <= here:
+                return
+            i = np.flatnonzero(valid)[np.argmax(raw[valid])]
+            row, here = near[i], float(raw[i])
+
+    if seed is not None and len(seed):
+        probe(seed)
     while calls < budget:
         # ---- a fresh agent: new weights and optimizer, same elite history and best-so-far
         params = policy.init_params(pcfg, rng, dtype=np.float32)
@@ -381,11 +405,13 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
             best_raw = best * ref if ref else -np.inf
             if not (bound > best_raw * (1 + 1e-9)).any():
                 break           # no coarse row can beat the best found: it is the optimum
-        if bound is not None and cfg.bound_restarts and kind in ("fresh", "global"):
+        if bound is not None and cfg.bound_restarts and (kind == "global" or not stats.kinds):
             target = next_target()
             if target is not None:
                 row = elite.rows[0].copy() if elite.rows else np.zeros(len(sizes), np.int64)
                 row[:4] = target
+                if elite.rows:          # the best per-op choices, moved to the target row
+                    climb(row)
                 params["pi.b2"][:] = _restart_bias(sizes, row, "bound", cfg, switch_heads)
                 if not elite.rows:                  # nothing to centre the per-op heads on
                     params["pi.b2"][n_coarse:] = 0.0

@@ -188,3 +188,23 @@ def test_generic_is_the_default_engine(llama8b):
     m, topo = llama8b
     a, b = serve(m, topo, rows(32), 512, 512), serve(m, topo, rows(32), 512, 512, engine=GENERIC)
     np.testing.assert_array_equal(a.ttft_s, b.ttft_s)
+
+
+def test_cached_evaluator_grown_call_by_call_equals_uncached():
+    """serve.Evaluator(cached=True) appends each call's new coarse rows to one TableCache, whose
+    tables grow by doubling (optables.append_tables: spare rows, writes in place): evaluated in
+    many small calls, every strategy costs exactly what a fresh uncached evaluation gives."""
+    from lts.serve import Evaluator
+    model, topo = load_model("mixtral-8x7b"), load_topology("h100_dgx")
+    work = Workload("decode", 2048, gpus=8)
+    rng = np.random.default_rng(0)
+    rows = np.c_[rng.choice([1, 2, 4, 8], 300), rng.choice([1, 2, 4, 8], 300), np.ones(300),
+                 rng.integers(1, 400, 300), rng.integers(0, 3, (300, 12))].astype(np.int64)
+    cached = Evaluator(model, topo, cached=True)
+    got = [cached(work, rows[i:i + 7]) for i in range(0, 300, 7)]
+    cache = cached.cache(work)
+    assert len(cache.tables.coarse) > cache.used     # spare rows were made, and left unread
+    want = evaluate(model, topo, work, rows)
+    for name in ("valid", "tokens_per_s_per_gpu", "memory_bytes", "step_s"):
+        a = np.concatenate([getattr(r, name) for r in got])
+        assert np.array_equal(a, getattr(want, name), equal_nan=True), name
