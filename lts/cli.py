@@ -208,7 +208,7 @@ def cli():
     \b
     Examples:
       lts search moe1.6t h100_dgx
-      lts search llama3.1-70b h100_dgx --gpus 8 --method exact --json
+      lts search llama3.1-70b h100_dgx --gpus 8 --method ppo --json
       lts estimate moe1.6t h100_dgx --strategy "tp=8,ep=16,pp=4,batch=64"
       lts compare mixtral-8x7b h100_dgx --gpus 8 --seeds 5 --budget 1000
       lts models
@@ -286,10 +286,12 @@ def _infeasible(problem, what: str) -> click.ClickException:
 @cli.command()
 @click.argument("model")
 @click.argument("topology")
-@click.option("--method", type=click.Choice(list(SEARCHERS)), default="ppo", show_default=True,
-              help="ppo: the paper's agent with lts's tuned settings; ppo-paper: with the "
-                   "paper's; random-walk, anneal, random: baselines; megatron: Megatron's per-op "
-                   "sharding over every tp/ep/pp/batch; exact: the optimum.")
+@click.option("--method", type=click.Choice(list(SEARCHERS)), default="exact", show_default=True,
+              help="exact: the optimum of the cost model (the default: as fast as the agent on "
+                   "the benchmark, README \"Search quality\"); ppo: the paper's agent, guided "
+                   "by the exact solver's bounds; ppo-paper: the paper's agent and settings; "
+                   "random-walk, anneal, random: baselines; megatron: Megatron's per-op "
+                   "sharding over every tp/ep/pp/batch.")
 @click.option("--budget", type=click.IntRange(1), default=4000, show_default=True,
               help="Evaluator calls (ignored by megatron and exact).")
 @click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True,
@@ -320,7 +322,7 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
     \b
     Examples:
       lts search moe1.6t h100_dgx
-      lts search llama3.1-70b h100_dgx --gpus 16 --method exact
+      lts search llama3.1-70b h100_dgx --gpus 16 --method ppo --seed 3
       lts search deepseek-v3 h200_dgx --phase prefill --context 4096 --ttft-slo-ms 2000 --json
       lts search mixtral-8x7b h100_dgx --gpus 8 --emit vllm
       lts search llama3.1-70b h100_dgx --gpus 8 --phase serve --isl 1000 --osl 1000

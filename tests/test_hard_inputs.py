@@ -38,9 +38,9 @@ def error(r):
     (["--method", "random", "--budget", "1000000000"],
      "Error: Invalid value for '--budget': 1,000,000,000 is above the practical maximum of "
      "10,000,000 evaluator calls for --method random"),
-    (["--budget", str(2**62)], f"Error: Invalid value for '--budget': {2**62:,} is above the "
-                               f"practical maximum of {MAX_BUDGET['ppo']:,} evaluator calls for "
-                               "--method ppo"),
+    (["--method", "ppo", "--budget", str(2**62)],
+     f"Error: Invalid value for '--budget': {2**62:,} is above the practical maximum of "
+     f"{MAX_BUDGET['ppo']:,} evaluator calls for --method ppo"),
 ])
 def test_bad_search_flags_exit_2_with_the_limit(args, message):
     r = run("search", "llama3.1-8b", "h100_dgx", *args)
