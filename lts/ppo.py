@@ -18,6 +18,13 @@ local (centred on the best elite) or, after a chunk that did not improve the bes
 (degrees uniform, per-op heads loosely on the elite's); after a stalled global chunk comes a local
 one again (``PPOStats.kinds`` records the schedule).
 
+Given ``bound`` (an upper bound on each coarse row's throughput that costs no call; issue 13),
+degrees no valid row has are masked, the first network and each global restart aim at the
+next-best-bound (tp, ep, pp) instead ("bound"), first climbing from the best per-op choices
+moved there (``climb``: sweeps of single changes), and the search ends once no bound beats the
+best found, which is then the optimum. Caller-proposed strategies (``seed``) enter the elite
+history before the first network.
+
 Written against a callback ``evaluate(index_rows [n, H]) -> (raw [n], valid [n])`` so that it knows
 nothing about parallelism (STYLE.md §8). Imports: numpy, nn, policy.
 """
@@ -66,6 +73,14 @@ class PPOConfig:
     probability 0.5 (1.0) after a stall, centre on the best strategy of a different (tp, ep)
     (0.980 (0.968); with ``global_uniform``, six scenarios: 0.985 on seeds 0-19 but 0.965 on
     20-29).
+
+    Issue 13 (``bound_*``, ``seed_points``; scripts/benchmark.py, tune half, seeds 0-2, mean
+    fraction of the optimum 0.998): without the seeds 0.902 (7 of 48 runs below Megatron, 2
+    empty), without the restarts aimed by the bound 0.999 but 1.4x the wall time, without the
+    mask or the climbs 0.998 (the climbs decide the paper's moe1.2t 16k seed 0: 0.84 -> 1.00).
+    With the learning rate at 0 (the networks keep their restart biases: sampling around the
+    restart centres, no learning) 1.000, and 1.000 on the six scenarios, seeds 0-19: once the
+    bounds guide it, PPO's updates add nothing measurable on these problems.
     """
     history: int = 3               # T: elite strategies in the observation (paper App. A)
     d_model: int = 256             # embedding and hidden size (paper App. A)
@@ -94,26 +109,21 @@ class PPOConfig:
                                    # global for the rest of the budget
     global_fine: float = 0.7       # a global restart's probability on the best elite's per-op
                                    # choices (a local one uses elite_prior)
-    # Issue 13, measured and not adopted (scripts/benchmark.py, seeds 0-2; search_quality.py,
-    # seeds 0-9): seeding the elite history with Megatron's choices at the 16 coarse rows of best
-    # bound (``seed_points=16``) lifts the 32-problem mean from 0.846 to 0.893 and removes every
-    # run below Megatron on decode and prefill, but traps seeds in Megatron's basin where that is
-    # poor (DeepSeek-V3 on 64 H200: 0.71 -> 0.59) and lowers the paper's moe1.2t scenarios
-    # (16k 0.993 -> 0.968); starting the first network uniform anyway (``seed_fresh``) keeps
-    # Llama-3.1-70B on 8 A100 at 0.87 but still lowers moe1.2t (0.983-0.986).
+    # Issue 13: guidance by an upper bound on each coarse row's throughput (train's ``bound``;
+    # lts.search passes search.guide, no evaluator call) and by the engines' schemes. Measured on
+    # scripts/benchmark.py (32 problems, seeds 0-2) and the paper's six scenarios (README
+    # "Search quality"): 0.845 -> 0.997 and 0.995 -> 1.000 of the exact optimum.
     seed_points: int = 8           # coarse rows at which the caller proposes strategies first
                                    # (train's ``seed``; lts.search.seed_rows); 0: none
-    seed_fresh: bool = False       # with seeds, the first network still starts uniform
     global_uniform: bool = True    # a global restart makes train()'s switch_heads uniform instead
                                    # of global_fine (False: they stay at global_fine)
-    # Issue 13: guidance by an upper bound on each coarse row's throughput (train's ``bound``;
-    # lts.search passes exact.guide_bounds, no evaluator call)
     bound_mask: bool = True        # degrees and batches no row of which can be valid: never drawn
-    bound_sweeps: int = 2          # at each such restart, sweeps of single per-op changes
-                                   # around the best per-op choices moved to the target row
     bound_restarts: bool = True    # the first network and every global restart centre the coarse
-                                   # heads on the best-bound row not yet aimed at that can still
-                                   # beat the best found; the search stops once none can
+                                   # heads on the best-bound row of the best-bound (tp, ep, pp)
+                                   # not aimed at yet that can still beat the best found, and the
+                                   # search stops once no row can (the best is then the optimum)
+    bound_sweeps: int = 2          # at each such restart, sweeps of single per-op changes (one
+                                   # call each) around the best per-op choices moved to that row
 
     @classmethod
     def paper(cls) -> "PPOConfig":
@@ -396,7 +406,7 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
         # ---- a fresh agent: new weights and optimizer, same elite history and best-so-far
         params = policy.init_params(pcfg, rng, dtype=np.float32)
         kind = "fresh"
-        if cfg.elite_prior > 0 and elite.rows and not (cfg.seed_fresh and not stats.kinds):
+        if cfg.elite_prior > 0 and elite.rows:
             after_global = cfg.alternate and bool(stats.kinds) and stats.kinds[-1] in (
                 "global", "bound")
             kind = "global" if cfg.global_on_stall and stalled and not after_global else "local"

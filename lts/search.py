@@ -6,7 +6,8 @@ evaluator calls and a ``np.random.Generator``, and returns a ``SearchResult``: t
 strategy seen and a ranked top-k of distinct strategies, evaluated. ``SEARCHERS`` maps method
 names to functions:
 
-- ``ppo``, ``ppo-paper``: the paper's agent (``lts.ppo``, ``lts.policy``), adapted here;
+- ``ppo``, ``ppo-paper``: the paper's agent (``lts.ppo``, ``lts.policy``), adapted here (``ppo``
+  is aimed by upper bounds on each coarse row from the exact solvers, ``guide``);
 - ``random``, ``random-walk``, ``anneal``, ``megatron``: the baselines (``lts.baselines``);
 - ``exact``: the true optimum of the cost model (``lts.exact``).
 
@@ -50,7 +51,8 @@ MAX_BUDGET = {"random": 10_000_000, "random-walk": 10_000_000, "anneal": 1_000_0
 def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
                cfg=None) -> SearchResult:
     """The paper's agent (lts.ppo): PPO over an elite history, chunks with fresh networks
-    (PPOConfig: lts's tuned defaults unless ``cfg`` is given)."""
+    (PPOConfig: lts's tuned defaults unless ``cfg`` is given), aimed by ``guide``'s bounds and
+    seeded by ``seed_rows`` (no evaluator call for either)."""
     from . import ppo     # the policy network is only needed here
     t0 = time.perf_counter()
     tr = Tracker(problem, top)
