@@ -30,7 +30,7 @@ class Bench:
     evaluations_per_s_fusing: float    # the same rows, the fused pieces built in the call
     evaluations_per_s_cold: float      # the same rows, grouped and all tables built in the call
     estimate_wall_s: float             # one breakdown (what ``lts estimate`` costs)
-    search_wall_s: float | None = None     # ppo, 4000 calls, seed 0 (None: not measured)
+    search_wall_s: float | None = None     # ppo, budget 4000 calls, seed 0 (None: not measured)
     exact_wall_s: float | None = None      # the exact optimum
 
 

@@ -468,7 +468,7 @@ def _listing(load, render, json_, no_color, to_json=lambda rows: rows):
               help="Random strategies to evaluate for the throughput figure.")
 @click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True)
 @click.option("--no-search", is_flag=True,
-              help="Skip the search timings (ppo with 4000 calls, and exact).")
+              help="Skip the search timings (ppo with a budget of 4000 calls, and exact).")
 @output_options
 def bench(model, topology, evaluations, seed, no_search, json_, no_color):
     """Measure this machine: evaluator strategies/s (one core), estimate wall time, and the wall

@@ -327,7 +327,7 @@ def render_bench(console: Console, d: dict) -> None:
                   f"{d['evaluations_per_s_cold']:,.0f} strategies/s")
     table.add_row("strategies evaluated", f"{d['evaluations']:,}")
     table.add_row("lts estimate (in process)", f"{d['estimate_wall_s'] * 1e3:.1f} ms")
-    for key, label in (("search_wall_s", "search (ppo, 4000 calls)"),
+    for key, label in (("search_wall_s", "search (ppo, budget 4000 calls)"),
                        ("exact_wall_s", "exact optimum")):
         if d.get(key) is not None:
             table.add_row(label, f"{d[key]:.2f} s")
