@@ -1,7 +1,7 @@
 """The broad benchmark of issue 13: search methods on 32 problems the agent was not tuned on,
 each method's best tokens/s/GPU as a fraction of the exact optimum.
 
-    python scripts/benchmark.py [--half tune|report|all] [--seeds 0-2] [--methods ppo]
+    python scripts/benchmark.py [--half tune|report|all|fresh] [--seeds 0-2] [--methods ppo]
                                 [--budget 4000] [--only NAME,...] [--set KEY=VALUE ...] [--json]
 
 A problem is a shipped model on a shipped topology in one phase (decode, prefill or serve) with
@@ -9,8 +9,10 @@ SLOs and a GPU budget, chosen to span what users run: dense, MoE and MLA models 
 1.6 T parameters; H100, H200, A100, B200 and GB200 NVL72; 4 to 256 GPUs and whole clusters;
 tight and loose TPOT, TTFT limits; the four engine profiles for the serve phase. The problems
 alternate between two halves: ``tune`` (even positions) is the one to tune on, ``report`` (odd
-positions) the one to report; every category appears in both. The paper's six scenarios are
-not here (``scripts/search_quality.py`` checks them).
+positions) the one to report; every category appears in both. ``fresh`` is 14 further problems
+written before any run on them and run once, at the end of issue 13 (README "Search quality
+beyond the paper's scenarios"). The paper's six scenarios are not here
+(``scripts/search_quality.py`` checks them).
 
 For each problem: the exact optimum once (``--method exact``; for the serve phase
 ``lts.serve_exact``), Megatron's exhaustive best once, then each method for every seed with the
@@ -19,8 +21,8 @@ nothing counts as 0). Reported per method: the mean and the worst fraction of ex
 problems' seeds, how many runs fall below Megatron's best (by more than 1e-9 relative), how many
 find nothing, and the mean wall time of one run.
 
-Runs in process through the library API; the whole benchmark (32 problems, ppo with 3 seeds)
-takes a few minutes on the 2-core machine.
+Runs in process through the library API; the 32 problems with ppo and 3 seeds take about two
+minutes on the 2-core machine, with anneal and random walk besides about ten.
 """
 from __future__ import annotations
 
