@@ -343,7 +343,9 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
                          request_rate=request_rate)
     if not run.found:
         dg = run.disagg
+        proved = run.result.stats.get("ended") == "on the proof that nothing is feasible"
         raise _infeasible(problem, ("the exact optimum: none exists" if method == "exact"
+                          else f"{method}: its bounds prove none exists" if proved
                           else f"{method}, {run.result.evaluations} evaluations" +
                           "; --method exact tells whether any exists")
                           + ("" if dg is None else

@@ -155,7 +155,7 @@ class _Exact:
             return sum(w[:, SLOT[s], :len(SLOT_MODES[s])].min(axis=1) for s in slots)
 
         layer = least("attn_norm", "qkv", "out_proj", "ffn_norm") \
-            + tab.kv_layer_bytes[g].reshape(len(g), -1).min(axis=1)
+            + tab.kv_layer_bytes[g].min(axis=(1, 2))
         lp = tab.layers_per_stage[g]
         ffn = lp * least("ffn1", "ffn2", *(("router",) if self.model.is_moe else ()))
         if self.model.is_moe and self.model.ffn.dense_layers:
@@ -259,6 +259,8 @@ def guide_bounds(problem: Problem, chunk: int = 512) -> np.ndarray:
     p, tab = problem, problem.tables
     ub = cheap_bounds(p)
     g = np.flatnonzero(np.isfinite(ub))
+    if not len(g):
+        return ub
     times = tab.extra.setdefault("guide_times", {})
     new = np.array([r for r in g if int(r) not in times], dtype=np.int64)
     if len(new):

@@ -169,6 +169,7 @@ class PPOStats:
     updates: int = 0
     restarts: int = 0
     early_exits: int = 0
+    proved: bool = False        # stopped because no coarse row's bound beats the best found
     kinds: list = field(default_factory=list)   # each chunk's start: "fresh", "local" or "global"
     log: list = field(default_factory=list)     # one dict per update (namespaced keys)
 
@@ -414,7 +415,8 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
         if bound is not None and cfg.bound_restarts:
             best_raw = best * ref if ref else -np.inf
             if not (bound > best_raw * (1 + 1e-9)).any():
-                break           # no coarse row can beat the best found: it is the optimum
+                stats.proved = True     # no coarse row can beat the best found: the optimum
+                break
         if bound is not None and cfg.bound_restarts and (kind == "global" or not stats.kinds):
             target = next_target()
             if target is not None:

@@ -73,9 +73,10 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
     _, _, _, stats = ppo.train(evaluate, problem.space.sizes, budget, rng, cfg,
                                on_calls=progress, switch_heads=switch, keep=False, seed=seed,
                                bound=bound)
+    ended = ("budget spent" if not stats.proved else "on the proof of optimality"
+             if np.isfinite(tr.best) else "on the proof that nothing is feasible")
     return tr.result("ppo", t0, {"updates": stats.updates, "restarts": stats.restarts,
-                                 "early_exits": stats.early_exits,
-                                 "calls": int(problem.calls)})
+                                 "early_exits": stats.early_exits, "ended": ended})
 
 
 def guide(problem: Problem) -> np.ndarray:

@@ -85,6 +85,13 @@ def test_infeasible_exits_1_with_message():
     assert r.exit_code == 1
     assert r.output.startswith("Error: no feasible strategy found (Llama-3.1-405B on h100_dgx")
     assert "random, 100 evaluations" in r.output
+    for phase in ("decode", "serve"):       # the agent's bounds prove it before any call
+        r = CliRunner().invoke(cli, ["search", "llama3.1-405b", "a100_dgx", "--gpus", "4",
+                                     "--method", "ppo", "--phase", phase])
+        assert r.exit_code == 1 and "Traceback" not in r.output
+        assert r.output.startswith("Error: no feasible strategy found (Llama-3.1-405B on "
+                                   "a100_dgx with 4 GPUs, " + phase)
+        assert r.output.endswith("ppo: its bounds prove none exists)\n"), r.output
 
 
 @pytest.mark.parametrize("args,message", [

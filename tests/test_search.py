@@ -65,6 +65,7 @@ def test_exact_is_at_least_every_method():
         if name == "ppo" and res.evaluations < 300:
             # the bound-guided agent stops only once no coarse row's bound beats its best
             assert res.best_score >= exact * (1 - 1e-12), name
+            assert res.stats["ended"] == "on the proof of optimality"
         elif name not in ("exact", "megatron"):
             assert res.evaluations == 300, name
 
