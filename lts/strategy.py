@@ -44,11 +44,18 @@ OP_DIMS = {
 }
 # Megatron-LM's per-op sharding: the baseline every report compares with
 MEGATRON = (DIM0, NONE, DIM1, DIM0, DIM0, DIM0, NONE, NONE, DIM1, DIM0, NONE, DIM1)
-# Megatron's choices with whole experts split over the tp group (ffn1/ffn2 = experts): the
-# engines' expert-parallel MoE
-EXPERT_CHOICES = tuple(EXPERTS if op in ("ffn1", "ffn2") else c for op, c in zip(OPS, MEGATRON))
+
+
+def with_experts(choices) -> tuple:
+    """The same per-op choices with whole experts split over the tp group (ffn1/ffn2 = experts)."""
+    return tuple(EXPERTS if op in ("ffn1", "ffn2") else c for op, c in zip(OPS, choices))
+
+
+# Megatron's choices with the experts split: the engines' expert-parallel MoE
+EXPERT_CHOICES = with_experts(MEGATRON)
 # Megatron with sequence parallelism (Korthikanti et al. 2022, "Reducing activation recomputation
-# in large transformer models" §4.2.2): the norms split over tokens, the embedding replicated
+# in large transformer models" §4.2.2): the norms split over tokens; the embedding here
+# replicated rather than vocab-parallel
 MEGATRON_SP = tuple(DIM0 if op.endswith("norm") else NONE if op == "embedding" else c
                     for op, c in zip(OPS, MEGATRON))
 # data-parallel attention (SGLang --enable-dp-attention, DeepSeek-V3 report §3.4): every rank of
@@ -63,8 +70,7 @@ def presets(is_moe: bool) -> tuple:
     base = (MEGATRON, MEGATRON_SP, DP_ATTENTION)
     if not is_moe:
         return base
-    return base + tuple(tuple(EXPERTS if op in ("ffn1", "ffn2") else c for op, c in zip(OPS, v))
-                        for v in base)
+    return base + tuple(with_experts(v) for v in base)
 
 
 def n_choices(is_moe: bool) -> tuple:
