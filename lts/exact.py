@@ -261,16 +261,13 @@ def guide_bounds(problem: Problem, chunk: int = 512) -> np.ndarray:
     g = np.flatnonzero(np.isfinite(ub))
     if not len(g):
         return ub
-    times = tab.extra.setdefault("guide_times", {})
-    new = np.array([r for r in g if int(r) not in times], dtype=np.int64)
-    if len(new):
-        ex = _Exact(p.model, p.space.choices)
-        for i in range(0, len(new), chunk):
-            part = new[i:i + chunk]
-            times.update(zip(part.tolist(), ex.least_exact(tab, part).tolist()))
-    t = np.array([times[int(r)] for r in g])
-    ub[g] = _score(p, g, np.where(t < INVALID_S, t, np.inf),
-                   _Exact(p.model, p.space.choices).least_memory(tab, g))
+    ex = _Exact(p.model, p.space.choices)
+    times = tab.extra.setdefault("guide_times", np.full(len(tab.coarse), np.nan))
+    new = g[np.isnan(times[g])]
+    for i in range(0, len(new), chunk):
+        times[new[i:i + chunk]] = ex.least_exact(tab, new[i:i + chunk])
+    t = times[g]
+    ub[g] = _score(p, g, np.where(t < INVALID_S, t, np.inf), ex.least_memory(tab, g))
     return ub
 
 

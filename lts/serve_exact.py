@@ -128,7 +128,8 @@ class _Loop:
 
     def bounds(self, rows, coarse, gpus, tight: bool, chunk: int = 2048):
         """Upper bounds on the output tokens/s per GPU of rows ``rows`` (their (tp, ep, pp, n)
-        in ``coarse`` [R, 4]), and lower bounds on their TPOT: every step at its least time over
+        in ``coarse`` [R, 4]), and lower bounds on their TPOT, latency and TTFT (without a
+        queue): every step at its least time over
         all x (``_Exact.least_exact``; with ``tight=False`` the cheaper ``_Exact.least``). Tables are
         built chunk by chunk; with ``tight`` they are held for the rows' solves. -inf where no x
         can meet the SLOs."""
@@ -147,9 +148,9 @@ class _Loop:
                     s[i:i + chunk] = self.ex.least(tab, g)
             least.append(np.where(s < INVALID_S, coarse[:, PP] * s + self.overhead, np.inf))
         latency, tpot, ttft = self.figures(coarse[:, 3], *least)
-        self.least_latency, self.least_ttft = latency, ttft      # (for guide_bounds)
         ok = (tpot <= self.tpot_limit) & (ttft <= self.ttft_limit) & np.isfinite(latency)
-        return np.where(ok, coarse[:, 3] * self.p.osl / latency / gpus, -np.inf), tpot
+        return (np.where(ok, coarse[:, 3] * self.p.osl / latency / gpus, -np.inf), tpot,
+                latency, ttft)
 
     def grid_times(self, r, pp, x):
         """(t_mix, t_dec) of the choices x (indices into the flat grid (op2, op7, a, f)) of row
@@ -210,7 +211,7 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
     triples, caps, rows, coarse, gpus = _rows(p, loop, progress)
 
     # bounds, cheap then tight (module docstring); rows are visited best bound first
-    ub, tpot = (loop.bounds(np.arange(len(rows)), coarse, gpus, tight=False) if len(rows)
+    ub, tpot = (loop.bounds(np.arange(len(rows)), coarse, gpus, tight=False)[:2] if len(rows)
                 else (np.zeros(0),) * 2)
     order = np.argsort(-ub, kind="stable")
     order, pos = order[np.isfinite(ub[order])], 0       # rows with cheap bounds, best first
@@ -250,7 +251,8 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
                 batch += list(win[useful])
                 pos += int(useful[-1]) + 1 if len(batch) == TIGHTEN else len(win)
             batch = np.array(batch)
-            ub[batch], tpot[batch] = loop.bounds(batch, coarse[batch], gpus[batch], tight=True)
+            ub[batch], tpot[batch] = loop.bounds(batch, coarse[batch], gpus[batch],
+                                                 tight=True)[:2]
             for q in batch:
                 if np.isfinite(ub[q]):
                     heapq.heappush(heap, (-ub[q], int(q)))
@@ -354,36 +356,29 @@ def guide_bounds(problem: ServeProblem, tighten: int = TIGHTEN, keep: int = 64,
     triples, _, rows, coarse, gpus = _rows(p, loop)
     if not len(rows):
         return out
-    ub = loop.bounds(np.arange(len(rows)), coarse, gpus, tight=False)[0]
-    latency, ttft = loop.least_latency, loop.least_ttft
+    ub, _, latency, ttft = loop.bounds(np.arange(len(rows)), coarse, gpus, tight=False)
     tight = np.zeros(len(rows), dtype=bool)
     for _ in range(rounds):      # tighten the best rows until the best `keep` are all tight
         order = np.argsort(-ub, kind="stable")
         order = order[np.isfinite(ub[order])]
-        top = order[:keep][~tight[order[:keep]]]
-        if not len(top):
+        if tight[order[:keep]].all():
             break
         top = order[~tight[order]][:tighten]
-        ub[top] = loop.bounds(top, coarse[top], gpus[top], tight=True)[0]
-        latency[top], ttft[top] = loop.least_latency, loop.least_ttft
+        ub[top], _, latency[top], ttft[top] = loop.bounds(top, coarse[top], gpus[top], tight=True)
         tight[top] = True
         loop.held.clear()                               # (kept there for solves; none here)
-    n = coarse[:, 3].astype(np.float64)
+    # each row onto the grid: its own (tp, ep, pp, batch column); at-capacity rows also onto
+    # every larger power-of-two concurrency whose queue keeps within the TTFT limit
     shape = (len(sp.tp), len(sp.ep), len(sp.pp), len(sp.batch))
-    cap_col = sp.batch.index(serve.AT_CAPACITY)
-    for t, triple in enumerate(triples):
-        mine = rows[:, 0] == t
-        at_cap = mine & (rows[:, 3] == 1)
-        base = np.ravel_multi_index((sp.tp.index(int(triple[0])), sp.ep.index(int(triple[1])),
-                                     sp.pp.index(int(triple[2])), 0), shape)
-        out[base + cap_col] = ub[at_cap].max(initial=-np.inf)
-        for col, c in enumerate(sp.batch):
-            if c == serve.AT_CAPACITY:
-                continue
-            queue_ok = ttft + (c - n) / n * latency <= loop.ttft_limit
-            below = ub[at_cap & (rows[:, 1] < c) & queue_ok].max(initial=-np.inf)
-            own = ub[mine & (rows[:, 3] == 0) & (rows[:, 1] == c)].max(initial=-np.inf)
-            out[base + col] = max(below, own)
+    base = np.array([np.ravel_multi_index((sp.tp.index(int(a)), sp.ep.index(int(b)),
+                                           sp.pp.index(int(c)), 0), shape)
+                     for a, b, c in triples])[rows[:, 0]]
+    np.maximum.at(out, base + rows[:, 2], ub)
+    at_cap, n = rows[:, 3] == 1, coarse[:, 3].astype(np.float64)
+    for col, c in enumerate(sp.batch):
+        if c != serve.AT_CAPACITY:
+            queued = at_cap & (n < c) & (ttft + (c - n) / n * latency <= loop.ttft_limit)
+            np.maximum.at(out, base[queued] + col, ub[queued])
     return out
 
 
