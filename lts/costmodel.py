@@ -274,7 +274,8 @@ class TableCache:
         strategies = np.asarray(strategies, dtype=np.int64)
         keys = coarse_key(strategies[:, :N_COARSE])
         uniq, first = np.unique(keys, return_index=True)
-        new = ~np.isin(uniq, self.keys)
+        at = np.minimum(np.searchsorted(self.keys, uniq), max(len(self.keys) - 1, 0))
+        new = self.keys[at] != uniq if len(self.keys) else np.ones(len(uniq), dtype=bool)
         if new.any():
             built = build_tables(self.model, self.topo, self.work,
                                  strategies[first[new], :N_COARSE])

@@ -56,19 +56,30 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
     from . import ppo     # the policy network is only needed here
     t0 = time.perf_counter()
     tr = Tracker(problem, top)
-
-    def evaluate(idx):
-        res = problem.evaluate(idx)
-        score = problem.score(res)
-        tr.add(idx, score)
-        return res.tokens_per_s_per_gpu, res.valid
-
-    # the expert split (router, FFN1, FFN2 of a MoE) is where restarts must be free to switch
-    switch = tuple(OP_COL[op] for op in ("router", "ffn1", "ffn2")) if problem.model.is_moe else ()
     cfg = cfg or ppo.PPOConfig()
     bound = None
     if cfg.bound_mask or cfg.bound_restarts or cfg.seed_points:
         bound = guide(problem).reshape(problem.grid_shape)
+    # strategies of a coarse row the bound proves empty (over the GPU budget, weights that never
+    # fit, SLOs no choice meets): invalid, counted as calls but not costed (the serve phase
+    # would build step tables for each new running batch of such rows)
+    empty = ~np.isfinite(bound.ravel()) if bound is not None else None
+
+    def evaluate(idx):
+        raw, valid = np.zeros(len(idx)), np.zeros(len(idx), dtype=bool)
+        score = np.full(len(idx), -np.inf)
+        live = np.arange(len(idx)) if empty is None else \
+            np.flatnonzero(~empty[problem.coarse_index(idx)])
+        problem.calls += len(idx) - len(live)
+        if len(live):
+            res = problem.evaluate(idx[live])
+            raw[live], valid[live], score[live] = (res.tokens_per_s_per_gpu, res.valid,
+                                                   problem.score(res))
+        tr.add(idx, score)
+        return raw, valid
+
+    # the expert split (router, FFN1, FFN2 of a MoE) is where restarts must be free to switch
+    switch = tuple(OP_COL[op] for op in ("router", "ffn1", "ffn2")) if problem.model.is_moe else ()
     seed = seed_rows(problem, cfg.seed_points, bound) if cfg.seed_points else None
     _, _, _, stats = ppo.train(evaluate, problem.space.sizes, budget, rng, cfg,
                                on_calls=progress, switch_heads=switch, keep=False, seed=seed,

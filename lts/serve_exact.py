@@ -48,6 +48,7 @@ from .strategy import PP, TP
 CACHE_ELEMENTS = 32_000_000     # running batches n(x) kept for revisits (int32: 128 MB)
 TIGHTEN = 256                   # rows whose bounds are tightened together
 WINDOW = 4096                   # rows checked for pruning at once
+WARM_ROWS = 4096                # rows whose step tables guide_bounds puts in the evaluator caches
 
 
 class _Capacity:
@@ -126,23 +127,29 @@ class _Loop:
             self.grids.popitem(last=False)
         return grid
 
-    def bounds(self, rows, coarse, gpus, tight: bool, chunk: int = 2048):
+    def bounds(self, rows, coarse, gpus, tight: bool, chunk: int = 2048, cached: bool = False):
         """Upper bounds on the output tokens/s per GPU of rows ``rows`` (their (tp, ep, pp, n)
         in ``coarse`` [R, 4]), and lower bounds on their TPOT, latency and TTFT (without a
         queue): every step at its least time over
         all x (``_Exact.least_exact``; with ``tight=False`` the cheaper ``_Exact.least``). Tables are
-        built chunk by chunk; with ``tight`` they are held for the rows' solves. -inf where no x
+        built chunk by chunk, or with ``cached`` taken from (and added to) the problem's
+        evaluator caches; with ``tight`` they are held for the rows' solves. -inf where no x
         can meet the SLOs."""
         least = []
         for k, work in enumerate((self.mixed_work, self.decode_work)):
             s = np.empty(len(rows))
             for i in range(0, len(rows), chunk):
                 part = coarse[i:i + chunk]
-                tab = build_tables(self.p.model, self.topo, work, part)
-                g = np.arange(len(part))
+                if cached:
+                    cache = self.p.evaluator.cache(work)
+                    g = cache.index(part)       # (may grow the tables: first)
+                    tab = cache.tables
+                else:
+                    tab = build_tables(self.p.model, self.topo, work, part)
+                    g = np.arange(len(part))
                 if tight:
                     s[i:i + chunk] = self.ex.least_exact(tab, g)
-                    for j, r in enumerate(rows[i:i + chunk]):
+                    for j, r in zip(g, rows[i:i + chunk]):
                         self.held.setdefault(int(r), [None, None])[k] = (tab, j)
                 else:
                     s[i:i + chunk] = self.ex.least(tab, g)
@@ -339,7 +346,7 @@ def _rows(p: ServeProblem, loop: _Loop, progress=None):
 
 
 def guide_bounds(problem: ServeProblem, tighten: int = TIGHTEN, keep: int = 64,
-                 rounds: int = 4) -> np.ndarray:
+                 rounds: int = 4, warm: int = WARM_ROWS) -> np.ndarray:
     """An upper bound on the output tokens/s per GPU of every strategy of each coarse row of the
     problem's grid (tp, ep, pp, concurrency column) [G] (-inf: none can be valid), for the
     agent to aim with; no evaluator call. A strategy x at concurrency C runs n = min(C, n(x))
@@ -357,6 +364,12 @@ def guide_bounds(problem: ServeProblem, tighten: int = TIGHTEN, keep: int = 64,
     if not len(rows):
         return out
     ub, _, latency, ttft = loop.bounds(np.arange(len(rows)), coarse, gpus, tight=False)
+    # the two steps of up to ``warm`` rows, best bound first, into the evaluator's caches: the
+    # tight bounds below and the agent's calls then build no tables for them (a build costs
+    # ~6-10 ms however few its rows; a row ~8 KB per step)
+    first = np.argsort(-ub, kind="stable")[:warm]
+    for work in (loop.mixed_work, loop.decode_work):
+        p.evaluator.cache(work).index(coarse[first])
     tight = np.zeros(len(rows), dtype=bool)
     for _ in range(rounds):      # tighten the best rows until the best `keep` are all tight
         order = np.argsort(-ub, kind="stable")
@@ -364,7 +377,8 @@ def guide_bounds(problem: ServeProblem, tighten: int = TIGHTEN, keep: int = 64,
         if tight[order[:keep]].all():
             break
         top = order[~tight[order]][:tighten]
-        ub[top], _, latency[top], ttft[top] = loop.bounds(top, coarse[top], gpus[top], tight=True)
+        ub[top], _, latency[top], ttft[top] = loop.bounds(top, coarse[top], gpus[top], tight=True,
+                                                          cached=True)
         tight[top] = True
         loop.held.clear()                               # (kept there for solves; none here)
     # each row onto the grid: its own (tp, ep, pp, batch column); at-capacity rows also onto
