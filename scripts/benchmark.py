@@ -1,7 +1,7 @@
 """The broad benchmark of issue 13: search methods on 32 problems the agent was not tuned on,
 each method's best tokens/s/GPU as a fraction of the exact optimum.
 
-    python scripts/benchmark.py [--half tune|report|all|fresh] [--seeds 0-2] [--methods ppo]
+    python scripts/benchmark.py [--half tune|report|all|fresh|fresh2] [--seeds 0-2] [--methods ppo]
                                 [--budget 4000] [--only NAME,...] [--set KEY=VALUE ...] [--json]
 
 A problem is a shipped model on a shipped topology in one phase (decode, prefill or serve) with
@@ -10,8 +10,9 @@ SLOs and a GPU budget, chosen to span what users run: dense, MoE and MLA models 
 tight and loose TPOT, TTFT limits; the four engine profiles for the serve phase. The problems
 alternate between two halves: ``tune`` (even positions) is the one to tune on, ``report`` (odd
 positions) the one to report; every category appears in both. ``fresh`` is 14 further problems
-written before any run on them and run once, at the end of issue 13 (README "Search quality
-beyond the paper's scenarios"). The paper's six scenarios are not here
+written before any run on them and run once, at the end of issue 13's first session (README
+"Search quality beyond the paper's scenarios"); ``fresh2`` is 14 more, written the same way
+for its second session. The paper's six scenarios are not here
 (``scripts/search_quality.py`` checks them).
 
 For each problem: the exact optimum once (``--method exact``; for the serve phase
@@ -142,7 +143,39 @@ FRESH = [
     ("serve-qwen32-gb200", "qwen3-32b", None, "gb200_nvl72", "serve",
      dict(isl=4000, osl=1000, tpot=15, gpus=8)),
 ]
-HALVES = {"tune": PROBLEMS[0::2], "report": PROBLEMS[1::2], "all": PROBLEMS, "fresh": FRESH}
+# Kept aside for the second session of issue 13 (written before any run on them, run once at
+# its end): checks the changes made after FRESH was looked at (n_steps 32 -> 64).
+FRESH2 = [
+    ("moe1.6t-b200-d32k", "moe1.6t", None, "b200_dgx", "decode", dict(context=32768, tpot=60)),
+    ("moe1.2t-h100-prefill-64", "moe1.2t", None, "h100_dgx", "prefill",
+     dict(context=2048, ttft=1500, gpus=64)),
+    ("dsv3-a100-d4k", "deepseek-v3", None, "a100_dgx", "decode",
+     dict(context=4096, tpot=80, gpus=64)),
+    ("qwen235-h100-d16k", "qwen3-235b-a22b", None, "h100_dgx", "decode",
+     dict(context=16384, tpot=40, gpus=32)),
+    ("mixtral22-gb200-prefill", "mixtral-8x22b", None, "gb200_nvl72", "prefill",
+     dict(context=16384, ttft=2500, gpus=18)),
+    ("llama405-b200-tpot25", "llama3.1-405b", None, "b200_dgx", "decode",
+     dict(context=8192, tpot=25, gpus=16)),
+    ("llama8-a100-d32k", "llama3.1-8b", None, "a100_dgx", "decode",
+     dict(context=32768, tpot=15, gpus=4)),
+    ("serve-moe1.6t-h200-128gpu", "moe1.6t", None, "h200_dgx", "serve",
+     dict(isl=2000, osl=500, tpot=60, gpus=128)),
+    ("serve-dsv3-b200-sglang", "deepseek-v3", None, "b200_dgx", "serve",
+     dict(isl=3000, osl=300, ttft=2000, gpus=16, engine="sglang")),
+    ("serve-qwen235-h200-vllm", "qwen3-235b-a22b", None, "h200_dgx", "serve",
+     dict(isl=1000, osl=2000, tpot=25, gpus=8, engine="vllm")),
+    ("serve-llama405-b200-trtllm", "llama3.1-405b", None, "b200_dgx", "serve",
+     dict(isl=2000, osl=200, tpot=40, ttft=3000, gpus=16, engine="trtllm")),
+    ("serve-mixtral22-a100", "mixtral-8x22b", None, "a100_dgx", "serve",
+     dict(isl=512, osl=1024, tpot=60, gpus=16)),
+    ("serve-llama8-gb200-tight", "llama3.1-8b", None, "gb200_nvl72", "serve",
+     dict(isl=8000, osl=400, tpot=5, ttft=800, gpus=4)),
+    ("serve-qwen32-a100-sglang", "qwen3-32b", None, "a100_dgx", "serve",
+     dict(isl=2000, osl=1000, tpot=40, gpus=8, engine="sglang")),
+]
+HALVES = {"tune": PROBLEMS[0::2], "report": PROBLEMS[1::2], "all": PROBLEMS, "fresh": FRESH,
+          "fresh2": FRESH2}
 
 
 def make_problem(model_name, precision, topo_name, phase, s) -> Problem:
