@@ -86,7 +86,7 @@ class PPOConfig:
     d_model: int = 256             # embedding and hidden size (paper App. A)
     n_heads: int = 4               # attention heads (PAPER.md §11 rec.)
     d_ff: int = 512
-    n_steps: int = 32              # calls per update (paper: 2; vectorized rollouts)
+    n_steps: int = 64              # calls per update (paper: 2; vectorized rollouts)
     n_epochs: int = 2              # gradient steps per update (paper App. A: 2)
     lr: float = 3e-3               # initial learning rate, cosine-annealed over each chunk (paper 1e-3)
     clip: float = 0.2              # PPO clip range (SB3 default)

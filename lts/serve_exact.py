@@ -48,7 +48,7 @@ from .strategy import PP, TP
 CACHE_ELEMENTS = 32_000_000     # running batches n(x) kept for revisits (int32: 128 MB)
 TIGHTEN = 256                   # rows whose bounds are tightened together
 WINDOW = 4096                   # rows checked for pruning at once
-WARM_ROWS = 4096                # rows whose step tables guide_bounds puts in the evaluator caches
+WARM_ROWS = 8192                # rows whose step tables guide_bounds puts in the evaluator caches
 
 
 class _Capacity:
@@ -64,6 +64,15 @@ class _Capacity:
     def grid(self) -> np.ndarray:
         """n(x) over the flat grid (int32)."""
         return self.small[self.inv_a[..., :, None], self.inv_f[..., None, :]].ravel()
+
+
+def _unique_pairs(x, y):
+    """The distinct pairs (x, y) of two equal-shaped arrays, as ((x', y') [U], inverse shaped
+    like x): each array's distinct values first (float sorts; a pair list has few of them)."""
+    ux, jx = np.unique(x, return_inverse=True)
+    uy, jy = np.unique(y, return_inverse=True)
+    code, inverse = np.unique(jx * len(uy) + jy, return_inverse=True)
+    return (ux[code // len(uy)], uy[code % len(uy)]), inverse.reshape(x.shape)
 
 
 class _Loop:
@@ -105,15 +114,13 @@ class _Loop:
             # attention term and a rest term; of each list only the distinct terms are costed
             fa, pa = lp[i] * (2 * w1[i] - w2[i]), lp[i] * (w2[i] - w1[i])
             fm, pm = 2 * m1[i] - m2[i], m2[i] - m1[i]
-            # (fixed, per request) pairs as complex numbers: np.unique then sorts them fast
-            ua, ia = np.unique(fa + 1j * pa, return_inverse=True)
-            uf, jf = np.unique(fm + 1j * pm, return_inverse=True)
-            fixed = ua.real[:, None] + uf.real[None, :]
-            per_request = (ua.imag[:, None] + uf.imag[None, :]) / u[i]
+            (fa, pa), ia = _unique_pairs(fa, pa)
+            (fm, pm), jf = _unique_pairs(fm, pm)
+            fixed = fa[:, None] + fm[None, :]
+            per_request = (pa[:, None] + pm[None, :]) / u[i]
             pool = self.engine.kv_pool_bytes(self.topo, fixed, triples[i, TP] * triples[i, PP])
             cap = np.floor(np.maximum(pool, 0.0) / per_request)
-            out.append(_Capacity(self.engine.holds(cap).astype(np.int32),
-                                 ia.reshape(fa.shape), jf.reshape(fm.shape)))
+            out.append(_Capacity(self.engine.holds(cap).astype(np.int32), ia, jf))
         return out
 
     def running(self, triple, capacity: _Capacity) -> np.ndarray:
