@@ -35,8 +35,10 @@ import numpy as np
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "send")
 
 
-def _levels(links, p, stride):
-    """Per tier: (q_i - 1, m_i - m_{i-1}, m_i) as float arrays broadcast over p and stride."""
+def levels(links, p, stride):
+    """Per tier: (q_i - 1, m_i - m_{i-1}, m_i, latency steps of an all-gather level) as float
+    arrays broadcast over p and stride. Every collective of a group derives from these; a caller
+    costing many collectives of one group passes them in (``levels=``) to compute them once."""
     p = np.asarray(p, dtype=np.float64)
     stride = np.asarray(stride, dtype=np.float64)
     prev = np.ones(np.broadcast(p, stride).shape)
@@ -47,7 +49,8 @@ def _levels(links, p, stride):
         else:
             m = np.minimum(p, np.maximum(1.0, np.floor(link.span_gpus / stride)))
             m = np.maximum(m, prev)
-        out.append((m / prev - 1.0, m - prev, m))
+        q1 = m / prev - 1.0
+        out.append((q1, m - prev, m, latency_steps(q1)))
         prev = m
     return out
 
@@ -65,11 +68,11 @@ def latency_steps(q1):
     return np.where(q <= RING_RANKS, q1, wide)
 
 
-def all_gather(links, nbytes, p, stride):
+def all_gather(links, nbytes, p, stride, levels_=None):
     """Seconds for an all-gather whose result is ``nbytes`` on every rank."""
     t = 0.0
-    for link, (q1, _, m) in zip(links, _levels(links, p, stride)):
-        t = t + latency_steps(q1) * link.latency_s \
+    for link, (q1, _, m, steps) in zip(links, levels_ or levels(links, p, stride)):
+        t = t + steps * link.latency_s \
             + q1 / m * nbytes / (link.bandwidth_bytes_s * link.efficiency)
     return t
 
@@ -77,25 +80,27 @@ def all_gather(links, nbytes, p, stride):
 reduce_scatter = all_gather   # the same hierarchy walked in reverse; identical alpha-beta cost
 
 
-def all_reduce(links, nbytes, p, stride):
+def all_reduce(links, nbytes, p, stride, levels_=None):
     """Seconds for an all-reduce of ``nbytes``: reduce-scatter then all-gather."""
-    return reduce_scatter(links, nbytes, p, stride) + all_gather(links, nbytes, p, stride)
+    levels_ = levels_ or levels(links, p, stride)
+    return reduce_scatter(links, nbytes, p, stride, levels_) + \
+        all_gather(links, nbytes, p, stride, levels_)
 
 
-def all_to_all(links, nbytes, p, stride):
+def all_to_all(links, nbytes, p, stride, levels_=None):
     """Seconds for an all-to-all where each rank holds ``nbytes`` split evenly over the p ranks."""
     p_arr = np.asarray(p, dtype=np.float64)
     t = 0.0
-    for link, (_, dm, _) in zip(links, _levels(links, p, stride)):
+    for link, (_, dm, _, _) in zip(links, levels_ or levels(links, p, stride)):
         t = t + dm * link.latency_s + dm / p_arr * nbytes / (link.bandwidth_bytes_s * link.efficiency)
     return t
 
 
-def send(links, nbytes, p, stride):
+def send(links, nbytes, p, stride, levels_=None):
     """Seconds for a point-to-point send between neighbours of the group (slowest tier used)."""
     p_arr = np.asarray(p, dtype=np.float64)
     t = np.zeros(np.broadcast(p_arr, np.asarray(stride), np.asarray(nbytes)).shape)
-    for link, (_, dm, _) in zip(links, _levels(links, p, stride)):
+    for link, (_, dm, _, _) in zip(links, levels_ or levels(links, p, stride)):
         uses = dm > 0   # this tier connects some members of the group
         t = np.where(uses, nbytes / (link.bandwidth_bytes_s * link.efficiency) + link.latency_s, t)
     return np.where(p_arr > 1, t, 0.0)

@@ -195,6 +195,12 @@ def _gemm(s, rows, k, n, w_total=None, k_frac=1.0, n_frac=1.0):
     return flops, nbytes, w * s.wb
 
 
+def _full(x, shape):
+    """x broadcast to ``shape`` (as is when it has that shape: most do, and np.broadcast_to
+    costs ~7 us a call, a third of a small build's time)."""
+    return x if getattr(x, "shape", None) == shape else np.broadcast_to(x, shape)
+
+
 class _Builder:
     """Fills the [G, slots, modes] tables."""
 
@@ -209,11 +215,15 @@ class _Builder:
         self.intrinsic = {}
         self.weights = np.zeros(shape)
         self.kv = np.zeros(shape)
+        # each group's (ranks, stride) and its link levels, computed once for all collectives
+        links = s.topo.engine_links
+        self.groups = {"tp": (s.tp, 1.0), "ep": (s.ep, s.tp), "pp": (s.pp, s.tp * s.ep)}
+        self.levels = {g: coll.levels(links, *rs) for g, rs in self.groups.items()}
 
     def put(self, slot, mode, flops, nbytes, weights=0.0, kv=0.0, colls=(), launch=True):
         s = self.s
         sl = SLOT[slot]
-        c, m = _roofline(s, np.broadcast_to(flops, s.tp.shape), np.broadcast_to(nbytes, s.tp.shape))
+        c, m = _roofline(s, _full(flops, s.tp.shape), _full(nbytes, s.tp.shape))
         self.compute[:, sl, mode] = c
         self.memory[:, sl, mode] = m
         self.time[:, sl, mode] = roofline_time(c, m, s.topo.roofline_exponent) + \
@@ -225,15 +235,15 @@ class _Builder:
         for kind, group, nb in colls:
             t = self._coll(kind, group, nb)
             total = total + t
-            recs.append((kind, group, np.broadcast_to(nb, s.tp.shape).astype(np.float64), t))
+            recs.append((kind, group, _full(nb, s.tp.shape).astype(np.float64), t))
         self.intr[:, sl, mode] = total
         self.intrinsic[(sl, mode)] = recs
 
     def _coll(self, kind, group, nbytes):
         s = self.s
-        ranks, stride = {"tp": (s.tp, 1.0), "ep": (s.ep, s.tp), "pp": (s.pp, s.tp * s.ep)}[group]
-        return np.broadcast_to(coll.COST[kind](s.topo.engine_links, nbytes, ranks, stride),
-                               s.tp.shape)
+        ranks, stride = self.groups[group]
+        return _full(coll.COST[kind](s.topo.engine_links, nbytes, ranks, stride,
+                                     self.levels[group]), s.tp.shape)
 
 
 def _fill_embedding(b: _Builder):
@@ -505,21 +515,22 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
         for (src, dst), kind in CONVERSION.items():
             # all-to-all moves each rank's share (S/p); the others work on the whole tensor S
             size = nb / s.tp if kind == "all-to-all" else nb
-            conv[:, PT[name], src, dst] = coll.COST[kind](topo.engine_links, size, s.tp, 1.0)
+            conv[:, PT[name], src, dst] = coll.COST[kind](topo.engine_links, size, s.tp, 1.0,
+                                                          b.levels["tp"])
     # after the LM head every rank needs the sampled ids: R has them; T samples its own tokens and
     # all-gathers the ids (4 bytes each); F (vocab split) gathers the logits, P all-reduces them
     logits = conv_bytes[:, PT["logits"]]
     final = np.zeros((G, 4))
     ids_bytes = s.lm_rows * 4.0
-    final[:, T] = coll.all_gather(topo.engine_links, ids_bytes, s.tp, 1.0)
-    final[:, F] = coll.all_gather(topo.engine_links, logits, s.tp, 1.0)
-    final[:, P] = coll.all_reduce(topo.engine_links, logits, s.tp, 1.0)
+    final[:, T] = coll.all_gather(topo.engine_links, ids_bytes, s.tp, 1.0, b.levels["tp"])
+    final[:, F] = coll.all_gather(topo.engine_links, logits, s.tp, 1.0, b.levels["tp"])
+    final[:, P] = coll.all_reduce(topo.engine_links, logits, s.tp, 1.0, b.levels["tp"])
     # stage-to-stage: the activation and the residual of the micro-batch (split over tp if the
     # layout is T or F, else whole on each rank)
     hid = conv_bytes[:, PT["hidden"]]
     send_bytes = np.stack([hid / s.tp, hid], axis=1)
-    send = np.stack([coll.send(topo.engine_links, send_bytes[:, i], s.pp, s.tp * s.ep)
-                     for i in range(2)], 1)
+    send = np.stack([coll.send(topo.engine_links, send_bytes[:, i], s.pp, s.tp * s.ep,
+                               b.levels["pp"]) for i in range(2)], 1)
     # workspace: activations of one layer in flight (hidden, qkv, context, FFN intermediate,
     # logits), double-buffered
     inter_w = (s.top_k * f.expert_intermediate + f.shared_intermediate) if model.is_moe \

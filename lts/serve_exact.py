@@ -48,7 +48,7 @@ from .strategy import PP, TP
 CACHE_ELEMENTS = 32_000_000     # running batches n(x) kept for revisits (int32: 128 MB)
 TIGHTEN = 256                   # rows whose bounds are tightened together
 WINDOW = 4096                   # rows checked for pruning at once
-WARM_ROWS = 8192                # rows whose step tables guide_bounds puts in the evaluator caches
+WARM_ROWS = 4096                # rows whose step tables guide_bounds puts in the evaluator caches
 
 
 class _Capacity:
@@ -69,10 +69,21 @@ class _Capacity:
 def _unique_pairs(x, y):
     """The distinct pairs (x, y) of two equal-shaped arrays, as ((x', y') [U], inverse shaped
     like x): each array's distinct values first (float sorts; a pair list has few of them)."""
-    ux, jx = np.unique(x, return_inverse=True)
-    uy, jy = np.unique(y, return_inverse=True)
+    (ux, jx), (uy, jy) = _distinct(x), _distinct(y)
+    if len(uy) == 1:                                # the pairs are one array's values
+        return (ux, np.repeat(uy, len(ux))), jx.reshape(x.shape)
+    if len(ux) == 1:
+        return (np.repeat(ux, len(uy)), uy), jy.reshape(x.shape)
     code, inverse = np.unique(jx * len(uy) + jy, return_inverse=True)
     return (ux[code // len(uy)], uy[code % len(uy)]), inverse.reshape(x.shape)
+
+
+def _distinct(x):
+    """np.unique(x, return_inverse=True), at once where x is constant (most pair lists)."""
+    lo = x.min()
+    if lo == x.max():
+        return np.array([lo]), np.zeros(x.shape, dtype=np.int64)
+    return np.unique(x, return_inverse=True)
 
 
 class _Loop:
@@ -370,13 +381,17 @@ def guide_bounds(problem: ServeProblem, tighten: int = TIGHTEN, keep: int = 64,
     triples, _, rows, coarse, gpus = _rows(p, loop)
     if not len(rows):
         return out
-    ub, _, latency, ttft = loop.bounds(np.arange(len(rows)), coarse, gpus, tight=False)
-    # the two steps of up to ``warm`` rows, best bound first, into the evaluator's caches: the
-    # tight bounds below and the agent's calls then build no tables for them (a build costs
-    # ~6-10 ms however few its rows; a row ~8 KB per step)
-    first = np.argsort(-ub, kind="stable")[:warm]
-    for work in (loop.mixed_work, loop.decode_work):
-        p.evaluator.cache(work).index(coarse[first])
+    # the two steps of up to ``warm`` rows, best bound first, go into the evaluator's caches:
+    # the tight bounds below and the agent's calls then build no tables for them (a build costs
+    # ~6-10 ms however few its rows; a row ~8 KB per step). All rows when they are few enough,
+    # as the cheap bounds are taken; else the best ones after, built again.
+    few = len(rows) <= warm
+    ub, _, latency, ttft = loop.bounds(np.arange(len(rows)), coarse, gpus, tight=False,
+                                       cached=few)
+    if not few:
+        first = np.argsort(-ub, kind="stable")[:warm]
+        for work in (loop.mixed_work, loop.decode_work):
+            p.evaluator.cache(work).index(coarse[first])
     tight = np.zeros(len(rows), dtype=bool)
     for _ in range(rounds):      # tighten the best rows until the best `keep` are all tight
         order = np.argsort(-ub, kind="stable")

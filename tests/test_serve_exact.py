@@ -100,3 +100,17 @@ def test_serve_guide_bounds_are_upper_bounds(case):
     per_row = score.reshape(len(p.grid), -1).max(axis=1)
     assert np.all(per_row <= ub * (1 + 1e-12))
     assert np.isfinite(ub).any() and (np.isfinite(ub) >= np.isfinite(per_row)).all()
+
+
+@pytest.mark.parametrize("nx,ny", [(1, 1), (1, 5), (4, 1), (3, 4), (50, 50)])
+def test_unique_pairs_is_numpy_unique_of_the_pairs(nx, ny):
+    """serve_exact._unique_pairs (the distinct (fixed, per-request) byte pairs of a list) equals
+    np.unique over the pairs as complex numbers, order and inverse included."""
+    from lts.serve_exact import _unique_pairs
+    rng = np.random.default_rng(nx * 100 + ny)
+    x = rng.choice(rng.normal(size=nx) * 1e9, size=(3, 7, 9))
+    y = rng.choice(rng.normal(size=ny) * 1e6, size=(3, 7, 9))
+    (ux, uy), inverse = _unique_pairs(x, y)
+    ref, ref_inverse = np.unique(x + 1j * y, return_inverse=True)
+    assert np.array_equal(ux, ref.real) and np.array_equal(uy, ref.imag)
+    assert np.array_equal(inverse, ref_inverse.reshape(x.shape))
