@@ -124,6 +124,8 @@ class PPOConfig:
                                    # search stops once no row can (the best is then the optimum)
     bound_sweeps: int = 2          # at each such restart, sweeps of single per-op changes (one
                                    # call each) around the best per-op choices moved to that row
+    bound_moves: bool = True       # ... and of the batch one step either way and of train's
+                                   # ``groups`` each set to one value (several changes at once)
 
     @classmethod
     def paper(cls) -> "PPOConfig":
@@ -132,7 +134,7 @@ class PPOConfig:
         return cls(n_steps=2, lr=1e-3, chunks=5, normalize_advantages=False, elite_prior=0.0,
                    coarse_kernel=0.0, global_on_stall=False, alternate=False,
                    global_uniform=False, bound_mask=False, bound_restarts=False,
-                   seed_points=0)
+                   bound_moves=False, seed_points=0)
 
 
 class EliteHistory:
@@ -297,7 +299,8 @@ def ppo_loss_and_grad(params, cfg, X, actions, old_logprob, advantages, returns,
 # the search loop
 
 def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig = PPOConfig(),
-          on_calls=None, switch_heads=(), keep: bool = True, seed=None, bound=None):
+          on_calls=None, switch_heads=(), keep: bool = True, seed=None, bound=None,
+          groups=()):
     """Run the agent for ``budget`` evaluator calls.
 
     Args:
@@ -313,6 +316,8 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
         bound: optional upper bound on the raw throughput of every strategy of each coarse row,
             shaped ``sizes[:4]`` (-inf: no valid strategy); see ``bound_mask`` and
             ``bound_restarts``.
+        groups: tuples of per-op heads whose choices pay off together; with ``bound_moves``
+            ``climb`` also sets each group's heads to a common value at once.
 
     Returns:
         (index rows [calls, H], raw [calls], valid [calls], PPOStats) of every strategy tried.
@@ -388,13 +393,22 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
         return raw, valid
 
     def climb(row):
-        """Up to ``bound_sweeps`` sweeps of single per-op changes from ``row`` (one call each,
-        all of a sweep at once), moving to the best valid one while it improves."""
+        """Up to ``bound_sweeps`` sweeps of single per-op changes from ``row`` (with
+        ``bound_moves`` also the batch one step either way and each group set to one value; one
+        call each, all of a sweep at once), moving to the best valid one while it improves."""
         r0, v0 = probe(row[None])
         here = float(r0[0]) if len(r0) and v0[0] else -np.inf
         for _ in range(cfg.bound_sweeps):
             near = [np.r_[row[:h], v, row[h + 1:]] for h in range(4, len(sizes))
                     for v in range(sizes[h]) if v != row[h]]
+            if cfg.bound_moves:
+                near += [np.r_[row[:3], v, row[4:]] for v in (row[3] - 1, row[3] + 1)
+                         if 0 <= v < sizes[3]]          # the batch, one step either way
+                for g in groups:
+                    for v in range(min(sizes[h] for h in g)):
+                        if (row[list(g)] != v).sum() > 1:     # (one change: swept above)
+                            near.append(row.copy())
+                            near[-1][list(g)] = v
             raw, valid = probe(near)
             if not valid.any() or raw[valid].max() <= here:
                 return

@@ -83,11 +83,18 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
     seed = seed_rows(problem, cfg.seed_points, bound) if cfg.seed_points else None
     _, _, _, stats = ppo.train(evaluate, problem.space.sizes, budget, rng, cfg,
                                on_calls=progress, switch_heads=switch, keep=False, seed=seed,
-                               bound=bound)
+                               bound=bound, groups=GROUPS)
     ended = ("budget spent" if not stats.proved else "on the proof of optimality"
              if np.isfinite(tr.best) else "on the proof that nothing is feasible")
     return tr.result("ppo", t0, {"updates": stats.updates, "restarts": stats.restarts,
                                  "early_exits": stats.early_exits, "ended": ended})
+
+
+# per-op heads whose choices pay off together (the agent's climbs also move each at once): the
+# attention block, whose ops hand their layouts to each other; the scores and the context (one's
+# output is the other's input); FFN1 and FFN2 (a MoE's expert split takes both)
+GROUPS = tuple(tuple(OP_COL[op] for op in g) for g in (
+    ("qkv", "scores", "context", "out_proj"), ("scores", "context"), ("ffn1", "ffn2")))
 
 
 def guide(problem: Problem) -> np.ndarray:

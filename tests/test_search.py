@@ -40,6 +40,27 @@ CASES = {
 }
 
 
+def test_ppo_climb_moves_a_group_at_once():
+    """At an aimed restart the climb also sets each of train's ``groups`` to one value: where a
+    strategy pays off only with two heads changed together (each alone is worse), the climb
+    finds it in its first sweep; with no groups its single changes cannot."""
+    sizes = (2, 1, 1, 1, 3, 3, 3)
+
+    def evaluate(idx):
+        both, one = (idx[:, 4] == 2) & (idx[:, 5] == 2), (idx[:, 4] == 2) ^ (idx[:, 5] == 2)
+        return np.where(both, 11.0, np.where(one, 0.5, 1.0)) - idx[:, 0], np.ones(len(idx), bool)
+
+    bound = np.array([11.0, 1.0]).reshape(2, 1, 1, 1)
+    cfg = ppo.PPOConfig(d_model=16, n_heads=2, d_ff=16, n_steps=32, chunks=2)
+    first = {}
+    for groups in (((4, 5),), ()):
+        rows, raw, _, _ = ppo.train(evaluate, sizes, 64, np.random.default_rng(0), cfg,
+                                    seed=np.zeros((1, 7), np.int64), bound=bound, groups=groups)
+        first[groups] = int(np.argmax(raw == 11.0)) if (raw == 11.0).any() else len(raw)
+    singles = 1 + 1 + 6             # the seed, the climb's start, its 6 single changes
+    assert first[((4, 5),)] < singles + 2 and first[()] >= singles   # (+ the group at 1 and 2)
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_exact_equals_brute_force(case):
     model, work, space = CASES[case]
