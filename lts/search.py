@@ -36,7 +36,7 @@ from .exact import guide_bounds, search_exact
 from .serve_exact import guide_bounds as serve_guide_bounds, search_serve_exact
 from .serve import AT_CAPACITY
 from .problems import Problem, SearchResult, ServeProblem, Tracker, take  # noqa: F401
-from .strategy import BATCH, N_COARSE, OP_COL, megatron_row, presets
+from .strategy import BATCH, MEGATRON, N_COARSE, OP_COL, megatron_row, presets
 
 # the most evaluator calls a method accepts: what runs in about 10 minutes on a 2-core machine
 # (random and random-walk evaluate in vectorized chunks, ~1 M calls/s; anneal and ppo make a
@@ -81,9 +81,11 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
     # the expert split (router, FFN1, FFN2 of a MoE) is where restarts must be free to switch
     switch = tuple(OP_COL[op] for op in ("router", "ffn1", "ffn2")) if problem.model.is_moe else ()
     seed = seed_rows(problem, cfg.seed_points, bound) if cfg.seed_points else None
+    # Megatron's choices at each coarse row (the baseline; none where the space lacks them)
+    sweep = problem.fixed_choice_rows(MEGATRON) if within(problem, MEGATRON) else None
     _, _, _, stats = ppo.train(evaluate, problem.space.sizes, budget, rng, cfg,
                                on_calls=progress, switch_heads=switch, keep=False, seed=seed,
-                               bound=bound, groups=GROUPS)
+                               bound=bound, groups=GROUPS, sweep=sweep)
     ended = ("budget spent" if not stats.proved else "on the proof of optimality"
              if np.isfinite(tr.best) else "on the proof that nothing is feasible")
     return tr.result("ppo", t0, {"updates": stats.updates, "restarts": stats.restarts,
@@ -92,9 +94,11 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
 
 # per-op heads whose choices pay off together (the agent's climbs also move each at once): the
 # attention block, whose ops hand their layouts to each other; the scores and the context (one's
-# output is the other's input); FFN1 and FFN2 (a MoE's expert split takes both)
+# output is the other's input); FFN1 and FFN2 (a MoE's expert split takes both); the two norms of
+# a layer (sequence parallelism splits both)
 GROUPS = tuple(tuple(OP_COL[op] for op in g) for g in (
-    ("qkv", "scores", "context", "out_proj"), ("scores", "context"), ("ffn1", "ffn2")))
+    ("qkv", "scores", "context", "out_proj"), ("scores", "context"), ("ffn1", "ffn2"),
+    ("attn_norm", "ffn_norm")))
 
 
 def guide(problem: Problem) -> np.ndarray:
@@ -120,11 +124,15 @@ def seed_rows(problem: Problem, k: int, bound=None):
         firsts = np.unique(fixed // problem.grid_shape[3], return_index=True)
         top = np.union1d(top, fixed[firsts[1][np.isin(firsts[0], triples)]])
     coarse = np.stack(np.unravel_index(top, problem.grid_shape), axis=1)
-    variants = [v for v in presets(problem.model.is_moe)
-                if all(c < n for c, n in zip(v, problem.space.choices))]   # within the space
+    variants = [v for v in presets(problem.model.is_moe) if within(problem, v)]
     if not variants or not len(coarse):
         return None
     return np.concatenate([np.c_[coarse, np.tile(v, (len(coarse), 1))] for v in variants])
+
+
+def within(problem: Problem, choices) -> bool:
+    """Whether per-op ``choices`` are in the problem's space (a test space may hold fewer)."""
+    return all(c < n for c, n in zip(choices, problem.space.choices))
 
 
 def search_ppo_paper(problem: Problem, budget: int, rng, top: int = 10,
