@@ -21,7 +21,8 @@ one again (``PPOStats.kinds`` records the schedule).
 Given ``bound`` (an upper bound on each coarse row's throughput that costs no call; issue 13),
 degrees no valid row has are masked, the first network and each global restart aim at the
 next-best-bound (tp, ep, pp) instead ("bound"), first climbing from the best per-op choices
-moved there (``climb``: sweeps of single changes), and the search ends once no bound beats the
+moved there and from the best strategy seen there (``climb``: sweeps of single changes and of
+groups of heads that pay off together), and the search ends once no bound beats the
 best found, which is then the optimum. Caller-proposed strategies (``seed``) enter the elite
 history before the first network, followed by a baseline's strategy (``sweep``) at every coarse
 row whose bound beats the best found.
@@ -144,7 +145,8 @@ class PPOConfig:
     bound_sweep: bool = True       # after the seeds, train's ``sweep`` (lts.search: Megatron's
                                    # choices) at every coarse row whose bound beats the best
     bound_moves: bool = True       # ... and of the batch one step either way and of train's
-                                   # ``groups`` each set to one value (several changes at once)
+                                   # ``groups`` (a pair: every joint change; a larger group: set
+                                   # to one value), several changes at once
 
     @classmethod
     def paper(cls) -> "PPOConfig":
@@ -423,8 +425,9 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
 
     def climb(row):
         """Up to ``bound_sweeps`` sweeps of single per-op changes from ``row`` (with
-        ``bound_moves`` also the batch one step either way and each group set to one value; one
-        call each, all of a sweep at once), moving to the best valid one while it improves."""
+        ``bound_moves`` also the batch one step either way, every joint change of a pair of
+        ``groups`` and a larger group set to one value; one call each, all of a sweep at once),
+        moving to the best valid one while it improves."""
         r0, v0 = probe(row[None])
         here = float(r0[0]) if len(r0) and v0[0] else -np.inf
         for _ in range(cfg.bound_sweeps):
