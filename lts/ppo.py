@@ -87,9 +87,9 @@ class PPOConfig:
     bounds guide it, PPO's updates add nothing measurable on these problems.
 
     Issue 13, second session (same script): 64 calls per update instead of 32 halves the
-    gradient steps, whose Adam updates of 680k weights were half of a serve run's time (tune
-    half 0.998 -> 1.000, serve runs 1.7-3.9 -> 1.0-1.9 s; the report half 0.996 -> 0.993, one
-    bimodal problem); the climbs' group moves (``bound_moves``: the batch one step either way,
+    gradient steps (Adam on 680k weights and the loss with its gradient were about a third of a
+    serve run's time; tune half 0.998 -> 1.000, serve runs 1.7-3.9 -> 1.0-1.9 s; the report
+    half 0.996 -> 0.993, one bimodal problem); the climbs' group moves (``bound_moves``: the batch one step either way,
     each pair of train's ``groups`` changed jointly, a larger group set to one value) take
     report 0.993 -> 0.995 and the kept-aside fresh set 0.994 -> 0.997 with tune unchanged at
     1.000. A second kept-aside set (fresh2) then scored 0.988 with 3 of 42 runs below Megatron;

@@ -1,5 +1,6 @@
-"""The broad benchmark of issue 13: search methods on 32 problems the agent was not tuned on,
-each method's best tokens/s/GPU as a fraction of the exact optimum.
+"""The broad benchmark of issue 13: search methods on 74 problems beyond the paper's six
+scenarios (32 in two halves, tune and report, and three sets of 14 kept aside), each method's
+best tokens/s/GPU as a fraction of the exact optimum.
 
     python scripts/benchmark.py [--half tune|report|all|fresh|fresh2|fresh3] [--seeds 0-2]
                                 [--methods ppo]
@@ -24,8 +25,9 @@ nothing counts as 0). Reported per method: the mean and the worst fraction of ex
 problems' seeds, how many runs fall below Megatron's best (by more than 1e-9 relative), how many
 find nothing, and the mean wall time of one run.
 
-Runs in process through the library API; the 32 problems with ppo and 3 seeds take about two
-minutes on the 2-core machine, with anneal and random walk besides about ten.
+Runs in process through the library API; the 16 problems of a half with ppo and 3 seeds take
+about 40 s on the 2-core machine, a set of 14 with anneal and random walk besides about six
+minutes.
 """
 from __future__ import annotations
 
