@@ -88,17 +88,17 @@ class PPOConfig:
 
     Issue 13, second session (same script): 64 calls per update instead of 32 halves the
     gradient steps (Adam on 680k weights and the loss with its gradient were about a third of a
-    serve run's time; tune half 0.998 -> 1.000, serve runs 1.7-3.9 -> 1.0-1.9 s; the report
-    half 0.996 -> 0.993, one bimodal problem); the climbs' group moves (``bound_moves``: the batch one step either way,
-    each pair of train's ``groups`` changed jointly, a larger group set to one value) take
-    report 0.993 -> 0.995 and the kept-aside fresh set 0.994 -> 0.997 with tune unchanged at
-    1.000. A second kept-aside set (fresh2) then scored 0.988 with 3 of 42 runs below Megatron;
-    the Megatron sweep (``bound_sweep``), joint changes over every combination of a pair and a
-    second climb from the best strategy seen at the aimed row took it to 1.000 (tune and report
-    1.000), and a third set written after that (fresh3, run once) scores 0.998, none below
-    Megatron. Tried and dropped: climbing at every restart, local ones too (tune 0.991:
-    GPT-MoE 1.2T served on 256 GPUs, 48 (tp, ep, pp) above the best found, falls to 0.864 with
-    no local refinement left).
+    serve run's time; tune half 0.998 -> 1.000, serve runs 1.7-3.9 -> 1.0-1.9 s; the report half
+    0.996 -> 0.993, one bimodal problem); the climbs' group moves (``bound_moves``: the batch
+    one step either way, each pair of train's ``groups`` changed jointly, a larger group set to
+    one value) take report 0.993 -> 0.995 and the kept-aside fresh set 0.994 -> 0.997 with tune
+    unchanged at 1.000. A second kept-aside set (fresh2) then scored 0.988 with 3 of 42 runs
+    below Megatron; the Megatron sweep (``baseline_sweep``), joint changes over every
+    combination of a pair and a second climb from the best strategy seen at the aimed row took
+    it to 1.000 (tune and report 1.000), and a third set written after that (fresh3, run once)
+    scores 0.998, none below Megatron. Tried and dropped: climbing at every restart, local ones
+    too (tune 0.991: GPT-MoE 1.2T served on 256 GPUs, 48 (tp, ep, pp) above the best found,
+    falls to 0.864 with no local refinement left).
     """
     history: int = 3               # T: elite strategies in the observation (paper App. A)
     d_model: int = 256             # embedding and hidden size (paper App. A)
@@ -142,11 +142,11 @@ class PPOConfig:
                                    # search stops once no row can (the best is then the optimum)
     bound_sweeps: int = 2          # at each such restart, sweeps of single per-op changes (one
                                    # call each) around the best per-op choices moved to that row
-    bound_sweep: bool = True       # after the seeds, train's ``sweep`` (lts.search: Megatron's
-                                   # choices) at every coarse row whose bound beats the best
     bound_moves: bool = True       # ... and of the batch one step either way and of train's
                                    # ``groups`` (a pair: every joint change; a larger group: set
                                    # to one value), several changes at once
+    baseline_sweep: bool = True    # after the seeds, train's ``sweep`` (lts.search: Megatron's
+                                   # choices) at every coarse row whose bound beats the best
 
     @classmethod
     def paper(cls) -> "PPOConfig":
@@ -155,7 +155,7 @@ class PPOConfig:
         return cls(n_steps=2, lr=1e-3, chunks=5, normalize_advantages=False, elite_prior=0.0,
                    coarse_kernel=0.0, global_on_stall=False, alternate=False,
                    global_uniform=False, bound_mask=False, bound_restarts=False,
-                   bound_moves=False, bound_sweep=False, seed_points=0)
+                   bound_moves=False, baseline_sweep=False, seed_points=0)
 
 
 class EliteHistory:
@@ -341,7 +341,7 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
             ``climb`` also changes both heads of a pair at once (every combination) and sets a
             larger group's heads to a common value.
         sweep: index rows [prod(sizes[:4]), H], a baseline's strategy at each coarse row (flat
-            order); with ``bound_sweep`` each row whose bound beats the best found is tried
+            order); with ``baseline_sweep`` each row whose bound beats the best found is tried
             after the seeds, so the search ends at least at the baseline's best when the sweep
             fits in half the budget.
 
@@ -452,7 +452,7 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
 
     if seed is not None and len(seed):
         probe(seed)
-    if sweep is not None and bound is not None and cfg.bound_sweep:
+    if sweep is not None and bound is not None and cfg.baseline_sweep:
         # the baseline's choices at every coarse row whose bound beats the best found, best
         # bound first, n_steps rows a call, until none is left (or half the budget is spent)
         flat = bound.ravel()

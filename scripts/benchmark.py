@@ -179,7 +179,7 @@ FRESH2 = [
      dict(isl=2000, osl=1000, tpot=40, gpus=8, engine="sglang")),
 ]
 # Kept aside after FRESH2 failed the agent (0.988, three runs below Megatron) and the Megatron
-# sweep (PPOConfig.bound_sweep) was added: written before any run on them, run once at the end.
+# sweep (PPOConfig.baseline_sweep) was added: written before any run on them, run once at the end.
 FRESH3 = [
     ("moe1.6t-gb200-d16k", "moe1.6t", None, "gb200_nvl72", "decode",
      dict(context=16384, tpot=40, gpus=288)),

@@ -42,7 +42,7 @@ CASES = {
 
 
 def test_ppo_sweeps_the_baseline_where_the_bound_allows():
-    """PPOConfig.bound_sweep: the baseline's strategy (lts.search passes Megatron's choices) at
+    """PPOConfig.baseline_sweep: the baseline's strategy (lts.search passes Megatron's choices) at
     every coarse row whose bound beats the best found, best bound first, before any network:
     where only the baseline's strategy of the lowest-bound row is good, the sweep finds it in
     its first call and the agent is never below the baseline (FRESH2 of scripts/benchmark.py:
@@ -59,7 +59,7 @@ def test_ppo_sweeps_the_baseline_where_the_bound_allows():
     found = {}
     for on in (True, False):
         _, raw, _, _ = ppo.train(evaluate, sizes, 16, np.random.default_rng(0),
-                                 replace(cfg, bound_sweep=on), bound=bound, sweep=sweep)
+                                 replace(cfg, baseline_sweep=on), bound=bound, sweep=sweep)
         found[on] = raw.max()
         if on:
             assert raw[3] == 5.0            # the sweep's first call, in bound order
