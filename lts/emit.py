@@ -53,15 +53,14 @@ from pathlib import Path
 import numpy as np
 
 from .costmodel import Result
+from .enginespace import ENGINE_NAMES, ENGINES, check, engine_variants, runnable_mask
 from .baselines import search_fixed
 from .problems import Problem
 from .specs import ModelSpec, TopologySpec, shipped_names
-from .strategy import (CHOICE_NAMES, DIM0, DIM1, EP, EXPERT_CHOICES, EXPERTS, MEGATRON,
-                       N_COARSE, NONE, OP_COL, OP_DIMS, OPS, PP, TP, format_strategy)
+from .strategy import (EP, EXPERT_CHOICES, EXPERTS, MEGATRON, N_COARSE, OP_COL, PP, TP,
+                       format_strategy)
 from .workload import Workload
 
-ENGINES = ("vllm", "sglang", "trtllm")
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 
 # the versions whose documentation the flags below were checked against (README "Launch flags")
 VLLM_VERSION = "0.13.0"
@@ -103,13 +102,6 @@ SGLANG_PORT, VLLM_DP_RPC_PORT, RAY_PORT = 50000, 13345, 6379
 TRTLLM_YAML = "lts-trtllm.yaml"
 
 
-OP_WHAT = {"embedding": "embedding", "attn_norm": "pre-attention norm", "qkv": "QKV projection",
-           "scores": "attention scores", "context": "attention context",
-           "out_proj": "output projection", "ffn_norm": "pre-FFN norm", "router": "router",
-           "ffn1": "up/gate projection", "ffn2": "down projection", "final_norm": "final norm",
-           "lm_head": "LM head"}
-
-
 @dataclass
 class Launch:
     """What ``--emit ENGINE`` prints: the commands, and how they relate to the best strategy.
@@ -138,79 +130,7 @@ class Launch:
 
 
 # ----------------------------------------------------------------------------------------------
-# what an engine runs
-
-def engine_variants(engine: str, model: ModelSpec, tp: int, ep: int) -> tuple:
-    """Per-op choice tuples the engine runs at these degrees (empty: the degrees themselves are
-    not runnable). tp = 1 has one: every choice costs the same over a group of one."""
-    if not model.is_moe:
-        return (MEGATRON,) if ep == 1 else ()
-    if tp == 1:
-        return (MEGATRON,)
-    if engine == "vllm":
-        return (MEGATRON, EXPERT_CHOICES) if ep == 1 else (EXPERT_CHOICES,)
-    if engine == "sglang":
-        return (MEGATRON, EXPERT_CHOICES)
-    return (MEGATRON, EXPERT_CHOICES) if ep == 1 else ()          # trtllm
-
-
-def runnable_mask(engine: str, model: ModelSpec, coarse: np.ndarray, choices) -> np.ndarray:
-    """Vectorized ``choices in engine_variants(...)`` over coarse rows [G, 4] -> [G] bool."""
-    coarse = np.asarray(coarse)
-    tp1, ep1 = coarse[:, TP] == 1, coarse[:, EP] == 1
-    choices = tuple(int(c) for c in choices)
-    if not model.is_moe:
-        return ep1 if choices == MEGATRON else np.zeros(len(coarse), bool)
-    if choices == MEGATRON:
-        return tp1 | {"vllm": ep1, "sglang": np.ones_like(ep1), "trtllm": ep1}[engine]
-    if choices == EXPERT_CHOICES:
-        return ~tp1 & {"vllm": np.ones_like(ep1), "sglang": np.ones_like(ep1),
-                       "trtllm": ep1}[engine]
-    return np.zeros(len(coarse), bool)
-
-
-def describe_choice(op: str, code: int) -> str:
-    """``ffn2``, 1 -> "down projection sharded on hidden (column)"."""
-    what = OP_WHAT[op]
-    if code in (DIM0, DIM1):
-        return f"{what} sharded on {OP_DIMS[op][code]}"
-    if code == NONE:
-        return f"{what} replicated"
-    return f"{what} with whole experts split over the tp group"
-
-
-def check(engine: str, model: ModelSpec, row) -> list:
-    """Why the engine cannot run ``row`` as found: one sentence per reason; [] if it can."""
-    row = [int(v) for v in row]
-    tp, ep = row[TP], row[EP]
-    name = ENGINE_NAMES[engine]
-    variants = engine_variants(engine, model, tp, ep)
-    if not variants:
-        if not model.is_moe:
-            return [f"{name} cannot run ep={ep} on a dense model (no experts to spread)"]
-        return [f"{name} cannot run tp={tp} with ep={ep}: its attention is either tensor-"
-                "parallel over every GPU of a stage or data-parallel with one GPU per rank "
-                "(enable_attention_dp), never tensor-parallel inside data-parallel groups"]
-    choices = list(row[N_COARSE:])
-    if not model.is_moe:              # a dense model has no router: its choice means nothing
-        choices[OPS.index("router")] = MEGATRON[OPS.index("router")]
-    choices = tuple(choices)
-    if tp == 1 or choices in variants:
-        return []
-    v = min(variants, key=lambda v: sum(a != b for a, b in zip(choices, v)))
-    reasons = []
-    for i, op in enumerate(OPS):
-        if choices[i] != v[i]:
-            reasons.append(f"{name} cannot run {op}={CHOICE_NAMES[choices[i]]} "
-                           f"({describe_choice(op, choices[i])}); it runs "
-                           f"{op}={CHOICE_NAMES[v[i]]} ({describe_choice(op, v[i])})")
-    if engine == "vllm" and ep > 1 and choices[OPS.index("ffn1")] != EXPERTS:
-        reasons.append(f"vLLM runs ep={ep} (data-parallel attention) only with expert "
-                       f"parallelism over all tp*ep = {tp * ep} GPUs (--enable-expert-parallel, "
-                       "ffn1/ffn2 = experts); without it its MoE layers are tensor-parallel over "
-                       "all of them, which is not an lts strategy")
-    return reasons
-
+# the engine's runnable alternatives to a strategy
 
 def _pick(res: Result) -> int:
     """Index of the best row of a Result: valid first, then tokens/s/GPU."""

@@ -1,0 +1,160 @@
+"""What each serving engine runs, in lts's strategy encoding (DESIGN.md §9; docs/engines.md).
+
+An engine runs a few fixed per-op shardings, not the paper's whole per-op space: Megatron's tensor
+parallelism (``strategy.MEGATRON``) and, for MoE models, its expert-parallel variant (whole
+experts over the tp group, ``strategy.EXPERT_CHOICES``), each only at the degrees the engine can
+lay out (lts's ep > 1 is attention data parallelism over ep groups of tp GPUs):
+
+| engine | dense | MoE, ep = 1 | MoE, ep > 1 |
+|---|---|---|---|
+| vLLM | tp, pp (Megatron) | Megatron or experts | experts only (EP = DP x TP) |
+| SGLang | tp, pp (Megatron) | Megatron or experts | Megatron (--ep-size ep) or experts |
+| TensorRT-LLM | tp, pp (Megatron) | Megatron or experts | tp = 1 only (attention DP) |
+
+With tp = 1 every per-op choice acts on a group of one, so every choice is the engine's own
+(the canonical form is Megatron's). ``project`` maps any strategy row onto the engine's
+variant that it stands for (so a search over index rows visits only runnable rows),
+``runnable`` says which rows the engine runs as written, ``runnable_on`` names the engines per
+row, and ``check`` says in words why an engine cannot run a row.
+
+Imports: specs (types), strategy.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .specs import ModelSpec
+from .strategy import (CHOICE_NAMES, DIM0, DIM1, EP, EXPERT_CHOICES, EXPERTS, MEGATRON,
+                       N_COARSE, NONE, OP_COL, OP_DIMS, OPS, TP)
+
+ENGINES = ("vllm", "sglang", "trtllm")      # the engines whose space lts knows (not "generic")
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+GENERIC = "generic"                         # no engine: the paper's whole per-op space
+
+
+OP_WHAT = {"embedding": "embedding", "attn_norm": "pre-attention norm", "qkv": "QKV projection",
+           "scores": "attention scores", "context": "attention context",
+           "out_proj": "output projection", "ffn_norm": "pre-FFN norm", "router": "router",
+           "ffn1": "up/gate projection", "ffn2": "down projection", "final_norm": "final norm",
+           "lm_head": "LM head"}
+
+
+# ----------------------------------------------------------------------------------------------
+# what an engine runs
+
+def engine_variants(engine: str, model: ModelSpec, tp: int, ep: int) -> tuple:
+    """Per-op choice tuples the engine runs at these degrees (empty: the degrees themselves are
+    not runnable). tp = 1 has one: every choice costs the same over a group of one."""
+    if not model.is_moe:
+        return (MEGATRON,) if ep == 1 else ()
+    if tp == 1:
+        return (MEGATRON,)
+    if engine == "vllm":
+        return (MEGATRON, EXPERT_CHOICES) if ep == 1 else (EXPERT_CHOICES,)
+    if engine == "sglang":
+        return (MEGATRON, EXPERT_CHOICES)
+    return (MEGATRON, EXPERT_CHOICES) if ep == 1 else ()          # trtllm
+
+
+def runnable_mask(engine: str, model: ModelSpec, coarse: np.ndarray, choices) -> np.ndarray:
+    """Vectorized ``choices in engine_variants(...)`` over coarse rows [G, 4] -> [G] bool."""
+    coarse = np.asarray(coarse)
+    tp1, ep1 = coarse[:, TP] == 1, coarse[:, EP] == 1
+    choices = tuple(int(c) for c in choices)
+    if not model.is_moe:
+        return ep1 if choices == MEGATRON else np.zeros(len(coarse), bool)
+    if choices == MEGATRON:
+        return tp1 | {"vllm": ep1, "sglang": np.ones_like(ep1), "trtllm": ep1}[engine]
+    if choices == EXPERT_CHOICES:
+        return ~tp1 & {"vllm": np.ones_like(ep1), "sglang": np.ones_like(ep1),
+                       "trtllm": ep1}[engine]
+    return np.zeros(len(coarse), bool)
+
+
+def describe_choice(op: str, code: int) -> str:
+    """``ffn2``, 1 -> "down projection sharded on hidden (column)"."""
+    what = OP_WHAT[op]
+    if code in (DIM0, DIM1):
+        return f"{what} sharded on {OP_DIMS[op][code]}"
+    if code == NONE:
+        return f"{what} replicated"
+    return f"{what} with whole experts split over the tp group"
+
+
+def check(engine: str, model: ModelSpec, row) -> list:
+    """Why the engine cannot run ``row`` as found: one sentence per reason; [] if it can."""
+    row = [int(v) for v in row]
+    tp, ep = row[TP], row[EP]
+    name = ENGINE_NAMES[engine]
+    variants = engine_variants(engine, model, tp, ep)
+    if not variants:
+        if not model.is_moe:
+            return [f"{name} cannot run ep={ep} on a dense model (no experts to spread)"]
+        return [f"{name} cannot run tp={tp} with ep={ep}: its attention is either tensor-"
+                "parallel over every GPU of a stage or data-parallel with one GPU per rank "
+                "(enable_attention_dp), never tensor-parallel inside data-parallel groups"]
+    choices = list(row[N_COARSE:])
+    if not model.is_moe:              # a dense model has no router: its choice means nothing
+        choices[OPS.index("router")] = MEGATRON[OPS.index("router")]
+    choices = tuple(choices)
+    if tp == 1 or choices in variants:
+        return []
+    v = min(variants, key=lambda v: sum(a != b for a, b in zip(choices, v)))
+    reasons = []
+    for i, op in enumerate(OPS):
+        if choices[i] != v[i]:
+            reasons.append(f"{name} cannot run {op}={CHOICE_NAMES[choices[i]]} "
+                           f"({describe_choice(op, choices[i])}); it runs "
+                           f"{op}={CHOICE_NAMES[v[i]]} ({describe_choice(op, v[i])})")
+    if engine == "vllm" and ep > 1 and choices[OPS.index("ffn1")] != EXPERTS:
+        reasons.append(f"vLLM runs ep={ep} (data-parallel attention) only with expert "
+                       f"parallelism over all tp*ep = {tp * ep} GPUs (--enable-expert-parallel, "
+                       "ffn1/ffn2 = experts); without it its MoE layers are tensor-parallel over "
+                       "all of them, which is not an lts strategy")
+    return reasons
+
+
+def _choices(model: ModelSpec, rows: np.ndarray) -> np.ndarray:
+    """The per-op choices [N, 12] with what cannot matter set to Megatron's: the router of a
+    dense model, and every choice where tp = 1 (a group of one shards nothing)."""
+    ch = np.array(rows[:, N_COARSE:], copy=True)
+    if not model.is_moe:
+        ch[:, OP_COL["router"] - N_COARSE] = MEGATRON[OPS.index("router")]
+    ch[rows[:, TP] == 1] = MEGATRON
+    return ch
+
+
+def runnable(engine: str, model: ModelSpec, rows) -> np.ndarray:
+    """Which strategy rows [N, 16] the engine runs as written [N] bool (``generic``: all)."""
+    rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
+    if engine == GENERIC:
+        return np.ones(len(rows), bool)
+    ch = _choices(model, rows)
+    out = np.zeros(len(rows), bool)
+    for v in ((MEGATRON, EXPERT_CHOICES) if model.is_moe else (MEGATRON,)):
+        out |= (ch == np.asarray(v)).all(axis=1) & runnable_mask(engine, model, rows[:, :N_COARSE], v)
+    return out
+
+
+def runnable_on(model: ModelSpec, rows) -> list:
+    """The engines that run each strategy row as written: a list of tuples of engine names."""
+    rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
+    ok = {e: runnable(e, model, rows) for e in ENGINES}
+    return [tuple(e for e in ENGINES if ok[e][i]) for i in range(len(rows))]
+
+
+def project(engine: str, model: ModelSpec, rows: np.ndarray) -> np.ndarray:
+    """Strategy (or index) rows [N, 16] -> the engine's variant each stands for, in place: the
+    coarse columns kept, the per-op choices set to the expert-parallel variant where FFN1 or
+    FFN2 splits the experts (a MoE with tp > 1), else to Megatron's. The degrees are not
+    changed: rows the engine cannot lay out stay what ``runnable`` rejects. ``generic``: the
+    rows as they are."""
+    if engine == GENERIC:
+        return rows
+    experts = np.zeros(len(rows), bool)
+    if model.is_moe:
+        experts = ((rows[:, OP_COL["ffn1"]] == EXPERTS) | (rows[:, OP_COL["ffn2"]] == EXPERTS)) \
+            & (rows[:, TP] > 1)
+    rows[:, N_COARSE:] = np.where(experts[:, None], np.asarray(EXPERT_CHOICES),
+                                  np.asarray(MEGATRON))
+    return rows
