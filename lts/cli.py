@@ -123,10 +123,14 @@ def serve_workload_options(concurrency: bool):
             click.option("--osl", type=click.IntRange(1, MAX_TOKENS), default=1024,
                          show_default=True, help="serve: output tokens per request."),
             click.option("--engine", type=click.Choice(ENGINE_NAMES), default=None,
-                         help="serve: the engine profile (scheduler defaults, KV-cache memory, "
-                              "time per step; README \"Serving\"). Default: " +
-                              ("generic." if concurrency else
-                               "the --emit engine if given, else generic.")),
+                         help=("serve: the engine profile (scheduler defaults, KV-cache memory, "
+                               "time per step; README \"Serving\"). Default: generic."
+                               if concurrency else
+                               "The engine to deploy on: every method ranks only the strategies "
+                               "it runs as written (docs/engines.md) and reports the headroom "
+                               "of the whole per-op space beside them; serve: also its profile "
+                               "(scheduler defaults, KV-cache memory, time per step). Default: "
+                               "the --emit engine if given, else generic (the whole space).")),
         ]
         if concurrency:
             opts.append(click.option(
@@ -164,18 +168,22 @@ def _workload_flags(fn, phases, phase_help):
 
 def _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl, engine):
     """The search problem of the flags: the serve phase's closed loop (its SLOs only when given
-    on the command line), else one decode or prefill step."""
+    on the command line), else one decode or prefill step. A named engine (``engine`` is its
+    profile) restricts the space to what it runs (``Problem.engine_space``)."""
     if phase == "serve":
         return ServeProblem(m, topo, isl, osl,
                             tpot_slo_ms if _flag_given("tpot_slo_ms") else None, ttft_slo_ms,
-                            gpus or 0, engine=engine)
-    return Problem(m, topo, _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus))
+                            gpus or 0, engine=engine, engine_space=engine.name)
+    return Problem(m, topo, _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus),
+                   engine_space=engine.name)
 
 
-def _serve_flags_only_with_serve(phase: str) -> None:
+def _serve_flags_only_with_serve(phase: str, any_phase=()) -> None:
+    """Refuse the serve-only flags in another phase (``any_phase``: flags this command takes in
+    every phase)."""
     params = click.get_current_context().params
     given = [f"--{n}" for n in ("isl", "osl", "concurrency", "engine")
-             if n in params and _flag_given(n)]
+             if n in params and n not in any_phase and _flag_given(n)]
     if phase != "serve" and given:
         raise click.UsageError(f"{', '.join(given)}: only with --phase serve")
     if phase == "serve" and _flag_given("context"):
@@ -328,7 +336,7 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
       lts search llama3.1-70b h100_dgx --gpus 8 --phase serve --isl 1000 --osl 1000
       lts search mixtral-8x7b h100_dgx --gpus 8 --phase serve --plot tradeoff.svg
     """
-    _serve_flags_only_with_serve(phase)
+    _serve_flags_only_with_serve(phase, any_phase=("engine",))
     if plot is not None and phase != "serve":
         raise click.UsageError("--plot draws the serving trade-off: it needs --phase serve")
     if request_rate is not None and phase != "serve":
@@ -410,7 +418,7 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
       lts compare llama3.1-8b h100_dgx --gpus 8 --seeds 3 --budget 500 --methods ppo,anneal
       lts compare llama3.1-70b h100_dgx --gpus 8 --phase serve --isl 4000 --osl 1000 --seeds 3
     """
-    _serve_flags_only_with_serve(phase)
+    _serve_flags_only_with_serve(phase, any_phase=("engine",))
     _check_budget(budget * seeds, methods, "--seeds x --budget")
     m, topo = _load(model, topology, precision)
     problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,

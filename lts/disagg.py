@@ -20,7 +20,8 @@ its own strategy, against one pool that does both (DESIGN.md §8; issue 12).
 Each pool's strategy is the optimum of its own phase (the most tokens/s per GPU); the pairing is
 then exhaustive. ``disaggregate`` also traces the two-pool frontier: the same under tighter TPOT
 limits, then their Pareto front. Both pools run on the engine profile's topology (its collective efficiency) with
-the engine's time per step added. Imports: exact, optables, pareto, problems, strategy, workload.
+the engine's time per step added; with an engine named, each pool is the optimum of the engine's
+space. Imports: enginespace, exact, exact_engine, optables, pareto, problems, strategy, workload.
 """
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .enginespace import GENERIC
 from .exact import search_exact
+from .exact_engine import search_engine_exact
 from .optables import kv_request_bytes
 from .pareto import pareto_front
 from .problems import Problem, ServeProblem
@@ -70,13 +73,17 @@ def pool_problem(problem: ServeProblem, work: Workload, tables=None) -> Problem:
     time per step added to each step (``tables``: built for the same phase, to reuse)."""
     topo = problem.engine.topology(problem.topo)
     topo = replace(topo, step_overhead_s=topo.step_overhead_s + problem.engine.step_overhead_s)
-    return Problem(problem.model, topo, work, tables=True if tables is None else tables)
+    # the pools share the budget (``pair`` counts it), so each is scored per GPU it uses, in
+    # the engine's space when one is named
+    return Problem(problem.model, topo, work, tables=True if tables is None else tables,
+                   engine_space=problem.engine_space, whole_budget=False)
 
 
 def best_pool(pool: Problem, max_gpus: int | None = None):
     """The exact optimum of one pool's phase (instances of at most ``max_gpus`` GPUs): a one-row
     Result, or None if nothing is feasible."""
-    sr = search_exact(pool, top=1, max_gpus=max_gpus)
+    solve = search_exact if pool.engine_space == GENERIC else search_engine_exact
+    sr = solve(pool, top=1, max_gpus=max_gpus)
     return None if sr.best is None else sr.evaluated
 
 

@@ -272,10 +272,11 @@ def guide_bounds(problem: Problem, chunk: int = 512) -> np.ndarray:
 
 
 def _score(problem: Problem, g, slowest, memory):
-    """Throughput per GPU of rows g where valid (memory, SLO), else -inf: ``costmodel.finish``."""
+    """Throughput per GPU of the budget (``Problem.fill``) of rows g where valid (memory, SLO),
+    else -inf: ``costmodel.finish``."""
     p = problem
     valid, _, per_gpu, *_ = finish(p.topo, p.work, p.tables, g, slowest, memory, 0)
-    return np.where(valid & np.isfinite(slowest), per_gpu, -np.inf)
+    return np.where(valid & np.isfinite(slowest), per_gpu * p.fill(p.tables.gpus[g]), -np.inf)
 
 
 def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,

@@ -26,7 +26,7 @@ from .strategy import BATCH, EP, EXPERTS, PP, TP
 from .workload import Workload, compose_step
 
 # validity reasons (bit flags) and their messages
-REASONS = ("budget", "divisibility", "memory", "slo", "experts")
+REASONS = ("budget", "divisibility", "memory", "slo", "experts", "engine")
 REASON_BIT = {r: 1 << i for i, r in enumerate(REASONS)}
 
 

@@ -8,18 +8,20 @@
 - ``SearchResult``: what every method returns; it carries its top-k evaluated (``evaluated``, a
   ``Result``), so nothing evaluates them again for display.
 
-Imports: costmodel, optables, serve, specs, strategy, workload.
+Imports: costmodel, enginespace, optables, serve, specs, strategy, workload.
 """
 from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
 from .costmodel import Result, evaluate
-from .optables import Tables, build_tables
+from .enginespace import GENERIC, project, runnable
+from .optables import REASON_BIT, Tables, build_tables
 from . import serve
 from .specs import ModelSpec, TopologySpec
 from .strategy import BATCH, EXPERTS, MEGATRON, N_COARSE, OP_COL, OPS, Space
@@ -32,11 +34,24 @@ class Problem:
     Coarse tables are built once for every (tp, ep, pp, batch) of the space (instances over the
     GPU budget included: they are reported invalid for ``budget``), so each evaluation is a walk.
     ``step_work`` is the step the per-op breakdowns show (here the workload itself).
+
+    ``engine_space``: ``generic`` (the paper's whole per-op space) or an engine (``vllm``,
+    ``sglang``, ``trtllm``; ``lts.enginespace``): then every index row stands for the engine's
+    variant it projects onto (``canonical``) and rows the engine cannot lay out are invalid
+    (reason ``engine``), so every method ranks only what that engine runs as written. The
+    tables do not depend on it: ``whole_space`` searches the same problem without it.
+
+    The objective (``score``) is output tokens/s per GPU of the device budget: as many copies
+    of an instance as the budget holds, GPUs the copies leave idle counted (``fill``);
+    ``whole_budget=False`` scores per GPU used (a pool of a two-pool deployment).
     """
 
     def __init__(self, model: ModelSpec, topo: TopologySpec, work: Workload,
-                 space: Space | None = None, tables=True):
+                 space: Space | None = None, tables=True, engine_space: str = GENERIC,
+                 whole_budget: bool = True):
         self.model, self.topo, self.work = model, topo, work
+        self.engine_space = engine_space
+        self.whole_budget = whole_budget
         self.step_work = work
         self.space = space or Space.for_model(model, work.budget(topo))
         sp = self.space
@@ -72,12 +87,45 @@ class Problem:
         g = self.coarse_index(idx)
         rows = np.array(idx, dtype=np.int64)                # choices: index = value
         rows[:, :N_COARSE] = self.grid[g]                   # = self.space.decode(idx)
-        return evaluate(self.model, self.topo, self.work, self._canonical(rows),
-                        tables=self.tables, coarse_index=g)
+        return self.restrict(evaluate(self.model, self.topo, self.work, self._canonical(rows),
+                                      tables=self.tables, coarse_index=g))
 
     def evaluate_rows(self, rows) -> Result:
         """Evaluate strategy rows [N, 16] (values, not indices); no call is counted."""
-        return evaluate(self.model, self.topo, self.work, np.atleast_2d(rows))
+        return self.restrict(evaluate(self.model, self.topo, self.work, np.atleast_2d(rows)))
+
+    def restrict(self, res: Result) -> Result:
+        """``res`` with the rows the engine of ``engine_space`` does not run as written made
+        invalid (reason ``engine``), in place."""
+        if self.engine_space != GENERIC:
+            bad = ~runnable(self.engine_space, self.model, res.strategies)
+            res.valid &= ~bad
+            res.reasons |= np.where(bad, REASON_BIT["engine"], 0).astype(res.reasons.dtype)
+        return res
+
+    @contextmanager
+    def whole_space(self):
+        """The same problem over the whole per-op space for the duration (the headroom)."""
+        saved, self.engine_space = self.engine_space, GENERIC
+        try:
+            yield self
+        finally:
+            self.engine_space = saved
+
+    def fill(self, gpus) -> np.ndarray:
+        """The share of the device budget B that copies of instances of ``gpus`` GPUs keep
+        busy: floor(B / g) * g / B (1 where g divides B, 0 above B); 1 everywhere for a
+        problem whose instances do not fill the budget alone (``whole_budget=False``: the pools
+        of a two-pool deployment, sized together)."""
+        g = np.asarray(gpus, dtype=np.float64)
+        if not self.whole_budget:
+            return np.ones_like(g)
+        b = float(self.work.budget(self.topo))
+        return np.floor(b / g) * g / b
+
+    def per_cluster_gpu(self, res: Result) -> np.ndarray:
+        """Tokens/s per GPU of the device budget: the instance's per-GPU rate x ``fill``."""
+        return res.tokens_per_s_per_gpu * self.fill(res.gpus)
 
     def fixed_choice_rows(self, choices) -> np.ndarray:
         """Index rows [G, 16]: every (tp, ep, pp, batch) of the grid with the per-op ``choices``."""
@@ -102,11 +150,12 @@ class Problem:
             idx[either, c1] = idx[either, c2] = EXPERTS
         else:
             idx[:, OP_COL["router"]] = MEGATRON[OPS.index("router")]
-        return idx
+        return project(self.engine_space, self.model, idx)
 
     def score(self, res: Result) -> np.ndarray:
-        """Objective: tokens/s/GPU of valid strategies, -inf for invalid ones."""
-        return np.where(res.valid, res.tokens_per_s_per_gpu, -np.inf)
+        """Objective: tokens/s per GPU of the budget (``per_cluster_gpu``) of valid strategies,
+        -inf for invalid ones."""
+        return np.where(res.valid, self.per_cluster_gpu(res), -np.inf)
 
 
 class ServeProblem(Problem):
@@ -129,12 +178,13 @@ class ServeProblem(Problem):
 
     def __init__(self, model: ModelSpec, topo: TopologySpec, isl: int, osl: int,
                  tpot_slo_ms: float | None = None, ttft_slo_ms: float | None = None,
-                 gpus: int = 0, space: Space | None = None, engine=None):
+                 gpus: int = 0, space: Space | None = None, engine=None,
+                 engine_space: str = GENERIC):
         work = serve.memory_workload(isl, osl, gpus)
         if space is None:      # concurrencies: the powers of two, then each strategy's capacity
             space = Space.for_model(model, work.budget(topo))
             space = replace(space, batch=space.batch + (serve.AT_CAPACITY,))
-        super().__init__(model, topo, work, space, tables=False)
+        super().__init__(model, topo, work, space, tables=False, engine_space=engine_space)
         self.isl, self.osl = int(isl), int(osl)
         self.tpot_slo_ms, self.ttft_slo_ms = tpot_slo_ms, ttft_slo_ms
         self.engine = engine or serve.GENERIC
@@ -160,16 +210,17 @@ class ServeProblem(Problem):
         idx = self.canonical(idx)
         if count:
             self.calls += len(idx)
-        return serve.as_result(self.serve_rows(self.space.decode(idx)))
+        return self.restrict(serve.as_result(self.serve_rows(self.space.decode(idx))))
 
     def evaluate_rows(self, rows) -> Result:
-        return serve.as_result(self.serve_rows(rows))
+        return self.restrict(serve.as_result(self.serve_rows(rows)))
 
     def score(self, res: Result) -> np.ndarray:
-        """Output tokens/s/GPU; requests beyond the KV cache add nothing but queueing, so of
-        two concurrencies with the same running batch the smaller one wins (by a part in 1e9)."""
+        """Output tokens/s per GPU of the budget; requests beyond the KV cache add nothing but
+        queueing, so of two concurrencies with the same running batch the smaller one wins (by
+        a part in 1e9)."""
         queued = 1.0 - res.running / res.strategies[:, BATCH]
-        return np.where(res.valid, res.tokens_per_s_per_gpu * (1.0 - 1e-9 * queued), -np.inf)
+        return np.where(res.valid, self.per_cluster_gpu(res) * (1.0 - 1e-9 * queued), -np.inf)
 
 
 def take(res: Result, rows) -> Result:

@@ -27,6 +27,7 @@ from .workload import Workload
 from .specs import ModelSpec, TopologySpec, param_counts
 from .strategy import OPS, format_strategy, strategy_dict
 from .plot import Series, frontier_svg, frontier_text
+from .enginespace import ENGINE_NAMES, runnable_on
 from .search import replicas
 from .units import GB, GIB, TFLOPS, US
 
@@ -515,9 +516,18 @@ def search_dict(run, launch=None) -> dict:
          "model": model_dict(p.model), "topology": p.topo.name,
          "workload": workload_dict(p),
          "vs_megatron": versus_dict(run.versus)}
+    on = runnable_on(p.model, res.strategies)
+    for r, i in ((d["best"], 0), *((t, i) for i, t in enumerate(d["top"]))):
+        r.update(_replica_fields(run, res, i), runnable_on=list(on[i]))
+    d["engine_space"] = p.engine_space
+    any_best = run.best_any_sharding
+    if any_best is not None:
+        d["best_any_sharding"] = result_dict(any_best, 0)
+        d["best_any_sharding"].update(_replica_fields(run, any_best, 0),
+                                      runnable_on=list(runnable_on(p.model,
+                                                                   any_best.strategies)[0]))
+        d["headroom"] = _num(run.headroom)
     if run.problem.phase == "serve":
-        for r, src in ((d["best"], (res, 0)), *((t, (res, i)) for i, t in enumerate(d["top"]))):
-            r.update(_replica_fields(run, *src))
         d["pareto"] = pareto_dict(run.pareto, run) + [disagg_point(dg)
                                                        for dg in run.disagg_pareto]
         d["sizing"] = sizing_dict(run.sizing, run)
@@ -529,12 +539,28 @@ def search_dict(run, launch=None) -> dict:
 
 def _replica_fields(run, res, i) -> dict:
     """``replicas`` (instances the device budget holds: ``search.replicas``) and
-    ``tokens_per_s_per_cluster_gpu`` (their output tokens/s over every GPU of the budget) of
-    serve result i."""
-    budget = run.problem.work.budget(run.problem.topo)
-    copies = int(replicas(run.problem, res)[i])
-    return {"replicas": copies,
-            "tokens_per_s_per_cluster_gpu": _num(copies * res.tokens_per_s[i] / budget)}
+    ``tokens_per_s_per_cluster_gpu`` (their tokens/s over every GPU of the budget, the
+    objective: ``Problem.per_cluster_gpu``) of result i."""
+    return {"replicas": int(replicas(run.problem, res)[i]),
+            "tokens_per_s_per_cluster_gpu": _num(run.problem.per_cluster_gpu(res)[i])}
+
+
+def headroom_text(run) -> str | None:
+    """The headroom line: what a per-op sharding the named engine lacks would add (None: no
+    engine named, or the engine already runs the best of the whole space)."""
+    any_best = run.best_any_sharding
+    if any_best is None:
+        return None
+    p = run.problem
+    engine = ENGINE_NAMES.get(p.engine_space, p.engine_space)
+    on = runnable_on(p.model, any_best.strategies)[0]
+    return (f"a per-op sharding {engine} does not implement would add "
+            f"{(run.headroom - 1) * 100:.1f}%: "
+            f"{format_strategy(any_best.strategies[0], only_changed=True)} at "
+            f"{float(p.per_cluster_gpu(any_best)[0]):,.1f} tokens/s per GPU of the budget "
+            f"(the best of the whole per-op space, {run.any_sharding.method}"
+            + (f"; runs as written on {', '.join(ENGINE_NAMES[e] for e in on)})" if on else
+               "; no engine runs it as written)"))
 
 
 def pareto_dict(res, run) -> list:
@@ -686,18 +712,25 @@ def render_search(console: Console, run) -> None:
     no feasible strategy).
     """
     m, topo, phase = run.problem.model, run.problem.topo, run.problem.phase
+    budget = run.problem.work.budget(topo)
     slo, sr, res = slo_text(run.problem), run.result, run.top
     mega_score, mega_best = run.megatron.best_score, run.megatron_best
     why, wall_s, seed = versus_dict(run.versus), run.wall_s, run.seed
     latency = "TTFT ms" if phase == "prefill" else "TPOT ms"
     table = Table(title=f"{escape(m.name)} on {escape(topo.name)}: best strategies "
                         f"({escape(sr.method)})",
-                  caption=f"{phase}, {escape(slo)}; ×Meg: tokens/s/GPU ÷ Megatron's best",
-                  box=box.SIMPLE_HEAD, pad_edge=False)
+                  caption=f"{phase}, {escape(slo)}; tok/s/GPU: of the {budget:,}-GPU budget, "
+                          f"filled by copies of the instance (×n); used: per GPU the copies "
+                          f"use; on: runs as written on v vLLM, s SGLang, t TensorRT-LLM; "
+                          f"×Meg: tok/s/GPU ÷ Megatron's best",
+                  box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("tp/ep/pp/b", no_wrap=True)
     table.add_column("ops vs Megatron", overflow="fold", ratio=1, min_width=16)
+    table.add_column("on", no_wrap=True)
+    table.add_column("×n", justify="right", no_wrap=True)
     table.add_column("tok/s/GPU", justify="right", no_wrap=True)
+    table.add_column("used", justify="right", no_wrap=True)
     table.add_column(latency, justify="right", no_wrap=True)
     serving = phase == "serve"    # the closed loop: both latencies, b the concurrency; the
     if serving:                   # KV cache fills the memory by design (GiB/GPU in --json)
@@ -705,14 +738,17 @@ def render_search(console: Console, run) -> None:
     else:
         table.add_column("GiB/GPU", justify="right", no_wrap=True)
     table.add_column("×Meg", justify="right", no_wrap=True)
+    cluster, copies = run.problem.per_cluster_gpu(res), replicas(run.problem, res)
+    on = runnable_on(m, res.strategies)
     for i in range(len(res)):
         row = res.strategies[i]
-        tps = res.tokens_per_s_per_gpu[i]
+        tps = cluster[i]
         lat = res.ttft_s[i] if phase == "prefill" else res.tpot_s[i]
         ratio = f"{tps / mega_score:.3f}" if math.isfinite(mega_score) and mega_score > 0 else "-"
         third = fmt_s(res.ttft_s[i]) if serving else f"{res.memory_bytes[i] / GIB:.1f}"
-        table.add_row(str(i + 1), degrees(row), escape(changed_ops(row)), f"{tps:,.1f}",
-                      fmt_ms(lat), third, ratio)
+        table.add_row(str(i + 1), degrees(row), escape(changed_ops(row)),
+                      "".join(e[0] for e in on[i]) or "-", f"{int(copies[i]):,}", f"{tps:,.1f}",
+                      f"{res.tokens_per_s_per_gpu[i]:,.1f}", fmt_ms(lat), third, ratio)
     console.print(table)
     best = res.strategies[0]
     at = f"tp={best[0]} ep={best[1]} pp={best[2]} batch={best[3]}"
@@ -750,14 +786,21 @@ def render_search(console: Console, run) -> None:
                          f"{_delta(why['collectives_delta_us'])}, ops "
                          f"{_delta(why['ops_delta_us'])})")
     if mega_best is not None:
-        tps = res.tokens_per_s_per_gpu[0]
-        mtps = mega_best.tokens_per_s_per_gpu[0]
+        tps = cluster[0]
+        mtps = float(run.problem.per_cluster_gpu(mega_best)[0])
         grid.add_row("[bold]Megatron best[/]",
                      f"{format_strategy(mega_best.strategies[0], only_changed=True)}: {mtps:,.1f} "
                      f"tokens/s/GPU; the best is {tps / mtps:.3f}× that")
     else:
         grid.add_row("[bold]Megatron best[/]", "none: Megatron's per-op sharding has no feasible "
                                                "strategy here")
+    head = headroom_text(run)
+    if head is not None:
+        grid.add_row("[bold]Headroom[/]", escape(head))
+    elif run.any_sharding is not None:
+        grid.add_row("[bold]Headroom[/]",
+                     f"none: {ENGINE_NAMES.get(run.problem.engine_space, '')} runs the best of "
+                     f"the whole per-op space ({run.any_sharding.method})")
     console.print(grid)
     if serving:
         render_frontier(console, run)

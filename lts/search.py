@@ -16,7 +16,8 @@ baseline's best and why the best wins), ``compare`` (every method over seeds, ``
 and ``run_seeds`` (one method over seeds, as ``compare`` runs it). Each result is computed once
 and carried; the CLI and ``scripts/search_quality.py`` only render them.
 
-Imports: costmodel, problems, baselines, exact, strategy; ppo (lazily, in ``search_ppo``).
+Imports: costmodel, problems, baselines, enginespace, exact, exact_engine, serve_exact, disagg,
+pareto, strategy; ppo (lazily, in ``search_ppo``).
 ``Problem``, ``ServeProblem``, ``SearchResult``, ``Tracker`` and every ``search_*`` are
 re-exported, so ``from lts.search import ...`` names them all.
 """
@@ -32,7 +33,9 @@ from .baselines import (CHUNK, search_anneal, search_fixed, search_megatron,  # 
 from .costmodel import Result, breakdown
 from .disagg import disaggregate
 from .pareto import pareto_front
+from .enginespace import GENERIC
 from .exact import guide_bounds, search_exact
+from .exact_engine import search_engine_exact
 from .serve_exact import guide_bounds as serve_guide_bounds, search_serve_exact
 from .serve import AT_CAPACITY
 from .problems import Problem, SearchResult, ServeProblem, Tracker, take  # noqa: F401
@@ -73,7 +76,7 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
         problem.calls += len(idx) - len(live)
         if len(live):
             res = problem.evaluate(idx[live])
-            raw[live], valid[live], score[live] = (res.tokens_per_s_per_gpu, res.valid,
+            raw[live], valid[live], score[live] = (problem.per_cluster_gpu(res), res.valid,
                                                    problem.score(res))
         tr.add(idx, score)
         return raw, valid
@@ -151,9 +154,16 @@ SEARCHERS = {
     "random-walk": search_random_walk,
     "anneal": search_anneal,
     "megatron": search_megatron,
-    "exact": lambda problem, *args, **kw: (search_serve_exact if isinstance(problem, ServeProblem)
-                                          else search_exact)(problem, *args, **kw),
+    "exact": lambda problem, *args, **kw: _exact_for(problem)(problem, *args, **kw),
 }
+
+
+def _exact_for(problem: Problem):
+    """The exact solver of a problem: enumeration of an engine's space; else the closed-loop
+    solver (serve) or the per-op dynamic programme (decode, prefill) over the whole space."""
+    if problem.engine_space != GENERIC:
+        return search_engine_exact
+    return search_serve_exact if isinstance(problem, ServeProblem) else search_exact
 STOCHASTIC = ("ppo", "ppo-paper", "random-walk", "anneal", "random")   # seeded methods
 
 
@@ -207,6 +217,8 @@ class SearchRun:
     sizing: "Sizing | None" = None         # serve with a request rate: the fewest GPUs
     disagg: object = None                  # serve: the best prefill + decode pools (disagg.Disagg)
     disagg_pareto: list = field(default_factory=list)   # serve: two pools' frontier (Disaggs)
+    any_sharding: SearchResult | None = None   # engine named: the same method over the whole
+                                               # per-op space (the headroom)
 
     @property
     def found(self) -> bool:
@@ -221,6 +233,23 @@ class SearchRun:
     def best(self) -> Result | None:
         """The best strategy evaluated, one row."""
         return take(self.top, slice(0, 1)) if self.found else None
+
+    @property
+    def best_any_sharding(self) -> Result | None:
+        """The best of the whole per-op space, one row, when an engine was named and it beats
+        the engine's best (else None)."""
+        a = self.any_sharding
+        if a is None or a.best is None or (self.found and a.best_score <= self.result.best_score):
+            return None
+        return take(a.evaluated, slice(0, 1))
+
+    @property
+    def headroom(self) -> float | None:
+        """The whole space's best over the engine's best, in tokens/s per GPU of the budget
+        (None: no engine named, or the engine runs the best already)."""
+        if self.best_any_sharding is None or not self.found:
+            return None
+        return self.any_sharding.best_score / self.result.best_score
 
     @property
     def megatron_best(self) -> Result | None:
@@ -243,6 +272,12 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
     sr = SEARCHERS[method](problem, budget, np.random.default_rng(seed), top=top,
                            progress=progress)
     out = SearchRun(problem, method, budget, seed, sr, time.perf_counter() - t0)
+    if problem.engine_space != GENERIC:     # the headroom: the same search over every sharding
+        calls, problem.calls = problem.calls, 0
+        with problem.whole_space():
+            out.any_sharding = SEARCHERS[method](problem, budget, np.random.default_rng(seed),
+                                                 top=1, progress=progress)
+        problem.calls = calls
     serving = isinstance(problem, ServeProblem)
     if serving and sr.coarse_best is not None:
         res = problem.evaluate_rows(sr.coarse_best)

@@ -360,7 +360,10 @@ def _rows(p: ServeProblem, loop: _Loop, progress=None):
             progress(0)
     rows = np.concatenate(rows).astype(np.int64) if rows else np.zeros((0, 4), dtype=np.int64)
     coarse = np.c_[triples[rows[:, 0]], rows[:, 1]]
-    return triples, caps, rows, coarse, triples[rows[:, 0]].prod(axis=1)
+    # each row's GPUs as the objective counts them: the budget over the copies it holds, so that
+    # tokens/s over these is tokens/s per GPU of the budget (``Problem.fill``)
+    gpus = triples[rows[:, 0]].prod(axis=1).astype(np.float64)
+    return triples, caps, rows, coarse, gpus / p.fill(gpus)
 
 
 def guide_bounds(problem: ServeProblem, tighten: int = TIGHTEN, keep: int = 64,

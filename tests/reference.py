@@ -70,7 +70,9 @@ from lts.specs import attention_params
 from lts.strategy import BATCH, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
 
 COMPAT = ("kv_per_microbatch", "moe_layout_everywhere", "ffn_fractional_t_rows")
-REASONS = ("budget", "divisibility", "memory", "slo", "experts")
+# "engine" is set by a search problem restricted to an engine's space (lts.problems), never by the
+# cost model itself
+REASONS = ("budget", "divisibility", "memory", "slo", "experts", "engine")
 
 R, T, F, P, ER, ET = "R", "T", "F", "P", "ER", "ET"
 NORM_LAYOUT = {DIM0: T, DIM1: F, NONE: R}
