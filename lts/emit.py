@@ -14,18 +14,19 @@ over the tp group too):
 - vLLM (``vllm serve``): ``--tensor-parallel-size tp --pipeline-parallel-size pp``; ep > 1 is
   ``--data-parallel-size ep`` (attention data parallel, one engine per DP rank). vLLM's MoE layers
   form one group of DP x TP GPUs: tensor-parallel by default, expert-parallel (whole experts) with
-  ``--enable-expert-parallel`` (docs: data_parallel_deployment.md, expert_parallel_deployment.md:
-  "EP_SIZE = TP_SIZE x DP_SIZE"). So ep > 1 runs only as ffn1/ffn2 = experts (or tp = 1), and
-  ep = 1 with ffn1/ffn2 = experts is ``--tensor-parallel-size tp --enable-expert-parallel``.
-  ``--max-num-seqs`` applies per DP rank.
+  ``--enable-expert-parallel`` (vllm 0.33.0 vllm/model_executor/layers/fused_moe/config.py,
+  FusedMoEParallelConfig.make: the MoE TP group is flattened across DP, and EP takes it whole).
+  So ep > 1 runs only as ffn1/ffn2 = experts (or tp = 1), and ep = 1 with ffn1/ffn2 = experts is
+  ``--tensor-parallel-size tp --enable-expert-parallel``. ``--max-num-seqs`` applies per DP rank.
 - SGLang (``python -m sglang.launch_server``): its TP group is every GPU of a pipeline stage, so
-  ``--tp tp*ep``. ep > 1 is DP attention: ``--dp ep --enable-dp-attention``, which gives attention
-  TP of tp_size / dp_size = tp per DP group (tp_dp_dp_attention_explainer.md:
-  attn_tp_size = tp_size / dp_size, attention groups contiguous like lts's tp-innermost ranks),
-  with ``--enable-dp-lm-head`` so the LM head is vocab-sharded inside each attention TP group as
-  lts shards it in each tp group. Experts: ``--ep-size E`` splits the experts into E groups and
-  tensor-shards each expert over tp_size / E GPUs ("TP4EP2 = --tp-size 8 --ep-size 2"). lts's
-  Megatron FFN (experts over ep, each sharded over tp) is E = ep; ffn1/ffn2 = experts (whole
+  ``--tp-size tp*ep``. ep > 1 is DP attention: ``--attn-dp-size ep``, which gives attention TP of
+  tp_size / attn_dp_size = tp per DP group (sglang 0.5.23 sglang/srt/runtime_context.py
+  derive_parallel_widths; the older ``--dp-size ep --enable-dp-attention`` is deprecated and
+  resolved to the same layout, sglang/srt/arg_groups/parallel_hook.py), with
+  ``--enable-dp-lm-head`` so the LM head is vocab-sharded inside each attention TP group as lts
+  shards it in each tp group. Experts: ``--ep-size E`` splits the experts into E groups and
+  tensor-shards each expert over tp_size / E GPUs (moe_tp_size = tp_size / ep_size, same file).
+  lts's Megatron FFN (experts over ep, each sharded over tp) is E = ep; ffn1/ffn2 = experts (whole
   experts over all tp*ep GPUs) is E = tp*ep; no ``--ep-size`` is MoE TP over the whole stage,
   which is lts's ep = 1 Megatron. ``--max-running-requests`` is the total over DP ranks.
 - TensorRT-LLM (``trtllm-serve``): ``--tp_size T --pp_size pp --ep_size E``, the MoE layer split
@@ -37,8 +38,9 @@ over the tp group too):
   attention-DP rank under attention DP.
 
 With tp = 1 the per-op choices have nothing to shard (a group of one), so every choice is the
-engine's own sharding. The engine versions and the pages the flags were read from are in
-``VERSIONS`` and ``DOCS`` (README "Launch flags").
+engine's own sharding. The engine versions and the files the flags were read from are in
+``VERSIONS`` and ``DOCS``; every flag emitted is checked against the flag lists in
+tests/data/engine_flags/ (tests/test_engine_flags.py; docs/engines.md "Launch flags").
 
 Imports: strategy, specs, costmodel (Result), workload, problems (Problem), baselines (the
 Megatron search).
@@ -62,23 +64,27 @@ from .strategy import (EP, EXPERT_CHOICES, EXPERTS, MEGATRON, N_COARSE, OP_COL, 
 from .workload import Workload
 
 
-# the versions whose documentation the flags below were checked against (README "Launch flags")
-VLLM_VERSION = "0.13.0"
-SGLANG_VERSION = "0.5"
-TRTLLM_VERSION = "1.0.0"
+# the releases whose source the flags below were read from (docs/engines.md "Launch flags"; the
+# accepted flags are listed in tests/data/engine_flags/, checked by tests/test_engine_flags.py)
+VLLM_VERSION = "0.33.0"
+SGLANG_VERSION = "0.5.23"
+TRTLLM_VERSION = "1.2.1"
 VERSIONS = {"vllm": VLLM_VERSION, "sglang": SGLANG_VERSION, "trtllm": TRTLLM_VERSION}
 DOCS = {
-    "vllm": ("vllm-project/vllm docs/serving/data_parallel_deployment.md, "
-             "expert_parallel_deployment.md, parallelism_scaling.md (multi-node --nnodes/"
-             "--node-rank/--master-addr, added Dec 2025 for v0.13.0), vllm/config/parallel.py; "
-             "engine args at docs.vllm.ai/en/v0.8.5/serving/engine_args.html"),
-    "sglang": ("sgl-project/sglang docs/advanced_features/server_arguments.md, "
-               "tp_dp_dp_attention_explainer.md, expert_parallelism.md (docs.sglang.io); "
-               "--ep-size below --tp needs SGLang 0.5 (PR #8590)"),
-    "trtllm": ("NVIDIA/TensorRT-LLM docs/source/commands/trtllm-serve/trtllm-serve.rst, "
-               "docs/source/features/parallel-strategy.md, tensorrt_llm/commands/serve.py "
-               "(flags unchanged from the 1.0.0 release; --config is a newer alias of "
-               "--extra_llm_api_options)"),
+    "vllm": ("vllm 0.33.0 wheel: vllm/engine/arg_utils.py (EngineArgs.add_cli_args: parallel, "
+             "cache and scheduler flags, --nnodes/--node-rank/--master-addr, --data-parallel-*), "
+             "vllm/entrypoints/common/cli_args.py (make_arg_parser: --headless, --port), "
+             "vllm/model_executor/layers/fused_moe/config.py (MoE TP/EP over DP x TP)"),
+    "sglang": ("sglang 0.5.23 wheel: sglang/srt/server_args.py (ServerArgs.add_cli_args; "
+               "--enable-dp-attention deprecated for --attn-dp-size), "
+               "sglang/srt/arg_groups/fields/parallel.py (--tp-size, --attn-dp-size, --ep-size, "
+               "--pp-size, --enable-dp-lm-head, --nnodes, --node-rank, --dist-init-addr), "
+               "sglang/srt/runtime_context.py (attention TP = tp / attn_dp, MoE TP = tp / ep)"),
+    "trtllm": ("NVIDIA/TensorRT-LLM tensorrt_llm/commands/serve.py (serve's click options: "
+               "--tp_size, --pp_size, --ep_size, --max_batch_size, --max_num_tokens, "
+               "--max_seq_len, --extra_llm_api_options, alias --config), "
+               "tensorrt_llm/llmapi/llm_args.py (enable_attention_dp), read from source "
+               "snapshots: PyPI's tensorrt-llm 1.2.1 is a stub that fetches NVIDIA's wheel"),
 }
 
 # shipped short names -> the HuggingFace repository their config.json (and shape) comes from
@@ -94,7 +100,8 @@ HF_NAMES = {
 NO_CHECKPOINT = ("moe1.6t", "moe1.2t")    # the paper's synthetic models: no weights exist
 PLACEHOLDER = "PATH/TO/CHECKPOINT"
 NATIVE_WEIGHTS = {"deepseek-v3": "fp8"}    # shipped checkpoints not stored in bf16
-# SGLang's server_arguments.md: DP attention "Currently DeepSeek-V2 and Qwen 2/3 MoE models"
+# SGLang 0.5's docs/advanced_features/server_arguments.md: DP attention "Currently DeepSeek-V2 and
+# Qwen 2/3 MoE models"; 0.5.23's server_args.py checks no model list, so this only adds a caution
 SGLANG_DP_ATTENTION = ("deepseek-v3", "qwen3-235b-a22b")
 
 HEAD_IP, NODE_RANK = "$HEAD_IP", "$NODE_RANK"        # shell variables the user sets per node
@@ -189,7 +196,8 @@ def _model_key(model_arg: str) -> str | None:
 
 def model_reference(model_arg: str) -> tuple:
     """(what to pass the engine, a note or None): the HuggingFace repository of a shipped model,
-    the folder of a config.json, a placeholder where no checkpoint is known."""
+    the folder of a ``.json`` config file (any name: engines load a folder or a HuggingFace id,
+    never a config file's path), a placeholder where no checkpoint is known."""
     key = _model_key(model_arg)
     if key in HF_NAMES:
         return HF_NAMES[key], None
@@ -197,8 +205,12 @@ def model_reference(model_arg: str) -> tuple:
         return PLACEHOLDER, (f"{key} is the paper's synthetic model: no checkpoint is "
                              f"published; replace {PLACEHOLDER} with your weights")
     p = Path(model_arg)
-    if p.name == "config.json":
-        return str(p.parent), None
+    if p.suffix.lower() == ".json":
+        folder = str(p.parent)
+        if p.name == "config.json":
+            return folder, None
+        return folder, (f"the engine loads the folder {folder} (its config.json and weights), "
+                        f"not {p.name}: lts read the shape from that file only")
     if p.suffix == ".toml":
         return PLACEHOLDER, (f"{model_arg} describes the model's shape only; replace "
                              f"{PLACEHOLDER} with the checkpoint (a HuggingFace repository "
@@ -231,6 +243,9 @@ def _precision_flags(engine: str, model: ModelSpec, key, precision) -> tuple:
     if not precision:
         return [], []
     native = NATIVE_WEIGHTS.get(key, "bf16")
+    # --quantization fp8: vllm 0.33.0 vllm/model_executor/layers/quantization/__init__.py,
+    # sglang 0.5.23 sglang/srt/arg_groups/choices.py; --kv-cache-dtype fp8 (vllm/config/cache.py
+    # CacheDType) and fp8_e4m3 (sglang/srt/arg_groups/fields/model.py kv_cache_dtype choices)
     if precision == "fp8" and engine in ("vllm", "sglang"):
         flags = [] if native == "fp8" else ["--quantization fp8"]
         flags.append("--kv-cache-dtype " + ("fp8" if engine == "vllm" else "fp8_e4m3"))
@@ -247,6 +262,8 @@ def _vllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str, e
     gpn = topo.gpus_per_node
     seqs = math.ceil(batch / ep)
     expert_parallel = model.is_moe and (ep > 1 or (tp > 1 and row[OP_COL["ffn1"]] == EXPERTS))
+    # every flag below: vllm 0.33.0 vllm/engine/arg_utils.py EngineArgs.add_cli_args, or
+    # vllm/entrypoints/common/cli_args.py make_arg_parser (--headless)
     base = _join("vllm serve", ref, f"--tensor-parallel-size {tp}",
                  f"--pipeline-parallel-size {pp}" if pp > 1 else "",
                  "--enable-expert-parallel" if expert_parallel else "")
@@ -310,8 +327,11 @@ def _sglang(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
     ep_size = 1
     if model.is_moe and stage > 1:
         ep_size = stage if (experts or tp == 1) else ep
-    base = _join("python -m sglang.launch_server", f"--model-path {ref}", f"--tp {stage}",
-                 f"--dp {ep} --enable-dp-attention --enable-dp-lm-head" if ep > 1 else "",
+    # sglang 0.5.23 sglang/srt/arg_groups/fields/parallel.py: --tp-size, --attn-dp-size,
+    # --ep-size, --pp-size, --enable-dp-lm-head (full names: argparse abbreviations like --tp
+    # break as soon as a new flag shares the prefix)
+    base = _join("python -m sglang.launch_server", f"--model-path {ref}", f"--tp-size {stage}",
+                 f"--attn-dp-size {ep} --enable-dp-lm-head" if ep > 1 else "",
                  f"--ep-size {ep_size}" if ep_size > 1 else "",
                  f"--pp-size {pp}" if pp > 1 else "")
     tail = _join(f"--max-running-requests {batch}", f"--context-length {max_len}", *extra)
@@ -319,22 +339,23 @@ def _sglang(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
     if ep > 1:
         attn = (f"tensor-parallel over {tp} GPUs in each of {ep} data-parallel groups"
                 if tp > 1 else f"data-parallel over {ep} GPUs, one per group")
-        notes.append(f"--tp {stage} --dp {ep} --enable-dp-attention: attention {attn} (SGLang: "
-                     "attention TP = tp / dp); --max-running-requests is the total over the "
-                     "DP ranks")
+        notes.append(f"--tp-size {stage} --attn-dp-size {ep}: attention {attn} (SGLang: "
+                     "attention TP = tp-size / attn-dp-size); --max-running-requests is the total "
+                     "over the DP ranks; SGLang before --attn-dp-size (0.5.23 deprecates the old "
+                     f"form): --dp-size {ep} --enable-dp-attention")
         if key not in SGLANG_DP_ATTENTION:
-            notes.append("SGLang documents --enable-dp-attention for DeepSeek-V2/V3 and "
-                         "Qwen2/3-MoE models; check that this model's SGLang implementation "
-                         "supports it")
+            notes.append("SGLang's docs name DP attention for DeepSeek-V2/V3 and Qwen2/3-MoE "
+                         "models; check that this model's SGLang implementation supports it")
         if pp > 1:
-            notes.append("SGLang's docs do not say whether --pp-size combines with "
-                         "--enable-dp-attention; check before relying on it")
+            notes.append("SGLang's docs do not say whether --pp-size combines with attention "
+                         "data parallelism; check before relying on it")
     if ep_size > 1:
         notes.append(f"--ep-size {ep_size}: experts in {ep_size} groups, " +
                      (f"each expert tensor-parallel over {stage // ep_size} GPUs"
                       if stage > ep_size else "whole experts on every GPU") +
-                     ("; only the default --moe-a2a-backend none supports --ep-size below --tp"
-                      if ep_size < stage else ""))
+                     ("; keep the default --moe-a2a-backend none: the all-to-all backends "
+                      "reset --ep-size to --tp-size"
+                      if ep_size < stage else ""))   # sglang 0.5.23 arg_groups/overrides.py
     gpus = stage * pp
     if gpus <= topo.gpus_per_node:
         return [(f"single node ({gpus} GPU{'s' if gpus > 1 else ''})", _join(base, tail))], notes
@@ -357,6 +378,9 @@ def _trtllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
         tokens = serve.engine.step_tokens
         if serve.isl > tokens:
             extra = ["--enable_chunked_prefill"] + list(extra)
+    # flags: tensorrt_llm/commands/serve.py's serve command (--tp_size, --pp_size, --ep_size,
+    # --max_batch_size, --max_num_tokens, --max_seq_len, --extra_llm_api_options,
+    # --enable_chunked_prefill); enable_attention_dp: tensorrt_llm/llmapi/llm_args.py BaseLlmArgs
     ep_flag = ""
     if model.is_moe:
         ep_flag = f"--ep_size {size if (experts or ep > 1) else 1}"

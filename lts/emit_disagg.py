@@ -7,21 +7,28 @@ runnable strategy and notes as for one instance), plus the engine's disaggregati
 an engine cannot run a pool's strategy and runs the nearest one instead, the pools are paired
 again (``disagg.best_pair``), so the instance counts fit the strategies launched.
 
-- vLLM (``NixlConnector``; docs/features/nixl_connector_usage.md, checked for v0.13):
+- vLLM (``NixlConnector``; vllm 0.33.0 vllm/distributed/kv_transfer/kv_connector/v1/nixl/):
   every instance ``--kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both"}'``
-  with its own ``VLLM_NIXL_SIDE_CHANNEL_PORT`` on a host (one port per DP rank from the base) and
-  ``VLLM_NIXL_SIDE_CHANNEL_HOST`` across hosts; the router is the repository's
+  with its own ``VLLM_NIXL_SIDE_CHANNEL_PORT`` on a host (the port is the base plus the DP rank's
+  index, nixl/base_scheduler.py) and, across hosts, ``VLLM_NIXL_SIDE_CHANNEL_HOST``: the address
+  the node's own scheduler binds and advertises, so each node of a multi-node instance gets its
+  own (vllm/envs.py; vllm/v1/executor/ray_utils.py keeps it out of what Ray copies from the
+  head, so under Ray it goes on each node's ``ray start``); the router is the repository's
   ``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py`` (``--prefiller-hosts/-ports``,
-  ``--decoder-hosts/-ports``).
-- SGLang (docs/advanced_features/pd_disaggregation.md): ``--disaggregation-mode prefill|decode``
-  with ``--disaggregation-transfer-backend nixl`` (Mooncake, the default, also needs
-  ``--disaggregation-ib-device``), ``--base-gpu-id`` for a second instance on a node, each
-  prefill instance its own ``--disaggregation-bootstrap-port`` (default 8998); the router
-  ``python -m sglang_router.launch_router --pd-disaggregation --prefill URL PORT ... --decode URL``.
-- TensorRT-LLM (docs/source/1.0/features/disagg-serving.md, 1.0): ``TRTLLM_USE_UCX_KVCACHE=1``,
-  context servers with ``disable_overlap_scheduler: True`` and ``cache_transceiver_config``
-  (``max_num_tokens``, at least the prompt) in their ``--extra_llm_api_options`` YAML, generation
-  servers with the transceiver; ``trtllm-serve disaggregated -c`` a YAML listing both.
+  ``--decoder-hosts/-ports``; not in the wheel, not checked).
+- SGLang (sglang 0.5.23 sglang/srt/arg_groups/fields/disagg.py, device.py):
+  ``--disaggregation-mode prefill|decode`` with ``--disaggregation-transfer-backend nixl``
+  (Mooncake, the default, also needs ``--disaggregation-ib-device``), ``--base-gpu-id`` for a
+  second instance on a node, each prefill instance its own ``--disaggregation-bootstrap-port``
+  (default 8998); the router ``python -m sglang_router.launch_router --pd-disaggregation
+  --prefill URL PORT ... --decode URL`` (the sglang-router package, not checked).
+- TensorRT-LLM (tensorrt_llm/llmapi/llm_args.py CacheTransceiverConfig, a pydantic model that
+  rejects unknown keys; tensorrt_llm/llmapi/disagg_utils.py): context servers with
+  ``disable_overlap_scheduler: True`` and ``cache_transceiver_config`` (``backend: UCX``,
+  ``max_tokens_in_buffer`` at least the prompt; an unknown key such as the older
+  ``max_num_tokens`` fails validation) in their
+  ``--extra_llm_api_options`` YAML, generation servers with the transceiver; ``trtllm-serve
+  disaggregated -c`` a YAML listing both.
 
 Instances are placed in order, prefill first, each on consecutive GPUs of the fewest nodes. The
 GPUs the commands ask for are counted from their own flags (``command_gpus``) and checked against
@@ -49,10 +56,17 @@ SGLANG_BOOTSTRAP = 8998       # SGLang's --disaggregation-bootstrap-port default
 DISAGG_YAML = "lts-disagg.yaml"
 POOL_YAML = {"prefill": "lts-ctx.yaml", "decode": "lts-gen.yaml"}
 DOCS = {
-    "vllm": "vllm-project/vllm docs/features/nixl_connector_usage.md, disagg_prefill.md",
-    "sglang": "sgl-project/sglang docs/advanced_features/pd_disaggregation.md, router.md",
-    "trtllm": "NVIDIA/TensorRT-LLM docs/source/1.0/features/disagg-serving.md",
+    "vllm": ("vllm 0.33.0 wheel: vllm/envs.py (VLLM_NIXL_SIDE_CHANNEL_HOST/PORT), "
+             "vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py, "
+             "vllm/engine/arg_utils.py (--kv-transfer-config)"),
+    "sglang": ("sglang 0.5.23 wheel: sglang/srt/arg_groups/fields/disagg.py "
+               "(--disaggregation-mode, -transfer-backend, -bootstrap-port), fields/device.py "
+               "(--base-gpu-id)"),
+    "trtllm": ("NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py (CacheTransceiverConfig: "
+               "backend, max_tokens_in_buffer), tensorrt_llm/llmapi/disagg_utils.py, "
+               "tensorrt_llm/commands/serve.py (disaggregated -c)"),
 }
+TRANSCEIVER_BACKEND = "UCX"   # CacheTransceiverConfig.backend: DEFAULT, UCX, NIXL, (MOONCAKE,) MPI
 ENGINE_COMMAND = {"vllm": "vllm serve", "sglang": "sglang.launch_server", "trtllm": "trtllm-serve"}
 
 
@@ -89,13 +103,13 @@ def _flag(cmd: str, name: str, default: int = 1) -> int:
 
 def command_gpus(engine: str, cmd: str) -> int:
     """The GPUs one engine command asks for, from its own flags: vLLM tensor x pipeline x data
-    parallel sizes; SGLang --tp (its DP attention ranks are inside it) x --pp-size; TensorRT-LLM
-    --tp_size (attention DP ranks inside it) x --pp_size."""
+    parallel sizes; SGLang --tp-size (its attention-DP ranks are inside it) x --pp-size;
+    TensorRT-LLM --tp_size (attention DP ranks inside it) x --pp_size."""
     if engine == "vllm":
         return (_flag(cmd, "--tensor-parallel-size") * _flag(cmd, "--pipeline-parallel-size")
                 * _flag(cmd, "--data-parallel-size"))
     if engine == "sglang":
-        return _flag(cmd, "--tp") * _flag(cmd, "--pp-size")
+        return _flag(cmd, "--tp-size") * _flag(cmd, "--pp-size")
     return _flag(cmd, "--tp_size") * _flag(cmd, "--pp_size")
 
 
@@ -192,7 +206,8 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
     cmds, counted = [], 0
     if engine == "trtllm":
         for pool, yaml in POOL_YAML.items():
-            lines = ["cache_transceiver_config:", f"  max_num_tokens: {problem.isl}"]
+            lines = ["cache_transceiver_config:", f"  backend: {TRANSCEIVER_BACKEND}",
+                     f"  max_tokens_in_buffer: {problem.isl}"]
             if pool == "prefill":
                 lines.insert(0, "disable_overlap_scheduler: True")
             if int(launches[pool].strategy[EP]) > 1:
@@ -209,9 +224,7 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
                  f"GPUs {at % gpn}-{at % gpn + size - 1} of node {node}" if span == 1 else
                  f"nodes {node}-{node + span - 1}")
         endpoints[pool].append((host(node), port, SGLANG_BOOTSTRAP + k))
-        for role, cmd in roles:
-            # an instance over several nodes has its own head: its first node
-            cmd = cmd.replace(emit.HEAD_IP, f"$NODE{node}_IP")
+        for role, cmd, own in _node_commands(engine, roles, node, span, host):
             if ENGINE_COMMAND[engine] not in cmd:      # set-up steps (Ray, config files)
                 if not (engine == "trtllm" and emit.TRTLLM_YAML in cmd):
                     cmds.append((f"{label}: {role}", cmd))
@@ -220,7 +233,7 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
                 counted += command_gpus(engine, cmd)
             cmds.append((f"{label} ({where}): {role}",
                          _disagg_command(engine, pool, cmd, at % gpn, size, port, k,
-                                         host(node), span == 1)))
+                                         own, span == 1)))
     cmds.append(("router (any node; clients call port "
                  f"{ROUTER_PORT})", _router(engine, endpoints, host(0))))
     out.commands, out.gpus = cmds, counted
@@ -234,14 +247,40 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
     budget_nodes = -(-problem.work.budget(problem.topo) // gpn)
     if nodes > 1:
         out.notes.append(
-            f"set NODEk_IP to node k's address (k = 0..{nodes - 1}) on every node; on the nodes "
-            "of a multi-node instance NODE_RANK is the node's rank within it; instances are "
-            "placed in order, prefill first" + (
+            f"set NODEk_IP to node k's address (k = 0..{nodes - 1}) on every node"
+            + ("; on the nodes of a multi-node instance NODE_RANK is the node's rank within it"
+               if any(emit.NODE_RANK in c for _, c in cmds) else "")
+            + "; instances are placed in order, prefill first" + (
                 f"; as placed (a multi-node instance on whole nodes) they need {nodes} nodes, "
                 f"more than the budget's {budget_nodes}" if nodes > budget_nodes else ""))
     out.notes += [f"{pool} pool: {n}" for pool in ("prefill", "decode")
                   for n in launches[pool].notes if "HEAD_IP" not in n]
     out.notes.append(_transport_note(engine))
+
+
+def _node_commands(engine: str, roles: list, node: int, span: int, host) -> list:
+    """(role, command, the address of the node it runs on) of one instance's commands: its head
+    is its first node. vLLM's NIXL side channel binds the address of the node the scheduler runs
+    on (VLLM_NIXL_SIDE_CHANNEL_HOST, vllm 0.33.0 nixl/base_scheduler.py), so a command written
+    for every worker node ($NODE_RANK) becomes one command per node, each with its own address;
+    under Ray the variable goes on each node's ``ray start`` (vllm 0.33.0
+    vllm/v1/executor/ray_utils.py WORKER_SPECIFIC_ENV_VARS: Ray does not copy it from the head)."""
+    out = []
+    for role, cmd in roles:
+        cmd = cmd.replace(emit.HEAD_IP, f"$NODE{node}_IP")
+        ray = engine == "vllm" and cmd.startswith("ray start")
+        per_node = engine == "vllm" and span > 1 and "worker" in role and \
+            (emit.NODE_RANK in cmd or ray)
+        for r in range(1, span) if per_node else (0,):
+            own = host(node + r)
+            role_r = f"worker node {r} of {span - 1} (node {node + r})" if per_node else role
+            cmd_r = cmd.replace(emit.NODE_RANK, str(r)) if per_node else cmd
+            if ray:
+                cmd_r = f"VLLM_NIXL_SIDE_CHANNEL_HOST={own} {cmd_r}"
+            elif engine == "vllm" and "--data-parallel-backend ray" in cmd_r:
+                own = "localhost"          # set on each node's ray start instead
+            out.append((role_r, cmd_r, own))
+    return out
 
 
 def _size(res) -> int:
@@ -268,12 +307,12 @@ def _disagg_command(engine, pool, cmd, first, size, port, k, host, one_node) -> 
             extra.append(f"--disaggregation-bootstrap-port {SGLANG_BOOTSTRAP + k}")
         return " ".join([cmd] + extra)
     cmd = " ".join(cmd.replace(f"--extra_llm_api_options {emit.TRTLLM_YAML}", "").split())
-    env = ["TRTLLM_USE_UCX_KVCACHE=1"] + ([f"CUDA_VISIBLE_DEVICES={devices}"] if one_node else [])
+    # the transport is cache_transceiver_config.backend in the pool's YAML
+    served = [cmd, f"--host {host} --port {port}", "--backend pytorch",
+              f"--extra_llm_api_options {POOL_YAML[pool]}"]
     if cmd.startswith("srun"):
-        return " ".join(["TRTLLM_USE_UCX_KVCACHE=1", cmd, f"--host {host} --port {port}",
-                         f"--backend pytorch --extra_llm_api_options {POOL_YAML[pool]}"])
-    return " ".join(env + [cmd, f"--host {host} --port {port}", "--backend pytorch",
-                           f"--extra_llm_api_options {POOL_YAML[pool]}"])
+        return " ".join(served)
+    return " ".join(([f"CUDA_VISIBLE_DEVICES={devices}"] if one_node else []) + served)
 
 
 def _router(engine: str, endpoints: dict, head: str) -> str:
@@ -312,5 +351,5 @@ def _transport_note(engine: str) -> str:
         return ("the KV cache moves with NIXL (pip install nixl); for Mooncake, the default, use "
                 "--disaggregation-transfer-backend mooncake --disaggregation-ib-device DEVICE; "
                 "the router is pip install sglang-router")
-    return ("the KV cache moves with UCX (TRTLLM_USE_UCX_KVCACHE=1); max_num_tokens of "
-            "cache_transceiver_config holds one prompt")
+    return (f"the KV cache moves with {TRANSCEIVER_BACKEND} (cache_transceiver_config.backend; "
+            "NIXL and MPI are the other choices); its max_tokens_in_buffer holds one prompt")

@@ -22,7 +22,7 @@ from rich.console import Console
 MIXTRAL = ("mixtral-8x7b", "h100_dgx", "--gpus", "8")
 RESULT_KEYS = {"tp", "ep", "pp", "batch", "ops", "valid", "reasons", "tokens_per_s_per_gpu",
                "tokens_per_s", "tpot_ms", "ttft_ms", "memory_gib_per_gpu", "gpus"}
-README = Path(__file__).resolve().parent.parent / "README.md"
+ENGINES_DOC = Path(__file__).resolve().parent.parent / "docs" / "engines.md"
 
 
 def run(*args):
@@ -75,7 +75,7 @@ def test_search_emit_sglang_prints_tp():
     assert r.exit_code == 0, r.output
     cmd = unwrap(r.stdout)
     assert "python -m sglang.launch_server --model-path mistralai/Mixtral-8x7B-v0.1" in cmd
-    assert re.search(r" --tp \d+", cmd) and "--max-running-requests" in cmd
+    assert re.search(r" --tp-size \d+", cmd) and "--max-running-requests" in cmd
     assert "--context-length 16384" in cmd
 
 
@@ -163,14 +163,15 @@ def test_tp1_choices_are_moot_and_cost_the_same():
 def test_sglang_mapping():
     # lts Megatron with ep: experts over ep, each sharded over tp -> --ep-size ep under DP attention
     cmd = only_command(launch("sglang", "tp=2,ep=4,batch=128"))
-    assert "--tp 8 --dp 4 --enable-dp-attention --enable-dp-lm-head --ep-size 4 " in cmd
+    assert "--tp-size 8 --attn-dp-size 4 --enable-dp-lm-head --ep-size 4 " in cmd
+    assert "--dp-size" not in cmd and "--enable-dp-attention" not in cmd     # deprecated in 0.5.23
     assert "--max-running-requests 128" in cmd
     # whole experts over all tp*ep GPUs
     cmd = only_command(launch("sglang", "tp=2,ep=4,batch=128,ffn1=experts,ffn2=experts"))
     assert "--ep-size 8" in cmd
     # plain Megatron TP: no DP attention, MoE tensor-parallel
     cmd = only_command(launch("sglang", "tp=8,batch=256"))
-    assert "--tp 8 " in cmd and "--dp" not in cmd and "--ep-size" not in cmd
+    assert "--tp-size 8 " in cmd and "dp-size" not in cmd and "--ep-size" not in cmd
 
 
 def test_trtllm_attention_dp():
@@ -237,7 +238,7 @@ def test_vllm_dp_rank_spanning_nodes_uses_ray():
 def test_sglang_multi_node():
     lau = launch("sglang", "tp=2,ep=8,batch=256", model="deepseek-v3", gpus=16)
     (_, head), (role, worker) = lau.commands
-    assert "--tp 16 --dp 8 --enable-dp-attention" in head
+    assert "--tp-size 16 --attn-dp-size 8 --enable-dp-lm-head" in head
     assert head.endswith("--nnodes 2 --dist-init-addr $HEAD_IP:50000 --node-rank 0")
     assert worker.endswith("--node-rank $NODE_RANK") and role == "the worker node (NODE_RANK=1)"
 
@@ -326,7 +327,7 @@ def test_runnable_mask_agrees_with_engine_variants():
 
 
 # ----------------------------------------------------------------------------------------------
-# model names, rendering, README
+# model names, rendering, docs/engines.md
 
 def test_model_reference(tmp_path):
     assert emit.model_reference("qwen3-235b-a22b") == ("Qwen/Qwen3-235B-A22B", None)
@@ -335,6 +336,10 @@ def test_model_reference(tmp_path):
     assert ref == emit.PLACEHOLDER and "no checkpoint" in note
     ckpt = tmp_path / "my model"
     assert emit.model_reference(str(ckpt / "config.json")) == (str(ckpt), None)
+    # any .json config file stands for its folder: an engine loads a folder or a HuggingFace id
+    ref, note = emit.model_reference(str(ckpt / "Qwen3-8B_config.json"))
+    assert ref == str(ckpt) and "Qwen3-8B_config.json" in note
+    assert emit.model_reference("Qwen3-8B.JSON")[0] == "."
     ref, note = emit.model_reference(str(tmp_path / "custom.toml"))
     assert ref == emit.PLACEHOLDER and "shape only" in note
     # a path with a space is quoted for the shell
@@ -373,9 +378,9 @@ def test_render_fits_80_columns(engine):
             assert cmd in unwrap(text)
 
 
-def test_readme_names_the_versions_checked():
-    text = README.read_text()
-    section = text[text.index("## Launch flags"):text.index("## Development")]
+def test_engines_doc_names_the_versions_checked():
+    text = ENGINES_DOC.read_text()
+    section = text[text.index("## Launch flags"):]
     for engine in emit.ENGINES:
         assert f"{emit.ENGINE_NAMES[engine]} {emit.VERSIONS[engine]}" in section
 

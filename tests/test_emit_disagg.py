@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from lts import emit
 from lts.cli import cli
 from lts.disagg import disaggregate
-from lts.emit_disagg import command_gpus, launch_disagg
+from lts.emit_disagg import _disagg_command, command_gpus, launch_disagg
 from lts.problems import ServeProblem
 from lts.specs import load_model, load_topology
 from lts.strategy import parse_strategy
@@ -54,9 +54,15 @@ def test_disagg_commands_ask_for_the_deployments_gpus(mixtral, engine):
             # whole request on both sides
             assert "--max-model-len 2048" in cmd
         if engine == "trtllm":
-            assert "TRTLLM_USE_UCX_KVCACHE=1" in cmd and "--extra_llm_api_options lts-" in cmd
+            assert "--backend pytorch --extra_llm_api_options lts-" in cmd
     assert {"vllm": "toy_proxy_server.py", "sglang": "--pd-disaggregation",
             "trtllm": "trtllm-serve disaggregated"}[engine] in router
+    if engine == "trtllm":     # CacheTransceiverConfig (llm_args.py): max_tokens_in_buffer and a
+        configs = [c for r, c in dl.commands if "config file" in r]       # backend, no other key
+        assert len(configs) == 2
+        for cfg in configs:
+            assert "cache_transceiver_config:\\n  backend: UCX\\n  max_tokens_in_buffer: 1024" \
+                in cfg and "max_num_tokens" not in cfg
     for _, cmd in dl.commands:     # every command parses as shell words
         shlex.split(cmd)
 
@@ -142,6 +148,48 @@ def test_multi_node_instances_each_have_their_own_head():
         assert len(heads) >= 2              # the two pools' instances on different nodes
         if engine == "trtllm":              # the router's YAML expands the node addresses
             assert dl.commands[-1][1].startswith('printf "')
+        workers = [c for r, c in dl.commands if "worker" in r]
+        if engine == "sglang":              # one command for the other nodes, each its rank
+            assert workers and all("--node-rank $NODE_RANK " in c for c in workers)
+        if engine == "vllm":                # one command per node: no rank left to set
+            assert all("$NODE_RANK" not in c for c in workers)
+
+
+def test_vllm_worker_nodes_bind_their_own_nixl_side_channel():
+    """Each node of a multi-node vLLM instance runs its own scheduler (data parallel) or workers:
+    VLLM_NIXL_SIDE_CHANNEL_HOST is that node's address, never its head's."""
+    p = ServeProblem(load_model("deepseek-v3"), load_topology("h100_dgx"), 1024, 1024, 50, 5000,
+                     gpus=48)
+    model, topo = p.model, p.topo
+    row = parse_strategy("tp=1,ep=16,batch=64", True)           # DP over 2 nodes
+    roles, _ = emit.commands("vllm", model, topo, Workload(gpus=48), row, "deepseek-v3")
+    from lts.emit_disagg import _node_commands
+    out = _node_commands("vllm", roles, 3, 2, lambda n: f"$NODE{n}_IP")
+    assert [own for _, _, own in out] == ["$NODE3_IP", "$NODE4_IP"]
+    head, worker = out[0][1], out[1][1]
+    assert "--data-parallel-address $NODE3_IP" in head and "--headless" not in head
+    assert "--data-parallel-address $NODE3_IP" in worker and "$NODE_RANK" not in worker
+    assert "--data-parallel-start-rank $((1 * 8)) --headless" in worker
+    cmd = _disagg_command("vllm", "decode", worker, 0, 16, 8101, 0, out[1][2], False)
+    assert "VLLM_NIXL_SIDE_CHANNEL_HOST=$NODE4_IP " in cmd
+    # three nodes: one command per worker node, each with its own address and rank
+    roles, _ = emit.commands("vllm", model, topo, Workload(gpus=48), parse_strategy(
+        "tp=1,ep=24,batch=64", True), "deepseek-v3")
+    out = _node_commands("vllm", roles, 0, 3, lambda n: f"$NODE{n}_IP")
+    assert [own for _, _, own in out] == ["$NODE0_IP", "$NODE1_IP", "$NODE2_IP"]
+    assert ["$((2 * 8))" in c for _, c, _ in out] == [False, False, True]
+    # Ray (a DP rank wider than a node): each node's ray start carries its own address
+    roles, _ = emit.commands("vllm", load_model("mixtral-8x7b"), topo, Workload(gpus=32),
+                             parse_strategy("tp=16,ep=2,batch=64,ffn1=experts,ffn2=experts",
+                                            True), "mixtral-8x7b")
+    out = _node_commands("vllm", roles, 0, 4, lambda n: f"$NODE{n}_IP")
+    starts = [c for _, c, _ in out if "ray start" in c]
+    assert starts[0].startswith("VLLM_NIXL_SIDE_CHANNEL_HOST=$NODE0_IP ray start --head")
+    assert [c.split()[0] for c in starts[1:]] == [f"VLLM_NIXL_SIDE_CHANNEL_HOST=$NODE{n}_IP"
+                                                  for n in (1, 2, 3)]
+    launch = next((c, own) for _, c, own in out if "vllm serve" in c)
+    assert "VLLM_NIXL_SIDE_CHANNEL_HOST" not in _disagg_command("vllm", "decode", launch[0], 0,
+                                                                32, 8100, 0, launch[1], False)
 
 
 def test_a_cluster_sized_deployment_is_launched_as_copies_of_a_unit():
