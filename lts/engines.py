@@ -37,6 +37,8 @@ class EngineProfile:
     cohort_base: float = 1.0    # mixed engines: requests prefilled together = base + share x
     cohort_share: float = 0.0   #   running requests (costmodel.compose_step)
     collective_efficiency: float = 0.0   # in-engine share of each link's rate (0: the topology's)
+    budget_per_rank: bool = True   # attention DP: each rank's steps get step_tokens (False: the
+                                   # ranks share them; workload.compose_step)
     notes: tuple = ()           # the source of every value above, one line each
 
     def holds(self, kv_capacity):
@@ -91,6 +93,8 @@ GENERIC = EngineProfile(
            "no cap on running requests but memory; KV cache = HBM less the topology's "
            "hbm_reserve_gib, weights and workspace",
            "no engine time per step or per request; the topology's collective_efficiency",
+           "attention data parallelism (ep > 1): each rank schedules its own steps of 8192 "
+           "tokens, as vLLM and TensorRT-LLM do (below)",
            "cohort 3.0 + 0.065 n: the mean of the vLLM and TensorRT-LLM fits (below)"))
 
 VLLM = EngineProfile(
@@ -108,6 +112,9 @@ VLLM = EngineProfile(
            "vllm/config/cache.py",
            "custom all-reduce on for tp 2/4/6/8 (config/parallel.py disable_custom_all_reduce "
            "= False); async_scheduling off (config/scheduler.py)",
+           "data parallelism (lts ep > 1): one engine core, with its own scheduler and "
+           "max_num_batched_tokens, per DP rank (vllm 0.33.0 vllm/v1/engine/core.py "
+           "DPEngineCoreProc; docs/serving/data_parallel_deployment.md)",
            "FITTED on serving_calibration.csv's training half (scripts/calibrate.py): 1.0 ms "
            "per step (grid 0-2 ms; the CPU schedules between steps without async scheduling) "
            "and cohort 2.5 + 0.06 n (grid 1.5-3.5 x 0.03-0.07); held-out vLLM rows: median "
@@ -116,7 +123,7 @@ VLLM = EngineProfile(
 SGLANG = EngineProfile(
     name="sglang", title="SGLang 0.5.1 (sglang.launch_server)",
     step_tokens=8192, mixed=False, max_running=0, memory="static", memory_fraction=0.0,
-    step_overhead_s=0.0 * US, request_overhead_s=0.0 * MS,
+    step_overhead_s=0.0 * US, request_overhead_s=0.0 * MS, budget_per_rank=False,
     notes=("chunked_prefill_size 8192 on 35-160 GB GPUs (H100, H200, A100): "
            "python/sglang/srt/server_args.py",
            "prefill first, not mixed: enable_mixed_chunk = False; managers/scheduler.py "
@@ -125,6 +132,9 @@ SGLANG = EngineProfile(
            "mem_fraction_static = (gpu_mem - (9.5 + tp*pp/2) GiB) / gpu_mem for 60-90 GB GPUs "
            "(server_args.py), holding weights and KV cache",
            "overlap scheduler on (disable_overlap_schedule = False); custom all-reduce on",
+           "DP attention (lts ep > 1): chunked_prefill_size //= dp_size, the ranks share the "
+           "budget (server_args.py __post_init__, 'DP attention is enabled. The chunked prefill "
+           "size is adjusted')",
            "time per step 0: the fit on serving_calibration.csv's training half is flat over "
            "0-750 us; the cohort is the whole running batch (no constant)"))
 
@@ -141,6 +151,9 @@ TRTLLM = EngineProfile(
            "enable_chunked_prefill False: a prompt must fit the budget; lts chunks longer ones",
            "GUARANTEED_NO_EVICT: a request is admitted with KV room for isl + osl; overlap "
            "scheduler on (llm_args.py)",
+           "attention DP (enable_attention_dp, lts ep > 1): max_num_tokens and max_batch_size "
+           "apply per rank, each rank scheduling its own requests (docs/source/features/"
+           "parallel-strategy.md; an assumption where the docs are silent on the token budget)",
            "FITTED on serving_calibration.csv's training half (scripts/calibrate.py): cohort "
            "3.5 + 0.07 n (grid 2.5-4.5 x 0.03-0.10); time per step 0 (grid 0-1 ms); held-out "
            "TensorRT-LLM rows: median |log2| 0.151, 96.8% within 2x (README Validation)"))

@@ -91,7 +91,7 @@ class _Shape:
         decode = work.phase in ("decode", "mixed")
         seqs = self.batch
         if work.phase == "mixed":
-            mix = compose_step(self.batch, work)
+            mix = compose_step(self.batch, work, self.ep)       # each ep group its scheduler
             seqs = mix.decoders
         # micro-batch: the batch runs as pp micro-batches; attention is data-parallel across the
         # ep groups (each takes whole sequences); the busiest group sets the pace (ceil)

@@ -104,7 +104,8 @@ def mixed_workload(isl: int, osl: int, engine: EngineProfile, gpus: int = 0) -> 
     """A step that holds a prefill chunk (``costmodel.compose_step``)."""
     return Workload("mixed", int(isl) + int(osl) // 2, tpot_slo_ms=NO_SLO, gpus=gpus, isl=int(isl),
                     osl=int(osl), step_tokens=engine.step_tokens, mixed=engine.mixed,
-                    cohort_base=engine.cohort_base, cohort_share=engine.cohort_share)
+                    cohort_base=engine.cohort_base, cohort_share=engine.cohort_share,
+                    budget_per_rank=engine.budget_per_rank)
 
 
 def _with_batch(strategies, batch) -> np.ndarray:
@@ -200,13 +201,14 @@ def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
     return res.take(np.arange(n) * nb + pick)
 
 
-def step_counts(engine: EngineProfile, mixed: Workload, n):
-    """How many steps of each kind a request waits for, for n running requests [N] (step 3 of
-    the module docstring): (mixed steps to its first token, mixed steps and decode steps between
-    its first and last token). TTFT and the decode time are these counts times the step times, so
-    for a fixed n every figure of the loop is linear in the two step times (``lts.serve_exact``
-    solves on that); the counts are >= 0."""
-    mix = compose_step(n, mixed)
+def step_counts(engine: EngineProfile, mixed: Workload, n, dp=1):
+    """How many steps of each kind a request waits for, for n running requests [N] over dp
+    attention-DP ranks (the ep groups: each rank schedules its share, ``compose_step``) (step 3
+    of the module docstring): (mixed steps to its first token, mixed steps and decode steps
+    between its first and last token). TTFT and the decode time are these counts times the step
+    times, so for a fixed n and dp every figure of the loop is linear in the two step times
+    (``lts.serve_exact`` solves on that); the counts are >= 0."""
+    mix = compose_step(n, mixed, dp)
     k, s = mix.cohort, mix.steps
     decode_steps = mixed.osl - 1.0
     if engine.mixed:
@@ -216,8 +218,11 @@ def step_counts(engine: EngineProfile, mixed: Workload, n):
         others = np.minimum(decode_steps, (m - 1) * s)         # others' prefills in its decode
         return queue + s, others, decode_steps - others
     # request i's prefill ends with chunk ceil(i*isl/B): a*(n+1)/2 + 1/2 chunks on average
-    # (a = isl/B); it then waits for the rest of the batch's prefill before decoding on
-    done = np.clip(mixed.isl / engine.step_tokens * (n + 1) / 2 + 0.5, 1.0, np.maximum(s, 1.0))
+    # (a = isl/B; per rank: its share of the requests and of the budget); it then waits for the
+    # rest of the batch's prefill before decoding on
+    dp = np.asarray(dp, dtype=np.float64)
+    rank_budget = engine.step_tokens / (1.0 if engine.budget_per_rank else dp)
+    done = np.clip(mixed.isl / rank_budget * (n / dp + 1) / 2 + 0.5, 1.0, np.maximum(s, 1.0))
     return done, s - done, np.full_like(done, decode_steps)
 
 
@@ -235,7 +240,7 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
     mixed = mixed_workload(isl, osl, engine, gpus)
     t_dec = ev(decode_workload(isl, osl, gpus), rows).step_s + c0
     t_mix = ev(mixed, rows).step_s + c0
-    first, between_mix, between_dec = step_counts(engine, mixed, n)
+    first, between_mix, between_dec = step_counts(engine, mixed, n, strategies[:, EP])
     ttft = first * t_mix
     decode_time = between_mix * t_mix + between_dec * t_dec
     decode_steps = osl - 1.0

@@ -9,8 +9,8 @@ choices x. Three facts reduce the closed loop (``lts.serve``) to the factorized 
    list a and the rest list f (``exact._Exact``), so the KV capacity of every x of a (tp, ep, pp)
    is one array over the (a, f) grid, and so is its running batch n(x) (the engine's hold).
 2. **For a fixed running batch n the loop is linear in the two step times.** TTFT, TPOT and the
-   request latency are counts of mixed and decode steps (``serve.step_counts``: they depend on n
-   and the engine alone) times t_mix(x) and t_dec(x), and each step time is
+   request latency are counts of mixed and decode steps (``serve.step_counts``: they depend on n,
+   the ep groups and the engine alone) times t_mix(x) and t_dec(x), and each step time is
    pp * (lp * A_a + G_f) + overhead, from the tables of (tp, ep, pp, n).
 3. **Output tokens/s per GPU is n * osl / latency / GPUs**, so for a fixed n the least latency
    wins.
@@ -104,10 +104,11 @@ class _Loop:
         self.grids = OrderedDict()      # triple -> n(x) over its grid (int32, flat), recent last
         self.held = {}                  # row -> the tables of its two steps (tight bounds)
 
-    def counts(self, n):
-        """(mixed steps to the first token, mixed and decode steps after it) for batches n."""
+    def counts(self, n, dp):
+        """(mixed steps to the first token, mixed and decode steps after it) for batches n over
+        dp attention-DP ranks (the ep groups)."""
         first, mid_mix, mid_dec = serve.step_counts(self.engine, self.mixed_work,
-                                                    np.asarray(n, dtype=np.float64))
+                                                    np.asarray(n, dtype=np.float64), dp)
         return first, mid_mix, mid_dec
 
     def capacities(self, triples) -> list:
@@ -172,7 +173,7 @@ class _Loop:
                 else:
                     s[i:i + chunk] = self.ex.least(tab, g)
             least.append(np.where(s < INVALID_S, coarse[:, PP] * s + self.overhead, np.inf))
-        latency, tpot, ttft = self.figures(coarse[:, 3], *least)
+        latency, tpot, ttft = self.figures(coarse[:, 3], coarse[:, 1], *least)
         ok = (tpot <= self.tpot_limit) & (ttft <= self.ttft_limit) & np.isfinite(latency)
         return (np.where(ok, coarse[:, 3] * self.p.osl / latency / gpus, -np.inf), tpot,
                 latency, ttft)
@@ -193,9 +194,10 @@ class _Loop:
             out.append(np.where(s < INVALID_S, pp * s + self.overhead, np.inf))
         return out
 
-    def figures(self, n, t_mix, t_dec):
-        """(latency, TPOT, TTFT) of a running batch n: ``serve._closed_loop`` with no queue."""
-        first, mid_mix, mid_dec = self.counts(n)
+    def figures(self, n, dp, t_mix, t_dec):
+        """(latency, TPOT, TTFT) of a running batch n over dp attention-DP ranks:
+        ``serve._closed_loop`` with no queue."""
+        first, mid_mix, mid_dec = self.counts(n, dp)
         ro = self.engine.request_overhead_s
         with np.errstate(invalid="ignore"):      # 0 steps x an invalid x's inf: nan, invalid
             decode_time = mid_mix * t_mix + mid_dec * t_dec
@@ -292,7 +294,7 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
         grid = loop.running(triples[t], caps[t])
         x = np.flatnonzero(grid == n) if at_cap else np.flatnonzero(grid >= n)
         t_mix, t_dec = loop.grid_times(r, coarse[r, PP], x)
-        lat, tp_, tt = loop.figures(n, t_mix, t_dec)
+        lat, tp_, tt = loop.figures(n, coarse[r, 1], t_mix, t_dec)
         good = np.flatnonzero((tp_ <= loop.tpot_limit) & (tt <= loop.ttft_limit)
                               & np.isfinite(lat))
         if progress:

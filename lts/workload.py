@@ -34,6 +34,8 @@ class Workload:
     mixed: bool = True             # mixed: decodes share the step (False: a prefill-only step)
     cohort_base: float = 1.0       # mixed: requests prefilled together: base + share x running
     cohort_share: float = 0.0
+    budget_per_rank: bool = True   # mixed: each attention-DP rank (ep group) schedules its own
+                                   # steps of step_tokens (False: the ranks share step_tokens)
 
     def budget(self, topo: TopologySpec) -> int:
         return self.gpus or topo.gpus
@@ -49,9 +51,17 @@ class StepMix:
     per_prompt: np.ndarray   # steps one prompt's prefill spans (1: whole prompts)
 
 
-def compose_step(n, work: Workload) -> StepMix:
-    """The scheduler's step for n running requests with prompts of ``work.isl`` tokens
-    (DESIGN.md §8; ``lts.serve`` builds the closed loop on it).
+def compose_step(n, work: Workload, dp=1) -> StepMix:
+    """The scheduler's step for n running requests with prompts of ``work.isl`` tokens over
+    ``dp`` attention-data-parallel ranks (lts's ep groups) (DESIGN.md §8; ``lts.serve`` builds
+    the closed loop on it).
+
+    Under attention data parallelism every rank runs its own scheduler over its share n / dp of
+    the requests, each with a budget of ``step_tokens`` per step (``budget_per_rank``: vLLM runs
+    one engine core per DP rank, TensorRT-LLM's max_num_tokens is per rank) or of
+    step_tokens / dp (SGLang divides chunked_prefill_size by the DP size). The step below is one
+    rank's; the totals (decoders, chunk, cohort) are the sum over the dp ranks, which step
+    together. dp = 1 is one scheduler over all n.
 
     Mixed (vLLM, TensorRT-LLM): requests admitted together form a cohort of
     ``cohort_base + cohort_share * n`` requests (the two constants belong to the engine profile;
@@ -63,8 +73,10 @@ def compose_step(n, work: Workload) -> StepMix:
     prefill-only steps of the whole budget (n * isl / budget of them, the last one counted in
     proportion), then it decodes together.
     """
-    n = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
-    isl, budget = float(work.isl), float(work.step_tokens)
+    dp = np.asarray(dp, dtype=np.float64)
+    n = np.maximum(np.asarray(n, dtype=np.float64), 1.0) / dp          # requests of one rank
+    isl = float(work.isl)
+    budget = float(work.step_tokens) / (1.0 if work.budget_per_rank else dp)
     if work.mixed:
         # no fewer than n/osl: one cohort per decode step keeps the prefills in pace (prompts
         # that wait while a step runs are admitted together)
@@ -79,4 +91,5 @@ def compose_step(n, work: Workload) -> StepMix:
         decoders = np.zeros_like(n)
         steps = n * isl / np.minimum(budget, n * isl)
         per_prompt = np.full_like(n, np.ceil(isl / budget))
-    return StepMix(decoders, cohort * isl / steps, cohort, steps, per_prompt)
+    return StepMix(dp * decoders, dp * cohort * isl / steps, dp * cohort, steps,
+                   per_prompt * np.ones_like(dp))

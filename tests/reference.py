@@ -185,8 +185,11 @@ class _Ctx:
             # is prefilled, the others decode; the budget left after their decode tokens takes the
             # cohort's prompts, over as many steps as needed (chunk = the mean per step). Not
             # mixed: the whole batch is the cohort, prefilled in prefill-only steps of the budget.
-            n, isl, budget = float(self.batch), float(work.isl), float(work.step_tokens)
-            n = max(n, 1.0)
+            # under attention DP each of the ep ranks schedules its own n / ep requests, with a
+            # budget of its own (budget_per_rank) or its share of one; the totals sum the ranks
+            dp = self.ep
+            n, isl = max(float(self.batch), 1.0) / dp, float(work.isl)
+            budget = float(work.step_tokens) / (1.0 if work.budget_per_rank else dp)
             if work.mixed:
                 cohort = min(max(work.cohort_base + work.cohort_share * n, n / max(work.osl, 1),
                                  1.0), n)
@@ -196,7 +199,7 @@ class _Ctx:
             else:
                 cohort, seqs = n, 0.0        # full chunks of the budget, the last in proportion
                 steps, per_prompt = n * isl / min(budget, n * isl), math.ceil(isl / budget)
-            chunk = cohort * isl / steps
+            chunk, cohort, seqs = dp * cohort * isl / steps, dp * cohort, dp * seqs
             # a prompt is never split over micro-batches or ep groups: the busiest micro-batch
             # and group hold an even share of the chunk, or one prompt's part of it if larger
             self.chunk_mb = max(chunk / self.pp, min(chunk, isl))
