@@ -21,22 +21,45 @@ Each pool's strategy is the optimum of its own phase (the most tokens/s per GPU)
 then exhaustive. ``disaggregate`` also traces the two-pool frontier: the same under tighter TPOT
 limits, then their Pareto front. Both pools run on the engine profile's topology (its collective efficiency) with
 the engine's time per step added; with an engine named, each pool is the optimum of the engine's
-space. Imports: enginespace, exact, exact_engine, optables, pareto, problems, strategy, workload.
+space. ``pool_candidates`` keeps each problem's pool strategies, so that sizing for a request
+rate (``search.size_disagg``) pairs the same ones.
+
+**Each pool obeys its engine's memory rule** (issue 21). Per GPU, a pool strategy holds M bytes:
+weights, the pool's KV cache K (prefill: the batch's prompts of isl tokens; decode: the batch at
+isl + osl) and workspace; it fits when K <= ``EngineProfile.kv_pool_bytes``(M - K, tp * pp), the
+rule the one-pool closed loop sizes its KV pool by. Every rule there is affine in the fixed bytes
+F = M - K, pool(F) = c(tp*pp) - s F (s = 1, or TensorRT-LLM's free fraction), so the rule is
+M + (1/s - 1) K <= c(tp*pp) / s (``memory_rule``). The generic engine's rule ("reserve": HBM less
+the topology's reserve) is the topology's own check: its pools are plain ``Problem``s as before.
+For the others (``EnginePool``) the check is made the solvers' own, rather than filtered after
+them: the pool's topology reserves all but the largest limit L over the space's tp * pp, and its
+tables (the ones ``exact.search_exact`` solves on) hold the KV cache scaled by 1/s and, per
+coarse row, the margin L - c(tp*pp)/s added to the workspace. Each strategy's memory on them is
+M + (1/s - 1) K + margin, so ``exact``'s per-strategy test W <= ``usable`` and
+``costmodel.finish``'s are the engine's rule exactly: no strategy breaking it is returned and
+none meeting it is missed (a post-filter of the per-row optima could miss the second best of a
+row; a scalar usable cannot follow SGLang's tp * pp). The figures (memory per GPU included) are
+costed on the model's own tables. Imports: costmodel, enginespace, engines, exact,
+exact_engine, optables, pareto, problems, specs, strategy, workload.
 """
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .costmodel import Result, evaluate, tables_for
+from .engines import EngineProfile
 from .enginespace import GENERIC
 from .exact import search_exact
 from .exact_engine import search_engine_exact
-from .optables import kv_request_bytes
+from .optables import Tables, kv_request_bytes
 from .pareto import pareto_front
 from .problems import Problem, ServeProblem
-from .strategy import BATCH
+from .specs import ModelSpec, TopologySpec
+from .strategy import BATCH, N_COARSE, PP, TP, Space
 from .workload import Workload
 
 QUEUE_PASSES = 1.5       # a request's TTFT in passes: half the pass in progress, then its own
@@ -68,15 +91,92 @@ def transfer_s(problem: ServeProblem, gpus_used: int, shard_gpus: int) -> float:
     return nbytes / (link.bandwidth_bytes_s * link.efficiency) + link.latency_s
 
 
+def memory_rule(engine: EngineProfile, topo: TopologySpec, parallel) -> tuple:
+    """The engine's memory rule as a limit on a pool strategy's memory per GPU: (kv_scale,
+    limits [shape of ``parallel`` = tp * pp]) such that M bytes per GPU of which K are KV cache
+    fit exactly when M + (kv_scale - 1) K <= limit. ``kv_pool_bytes`` is affine in the fixed
+    bytes F = M - K, c - s F: K <= c - s (M - K) is M + (1/s - 1) K <= c / s."""
+    c = np.broadcast_to(np.asarray(engine.kv_pool_bytes(topo, 0.0, parallel), dtype=np.float64),
+                        np.shape(parallel))
+    slope = (c - engine.kv_pool_bytes(topo, topo.hbm_bytes, parallel)) / topo.hbm_bytes
+    s = round(float(np.max(slope)), 12)     # 1, or a fraction (TensorRT-LLM's 0.9): exact
+    return 1.0 / s, c / s
+
+
+class EnginePool(Problem):
+    """One pool's phase under its engine's memory rule (the module docstring): ``tables`` are
+    the rule's, what every solver checks memory on; ``figures`` the model's own, what is
+    reported. ``tables`` given: either a pool's rule tables (reused as they are) or the model's
+    own for the same phase."""
+
+    def __init__(self, model: ModelSpec, topo: TopologySpec, work: Workload,
+                 engine: EngineProfile, tables=True, engine_space: str = GENERIC,
+                 space: Space | None = None):
+        self.engine, self.engine_topo = engine, topo
+        space = space or Space.for_model(model, work.budget(topo))
+        parallel = np.array(sorted({t * p for t in space.tp for p in space.pp}))
+        self.kv_scale, limits = memory_rule(engine, topo, parallel)
+        self.limit = float(limits.max())
+        ruled = isinstance(tables, Tables) and "figures" in tables.extra
+        super().__init__(model, replace(topo, hbm_reserve_bytes=topo.hbm_bytes - self.limit),
+                         work, space, tables=tables, engine_space=engine_space,
+                         whole_budget=False)
+        if self.tables is not None and not ruled:
+            self.tables = self.rule_tables(self.tables)
+        self.figures = None if self.tables is None else self.tables.extra.get("figures",
+                                                                              self.tables)
+
+    def rule_tables(self, tables: Tables) -> Tables:
+        """Tables whose memory per GPU is the rule's: KV x ``kv_scale`` and each coarse row's
+        margin below ``limit`` on the workspace (``tables`` itself where both change nothing)."""
+        _, limits = memory_rule(self.engine, self.engine_topo,
+                                tables.coarse[:, TP] * tables.coarse[:, PP])
+        margin = self.limit - limits
+        if self.kv_scale == 1.0 and not margin.any():
+            return tables
+        extra = {"figures": tables, **{k: v for k, v in tables.extra.items() if k == "ids_bytes"}}
+        return replace(tables, kv_bytes=tables.kv_bytes * self.kv_scale,
+                       kv_layer_bytes=tables.kv_layer_bytes * self.kv_scale,
+                       workspace_bytes=tables.workspace_bytes + margin, extra=extra)
+
+    def _figures(self, rows, figures: Tables, ruled: Tables, g) -> Result:
+        """Rows [N, 16] (values, rows ``g`` of both tables) costed on the model's own tables,
+        valid only where the rule's tables find them valid too."""
+        res = evaluate(self.model, self.topo, self.work, rows, tables=figures, coarse_index=g)
+        if ruled is not figures:
+            res.reasons |= evaluate(self.model, self.topo, self.work, rows, tables=ruled,
+                                    coarse_index=g).reasons
+            res.valid = res.reasons == 0
+        return self.restrict(res)
+
+    def evaluate(self, idx: np.ndarray, count: bool = True) -> Result:
+        idx = np.atleast_2d(idx)
+        if count:
+            self.calls += len(idx)
+        g = self.coarse_index(idx)
+        rows = np.array(idx, dtype=np.int64)
+        rows[:, :N_COARSE] = self.grid[g]                   # = self.space.decode(idx)
+        return self._figures(self._canonical(rows), self.figures, self.tables, g)
+
+    def evaluate_rows(self, rows) -> Result:
+        rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
+        tables, g = tables_for(self.model, self.topo, self.work, rows)
+        return self._figures(rows, tables, self.rule_tables(tables), g)
+
+
 def pool_problem(problem: ServeProblem, work: Workload, tables=None) -> Problem:
     """One pool's phase as an exact-search problem: the engine's topology with the engine's
-    time per step added to each step (``tables``: built for the same phase, to reuse)."""
+    time per step added to each step, under the engine's memory rule (``EnginePool``; the
+    generic engine's is the topology's own) (``tables``: built for the same phase, to reuse)."""
     topo = problem.engine.topology(problem.topo)
     topo = replace(topo, step_overhead_s=topo.step_overhead_s + problem.engine.step_overhead_s)
+    tables = True if tables is None else tables
     # the pools share the budget (``pair`` counts it), so each is scored per GPU it uses, in
     # the engine's space when one is named
-    return Problem(problem.model, topo, work, tables=True if tables is None else tables,
-                   engine_space=problem.engine_space, whole_budget=False)
+    if problem.engine.memory == "reserve":
+        return Problem(problem.model, topo, work, tables=tables,
+                       engine_space=problem.engine_space, whole_budget=False)
+    return EnginePool(problem.model, topo, work, problem.engine, tables, problem.engine_space)
 
 
 def best_pool(pool: Problem, max_gpus: int | None = None):
@@ -109,6 +209,25 @@ def pools(pool: Problem) -> list:
     return out
 
 
+def pool_rates(problem: ServeProblem, prefill, decode) -> tuple:
+    """Requests/s one instance of each pool completes: (prefill: batch / pass, decode:
+    batch / (osl x step))."""
+    return (float(prefill.strategies[0][BATCH] / prefill.ttft_s[0]),
+            float(decode.strategies[0][BATCH] / (problem.osl * decode.tpot_s[0])))
+
+
+def deployment(problem: ServeProblem, prefill, decode, x: int, y: int) -> Disagg:
+    """x instances of the prefill pool's strategy and y of the decode pool's, as a Disagg: the
+    rate the slower pool serves, its output tokens/s per GPU, and a request's TTFT (1.5 passes
+    and the KV transfer over the tier spanning the GPUs used) and TPOT."""
+    g_p, g_d = int(prefill.gpus[0]), int(decode.gpus[0])
+    r_p, r_d = pool_rates(problem, prefill, decode)
+    used, served = x * g_p + y * g_d, min(x * r_p, y * r_d)
+    move = transfer_s(problem, used, min(g_p, g_d))
+    return Disagg(prefill, decode, x, y, used, served, served * problem.osl / used,
+                  QUEUE_PASSES * float(prefill.ttft_s[0]) + move, float(decode.tpot_s[0]), move)
+
+
 def pair(problem: ServeProblem, prefill, decode, budget: int | None = None):
     """The best instance counts of two pool strategies within the budget (default: the
     problem's): (output tokens/s per GPU used, GPUs used, prefill instances, decode instances,
@@ -118,8 +237,7 @@ def pair(problem: ServeProblem, prefill, decode, budget: int | None = None):
     to the balance y = x r_p / r_d and falls after it, so the best y is its floor or ceiling."""
     budget = budget or problem.work.budget(problem.topo)
     g_p, g_d = int(prefill.gpus[0]), int(decode.gpus[0])
-    r_p = prefill.strategies[0][BATCH] / prefill.ttft_s[0]              # requests/s
-    r_d = decode.strategies[0][BATCH] / (problem.osl * decode.tpot_s[0])
+    r_p, r_d = pool_rates(problem, prefill, decode)
     x = np.arange(1, (budget - g_d) // g_p + 1, dtype=np.float64)
     if not len(x):
         return None
@@ -161,9 +279,8 @@ def best_pair(problem: ServeProblem, prefills, decodes, budget: int | None = Non
     if best is None:
         return None
     (per_gpu, used, x, y, served), prefill, decode = best
-    move = transfer_s(problem, used, min(int(prefill.gpus[0]), int(decode.gpus[0])))
-    return Disagg(prefill, decode, x, y, used, served, per_gpu,
-                  QUEUE_PASSES * float(prefill.ttft_s[0]) + move, float(decode.tpot_s[0]), move)
+    return replace(deployment(problem, prefill, decode, x, y), requests_per_s=served,
+                   tokens_per_s_per_gpu=per_gpu)
 
 
 def decode_pool(problem: ServeProblem, tpot_ms: float | None = None, tables=None,
@@ -190,6 +307,31 @@ def prefill_pool(problem: ServeProblem, limit_ms: float | None = None,
                                           gpus=gpus or problem.work.budget(problem.topo)))
 
 
+_CANDIDATES = weakref.WeakKeyDictionary()    # problem -> (its settings, pool_candidates)
+
+
+def pool_candidates(problem: ServeProblem) -> tuple:
+    """(prefill pool strategies, decode pool strategies, the decode pool's problem or None):
+    ``pools`` of each phase under the problem's SLOs, none when no pass meets the TTFT limit or
+    osl is 1 (nothing for a decode pool to do). Kept per problem and its settings, so that the
+    frontier and the sizing pair the same strategies without solving them again."""
+    key = (problem.model, problem.topo, problem.isl, problem.osl, problem.tpot_slo_ms,
+           problem.ttft_slo_ms, problem.engine, problem.engine_space,
+           problem.work.budget(problem.topo))
+    kept = _CANDIDATES.get(problem)
+    if kept is not None and kept[0] == key:
+        return kept[1]
+    limit = _prefill_limit(problem)
+    if problem.osl < 2 or limit is None:
+        out = [], [], None
+    else:
+        decode = decode_pool(problem)
+        decodes = pools(decode)
+        out = pools(prefill_pool(problem, limit)) if decodes else [], decodes, decode
+    _CANDIDATES[problem] = (key, out)
+    return out
+
+
 def disaggregate(problem: ServeProblem, tpot_limits_ms=()) -> tuple:
     """(the best disaggregated deployment within the GPU budget and the SLOs or None, and the
     frontier: the best deployment under each TPOT limit of ``tpot_limits_ms`` and the problem's
@@ -199,12 +341,7 @@ def disaggregate(problem: ServeProblem, tpot_limits_ms=()) -> tuple:
     Each pool's strategies come from ``pools`` (its phase's exact optimum per instance size
     bound; the prefill pools do not depend on the TPOT limit, the decode pools' tables are built
     once); every prefill and decode pair is tried with its best instance counts (``pair``)."""
-    limit = _prefill_limit(problem)
-    if problem.osl < 2 or limit is None:    # one output token: nothing for a decode pool to do
-        return None, []
-    decode = decode_pool(problem)
-    decodes = pools(decode)
-    prefills = pools(prefill_pool(problem, limit)) if decodes else []
+    prefills, decodes, decode = pool_candidates(problem)
     best = best_pair(problem, prefills, decodes)
     if best is None:
         return None, []

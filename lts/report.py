@@ -531,6 +531,7 @@ def search_dict(run, launch=None) -> dict:
         d["pareto"] = pareto_dict(run.pareto, run) + [disagg_point(dg)
                                                        for dg in run.disagg_pareto]
         d["sizing"] = sizing_dict(run.sizing, run)
+        d["sizing_disagg"] = sizing_disagg_dict(run.sizing_disagg)
         d["disagg"] = disagg_dict(run.disagg)
     if launch is not None:
         d["emit"] = emit_dict(launch)
@@ -617,6 +618,18 @@ def sizing_dict(sizing, run) -> dict | None:
                          "requests_per_s": _num(sizing.result.tokens_per_s[0] / run.problem.osl)}}
 
 
+def sizing_disagg_dict(sizing) -> dict | None:
+    """The ``sizing_disagg`` object of ``lts search --request-rate`` (null without it or when no
+    two pools meet the SLOs): the fewest GPUs of prefill and decode instances that serve the
+    rate (``deployment``: as ``disagg``), and whether they fit the budget."""
+    if sizing is None:
+        return None
+    dg = sizing.deployment
+    return {"request_rate": sizing.request_rate, "gpus": dg.gpus, "fits": sizing.fits,
+            "prefill_instances": dg.prefill_instances, "decode_instances": dg.decode_instances,
+            "deployment": disagg_dict(dg)}
+
+
 def _frontier(run):
     """(frontier points [(tokens/s per user, tokens/s per GPU)], the best's point, the least
     tokens/s per user the TPOT limit allows or None) of a serve ``SearchRun``."""
@@ -665,6 +678,14 @@ def render_capacity(console: Console, run) -> None:
                       f"instance{'s' if sz.instances != 1 else ''} of {escape(row)} "
                       f"({rps:,.2f} requests/s each), {sz.gpus:,} GPUs"
                       + ("" if sz.fits else f": more than the {budget:,} GPUs of the budget"),
+                      overflow="fold")
+    two = run.sizing_disagg
+    if two is not None:
+        dg = two.deployment
+        versus = "" if sz is None else f" vs {sz.gpus:,} with one pool"
+        console.print(f"[bold]Sizing[/] (two pools) {two.request_rate:g} requests/s: "
+                      f"{escape(disagg_text(dg))}, {dg.requests_per_s:,.2f} requests/s{versus}"
+                      + ("" if two.fits else f": more than the {budget:,} GPUs of the budget"),
                       overflow="fold")
 
 

@@ -23,6 +23,7 @@ re-exported, so ``from lts.search import ...`` names them all.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -31,7 +32,7 @@ import numpy as np
 from .baselines import (CHUNK, search_anneal, search_fixed, search_megatron,  # noqa: F401
                         search_random, search_random_walk)
 from .costmodel import Result, breakdown
-from .disagg import disaggregate
+from .disagg import Disagg, deployment, disaggregate, pool_candidates, pool_rates
 from .pareto import pareto_front
 from .enginespace import GENERIC
 from .exact import guide_bounds, search_exact
@@ -215,6 +216,7 @@ class SearchRun:
     candidates: Result | None = None       # serve: each tp/ep/pp/concurrency's best, evaluated
     pareto: Result | None = None           # serve: the frontier of ``candidates``
     sizing: "Sizing | None" = None         # serve with a request rate: the fewest GPUs
+    sizing_disagg: "SizingDisagg | None" = None     # the same with two pools
     disagg: object = None                  # serve: the best prefill + decode pools (disagg.Disagg)
     disagg_pareto: list = field(default_factory=list)   # serve: two pools' frontier (Disaggs)
     any_sharding: SearchResult | None = None   # engine named: the same method over the whole
@@ -264,7 +266,8 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
     """Search ``problem`` with ``method`` (``np.random.default_rng(seed)``, ``budget`` evaluator
     calls, the ``top`` best distinct tp/ep/pp/batch), then the Megatron baseline and ``Versus``;
     for the serve phase also the trade-off (``pareto``) and, given ``request_rate`` (requests
-    per second), the fewest GPUs that serve it (``sizing``), both among the strategies found.
+    per second), the fewest GPUs that serve it (``sizing``), both among the strategies found;
+    also two pools (``disagg``, their frontier and, given the rate, ``sizing_disagg``).
 
     ``progress(n)`` is called after n evaluator calls of the search (0: still working).
     """
@@ -288,6 +291,8 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
     if serving:     # two pools, also where one pool has nothing feasible
         limits = () if out.pareto is None else tpot_limits(out.pareto.tpot_s * 1e3)
         out.disagg, out.disagg_pareto = disaggregate(problem, limits)
+        if request_rate is not None:
+            out.sizing_disagg = size_disagg(problem, request_rate)
     if sr.best is None:
         return out
     out.megatron = sr if method == "megatron" else search_megatron(problem, budget, None, top=1)
@@ -346,6 +351,52 @@ def size(problem: ServeProblem, found: Result, request_rate: float) -> Sizing | 
     i = int(np.lexsort((found.ttft_s, -found.tokens_per_s_per_gpu, gpus))[0])
     return Sizing(float(request_rate), take(found, slice(i, i + 1)), int(instances[i]),
                   int(gpus[i]), bool(gpus[i] <= problem.work.budget(problem.topo)))
+
+
+@dataclass
+class SizingDisagg:
+    """The fewest GPUs that serve ``request_rate`` requests/s within the SLOs with two pools:
+    ``deployment`` (a ``disagg.Disagg``: x prefill and y decode instances, ``gpus`` in all);
+    ``fits``: within the device budget."""
+    request_rate: float
+    deployment: Disagg
+    fits: bool
+
+    @property
+    def gpus(self) -> int:
+        return self.deployment.gpus
+
+
+def size_disagg(problem: ServeProblem, request_rate: float) -> SizingDisagg | None:
+    """The pair of pool strategies (``disagg.pool_candidates``) and instance counts that serve
+    ``request_rate`` requests/s on the fewest GPUs, the counts not bound by the budget. x
+    prefill and y decode instances serve min(x r_p, y r_d) requests/s (``disagg.pool_rates``),
+    so each pair's fewest are x = ceil(rate / r_p), y = ceil(rate / r_d); a pair whose TTFT
+    (1.5 passes and the KV transfer over the tier the x + y instances span) exceeds the limit
+    is skipped (fewer instances never span a slower tier). Ties: the higher rate served, then
+    the least TTFT. None: no pool strategies, or no pair meets the TTFT limit."""
+    prefills, decodes, _ = pool_candidates(problem)
+    ttft_ms = problem.ttft_slo_ms
+    best = None
+    for prefill in prefills:
+        for decode in decodes:
+            x, y = (_enough(request_rate, r) for r in pool_rates(problem, prefill, decode))
+            d = deployment(problem, prefill, decode, x, y)
+            if ttft_ms and d.ttft_s > ttft_ms * 1e-3:
+                continue
+            key = (d.gpus, -d.requests_per_s, d.ttft_s)
+            if best is None or key < best[0]:
+                best = key, d
+    if best is None:
+        return None
+    return SizingDisagg(float(request_rate), best[1],
+                        bool(best[1].gpus <= problem.work.budget(problem.topo)))
+
+
+def _enough(rate: float, per_instance: float) -> int:
+    """The fewest instances of ``per_instance`` requests/s each that serve ``rate``."""
+    n = max(math.ceil(rate / per_instance), 1)
+    return n + 1 if n * per_instance < rate else n      # rate / per_instance rounded down
 
 
 # ----------------------------------------------------------------------------------------------
