@@ -145,16 +145,15 @@ def runnable_on(model: ModelSpec, rows) -> list:
 
 def project(engine: str, model: ModelSpec, rows: np.ndarray) -> np.ndarray:
     """Strategy (or index) rows [N, 16] -> the engine's variant each stands for, in place: the
-    coarse columns kept, the per-op choices set to the expert-parallel variant where FFN1 or
-    FFN2 splits the experts (a MoE with tp > 1), else to Megatron's. The degrees are not
+    coarse columns kept (so value and index rows project alike), the per-op choices set to the
+    expert-parallel variant where FFN1 or FFN2 of a MoE splits the experts, else to Megatron's. The degrees are not
     changed: rows the engine cannot lay out stay what ``runnable`` rejects. ``generic``: the
     rows as they are."""
     if engine == GENERIC:
         return rows
     experts = np.zeros(len(rows), bool)
-    if model.is_moe:
-        experts = ((rows[:, OP_COL["ffn1"]] == EXPERTS) | (rows[:, OP_COL["ffn2"]] == EXPERTS)) \
-            & (rows[:, TP] > 1)
+    if model.is_moe:     # (at tp = 1 both variants are one deployment: ``runnable`` takes both)
+        experts = (rows[:, OP_COL["ffn1"]] == EXPERTS) | (rows[:, OP_COL["ffn2"]] == EXPERTS)
     rows[:, N_COARSE:] = np.where(experts[:, None], np.asarray(EXPERT_CHOICES),
                                   np.asarray(MEGATRON))
     return rows

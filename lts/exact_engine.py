@@ -12,13 +12,14 @@ Imports: enginespace, problems, strategy.
 """
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
 
 from .enginespace import runnable_mask
-from .problems import Problem, SearchResult, Tracker
-from .strategy import EP, EXPERT_CHOICES, MEGATRON, PP, TP
+from .problems import Problem, SearchResult, ServeProblem, Tracker, take
+from .strategy import BATCH, EP, EXPERT_CHOICES, MEGATRON, PP, TP, WIDTH
 
 CHUNK = 4096          # strategies per evaluator call
 
@@ -39,7 +40,10 @@ def search_engine_exact(problem: Problem, budget: int = 0, rng=None, top: int = 
                         progress=None, max_gpus: int | None = None) -> SearchResult:
     """Every strategy the engine runs, costed: the optimum of the engine's space and the best of
     each of the next coarse rows (the top-k); ``max_gpus``: only instances of at most that many
-    GPUs. ``budget`` and ``rng`` are unused; no evaluator call is counted (as for ``exact``)."""
+    GPUs. ``budget`` and ``rng`` are unused; no evaluator call is counted (as for ``exact``).
+    The serve phase: ``_serve``."""
+    if isinstance(problem, ServeProblem):
+        return _serve(problem, top, progress, max_gpus)
     t0 = time.perf_counter()
     tr = Tracker(problem, top)
     idx = engine_rows(problem, max_gpus)
@@ -50,3 +54,39 @@ def search_engine_exact(problem: Problem, budget: int = 0, rng=None, top: int = 
             progress(0)
     return tr.result("exact", t0, {"engine": problem.engine_space,
                                    "strategies_covered": int(len(idx))})
+
+
+def _serve(problem: ServeProblem, top: int, progress=None,
+           max_gpus: int | None = None) -> SearchResult:
+    """The serve phase over every integer concurrency: each (tp, ep, pp, per-op variant) the
+    engine runs at its best integer concurrency within the SLOs (``ServeProblem.
+    best_concurrency``, checked against every integer in tests); the top-k are the best of
+    distinct (tp, ep, pp, variant). The trade-off frontier's candidates (``coarse_best``) are
+    those optima and every strategy of the concurrency grid (the powers of two and the KV
+    capacity) that is valid."""
+    t0 = time.perf_counter()
+    grid = problem.space.decode(engine_rows(problem, max_gpus))
+    every = problem.evaluate_rows(grid) if len(grid) else None
+    if progress:
+        progress(0)
+    units = np.unique(np.c_[grid[:, :BATCH], grid[:, BATCH + 1:]], axis=0)
+    units = np.insert(units, BATCH, 1, axis=1)               # the batch column: found below
+    res = problem.best_concurrency(units) if len(units) else None
+    if progress:
+        progress(0)
+    scores = problem.score(res) if res is not None else np.zeros(0)
+    order = np.argsort(-scores, kind="stable")
+    order = order[np.isfinite(scores[order])][:top]
+    found = res.strategies[order] if len(order) else np.zeros((0, WIDTH), np.int64)
+    frontier = [found]
+    if every is not None and every.valid.any():
+        frontier.append(every.strategies[every.valid])
+    coarse_best = np.unique(np.concatenate(frontier), axis=0) if len(order) else None
+    return SearchResult("exact", found[0] if len(found) else None,
+                        float(scores[order[0]]) if len(order) else -math.inf, found,
+                        scores[order], problem.calls, time.perf_counter() - t0,
+                        evaluated=take(res, order) if len(order) else None,
+                        coarse_best=coarse_best,
+                        stats={"engine": problem.engine_space,
+                               "strategies_covered": int(len(units)),
+                               "concurrency": "every integer"})

@@ -394,12 +394,13 @@ def _routed(s: _Shape, x: _FFN, which: int, mode: int):
         npairs, ex, toks = x.pairs, x.e_loc, x.tokens
     elif mode == MODE_NONE:
         fr, npairs, ex, toks = 1.0, x.pairs, x.e_loc, x.tokens
-    elif mode == MODE_NONE_T:   # none on T: each rank its own whole sequences (every ep group)
-        fr, npairs, ex, toks = 1.0, s.rows_t * x.k, x.e_loc, s.rows_t * s.ep
+    elif mode == MODE_NONE_T:   # none on T: each rank its own whole sequences (every ep group;
+        # no more than the micro-batch holds: at tp = 1 this is the R mode, one deployment)
+        fr, npairs, ex, toks = 1.0, s.rows_t * x.k, x.e_loc, np.minimum(s.rows_t * s.ep, x.tokens)
     elif x.moe:   # experts: whole experts per rank, tokens of those experts only
         fr, npairs, ex, toks = 1.0, x.pairs * x.e_rank_x / x.e_loc, x.e_rank_x, x.tokens
     else:   # `experts` on a dense FFN: replicated weights, each rank a share of whole sequences
-        fr, npairs, ex, toks = 1.0, s.rows_t, 1.0, s.rows_t * s.ep
+        fr, npairs, ex, toks = 1.0, s.rows_t, 1.0, np.minimum(s.rows_t * s.ep, x.tokens)
     act = _active(s, ex, toks) if x.moe else 1.0     # weights of idle experts are not read
     flops = 2.0 * npairs * w_exp * fr
     in_w = h if which == 1 else inter

@@ -215,6 +215,16 @@ class ServeProblem(Problem):
     def evaluate_rows(self, rows) -> Result:
         return self.restrict(serve.as_result(self.serve_rows(rows)))
 
+    def best_concurrency(self, rows) -> Result:
+        """Strategy rows [N, 16] (values) each at its integer concurrency with the most output
+        tokens/s within the SLOs (``serve.best_concurrency``; the batch column is ignored); no
+        call is counted."""
+        res = serve.serve(self.model, self.topo, np.atleast_2d(rows), self.isl, self.osl,
+                          best_batch=True, tpot_slo_ms=self.tpot_slo_ms,
+                          ttft_slo_ms=self.ttft_slo_ms, gpus=self.work.gpus, engine=self.engine,
+                          evaluator=self.evaluator)
+        return self.restrict(serve.as_result(res))
+
     def score(self, res: Result) -> np.ndarray:
         """Output tokens/s per GPU of the budget; requests beyond the KV cache add nothing but
         queueing, so of two concurrencies with the same running batch the smaller one wins (by

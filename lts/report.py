@@ -747,7 +747,7 @@ def render_search(console: Console, run) -> None:
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("tp/ep/pp/b", no_wrap=True)
-    table.add_column("ops vs Megatron", overflow="fold", ratio=1, min_width=16)
+    table.add_column("ops vs Megatron", overflow="fold", ratio=1, min_width=8)
     table.add_column("on", no_wrap=True)
     table.add_column("×n", justify="right", no_wrap=True)
     table.add_column("tok/s/GPU", justify="right", no_wrap=True)

@@ -272,14 +272,15 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
     ``progress(n)`` is called after n evaluator calls of the search (0: still working).
     """
     t0 = time.perf_counter()
-    sr = SEARCHERS[method](problem, budget, np.random.default_rng(seed), top=top,
-                           progress=progress)
+    sr = every_concurrency(problem, SEARCHERS[method](problem, budget,
+                                                      np.random.default_rng(seed), top=top,
+                                                      progress=progress))
     out = SearchRun(problem, method, budget, seed, sr, time.perf_counter() - t0)
     if problem.engine_space != GENERIC:     # the headroom: the same search over every sharding
         calls, problem.calls = problem.calls, 0
         with problem.whole_space():
-            out.any_sharding = SEARCHERS[method](problem, budget, np.random.default_rng(seed),
-                                                 top=1, progress=progress)
+            out.any_sharding = every_concurrency(problem, SEARCHERS[method](
+                problem, budget, np.random.default_rng(seed), top=1, progress=progress))
         problem.calls = calls
     serving = isinstance(problem, ServeProblem)
     if serving and sr.coarse_best is not None:
@@ -295,9 +296,34 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
             out.sizing_disagg = size_disagg(problem, request_rate)
     if sr.best is None:
         return out
-    out.megatron = sr if method == "megatron" else search_megatron(problem, budget, None, top=1)
+    out.megatron = sr if method == "megatron" else every_concurrency(
+        problem, search_megatron(problem, budget, None, top=1))
     out.versus = versus_megatron(problem, sr.evaluated)
     return out
+
+
+def every_concurrency(problem: Problem, sr: SearchResult) -> SearchResult:
+    """The serve phase: ``sr`` with each of its top strategies at its best integer concurrency
+    within the SLOs (``ServeProblem.best_concurrency``: searches try the powers of two and the KV
+    capacity), re-ranked, strategies that meet again merged; the refined rows join the frontier's
+    candidates (``coarse_best``). Never lower: the concurrency a search found is among those
+    tried. Other phases, and a result over every integer already: ``sr`` as it is."""
+    if not isinstance(problem, ServeProblem) or sr.best is None or \
+            sr.stats.get("concurrency") == "every integer":
+        return sr
+    res = problem.best_concurrency(sr.top)
+    scores = problem.score(res)
+    _, first = np.unique(res.strategies, axis=0, return_index=True)
+    first = first[np.isfinite(scores[first])]
+    order = first[np.argsort(-scores[first], kind="stable")]
+    if not len(order):          # (cannot happen: the found concurrencies are valid)
+        return sr
+    sr.top, sr.top_scores = res.strategies[order], scores[order]
+    sr.best, sr.best_score, sr.evaluated = sr.top[0], float(sr.top_scores[0]), take(res, order)
+    sr.coarse_best = sr.top if sr.coarse_best is None else \
+        np.unique(np.concatenate([sr.coarse_best, sr.top]), axis=0)
+    sr.stats["concurrency"] = "every integer for the top strategies"
+    return sr
 
 
 def tpot_limits(tpot_ms, most: int = 6) -> tuple:

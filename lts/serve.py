@@ -36,9 +36,9 @@ model is the loop's steady state, vectorized over strategies (the batch column i
    tokenization) is added to TTFT and L.
 
 Every quantity is an array over strategies: 4 evaluator calls (two memory points, the decode and
-the mixed step), no Python loop per strategy. ``best_batch`` tries C = the capacity and the powers
-of two 1..4096 and keeps the highest output tokens/s within the SLOs; a batch column of
-``AT_CAPACITY`` (0) asks for C = the capacity (the result rows then hold that C).
+the mixed step), no Python loop per strategy. ``best_batch`` finds the integer C up to the
+capacity with the highest output tokens/s within the SLOs (``best_concurrency``); a batch column
+of ``AT_CAPACITY`` (0) asks for C = the capacity (the result rows then hold that C).
 
 Imports: costmodel, optables (reasons), engines, strategy, workload.
 """
@@ -172,8 +172,8 @@ def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
 
     Args:
         isl, osl: input and output tokens per request (both >= 1).
-        best_batch: ignore the batch column; per row, the C among the KV capacity and the powers
-            of two 1..4096 with the highest output tokens/s within the SLOs.
+        best_batch: ignore the batch column; per row, the integer C up to what the KV cache
+            holds with the highest output tokens/s within the SLOs (``best_concurrency``).
         tpot_slo_ms, ttft_slo_ms: enforced only when given.
         gpus: device budget (0: the whole topology).
         engine: the engine profile (scheduler knobs, memory rule, time per step and request).
@@ -188,17 +188,56 @@ def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
     if not best_batch:
         return _closed_loop(ev, engine, strategies, isl, osl, cap, fixed, per_request,
                             fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus)
-    n, nb = len(strategies), len(BATCHES) + 1
-    candidates = np.concatenate([np.maximum(engine.holds(cap), 1)[:, None],
-                                 np.tile(np.asarray(BATCHES, dtype=np.float64), (n, 1))], axis=1)
-    wide = np.repeat(strategies, nb, axis=0)                  # row i, candidate j at i*nb + j
-    wide[:, BATCH] = candidates.ravel().astype(np.int64)
-    rep = lambda a: np.repeat(a, nb)                          # noqa: E731
-    res = _closed_loop(ev, engine, wide, isl, osl, rep(cap), rep(fixed),
-                       rep(per_request), rep(fixed_reasons), tpot_slo_ms, ttft_slo_ms, gpus)
-    score = np.where(res.valid, res.output_tokens_per_s, -np.inf).reshape(n, nb)
-    pick = np.where(np.isfinite(score.max(axis=1)), score.argmax(axis=1), 0)
-    return res.take(np.arange(n) * nb + pick)
+    loop = lambda rows, take: _closed_loop(                   # noqa: E731
+        ev, engine, rows, isl, osl, cap[take], fixed[take], per_request[take],
+        fixed_reasons[take], tpot_slo_ms, ttft_slo_ms, gpus)
+    return best_concurrency(loop, strategies, engine.holds(cap))
+
+
+WINDOW = 16      # concurrencies below the largest within the SLOs that best_concurrency also tries
+
+
+def best_concurrency(loop, strategies, limit) -> ServeResult:
+    """Per strategy row, the integer concurrency C in 1..limit (what the KV cache and the engine
+    hold: beyond it requests only queue) with the most output tokens/s within the SLOs; where
+    none meets them, C = 1 (invalid). ``loop(rows, take)`` is the closed loop of ``rows`` whose
+    memory figures are those of the strategies ``take``.
+
+    The loop's TTFT and TPOT rise with C, so the concurrencies within the SLOs are 1..C_max:
+    C_max is found by bisection (about log2(limit) vectorized rounds). Output tokens/s rises
+    with C too, but not strictly everywhere (whole prefill steps and micro-batches round), so
+    C_max, the WINDOW integers below it and the powers of two below it are all costed and the
+    best kept (ties: the smaller C, less TTFT). ``tests/test_serve.py`` checks this against
+    every integer on small spaces."""
+    strategies = np.atleast_2d(np.asarray(strategies, dtype=np.int64))
+    n = len(strategies)
+    limit = np.maximum(np.asarray(limit, dtype=np.float64), 1.0)
+    everyone = np.arange(n)
+    lo = np.zeros(n)                  # the largest C known within the SLOs (0: none yet)
+    hi = np.floor(limit) + 1.0        # the smallest C known beyond them (or beyond the limit)
+    while True:
+        todo = np.flatnonzero(hi - lo > 1)
+        if not len(todo):
+            break
+        mid = np.floor((lo[todo] + hi[todo]) / 2)
+        ok = loop(_with_batch(strategies[todo], mid), todo).valid
+        lo[todo] = np.where(ok, mid, lo[todo])
+        hi[todo] = np.where(ok, hi[todo], mid)
+    top = np.maximum(lo, 1.0)
+    powers = 2.0 ** np.arange(int(np.log2(max(top.max(initial=1.0), 1.0))) + 1)
+    cand = np.concatenate([top[:, None] - np.arange(WINDOW + 1)[None, :],
+                           np.broadcast_to(powers, (n, len(powers)))], axis=1)
+    cand = np.where((cand >= 1) & (cand <= top[:, None]), cand, top[:, None])
+    k = cand.shape[1]
+    res = loop(_with_batch(np.repeat(strategies, k, axis=0), cand.ravel()),
+               np.repeat(everyone, k))
+    score = np.where(res.valid, res.output_tokens_per_s, -np.inf).reshape(n, k)
+    # the most tokens/s; of equals (within rounding) the smallest C
+    best = score.max(axis=1, keepdims=True)
+    near = (score >= best * (1 - 1e-12)) & np.isfinite(score)
+    c = np.where(near, cand, np.inf).min(axis=1)
+    pick = np.where(np.isfinite(best[:, 0]), np.argmax(near & (cand == c[:, None]), axis=1), 0)
+    return res.take(everyone * k + pick)
 
 
 def step_counts(engine: EngineProfile, mixed: Workload, n, dp=1):

@@ -11,8 +11,8 @@ and an optional ``strategy``. How each row is mapped:
   choice), else Megatron's per-op sharding at ``tp``, ``ep``, ``pp``. A row whose tp·ep·pp is not
   ``gpus`` is skipped.
 - The batch is the concurrency, ``concurrency``; when empty, a ``batch=`` named in
-  ``strategy``; else the one with the highest output tokens/s among the KV capacity and the
-  powers of two 1..4096 (``serve(best_batch=True)``), as an engine's max-throughput run picks.
+  ``strategy``; else the integer one up to the KV capacity with the highest output tokens/s
+  (``serve(best_batch=True)``), as an engine's max-throughput run picks.
 - ``metric`` is one of ``output_tokens_per_s`` (whole instance), ``output_tokens_per_s_per_gpu``,
   ``ttft_ms``, ``tpot_ms``; the prediction is the serve phase's (``lts.serve``, the closed loop
   at concurrency C) at ``isl``/``osl`` with no SLO. A prediction that is invalid (not even one

@@ -409,7 +409,8 @@ def ffn(c, which, choice, lin, moe):
     frac_t = "ffn_fractional_t_rows" in c.compat
     t_pairs = pairs / p if frac_t else c.rows_t * k
     # whole sequences: this rank's ceil(seqs/tp) of its own tp group, in every ep group
-    t_tokens = tokens / p if frac_t else (c.seqs_t * c.tps + c.chunk_t) * c.ep
+    # (at most the micro-batch's tokens: ceil over the ep groups can count more)
+    t_tokens = tokens / p if frac_t else min((c.seqs_t * c.tps + c.chunk_t) * c.ep, tokens)
     # output layout
     if choice == DIM0:
         lout = P

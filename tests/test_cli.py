@@ -134,7 +134,7 @@ def test_estimate_serve_matches_the_serve_phase_and_picks_the_best_batch():
     m, t = load_model("llama3.1-8b"), load_topology("h100_dgx")
     row = parse_strategy("tp=1")[None]
     cap = int(sv.serve(m, t, row, 500, 2000).kv_capacity[0])
-    cands = (cap,) + sv.BATCHES
+    cands = np.arange(1, cap + 1)                   # every integer concurrency the cache holds
     rows = np.repeat(row, len(cands), axis=0)
     rows[:, 3] = cands
     every = sv.serve(m, t, rows, 500, 2000)

@@ -10,7 +10,7 @@ from generators import synthetic_dense, synthetic_moe, with_link_factors
 from lts.costmodel import evaluate
 from lts.workload import Workload, compose_step
 from lts.engines import ENGINES, GENERIC, sglang_mem_fraction
-from lts.serve import BATCHES, decode_workload, serve
+from lts.serve import decode_workload, serve
 from lts.specs import load_model, load_topology
 from lts.strategy import megatron_row
 from lts.units import GIB
@@ -96,16 +96,32 @@ def test_invalid_only_when_not_one_request_fits():
     assert r.valid[1] and r.kv_capacity[1] >= 1
 
 
-def test_best_batch_tries_the_capacity_and_powers_of_two(llama8b):
-    m, topo = llama8b
-    best = serve(m, topo, rows(1), 1000, 1000, best_batch=True)
-    cap = serve(m, topo, rows(1), 1000, 1000).kv_capacity
-    assert best.valid.all()
-    for i in range(len(best)):
-        cands = [int(cap[i])] + list(BATCHES)
-        every = serve(m, topo, np.stack([megatron_row(2 ** i, 1, 1, c) for c in cands]),
-                      1000, 1000)
-        assert best.output_tokens_per_s[i] == pytest.approx(every.output_tokens_per_s.max())
+@pytest.mark.parametrize("engine, slos", [
+    ("generic", (None, None)), ("vllm", (30.0, None)), ("sglang", (25.0, 800.0)),
+    ("trtllm", (None, 500.0))])
+def test_best_batch_is_the_best_integer_concurrency(engine, slos):
+    """best_batch = brute force over every integer C from 1 to what the KV cache holds, under
+    SLOs or none, for each engine; MoE rows with ep > 1 (attention DP) included."""
+    from lts.engines import ENGINES
+    m, topo = load_model("mixtral-8x7b"), load_topology("h100_dgx")
+    prof = ENGINES[engine]
+    strat = np.stack([megatron_row(2, 1, 1, 1), megatron_row(4, 1, 1, 1),
+                      megatron_row(1, 4, 1, 1), megatron_row(2, 2, 2, 1)])
+    kw = dict(tpot_slo_ms=slos[0], ttft_slo_ms=slos[1], engine=prof)
+    best = serve(m, topo, strat, 700, 300, best_batch=True, **kw)
+    limit = prof.holds(serve(m, topo, strat, 700, 300, engine=prof).kv_capacity)
+    for i in range(len(strat)):
+        cs = np.arange(1, int(limit[i]) + 1)
+        every = np.repeat(strat[i:i + 1], len(cs), axis=0)
+        every[:, 3] = cs
+        ev = serve(m, topo, every, 700, 300, **kw)
+        score = np.where(ev.valid, ev.output_tokens_per_s, -np.inf)
+        if not np.isfinite(score.max()):
+            assert not best.valid[i]
+            continue
+        assert best.valid[i]
+        assert best.output_tokens_per_s[i] == pytest.approx(score.max(), rel=1e-12)
+        assert best.strategies[i, 3] == cs[np.flatnonzero(score >= score.max() * (1 - 1e-12))[0]]
 
 
 def test_compose_step_cohorts():
