@@ -694,8 +694,7 @@ def pareto_svg(run) -> str:
     p = run.problem
     points, chosen, limit = _frontier(run)
     ttft = _slo("TTFT", p.ttft_slo_ms)
-    series = [Series("one pool (aggregated), " + ("exact frontier" if run.method == "exact"
-                                                  else f"best {run.method} found"),
+    series = [Series("one pool (aggregated), " + _frontier_whose(run, short=True),
                      "#1f6fb4", points)]
     if run.disagg_pareto:
         series.append(Series("two pools (disaggregated)", "#e67e22",
@@ -711,12 +710,26 @@ def pareto_svg(run) -> str:
         subtitle=f"{p.engine.title}, {p.isl} in / {p.osl} out tokens per request")
 
 
+def _frontier_whose(run, short: bool = False) -> str:
+    """Where a serve search's frontier points come from: the exact frontier over the concurrency
+    grid (the powers of two and the KV capacity) of the whole space or of the engine's, plus each
+    top strategy at its best integer concurrency; else what the method found."""
+    if run.method != "exact":
+        return f"best {run.method} found" if short else "found"
+    space = ("the whole space" if run.problem.engine_space == "generic" else
+             f"{ENGINE_NAMES.get(run.problem.engine_space)}'s space")
+    if short:
+        return f"{space}, exact on the concurrency grid"
+    return (f"of {space} (exact at the powers of two and the KV capacity, and the best "
+            "strategies at their best integer concurrency)")
+
+
 def render_frontier(console: Console, run) -> None:
     """The serving trade-off of a serve search in plain characters (80 columns)."""
     points, chosen, limit = _frontier(run)
     if not points:
         return
-    whose = "of the whole space (exact)" if run.method == "exact" else "found"
+    whose = _frontier_whose(run)
     console.print(f"[bold]Trade-off[/] ({len(points)} point{'s' if len(points) != 1 else ''}: "
                   f"for each tokens/s per user, the best output tokens/s per GPU {whose}; "
                   "* the best" + (", : the TPOT limit)" if limit else ")"))
@@ -905,7 +918,7 @@ def render_emit(console: Console, launch, phase: str, width: int = 80) -> None:
                              subsequent_indent=indent, break_on_hyphens=False)
 
     out = [para(f"Launch with {launch.name} (flags checked against {launch.name} "
-                f"{launch.version_checked} docs)")]
+                f"{launch.version_checked}: docs/engines.md)")]
     def strat(row):          # spaced so that long strategies wrap between entries
         return format_strategy(row, only_changed=True).replace(",", ", ")
 
@@ -964,7 +977,7 @@ def render_emit_disagg(console: Console, dl, width: int = 80) -> None:
                              subsequent_indent=indent, break_on_hyphens=False)
 
     out = [para(f"Launch the two pools with {dl.name} (flags checked against {dl.name} "
-                f"{dl.version_checked} docs: {dl.docs})")]
+                f"{dl.version_checked}: {dl.docs})")]
     for pool, launch in (("prefill", dl.prefill), ("decode", dl.decode)):
         if launch.faithful:
             out.append(para(f"{pool}: faithful, the strategy as found.", "  "))

@@ -58,8 +58,9 @@ EXPERT_CHOICES = with_experts(MEGATRON)
 # replicated rather than vocab-parallel
 MEGATRON_SP = tuple(DIM0 if op.endswith("norm") else NONE if op == "embedding" else c
                     for op, c in zip(OPS, MEGATRON))
-# data-parallel attention (SGLang --enable-dp-attention, DeepSeek-V3 report §3.4): every rank of
-# the tp group runs whole attention on its own tokens, the FFN as Megatron's
+# data-parallel attention (SGLang --attn-dp-size, formerly --enable-dp-attention; DeepSeek-V3
+# report §3.4): every rank of the tp group runs whole attention on its own tokens, the FFN as
+# Megatron's
 DP_ATTENTION = tuple(DIM0 if op.endswith("norm") else NONE if op not in ("ffn1", "ffn2") else c
                      for op, c in zip(OPS, MEGATRON))
 
