@@ -55,11 +55,12 @@ from pathlib import Path
 import numpy as np
 
 from .costmodel import Result
-from .enginespace import ENGINE_NAMES, ENGINES, check, engine_variants, runnable_mask
+from .enginespace import (ENGINE_NAMES, ENGINES, attention_dp, check, engine_variants,
+                          runnable_mask, variants)
 from .baselines import search_fixed
 from .problems import Problem
 from .specs import ModelSpec, TopologySpec, shipped_names
-from .strategy import (EP, EXPERT_CHOICES, EXPERTS, MEGATRON, N_COARSE, OP_COL, PP, TP,
+from .strategy import (EP, EXPERTS, MEGATRON, N_COARSE, OP_COL, PP, TP,
                        format_strategy)
 from .workload import Workload
 
@@ -162,15 +163,14 @@ def same_degrees(engine: str, problem: Problem, row) -> Result | None:
 def best_runnable(engine: str, problem: Problem) -> Result | None:
     """The best valid strategy the engine runs, exhaustive over tp/ep/pp/batch.
 
-    The Megatron search (``baselines.search_fixed``: Megatron's per-op sharding is what every
-    engine runs), plus the engines' expert-parallel variant (ffn1/ffn2 = experts), each on the
-    degrees the engine can run (vLLM runs ep > 1 only expert-parallel, TensorRT-LLM only with
-    tp = 1); the Megatron one wins a tie. No evaluator call is counted.
+    Each per-op variant the engines run (``enginespace.variants``: Megatron's per-op sharding,
+    and for a MoE the expert-parallel and the data-parallel-attention variants) fixed
+    (``baselines.search_fixed``), on the degrees this engine runs it at; the first wins a tie.
+    No evaluator call is counted.
     """
     model = problem.model
-    variants = (MEGATRON, EXPERT_CHOICES) if model.is_moe else (MEGATRON,)
     best = None
-    for v in variants:
+    for v in variants(model):
         ok = runnable_mask(engine, model, problem.grid, v)
         if not ok.any():
             continue
@@ -260,8 +260,12 @@ def _vllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str, e
           max_len: int):
     tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
     gpn = topo.gpus_per_node
+    dp_attention = bool(attention_dp(model, row)[0])
+    if dp_attention:   # vLLM's DP ranks of one GPU each; its MoE is then TP over all of them
+        tp, ep = 1, tp
     seqs = math.ceil(batch / ep)
-    expert_parallel = model.is_moe and (ep > 1 or (tp > 1 and row[OP_COL["ffn1"]] == EXPERTS))
+    expert_parallel = model.is_moe and not dp_attention and (
+        ep > 1 or (tp > 1 and row[OP_COL["ffn1"]] == EXPERTS))
     # every flag below: vllm 0.33.0 vllm/engine/arg_utils.py EngineArgs.add_cli_args, or
     # vllm/entrypoints/common/cli_args.py make_arg_parser (--headless)
     base = _join("vllm serve", ref, f"--tensor-parallel-size {tp}",
@@ -269,10 +273,16 @@ def _vllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str, e
                  "--enable-expert-parallel" if expert_parallel else "")
     tail = _join(f"--max-num-seqs {seqs}", f"--max-model-len {max_len}", *extra)
     notes = []
-    if ep > 1:
+    if dp_attention:
+        notes.append(f"lts's tp={ep} with data-parallel attention: vLLM's --data-parallel-size "
+                     f"{ep} of one GPU each, whose MoE layers are tensor-parallel over all {ep} "
+                     "GPUs without --enable-expert-parallel (vllm 0.33.0 model_executor/layers/"
+                     "fused_moe/config.py FusedMoEParallelConfig.make)")
+    elif ep > 1:
         notes.append(f"lts's ep={ep} attention groups are vLLM's data-parallel ranks, and "
                      f"--enable-expert-parallel spreads whole experts over all DP x TP = "
                      f"{tp * ep} GPUs, as lts does with ffn1/ffn2 = experts")
+    if ep > 1:
         notes.append(f"--max-num-seqs applies per DP rank: lts's batch {batch} over {ep} ranks = "
                      f"{seqs} each" + (" (rounded up)" if batch % ep else ""))
     elif expert_parallel:
@@ -327,22 +337,25 @@ def _sglang(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
     ep_size = 1
     if model.is_moe and stage > 1:
         ep_size = stage if (experts or tp == 1) else ep
+    dp_attention = bool(attention_dp(model, row)[0])
+    attn_dp = stage if dp_attention else ep           # attention-DP ranks (attention TP 1 or tp)
     # sglang 0.5.23 sglang/srt/arg_groups/fields/parallel.py: --tp-size, --attn-dp-size,
     # --ep-size, --pp-size, --enable-dp-lm-head (full names: argparse abbreviations like --tp
     # break as soon as a new flag shares the prefix)
     base = _join("python -m sglang.launch_server", f"--model-path {ref}", f"--tp-size {stage}",
-                 f"--attn-dp-size {ep} --enable-dp-lm-head" if ep > 1 else "",
+                 f"--attn-dp-size {attn_dp} --enable-dp-lm-head" if attn_dp > 1 else "",
                  f"--ep-size {ep_size}" if ep_size > 1 else "",
                  f"--pp-size {pp}" if pp > 1 else "")
     tail = _join(f"--max-running-requests {batch}", f"--context-length {max_len}", *extra)
     notes = []
-    if ep > 1:
+    if attn_dp > 1:
         attn = (f"tensor-parallel over {tp} GPUs in each of {ep} data-parallel groups"
-                if tp > 1 else f"data-parallel over {ep} GPUs, one per group")
-        notes.append(f"--tp-size {stage} --attn-dp-size {ep}: attention {attn} (SGLang: "
+                if tp > 1 and not dp_attention else
+                f"data-parallel over {attn_dp} GPUs, one per group")
+        notes.append(f"--tp-size {stage} --attn-dp-size {attn_dp}: attention {attn} (SGLang: "
                      "attention TP = tp-size / attn-dp-size); --max-running-requests is the total "
                      "over the DP ranks; SGLang before --attn-dp-size (0.5.23 deprecates the old "
-                     f"form): --dp-size {ep} --enable-dp-attention")
+                     f"form): --dp-size {attn_dp} --enable-dp-attention")
         if key not in SGLANG_DP_ATTENTION:
             notes.append("SGLang's docs name DP attention for DeepSeek-V2/V3 and Qwen2/3-MoE "
                          "models; check that this model's SGLang implementation supports it")
@@ -370,9 +383,11 @@ def _sglang(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
 def _trtllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str, extra: list,
             max_len: int, serve=None):
     tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
-    size = tp * ep                                    # ep > 1 only with tp = 1 (attention DP)
+    size = tp * ep                # ep > 1 only with tp = 1 or data-parallel attention
     experts = tp > 1 and row[OP_COL["ffn1"]] == EXPERTS
-    per_rank = math.ceil(batch / ep)
+    dp_attention = bool(attention_dp(model, row)[0])
+    adp = ep > 1 or dp_attention                      # every GPU its own attention rank
+    per_rank = math.ceil(batch / (size if adp else 1))
     tokens = max(per_rank, work.context) if work.phase == "decode" else per_rank * work.context
     if serve is not None:        # the serve phase: the token budget per step its profile assumed
         tokens = serve.engine.step_tokens
@@ -382,19 +397,22 @@ def _trtllm(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
     # --max_batch_size, --max_num_tokens, --max_seq_len, --extra_llm_api_options,
     # --enable_chunked_prefill); enable_attention_dp: tensorrt_llm/llmapi/llm_args.py BaseLlmArgs
     ep_flag = ""
-    if model.is_moe:
-        ep_flag = f"--ep_size {size if (experts or ep > 1) else 1}"
+    if model.is_moe:   # moe_ep x moe_tp = tp_size: data-parallel attention keeps moe_tp = tp
+        ep_flag = f"--ep_size {ep if dp_attention else size if (experts or ep > 1) else 1}"
     base = _join("trtllm-serve", ref, f"--tp_size {size}", f"--pp_size {pp}" if pp > 1 else "",
                  ep_flag, f"--max_batch_size {per_rank}", f"--max_num_tokens {tokens}",
                  f"--max_seq_len {max_len}",
-                 f"--extra_llm_api_options {TRTLLM_YAML}" if ep > 1 else "", *extra)
+                 f"--extra_llm_api_options {TRTLLM_YAML}" if adp else "", *extra)
     cmds, notes = [], []
-    if ep > 1:
+    if adp:
         cmds.append(("config file (every node, before launching)",
                      f"printf 'enable_attention_dp: true\\n' > {TRTLLM_YAML}"))
-        notes.append(f"enable_attention_dp: every GPU is its own attention rank (lts tp=1, "
-                     f"ep={ep}); --ep_size {size} puts whole experts on each GPU; "
-                     f"--max_batch_size is per rank: lts's batch {batch} over {ep} ranks")
+        what = (f"--ep_size {ep}: experts in {ep} group{'s' if ep > 1 else ''}, each "
+                f"tensor-parallel over {tp} GPUs (lts tp={tp}, ep={ep} with data-parallel "
+                "attention)" if dp_attention else
+                f"--ep_size {size} puts whole experts on each GPU (lts tp=1, ep={ep})")
+        notes.append(f"enable_attention_dp: every GPU is its own attention rank; {what}; "
+                     f"--max_batch_size is per rank: lts's batch {batch} over {size} ranks")
     elif experts:
         notes.append(f"--ep_size {size}: whole experts over the {size} GPUs (lts: ffn1/ffn2 = "
                      "experts); attention stays tensor-parallel")

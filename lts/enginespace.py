@@ -1,21 +1,31 @@
 """What each serving engine runs, in lts's strategy encoding (DESIGN.md §9; docs/engines.md).
 
-An engine runs a few fixed per-op shardings, not the paper's whole per-op space: Megatron's tensor
-parallelism (``strategy.MEGATRON``) and, for MoE models, its expert-parallel variant (whole
-experts over the tp group, ``strategy.EXPERT_CHOICES``), each only at the degrees the engine can
-lay out (lts's ep > 1 is attention data parallelism over ep groups of tp GPUs):
+An engine runs a few fixed per-op shardings, not the paper's whole per-op space, each only at the
+degrees the engine can lay out (lts's ep > 1 is attention data parallelism over ep groups of tp
+GPUs, the experts spread over the ep groups):
+
+- Megatron's tensor parallelism (``strategy.MEGATRON``);
+- for MoE models, its expert-parallel variant (whole experts over the tp group,
+  ``strategy.EXPERT_CHOICES``);
+- for MoE models, data-parallel attention with tensor-parallel experts
+  (``strategy.DP_ATTENTION`` at tp > 1: every rank of the tp group runs whole attention on its
+  own requests, the experts sharded over the tp group): vLLM ``--data-parallel-size tp``
+  without expert parallelism (its MoE layers are tensor-parallel over the DP ranks), SGLang
+  ``--tp-size tp*ep --attn-dp-size tp*ep --ep-size ep``, TensorRT-LLM ``enable_attention_dp``
+  with ``--tp_size tp*ep --ep_size ep`` (moe_tp = tp).
 
 | engine | dense | MoE, ep = 1 | MoE, ep > 1 |
 |---|---|---|---|
-| vLLM | tp, pp (Megatron) | Megatron or experts | experts only (EP = DP x TP) |
-| SGLang | tp, pp (Megatron) | Megatron or experts | Megatron (--ep-size ep) or experts |
-| TensorRT-LLM | tp, pp (Megatron) | Megatron or experts | tp = 1 only (attention DP) |
+| vLLM | Megatron | Megatron, experts, DP attention | experts only (EP = DP x TP) |
+| SGLang | Megatron | Megatron, experts, DP attention | Megatron (--ep-size ep), experts, DP attention |
+| TensorRT-LLM | Megatron | Megatron, experts, DP attention | tp = 1 (attention DP), or DP attention |
 
 With tp = 1 every per-op choice acts on a group of one, so every choice is the engine's own
 (the canonical form is Megatron's). ``project`` maps any strategy row onto the engine's
 variant that it stands for (so a search over index rows visits only runnable rows),
 ``runnable`` says which rows the engine runs as written, ``runnable_on`` names the engines per
-row, and ``check`` says in words why an engine cannot run a row.
+row, ``attention_dp`` marks the rows whose tp ranks are attention-DP ranks (each schedules its
+own requests: ``lts.serve``), and ``check`` says in words why an engine cannot run a row.
 
 Imports: specs (types), strategy.
 """
@@ -24,8 +34,8 @@ from __future__ import annotations
 import numpy as np
 
 from .specs import ModelSpec
-from .strategy import (CHOICE_NAMES, DIM0, DIM1, EP, EXPERT_CHOICES, EXPERTS, MEGATRON,
-                       N_COARSE, NONE, OP_COL, OP_DIMS, OPS, TP)
+from .strategy import (CHOICE_NAMES, DIM0, DIM1, DP_ATTENTION, EP, EXPERT_CHOICES, EXPERTS,
+                       MEGATRON, N_COARSE, NONE, OP_COL, OP_DIMS, OPS, TP)
 
 ENGINES = ("vllm", "sglang", "trtllm")      # the engines whose space lts knows (not "generic")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
@@ -42,33 +52,45 @@ OP_WHAT = {"embedding": "embedding", "attn_norm": "pre-attention norm", "qkv": "
 # ----------------------------------------------------------------------------------------------
 # what an engine runs
 
+def variants(model: ModelSpec) -> tuple:
+    """The per-op choice tuples some engine runs for this model (the engine spaces' variants)."""
+    return (MEGATRON, EXPERT_CHOICES, DP_ATTENTION) if model.is_moe else (MEGATRON,)
+
+
 def engine_variants(engine: str, model: ModelSpec, tp: int, ep: int) -> tuple:
     """Per-op choice tuples the engine runs at these degrees (empty: the degrees themselves are
     not runnable). tp = 1 has one: every choice costs the same over a group of one."""
-    if not model.is_moe:
-        return (MEGATRON,) if ep == 1 else ()
-    if tp == 1:
-        return (MEGATRON,)
-    if engine == "vllm":
-        return (MEGATRON, EXPERT_CHOICES) if ep == 1 else (EXPERT_CHOICES,)
-    if engine == "sglang":
-        return (MEGATRON, EXPERT_CHOICES)
-    return (MEGATRON, EXPERT_CHOICES) if ep == 1 else ()          # trtllm
+    coarse = np.array([[tp, ep, 1, 1]])
+    return tuple(v for v in variants(model) if runnable_mask(engine, model, coarse, v)[0]
+                 and (tp > 1 or v == MEGATRON))
 
 
 def runnable_mask(engine: str, model: ModelSpec, coarse: np.ndarray, choices) -> np.ndarray:
-    """Vectorized ``choices in engine_variants(...)`` over coarse rows [G, 4] -> [G] bool."""
+    """Whether the engine runs the per-op ``choices`` at each coarse row [G, 4] -> [G] bool (at
+    tp = 1 any variant: the choices shard nothing there)."""
     coarse = np.asarray(coarse)
     tp1, ep1 = coarse[:, TP] == 1, coarse[:, EP] == 1
+    every = np.ones_like(ep1)
     choices = tuple(int(c) for c in choices)
     if not model.is_moe:
         return ep1 if choices == MEGATRON else np.zeros(len(coarse), bool)
     if choices == MEGATRON:
-        return tp1 | {"vllm": ep1, "sglang": np.ones_like(ep1), "trtllm": ep1}[engine]
+        return tp1 | {"vllm": ep1, "sglang": every, "trtllm": ep1}[engine]
     if choices == EXPERT_CHOICES:
-        return ~tp1 & {"vllm": np.ones_like(ep1), "sglang": np.ones_like(ep1),
-                       "trtllm": ep1}[engine]
+        return tp1 | {"vllm": every, "sglang": every, "trtllm": ep1}[engine]
+    if choices == DP_ATTENTION:
+        # vLLM: its DP ranks' MoE is tensor-parallel over all of them (no EP), so ep = 1 only
+        return tp1 | {"vllm": ep1, "sglang": every, "trtllm": every}[engine]
     return np.zeros(len(coarse), bool)
+
+
+def attention_dp(model: ModelSpec, rows) -> np.ndarray:
+    """Rows [N, 16] whose tp ranks are attention data-parallel ranks too: the DP-attention
+    variant at tp > 1 of a MoE (each rank schedules its own requests in an engine) [N] bool."""
+    rows = np.atleast_2d(np.asarray(rows))
+    if not model.is_moe:
+        return np.zeros(len(rows), bool)
+    return (rows[:, TP] > 1) & (rows[:, N_COARSE:] == np.asarray(DP_ATTENTION)).all(axis=1)
 
 
 def describe_choice(op: str, code: int) -> str:
@@ -110,7 +132,8 @@ def check(engine: str, model: ModelSpec, row) -> list:
         reasons.append(f"vLLM runs ep={ep} (data-parallel attention) only with expert "
                        f"parallelism over all tp*ep = {tp * ep} GPUs (--enable-expert-parallel, "
                        "ffn1/ffn2 = experts); without it its MoE layers are tensor-parallel over "
-                       "all of them, which is not an lts strategy")
+                       "all of them: lts writes that as tp=tp*ep, ep=1 with data-parallel "
+                       "attention")
     return reasons
 
 
@@ -131,7 +154,7 @@ def runnable(engine: str, model: ModelSpec, rows) -> np.ndarray:
         return np.ones(len(rows), bool)
     ch = _choices(model, rows)
     out = np.zeros(len(rows), bool)
-    for v in ((MEGATRON, EXPERT_CHOICES) if model.is_moe else (MEGATRON,)):
+    for v in variants(model):
         out |= (ch == np.asarray(v)).all(axis=1) & runnable_mask(engine, model, rows[:, :N_COARSE], v)
     return out
 
@@ -145,15 +168,19 @@ def runnable_on(model: ModelSpec, rows) -> list:
 
 def project(engine: str, model: ModelSpec, rows: np.ndarray) -> np.ndarray:
     """Strategy (or index) rows [N, 16] -> the engine's variant each stands for, in place: the
-    coarse columns kept (so value and index rows project alike), the per-op choices set to the
-    expert-parallel variant where FFN1 or FFN2 of a MoE splits the experts, else to Megatron's. The degrees are not
-    changed: rows the engine cannot lay out stay what ``runnable`` rejects. ``generic``: the
-    rows as they are."""
+    coarse columns kept (so value and index rows project alike), the per-op choices of a MoE set
+    to the expert-parallel variant where FFN1 or FFN2 splits the experts, else to data-parallel
+    attention where the QKV projection is replicated, else to Megatron's (a dense model:
+    Megatron's). The degrees are not changed: rows the engine cannot lay out stay what
+    ``runnable`` rejects (at tp = 1 every variant is one deployment). ``generic``: the rows as
+    they are."""
     if engine == GENERIC:
         return rows
-    experts = np.zeros(len(rows), bool)
-    if model.is_moe:     # (at tp = 1 both variants are one deployment: ``runnable`` takes both)
+    out = np.broadcast_to(np.asarray(MEGATRON), (len(rows), len(MEGATRON)))
+    if model.is_moe:
         experts = (rows[:, OP_COL["ffn1"]] == EXPERTS) | (rows[:, OP_COL["ffn2"]] == EXPERTS)
-    rows[:, N_COARSE:] = np.where(experts[:, None], np.asarray(EXPERT_CHOICES),
-                                  np.asarray(MEGATRON))
+        dp = ~experts & (rows[:, OP_COL["qkv"]] == NONE)
+        out = np.where(experts[:, None], np.asarray(EXPERT_CHOICES),
+                       np.where(dp[:, None], np.asarray(DP_ATTENTION), out))
+    rows[:, N_COARSE:] = out
     return rows

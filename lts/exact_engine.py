@@ -1,9 +1,10 @@
 """The exact optimum over an engine's space (``search_engine_exact``): what ``--method exact``
 runs when an engine is named (DESIGN.md §9).
 
-An engine runs at most two per-op shardings at each coarse row (``enginespace``: Megatron's and,
-for a MoE, the expert-parallel variant), so its whole space is the coarse grid times those
-variants where the engine lays them out: a few thousand strategies at most. It is enumerated:
+An engine runs at most three per-op shardings at each coarse row (``enginespace.variants``:
+Megatron's and, for a MoE, the expert-parallel and the data-parallel-attention variants), so its
+whole space is the coarse grid times those variants where the engine lays them out: a few
+thousand strategies at most. It is enumerated:
 every runnable strategy is costed, in chunks, and the best of each coarse row is kept
 (``Tracker``). That is exact by construction; ``tests/test_engine_space.py`` checks it against
 an independent enumeration of the same space through the scalar evaluator path.
@@ -17,9 +18,9 @@ import time
 
 import numpy as np
 
-from .enginespace import runnable_mask
+from .enginespace import runnable_mask, variants
 from .problems import Problem, SearchResult, ServeProblem, Tracker, take
-from .strategy import BATCH, EP, EXPERT_CHOICES, MEGATRON, PP, TP, WIDTH
+from .strategy import BATCH, EP, PP, TP, WIDTH
 
 CHUNK = 4096          # strategies per evaluator call
 
@@ -32,7 +33,7 @@ def engine_rows(problem: Problem, max_gpus: int | None = None) -> np.ndarray:
     fits = gpus <= min(problem.work.budget(problem.topo), max_gpus or gpus.max(initial=0))
     out = [problem.fixed_choice_rows(v)[fits & runnable_mask(problem.engine_space, model,
                                                              problem.grid, v)]
-           for v in ((MEGATRON, EXPERT_CHOICES) if model.is_moe else (MEGATRON,))]
+           for v in variants(model)]
     return np.concatenate(out)
 
 

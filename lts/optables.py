@@ -91,7 +91,8 @@ class _Shape:
         decode = work.phase in ("decode", "mixed")
         seqs = self.batch
         if work.phase == "mixed":
-            mix = compose_step(self.batch, work, self.ep)       # each ep group its scheduler
+            # each ep group its scheduler; each rank of it too under data-parallel attention
+            mix = compose_step(self.batch, work, self.ep * (self.tp if work.attn_dp_tp else 1.0))
             seqs = mix.decoders
         # micro-batch: the batch runs as pp micro-batches; attention is data-parallel across the
         # ep groups (each takes whole sequences); the busiest group sets the pace (ceil)

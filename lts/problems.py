@@ -204,7 +204,8 @@ class ServeProblem(Problem):
         """The closed-loop figures of strategy rows [N, 16] (values); no call is counted."""
         return serve.serve(self.model, self.topo, np.atleast_2d(rows), self.isl, self.osl,
                            tpot_slo_ms=self.tpot_slo_ms, ttft_slo_ms=self.ttft_slo_ms,
-                           gpus=self.work.gpus, engine=self.engine, evaluator=self.evaluator)
+                           gpus=self.work.gpus, engine=self.engine, evaluator=self.evaluator,
+                           attention_dp=self.engine_space != GENERIC)
 
     def evaluate(self, idx: np.ndarray, count: bool = True) -> Result:
         idx = self.canonical(idx)
@@ -222,7 +223,7 @@ class ServeProblem(Problem):
         res = serve.serve(self.model, self.topo, np.atleast_2d(rows), self.isl, self.osl,
                           best_batch=True, tpot_slo_ms=self.tpot_slo_ms,
                           ttft_slo_ms=self.ttft_slo_ms, gpus=self.work.gpus, engine=self.engine,
-                          evaluator=self.evaluator)
+                          evaluator=self.evaluator, attention_dp=self.engine_space != GENERIC)
         return self.restrict(serve.as_result(res))
 
     def score(self, res: Result) -> np.ndarray:

@@ -40,14 +40,15 @@ the mixed step), no Python loop per strategy. ``best_batch`` finds the integer C
 capacity with the highest output tokens/s within the SLOs (``best_concurrency``); a batch column
 of ``AT_CAPACITY`` (0) asks for C = the capacity (the result rows then hold that C).
 
-Imports: costmodel, optables (reasons), engines, strategy, workload.
+Imports: costmodel, optables (reasons), engines, enginespace, strategy, workload.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from . import enginespace
 from .costmodel import Result, TableCache, evaluate
 from .optables import REASON_BIT, REASONS
 from .engines import GENERIC, EngineProfile
@@ -100,12 +101,14 @@ def decode_workload(isl: int, osl: int, gpus: int = 0) -> Workload:
     return Workload("decode", int(isl) + int(osl) // 2, tpot_slo_ms=NO_SLO, gpus=gpus)
 
 
-def mixed_workload(isl: int, osl: int, engine: EngineProfile, gpus: int = 0) -> Workload:
-    """A step that holds a prefill chunk (``costmodel.compose_step``)."""
+def mixed_workload(isl: int, osl: int, engine: EngineProfile, gpus: int = 0,
+                   attn_dp_tp: bool = False) -> Workload:
+    """A step that holds a prefill chunk (``costmodel.compose_step``); ``attn_dp_tp``: of
+    strategies whose tp ranks are attention-DP ranks (each its own scheduler)."""
     return Workload("mixed", int(isl) + int(osl) // 2, tpot_slo_ms=NO_SLO, gpus=gpus, isl=int(isl),
                     osl=int(osl), step_tokens=engine.step_tokens, mixed=engine.mixed,
                     cohort_base=engine.cohort_base, cohort_share=engine.cohort_share,
-                    budget_per_rank=engine.budget_per_rank)
+                    budget_per_rank=engine.budget_per_rank, attn_dp_tp=attn_dp_tp)
 
 
 def _with_batch(strategies, batch) -> np.ndarray:
@@ -167,7 +170,7 @@ def capacity(ev: Evaluator, engine: EngineProfile, strategies, isl: int, osl: in
 def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
           tpot_slo_ms: float | None = None, ttft_slo_ms: float | None = None,
           gpus: int = 0, engine: EngineProfile = GENERIC,
-          evaluator: Evaluator | None = None) -> ServeResult:
+          evaluator: Evaluator | None = None, attention_dp: bool = False) -> ServeResult:
     """Serve-phase figures of strategies [N, 16] at concurrency C = their batch column.
 
     Args:
@@ -179,6 +182,7 @@ def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
         engine: the engine profile (scheduler knobs, memory rule, time per step and request).
         evaluator: an ``Evaluator`` of the model on ``engine.topology(topo)`` (to reuse its
             table caches across calls); by default a fresh, uncached one.
+        attention_dp: schedule the data-parallel-attention rows as engines do (``_closed_loop``).
     """
     strategies = np.atleast_2d(np.asarray(strategies, dtype=np.int64))
     if isl < 1 or osl < 1:
@@ -187,10 +191,10 @@ def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
     cap, fixed, per_request, fixed_reasons = capacity(ev, engine, strategies, isl, osl, gpus)
     if not best_batch:
         return _closed_loop(ev, engine, strategies, isl, osl, cap, fixed, per_request,
-                            fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus)
+                            fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus, attention_dp)
     loop = lambda rows, take: _closed_loop(                   # noqa: E731
         ev, engine, rows, isl, osl, cap[take], fixed[take], per_request[take],
-        fixed_reasons[take], tpot_slo_ms, ttft_slo_ms, gpus)
+        fixed_reasons[take], tpot_slo_ms, ttft_slo_ms, gpus, attention_dp)
     return best_concurrency(loop, strategies, engine.holds(cap))
 
 
@@ -266,9 +270,13 @@ def step_counts(engine: EngineProfile, mixed: Workload, n, dp=1):
 
 
 def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_request,
-                 fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus) -> ServeResult:
+                 fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus,
+                 attention_dp: bool = False) -> ServeResult:
     """Steps 2-4 of the module docstring for rows whose batch column is the concurrency C
-    (``AT_CAPACITY``: as many as the KV cache and the engine hold)."""
+    (``AT_CAPACITY``: as many as the KV cache and the engine hold). ``attention_dp``: the rows
+    of the data-parallel-attention variant (``enginespace.attention_dp``) are scheduled as an
+    engine runs them, every rank of their tp groups its own scheduler (an engine's space; in
+    the whole per-op space lts's one scheduler per ep group holds for every row)."""
     limit = engine.holds(cap)
     conc = strategies[:, BATCH].astype(np.float64)
     conc = np.where(conc == AT_CAPACITY, np.maximum(limit, 1.0), conc)
@@ -278,8 +286,14 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
     c0 = engine.step_overhead_s
     mixed = mixed_workload(isl, osl, engine, gpus)
     t_dec = ev(decode_workload(isl, osl, gpus), rows).step_s + c0
-    t_mix = ev(mixed, rows).step_s + c0
-    first, between_mix, between_dec = step_counts(engine, mixed, n, strategies[:, EP])
+    dp = strategies[:, EP].astype(np.float64)              # schedulers: one per ep group
+    adp = enginespace.attention_dp(ev.model, rows) if attention_dp else np.zeros(len(rows), bool)
+    t_mix = np.empty(len(rows))
+    for mask, work in ((~adp, mixed), (adp, replace(mixed, attn_dp_tp=True))):
+        if mask.any():
+            t_mix[mask] = ev(work, rows[mask]).step_s + c0
+    dp = np.where(adp, dp * strategies[:, TP], dp)
+    first, between_mix, between_dec = step_counts(engine, mixed, n, dp)
     ttft = first * t_mix
     decode_time = between_mix * t_mix + between_dec * t_dec
     decode_steps = osl - 1.0

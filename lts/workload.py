@@ -36,6 +36,8 @@ class Workload:
     cohort_share: float = 0.0
     budget_per_rank: bool = True   # mixed: each attention-DP rank (ep group) schedules its own
                                    # steps of step_tokens (False: the ranks share step_tokens)
+    attn_dp_tp: bool = False       # mixed: the tp group's ranks are attention-DP ranks too (the
+                                   # DP-attention variant in an engine: each its own scheduler)
 
     def budget(self, topo: TopologySpec) -> int:
         return self.gpus or topo.gpus

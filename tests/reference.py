@@ -187,7 +187,7 @@ class _Ctx:
             # mixed: the whole batch is the cohort, prefilled in prefill-only steps of the budget.
             # under attention DP each of the ep ranks schedules its own n / ep requests, with a
             # budget of its own (budget_per_rank) or its share of one; the totals sum the ranks
-            dp = self.ep
+            dp = self.ep * (self.p if work.attn_dp_tp else 1)   # DP attention: every rank
             n, isl = max(float(self.batch), 1.0) / dp, float(work.isl)
             budget = float(work.step_tokens) / (1.0 if work.budget_per_rank else dp)
             if work.mixed:

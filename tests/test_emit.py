@@ -16,7 +16,7 @@ from lts.workload import Workload
 from lts.report import render_emit, wrap_command
 from lts.search import Problem
 from lts.specs import load_model, load_topology
-from lts.strategy import EXPERTS, MEGATRON, N_COARSE, OP_COL, parse_strategy
+from lts.strategy import DP_ATTENTION, EXPERTS, MEGATRON, N_COARSE, OP_COL, parse_strategy
 from rich.console import Console
 
 MIXTRAL = ("mixtral-8x7b", "h100_dgx", "--gpus", "8")
@@ -288,11 +288,19 @@ def test_not_faithful_prefers_the_best_runnable_when_faster():
 
 
 def test_trtllm_cannot_run_tp_inside_attention_dp():
+    """TensorRT-LLM's attention is TP over every GPU or DP with one GPU per rank: tp=2, ep=4
+    with Megatron's attention is not runnable; the same degrees run with data-parallel attention
+    (every GPU its own attention rank, experts in 4 groups of 2-way TP)."""
     lau = launch("trtllm", "tp=2,ep=4,batch=128")
-    assert not lau.faithful and lau.same_degrees is None and lau.chosen == "best_runnable"
-    assert "cannot run tp=2 with ep=4" in lau.reasons[0]
+    assert not lau.faithful
+    assert any("qkv=1" in r for r in lau.reasons)
+    same = lau.same_degrees.strategies[0]
+    assert tuple(same[N_COARSE:]) == DP_ATTENTION and tuple(same[:2]) == (2, 4)
     s = lau.strategy
-    assert s[1] == 1 or s[0] == 1                        # something TensorRT-LLM runs
+    assert not emit.check("trtllm", load_model("mixtral-8x7b"), s)
+    if lau.chosen == "same_degrees":
+        cmd = " ".join(c for _, c in lau.commands)
+        assert "--tp_size 8" in cmd and "--ep_size 4" in cmd and "enable_attention_dp" in cmd
 
 
 def test_vllm_ep_without_experts_is_not_faithful():
@@ -316,14 +324,25 @@ def test_best_runnable_is_the_best_runnable(engine):
     assert not emit.check(engine, p.model, got.strategies[0])
 
 
-def test_runnable_mask_agrees_with_engine_variants():
+# what each engine runs at tp > 1 of a MoE, with ep = 1 and ep > 1 (docs/engines.md):
+# (Megatron, experts split, data-parallel attention)
+RUNS = {"vllm": {False: (True, True, True), True: (False, True, False)},
+        "sglang": {False: (True, True, True), True: (True, True, True)},
+        "trtllm": {False: (True, True, True), True: (False, False, True)}}
+
+
+def test_runnable_mask_is_the_engines_table():
+    from lts.strategy import EXPERT_CHOICES
     p = problem()
     for engine in emit.ENGINES:
-        for v in (MEGATRON, emit.EXPERT_CHOICES):
+        for k, v in enumerate((MEGATRON, EXPERT_CHOICES, DP_ATTENTION)):
             mask = emit.runnable_mask(engine, p.model, p.grid, v)
-            want = [tuple(v) in emit.engine_variants(engine, p.model, int(c[0]), int(c[1]))
-                    for c in p.grid]
-            assert mask.tolist() == want
+            want = [c[0] == 1 or RUNS[engine][bool(c[1] > 1)][k] for c in p.grid]
+            assert mask.tolist() == want, (engine, k)
+            for c in p.grid[p.grid[:, 0] > 1]:
+                assert (tuple(v) in emit.engine_variants(engine, p.model, int(c[0]),
+                                                         int(c[1]))) == \
+                    RUNS[engine][bool(c[1] > 1)][k]
 
 
 # ----------------------------------------------------------------------------------------------

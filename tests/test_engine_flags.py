@@ -164,6 +164,8 @@ def test_the_check_catches_an_unknown_flag():
 
 # (model, gpus, strategy, precision): dense and MoE, single and multi-node, tp/ep/pp, attention
 # DP, expert parallel, fp8
+DPA = ("{},embedding=none,attn_norm=0,qkv=none,scores=none,context=none,out_proj=none,"
+       "ffn_norm=0,final_norm=0,lm_head=none")
 CASES = [
     ("llama3.1-8b", 8, "tp=4,batch=32", None),
     ("llama3.1-70b", 8, "tp=8,batch=64", "fp8"),
@@ -180,6 +182,10 @@ CASES = [
     ("deepseek-v3", 16, "tp=2,ep=8,batch=256", None),
     ("deepseek-v3", 32, "tp=4,ep=8,batch=256,ffn1=experts,ffn2=experts", None),
     ("qwen3-235b-a22b", 16, "tp=8,ep=2,batch=128,ffn1=experts,ffn2=experts", None),
+    # data-parallel attention with tensor-parallel experts (strategy.DP_ATTENTION)
+    ("mixtral-8x7b", 8, DPA.format("tp=8,batch=128"), None),
+    ("deepseek-v3", 16, DPA.format("tp=8,ep=2,batch=256"), None),
+    ("deepseek-v3", 32, DPA.format("tp=16,batch=256"), "fp8"),
 ]
 
 

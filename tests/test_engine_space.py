@@ -12,14 +12,14 @@ from lts import emit
 from lts.cli import cli
 from lts.costmodel import evaluate
 from lts.engines import ENGINES as PROFILES
-from lts.enginespace import ENGINES, project, runnable, runnable_on
+from lts.enginespace import ENGINES, project, runnable, runnable_on, variants
 from lts.exact_engine import search_engine_exact
 from lts.problems import Problem, ServeProblem
-from lts.search import SEARCHERS, run
+from lts.search import SEARCHERS
 from lts.serve import serve
 from lts.specs import load_model, load_topology
-from lts.strategy import (EXPERT_CHOICES, MEGATRON, N_COARSE, OP_COL, Space, megatron_row,
-                          n_choices, parse_strategy)
+from lts.strategy import (DP_ATTENTION, EXPERT_CHOICES, MEGATRON, N_COARSE, OP_COL, Space,
+                          megatron_row, n_choices, parse_strategy)
 from lts.workload import Workload, compose_step
 
 TOPO = load_topology("h100_dgx")
@@ -84,11 +84,12 @@ def test_engine_serve_exact_is_brute_force_over_every_integer_concurrency(engine
     sr = search_engine_exact(p, top=3)
     best = -np.inf
     for tp, ep in itertools.product(space.tp, space.ep):
-        for v in (MEGATRON, EXPERT_CHOICES):
+        for v in variants(model):       # DP attention: each rank schedules its own requests
             row = np.array([tp, ep, 1, 1, *v])
             if not runnable(engine, model, row[None])[0]:
                 continue
-            kw = dict(tpot_slo_ms=30, ttft_slo_ms=1500, gpus=8, engine=PROFILES[engine])
+            kw = dict(tpot_slo_ms=30, ttft_slo_ms=1500, gpus=8, engine=PROFILES[engine],
+                      attention_dp=True)
             cap = PROFILES[engine].holds(serve(model, topo, row[None], 1500, 300,
                                                **kw).kv_capacity)[0]
             cs = np.arange(1, int(cap) + 1)
@@ -139,6 +140,8 @@ def test_every_encoding_of_one_deployment_costs_the_same():
         sp = Space.for_model(m, 16)
         rows = sp.decode(sp.sample(rng, 3000))
         rows = rows[rows[:, 0] * rows[:, 1] * rows[:, 2] <= 16]
+        if m.is_moe:                                    # some of each variant
+            rows[::4, N_COARSE:], rows[1::4, N_COARSE:] = DP_ATTENTION, MEGATRON
         for engine in ENGINES:
             groups = {}
             ok = runnable(engine, m, rows)
