@@ -131,6 +131,7 @@ class Launch:
     reasons: list = field(default_factory=list)    # why the engine cannot run the best
     same_degrees: Result | None = None    # the engine's sharding at the best's tp/ep/pp/batch
     best_runnable: Result | None = None   # the best strategy the engine runs, over the space
+    replicas: int = 1                     # copies of the launched instance the budget holds
 
     @property
     def name(self) -> str:
@@ -523,4 +524,14 @@ def launch(engine: str, problem: Problem, best, model_arg: str,
                            problem if hasattr(problem, "engine") else None)
     out.commands = cmds
     out.notes += notes
+    budget, size = work.budget(topo), int(out.result.gpus[0])
+    out.replicas = budget // size
+    if out.replicas > 1:
+        out.notes.append(
+            f"the budget of {budget:,} GPUs holds {out.replicas:,} copies of this {size}-GPU "
+            "instance (the figures lts ranks by: tokens/s per GPU of the budget): launch each "
+            "copy on its own GPUs (its own CUDA_VISIBLE_DEVICES or nodes, its own port) and put "
+            "one load balancer in front of them (any HTTP balancer: the copies share nothing)"
+            + (f"; {budget - out.replicas * size} GPU{'s' if budget - out.replicas * size > 1 else ''} "
+               "stay idle" if budget % size else ""))
     return out

@@ -511,7 +511,7 @@ def search_dict(run, launch=None) -> dict:
     d = {"method": run.method, "budget": run.budget, "evaluations": sr.evaluations,
          "wall_s": run.wall_s, "seed": run.seed, "best": result_dict(res, 0),
          "top": [result_dict(res, i) for i in range(len(res))],
-         "megatron_best": result_dict(mega_best, 0) if mega_best is not None else None,
+         "megatron_best": _search_result(run, mega_best) if mega_best is not None else None,
          "stats": json_safe(sr.stats),
          "model": model_dict(p.model), "topology": p.topo.name,
          "workload": workload_dict(p),
@@ -522,10 +522,7 @@ def search_dict(run, launch=None) -> dict:
     d["engine_space"] = p.engine_space
     any_best = run.best_any_sharding
     if any_best is not None:
-        d["best_any_sharding"] = result_dict(any_best, 0)
-        d["best_any_sharding"].update(_replica_fields(run, any_best, 0),
-                                      runnable_on=list(runnable_on(p.model,
-                                                                   any_best.strategies)[0]))
+        d["best_any_sharding"] = _search_result(run, any_best)
         d["headroom"] = _num(run.headroom)
     if run.problem.phase == "serve":
         d["pareto"] = pareto_dict(run.pareto, run) + [disagg_point(dg)
@@ -535,6 +532,15 @@ def search_dict(run, launch=None) -> dict:
         d["disagg"] = disagg_dict(run.disagg)
     if launch is not None:
         d["emit"] = emit_dict(launch)
+    return d
+
+
+def _search_result(run, res) -> dict:
+    """A search's one-row result with ``replicas``, ``tokens_per_s_per_cluster_gpu`` and
+    ``runnable_on``, as ``best`` and ``top`` have them."""
+    d = result_dict(res, 0)
+    d.update(_replica_fields(run, res, 0),
+             runnable_on=list(runnable_on(run.problem.model, res.strategies)[0]))
     return d
 
 
@@ -858,7 +864,7 @@ def emit_dict(launch) -> dict:
          "faithful": bool(launch.faithful),
          "commands": [{"role": role, "command": cmd} for role, cmd in launch.commands],
          "notes": list(launch.notes), "reasons": list(launch.reasons),
-         "launches": launch.chosen,
+         "launches": launch.chosen, "replicas": int(launch.replicas),
          "strategy": strategy_dict(launch.strategy) if launch.strategy is not None else None,
          "best_runnable": res(launch.best_runnable)}
     if not launch.faithful:
