@@ -314,7 +314,7 @@ def every_concurrency(problem: Problem, sr: SearchResult) -> SearchResult:
     candidates (``coarse_best``). Never lower: the concurrency a search found is among those
     tried. Other phases, and a result over every integer already: ``sr`` as it is."""
     if not isinstance(problem, ServeProblem) or sr.best is None or \
-            sr.stats.get("concurrency") == "every integer":
+            str(sr.stats.get("concurrency", "")).startswith("every integer"):
         return sr
     res = problem.best_concurrency(sr.top)
     scores = problem.score(res)
@@ -503,19 +503,21 @@ class Comparison:
 def compare(problem: Problem, methods, seeds: int, budget: int, progress=None,
             on_run=None) -> Comparison:
     """``exact`` and ``megatron`` once, then each of ``methods`` for seeds 0..seeds-1 with
-    ``budget`` evaluator calls (``run_seeds``); top-1 each."""
+    ``budget`` evaluator calls (``run_seeds``); top-1 each. Serve: every result at its best
+    integer concurrency (``every_concurrency``), as ``lts search`` reports it."""
     runs = {}
     for method in ("exact", "megatron"):
         problem.calls = 0
         if on_run:
             on_run(method)
-        runs[method] = [SEARCHERS[method](problem, budget, np.random.default_rng(0), top=1)]
+        runs[method] = [every_concurrency(problem, SEARCHERS[method](
+            problem, budget, np.random.default_rng(0), top=1))]
     out = Comparison(problem, seeds, budget, runs, [])
     if out.exact.best is None:
         return out
     for method in methods:
-        runs[method] = run_seeds(problem, method, range(seeds), budget, progress=progress,
-                                 on_run=on_run)
+        runs[method] = [every_concurrency(problem, r) for r in run_seeds(
+            problem, method, range(seeds), budget, progress=progress, on_run=on_run)]
     rw = float(np.mean(best_scores(runs["random-walk"]))) if "random-walk" in runs else None
     out.summaries = [summarize(method, runs[method], out.exact.best_score,
                                out.megatron.best_score, rw)
