@@ -288,6 +288,13 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
                 problem, budget, np.random.default_rng(seed), top=1, progress=progress))
         problem.calls = calls
     serving = isinstance(problem, ServeProblem)
+    if sr.best is not None:
+        out.megatron = sr if method == "megatron" else every_concurrency(
+            problem, search_megatron(problem, budget, None, top=1))
+        if serving and out.megatron is not sr:
+            # at their best integer concurrencies Megatron's best can pass the search's top
+            # (found on the concurrency grid): it is a strategy of the space, so it joins them
+            _join_best(problem, sr, out.megatron, top)
     if serving and sr.coarse_best is not None:
         res = problem.evaluate_rows(sr.coarse_best)
         out.candidates = take(res, np.flatnonzero(res.valid))
@@ -301,10 +308,23 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
             out.sizing_disagg = size_disagg(problem, request_rate)
     if sr.best is None:
         return out
-    out.megatron = sr if method == "megatron" else every_concurrency(
-        problem, search_megatron(problem, budget, None, top=1))
     out.versus = versus_megatron(problem, sr.evaluated)
     return out
+
+
+def _join_best(problem: Problem, sr: SearchResult, other: SearchResult, top: int) -> None:
+    """``other``'s best joins ``sr``'s top strategies (in place) where it beats their best."""
+    if other.best is None or other.best_score <= sr.best_score:
+        return
+    rows = np.unique(np.concatenate([other.top[:1], sr.top]), axis=0)
+    res = problem.evaluate_rows(rows)
+    scores = problem.score(res)
+    order = np.argsort(-scores, kind="stable")[:top]
+    sr.top, sr.top_scores = rows[order], scores[order]
+    sr.best, sr.best_score, sr.evaluated = sr.top[0], float(sr.top_scores[0]), take(res, order)
+    sr.coarse_best = np.unique(np.concatenate([sr.coarse_best, rows]), axis=0) \
+        if sr.coarse_best is not None else rows
+    sr.stats["concurrency"] = str(sr.stats.get("concurrency", "")) + " (and Megatron's best)"
 
 
 def every_concurrency(problem: Problem, sr: SearchResult) -> SearchResult:
@@ -503,21 +523,26 @@ class Comparison:
 def compare(problem: Problem, methods, seeds: int, budget: int, progress=None,
             on_run=None) -> Comparison:
     """``exact`` and ``megatron`` once, then each of ``methods`` for seeds 0..seeds-1 with
-    ``budget`` evaluator calls (``run_seeds``); top-1 each. Serve: every result at its best
-    integer concurrency (``every_concurrency``), as ``lts search`` reports it."""
+    ``budget`` evaluator calls (``run_seeds``); top-1 each. Serve in an engine's space: every
+    result at its best integer concurrency (``every_concurrency``), since the engine's exact
+    optimum is over every integer; in the whole space the exact serve solver is exact over the
+    concurrency grid (the powers of two and the KV capacity), so the results are compared there
+    (refined, another strategy than exact's could pass it)."""
+    refine = (lambda sr: every_concurrency(problem, sr)) if problem.engine_space != GENERIC \
+        else (lambda sr: sr)
     runs = {}
     for method in ("exact", "megatron"):
         problem.calls = 0
         if on_run:
             on_run(method)
-        runs[method] = [every_concurrency(problem, SEARCHERS[method](
-            problem, budget, np.random.default_rng(0), top=1))]
+        runs[method] = [refine(SEARCHERS[method](problem, budget, np.random.default_rng(0),
+                                                 top=1))]
     out = Comparison(problem, seeds, budget, runs, [])
     if out.exact.best is None:
         return out
     for method in methods:
-        runs[method] = [every_concurrency(problem, r) for r in run_seeds(
-            problem, method, range(seeds), budget, progress=progress, on_run=on_run)]
+        runs[method] = [refine(r) for r in run_seeds(problem, method, range(seeds), budget,
+                                                     progress=progress, on_run=on_run)]
     rw = float(np.mean(best_scores(runs["random-walk"]))) if "random-walk" in runs else None
     out.summaries = [summarize(method, runs[method], out.exact.best_score,
                                out.megatron.best_score, rw)
