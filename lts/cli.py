@@ -258,14 +258,16 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
             row[BATCH] = concurrency
         res = serve(m, topo, row, isl, osl, best_batch=concurrency is None and not named,
                     tpot_slo_ms=tpot_slo_ms if _flag_given("tpot_slo_ms") else None,
-                    ttft_slo_ms=ttft_slo_ms, gpus=gpus or 0, engine=profile)
+                    ttft_slo_ms=ttft_slo_ms, gpus=gpus or 0, engine=profile,
+                    attention_dp=profile.name != "generic")
         step_row = res.strategies[0].copy()
         step_row[BATCH] = res.running[0]
         _, ops = breakdown(m, profile.topology(topo), decode_workload(isl, osl, gpus or 0),
                            step_row)
         chosen = concurrency is None and not named
         if json_:
-            _emit_json({**report.serve_dict(m, res, ops, isl, osl, profile),
+            _emit_json({**report.serve_dict(m, res, ops, isl, osl, profile,
+                                            gpus or topo.gpus),
                         "concurrency_chosen": chosen})
         else:
             report.render_serve(report.make_console(no_color), m, topo, res, ops, isl, osl,
@@ -276,7 +278,7 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
     work = _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus)
     res, ops = breakdown(m, topo, work, row)
     if json_:
-        _emit_json(report.estimate_dict(m, res, ops))
+        _emit_json(report.estimate_dict(m, res, ops, gpus or topo.gpus))
     else:
         report.render_estimate(report.make_console(no_color), m, topo, res, ops, phase)
     if not res.valid[0]:

@@ -14,6 +14,8 @@ import math
 from contextlib import contextmanager
 from dataclasses import asdict
 
+import numpy as np
+
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -69,14 +71,27 @@ def ops_us(ops: list) -> list:
     return [{**conv(op), "collectives": [conv(c) for c in op["collectives"]]} for op in ops]
 
 
-def estimate_dict(m: ModelSpec, res: Result, ops: list) -> dict:
+def deploy_fields(m: ModelSpec, strategy, gpus: float, rate_per_gpu: float, budget: int) -> dict:
+    """``runnable_on`` (the engines that run the strategy as written), ``replicas`` (copies of
+    its instance the budget holds) and ``tokens_per_s_per_cluster_gpu`` (their tokens/s over
+    every GPU of the budget) of one strategy."""
+    copies = int(budget // gpus)
+    return {"runnable_on": list(runnable_on(m, np.asarray(strategy)[None])[0]),
+            "replicas": copies,
+            "tokens_per_s_per_cluster_gpu": _num(rate_per_gpu * copies * gpus / budget)}
+
+
+def estimate_dict(m: ModelSpec, res: Result, ops: list, budget: int) -> dict:
     d = result_dict(res, 0)
+    d.update(deploy_fields(m, res.strategies[0], res.gpus[0], res.tokens_per_s_per_gpu[0],
+                           budget))
     d["model"] = model_dict(m)
     d["ops"] = ops_us(ops)
     return d
 
 
-def serve_dict(m: ModelSpec, res, ops: list, isl: int, osl: int, engine=None) -> dict:
+def serve_dict(m: ModelSpec, res, ops: list, isl: int, osl: int, engine=None,
+               budget: int | None = None) -> dict:
     """JSON of ``lts estimate --phase serve``: the strategy, the closed loop's figures (README
     "JSON output") and ``ops``, the per-op cost of ``step``: one decode step of the running
     batch at the mean context isl + osl/2."""
@@ -98,6 +113,9 @@ def serve_dict(m: ModelSpec, res, ops: list, isl: int, osl: int, engine=None) ->
              model=model_dict(m),
              step={"kind": "decode", "requests": n, "context": int(isl) + int(osl) // 2},
              ops=ops_us(ops))
+    if budget is not None:
+        d.update(deploy_fields(m, res.strategies[0], res.gpus[0],
+                               res.output_tokens_per_s_per_gpu[0], budget))
     return d
 
 
