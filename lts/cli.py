@@ -127,8 +127,8 @@ def serve_workload_options(concurrency: bool):
                                "time per step; README \"Serving\"). Default: generic."
                                if concurrency else
                                "The engine to deploy on: every method ranks only the strategies "
-                               "it runs as written (docs/engines.md) and reports the headroom "
-                               "of the whole per-op space beside them; serve: also its profile "
+                               "it runs as written (docs/engines.md; search also reports the "
+                               "headroom of the whole per-op space); serve: also its profile "
                                "(scheduler defaults, KV-cache memory, time per step). Default: "
                                "the --emit engine if given, else generic (the whole space).")),
         ]

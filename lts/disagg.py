@@ -79,6 +79,8 @@ class Disagg:
     ttft_s: float                       # queue (half a pass) + pass + KV transfer
     tpot_s: float
     transfer_s: float
+    tokens_per_s_per_cluster_gpu: float = 0.0   # per GPU of the budget (the objective; 0:
+                                                # not within a budget, e.g. sizing)
 
 
 def transfer_s(problem: ServeProblem, gpus_used: int, shard_gpus: int) -> float:
@@ -230,11 +232,13 @@ def deployment(problem: ServeProblem, prefill, decode, x: int, y: int) -> Disagg
 
 def pair(problem: ServeProblem, prefill, decode, budget: int | None = None):
     """The best instance counts of two pool strategies within the budget (default: the
-    problem's): (output tokens/s per GPU used, GPUs used, prefill instances, decode instances,
-    requests/s), or None.
+    problem's): (output tokens/s per GPU of the budget, GPUs used, prefill instances, decode
+    instances, requests/s), or None.
 
-    For x prefill instances the served rate min(x r_p, y r_d) over the GPUs used rises with y up
-    to the balance y = x r_p / r_d and falls after it, so the best y is its floor or ceiling."""
+    The objective is the one pool's: output tokens/s per GPU of the budget, i.e. the rate
+    served, GPUs left idle counted. For x prefill instances the served rate min(x r_p, y r_d)
+    rises with y up to the balance y = x r_p / r_d and stays there, so the best y is the
+    balance's floor or ceiling within the budget; ties go to the fewest GPUs."""
     budget = budget or problem.work.budget(problem.topo)
     g_p, g_d = int(prefill.gpus[0]), int(decode.gpus[0])
     r_p, r_d = pool_rates(problem, prefill, decode)
@@ -248,8 +252,8 @@ def pair(problem: ServeProblem, prefill, decode, budget: int | None = None):
                                              np.concatenate([y_max, y_max]))
     served = np.minimum(xs * r_p, ys * r_d)
     used = xs * g_p + ys * g_d
-    per_gpu = served * problem.osl / used
-    # the best, and of those equal to rounding (k x and k y of a balanced pair), the fewest GPUs
+    per_gpu = served * problem.osl / budget
+    # the best, and of those equal to rounding, the fewest GPUs
     near = np.flatnonzero(per_gpu >= per_gpu.max() * (1 - 1e-12))
     j = int(near[np.argmin(used[near])])
     return float(per_gpu[j]), int(used[j]), int(xs[j]), int(ys[j]), float(served[j])
@@ -278,9 +282,10 @@ def best_pair(problem: ServeProblem, prefills, decodes, budget: int | None = Non
                 best = (got, prefill, decode)
     if best is None:
         return None
-    (per_gpu, used, x, y, served), prefill, decode = best
+    (per_budget_gpu, used, x, y, served), prefill, decode = best
     return replace(deployment(problem, prefill, decode, x, y), requests_per_s=served,
-                   tokens_per_s_per_gpu=per_gpu)
+                   tokens_per_s_per_gpu=served * problem.osl / used,
+                   tokens_per_s_per_cluster_gpu=per_budget_gpu)
 
 
 def decode_pool(problem: ServeProblem, tpot_ms: float | None = None, tables=None,

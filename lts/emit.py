@@ -58,7 +58,7 @@ from .costmodel import Result
 from .enginespace import (ENGINE_NAMES, ENGINES, attention_dp, check, engine_variants,
                           runnable_mask, variants)
 from .baselines import search_fixed
-from .problems import Problem
+from .problems import Problem, ServeProblem
 from .specs import ModelSpec, TopologySpec, shipped_names
 from .strategy import (EP, EXPERTS, MEGATRON, N_COARSE, OP_COL, PP, TP,
                        format_strategy)
@@ -521,7 +521,7 @@ def launch(engine: str, problem: Problem, best, model_arg: str,
         out.notes.append("the launched strategy is invalid in lts's estimate: "
                          + ", ".join(out.result.reason_list(0)))
     cmds, notes = commands(engine, model, topo, work, out.strategy, model_arg, precision,
-                           problem if hasattr(problem, "engine") else None)
+                           problem if isinstance(problem, ServeProblem) else None)
     out.commands = cmds
     out.notes += notes
     budget, size = work.budget(topo), int(out.result.gpus[0])

@@ -35,7 +35,7 @@ import numpy as np
 
 from .specs import ModelSpec
 from .strategy import (CHOICE_NAMES, DIM0, DIM1, DP_ATTENTION, EP, EXPERT_CHOICES, EXPERTS,
-                       MEGATRON, N_COARSE, NONE, OP_COL, OP_DIMS, OPS, TP)
+                       MEGATRON, N_COARSE, NONE, OP_COL, OP_DIMS, OPS, TP, with_experts)
 
 ENGINES = ("vllm", "sglang", "trtllm")      # the engines whose space lts knows (not "generic")
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
@@ -164,6 +164,22 @@ def runnable_on(model: ModelSpec, rows) -> list:
     rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
     ok = {e: runnable(e, model, rows) for e in ENGINES}
     return [tuple(e for e in ENGINES if ok[e][i]) for i in range(len(rows))]
+
+
+def engine_form(model: ModelSpec, rows) -> np.ndarray:
+    """The engine form of each strategy row [N, 16]: data-parallel attention with whole experts
+    over the tp group (``with_experts(DP_ATTENTION)`` at tp > 1, each rank its own attention
+    and its own experts) is the deployment lts writes as tp = 1, ep = tp * ep (attention DP and
+    expert parallelism over every GPU), which is how an engine runs it and costs it (one
+    scheduler per rank); every other row as it is."""
+    rows = np.array(np.atleast_2d(rows), dtype=np.int64, copy=True)
+    if not model.is_moe:
+        return rows
+    same = (rows[:, TP] > 1) & (rows[:, N_COARSE:] == np.asarray(with_experts(DP_ATTENTION))).all(1)
+    rows[same, EP] *= rows[same, TP]
+    rows[same, TP] = 1
+    rows[same, N_COARSE:] = MEGATRON
+    return rows
 
 
 def project(engine: str, model: ModelSpec, rows: np.ndarray) -> np.ndarray:

@@ -31,9 +31,12 @@ def engine_rows(problem: Problem, max_gpus: int | None = None) -> np.ndarray:
     model = problem.model
     gpus = problem.grid[:, TP] * problem.grid[:, EP] * problem.grid[:, PP]
     fits = gpus <= min(problem.work.budget(problem.topo), max_gpus or gpus.max(initial=0))
+    # at tp = 1 every variant is one deployment: Megatron's choices stand for it
+    one = problem.grid[:, TP] == 1
     out = [problem.fixed_choice_rows(v)[fits & runnable_mask(problem.engine_space, model,
-                                                             problem.grid, v)]
-           for v in variants(model)]
+                                                             problem.grid, v)
+                                        & (~one | (k == 0))]
+           for k, v in enumerate(variants(model))]
     return np.concatenate(out)
 
 

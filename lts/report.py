@@ -27,9 +27,10 @@ from .costmodel import Result
 from .optables import REASONS
 from .workload import Workload
 from .specs import ModelSpec, TopologySpec, param_counts
-from .strategy import OPS, format_strategy, strategy_dict
+from .strategy import (DP_ATTENTION, EXPERT_CHOICES, N_COARSE, OPS, format_strategy, strategy_dict,
+                       with_experts)
 from .plot import Series, frontier_svg, frontier_text
-from .enginespace import ENGINE_NAMES, runnable_on
+from .enginespace import ENGINE_NAMES, engine_form, engine_variants, runnable_on
 from .search import replicas
 from .units import GB, GIB, TFLOPS, US
 
@@ -406,8 +407,17 @@ def json_safe(obj):
     return obj
 
 
+# the engines' variants by name in the table (strategy.py; docs/engines.md)
+NAMED_CHOICES = {EXPERT_CHOICES: "experts split", DP_ATTENTION: "DP attention",
+                 with_experts(DP_ATTENTION): "DP attention, experts split"}
+
+
 def changed_ops(row) -> str:
-    """The per-op choices of a strategy row that differ from Megatron's, or "megatron"."""
+    """The per-op choices of a strategy row that differ from Megatron's, "megatron", or the
+    name of an engine variant (``NAMED_CHOICES``; the JSON has every op)."""
+    named = NAMED_CHOICES.get(tuple(int(c) for c in row[N_COARSE:]))
+    if named:
+        return named
     parts = format_strategy(row, only_changed=True).split(",")[4:]
     return ", ".join(parts) if parts else "megatron"
 
@@ -578,14 +588,18 @@ def headroom_text(run) -> str | None:
         return None
     p = run.problem
     engine = ENGINE_NAMES.get(p.engine_space, p.engine_space)
-    on = runnable_on(p.model, any_best.strategies)[0]
-    return (f"a per-op sharding {engine} does not implement would add "
-            f"{(run.headroom - 1) * 100:.1f}%: "
+    form = engine_form(p.model, any_best.strategies)
+    on = runnable_on(p.model, form)[0]
+    row = [int(v) for v in form[0]]
+    what = (f"a per-op sharding {engine} does not implement"
+            if engine_variants(p.engine_space, p.model, row[0], row[1]) else
+            f"a layout {engine} does not run (tp={row[0]} with ep={row[1]})")
+    return (f"{what} would add {(run.headroom - 1) * 100:.1f}%: "
             f"{format_strategy(any_best.strategies[0], only_changed=True)} at "
             f"{float(p.per_cluster_gpu(any_best)[0]):,.1f} tokens/s per GPU of the budget "
             f"(the best of the whole per-op space, {run.any_sharding.method}"
-            + (f"; runs as written on {', '.join(ENGINE_NAMES[e] for e in on)})" if on else
-               "; no engine runs it as written)"))
+            + (f"; {', '.join(ENGINE_NAMES[e] for e in on)} run{'s' if len(on) == 1 else ''} "
+               "it)" if on else "; no engine runs it as written)"))
 
 
 def pareto_dict(res, run) -> list:
@@ -607,6 +621,7 @@ def disagg_dict(dg) -> dict | None:
     return {"prefill": result_dict(dg.prefill, 0), "decode": result_dict(dg.decode, 0),
             "prefill_instances": dg.prefill_instances, "decode_instances": dg.decode_instances,
             "gpus": dg.gpus, "tokens_per_s_per_gpu": _num(dg.tokens_per_s_per_gpu),
+            "tokens_per_s_per_cluster_gpu": _num(dg.tokens_per_s_per_cluster_gpu),
             "ttft_ms": _num(dg.ttft_s * 1e3), "tpot_ms": _num(dg.tpot_s * 1e3),
             "requests_per_s": _num(dg.requests_per_s), "transfer_ms": _num(dg.transfer_s * 1e3)}
 
@@ -627,8 +642,10 @@ def disagg_text(dg) -> str:
             f"of {format_strategy(dg.prefill.strategies[0], only_changed=True)} + "
             f"{dg.decode_instances} decode of "
             f"{format_strategy(dg.decode.strategies[0], only_changed=True)}: {dg.gpus} GPUs, "
-            f"{dg.tokens_per_s_per_gpu:,.1f} output tokens/s per GPU, TTFT "
-            f"{dg.ttft_s * 1e3:,.0f} ms, TPOT {dg.tpot_s * 1e3:.1f} ms")
+            f"{dg.tokens_per_s_per_gpu:,.1f} output tokens/s per GPU used"
+            + (f" ({dg.tokens_per_s_per_cluster_gpu:,.1f} per GPU of the budget)"
+               if dg.tokens_per_s_per_cluster_gpu else "")
+            + f", TTFT {dg.ttft_s * 1e3:,.0f} ms, TPOT {dg.tpot_s * 1e3:.1f} ms")
 
 
 def sizing_dict(sizing, run) -> dict | None:
@@ -678,7 +695,7 @@ def render_capacity(console: Console, run) -> None:
                   f"best ({size} GPU{'s' if size != 1 else ''} each): "
                   f"{rep['tokens_per_s_per_cluster_gpu']:,.1f} output tokens/s per GPU of the "
                   "budget", overflow="fold")
-    dg, agg = run.disagg, float(res.tokens_per_s_per_gpu[0])
+    dg, agg = run.disagg, float(run.problem.per_cluster_gpu(res)[0])   # per GPU of the budget
     if dg is None:
         p = run.problem
         console.print("[bold]Disaggregated[/] no prefill pool and decode pool fit the GPU budget"
@@ -686,11 +703,11 @@ def render_capacity(console: Console, run) -> None:
                          else "") + " together" + (" (one output token: no decode)"
                                                    if p.osl < 2 else ""), overflow="fold")
     else:
-        win = dg.tokens_per_s_per_gpu / agg
+        win = dg.tokens_per_s_per_cluster_gpu / agg
         console.print(
             f"[bold]Disaggregated[/] {escape(disagg_text(dg))}; "
             + (f"two pools win, {win:.2f}× one pool" if win > 1 else
-               f"one pool wins, {1 / win:.2f}× two pools")
+               f"one pool wins, {1 / win:.2f}× two pools") + " per GPU of the budget"
             + f" (decode steps without prefill chunks: TPOT {dg.tpot_s * 1e3:.1f} vs "
             f"{res.tpot_s[0] * 1e3:.1f} ms at batch {int(dg.decode.strategies[0][3])} vs "
             f"{int(res.running[0])})", overflow="fold")
@@ -823,7 +840,8 @@ def render_search(console: Console, run) -> None:
         loses = mw["valid"] and mw["tokens_per_s_per_gpu"] > res.tokens_per_s_per_gpu[0]
         grid.add_row("[bold]Why it loses[/]" if loses else "[bold]Why it wins[/]",
                      f"against Megatron's per-op choices at the same {at} "
-                     + (f"({mw['tokens_per_s_per_gpu']:,.1f} tokens/s/GPU)" if mw["valid"] else
+                     + (f"({mw['tokens_per_s_per_gpu'] * float(run.problem.fill(res.gpus[0])):,.1f} "
+                        "tokens/s/GPU)" if mw["valid"] else
                         f"(invalid there: {', '.join(mw['reasons'])})"))
         same = why["step_ms"] == why["megatron_step_ms"] and mw["valid"] and not (
             why["avoids"] or why["adds"] or why["resized"])
@@ -1028,7 +1046,8 @@ def compare_dict(cmp) -> dict:
     p = cmp.problem
     return {"methods": [asdict(s) for s in cmp.summaries], "exact": result(cmp.exact),
             "megatron": result(cmp.megatron), "seeds": cmp.seeds, "budget": cmp.budget,
-            "model": model_dict(p.model), "topology": p.topo.name, "workload": workload_dict(p)}
+            "model": model_dict(p.model), "topology": p.topo.name, "workload": workload_dict(p),
+            "engine_space": p.engine_space}
 
 
 def render_compare(console: Console, cmp) -> None:
@@ -1036,7 +1055,8 @@ def render_compare(console: Console, cmp) -> None:
     (the ``methods`` entries of the JSON)."""
     p = cmp.problem
     title = f"{p.model.name} on {p.topo.name}: {cmp.seeds} seeds × {cmp.budget} calls"
-    workload = f"{p.phase}, {slo_text(p)}"
+    workload = f"{p.phase}, {slo_text(p)}" + (
+        f"; {ENGINE_NAMES[p.engine_space]}'s space" if p.engine_space in ENGINE_NAMES else "")
     table = Table(title=escape(title), box=box.SIMPLE_HEAD, padding=(0, 0), show_edge=False,
                   caption=escape(workload) + ". Table 1: mean over seeds ÷ random walk's mean; "
                           "Fig. 3: best over seeds ÷ Megatron's best; of exact: fraction of "

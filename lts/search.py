@@ -34,7 +34,7 @@ from .baselines import (CHUNK, search_anneal, search_fixed, search_megatron,  # 
 from .costmodel import Result, breakdown
 from .disagg import Disagg, deployment, disaggregate, pool_candidates, pool_rates
 from .pareto import pareto_front
-from .enginespace import GENERIC, runnable
+from .enginespace import GENERIC, engine_form, runnable
 from .exact import guide_bounds, search_exact
 from .exact_engine import search_engine_exact
 from .serve_exact import guide_bounds as serve_guide_bounds, search_serve_exact
@@ -244,9 +244,9 @@ class SearchRun:
         if a is None or a.best is None or (self.found and a.best_score <= self.result.best_score):
             return None
         p = self.problem
-        if runnable(p.engine_space, p.model, a.best[None])[0]:
-            # the engine runs it (in the whole space it is costed with lts's generic scheduler,
-            # in the engine's as the engine schedules it): no sharding is missing
+        if runnable(p.engine_space, p.model, engine_form(p.model, a.best))[0]:
+            # the engine runs that deployment (in the whole space it is costed with lts's
+            # generic scheduler, in the engine's as the engine schedules it): nothing is missing
             return None
         return take(a.evaluated, slice(0, 1))
 

@@ -236,3 +236,17 @@ def test_runnable_on_names_the_engines():
     assert on[2] == ()
     assert on[3] == ("vllm", "sglang", "trtllm")
     assert OP_COL["ffn1"] == N_COARSE + 8
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_serve_emit_runs_for_every_engine(engine):
+    """--phase serve --emit ENGINE: the one-pool and the two-pool commands (the pools are
+    problems of their own phase, with the engine's memory rule)."""
+    import json
+    r = CliRunner().invoke(cli, ["search", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--phase",
+                                 "serve", "--isl", "2000", "--osl", "200", "--emit", engine,
+                                 "--json"])
+    assert r.exit_code == 0, r.output[-2000:]
+    d = json.loads(r.output)
+    assert d["emit"]["commands"] and d["engine_space"] == engine
+    assert d["emit_disagg"]["commands"]
