@@ -23,9 +23,9 @@ degrees no valid row has are masked, the first network and each global restart a
 next-best-bound (tp, ep, pp) instead ("bound"), first climbing from the best per-op choices
 moved there and from the best strategy seen there (``climb``: sweeps of single changes and of
 groups of heads that pay off together), and the search ends once no bound beats the
-best found, which is then the optimum. Caller-proposed strategies (``seed``) enter the elite
-history before the first network, followed by a baseline's strategy (``sweep``) at every coarse
-row whose bound beats the best found.
+best found, which is then the optimum (``prove_top``: the k best rows). Caller-proposed
+strategies (``seed``) enter the elite history before the first network, followed by a
+baseline's strategy (``sweep``) at every coarse row whose bound beats the best found.
 
 Written against a callback ``evaluate(index_rows [n, H]) -> (raw [n], valid [n])`` so that it knows
 nothing about parallelism (STYLE.md §8). Imports: numpy, nn, policy.
@@ -146,7 +146,8 @@ class PPOConfig:
                                    # ``groups`` (a pair: every joint change; a larger group: set
                                    # to one value), several changes at once
     baseline_sweep: bool = True    # after the seeds, train's ``sweep`` (lts.search: Megatron's
-                                   # choices) at every coarse row whose bound beats the best
+                                   # choices; in an engine's space the engine's strategies) at
+                                   # every coarse row whose bound beats the best
 
     @classmethod
     def paper(cls) -> "PPOConfig":
@@ -321,7 +322,7 @@ def ppo_loss_and_grad(params, cfg, X, actions, old_logprob, advantages, returns,
 
 def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig = PPOConfig(),
           on_calls=None, switch_heads=(), keep: bool = True, seed=None, bound=None,
-          groups=(), sweep=None):
+          groups=(), sweep=None, prove_top: int = 1):
     """Run the agent for ``budget`` evaluator calls.
 
     Args:
@@ -336,14 +337,22 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
             the elite history before the first network is made.
         bound: optional upper bound on the raw throughput of every strategy of each coarse row,
             shaped ``sizes[:4]`` (-inf: no valid strategy); see ``bound_mask`` and
-            ``bound_restarts``.
+            ``bound_restarts``. Read as the search goes (a float64 array of that shape is used
+            as is): ``evaluate`` may lower entries in place, e.g. to a row's best once every
+            strategy of the row has been tried (lts.search in an engine's space).
         groups: tuples of per-op heads whose choices pay off together; with ``bound_moves``
             ``climb`` also changes both heads of a pair at once (every combination) and sets a
             larger group's heads to a common value.
-        sweep: index rows [prod(sizes[:4]), H], a baseline's strategy at each coarse row (flat
-            order); with ``baseline_sweep`` each row whose bound beats the best found is tried
-            after the seeds, so the search ends at least at the baseline's best when the sweep
-            fits in half the budget.
+        sweep: index rows [n, H], e.g. a baseline's strategy at each coarse row, or a list of
+            such arrays (stages, swept one after the other); with ``baseline_sweep`` each row
+            whose coarse row's bound beats the best found is tried after the seeds (best bound
+            first, the seeds skipped), so the search ends at least at the baseline's best when
+            the sweep fits in half the budget.
+        prove_top: with ``bound``, what the search must prove before it stops, aims and sweeps
+            for: 1, the best (no bound above the best found); k > 1, the k best coarse rows (no
+            bound above the k-th best row found, except a row's whose bound its own best
+            reaches: a caller lowers a row's bound to its best once every strategy of it was
+            tried), e.g. where the caller refines the top k afterwards.
 
     Returns:
         (index rows [calls, H], raw [calls], valid [calls], PPOStats) of every strategy tried.
@@ -377,8 +386,7 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
         """The coarse heads of the best-bound row that can still beat the best found, of the
         (tp, ep, pp) not aimed at yet (the local restarts move the batch), or None."""
         nonlocal targets
-        best_raw = best * ref if ref else -np.inf
-        targets = targets[bound.ravel()[targets] > best_raw * (1 + 1e-9)]
+        targets = targets[open_rows(targets)]
         if not len(targets):
             return None
         t = targets[0]
@@ -393,6 +401,19 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
         return raw / ref if ref else np.zeros(len(raw))
 
     row_best = {}               # coarse row (flat) -> (raw, strategy): the best valid seen there
+    row_raw = np.full(int(np.prod(sizes[:4])), -np.inf)     # the same raw, all rows
+
+    def open_rows(g=None):
+        """Whether each coarse row g (flat; None: every row) may still hold what the search
+        must find (``prove_top``): its bound beats the best found (k > 1: the k-th best row
+        found, and the row's own best)."""
+        ub = bound.ravel() if g is None else bound.ravel()[g]
+        if prove_top <= 1:
+            best_raw = best * ref if ref else -np.inf
+            return ub > best_raw * (1 + 1e-9)
+        found = row_raw[np.isfinite(row_raw)]
+        kth = np.partition(found, -prove_top)[-prove_top] if len(found) >= prove_top else -np.inf
+        return (ub > kth * (1 + 1e-9)) & (ub > (row_raw if g is None else row_raw[g]))
 
     def remember(actions, raw, valid, norm):
         """The valid strategies into the elite history and the best-so-far b."""
@@ -403,6 +424,7 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
                 g = int(np.ravel_multi_index(tuple(a[:4]), sizes[:4]))
                 if x > row_best.get(g, (-np.inf,))[0]:
                     row_best[g] = (float(x), a)
+                    row_raw[g] = float(x)
         if valid.any():
             best = max(best, float(norm[valid].max()))
         if keep:
@@ -452,23 +474,24 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
 
     if seed is not None and len(seed):
         probe(seed)
-    if sweep is not None and bound is not None and cfg.baseline_sweep:
-        # the baseline's choices at every coarse row whose bound beats the best found, best
-        # bound first, n_steps rows a call, until none is left (or half the budget is spent)
+    stages = [] if sweep is None or bound is None or not cfg.baseline_sweep else \
+        [sweep] if isinstance(sweep, np.ndarray) else list(sweep)
+    seeded = {r.tobytes() for r in np.asarray(seed, dtype=np.int64)} if seed is not None else ()
+    for rows in stages:
+        # the stage's strategies whose coarse row's bound beats the best found, best bound
+        # first, n_steps rows a call, until none is left (or half the budget is spent)
+        rows = np.asarray(rows, dtype=np.int64)
         flat = bound.ravel()
-        order = np.argsort(-flat, kind="stable")
-        order = order[np.isfinite(flat[order])]
-        done = np.zeros(len(flat), dtype=bool)
-        if seed is not None and len(seed):             # (the seeds that are the baseline's)
-            g = np.ravel_multi_index(tuple(np.asarray(seed)[:, :4].T), sizes[:4])
-            done[g[(np.asarray(seed) == sweep[g]).all(axis=1)]] = True
+        g = np.ravel_multi_index(tuple(rows[:, :4].T), sizes[:4])
+        order = np.argsort(-flat[g], kind="stable")
+        order = order[np.isfinite(flat[g[order]])]
+        done = np.array([r.tobytes() in seeded for r in rows], dtype=bool)   # (tried as seeds)
         while calls < budget // 2:
-            best_raw = best * ref if ref else -np.inf
-            todo = order[~done[order] & (flat[order] > best_raw * (1 + 1e-9))][:cfg.n_steps]
+            todo = order[~done[order] & open_rows(g[order])][:cfg.n_steps]
             if not len(todo):
                 break
             done[todo] = True
-            probe(sweep[todo])
+            probe(rows[todo])
     while calls < budget:
         # ---- a fresh agent: new weights and optimizer, same elite history and best-so-far
         params = policy.init_params(pcfg, rng, dtype=np.float32)
@@ -478,11 +501,9 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
                 "global", "bound")
             kind = "global" if cfg.global_on_stall and stalled and not after_global else "local"
             params["pi.b2"][:] = _restart_bias(sizes, elite.rows[0], kind, cfg, switch_heads)
-        if bound is not None and cfg.bound_restarts:
-            best_raw = best * ref if ref else -np.inf
-            if not (bound > best_raw * (1 + 1e-9)).any():
-                stats.proved = True     # no coarse row can beat the best found: the optimum
-                break
+        if bound is not None and cfg.bound_restarts and not open_rows().any():
+            stats.proved = True         # no coarse row can beat the best found: the optimum
+            break
         if bound is not None and cfg.bound_restarts and (kind == "global" or not stats.kinds):
             target = next_target()
             if target is not None:

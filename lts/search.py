@@ -36,7 +36,7 @@ from .disagg import Disagg, deployment, disaggregate, pool_candidates, pool_rate
 from .pareto import pareto_front
 from .enginespace import GENERIC, engine_form, runnable
 from .exact import guide_bounds, search_exact
-from .exact_engine import search_engine_exact
+from .exact_engine import engine_rows, search_engine_exact
 from .serve_exact import guide_bounds as serve_guide_bounds, search_serve_exact
 from .serve import AT_CAPACITY
 from .problems import Problem, SearchResult, ServeProblem, Tracker, take  # noqa: F401
@@ -56,14 +56,25 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
                cfg=None) -> SearchResult:
     """The paper's agent (lts.ppo): PPO over an elite history, chunks with fresh networks
     (PPOConfig: lts's tuned defaults unless ``cfg`` is given), aimed by ``guide``'s bounds and
-    seeded by ``seed_rows`` (no evaluator call for either)."""
+    seeded by ``seed_rows`` (no evaluator call for either).
+
+    In an engine's space (``Problem.engine_space``) the whole space's bounds stay above the
+    engine's best, so they alone never prove it optimal: there (``_EngineSpace``) rows the
+    engine runs nothing of are -inf, the sweep tries the engine's strategies (each coarse row's
+    first, Megatron's where the engine runs it, then the others) instead of Megatron's alone,
+    and a row all of whose (at most three) strategies were tried takes its best as its bound.
+    Its serve phase proves the ``top`` best rows of the concurrency grid before it stops (the
+    best at an integer concurrency between the grid's is often another row's)."""
     from . import ppo     # the policy network is only needed here
     t0 = time.perf_counter()
     tr = Tracker(problem, top)
     cfg = cfg or ppo.PPOConfig()
     bound = None
+    engine = _EngineSpace(problem) if problem.engine_space != GENERIC else None
     if cfg.bound_mask or cfg.bound_restarts or cfg.seed_points:
-        bound = guide(problem).reshape(problem.grid_shape)
+        bound = np.array(guide(problem), dtype=np.float64).reshape(problem.grid_shape)
+        if engine is not None:      # an engine's space: none where the engine runs nothing
+            engine.mask(bound.ravel())
     # strategies of a coarse row the bound proves empty (over the GPU budget, weights that never
     # fit, SLOs no choice meets): invalid, counted as calls but not costed (the serve phase
     # would build step tables for each new running batch of such rows)
@@ -80,18 +91,28 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
             raw[live], valid[live], score[live] = (problem.per_cluster_gpu(res), res.valid,
                                                    problem.score(res))
         tr.add(idx, score)
+        if engine is not None and bound is not None:     # ppo.train reads the bound as it goes
+            engine.tried(idx, raw, valid, bound.ravel())
         return raw, valid
 
     # the expert split (router, FFN1, FFN2 of a MoE) is where restarts must be free to switch
     switch = tuple(OP_COL[op] for op in ("router", "ffn1", "ffn2")) if problem.model.is_moe else ()
     seed = seed_rows(problem, cfg.seed_points, bound) if cfg.seed_points else None
-    # Megatron's choices at each coarse row (the baseline; none where the space lacks them)
-    sweep = problem.fixed_choice_rows(MEGATRON) if within(problem, MEGATRON) else None
+    # Megatron's choices at each coarse row (the baseline; none where the space lacks them); an
+    # engine's space: its strategies (Megatron's first), every coarse row's one before the rest
+    if engine is not None:
+        sweep = engine.stages()
+    else:
+        sweep = problem.fixed_choice_rows(MEGATRON) if within(problem, MEGATRON) else None
+    # an engine's serve phase: its exact optimum is over every integer concurrency and the top
+    # found on the grid is refined (every_concurrency), so the grid's top k are proved first
+    prove_top = top if engine is not None and isinstance(problem, ServeProblem) else 1
     _, _, _, stats = ppo.train(evaluate, problem.space.sizes, budget, rng, cfg,
                                on_calls=progress, switch_heads=switch, keep=False, seed=seed,
-                               bound=bound, groups=GROUPS, sweep=sweep)
-    ended = ("budget spent" if not stats.proved else "on the proof of optimality"
-             if np.isfinite(tr.best) else "on the proof that nothing is feasible")
+                               bound=bound, groups=GROUPS, sweep=sweep, prove_top=prove_top)
+    ended = ("budget spent" if not stats.proved else "on the proof that nothing is feasible"
+             if not np.isfinite(tr.best) else "on the proof of optimality" if prove_top == 1
+             else f"on the proof of the {prove_top} best on the concurrency grid")
     return tr.result("ppo", t0, {"updates": stats.updates, "restarts": stats.restarts,
                                  "early_exits": stats.early_exits, "ended": ended})
 
@@ -114,9 +135,9 @@ def guide(problem: Problem) -> np.ndarray:
 
 def seed_rows(problem: Problem, k: int, bound=None):
     """Index rows for the agent to try first: the per-op choices of the schemes engines ship
-    (``strategy.presets``) at the k coarse rows of highest upper bound (``bound``, by default
-    ``guide``) and at the best-bound row of each of the k best (tp, ep, pp). None when no row
-    can be valid."""
+    (``strategy.presets``; in an engine's space the strategies it runs there) at the k coarse
+    rows of highest upper bound (``bound``, by default ``guide``) and at the best-bound row of
+    each of the k best (tp, ep, pp). None when no row can be valid."""
     ub = guide(problem) if bound is None else np.asarray(bound).ravel()
     order = np.argsort(-ub, kind="stable")
     order = order[np.isfinite(ub[order])]
@@ -127,6 +148,10 @@ def seed_rows(problem: Problem, k: int, bound=None):
         triples = np.unique(top // problem.grid_shape[3])
         firsts = np.unique(fixed // problem.grid_shape[3], return_index=True)
         top = np.union1d(top, fixed[firsts[1][np.isin(firsts[0], triples)]])
+    if problem.engine_space != GENERIC:
+        rows = _engine_strategies(problem)
+        rows = rows[np.isin(problem.coarse_index(rows), top)]
+        return rows if len(rows) else None
     coarse = np.stack(np.unravel_index(top, problem.grid_shape), axis=1)
     variants = [v for v in presets(problem.model.is_moe) if within(problem, v)]
     if not variants or not len(coarse):
@@ -137,6 +162,69 @@ def seed_rows(problem: Problem, k: int, bound=None):
 def within(problem: Problem, choices) -> bool:
     """Whether per-op ``choices`` are in the problem's space (a test space may hold fewer)."""
     return all(c < n for c, n in zip(choices, problem.space.choices))
+
+
+def _engine_strategies(problem: Problem) -> np.ndarray:
+    """Index rows of every strategy the problem's engine runs within the GPU budget
+    (``exact_engine.engine_rows``: Megatron's choices first), those the space holds."""
+    rows = engine_rows(problem)
+    return rows[(rows[:, N_COARSE:] < np.asarray(problem.space.choices)).all(axis=1)]
+
+
+class _EngineSpace:
+    """An engine's space for the agent: its strategies (``rows``, ``_engine_strategies``) and
+    which of them the search has tried. The engine runs at most three strategies at
+    a coarse row, so once all of a row's are tried its best is known: ``tried`` lowers the row's
+    bound to it, and the agent's proof of optimality (no bound above the best found) can be
+    reached in a space where the whole space's bounds stay above the engine's best."""
+
+    def __init__(self, problem: Problem):
+        rows = _engine_strategies(problem)
+        self.problem, self.rows = problem, rows
+        self.g = problem.coarse_index(rows)                   # each strategy's coarse row
+        self.order = np.argsort(self._keys(rows), kind="stable")
+        self.sorted = self._keys(rows)[self.order]
+        self.seen = np.zeros(len(rows), dtype=bool)
+        self.left = np.bincount(self.g, minlength=len(problem.grid))    # untried per row
+        self.none = self.left == 0                            # rows the engine runs nothing of
+        self.best = np.full(len(problem.grid), -np.inf)       # best valid per row so far
+
+    def _keys(self, idx: np.ndarray) -> np.ndarray:
+        """One integer per index row: its coarse row, then its per-op choices."""
+        choices = self.problem.space.choices
+        fine = np.ravel_multi_index(tuple(idx[:, N_COARSE:].T), choices)
+        return self.problem.coarse_index(idx) * int(np.prod(choices)) + fine
+
+    def stages(self) -> list:
+        """The sweep's stages: each coarse row's first strategy (Megatron's where the engine
+        runs it), then the others."""
+        _, first = np.unique(self.g, return_index=True)
+        rest = np.ones(len(self.rows), dtype=bool)
+        rest[first] = False
+        return [self.rows[first], self.rows[rest]]
+
+    def mask(self, bound: np.ndarray) -> None:
+        """-inf in ``bound`` [G] (in place) where the engine runs no strategy of the row
+        (degrees it cannot lay out, instances over the GPU budget)."""
+        bound[self.none] = -np.inf
+
+    def tried(self, idx: np.ndarray, raw: np.ndarray, valid: np.ndarray,
+              bound: np.ndarray) -> None:
+        """Index rows ``idx`` were evaluated (``raw`` the objective where ``valid``): the bound
+        [G] of each row all of whose strategies are now tried becomes its best (in place)."""
+        if not len(self.sorted):
+            return
+        k = self._keys(self.problem.canonical(idx))
+        pos = np.minimum(np.searchsorted(self.sorted, k), len(self.sorted) - 1)
+        hit = self.sorted[pos] == k
+        j = self.order[pos[hit]]
+        np.maximum.at(self.best, self.g[j], np.where(valid[hit], raw[hit], -np.inf))
+        j = np.unique(j[~self.seen[j]])
+        self.seen[j] = True
+        np.subtract.at(self.left, self.g[j], 1)
+        done = np.unique(self.g[j])
+        done = done[self.left[done] == 0]
+        bound[done] = np.minimum(bound[done], self.best[done])
 
 
 def search_ppo_paper(problem: Problem, budget: int, rng, top: int = 10,

@@ -3,7 +3,7 @@ scenarios (32 in two halves, tune and report, and three sets of 14 kept aside), 
 best tokens/s/GPU as a fraction of the exact optimum.
 
     python scripts/benchmark.py [--half tune|report|all|fresh|fresh2|fresh3] [--seeds 0-2]
-                                [--methods ppo]
+                                [--methods ppo] [--engine-space generic,vllm,sglang,trtllm]
                                 [--budget 4000] [--only NAME,...] [--set KEY=VALUE ...] [--json]
 
 A problem is a shipped model on a shipped topology in one phase (decode, prefill or serve) with
@@ -24,6 +24,22 @@ budget of evaluator calls, as ``lts compare`` runs them (``search.run_seeds``; a
 nothing counts as 0). Reported per method: the mean and the worst fraction of exact over the
 problems' seeds, how many runs fall below Megatron's best (by more than 1e-9 relative), how many
 find nothing, and the mean wall time of one run.
+
+``--engine-space`` (issue 20) runs the same problems once per engine space (``generic``, the
+default, is the paper's whole per-op space and the figures above; ``vllm``, ``sglang``,
+``trtllm``: ``Problem.engine_space``, only what that engine runs as written) and reports each
+space on its own: fractions of that space's exact optimum, Megatron's best within that space
+(its choices at degrees the engine cannot lay out are invalid there). A serve problem whose
+settings name an engine profile keeps it; one that names none takes the space's profile (as
+``lts search --engine`` builds it); decode and prefill problems take the space only. In an
+engine space ``exact`` is ``exact_engine.search_engine_exact`` (through ``SEARCHERS``), which
+for the serve phase takes every integer concurrency, while the other methods search the
+power-of-two and KV-capacity grid: there every method's result (Megatron's too) is refined as
+``lts search`` refines it, its top 10 each at its best integer concurrency
+(``search.every_concurrency``), before the fraction is taken, and the wall time counts that
+refinement. In the generic space the comparison is today's: the serve phase's exact is
+``lts.serve_exact`` over the same grid the methods search, and nothing is refined, so its
+figures stay comparable with earlier reports.
 
 Runs in process through the library API; the 16 problems of a half with ppo and 3 seeds take
 about 40 s on the 2-core machine, a set of 14 with anneal and random walk besides about six
@@ -46,8 +62,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from lts import ppo                                            # noqa: E402
 from lts.engines import ENGINES                                # noqa: E402
+from lts.enginespace import ENGINES as ENGINE_SPACES, GENERIC  # noqa: E402
 from lts.problems import Problem, ServeProblem                 # noqa: E402
-from lts.search import SEARCHERS, best_scores, run_seeds, search_ppo   # noqa: E402
+from lts.search import (SEARCHERS, best_scores, every_concurrency, run_seeds,  # noqa: E402
+                        search_ppo)
 from lts.specs import load_model, load_topology                # noqa: E402
 from lts.workload import Workload                              # noqa: E402
 from search_quality import parse_seeds, parse_sets             # noqa: E402
@@ -213,30 +231,46 @@ HALVES = {"tune": PROBLEMS[0::2], "report": PROBLEMS[1::2], "all": PROBLEMS, "fr
           "fresh2": FRESH2, "fresh3": FRESH3}
 
 
-def make_problem(model_name, precision, topo_name, phase, s) -> Problem:
+SPACES = (GENERIC,) + ENGINE_SPACES
+REFINE_TOP = 10         # an engine space's serve phase: the top strategies refined (lts search's)
+
+
+def make_problem(model_name, precision, topo_name, phase, s, space=GENERIC) -> Problem:
+    """The problem in engine space ``space``; a serve problem's profile is its settings' engine,
+    else the space's (``generic``: the generic profile)."""
     model, topo = load_model(model_name, precision), load_topology(topo_name)
     if phase == "serve":
+        profile = s.get("engine", space)
         return ServeProblem(model, topo, s["isl"], s["osl"], s.get("tpot"), s.get("ttft"),
-                            gpus=s.get("gpus", 0), engine=ENGINES[s.get("engine", "generic")])
+                            gpus=s.get("gpus", 0), engine=ENGINES[profile], engine_space=space)
     return Problem(model, topo, Workload(phase, s["context"], tpot_slo_ms=s.get("tpot", 50.0),
-                                         ttft_slo_ms=s.get("ttft", 0.0), gpus=s.get("gpus", 0)))
+                                         ttft_slo_ms=s.get("ttft", 0.0), gpus=s.get("gpus", 0)),
+                   engine_space=space)
 
 
-def run_problem(entry, methods, seeds, budget, cfg) -> dict:
-    """Exact and Megatron once, each method for every seed: fractions of exact per run."""
+def run_problem(entry, methods, seeds, budget, cfg, space=GENERIC) -> dict:
+    """Exact and Megatron once, each method for every seed: fractions of exact per run (an
+    engine space's serve phase: each result refined to every integer concurrency first)."""
     name, model_name, precision, topo_name, phase, s = entry
-    problem = make_problem(model_name, precision, topo_name, phase, s)
+    problem = make_problem(model_name, precision, topo_name, phase, s, space)
+    refine = space != GENERIC and phase == "serve"
+    top = REFINE_TOP if refine else 1
+
+    def runs_of(method, seeds, budget, searcher=None):
+        runs = run_seeds(problem, method, seeds, budget, top=top, searcher=searcher)
+        return [every_concurrency(problem, r) for r in runs] if refine else runs
+
     out = {"name": name, "phase": phase}
     for method in ("exact", "megatron"):
         t0 = time.perf_counter()
-        r = run_seeds(problem, method, [0], 0)[0]
+        r = runs_of(method, [0], 0)[0]
         out[method], out[f"{method}_wall_s"] = r.best_score, time.perf_counter() - t0
     exact, mega = out["exact"], out["megatron"]
     out["methods"] = {}
     for method in methods:
         searcher = partial(search_ppo, cfg=cfg) if method == "ppo" else None
         t0 = time.perf_counter()
-        runs = run_seeds(problem, method, seeds, budget, searcher=searcher)
+        runs = runs_of(method, seeds, budget, searcher)
         wall = (time.perf_counter() - t0) / len(seeds)
         scores = best_scores(runs)
         out["methods"][method] = {
@@ -265,6 +299,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default="0-2", help="e.g. 0-2 or 3-9")
     ap.add_argument("--methods", default="ppo", help="comma-separated, from: "
                     + ", ".join(m for m in SEARCHERS if m not in ("exact", "megatron")))
+    ap.add_argument("--engine-space", default=GENERIC,
+                    help="comma-separated, from: " + ", ".join(SPACES) + " (each reported alone)")
     ap.add_argument("--budget", type=int, default=4000)
     ap.add_argument("--only", default="", help="comma-separated problem names")
     ap.add_argument("--set", dest="sets", action="append", metavar="KEY=VALUE",
@@ -273,17 +309,29 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     cfg = replace(ppo.PPOConfig(), **parse_sets(args.sets))
     seeds, methods = parse_seeds(args.seeds), args.methods.split(",")
+    spaces = args.engine_space.split(",")
+    if not set(spaces) <= set(SPACES):
+        ap.error(f"--engine-space {args.engine_space}: expected some of {', '.join(SPACES)}")
     only = set(filter(None, args.only.split(",")))
     problems = [p for p in HALVES[args.half] if not only or p[0] in only]
+    docs = [run_space(space, problems, methods, seeds, cfg, args) for space in spaces]
+    if args.json:
+        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=1))
+    return 0
+
+
+def run_space(space, problems, methods, seeds, cfg, args) -> dict:
+    """The benchmark in one engine space: the table as it runs (unless --json), the summary,
+    and the JSON document of the space."""
     results = []
     if not args.json:
         print(f"half {args.half}: {len(problems)} problems, seeds {args.seeds}, budget "
-              f"{args.budget}")
+              f"{args.budget}" + (f", engine space {space}" if space != GENERIC else ""))
         print(f"{'problem':<30}{'exact':>11}{'megatron':>9}" +
               "".join(f"{m + ' mean':>12}{'worst':>7}{'<meg':>5}{'none':>5}" for m in methods)
               + f"{'exact s':>8}")
     for entry in problems:
-        r = run_problem(entry, methods, seeds, args.budget, cfg)
+        r = run_problem(entry, methods, seeds, args.budget, cfg, space)
         results.append(r)
         if args.json:
             continue
@@ -295,18 +343,18 @@ def main(argv=None) -> int:
             line += f"{np.mean(f):>12.3f}{min(f):>7.3f}{d['below_megatron']:>5}{d['empty']:>5}"
         print(line + f"{r['exact_wall_s']:>8.1f}", flush=True)
     sums = {m: summary(results, m) for m in methods}
+    doc = {"half": args.half, "engine_space": space, "seeds": seeds, "budget": args.budget,
+           "problems": results, "summary": sums}
     if args.json:
-        print(json.dumps({"half": args.half, "seeds": seeds, "budget": args.budget,
-                          "problems": results, "summary": sums}, indent=1))
-        return 0
+        return doc
     mega = [r["megatron"] / r["exact"] for r in results if r["exact"] > 0]
     print(f"megatron: mean {np.mean(mega):.3f} of exact, worst {min(mega):.3f}")
     for m, s in sums.items():
         print(f"{m}: mean {s['mean']:.3f} of exact over {s['runs']} runs, worst run "
               f"{s['worst']:.3f}, worst problem mean {s['worst_problem_mean']:.3f}; below "
               f"Megatron {s['below_megatron']}, nothing found {s['empty']}; "
-              f"{s['wall_s']:.2f} s per run")
-    return 0
+              f"{s['wall_s']:.2f} s per run", flush=True)
+    return doc
 
 
 if __name__ == "__main__":
