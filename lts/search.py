@@ -612,25 +612,27 @@ def compare(problem: Problem, methods, seeds: int, budget: int, progress=None,
             on_run=None) -> Comparison:
     """``exact`` and ``megatron`` once, then each of ``methods`` for seeds 0..seeds-1 with
     ``budget`` evaluator calls (``run_seeds``); top-1 each. Serve in an engine's space: every
-    result at its best integer concurrency (``every_concurrency``), since the engine's exact
+    result's top 10 at its best integer concurrency (``every_concurrency``), since the engine's exact
     optimum is over every integer; in the whole space the exact serve solver is exact over the
     concurrency grid (the powers of two and the KV capacity), so the results are compared there
     (refined, another strategy than exact's could pass it)."""
-    refine = (lambda sr: every_concurrency(problem, sr)) if problem.engine_space != GENERIC \
-        else (lambda sr: sr)
+    refining = problem.engine_space != GENERIC and isinstance(problem, ServeProblem)
+    refine = (lambda sr: every_concurrency(problem, sr)) if refining else (lambda sr: sr)
+    top = 10 if refining else 1      # the best integer concurrency may be another row's
     runs = {}
     for method in ("exact", "megatron"):
         problem.calls = 0
         if on_run:
             on_run(method)
         runs[method] = [refine(SEARCHERS[method](problem, budget, np.random.default_rng(0),
-                                                 top=1))]
+                                                 top=top))]
     out = Comparison(problem, seeds, budget, runs, [])
     if out.exact.best is None:
         return out
     for method in methods:
         runs[method] = [refine(r) for r in run_seeds(problem, method, range(seeds), budget,
-                                                     progress=progress, on_run=on_run)]
+                                                     top=top, progress=progress,
+                                                     on_run=on_run)]
     rw = float(np.mean(best_scores(runs["random-walk"]))) if "random-walk" in runs else None
     out.summaries = [summarize(method, runs[method], out.exact.best_score,
                                out.megatron.best_score, rw)

@@ -250,3 +250,42 @@ def test_serve_emit_runs_for_every_engine(engine):
     d = json.loads(r.output)
     assert d["emit"]["commands"] and d["engine_space"] == engine
     assert d["emit_disagg"]["commands"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_serve_guide_bounds_hold_in_the_engines_space(engine):
+    """The agent's bounds come from the whole space's solver (one scheduler per ep group); in
+    an engine's space the data-parallel-attention layout is scheduled per rank. Every strategy
+    the engine runs on the concurrency grid stays within its row's bound."""
+    from lts.exact_engine import engine_rows
+    from lts.search import guide
+    p = ServeProblem(load_model("mixtral-8x7b"), TOPO, 2000, 500, tpot_slo_ms=40,
+                     ttft_slo_ms=3000, gpus=16, engine=PROFILES[engine], engine_space=engine)
+    bound = guide(p)
+    idx = engine_rows(p)
+    score = p.score(p.evaluate(idx, count=False))
+    g = p.coarse_index(idx)
+    ok = np.isfinite(score)
+    assert ok.sum() > 10
+    assert (score[ok] <= bound[g[ok]] * (1 + 1e-9)).all()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("phase", ["decode", "serve"])
+def test_the_agent_reaches_the_engines_optimum(engine, phase):
+    """ppo (4000 calls) in an engine's space: at the engine's exact optimum (serve: both moved
+    to their best integer concurrency), never below Megatron's best there."""
+    from lts.search import every_concurrency
+    m = load_model("mixtral-8x7b")
+    if phase == "serve":
+        p = ServeProblem(m, TOPO, 1000, 300, tpot_slo_ms=30, gpus=16, engine=PROFILES[engine],
+                         engine_space=engine)
+    else:
+        p = Problem(m, TOPO, Workload("decode", 4096, tpot_slo_ms=25, gpus=16),
+                    engine_space=engine)
+    exact = SEARCHERS["exact"](p, top=1)
+    agent = every_concurrency(p, SEARCHERS["ppo"](p, 4000, np.random.default_rng(0), top=10))
+    mega = every_concurrency(p, SEARCHERS["megatron"](p, 4000, None, top=1))
+    assert runnable(engine, m, agent.top).all()
+    assert agent.best_score >= 0.99 * exact.best_score
+    assert agent.best_score >= mega.best_score * (1 - 1e-9)
