@@ -424,7 +424,7 @@ def every_concurrency(problem: Problem, sr: SearchResult) -> SearchResult:
     if not isinstance(problem, ServeProblem) or sr.best is None or \
             str(sr.stats.get("concurrency", "")).startswith("every integer"):
         return sr
-    res = problem.best_concurrency(sr.top)
+    res = problem.best_concurrency(_distinct_top(problem, sr))
     scores = problem.score(res)
     _, first = np.unique(res.strategies, axis=0, return_index=True)
     first = first[np.isfinite(scores[first])]
@@ -437,6 +437,22 @@ def every_concurrency(problem: Problem, sr: SearchResult) -> SearchResult:
         np.unique(np.concatenate([sr.coarse_best, sr.top]), axis=0)
     sr.stats["concurrency"] = "every integer for the top strategies"
     return sr
+
+
+def _distinct_top(problem: ServeProblem, sr: SearchResult) -> np.ndarray:
+    """The strategies to refine: the best of each of the top len(sr.top) distinct deployments
+    (tp, ep, pp and per-op choices) among every coarse row's best the search found
+    (``coarse_best``): its top list counts one deployment once per concurrency, and above the
+    KV capacity those only queue, so it can hold few distinct ones."""
+    cands = sr.top if sr.coarse_best is None else np.unique(
+        np.concatenate([sr.top, sr.coarse_best]), axis=0)
+    scores = problem.score(problem.evaluate_rows(cands))
+    keys = np.delete(cands, BATCH, axis=1)
+    order = np.argsort(-scores, kind="stable")
+    _, first = np.unique(keys[order], axis=0, return_index=True)
+    best = order[np.sort(first)]                    # each deployment's best, best first
+    best = best[np.isfinite(scores[best])][:max(len(sr.top), 1)]
+    return cands[best] if len(best) else sr.top
 
 
 def tpot_limits(tpot_ms, most: int = 6) -> tuple:
