@@ -1,7 +1,7 @@
 """Launch commands for vLLM, SGLang and TensorRT-LLM from a strategy row (``lts search --emit``).
 
-An engine runs one fixed per-op sharding: Megatron's tensor parallelism (lts's MEGATRON row), plus
-its own expert-parallel and attention-data-parallel options. This module maps an lts strategy
+An engine runs a few fixed per-op shardings (``lts.enginespace``): Megatron's tensor parallelism
+(lts's MEGATRON row), plus its own expert-parallel and attention-data-parallel options. This module maps an lts strategy
 (tp, ep, pp, batch, per-op choices) onto an engine's flags when the engine can run it, says so
 when it cannot, and then emits the nearest strategy the engine does run, costed with the same
 model: never a silently different command.
@@ -33,17 +33,23 @@ over the tp group too):
   into E expert groups of T / E tensor-parallel GPUs (parallel-strategy.md: moe_tp x moe_ep =
   tp_size). Attention is tensor-parallel over all T GPUs, or data-parallel with every GPU its own
   rank (``enable_attention_dp: true`` in the ``--extra_llm_api_options`` YAML). lts's ep > 1 runs
-  only with tp = 1 (``--tp_size ep --ep_size ep`` + attention DP); tp > 1 with ep > 1 (attention
-  TP inside DP groups) has no TensorRT-LLM equivalent. ``--max_batch_size`` is per rank, so per
-  attention-DP rank under attention DP.
+  only with tp = 1 (``--tp_size ep --ep_size ep`` + attention DP) or as data-parallel attention
+  (below); tp > 1 with ep > 1 and attention TP inside DP groups has no TensorRT-LLM equivalent.
+  ``--max_batch_size`` is per rank, so per attention-DP rank under attention DP.
+
+Data-parallel attention with tensor-parallel experts (``strategy.DP_ATTENTION`` at tp > 1, a MoE:
+every rank of the tp group runs whole attention on its own requests, experts sharded over tp,
+``enginespace.attention_dp``): vLLM ``--tensor-parallel-size 1 --data-parallel-size tp`` without
+expert parallelism (ep = 1 only); SGLang ``--tp-size tp*ep --attn-dp-size tp*ep [--ep-size ep]``;
+TensorRT-LLM ``--tp_size tp*ep --ep_size ep`` + ``enable_attention_dp``.
 
 With tp = 1 the per-op choices have nothing to shard (a group of one), so every choice is the
 engine's own sharding. The engine versions and the files the flags were read from are in
 ``VERSIONS`` and ``DOCS``; every flag emitted is checked against the flag lists in
 tests/data/engine_flags/ (tests/test_engine_flags.py; docs/engines.md "Launch flags").
 
-Imports: strategy, specs, costmodel (Result), workload, problems (Problem), baselines (the
-Megatron search).
+Imports: strategy, specs, costmodel (Result), enginespace, workload, problems (Problem,
+ServeProblem), baselines (the fixed-choice search).
 """
 from __future__ import annotations
 

@@ -4,7 +4,8 @@ gets its consoles from ``make_console`` and its progress bars from ``progress``)
 JSON key names are a contract (DESIGN.md §5, README "JSON output"): add fields, never rename.
 Display units (ms, GiB, us) appear only here.
 
-Imports: specs, strategy, costmodel (Result), optables (REASONS), workload, units, plot, search
+Imports: specs, strategy, costmodel (Result), optables (REASONS), enginespace (runnable_on, the
+variants' names), workload, units, plot, search
 (``replicas``). The results of ``lts.search`` (``SearchRun``, ``Comparison``), ``lts.emit``
 (``Launch``) and ``lts.bench`` are read by their attributes.
 """
