@@ -48,8 +48,9 @@ engine's own sharding. The engine versions and the files the flags were read fro
 ``VERSIONS`` and ``DOCS``; every flag emitted is checked against the flag lists in
 tests/data/engine_flags/ (tests/test_engine_flags.py; docs/engines.md "Launch flags").
 
-Imports: strategy, specs, costmodel (Result), enginespace, workload, problems (Problem,
-ServeProblem), baselines (the fixed-choice search).
+
+Imports: strategy, specs, costmodel (Result), enginespace, exact_engine (the engine's optimum),
+workload, problems (Problem, ServeProblem).
 """
 from __future__ import annotations
 
@@ -61,9 +62,8 @@ from pathlib import Path
 import numpy as np
 
 from .costmodel import Result
-from .enginespace import (ENGINE_NAMES, ENGINES, attention_dp, check, engine_variants,
-                          runnable_mask, variants)
-from .baselines import search_fixed
+from .enginespace import ENGINE_NAMES, ENGINES, attention_dp, check, engine_variants
+from .exact_engine import search_engine_exact
 from .problems import Problem, ServeProblem
 from .specs import ModelSpec, TopologySpec, shipped_names
 from .strategy import (EP, EXPERTS, MEGATRON, N_COARSE, OP_COL, PP, TP,
@@ -168,23 +168,10 @@ def same_degrees(engine: str, problem: Problem, row) -> Result | None:
 
 
 def best_runnable(engine: str, problem: Problem) -> Result | None:
-    """The best valid strategy the engine runs, exhaustive over tp/ep/pp/batch.
-
-    Each per-op variant the engines run (``enginespace.variants``: Megatron's per-op sharding,
-    and for a MoE the expert-parallel and the data-parallel-attention variants) fixed
-    (``baselines.search_fixed``), on the degrees this engine runs it at; the first wins a tie.
-    No evaluator call is counted.
-    """
-    model = problem.model
-    best = None
-    for v in variants(model):
-        ok = runnable_mask(engine, model, problem.grid, v)
-        if not ok.any():
-            continue
-        sr = search_fixed(problem, v, top=1, where=ok, count=False)
-        if sr.best is not None and (best is None or sr.best_score > best.best_score):
-            best = sr
-    return best.evaluated if best is not None else None
+    """The best valid strategy the engine runs: the exact optimum of its space
+    (``exact_engine.search_engine_exact``) on the same problem. No evaluator call is counted."""
+    with problem.in_space(engine):
+        return search_engine_exact(problem, top=1).evaluated
 
 
 # ----------------------------------------------------------------------------------------------

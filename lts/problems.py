@@ -28,6 +28,13 @@ from .strategy import BATCH, EXPERTS, MEGATRON, N_COARSE, OP_COL, OPS, Space
 from .workload import Workload
 
 
+def fill(budget: int, gpus) -> np.ndarray:
+    """The share of a budget of B GPUs that copies of instances of ``gpus`` GPUs keep busy:
+    floor(B / g) * g / B (1 where g divides B, 0 above B)."""
+    g, b = np.asarray(gpus, dtype=np.float64), float(budget)
+    return np.floor(b / g) * g / b
+
+
 class Problem:
     """A model, a cluster, a workload and the space; evaluates index rows and counts the calls.
 
@@ -39,7 +46,7 @@ class Problem:
     ``sglang``, ``trtllm``; ``lts.enginespace``): then every index row stands for the engine's
     variant it projects onto (``canonical``) and rows the engine cannot lay out are invalid
     (reason ``engine``), so every method ranks only what that engine runs as written. The
-    tables do not depend on it: ``whole_space`` searches the same problem without it.
+    tables do not depend on it: ``in_space`` searches the same problem in another space.
 
     The objective (``score``) is output tokens/s per GPU of the device budget: as many copies
     of an instance as the budget holds, GPUs the copies leave idle counted (``fill``);
@@ -104,9 +111,10 @@ class Problem:
         return res
 
     @contextmanager
-    def whole_space(self):
-        """The same problem over the whole per-op space for the duration (the headroom)."""
-        saved, self.engine_space = self.engine_space, GENERIC
+    def in_space(self, engine: str = GENERIC):
+        """The same problem over another engine's space for the duration (by default the whole
+        per-op space: the headroom)."""
+        saved, self.engine_space = self.engine_space, engine
         try:
             yield self
         finally:
@@ -117,11 +125,9 @@ class Problem:
         busy: floor(B / g) * g / B (1 where g divides B, 0 above B); 1 everywhere for a
         problem whose instances do not fill the budget alone (``whole_budget=False``: the pools
         of a two-pool deployment, sized together)."""
-        g = np.asarray(gpus, dtype=np.float64)
         if not self.whole_budget:
-            return np.ones_like(g)
-        b = float(self.work.budget(self.topo))
-        return np.floor(b / g) * g / b
+            return np.ones_like(np.asarray(gpus, dtype=np.float64))
+        return fill(self.work.budget(self.topo), gpus)
 
     def per_cluster_gpu(self, res: Result) -> np.ndarray:
         """Tokens/s per GPU of the device budget: the instance's per-GPU rate x ``fill``."""

@@ -5,7 +5,7 @@ JSON key names are a contract (DESIGN.md §5, README "JSON output"): add fields,
 Display units (ms, GiB, us) appear only here.
 
 Imports: specs, strategy, costmodel (Result), optables (REASONS), enginespace (runnable_on, the
-variants' names), workload, units, plot, search
+variants' names), workload, units, plot, problems (``fill``), search
 (``replicas``). The results of ``lts.search`` (``SearchRun``, ``Comparison``), ``lts.emit``
 (``Launch``) and ``lts.bench`` are read by their attributes.
 """
@@ -14,8 +14,6 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from dataclasses import asdict
-
-import numpy as np
 
 from rich import box
 from rich.console import Console
@@ -32,6 +30,7 @@ from .strategy import (DP_ATTENTION, EXPERT_CHOICES, N_COARSE, OPS, format_strat
                        with_experts)
 from .plot import Series, frontier_svg, frontier_text
 from .enginespace import ENGINE_NAMES, engine_form, engine_variants, runnable_on
+from .problems import fill
 from .search import replicas
 from .units import GB, GIB, TFLOPS, US
 
@@ -73,20 +72,20 @@ def ops_us(ops: list) -> list:
     return [{**conv(op), "collectives": [conv(c) for c in op["collectives"]]} for op in ops]
 
 
-def deploy_fields(m: ModelSpec, strategy, gpus: float, rate_per_gpu: float, budget: int) -> dict:
-    """``runnable_on`` (the engines that run the strategy as written), ``replicas`` (copies of
-    its instance the budget holds) and ``tokens_per_s_per_cluster_gpu`` (their tokens/s over
-    every GPU of the budget) of one strategy."""
-    copies = int(budget // gpus)
-    return {"runnable_on": list(runnable_on(m, np.asarray(strategy)[None])[0]),
-            "replicas": copies,
-            "tokens_per_s_per_cluster_gpu": _num(rate_per_gpu * copies * gpus / budget)}
+def deploy_fields(m: ModelSpec, res, i: int, budget: int) -> dict:
+    """``runnable_on`` (the engines that run result i as written), ``replicas`` (copies of its
+    instance the budget holds) and ``tokens_per_s_per_cluster_gpu`` (their tokens/s over every
+    GPU of the budget) of result i (a ``Result`` or a ``serve.ServeResult``)."""
+    rate = (res.output_tokens_per_s_per_gpu if hasattr(res, "output_tokens_per_s_per_gpu")
+            else res.tokens_per_s_per_gpu)[i]
+    return {"runnable_on": list(runnable_on(m, res.strategies[i:i + 1])[0]),
+            "replicas": int(budget // res.gpus[i]),
+            "tokens_per_s_per_cluster_gpu": _num(rate * fill(budget, res.gpus[i]))}
 
 
 def estimate_dict(m: ModelSpec, res: Result, ops: list, budget: int) -> dict:
     d = result_dict(res, 0)
-    d.update(deploy_fields(m, res.strategies[0], res.gpus[0], res.tokens_per_s_per_gpu[0],
-                           budget))
+    d.update(deploy_fields(m, res, 0, budget))
     d["model"] = model_dict(m)
     d["ops"] = ops_us(ops)
     return d
@@ -116,8 +115,7 @@ def serve_dict(m: ModelSpec, res, ops: list, isl: int, osl: int, engine=None,
              step={"kind": "decode", "requests": n, "context": int(isl) + int(osl) // 2},
              ops=ops_us(ops))
     if budget is not None:
-        d.update(deploy_fields(m, res.strategies[0], res.gpus[0],
-                               res.output_tokens_per_s_per_gpu[0], budget))
+        d.update(deploy_fields(m, res, 0, budget))
     return d
 
 
@@ -545,9 +543,8 @@ def search_dict(run, launch=None) -> dict:
          "model": model_dict(p.model), "topology": p.topo.name,
          "workload": workload_dict(p),
          "vs_megatron": versus_dict(run.versus)}
-    on = runnable_on(p.model, res.strategies)
     for r, i in ((d["best"], 0), *((t, i) for i, t in enumerate(d["top"]))):
-        r.update(_replica_fields(run, res, i), runnable_on=list(on[i]))
+        r.update(_replica_fields(run, res, i))
     d["engine_space"] = p.engine_space
     any_best = run.best_any_sharding
     if any_best is not None:
@@ -568,17 +565,15 @@ def _search_result(run, res) -> dict:
     """A search's one-row result with ``replicas``, ``tokens_per_s_per_cluster_gpu`` and
     ``runnable_on``, as ``best`` and ``top`` have them."""
     d = result_dict(res, 0)
-    d.update(_replica_fields(run, res, 0),
-             runnable_on=list(runnable_on(run.problem.model, res.strategies)[0]))
+    d.update(_replica_fields(run, res, 0))
     return d
 
 
 def _replica_fields(run, res, i) -> dict:
-    """``replicas`` (instances the device budget holds: ``search.replicas``) and
-    ``tokens_per_s_per_cluster_gpu`` (their tokens/s over every GPU of the budget, the
-    objective: ``Problem.per_cluster_gpu``) of result i."""
-    return {"replicas": int(replicas(run.problem, res)[i]),
-            "tokens_per_s_per_cluster_gpu": _num(run.problem.per_cluster_gpu(res)[i])}
+    """``deploy_fields`` of result i of a search (per GPU of the budget: the objective, as
+    ``Problem.per_cluster_gpu``)."""
+    p = run.problem
+    return deploy_fields(p.model, res, i, p.work.budget(p.topo))
 
 
 def headroom_text(run) -> str | None:

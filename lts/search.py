@@ -371,7 +371,7 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
     out = SearchRun(problem, method, budget, seed, sr, time.perf_counter() - t0)
     if problem.engine_space != GENERIC:     # the headroom: the same search over every sharding
         calls, problem.calls = problem.calls, 0
-        with problem.whole_space():
+        with problem.in_space():
             out.any_sharding = every_concurrency(problem, SEARCHERS[method](
                 problem, budget, np.random.default_rng(seed), top=1, progress=progress))
         problem.calls = calls

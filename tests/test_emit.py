@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from lts import emit
+from lts.enginespace import runnable_mask
 from lts.cli import cli
 from lts.costmodel import evaluate
 from lts.workload import Workload
@@ -336,7 +337,7 @@ def test_runnable_mask_is_the_engines_table():
     p = problem()
     for engine in emit.ENGINES:
         for k, v in enumerate((MEGATRON, EXPERT_CHOICES, DP_ATTENTION)):
-            mask = emit.runnable_mask(engine, p.model, p.grid, v)
+            mask = runnable_mask(engine, p.model, p.grid, v)
             want = [c[0] == 1 or RUNS[engine][bool(c[1] > 1)][k] for c in p.grid]
             assert mask.tolist() == want, (engine, k)
             for c in p.grid[p.grid[:, 0] > 1]:
