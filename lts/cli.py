@@ -290,7 +290,9 @@ def _infeasible(problem, what: str) -> click.ClickException:
     gpus = problem.work.budget(topo)
     return click.ClickException(
         f"no feasible strategy found ({m.name} on {topo.name} with {gpus} GPU"
-        f"{'s' if gpus != 1 else ''}, {problem.phase}, {report.slo_text(problem)}; {what})")
+        f"{'s' if gpus != 1 else ''}, {problem.phase}, {report.slo_text(problem)}"
+        + ("" if problem.engine_space == "generic" else
+           f", what {problem.engine_space} runs") + f"; {what})")
 
 
 @cli.command()

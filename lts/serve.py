@@ -55,7 +55,6 @@ from .engines import GENERIC, EngineProfile
 from .strategy import BATCH, EP, PP, TP
 from .workload import Workload, compose_step
 
-BATCHES = tuple(2 ** i for i in range(13))           # 1 .. 4096
 AT_CAPACITY = 0      # a batch column of 0: the concurrency the KV cache and the engine hold
 NO_SLO = float("inf")
 
