@@ -19,20 +19,20 @@ from dataclasses import asdict
 
 import click
 
-from . import report
-from .bench import measure
-from .costmodel import breakdown
-from .workload import PHASES, Workload
-from .emit import ENGINES, launch as emit_launch
-from .emit_disagg import launch_disagg
-from .engines import ENGINE_NAMES, ENGINES as PROFILES
-from .errors import LtsError, StrategyError
-from .limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_REQUEST_RATE, MAX_SEED, MAX_SEEDS, MAX_TOKENS,
+from .report import render as report
+from .search.bench import measure
+from .cost.model import breakdown
+from .specs.workload import PHASES, Workload
+from .launch.emit import ENGINES, launch as emit_launch
+from .launch.emit_disagg import launch_disagg
+from .engines.profiles import ENGINE_NAMES, ENGINES as PROFILES
+from .specs.errors import LtsError, StrategyError
+from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_REQUEST_RATE, MAX_SEED, MAX_SEEDS, MAX_TOKENS,
                      MAX_TOP)
-from .problems import Problem, ServeProblem
-from .search import MAX_BUDGET, SEARCHERS, STOCHASTIC, compare as run_compare, run as run_search
+from .search.problems import Problem, ServeProblem
+from .search.methods import MAX_BUDGET, SEARCHERS, STOCHASTIC, compare as run_compare, run as run_search
 from .specs import load_model, load_topology, shipped_names
-from .units import DTYPE_BYTES
+from .specs.units import DTYPE_BYTES
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -244,14 +244,14 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
     at once): output tokens/s (instance, per GPU, per user), TTFT, TPOT and request latency, the
     running batch the KV cache holds; the per-op table is one decode step of the running batch."""
     m, topo = _load(model, topology, precision)
-    from .strategy import BATCH, parse_strategy
+    from .specs.strategy import BATCH, parse_strategy
     try:
         row = parse_strategy(strategy_text, m.is_moe)
     except StrategyError as e:
         raise click.BadParameter(str(e).split(": ", 1)[1], param_hint="'--strategy'") from None
     _serve_flags_only_with_serve(phase)
     if phase == "serve":
-        from .serve import decode_workload, serve
+        from .serving.serve import decode_workload, serve
         profile = _profile(engine)
         named = any(p.strip().startswith("batch=") for p in strategy_text.split(","))
         if concurrency is not None:
@@ -511,7 +511,7 @@ def validate(measurements, json_, no_color):
       lts validate ../shared/data/calibration.csv
       lts validate measurements.csv --json
     """
-    from .validate import validate as run_validate
+    from .serving.validate import validate as run_validate
     try:
         with report.progress(None, "predicting", disable=json_) as advance:
             d = run_validate(measurements, progress=advance)

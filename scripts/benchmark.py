@@ -60,14 +60,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from lts import ppo                                            # noqa: E402
-from lts.engines import ENGINES                                # noqa: E402
-from lts.enginespace import ENGINES as ENGINE_SPACES, GENERIC  # noqa: E402
-from lts.problems import Problem, ServeProblem                 # noqa: E402
-from lts.search import (SEARCHERS, best_scores, every_concurrency, run_seeds,  # noqa: E402
+from lts.agent import ppo                                            # noqa: E402
+from lts.engines.profiles import ENGINES                                # noqa: E402
+from lts.engines.space import ENGINES as ENGINE_SPACES, GENERIC  # noqa: E402
+from lts.search.problems import Problem, ServeProblem                 # noqa: E402
+from lts.search.methods import (SEARCHERS, best_scores, every_concurrency, run_seeds,  # noqa: E402
                         search_ppo)
 from lts.specs import load_model, load_topology                # noqa: E402
-from lts.workload import Workload                              # noqa: E402
+from lts.specs.workload import Workload                              # noqa: E402
 from search_quality import parse_seeds, parse_sets             # noqa: E402
 
 # (name, model, precision, topology, phase, settings): decode/prefill settings are the

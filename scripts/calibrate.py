@@ -36,8 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lts import validate as v            # noqa: E402
-from lts.units import MS, US             # noqa: E402
+from lts.serving import validate as v            # noqa: E402
+from lts.specs.units import MS, US             # noqa: E402
 
 ENGINE_FIELDS = {"cohort_base": ("cohort_base", 1.0), "cohort_share": ("cohort_share", 1.0),
                  "step_overhead_us": ("step_overhead_s", US),

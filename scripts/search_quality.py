@@ -35,10 +35,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lts import ppo                                        # noqa: E402
-from lts.workload import Workload                          # noqa: E402
-from lts.problems import Problem                          # noqa: E402
-from lts.search import (SEARCHERS, best_scores, run_seeds, search_ppo,  # noqa: E402
+from lts.agent import ppo                                        # noqa: E402
+from lts.specs.workload import Workload                          # noqa: E402
+from lts.search.problems import Problem                          # noqa: E402
+from lts.search.methods import (SEARCHERS, best_scores, run_seeds, search_ppo,  # noqa: E402
                         summarize)
 from lts.specs import load_model, load_topology            # noqa: E402
 

@@ -18,7 +18,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from lts.specs import load_topology, model_from_dict, shipped_names, topology_from_dict
-from lts.strategy import Space
+from lts.specs.strategy import Space
 
 SHIPPED_TOPOLOGIES = tuple(n for n in ("h100_dgx", "gb200_nvl72", "a100_dgx", "b200_dgx",
                                        "h200_dgx") if n in shipped_names("topologies"))
@@ -129,7 +129,7 @@ def topologies():
 
 @st.composite
 def workloads(draw):
-    from lts.workload import Workload
+    from lts.specs.workload import Workload
     phase = draw(st.sampled_from(["decode", "prefill"]))
     return Workload(phase=phase, context=draw(st.sampled_from([1, 17, 512, 4096, 16384, 65536])),
                     tpot_slo_ms=draw(st.sampled_from([1.0, 50.0, 1e6])),

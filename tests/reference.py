@@ -67,7 +67,7 @@ import math
 from dataclasses import replace
 
 from lts.specs import attention_params
-from lts.strategy import BATCH, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
+from lts.specs.strategy import BATCH, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
 
 COMPAT = ("kv_per_microbatch", "moe_layout_everywhere", "ffn_fractional_t_rows")
 # "engine" is set by a search problem restricted to an engine's space (lts.problems), never by the

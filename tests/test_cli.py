@@ -124,9 +124,9 @@ def test_topologies_and_models_list():
 
 def test_estimate_serve_matches_the_serve_phase_and_picks_the_best_batch():
     import numpy as np
-    from lts import serve as sv
+    from lts.serving import serve as sv
     from lts.specs import load_model, load_topology
-    from lts.strategy import parse_strategy
+    from lts.specs.strategy import parse_strategy
     r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--phase", "serve",
             "--isl", "500", "--osl", "2000", "--json")
     assert r.exit_code == 0, r.output

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import reference as ref
-from lts import collectives as coll
+from lts.cost import collectives as coll
 from lts.specs import LinkSpec, load_topology
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "send")

@@ -23,12 +23,12 @@ from hypothesis import strategies as st
 import reference as ref
 from generators import (model_specs, problems, strategy_rows, synthetic_dense, topologies,
                         with_link_factors, workloads)
-from lts.costmodel import evaluate
-from lts.layouts import CONVERSION, LAYOUT_NAMES, SLOT, SLOT_MODES
-from lts.optables import build_tables
-from lts.workload import Workload
+from lts.cost.model import evaluate
+from lts.cost.layouts import CONVERSION, LAYOUT_NAMES, SLOT, SLOT_MODES
+from lts.cost.tables import build_tables
+from lts.specs.workload import Workload
 from lts.specs import attention_params, load_topology
-from lts.strategy import (EXPERTS, N_COARSE, NONE, OPS, format_strategy, megatron_row,
+from lts.specs.strategy import (EXPERTS, N_COARSE, NONE, OPS, format_strategy, megatron_row,
                           parse_strategy)
 
 FEW = settings(max_examples=40)
@@ -153,7 +153,7 @@ def test_smooth_roofline_lies_between_max_and_sum(problem, p):
 
 
 def test_roofline_time_closed_forms():
-    from lts.optables import roofline_time
+    from lts.cost.tables import roofline_time
     c, m = np.array([0.0, 1.0, 3.0, 2.0]), np.array([0.0, 1.0, 4.0, 0.0])
     assert np.array_equal(roofline_time(c, m, 0.0), [0.0, 1.0, 4.0, 2.0])
     assert np.allclose(roofline_time(c, m, 2.0), [0.0, math.sqrt(2.0), 5.0, 2.0])

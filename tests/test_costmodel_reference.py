@@ -13,11 +13,11 @@ import pytest
 
 import reference as ref
 from generators import synthetic_dense, synthetic_mla, synthetic_moe
-from lts.costmodel import breakdown, evaluate
-from lts.optables import REASONS
-from lts.workload import Workload
+from lts.cost.model import breakdown, evaluate
+from lts.cost.tables import REASONS
+from lts.specs.workload import Workload
 from lts.specs import load_model, load_topology, shipped_names
-from lts.strategy import Space, format_strategy, megatron_row, parse_strategy
+from lts.specs.strategy import Space, format_strategy, megatron_row, parse_strategy
 
 # deviations of lts.costmodel from DESIGN.md that the comparisons ask the reference to reproduce
 KNOWN = ()
@@ -126,7 +126,7 @@ def test_random_strategies_match_reference(model_name, topo_name, phase):
 
 def test_large_batches_are_evaluated_in_chunks_identically():
     """evaluate() walks more than costmodel.CHUNK rows in chunks: same numbers as small calls."""
-    from lts.costmodel import CHUNK
+    from lts.cost.model import CHUNK
     model, topo, work = synthetic_mla(), load_topology("h100_dgx"), WORKLOADS["decode"]
     space = Space.for_model(model, topo.gpus)
     rows = space.decode(space.sample(np.random.default_rng(1), CHUNK + 1000))
@@ -142,7 +142,7 @@ def test_fused_walk_is_bit_identical_to_the_op_walk(phase):
     """evaluate()'s fused lookups (lts.walk.fuse) give the very floats of the per-op walk that
     breakdown records, over more than CHUNK rows: coarse rows grouped without a sort, and the
     batch walked in coarse-row order."""
-    from lts.costmodel import CHUNK, FusedRows, group_coarse, tables_for
+    from lts.cost.model import CHUNK, FusedRows, group_coarse, tables_for
     model, topo, work = synthetic_moe(), load_topology("h100_dgx"), WORKLOADS[phase]
     space = Space.for_model(model, topo.gpus)
     rows = space.decode(space.sample(np.random.default_rng(5), CHUNK + 3000))
@@ -165,7 +165,7 @@ def test_fused_walk_is_bit_identical_to_the_op_walk(phase):
 def test_choice_codes_an_op_does_not_take_are_refused(op, code, n):
     """The fused walk reads two bits per op: a code beyond an op's range is refused, whatever
     the path (a few rows walk op by op, many take the fused tables)."""
-    from lts.strategy import OP_COL
+    from lts.specs.strategy import OP_COL
     model, topo = synthetic_moe(), load_topology("h100_dgx")
     rows = np.repeat(megatron_row(2, 1, 1, 8)[None], n, axis=0)
     rows[-1, OP_COL[op]] = code

@@ -7,16 +7,16 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from lts import disagg
-from lts.costmodel import evaluate
-from lts.engines import ENGINES, GENERIC
-from lts.exact import search_exact
-from lts.optables import REASON_BIT, kv_request_bytes
-from lts.problems import Problem, ServeProblem
-from lts.search import size_disagg
+from lts.search import disagg
+from lts.cost.model import evaluate
+from lts.engines.profiles import ENGINES, GENERIC
+from lts.search.exact import search_exact
+from lts.cost.tables import REASON_BIT, kv_request_bytes
+from lts.search.problems import Problem, ServeProblem
+from lts.search.methods import size_disagg
 from lts.specs import load_model, load_topology
-from lts.strategy import BATCH, OP_COL, PP, TP, Space, megatron_row
-from lts.workload import Workload
+from lts.specs.strategy import BATCH, OP_COL, PP, TP, Space, megatron_row
+from lts.specs.workload import Workload
 
 GIB = 2**30
 ENGINE_PROFILES = ("vllm", "sglang", "trtllm")

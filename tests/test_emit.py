@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from lts import emit
-from lts.enginespace import runnable_mask
+from lts.launch import emit
+from lts.engines.space import runnable_mask
 from lts.cli import cli
-from lts.costmodel import evaluate
-from lts.workload import Workload
-from lts.report import render_emit, wrap_command
-from lts.search import Problem
+from lts.cost.model import evaluate
+from lts.specs.workload import Workload
+from lts.report.render import render_emit, wrap_command
+from lts.search.methods import Problem
 from lts.specs import load_model, load_topology
-from lts.strategy import DP_ATTENTION, EXPERTS, MEGATRON, N_COARSE, OP_COL, parse_strategy
+from lts.specs.strategy import DP_ATTENTION, EXPERTS, MEGATRON, N_COARSE, OP_COL, parse_strategy
 from rich.console import Console
 
 MIXTRAL = ("mixtral-8x7b", "h100_dgx", "--gpus", "8")
@@ -333,7 +333,7 @@ RUNS = {"vllm": {False: (True, True, True), True: (False, True, False)},
 
 
 def test_runnable_mask_is_the_engines_table():
-    from lts.strategy import EXPERT_CHOICES
+    from lts.specs.strategy import EXPERT_CHOICES
     p = problem()
     for engine in emit.ENGINES:
         for k, v in enumerate((MEGATRON, EXPERT_CHOICES, DP_ATTENTION)):

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from lts import emit
+from lts.launch import emit
 from lts.cli import cli
-from lts.disagg import disaggregate
-from lts.emit_disagg import _disagg_command, command_gpus, launch_disagg
-from lts.problems import ServeProblem
+from lts.search.disagg import disaggregate
+from lts.launch.emit_disagg import _disagg_command, command_gpus, launch_disagg
+from lts.search.problems import ServeProblem
 from lts.specs import load_model, load_topology
-from lts.strategy import parse_strategy
-from lts.workload import Workload
+from lts.specs.strategy import parse_strategy
+from lts.specs.workload import Workload
 
 ENGINES = ("vllm", "sglang", "trtllm")
 
@@ -111,7 +111,7 @@ def test_instances_never_share_a_gpu_and_multi_node_ones_take_whole_nodes():
     """Placement (8 GPUs a node): 4-GPU prefills then 12- and 16-GPU decodes (split by their
     commands over 2 nodes of 6 and of 8), then 3-GPU ones that must not straddle nodes."""
     from types import SimpleNamespace
-    from lts.emit_disagg import _instances
+    from lts.launch.emit_disagg import _instances
 
     def pool(tp, pp):
         row = np.array([tp, 1, pp, 8] + [0] * 12)
@@ -163,7 +163,7 @@ def test_vllm_worker_nodes_bind_their_own_nixl_side_channel():
     model, topo = p.model, p.topo
     row = parse_strategy("tp=1,ep=16,batch=64", True)           # DP over 2 nodes
     roles, _ = emit.commands("vllm", model, topo, Workload(gpus=48), row, "deepseek-v3")
-    from lts.emit_disagg import _node_commands
+    from lts.launch.emit_disagg import _node_commands
     out = _node_commands("vllm", roles, 3, 2, lambda n: f"$NODE{n}_IP")
     assert [own for _, _, own in out] == ["$NODE3_IP", "$NODE4_IP"]
     head, worker = out[0][1], out[1][1]
@@ -195,7 +195,7 @@ def test_vllm_worker_nodes_bind_their_own_nixl_side_channel():
 def test_a_cluster_sized_deployment_is_launched_as_copies_of_a_unit():
     """Llama-3.1-70B on the whole 24,576-GPU topology pairs thousands of instances: the commands
     are a unit of at most MAX_LISTED instances, and a note says how many copies."""
-    from lts.emit_disagg import MAX_LISTED
+    from lts.launch.emit_disagg import MAX_LISTED
     p = ServeProblem(load_model("llama3.1-70b"), load_topology("h100_dgx"), 1024, 1024)
     dg, _ = disaggregate(p)
     assert dg.prefill_instances + dg.decode_instances > MAX_LISTED

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from lts import emit
-from lts.disagg import disaggregate
-from lts.emit_disagg import launch_disagg
-from lts.problems import ServeProblem
-from lts.search import Problem
+from lts.launch import emit
+from lts.search.disagg import disaggregate
+from lts.launch.emit_disagg import launch_disagg
+from lts.search.problems import ServeProblem
+from lts.search.methods import Problem
 from lts.specs import load_model, load_topology
-from lts.strategy import parse_strategy
-from lts.workload import Workload
+from lts.specs.strategy import parse_strategy
+from lts.specs.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "engine_flags"

@@ -8,19 +8,19 @@ import pytest
 from click.testing import CliRunner
 
 from generators import synthetic_dense, synthetic_moe
-from lts import emit
+from lts.launch import emit
 from lts.cli import cli
-from lts.costmodel import evaluate
-from lts.engines import ENGINES as PROFILES
-from lts.enginespace import ENGINES, project, runnable, runnable_on, variants
-from lts.exact_engine import search_engine_exact
-from lts.problems import Problem, ServeProblem
-from lts.search import SEARCHERS
-from lts.serve import serve
+from lts.cost.model import evaluate
+from lts.engines.profiles import ENGINES as PROFILES
+from lts.engines.space import ENGINES, project, runnable, runnable_on, variants
+from lts.search.exact_engine import search_engine_exact
+from lts.search.problems import Problem, ServeProblem
+from lts.search.methods import SEARCHERS
+from lts.serving.serve import serve
 from lts.specs import load_model, load_topology
-from lts.strategy import (DP_ATTENTION, EXPERT_CHOICES, MEGATRON, N_COARSE, OP_COL, Space,
+from lts.specs.strategy import (DP_ATTENTION, EXPERT_CHOICES, MEGATRON, N_COARSE, OP_COL, Space,
                           megatron_row, n_choices, parse_strategy)
-from lts.workload import Workload, compose_step
+from lts.specs.workload import Workload, compose_step
 
 TOPO = load_topology("h100_dgx")
 
@@ -257,8 +257,8 @@ def test_serve_guide_bounds_hold_in_the_engines_space(engine):
     """The agent's bounds come from the whole space's solver (one scheduler per ep group); in
     an engine's space the data-parallel-attention layout is scheduled per rank. Every strategy
     the engine runs on the concurrency grid stays within its row's bound."""
-    from lts.exact_engine import engine_rows
-    from lts.search import guide
+    from lts.search.exact_engine import engine_rows
+    from lts.search.methods import guide
     p = ServeProblem(load_model("mixtral-8x7b"), TOPO, 2000, 500, tpot_slo_ms=40,
                      ttft_slo_ms=3000, gpus=16, engine=PROFILES[engine], engine_space=engine)
     bound = guide(p)
@@ -275,7 +275,7 @@ def test_serve_guide_bounds_hold_in_the_engines_space(engine):
 def test_the_agent_reaches_the_engines_optimum(engine, phase):
     """ppo (4000 calls) in an engine's space: at the engine's exact optimum (serve: both moved
     to their best integer concurrency), never below Megatron's best there."""
-    from lts.search import every_concurrency
+    from lts.search.methods import every_concurrency
     m = load_model("mixtral-8x7b")
     if phase == "serve":
         p = ServeProblem(m, TOPO, 1000, 300, tpot_slo_ms=30, gpus=16, engine=PROFILES[engine],

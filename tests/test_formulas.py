@@ -7,13 +7,13 @@ comment beside it; a change to a formula (or to a shipped file) fails with both 
 import numpy as np
 import pytest
 
-from lts import collectives as coll
-from lts.costmodel import evaluate
-from lts.layouts import MODE_DIM0, MODE_DIM1, MODE_EXPERTS_T, MODE_NONE, SLOT
-from lts.optables import build_tables, roofline_time
-from lts.workload import Workload
+from lts.cost import collectives as coll
+from lts.cost.model import evaluate
+from lts.cost.layouts import MODE_DIM0, MODE_DIM1, MODE_EXPERTS_T, MODE_NONE, SLOT
+from lts.cost.tables import build_tables, roofline_time
+from lts.specs.workload import Workload
 from lts.specs import load_model, load_topology
-from lts.strategy import OP_COL, megatron_row
+from lts.specs.strategy import OP_COL, megatron_row
 
 H100 = load_topology("h100_dgx")
 

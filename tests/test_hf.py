@@ -27,8 +27,8 @@ import pytest
 from click.testing import CliRunner
 
 from lts.cli import cli
-from lts.errors import SpecError
-from lts.hf import model_from_hf_config
+from lts.specs.errors import SpecError
+from lts.specs.hf import model_from_hf_config
 from lts.specs import load_model, param_counts
 
 DATA = Path(__file__).parent / "data" / "hf"

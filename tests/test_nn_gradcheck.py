@@ -6,7 +6,7 @@ is judged by the maximum relative error against centred finite differences.
 import numpy as np
 import pytest
 
-from lts import nn
+from lts.agent import nn
 
 try:
     from gradcheck import eval_numerical_gradient_array, rel_error

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lts.cli import cli
-from lts.plot import Series, frontier_svg, frontier_text, nice_ticks
-from lts.search import pareto_front
+from lts.report.plot import Series, frontier_svg, frontier_text, nice_ticks
+from lts.search.methods import pareto_front
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -103,8 +103,8 @@ def test_plot_needs_the_serve_phase(tmp_path):
 def test_sizing_is_the_fewest_gpus_among_the_strategies_found():
     """--request-rate: ceil(rate / requests/s of an instance) instances of the strategy that
     needs the fewest GPUs, checked against every candidate; replicas fill the budget."""
-    from lts.problems import ServeProblem
-    from lts.search import replicas, run as run_search
+    from lts.search.problems import ServeProblem
+    from lts.search.methods import replicas, run as run_search
     from lts.specs import load_model, load_topology
     problem = ServeProblem(load_model("mixtral-8x7b"), load_topology("h100_dgx"), 1024, 1024,
                            tpot_slo_ms=30, ttft_slo_ms=2000, gpus=8)
@@ -138,10 +138,10 @@ def test_request_rate_flag(tmp_path):
 def test_disaggregated_pools_match_their_rates_within_the_budget_and_slos():
     """Two pools: each the exact optimum of its phase for its instance size, instance counts
     within the GPU budget, the served rate the slower pool's, the figures of the whole."""
-    from lts.disagg import QUEUE_PASSES, best_pool, disaggregate, pool_problem
-    from lts.problems import ServeProblem
+    from lts.search.disagg import QUEUE_PASSES, best_pool, disaggregate, pool_problem
+    from lts.search.problems import ServeProblem
     from lts.specs import load_model, load_topology
-    from lts.workload import Workload
+    from lts.specs.workload import Workload
     p = ServeProblem(load_model("llama3.1-70b"), load_topology("h100_dgx"), 4000, 1000,
                      tpot_slo_ms=30, ttft_slo_ms=2000, gpus=8)
     d, _ = disaggregate(p)
@@ -179,8 +179,8 @@ def test_pools_solve_instance_sizes_that_are_not_powers_of_two():
     """Regression: Llama-3.1-405B fp8 on 16 H100 has a prefill instance on 6 GPUs (pp = 6) that
     solving only the bounds 1, 2, 4, 8 missed (then the best per GPU used: 223.4 tokens/s/GPU on
     14 GPUs). Per GPU of the budget, 14 of 16 GPUs give 195.4; 8 + 8 GPUs give 213.4."""
-    from lts.disagg import disaggregate, pools, prefill_pool
-    from lts.problems import ServeProblem
+    from lts.search.disagg import disaggregate, pools, prefill_pool
+    from lts.search.problems import ServeProblem
     from lts.specs import load_model, load_topology
     p = ServeProblem(load_model("llama3.1-405b", "fp8"), load_topology("h100_dgx"), 1024, 1024,
                      tpot_slo_ms=100, ttft_slo_ms=2000, gpus=16)

@@ -7,9 +7,11 @@ few entries of every parameter (CS231n ``grad_check_sparse``).
 import numpy as np
 import pytest
 
-from lts import nn, policy
-from lts.policy import PolicyConfig
-from lts.ppo import ppo_loss_and_grad
+from lts.agent import nn
+
+from lts.agent import policy
+from lts.agent.policy import PolicyConfig
+from lts.agent.ppo import ppo_loss_and_grad
 
 try:
     from gradcheck import grad_check_sparse

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from generators import synthetic_dense, synthetic_mla, synthetic_moe
-from lts import ppo
-from lts.costmodel import evaluate
-from lts.workload import Workload
-from lts.search import SEARCHERS, Problem
+from lts.agent import ppo
+from lts.cost.model import evaluate
+from lts.specs.workload import Workload
+from lts.search.methods import SEARCHERS, Problem
 from lts.specs import load_topology
-from lts.strategy import Space, format_strategy
+from lts.specs.strategy import Space, format_strategy
 
 
 def brute_force(problem):
@@ -211,7 +211,7 @@ def test_ppo_global_restart_leaves_the_expert_split_uniform():
     """A global restart makes the switch heads uniform (search_ppo passes a MoE's router, FFN1
     and FFN2 columns) and keeps ``global_fine`` on the other per-op heads; the paper's agent
     does not."""
-    from lts.strategy import OP_COL, n_choices
+    from lts.specs.strategy import OP_COL, n_choices
     cfg = ppo.PPOConfig()
     assert cfg.global_uniform and not ppo.PPOConfig.paper().global_uniform
     switch = tuple(OP_COL[op] for op in ("router", "ffn1", "ffn2"))
@@ -233,8 +233,8 @@ def test_ppo_global_restart_leaves_the_expert_split_uniform():
 
 def test_serve_problem_scores_what_the_serve_phase_computes():
     """ServeProblem.evaluate (tables, index rows) equals serve.serve (direct) on random rows."""
-    from lts import serve
-    from lts.search import ServeProblem
+    from lts.serving import serve
+    from lts.search.methods import ServeProblem
     from lts.specs import load_model
     m, t = load_model("mixtral-8x7b"), load_topology("h100_dgx")
     p = ServeProblem(m, t, 500, 300, tpot_slo_ms=40.0, gpus=16)
@@ -253,7 +253,7 @@ def test_serve_problem_scores_what_the_serve_phase_computes():
 
 
 def test_serve_search_beats_its_first_samples_and_exact_beats_it():
-    from lts.search import ServeProblem
+    from lts.search.methods import ServeProblem
     from lts.specs import load_model
     p = ServeProblem(load_model("llama3.1-8b"), load_topology("h100_dgx"), 1000, 1000, gpus=8)
     sr = SEARCHERS["ppo"](p, 600, np.random.default_rng(0))
@@ -269,7 +269,7 @@ def test_serve_search_beats_its_first_samples_and_exact_beats_it():
 def test_exact_with_max_gpus_equals_exact_on_the_smaller_budget(phase):
     """search_exact(max_gpus=b) on the whole budget's problem (its bounds computed once and
     kept) finds the optimum of the problem whose budget is b."""
-    from lts.exact import search_exact
+    from lts.search.exact import search_exact
     from lts.specs import load_model, load_topology
     model, topo = load_model("mixtral-8x7b"), load_topology("h100_dgx")
     work = dict(phase=phase, context=2048, tpot_slo_ms=40, ttft_slo_ms=1500)
@@ -284,9 +284,9 @@ def test_exact_with_max_gpus_equals_exact_on_the_smaller_budget(phase):
 def test_ppo_seed_points_are_tried_first_within_the_budget():
     """PPOConfig.seed_points: the engines' schemes (strategy.presets) at the coarse rows of best
     bound (search.guide, no evaluator call) are evaluated first, inside the budget."""
-    from lts.search import guide, search_ppo, seed_rows
+    from lts.search.methods import guide, search_ppo, seed_rows
     from lts.specs import load_model
-    from lts.strategy import n_choices, presets
+    from lts.specs.strategy import n_choices, presets
     space = Space(tp=(1, 2, 4), ep=(1, 2), pp=(1, 2), batch=(16, 256), choices=n_choices(True),
                   gpus=8)
     problem = Problem(load_model("mixtral-8x7b"), load_topology("h100_dgx"), Workload(gpus=8),
@@ -307,7 +307,7 @@ def test_guide_bounds_are_upper_bounds(case):
     """The agent's guide (exact.guide_bounds) bounds every strategy of each coarse row from above
     (brute force), is -inf only where no strategy of the row is valid, and is tighter than the
     cheap bound it starts from."""
-    from lts.exact import cheap_bounds, guide_bounds
+    from lts.search.exact import cheap_bounds, guide_bounds
     model, work, space = CASES[case]
     problem = Problem(model, load_topology("h100_dgx"), work, space)
     ub, cheap = guide_bounds(problem), cheap_bounds(problem)

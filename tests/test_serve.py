@@ -7,13 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from generators import synthetic_dense, synthetic_moe, with_link_factors
-from lts.costmodel import evaluate
-from lts.workload import Workload, compose_step
-from lts.engines import ENGINES, GENERIC, sglang_mem_fraction
-from lts.serve import decode_workload, serve
+from lts.cost.model import evaluate
+from lts.specs.workload import Workload, compose_step
+from lts.engines.profiles import ENGINES, GENERIC, sglang_mem_fraction
+from lts.serving.serve import decode_workload, serve
 from lts.specs import load_model, load_topology
-from lts.strategy import megatron_row
-from lts.units import GIB
+from lts.specs.strategy import megatron_row
+from lts.specs.units import GIB
 
 PROFILES = list(ENGINES.values())
 
@@ -102,7 +102,7 @@ def test_invalid_only_when_not_one_request_fits():
 def test_best_batch_is_the_best_integer_concurrency(engine, slos):
     """best_batch = brute force over every integer C from 1 to what the KV cache holds, under
     SLOs or none, for each engine; MoE rows with ep > 1 (attention DP) included."""
-    from lts.engines import ENGINES
+    from lts.engines.profiles import ENGINES
     m, topo = load_model("mixtral-8x7b"), load_topology("h100_dgx")
     prof = ENGINES[engine]
     strat = np.stack([megatron_row(2, 1, 1, 1), megatron_row(4, 1, 1, 1),
@@ -210,7 +210,7 @@ def test_cached_evaluator_grown_call_by_call_equals_uncached():
     """serve.Evaluator(cached=True) appends each call's new coarse rows to one TableCache, whose
     tables grow by doubling (optables.append_tables: spare rows, writes in place): evaluated in
     many small calls, every strategy costs exactly what a fresh uncached evaluation gives."""
-    from lts.serve import Evaluator
+    from lts.serving.serve import Evaluator
     model, topo = load_model("mixtral-8x7b"), load_topology("h100_dgx")
     work = Workload("decode", 2048, gpus=8)
     rng = np.random.default_rng(0)

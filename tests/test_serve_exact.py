@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 
 from generators import synthetic_dense, synthetic_moe
-from lts import engines, serve
-from lts.pareto import pareto_front
-from lts.problems import ServeProblem, take
-from lts.search import SEARCHERS, frontier
+from lts.engines import profiles as engines
+from lts.serving import serve
+from lts.serving.pareto import pareto_front
+from lts.search.problems import ServeProblem, take
+from lts.search.methods import SEARCHERS, frontier
 from lts.specs import load_topology
-from lts.strategy import Space
+from lts.specs.strategy import Space
 
 H100 = load_topology("h100_dgx")
 CAP = serve.AT_CAPACITY
@@ -92,7 +93,7 @@ def test_serve_guide_bounds_are_upper_bounds(case):
     """The agent's guide for the serve phase (serve_exact.guide_bounds) bounds every strategy of
     each (tp, ep, pp, concurrency) from above: queued strategies and the TTFT their queue adds
     included (brute force)."""
-    from lts.serve_exact import guide_bounds
+    from lts.search.serve_exact import guide_bounds
     model, topo, isl, osl, tpot, ttft, engine, space = CASES[case]
     p = ServeProblem(model, topo, isl, osl, tpot, ttft, gpus=8, space=space, engine=engine)
     res, score = every_strategy(p)
@@ -106,7 +107,7 @@ def test_serve_guide_bounds_are_upper_bounds(case):
 def test_unique_pairs_is_numpy_unique_of_the_pairs(nx, ny):
     """serve_exact._unique_pairs (the distinct (fixed, per-request) byte pairs of a list) equals
     np.unique over the pairs as complex numbers, order and inverse included."""
-    from lts.serve_exact import _unique_pairs
+    from lts.search.serve_exact import _unique_pairs
     rng = np.random.default_rng(nx * 100 + ny)
     x = rng.choice(rng.normal(size=nx) * 1e9, size=(3, 7, 9))
     y = rng.choice(rng.normal(size=ny) * 1e6, size=(3, 7, 9))

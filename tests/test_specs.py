@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from lts.errors import SpecError
+from lts.specs.errors import SpecError
 from lts.specs import (load_model, load_topology, model_from_dict, param_counts, shipped_names)
 
 GOOD_MODEL = """

@@ -116,7 +116,7 @@ def test_calibration_accuracy_train_and_held_out():
     here."""
     if not CALIBRATION.exists():
         pytest.skip(f"{CALIBRATION} not present")
-    from lts.validate import summarize, validate
+    from lts.serving.validate import summarize, validate
     d = validate(CALIBRATION)
     assert not d["skipped"] and d["summary"]["count"] == d["total"]
     pairs = sorted({(r["isl"], r["osl"]) for r in d["rows"]})
@@ -144,7 +144,7 @@ def test_serving_calibration_accuracy_train_and_held_out():
     half. The thresholds sit a little outside the measured figures."""
     if not SERVING.exists():
         pytest.skip(f"{SERVING} not present")
-    from lts.validate import summarize, validate
+    from lts.serving.validate import summarize, validate
     d = validate(SERVING)
     assert not d["skipped"] and d["summary"]["count"] == d["total"] == 714
     assert {r["engine"] for r in d["rows"]} == {"trtllm", "vllm", "sglang"}

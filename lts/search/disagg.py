@@ -50,17 +50,17 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .costmodel import Result, evaluate, tables_for
-from .engines import EngineProfile
-from .enginespace import GENERIC
+from ..cost.model import Result, evaluate, tables_for
+from ..engines.profiles import EngineProfile
+from ..engines.space import GENERIC
 from .exact import search_exact
 from .exact_engine import search_engine_exact
-from .optables import Tables, kv_request_bytes
-from .pareto import pareto_front
+from ..cost.tables import Tables, kv_request_bytes
+from ..serving.pareto import pareto_front
 from .problems import Problem, ServeProblem
-from .specs import ModelSpec, TopologySpec
-from .strategy import BATCH, N_COARSE, PP, TP, Space
-from .workload import Workload
+from ..specs import ModelSpec, TopologySpec
+from ..specs.strategy import BATCH, N_COARSE, PP, TP, Space
+from ..specs.workload import Workload
 
 QUEUE_PASSES = 1.5       # a request's TTFT in passes: half the pass in progress, then its own
 

@@ -61,14 +61,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .costmodel import Result
-from .enginespace import ENGINE_NAMES, ENGINES, attention_dp, check, engine_variants
-from .exact_engine import search_engine_exact
-from .problems import Problem, ServeProblem
-from .specs import ModelSpec, TopologySpec, shipped_names
-from .strategy import (EP, EXPERTS, MEGATRON, N_COARSE, OP_COL, PP, TP,
+from ..cost.model import Result
+from ..engines.space import ENGINE_NAMES, ENGINES, attention_dp, check, engine_variants
+from ..search.exact_engine import search_engine_exact
+from ..search.problems import Problem, ServeProblem
+from ..specs import ModelSpec, TopologySpec, shipped_names
+from ..specs.strategy import (EP, EXPERTS, MEGATRON, N_COARSE, OP_COL, PP, TP,
                        format_strategy)
-from .workload import Workload
+from ..specs.workload import Workload
 
 
 # the releases whose source the flags below were read from (docs/engines.md "Launch flags"; the

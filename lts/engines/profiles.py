@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .specs import TopologySpec
-from .units import MS, US
+from ..specs import TopologySpec
+from ..specs.units import MS, US
 
 MIB = 2**20
 

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .costmodel import breakdown, evaluate
+from ..cost.model import breakdown, evaluate
 from .exact import search_exact
 from .problems import Problem
-from .search import search_ppo
-from .specs import ModelSpec, TopologySpec
-from .strategy import megatron_row
-from .workload import Workload
+from .methods import search_ppo
+from ..specs import ModelSpec, TopologySpec
+from ..specs.strategy import megatron_row
+from ..specs.workload import Workload
 
 
 @dataclass

@@ -29,11 +29,11 @@ import numpy as np
 
 from .layouts import (CONVERSION, F, LAYOUT_NAMES, MODE_IN, MODE_OUT, PT, SLOT, SLOT_MODES, SLOTS,
                       T, check_choices, pack)
-from .optables import REASON_BIT, REASONS, Tables, append_tables, build_tables
-from .specs import ModelSpec, TopologySpec
-from .strategy import N_COARSE, N_OPS, OPS, PP, TP
+from .tables import REASON_BIT, REASONS, Tables, append_tables, build_tables
+from ..specs import ModelSpec, TopologySpec
+from ..specs.strategy import N_COARSE, N_OPS, OPS, PP, TP
 from .walk import Walk, fuse, fused_walk, walk
-from .workload import Workload
+from ..specs.workload import Workload
 
 @dataclass
 class Result:

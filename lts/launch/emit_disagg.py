@@ -44,9 +44,9 @@ import shlex
 from dataclasses import dataclass, field
 
 from . import emit
-from .disagg import Disagg, best_pair, decode_pool, prefill_pool
-from .problems import ServeProblem
-from .strategy import EP, PP, TP
+from ..search.disagg import Disagg, best_pair, decode_pool, prefill_pool
+from ..search.problems import ServeProblem
+from ..specs.strategy import EP, PP, TP
 
 ROUTER_PORT = 8000            # what clients call
 MAX_LISTED = 16               # instances listed one by one; a larger deployment as copies of a unit

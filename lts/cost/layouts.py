@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .strategy import DIM0, DIM1, EXPERTS, N_COARSE, NONE, OPS
+from ..specs.strategy import DIM0, DIM1, EXPERTS, N_COARSE, NONE, OPS
 
 # layouts over the tp group
 R, T, F, P, ER, ET = 0, 1, 2, 3, 4, 5

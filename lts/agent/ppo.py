@@ -38,7 +38,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import nn, policy
+from . import nn
+
+from . import policy
 
 
 @dataclass(frozen=True)

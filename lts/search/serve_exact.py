@@ -39,11 +39,11 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import serve
+from ..serving import serve
 from .exact import INVALID_S, _Exact
-from .optables import build_tables
+from ..cost.tables import build_tables
 from .problems import SearchResult, ServeProblem, Tracker
-from .strategy import PP, TP
+from ..specs.strategy import PP, TP
 
 CACHE_ELEMENTS = 32_000_000     # running batches n(x) kept for revisits (int32: 128 MB)
 TIGHTEN = 256                   # rows whose bounds are tightened together

@@ -21,9 +21,9 @@ from . import collectives as coll
 from .layouts import (CONVERSION, F, FFN1_MODES, FFN2_MODES, MAX_MODES, MODE_DIM0, MODE_DIM1,
                       MODE_EXPERTS, MODE_NONE, MODE_NONE_T, N_LAYOUTS, P, POINTS, PT, SLOT, SLOTS,
                       T)
-from .specs import ModelSpec, TopologySpec, attention_params
-from .strategy import BATCH, EP, EXPERTS, PP, TP
-from .workload import Workload, compose_step
+from ..specs import ModelSpec, TopologySpec, attention_params
+from ..specs.strategy import BATCH, EP, EXPERTS, PP, TP
+from ..specs.workload import Workload, compose_step
 
 # validity reasons (bit flags) and their messages
 REASONS = ("budget", "divisibility", "memory", "slo", "experts", "engine")

@@ -31,16 +31,16 @@ import numpy as np
 
 from .baselines import (CHUNK, search_anneal, search_fixed, search_megatron,  # noqa: F401
                         search_random, search_random_walk)
-from .costmodel import Result, breakdown
+from ..cost.model import Result, breakdown
 from .disagg import Disagg, deployment, disaggregate, pool_candidates, pool_rates
-from .pareto import pareto_front
-from .enginespace import GENERIC, engine_form, runnable
+from ..serving.pareto import pareto_front
+from ..engines.space import GENERIC, engine_form, runnable
 from .exact import guide_bounds, search_exact
 from .exact_engine import engine_rows, search_engine_exact
 from .serve_exact import guide_bounds as serve_guide_bounds, search_serve_exact
-from .serve import AT_CAPACITY
+from ..serving.serve import AT_CAPACITY
 from .problems import Problem, SearchResult, ServeProblem, Tracker, take  # noqa: F401
-from .strategy import BATCH, MEGATRON, N_COARSE, OP_COL, megatron_row, presets
+from ..specs.strategy import BATCH, MEGATRON, N_COARSE, OP_COL, megatron_row, presets
 
 # the most evaluator calls a method accepts: what runs in about 10 minutes on a 2-core machine
 # (random and random-walk evaluate in vectorized chunks, ~1 M calls/s; anneal and ppo make a
@@ -65,7 +65,7 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
     and a row all of whose (at most three) strategies were tried takes its best as its bound.
     Its serve phase proves the ``top`` best rows of the concurrency grid before it stops (the
     best at an integer concurrency between the grid's is often another row's)."""
-    from . import ppo     # the policy network is only needed here
+    from ..agent import ppo     # the policy network is only needed here
     t0 = time.perf_counter()
     tr = Tracker(problem, top)
     cfg = cfg or ppo.PPOConfig()
@@ -230,7 +230,7 @@ class _EngineSpace:
 def search_ppo_paper(problem: Problem, budget: int, rng, top: int = 10,
                      progress=None) -> SearchResult:
     """The paper's agent with the paper's settings (PPOConfig.paper())."""
-    from . import ppo
+    from ..agent import ppo
     res = search_ppo(problem, budget, rng, top, progress, cfg=ppo.PPOConfig.paper())
     res.method = "ppo-paper"
     return res

@@ -51,7 +51,7 @@ import json
 from pathlib import Path
 
 from .errors import SpecError
-from .modelspec import TOO_DEEP, ModelSpec, model_from_dict, read_text
+from .model import TOO_DEEP, ModelSpec, model_from_dict, read_text
 
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
             "deepseek_v2", "deepseek_v3")

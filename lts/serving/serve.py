@@ -48,12 +48,12 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from . import enginespace
-from .costmodel import Result, TableCache, evaluate
-from .optables import REASON_BIT, REASONS
-from .engines import GENERIC, EngineProfile
-from .strategy import BATCH, EP, PP, TP
-from .workload import Workload, compose_step
+from ..engines import space as enginespace
+from ..cost.model import Result, TableCache, evaluate
+from ..cost.tables import REASON_BIT, REASONS
+from ..engines.profiles import GENERIC, EngineProfile
+from ..specs.strategy import BATCH, EP, PP, TP
+from ..specs.workload import Workload, compose_step
 
 AT_CAPACITY = 0      # a batch column of 0: the concurrency the KV cache and the engine hold
 NO_SLO = float("inf")
@@ -140,7 +140,7 @@ def warm(ev: Evaluator, engine: EngineProfile, coarse, isl: int, osl: int, gpus:
     """Fill a cached Evaluator's tables for coarse rows [G, 4] (tp, ep, pp, concurrency) at
     once: their memory points and, for the running batch n = C, their two steps (a search then
     builds tables only for running batches the KV cache caps). One build per workload."""
-    from .strategy import megatron_row
+    from ..specs.strategy import megatron_row
     coarse = np.asarray(coarse, dtype=np.int64)
     rows = np.stack([megatron_row(*c) for c in coarse]) if len(coarse) else np.zeros((0, 16))
     unit = rows[:, TP] * rows[:, EP] * rows[:, PP]

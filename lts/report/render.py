@@ -22,17 +22,17 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
                            TimeElapsedColumn)
 from rich.table import Table
 
-from .costmodel import Result
-from .optables import REASONS
-from .workload import Workload
-from .specs import ModelSpec, TopologySpec, param_counts
-from .strategy import (DP_ATTENTION, EXPERT_CHOICES, N_COARSE, OPS, format_strategy, strategy_dict,
+from ..cost.model import Result
+from ..cost.tables import REASONS
+from ..specs.workload import Workload
+from ..specs import ModelSpec, TopologySpec, param_counts
+from ..specs.strategy import (DP_ATTENTION, EXPERT_CHOICES, N_COARSE, OPS, format_strategy, strategy_dict,
                        with_experts)
 from .plot import Series, frontier_svg, frontier_text
-from .enginespace import ENGINE_NAMES, engine_form, engine_variants, runnable_on
-from .problems import fill
-from .search import replicas
-from .units import GB, GIB, TFLOPS, US
+from ..engines.space import ENGINE_NAMES, engine_form, engine_variants, runnable_on
+from ..search.problems import fill
+from ..search.methods import replicas
+from ..specs.units import GB, GIB, TFLOPS, US
 
 
 def make_console(no_color: bool = False, stderr: bool = False) -> Console:

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 
-from .costmodel import Result, evaluate
-from .enginespace import GENERIC, project, runnable
-from .optables import REASON_BIT, Tables, build_tables
-from . import serve
-from .specs import ModelSpec, TopologySpec
-from .strategy import BATCH, EXPERTS, MEGATRON, N_COARSE, OP_COL, OPS, Space
-from .workload import Workload
+from ..cost.model import Result, evaluate
+from ..engines.space import GENERIC, project, runnable
+from ..cost.tables import REASON_BIT, Tables, build_tables
+from ..serving import serve
+from ..specs import ModelSpec, TopologySpec
+from ..specs.strategy import BATCH, EXPERTS, MEGATRON, N_COARSE, OP_COL, OPS, Space
+from ..specs.workload import Workload
 
 
 def fill(budget: int, gpus) -> np.ndarray:

@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from .problems import Problem, SearchResult, Tracker
-from .strategy import MEGATRON, Space
+from ..specs.strategy import MEGATRON, Space
 
 CHUNK = 65536        # rows per vectorized evaluation in random and random-walk
 

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .specs import ModelSpec
-from .strategy import (CHOICE_NAMES, DIM0, DIM1, DP_ATTENTION, EP, EXPERT_CHOICES, EXPERTS,
+from ..specs import ModelSpec
+from ..specs.strategy import (CHOICE_NAMES, DIM0, DIM1, DP_ATTENTION, EP, EXPERT_CHOICES, EXPERTS,
                        MEGATRON, N_COARSE, NONE, OP_COL, OP_DIMS, OPS, TP, with_experts)
 
 ENGINES = ("vllm", "sglang", "trtllm")      # the engines whose space lts knows (not "generic")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .specs import TopologySpec
+from . import TopologySpec
 
 PHASES = ("decode", "prefill")     # the phases a user names; "mixed" is lts.serve's step
 

@@ -22,13 +22,13 @@ from pathlib import Path
 from . import _toml
 from .errors import SpecError
 from .hf import model_from_hf_config
-from .modelspec import (DTYPES, MAX_COUNT, MAX_NODES, TOO_DEEP, ModelSpec, PrecisionSpec, _Table,
+from .model import (DTYPES, MAX_COUNT, MAX_NODES, TOO_DEEP, ModelSpec, PrecisionSpec, _Table,
                         model_from_dict, read_text)
-from .modelspec import (MAX_FILE_BYTES, MAX_NUMBER, MAX_PARAMS, MAX_WIDTH,  # noqa: F401
+from .model import (MAX_FILE_BYTES, MAX_NUMBER, MAX_PARAMS, MAX_WIDTH,  # noqa: F401
                         MIN_NUMBER, AttentionSpec, FFNSpec)                    # (re-exported)
 from .units import COMPUTE_CLASS, DTYPE_BYTES, GB, GIB, TB, TFLOPS, US
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]     # lts/ (the package holding specs/)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -18,9 +18,9 @@ import time
 
 import numpy as np
 
-from .enginespace import runnable_mask, variants
+from ..engines.space import runnable_mask, variants
 from .problems import Problem, SearchResult, ServeProblem, Tracker, take
-from .strategy import BATCH, EP, PP, TP, WIDTH
+from ..specs.strategy import BATCH, EP, PP, TP, WIDTH
 
 CHUNK = 4096          # strategies per evaluator call
 

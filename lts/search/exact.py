@@ -15,11 +15,11 @@ import time
 
 import numpy as np
 
-from .costmodel import finish, stage_max, stage_memory
-from .layouts import NORM_OF, SLOT, SLOT_MODES
+from ..cost.model import finish, stage_max, stage_memory
+from ..cost.layouts import NORM_OF, SLOT, SLOT_MODES
 from .problems import Problem, SearchResult, ServeProblem, Tracker
-from .strategy import PP
-from .walk import Gather, piece_attn, piece_between, piece_ffn, piece_first, piece_last, piece_send
+from ..specs.strategy import PP
+from ..cost.walk import Gather, piece_attn, piece_between, piece_ffn, piece_first, piece_last, piece_send
 
 
 INVALID_S = 1e30      # the time of an invalid option inside the exact search

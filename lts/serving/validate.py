@@ -46,14 +46,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .engines import ENGINE_NAMES, ENGINES, engine_for_source
-from .errors import SpecError, StrategyError
-from .limits import (MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED, MAX_TOKENS,
+from ..engines.profiles import ENGINE_NAMES, ENGINES, engine_for_source
+from ..specs.errors import SpecError, StrategyError
+from ..specs.limits import (MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED, MAX_TOKENS,
                      MIN_MEASURED)
 from .serve import serve
-from .specs import load_model, load_topology, read_text, shipped_names, with_precision
-from .strategy import BATCH, EP, PP, TP, megatron_row, parse_strategy
-from .units import DTYPE_BYTES
+from ..specs import load_model, load_topology, read_text, shipped_names, with_precision
+from ..specs.strategy import BATCH, EP, PP, TP, megatron_row, parse_strategy
+from ..specs.units import DTYPE_BYTES
 
 COLUMNS = ("id", "model", "topology", "gpus", "tp", "ep", "pp", "precision", "isl", "osl",
            "concurrency", "metric", "value", "source")

@@ -1,0 +1,1 @@
+"""agent: the paper's learned searcher: NumPy layers, the attention policy, PPO."""

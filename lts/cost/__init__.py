@@ -1,0 +1,1 @@
+"""cost: the roofline cost model: op tables, the walk over a layer, collectives, ``evaluate``."""

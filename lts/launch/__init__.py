@@ -1,0 +1,1 @@
+"""launch: engine command lines for a found strategy (one pool or two)."""

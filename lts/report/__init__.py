@@ -1,0 +1,1 @@
+"""report: results as JSON-able dicts, rich tables and SVG plots."""

@@ -1,0 +1,1 @@
+"""serving: the closed loop an engine runs under a benchmark, and validation against measurements."""
