@@ -21,9 +21,9 @@ import numpy as np
 
 from .layouts import (ER, F, FFN1_OUT, FIXED_IN, MAX_MODES, MODE_OF, MODE_OUT, N_LAYOUTS, NORM_OF,
                       PATH, PICK, POINTS, R, SLOT, SLOTS, T, conv_index, field, unfield)
-from .optables import REASON_BIT, Tables
-from .specs import ModelSpec
-from .strategy import EXPERTS, NONE, OPS
+from .tables import REASON_BIT, Tables
+from ..specs import ModelSpec
+from ..specs.strategy import EXPERTS, NONE, OPS
 
 class Gather:
     """Table lookups for coarse indices ``g`` that broadcast against choice/layout arrays.
