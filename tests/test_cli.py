@@ -5,10 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from lts.cli import cli
-from lts.specs import shipped_names
 
-HAVE_MODELS = "moe1.6t" in shipped_names("models")
-needs_models = pytest.mark.skipif(not HAVE_MODELS, reason="model files not shipped yet")
 
 
 def run(*args):
@@ -22,7 +19,6 @@ def test_every_command_has_help():
         assert r.exit_code == 0 and "Usage:" in r.output
 
 
-@needs_models
 def test_estimate_megatron_moe16t_has_exactly_two_allreduces_per_layer():
     """Issue 2 'done when': a valid ~1.6e12-parameter strategy with exactly one all-reduce after
     attention and one after the FFN in each layer, and nothing else in the tp group."""
@@ -50,7 +46,6 @@ def test_estimate_megatron_moe16t_has_exactly_two_allreduces_per_layer():
     assert {c["kind"] for c in ep} == {"all-to-all"}
 
 
-@needs_models
 def test_estimate_json_contract_keys():
     r = run("estimate", "moe1.6t", "h100_dgx", "--strategy", "tp=8,ep=16,pp=4,batch=64", "--json")
     d = json.loads(r.output)
@@ -65,7 +60,6 @@ def test_estimate_json_contract_keys():
             assert {"group", "bytes", "time_us"} <= set(c)
 
 
-@needs_models
 def test_invalid_strategy_exits_1_with_reasons():
     r = run("estimate", "moe1.6t", "h100_dgx", "--strategy", "tp=1,batch=1", "--json")
     assert r.exit_code == 1
@@ -82,7 +76,6 @@ def test_invalid_strategy_exits_1_with_reasons():
     ("tp8", "Invalid value for '--strategy': 'tp8' is not key=value"),
     ("tp=2,tp=4", "Invalid value for '--strategy': 'tp' given twice"),
 ])
-@needs_models
 def test_bad_strategy_flags_exit_2(strategy, message):
     r = CliRunner().invoke(cli, ["estimate", "moe1.6t", "h100_dgx", "--strategy", strategy])
     assert r.exit_code == 2

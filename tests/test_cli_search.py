@@ -8,10 +8,6 @@ import pytest
 from click.testing import CliRunner
 
 from lts.cli import cli
-from lts.specs import shipped_names
-
-pytestmark = pytest.mark.skipif("llama3.1-8b" not in shipped_names("models"),
-                                reason="model files not shipped yet")
 
 SMALL = ("llama3.1-8b", "h100_dgx", "--gpus", "8")
 RESULT_KEYS = {"tp", "ep", "pp", "batch", "ops", "valid", "reasons", "tokens_per_s_per_gpu",
