@@ -1,9 +1,11 @@
-"""The README's own examples: every `lts ...` line in a fenced code block exits with the status
-its text gives it (0 unless the line says `# exits N`), with no traceback.
+"""The documentation's own examples: every `lts ...` line in a fenced code block of README.md or
+docs/*.md exits with the status its text gives it (0 unless the line says `# exits N`), with no
+traceback.
 
-Lines run in process (click's CliRunner) from the checkout's root, so relative paths in the README
+Lines run in process (click's CliRunner) from the checkout's root, so relative paths in the docs
 resolve as they do for a reader; a line naming ../shared (the data beside the checkout) is skipped
-when that folder is absent.
+when that folder is absent. Examples are kept to a few seconds each: a long run is shown in a
+light form (`lts bench --evaluations 1000`) or in prose, not in a code block.
 """
 import os
 import re
@@ -16,11 +18,12 @@ from click.testing import CliRunner
 from lts.cli import cli
 
 ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
 
 
-def readme_commands():
+def commands(path: Path):
     """(command line, expected exit status) for every `lts` command in a fenced code block."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
     out = []
     for block in re.findall(r"^```[a-z]*\n(.*?)^```", text, flags=re.S | re.M):
         for line in block.splitlines():
@@ -36,15 +39,28 @@ def readme_commands():
     return out
 
 
-COMMANDS = readme_commands()
+def unique(rows):
+    """Each command line once (the first page that shows it), so a page repeating an example
+    costs no second run."""
+    seen, out = set(), []
+    for doc, line, status in rows:
+        key = (tuple(shlex.split(line, comments=True)), status)
+        if key not in seen:
+            seen.add(key)
+            out.append((doc, line, status))
+    return out
+
+
+COMMANDS = unique([(p.relative_to(ROOT).as_posix(), line, status)
+                   for p in DOCS for line, status in commands(p)])
 
 
 def test_the_readme_has_examples():
-    assert len(COMMANDS) >= 8
+    assert len(commands(ROOT / "README.md")) >= 8
 
 
-@pytest.mark.parametrize("line, status", COMMANDS, ids=[c for c, _ in COMMANDS])
-def test_readme_example_exits_as_the_text_says(line, status):
+@pytest.mark.parametrize("doc, line, status", COMMANDS, ids=[f"{d}: {c}" for d, c, _ in COMMANDS])
+def test_doc_example_exits_as_the_text_says(doc, line, status):
     args = shlex.split(line, comments=True)[1:]
     if any("../shared" in a for a in args) and not (ROOT.parent / "shared").exists():
         pytest.skip("../shared is not beside this checkout")
@@ -54,6 +70,6 @@ def test_readme_example_exits_as_the_text_says(line, status):
         r = CliRunner().invoke(cli, args)
     finally:
         os.chdir(cwd)
-    assert r.exit_code == status, (line, r.output[-2000:])
+    assert r.exit_code == status, (doc, line, r.output[-2000:])
     assert "Traceback" not in r.output
     assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
