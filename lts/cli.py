@@ -23,9 +23,9 @@ from .report import render as report
 from .search.bench import measure
 from .cost.model import breakdown
 from .specs.workload import PHASES, Workload
-from .launch.emit import ENGINES, launch as emit_launch
+from .launch.emit import launch as emit_launch
 from .launch.emit_disagg import launch_disagg
-from .engines.profiles import ENGINE_NAMES, ENGINES as PROFILES
+from .engines import ENGINE_NAMES, ENGINES, GENERIC, REAL_ENGINES
 from .specs.errors import LtsError, StrategyError
 from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_REQUEST_RATE, MAX_SEED, MAX_SEEDS, MAX_TOKENS,
                      MAX_TOP)
@@ -198,7 +198,7 @@ def _flag_given(name: str) -> bool:
 
 def _profile(engine: str | None, emit: str | None = None):
     """The engine profile of --engine, else of the --emit engine, else generic."""
-    return PROFILES[engine or emit or "generic"]
+    return ENGINES[engine or emit or GENERIC].profile
 
 
 def _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus) -> Workload:
@@ -259,7 +259,7 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
         res = serve(m, topo, row, isl, osl, best_batch=concurrency is None and not named,
                     tpot_slo_ms=tpot_slo_ms if _flag_given("tpot_slo_ms") else None,
                     ttft_slo_ms=ttft_slo_ms, gpus=gpus or 0, engine=profile,
-                    attention_dp=profile.name != "generic")
+                    attention_dp=profile.name != GENERIC)
         step_row = res.strategies[0].copy()
         step_row[BATCH] = res.running[0]
         _, ops = breakdown(m, profile.topology(topo), decode_workload(isl, osl, gpus or 0),
@@ -291,7 +291,7 @@ def _infeasible(problem, what: str) -> click.ClickException:
     return click.ClickException(
         f"no feasible strategy found ({m.name} on {topo.name} with {gpus} GPU"
         f"{'s' if gpus != 1 else ''}, {problem.phase}, {report.slo_text(problem)}"
-        + ("" if problem.engine_space == "generic" else
+        + ("" if problem.engine_space == GENERIC else
            f", what {problem.engine_space} runs") + f"; {what})")
 
 
@@ -310,7 +310,7 @@ def _infeasible(problem, what: str) -> click.ClickException:
               help="Random seed.")
 @click.option("--top", type=click.IntRange(1, MAX_TOP), default=10, show_default=True,
               help="Strategies to list.")
-@click.option("--emit", "emit", type=click.Choice(ENGINES), default=None,
+@click.option("--emit", "emit", type=click.Choice(REAL_ENGINES), default=None,
               help="After the table, print the command line that runs the best strategy on this "
                    "engine, or say it cannot and print the nearest strategy it runs (README "
                    "\"Launch flags\").")

@@ -61,8 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from lts.agent import ppo                                            # noqa: E402
-from lts.engines.profiles import ENGINES                                # noqa: E402
-from lts.engines.space import ENGINES as ENGINE_SPACES, GENERIC  # noqa: E402
+from lts.engines import ENGINES, GENERIC, REAL_ENGINES  # noqa: E402
 from lts.search.problems import Problem, ServeProblem                 # noqa: E402
 from lts.search.methods import (SEARCHERS, best_scores, every_concurrency, run_seeds,  # noqa: E402
                         search_ppo)
@@ -231,7 +230,7 @@ HALVES = {"tune": PROBLEMS[0::2], "report": PROBLEMS[1::2], "all": PROBLEMS, "fr
           "fresh2": FRESH2, "fresh3": FRESH3}
 
 
-SPACES = (GENERIC,) + ENGINE_SPACES
+SPACES = (GENERIC,) + REAL_ENGINES
 REFINE_TOP = 10         # an engine space's serve phase: the top strategies refined (lts search's)
 
 
@@ -242,7 +241,8 @@ def make_problem(model_name, precision, topo_name, phase, s, space=GENERIC) -> P
     if phase == "serve":
         profile = s.get("engine", space)
         return ServeProblem(model, topo, s["isl"], s["osl"], s.get("tpot"), s.get("ttft"),
-                            gpus=s.get("gpus", 0), engine=ENGINES[profile], engine_space=space)
+                            gpus=s.get("gpus", 0), engine=ENGINES[profile].profile,
+                            engine_space=space)
     return Problem(model, topo, Workload(phase, s["context"], tpot_slo_ms=s.get("tpot", 50.0),
                                          ttft_slo_ms=s.get("ttft", 0.0), gpus=s.get("gpus", 0)),
                    engine_space=space)

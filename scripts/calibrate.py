@@ -80,7 +80,7 @@ def write_split(path, outdir):
 
 def run(path, overrides):
     """validate() with every topology's [gpu] keys and the engine profiles' keys overridden."""
-    orig_topo, orig_engines = v.load_topology, v.ENGINES
+    orig_topo, orig_engines = v.load_topology, v.PROFILES
     gpu = {k: x for k, x in overrides.items() if "." not in k}
     engines = dict(orig_engines)
     for key, val in overrides.items():
@@ -96,18 +96,18 @@ def run(path, overrides):
             field, scale = FIELDS[key]
             kw[field or key] = val * scale
         return replace(t, **kw)
-    v.load_topology, v.ENGINES = patched, engines
+    v.load_topology, v.PROFILES = patched, engines
     try:
         return v.validate(path)
     finally:
-        v.load_topology, v.ENGINES = orig_topo, orig_engines
+        v.load_topology, v.PROFILES = orig_topo, orig_engines
 
 
 def check_key(ap, key):
     if "." in key:
         name, field = key.split(".", 1)
-        if name not in v.ENGINES or field not in ENGINE_FIELDS:
-            ap.error(f"unknown key {key!r} (ENGINE.KEY: ENGINE one of {', '.join(v.ENGINES)}, "
+        if name not in v.PROFILES or field not in ENGINE_FIELDS:
+            ap.error(f"unknown key {key!r} (ENGINE.KEY: ENGINE one of {', '.join(v.PROFILES)}, "
                      f"KEY one of {', '.join(ENGINE_FIELDS)})")
     elif key not in FIELDS:
         ap.error(f"unknown key {key!r} (one of {', '.join(FIELDS)}, or ENGINE.KEY)")

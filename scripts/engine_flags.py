@@ -8,7 +8,8 @@
 SRC is the folder that holds the package (``unzip vllm-0.33.0-*.whl -d SRC`` gives SRC/vllm/...;
 a git checkout of TensorRT-LLM gives SRC/tensorrt_llm/...). The engines are never imported: the
 files are parsed with ``ast``, so this runs without torch, CUDA or the engines' dependencies.
-Then update the version constants in lts/emit.py and the file names in tests/test_engine_flags.py.
+Then set FLAGS_VERSION in the engine's module (lts/engines/vllm.py, sglang.py, trtllm.py):
+tests/test_engine_flags.py finds the lists by that version.
 
 What is read, per engine:
 

@@ -9,7 +9,7 @@ import pytest
 
 from lts.search import disagg
 from lts.cost.model import evaluate
-from lts.engines.profiles import ENGINES, GENERIC
+from lts.engines import ENGINES, GENERIC, REAL_ENGINES
 from lts.search.exact import search_exact
 from lts.cost.tables import REASON_BIT, kv_request_bytes
 from lts.search.problems import Problem, ServeProblem
@@ -19,7 +19,6 @@ from lts.specs.strategy import BATCH, OP_COL, PP, TP, Space, megatron_row
 from lts.specs.workload import Workload
 
 GIB = 2**30
-ENGINE_PROFILES = ("vllm", "sglang", "trtllm")
 
 
 def kv_bytes(model, row, context) -> float:
@@ -30,7 +29,7 @@ def kv_bytes(model, row, context) -> float:
 
 
 def fits(engine, topo, memory, kv, parallel) -> bool:
-    """The engine's rule as engines.py states it: the KV cache within the pool the engine
+    """The engine's rule as its engine module states it: the KV cache within the pool the engine
     leaves once the fixed bytes (weights, workspace) are held."""
     return kv <= engine.kv_pool_bytes(topo, memory - kv, parallel) * (1 + 1e-12)
 
@@ -38,14 +37,14 @@ def fits(engine, topo, memory, kv, parallel) -> bool:
 def serve_problem(engine, model="llama3.1-70b", topo="h100_dgx", gpus=8, isl=7500, osl=500,
                   tpot=100, ttft=4000, space=None):
     return ServeProblem(load_model(model), load_topology(topo), isl, osl, tpot_slo_ms=tpot,
-                        ttft_slo_ms=ttft, gpus=gpus, engine=ENGINES[engine],
+                        ttft_slo_ms=ttft, gpus=gpus, engine=ENGINES[engine].profile,
                         engine_space=engine if space is None else space)
 
 
-@pytest.mark.parametrize("engine", ENGINE_PROFILES)
+@pytest.mark.parametrize("engine", REAL_ENGINES)
 def test_every_pool_strategy_fits_its_engines_memory_rule(engine):
     """(a) Every prefill and decode pool strategy returned, and the deployment chosen, fits the
-    engine's rule, recomputed from engines.py with the KV cache computed from the model; and the
+    engine's rule, recomputed from the engine's profile with the KV cache computed from the model; and the
     rule bites: a plain pool (the topology's own rule) returns one that breaks it."""
     p = serve_problem(engine)
     topo = p.engine.topology(p.topo)
@@ -71,7 +70,7 @@ def test_every_pool_strategy_fits_its_engines_memory_rule(engine):
     assert broken
 
 
-@pytest.mark.parametrize("engine", ENGINE_PROFILES)
+@pytest.mark.parametrize("engine", REAL_ENGINES)
 @pytest.mark.parametrize("phase", ("prefill", "decode"))
 def test_each_strategy_is_valid_exactly_where_the_rule_holds(engine, phase):
     """Megatron rows at every batch 1..192 (memory per GPU in fine steps): the pool's evaluator
@@ -104,7 +103,7 @@ def test_the_generic_engine_keeps_its_pools():
     """The generic engine's rule is the topology's own: its pools stay plain problems."""
     p = serve_problem("generic", space="generic")
     assert type(disagg.prefill_pool(p)) is Problem and type(disagg.decode_pool(p)) is Problem
-    assert ENGINES["generic"] is GENERIC
+    assert p.engine is ENGINES[GENERIC].profile
 
 
 def _all_rows(space: Space) -> np.ndarray:
@@ -114,7 +113,7 @@ def _all_rows(space: Space) -> np.ndarray:
     return np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, len(axes))
 
 
-@pytest.mark.parametrize("engine", ENGINE_PROFILES)
+@pytest.mark.parametrize("engine", REAL_ENGINES)
 @pytest.mark.parametrize("phase", ("prefill", "decode"))
 def test_the_pool_optimum_is_exact_under_the_rule(engine, phase):
     """(b) Over a tiny per-op space (the generic space, solved by ``exact.search_exact`` on the

@@ -1,4 +1,4 @@
-"""`lts search --emit vllm|sglang|trtllm` and lts/emit.py: the engine command lines for a
+"""`lts search --emit vllm|sglang|trtllm` and lts/launch/emit.py: the engine command lines for a
 strategy, single- and multi-node, the faithfulness check and the nearest runnable strategy.
 Emitters are called directly with hand-made strategy rows; the CLI with small budgets."""
 import json
@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from lts.launch import emit
+from lts.engines import ENGINES, REAL_ENGINES
 from lts.engines.space import runnable_mask
 from lts.cli import cli
 from lts.cost.model import evaluate
@@ -67,7 +68,7 @@ def test_search_emit_vllm_prints_a_vllm_serve_command_after_the_table():
     assert "--tensor-parallel-size" in out and "--max-num-seqs" in out
     assert "--max-model-len 16384" in unwrap(out)
     assert out.index("best strategies") < out.index("Megatron best") < out.index("vllm serve")
-    assert f"vLLM {emit.VLLM_VERSION}" in out
+    assert f"vLLM {ENGINES['vllm'].flags_version}" in out
     assert max(len(line) for line in out[out.index("Launch with"):].splitlines()) <= 80
 
 
@@ -88,7 +89,7 @@ def test_search_emit_trtllm():
     assert "--max_batch_size" in cmd and "--max_seq_len 16384" in cmd
 
 
-@pytest.mark.parametrize("engine", emit.ENGINES)
+@pytest.mark.parametrize("engine", REAL_ENGINES)
 def test_search_emit_json_matches_the_text(engine):
     args = ("search", *MIXTRAL, "--method", "random", "--budget", "200", "--emit", engine)
     r = run(*args, "--json")
@@ -96,7 +97,7 @@ def test_search_emit_json_matches_the_text(engine):
     d = json.loads(r.stdout)
     e = d["emit"]
     assert {"engine", "version_checked", "faithful", "commands", "notes"} <= set(e)
-    assert e["engine"] == engine and e["version_checked"] == emit.VERSIONS[engine]
+    assert e["engine"] == engine and e["version_checked"] == ENGINES[engine].flags_version
     assert isinstance(e["faithful"], bool) and e["commands"]
     assert all(set(c) == {"role", "command"} for c in e["commands"])
     assert all(isinstance(n, str) for n in e["notes"])
@@ -152,7 +153,7 @@ def test_vllm_ep_is_data_parallel_attention_with_expert_parallel():
 
 def test_tp1_choices_are_moot_and_cost_the_same():
     row = "tp=1,ep=8,batch=64,qkv=none,scores=1,ffn1=0,ffn2=1,final_norm=0"
-    for engine in emit.ENGINES:
+    for engine in REAL_ENGINES:
         assert launch(engine, row).faithful
     p = problem()
     rows = np.array([parse_strategy(row), parse_strategy("tp=1,ep=8,batch=64")])
@@ -188,7 +189,7 @@ def test_trtllm_attention_dp():
 
 
 def test_dense_model_has_no_expert_flags():
-    for engine in emit.ENGINES:
+    for engine in REAL_ENGINES:
         cmd = only_command(launch(engine, "tp=4,batch=32", model="llama3.1-8b"))
         assert "meta-llama/Llama-3.1-8B" in cmd
         assert "expert" not in cmd and "ep_size" not in cmd and "ep-size" not in cmd
@@ -311,7 +312,7 @@ def test_vllm_ep_without_experts_is_not_faithful():
     assert lau.same_degrees.strategies[0][OP_COL["ffn1"]] == EXPERTS
 
 
-@pytest.mark.parametrize("engine", emit.ENGINES)
+@pytest.mark.parametrize("engine", REAL_ENGINES)
 def test_best_runnable_is_the_best_runnable(engine):
     """Brute force over every coarse row and the engine's variants at it."""
     p = problem()
@@ -335,7 +336,7 @@ RUNS = {"vllm": {False: (True, True, True), True: (False, True, False)},
 def test_runnable_mask_is_the_engines_table():
     from lts.specs.strategy import EXPERT_CHOICES
     p = problem()
-    for engine in emit.ENGINES:
+    for engine in REAL_ENGINES:
         for k, v in enumerate((MEGATRON, EXPERT_CHOICES, DP_ATTENTION)):
             mask = runnable_mask(engine, p.model, p.grid, v)
             want = [c[0] == 1 or RUNS[engine][bool(c[1] > 1)][k] for c in p.grid]
@@ -387,7 +388,7 @@ def render(lau, phase="decode"):
     return cap.get()
 
 
-@pytest.mark.parametrize("engine", emit.ENGINES)
+@pytest.mark.parametrize("engine", REAL_ENGINES)
 def test_render_fits_80_columns(engine):
     for lau in (launch(engine, "tp=2,ep=2,pp=2,batch=256,scores=1,context=1,out_proj=1,"
                                "ffn_norm=0,ffn1=0,final_norm=0"),
@@ -401,8 +402,8 @@ def test_render_fits_80_columns(engine):
 def test_engines_doc_names_the_versions_checked():
     text = ENGINES_DOC.read_text()
     section = text[text.index("## Launch flags"):]
-    for engine in emit.ENGINES:
-        assert f"{emit.ENGINE_NAMES[engine]} {emit.VERSIONS[engine]}" in section
+    for engine in REAL_ENGINES:
+        assert f"{ENGINES[engine].label} {ENGINES[engine].flags_version}" in section
 
 
 def test_dense_router_choice_means_nothing():

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from lts.engines import REAL_ENGINES
 from lts.launch import emit
 from lts.cli import cli
 from lts.search.disagg import disaggregate
@@ -16,8 +17,6 @@ from lts.search.problems import ServeProblem
 from lts.specs import load_model, load_topology
 from lts.specs.strategy import parse_strategy
 from lts.specs.workload import Workload
-
-ENGINES = ("vllm", "sglang", "trtllm")
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +29,7 @@ def mixtral():
     return p, dg
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", REAL_ENGINES)
 def test_disagg_commands_ask_for_the_deployments_gpus(mixtral, engine):
     p, dg = mixtral
     dl = launch_disagg(engine, p, dg, "mixtral-8x7b")
@@ -72,7 +71,7 @@ STRATEGIES = ("tp=8", "tp=2,pp=2", "tp=1,ep=8,ffn1=experts,ffn2=experts",
               "tp=1,ep=16,pp=2,ffn1=experts,ffn2=experts", "tp=4,ep=16,ffn1=experts,ffn2=experts")
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", REAL_ENGINES)
 def test_every_emitted_command_asks_for_the_instances_gpus(engine):
     """The peer's bug: a launch file asking for 64 GPUs on an 8-GPU deployment under attention
     data parallelism. Here the flags of every command the engine runs (the head node's, for
@@ -139,7 +138,7 @@ def test_multi_node_instances_each_have_their_own_head():
                      gpus=32)
     dg, _ = disaggregate(p)
     assert dg is not None and max(int(dg.prefill.gpus[0]), int(dg.decode.gpus[0])) > 8
-    for engine in ENGINES:
+    for engine in REAL_ENGINES:
         dl = launch_disagg(engine, p, dg, "llama3.1-405b")
         text = " ".join(c for _, c in dl.commands)
         assert "$HEAD_IP" not in text and "$NODE0_IP" in text

@@ -3,7 +3,7 @@
 tests/data/engine_flags/ holds, per engine, the flags its current release's command line
 registers (and for TensorRT-LLM the YAML keys of the LLM API options and of the disaggregated
 server config), read from the release's source by scripts/engine_flags.py; the file names carry
-the versions in ``emit.VERSIONS``. Here lts writes commands for a spread of strategies (single and
+the versions in ``Engine.flags_version``. Here lts writes commands for a spread of strategies (single and
 multi-node, dense and MoE, tp/ep/pp, attention DP, expert parallel, fp8, the serve phase, the
 two-pool deployment) and every ``--flag`` (and YAML key) in them must be in the list.
 """
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from lts.engines import ENGINES, REAL_ENGINES
 from lts.launch import emit
 from lts.search.disagg import disaggregate
 from lts.launch.emit_disagg import launch_disagg
@@ -23,9 +24,8 @@ from lts.specs.workload import Workload
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "engine_flags"
-FILES = {"vllm": f"vllm-{emit.VLLM_VERSION}.txt", "sglang": f"sglang-{emit.SGLANG_VERSION}.txt",
-         "trtllm": f"trtllm-{emit.TRTLLM_VERSION}.txt"}
-TRTLLM_YAML = f"trtllm-{emit.TRTLLM_VERSION}-yaml.txt"
+FILES = {name: f"{name}-{ENGINES[name].flags_version}.txt" for name in REAL_ENGINES}
+TRTLLM_YAML = f"trtllm-{ENGINES['trtllm'].flags_version}-yaml.txt"
 # the program and its subcommand -> (engine, section of the engine's list)
 PROGRAMS = {("vllm", "serve"): ("vllm", ""), ("-m", "sglang.launch_server"): ("sglang", ""),
             ("trtllm-serve", "disaggregated"): ("trtllm", "disaggregated"),
@@ -131,7 +131,7 @@ def unknown_yaml_keys(path: str, keys: list) -> list:
 def test_lists_name_the_versions_lts_emits_for():
     for engine, name in {**FILES, "trtllm-yaml": TRTLLM_YAML}.items():
         header = (DATA / name).read_text(encoding="utf-8").splitlines()[0]
-        version = emit.VERSIONS[engine.split("-")[0]]
+        version = ENGINES[engine.split("-")[0]].flags_version
         assert header.startswith("# ") and f" {version}: " in header, (name, header)
     assert {"--tensor-parallel-size", "--data-parallel-size", "--enable-expert-parallel"} <= \
         LISTS["vllm"][""]
@@ -205,7 +205,7 @@ def _check(commands) -> list:
     return bad
 
 
-@pytest.mark.parametrize("engine", emit.ENGINES)
+@pytest.mark.parametrize("engine", REAL_ENGINES)
 def test_every_single_instance_flag_is_accepted(engine):
     emitted = 0
     for model, gpus, strategy, precision in CASES:
@@ -217,7 +217,7 @@ def test_every_single_instance_flag_is_accepted(engine):
     assert emitted > 4 * len(CASES)
 
 
-@pytest.mark.parametrize("engine", emit.ENGINES)
+@pytest.mark.parametrize("engine", REAL_ENGINES)
 def test_serve_phase_flags_are_accepted(engine):
     """The serve phase's commands (TensorRT-LLM's token budget and chunked prefill) with a model
     given as a config file that is not named config.json."""
@@ -248,7 +248,7 @@ def deployments():
     return out
 
 
-@pytest.mark.parametrize("engine", emit.ENGINES)
+@pytest.mark.parametrize("engine", REAL_ENGINES)
 def test_every_two_pool_flag_and_yaml_key_is_accepted(engine, deployments):
     for model, p, dg in deployments:
         for precision in (None, "fp8"):
@@ -343,6 +343,6 @@ def test_the_shipped_lists_are_what_the_script_writes():
         text = (DATA / FILES[engine]).read_text(encoding="utf-8")
         sections = read_list(FILES[engine])
         header = text.splitlines()[0].split(": ", 1)[1]
-        rendered = script.render(engine, emit.VERSIONS[engine],
+        rendered = script.render(engine, ENGINES[engine].flags_version,
                                  {k: v for k, v in sections.items() if k or v}, header)
         assert rendered == text

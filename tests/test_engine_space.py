@@ -11,8 +11,8 @@ from generators import synthetic_dense, synthetic_moe
 from lts.launch import emit
 from lts.cli import cli
 from lts.cost.model import evaluate
-from lts.engines.profiles import ENGINES as PROFILES
-from lts.engines.space import ENGINES, project, runnable, runnable_on, variants
+from lts.engines import ENGINES, REAL_ENGINES
+from lts.engines.space import project, runnable, runnable_on, variants
 from lts.search.exact_engine import search_engine_exact
 from lts.search.problems import Problem, ServeProblem
 from lts.search.methods import SEARCHERS
@@ -49,7 +49,7 @@ def brute_force(model, work, space, engine):
     return best, best_row
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", REAL_ENGINES)
 @pytest.mark.parametrize("case", ["moe-decode", "moe-prefill", "dense-decode"])
 def test_engine_exact_is_brute_force(engine, case):
     model = synthetic_dense() if case.startswith("dense") else synthetic_moe()
@@ -72,7 +72,7 @@ def test_engine_exact_is_brute_force(engine, case):
             assert other.best_score <= sr.best_score * (1 + 1e-12)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", REAL_ENGINES)
 def test_engine_serve_exact_is_brute_force_over_every_integer_concurrency(engine):
     """Serve: every runnable (tp, ep, pp, variant) at every integer concurrency up to what its
     KV cache and the engine hold, brute force, against the engine's exact."""
@@ -80,7 +80,7 @@ def test_engine_serve_exact_is_brute_force_over_every_integer_concurrency(engine
     space = Space(tp=(1, 2, 4), ep=(1, 2), pp=(1,), batch=(1, 2, 4, 8, 0),
                   choices=n_choices(True), gpus=8)
     p = ServeProblem(model, topo, 1500, 300, tpot_slo_ms=30, ttft_slo_ms=1500, gpus=8,
-                     space=space, engine=PROFILES[engine], engine_space=engine)
+                     space=space, engine=ENGINES[engine].profile, engine_space=engine)
     sr = search_engine_exact(p, top=3)
     best = -np.inf
     for tp, ep in itertools.product(space.tp, space.ep):
@@ -88,9 +88,9 @@ def test_engine_serve_exact_is_brute_force_over_every_integer_concurrency(engine
             row = np.array([tp, ep, 1, 1, *v])
             if not runnable(engine, model, row[None])[0]:
                 continue
-            kw = dict(tpot_slo_ms=30, ttft_slo_ms=1500, gpus=8, engine=PROFILES[engine],
+            kw = dict(tpot_slo_ms=30, ttft_slo_ms=1500, gpus=8, engine=ENGINES[engine].profile,
                       attention_dp=True)
-            cap = PROFILES[engine].holds(serve(model, topo, row[None], 1500, 300,
+            cap = ENGINES[engine].profile.holds(serve(model, topo, row[None], 1500, 300,
                                                **kw).kv_capacity)[0]
             cs = np.arange(1, int(cap) + 1)
             rows = np.repeat(row[None], len(cs), axis=0)
@@ -113,7 +113,7 @@ def test_runnable_agrees_with_the_launcher():
         rows[::3, N_COARSE:] = MEGATRON
         if model.is_moe:
             rows[1::3, N_COARSE:] = EXPERT_CHOICES
-        for engine in ENGINES:
+        for engine in REAL_ENGINES:
             ok = runnable(engine, model, rows)
             assert ok.any()
             for row, r in zip(rows, ok):
@@ -142,7 +142,7 @@ def test_every_encoding_of_one_deployment_costs_the_same():
         rows = rows[rows[:, 0] * rows[:, 1] * rows[:, 2] <= 16]
         if m.is_moe:                                    # some of each variant
             rows[::4, N_COARSE:], rows[1::4, N_COARSE:] = DP_ATTENTION, MEGATRON
-        for engine in ENGINES:
+        for engine in REAL_ENGINES:
             groups = {}
             ok = runnable(engine, m, rows)
             for row in rows[ok]:
@@ -238,7 +238,7 @@ def test_runnable_on_names_the_engines():
     assert OP_COL["ffn1"] == N_COARSE + 8
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", REAL_ENGINES)
 def test_serve_emit_runs_for_every_engine(engine):
     """--phase serve --emit ENGINE: the one-pool and the two-pool commands (the pools are
     problems of their own phase, with the engine's memory rule)."""
@@ -252,7 +252,7 @@ def test_serve_emit_runs_for_every_engine(engine):
     assert d["emit_disagg"]["commands"]
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", REAL_ENGINES)
 def test_serve_guide_bounds_hold_in_the_engines_space(engine):
     """The agent's bounds come from the whole space's solver (one scheduler per ep group); in
     an engine's space the data-parallel-attention layout is scheduled per rank. Every strategy
@@ -260,7 +260,7 @@ def test_serve_guide_bounds_hold_in_the_engines_space(engine):
     from lts.search.exact_engine import engine_rows
     from lts.search.methods import guide
     p = ServeProblem(load_model("mixtral-8x7b"), TOPO, 2000, 500, tpot_slo_ms=40,
-                     ttft_slo_ms=3000, gpus=16, engine=PROFILES[engine], engine_space=engine)
+                     ttft_slo_ms=3000, gpus=16, engine=ENGINES[engine].profile, engine_space=engine)
     bound = guide(p)
     idx = engine_rows(p)
     score = p.score(p.evaluate(idx, count=False))
@@ -270,7 +270,7 @@ def test_serve_guide_bounds_hold_in_the_engines_space(engine):
     assert (score[ok] <= bound[g[ok]] * (1 + 1e-9)).all()
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", REAL_ENGINES)
 @pytest.mark.parametrize("phase", ["decode", "serve"])
 def test_the_agent_reaches_the_engines_optimum(engine, phase):
     """ppo (4000 calls) in an engine's space: at the engine's exact optimum (serve: both moved
@@ -278,8 +278,8 @@ def test_the_agent_reaches_the_engines_optimum(engine, phase):
     from lts.search.methods import every_concurrency
     m = load_model("mixtral-8x7b")
     if phase == "serve":
-        p = ServeProblem(m, TOPO, 1000, 300, tpot_slo_ms=30, gpus=16, engine=PROFILES[engine],
-                         engine_space=engine)
+        p = ServeProblem(m, TOPO, 1000, 300, tpot_slo_ms=30, gpus=16,
+                         engine=ENGINES[engine].profile, engine_space=engine)
     else:
         p = Problem(m, TOPO, Workload("decode", 4096, tpot_slo_ms=25, gpus=16),
                     engine_space=engine)

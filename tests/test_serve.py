@@ -9,13 +9,15 @@ from hypothesis import strategies as st
 from generators import synthetic_dense, synthetic_moe, with_link_factors
 from lts.cost.model import evaluate
 from lts.specs.workload import Workload, compose_step
-from lts.engines.profiles import ENGINES, GENERIC, sglang_mem_fraction
+from lts.engines import ENGINES
+from lts.engines.profiles import sglang_mem_fraction
 from lts.serving.serve import decode_workload, serve
 from lts.specs import load_model, load_topology
 from lts.specs.strategy import megatron_row
 from lts.specs.units import GIB
 
-PROFILES = list(ENGINES.values())
+PROFILES = [e.profile for e in ENGINES.values()]
+GENERIC = ENGINES["generic"].profile
 
 
 @pytest.fixture(scope="module")
@@ -102,9 +104,8 @@ def test_invalid_only_when_not_one_request_fits():
 def test_best_batch_is_the_best_integer_concurrency(engine, slos):
     """best_batch = brute force over every integer C from 1 to what the KV cache holds, under
     SLOs or none, for each engine; MoE rows with ep > 1 (attention DP) included."""
-    from lts.engines.profiles import ENGINES
     m, topo = load_model("mixtral-8x7b"), load_topology("h100_dgx")
-    prof = ENGINES[engine]
+    prof = ENGINES[engine].profile
     strat = np.stack([megatron_row(2, 1, 1, 1), megatron_row(4, 1, 1, 1),
                       megatron_row(1, 4, 1, 1), megatron_row(2, 2, 2, 1)])
     kw = dict(tpot_slo_ms=slos[0], ttft_slo_ms=slos[1], engine=prof)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from generators import synthetic_dense, synthetic_moe
-from lts.engines import profiles as engines
+from lts.engines import ENGINES
 from lts.serving import serve
 from lts.serving.pareto import pareto_front
 from lts.search.problems import ServeProblem, take
@@ -21,15 +21,15 @@ CAP = serve.AT_CAPACITY
 # SLOs that bind; each engine's loop (mixed cohorts, SGLang's prefill first, TRT-LLM's memory)
 CASES = {
     "dense-generic": (synthetic_dense(), replace(H100, hbm_bytes=6e9), 2000, 200, 15, 400,
-                      engines.GENERIC,
+                      ENGINES["generic"].profile,
                       Space(tp=(1, 2, 4), ep=(1,), pp=(1, 2), batch=(1, 8, 64, CAP),
                             choices=(2, 2, 3, 2, 2, 2, 2, 1, 2, 2, 2, 2), gpus=8)),
     "moe-sglang": (synthetic_moe(), replace(H100, hbm_bytes=13.2e9), 1000, 100, 20, 300,
-                   engines.SGLANG,
+                   ENGINES["sglang"].profile,
                    Space(tp=(1, 2), ep=(1, 2), pp=(1, 2), batch=(4, 32, CAP),
                          choices=(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 2, 1), gpus=8)),
     "moe-trtllm": (synthetic_moe(), replace(H100, hbm_bytes=5e9), 1500, 400, 10, 300,
-                   engines.TRTLLM,
+                   ENGINES["trtllm"].profile,
                    Space(tp=(1, 2), ep=(1, 2, 4), pp=(1, 2), batch=(1, 8, 64, CAP),
                          choices=(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 2, 1), gpus=8)),
 }
@@ -59,7 +59,7 @@ def test_serve_exact_equals_brute_force(case):
     res, score = every_strategy(p)
     ok = np.flatnonzero(res.valid)
     # the case is not trivial: memory, the SLOs and the capacity all decide
-    assert 0 < len(ok) < len(score) or engine is engines.SGLANG
+    assert 0 < len(ok) < len(score) or engine is ENGINES["sglang"].profile
     assert len(np.unique(res.running[ok])) > 5
     exact = SEARCHERS["exact"](p, 0, None, top=3)
     assert exact.best_score == pytest.approx(score.max(), rel=1e-12)

@@ -25,9 +25,10 @@ With tp = 1 every per-op choice acts on a group of one, so every choice is the e
 variant that it stands for (so a search over index rows visits only runnable rows),
 ``runnable`` says which rows the engine runs as written, ``runnable_on`` names the engines per
 row, ``attention_dp`` marks the rows whose tp ranks are attention-DP ranks (each schedules its
-own requests: ``lts.serve``), and ``check`` says in words why an engine cannot run a row.
+own requests: ``lts.serve``), and ``check`` says in words why an engine cannot run a row. Which
+variants an engine runs at ep > 1 is its module's (``Engine.ep_variants``).
 
-Imports: specs (types), strategy.
+Imports: specs (types), strategy, the engine registry.
 """
 from __future__ import annotations
 
@@ -36,10 +37,7 @@ import numpy as np
 from ..specs import ModelSpec
 from ..specs.strategy import (CHOICE_NAMES, DIM0, DIM1, DP_ATTENTION, EP, EXPERT_CHOICES, EXPERTS,
                        MEGATRON, N_COARSE, NONE, OP_COL, OP_DIMS, OPS, TP, with_experts)
-
-ENGINES = ("vllm", "sglang", "trtllm")      # the engines whose space lts knows (not "generic")
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
-GENERIC = "generic"                         # no engine: the paper's whole per-op space
+from . import REAL_ENGINES, get
 
 
 OP_WHAT = {"embedding": "embedding", "attn_norm": "pre-attention norm", "qkv": "QKV projection",
@@ -67,21 +65,16 @@ def engine_variants(engine: str, model: ModelSpec, tp: int, ep: int) -> tuple:
 
 def runnable_mask(engine: str, model: ModelSpec, coarse: np.ndarray, choices) -> np.ndarray:
     """Whether the engine runs the per-op ``choices`` at each coarse row [G, 4] -> [G] bool (at
-    tp = 1 any variant: the choices shard nothing there)."""
+    tp = 1 any variant: the choices shard nothing there). Every engine runs each variant at
+    ep = 1, and at ep > 1 those of its ``ep_variants``."""
     coarse = np.asarray(coarse)
     tp1, ep1 = coarse[:, TP] == 1, coarse[:, EP] == 1
-    every = np.ones_like(ep1)
     choices = tuple(int(c) for c in choices)
     if not model.is_moe:
         return ep1 if choices == MEGATRON else np.zeros(len(coarse), bool)
-    if choices == MEGATRON:
-        return tp1 | {"vllm": ep1, "sglang": every, "trtllm": ep1}[engine]
-    if choices == EXPERT_CHOICES:
-        return tp1 | {"vllm": every, "sglang": every, "trtllm": ep1}[engine]
-    if choices == DP_ATTENTION:
-        # vLLM: its DP ranks' MoE is tensor-parallel over all of them (no EP), so ep = 1 only
-        return tp1 | {"vllm": ep1, "sglang": every, "trtllm": every}[engine]
-    return np.zeros(len(coarse), bool)
+    if choices not in (MEGATRON, EXPERT_CHOICES, DP_ATTENTION):
+        return np.zeros(len(coarse), bool)
+    return tp1 | (np.ones_like(ep1) if choices in get(engine).ep_variants else ep1)
 
 
 def attention_dp(model: ModelSpec, rows) -> np.ndarray:
@@ -107,7 +100,8 @@ def check(engine: str, model: ModelSpec, row) -> list:
     """Why the engine cannot run ``row`` as found: one sentence per reason; [] if it can."""
     row = [int(v) for v in row]
     tp, ep = row[TP], row[EP]
-    name = ENGINE_NAMES[engine]
+    eng = get(engine)
+    name = eng.label
     variants = engine_variants(engine, model, tp, ep)
     if not variants:
         if not model.is_moe:
@@ -128,12 +122,8 @@ def check(engine: str, model: ModelSpec, row) -> list:
             reasons.append(f"{name} cannot run {op}={CHOICE_NAMES[choices[i]]} "
                            f"({describe_choice(op, choices[i])}); it runs "
                            f"{op}={CHOICE_NAMES[v[i]]} ({describe_choice(op, v[i])})")
-    if engine == "vllm" and ep > 1 and choices[OPS.index("ffn1")] != EXPERTS:
-        reasons.append(f"vLLM runs ep={ep} (data-parallel attention) only with expert "
-                       f"parallelism over all tp*ep = {tp * ep} GPUs (--enable-expert-parallel, "
-                       "ffn1/ffn2 = experts); without it its MoE layers are tensor-parallel over "
-                       "all of them: lts writes that as tp=tp*ep, ep=1 with data-parallel "
-                       "attention")
+    if eng.more_reasons is not None:
+        reasons += eng.more_reasons(tp, ep, choices)
     return reasons
 
 
@@ -150,7 +140,7 @@ def _choices(model: ModelSpec, rows: np.ndarray) -> np.ndarray:
 def runnable(engine: str, model: ModelSpec, rows) -> np.ndarray:
     """Which strategy rows [N, 16] the engine runs as written [N] bool (``generic``: all)."""
     rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
-    if engine == GENERIC:
+    if get(engine).whole_space:
         return np.ones(len(rows), bool)
     ch = _choices(model, rows)
     out = np.zeros(len(rows), bool)
@@ -162,8 +152,8 @@ def runnable(engine: str, model: ModelSpec, rows) -> np.ndarray:
 def runnable_on(model: ModelSpec, rows) -> list:
     """The engines that run each strategy row as written: a list of tuples of engine names."""
     rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
-    ok = {e: runnable(e, model, rows) for e in ENGINES}
-    return [tuple(e for e in ENGINES if ok[e][i]) for i in range(len(rows))]
+    ok = {e: runnable(e, model, rows) for e in REAL_ENGINES}
+    return [tuple(e for e in REAL_ENGINES if ok[e][i]) for i in range(len(rows))]
 
 
 def engine_form(model: ModelSpec, rows) -> np.ndarray:
@@ -190,7 +180,7 @@ def project(engine: str, model: ModelSpec, rows: np.ndarray) -> np.ndarray:
     Megatron's). The degrees are not changed: rows the engine cannot lay out stay what
     ``runnable`` rejects (at tp = 1 every variant is one deployment). ``generic``: the rows as
     they are."""
-    if engine == GENERIC:
+    if get(engine).whole_space:
         return rows
     out = np.broadcast_to(np.asarray(MEGATRON), (len(rows), len(MEGATRON)))
     if model.is_moe:

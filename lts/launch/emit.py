@@ -44,13 +44,14 @@ expert parallelism (ep = 1 only); SGLang ``--tp-size tp*ep --attn-dp-size tp*ep 
 TensorRT-LLM ``--tp_size tp*ep --ep_size ep`` + ``enable_attention_dp``.
 
 With tp = 1 the per-op choices have nothing to shard (a group of one), so every choice is the
-engine's own sharding. The engine versions and the files the flags were read from are in
-``VERSIONS`` and ``DOCS``; every flag emitted is checked against the flag lists in
-tests/data/engine_flags/ (tests/test_engine_flags.py; docs/engines.md "Launch flags").
+engine's own sharding. The engine versions and the files the flags were read from are each
+engine's (``Engine.flags_version``, ``Engine.flags_docs`` in ``lts.engines``); every flag emitted
+is checked against the flag lists in tests/data/engine_flags/ (tests/test_engine_flags.py;
+docs/engines.md "Launch flags").
 
 
-Imports: strategy, specs, costmodel (Result), enginespace, exact_engine (the engine's optimum),
-workload, problems (Problem, ServeProblem).
+Imports: strategy, specs, costmodel (Result), engines (the registry, space), exact_engine (the
+engine's optimum), workload, problems (Problem, ServeProblem).
 """
 from __future__ import annotations
 
@@ -62,7 +63,8 @@ from pathlib import Path
 import numpy as np
 
 from ..cost.model import Result
-from ..engines.space import ENGINE_NAMES, ENGINES, attention_dp, check, engine_variants
+from ..engines import REAL_ENGINES, get, sglang
+from ..engines.space import attention_dp, check, engine_variants
 from ..search.exact_engine import search_engine_exact
 from ..search.problems import Problem, ServeProblem
 from ..specs import ModelSpec, TopologySpec, shipped_names
@@ -70,29 +72,6 @@ from ..specs.strategy import (EP, EXPERTS, MEGATRON, N_COARSE, OP_COL, PP, TP,
                        format_strategy)
 from ..specs.workload import Workload
 
-
-# the releases whose source the flags below were read from (docs/engines.md "Launch flags"; the
-# accepted flags are listed in tests/data/engine_flags/, checked by tests/test_engine_flags.py)
-VLLM_VERSION = "0.33.0"
-SGLANG_VERSION = "0.5.23"
-TRTLLM_VERSION = "1.2.1"
-VERSIONS = {"vllm": VLLM_VERSION, "sglang": SGLANG_VERSION, "trtllm": TRTLLM_VERSION}
-DOCS = {
-    "vllm": ("vllm 0.33.0 wheel: vllm/engine/arg_utils.py (EngineArgs.add_cli_args: parallel, "
-             "cache and scheduler flags, --nnodes/--node-rank/--master-addr, --data-parallel-*), "
-             "vllm/entrypoints/common/cli_args.py (make_arg_parser: --headless, --port), "
-             "vllm/model_executor/layers/fused_moe/config.py (MoE TP/EP over DP x TP)"),
-    "sglang": ("sglang 0.5.23 wheel: sglang/srt/server_args.py (ServerArgs.add_cli_args; "
-               "--enable-dp-attention deprecated for --attn-dp-size), "
-               "sglang/srt/arg_groups/fields/parallel.py (--tp-size, --attn-dp-size, --ep-size, "
-               "--pp-size, --enable-dp-lm-head, --nnodes, --node-rank, --dist-init-addr), "
-               "sglang/srt/runtime_context.py (attention TP = tp / attn_dp, MoE TP = tp / ep)"),
-    "trtllm": ("NVIDIA/TensorRT-LLM tensorrt_llm/commands/serve.py (serve's click options: "
-               "--tp_size, --pp_size, --ep_size, --max_batch_size, --max_num_tokens, "
-               "--max_seq_len, --extra_llm_api_options, alias --config), "
-               "tensorrt_llm/llmapi/llm_args.py (enable_attention_dp), read from source "
-               "snapshots: PyPI's tensorrt-llm 1.2.1 is a stub that fetches NVIDIA's wheel"),
-}
 
 # shipped short names -> the HuggingFace repository their config.json (and shape) comes from
 HF_NAMES = {
@@ -107,9 +86,6 @@ HF_NAMES = {
 NO_CHECKPOINT = ("moe1.6t", "moe1.2t")    # the paper's synthetic models: no weights exist
 PLACEHOLDER = "PATH/TO/CHECKPOINT"
 NATIVE_WEIGHTS = {"deepseek-v3": "fp8"}    # shipped checkpoints not stored in bf16
-# SGLang 0.5's docs/advanced_features/server_arguments.md: DP attention "Currently DeepSeek-V2 and
-# Qwen 2/3 MoE models"; 0.5.23's server_args.py checks no model list, so this only adds a caution
-SGLANG_DP_ATTENTION = ("deepseek-v3", "qwen3-235b-a22b")
 
 HEAD_IP, NODE_RANK = "$HEAD_IP", "$NODE_RANK"        # shell variables the user sets per node
 SGLANG_PORT, VLLM_DP_RPC_PORT, RAY_PORT = 50000, 13345, 6379
@@ -141,7 +117,7 @@ class Launch:
 
     @property
     def name(self) -> str:
-        return ENGINE_NAMES[self.engine]
+        return get(self.engine).label
 
 
 # ----------------------------------------------------------------------------------------------
@@ -239,10 +215,12 @@ def _precision_flags(engine: str, model: ModelSpec, key, precision) -> tuple:
     native = NATIVE_WEIGHTS.get(key, "bf16")
     # --quantization fp8: vllm 0.33.0 vllm/model_executor/layers/quantization/__init__.py,
     # sglang 0.5.23 sglang/srt/arg_groups/choices.py; --kv-cache-dtype fp8 (vllm/config/cache.py
-    # CacheDType) and fp8_e4m3 (sglang/srt/arg_groups/fields/model.py kv_cache_dtype choices)
-    if precision == "fp8" and engine in ("vllm", "sglang"):
+    # CacheDType) and fp8_e4m3 (sglang/srt/arg_groups/fields/model.py kv_cache_dtype choices):
+    # the engines with an fp8_kv_dtype
+    kv_dtype = get(engine).fp8_kv_dtype
+    if precision == "fp8" and kv_dtype:
         flags = [] if native == "fp8" else ["--quantization fp8"]
-        flags.append("--kv-cache-dtype " + ("fp8" if engine == "vllm" else "fp8_e4m3"))
+        flags.append("--kv-cache-dtype " + kv_dtype)
         return flags, [f"lts costed {precision} weights and KV cache (--precision): the command "
                        "quantizes " + ("the KV cache" if native == "fp8" else
                                        "the weights on load and the KV cache")]
@@ -350,7 +328,7 @@ def _sglang(model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
                      "attention TP = tp-size / attn-dp-size); --max-running-requests is the total "
                      "over the DP ranks; SGLang before --attn-dp-size (0.5.23 deprecates the old "
                      f"form): --dp-size {attn_dp} --enable-dp-attention")
-        if key not in SGLANG_DP_ATTENTION:
+        if key not in sglang.DP_ATTENTION_MODELS:
             notes.append("SGLang's docs name DP attention for DeepSeek-V2/V3 and Qwen2/3-MoE "
                          "models; check that this model's SGLang implementation supports it")
         if pp > 1:
@@ -454,7 +432,7 @@ def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, 
     if int(row[PP]) > 1:
         notes.append(f"lts costs the batch as {int(row[PP])} pipeline micro-batches; the engine "
                      "schedules its own")
-    if work.phase == "prefill" and engine != "trtllm":
+    if work.phase == "prefill" and get(engine).chunked_prefill:
         notes.append("lts costs each prompt in one pass; the engine's chunked prefill may split it")
     return cmds, notes
 
@@ -469,14 +447,15 @@ def launch(engine: str, problem: Problem, best, model_arg: str,
     runnable strategy overall when that is faster (or the degrees themselves are not runnable).
     ``best_result``: ``best`` already evaluated (one row; by default it is evaluated here).
     """
-    if engine not in ENGINES:
+    if engine not in REAL_ENGINES:
         raise ValueError(f"unknown engine {engine!r}")
     model, topo, work = problem.model, problem.topo, problem.work
     best = np.asarray(best, dtype=np.int64)
     reasons = check(engine, model, best)
     if best_result is None:
         best_result = problem.evaluate_rows(best[None])
-    out = Launch(engine, VERSIONS[engine], DOCS[engine], not reasons, best, best_result, None,
+    eng = get(engine)
+    out = Launch(engine, eng.flags_version, eng.flags_docs, not reasons, best, best_result, None,
                  None, "none", reasons=reasons)
     if not reasons:
         out.strategy, out.chosen, out.result = best, "best", out.best_result

@@ -34,16 +34,19 @@ Instances are placed in order, prefill first, each on consecutive GPUs of the fe
 GPUs the commands ask for are counted from their own flags (``command_gpus``) and checked against
 the deployment: a command that asks for a different number of GPUs is a bug, never printed.
 
-Imports: emit, disagg, problems, strategy.
+Imports: emit, engines (the registry; vLLM's and SGLang's default ports), disagg, problems,
+strategy.
 """
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
 
 from . import emit
+from ..engines import get, sglang, vllm
 from ..search.disagg import Disagg, best_pair, decode_pool, prefill_pool
 from ..search.problems import ServeProblem
 from ..specs.strategy import EP, PP, TP
@@ -51,23 +54,9 @@ from ..specs.strategy import EP, PP, TP
 ROUTER_PORT = 8000            # what clients call
 MAX_LISTED = 16               # instances listed one by one; a larger deployment as copies of a unit
 FIRST_PORT = 8100             # instance i listens on FIRST_PORT + i
-NIXL_PORT = 5600              # vLLM's VLLM_NIXL_SIDE_CHANNEL_PORT default
-SGLANG_BOOTSTRAP = 8998       # SGLang's --disaggregation-bootstrap-port default
 DISAGG_YAML = "lts-disagg.yaml"
 POOL_YAML = {"prefill": "lts-ctx.yaml", "decode": "lts-gen.yaml"}
-DOCS = {
-    "vllm": ("vllm 0.33.0 wheel: vllm/envs.py (VLLM_NIXL_SIDE_CHANNEL_HOST/PORT), "
-             "vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py, "
-             "vllm/engine/arg_utils.py (--kv-transfer-config)"),
-    "sglang": ("sglang 0.5.23 wheel: sglang/srt/arg_groups/fields/disagg.py "
-               "(--disaggregation-mode, -transfer-backend, -bootstrap-port), fields/device.py "
-               "(--base-gpu-id)"),
-    "trtllm": ("NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py (CacheTransceiverConfig: "
-               "backend, max_tokens_in_buffer), tensorrt_llm/llmapi/disagg_utils.py, "
-               "tensorrt_llm/commands/serve.py (disaggregated -c)"),
-}
 TRANSCEIVER_BACKEND = "UCX"   # CacheTransceiverConfig.backend: DEFAULT, UCX, NIXL, (MOONCAKE,) MPI
-ENGINE_COMMAND = {"vllm": "vllm serve", "sglang": "sglang.launch_server", "trtllm": "trtllm-serve"}
 
 
 @dataclass
@@ -89,7 +78,7 @@ class DisaggLaunch:
 
     @property
     def name(self) -> str:
-        return emit.ENGINE_NAMES[self.engine]
+        return get(self.engine).label
 
     @property
     def faithful(self) -> bool:
@@ -102,15 +91,10 @@ def _flag(cmd: str, name: str, default: int = 1) -> int:
 
 
 def command_gpus(engine: str, cmd: str) -> int:
-    """The GPUs one engine command asks for, from its own flags: vLLM tensor x pipeline x data
-    parallel sizes; SGLang --tp-size (its attention-DP ranks are inside it) x --pp-size;
-    TensorRT-LLM --tp_size (attention DP ranks inside it) x --pp_size."""
-    if engine == "vllm":
-        return (_flag(cmd, "--tensor-parallel-size") * _flag(cmd, "--pipeline-parallel-size")
-                * _flag(cmd, "--data-parallel-size"))
-    if engine == "sglang":
-        return _flag(cmd, "--tp-size") * _flag(cmd, "--pp-size")
-    return _flag(cmd, "--tp_size") * _flag(cmd, "--pp_size")
+    """The GPUs one engine command asks for, from its own flags: the product of the engine's
+    ``gpu_flags`` (vLLM tensor x pipeline x data parallel sizes; SGLang --tp-size x --pp-size;
+    TensorRT-LLM --tp_size x --pp_size, attention DP ranks inside the tp size)."""
+    return math.prod(_flag(cmd, name) for name in get(engine).gpu_flags)
 
 
 def _instances(dg: Disagg, gpus_per_node: int):
@@ -148,7 +132,8 @@ def launch_disagg(engine: str, problem: ServeProblem, dg: Disagg, model_arg: str
                            precision, best_result=dg.prefill)
     d_launch = emit.launch(engine, pools["decode"], dg.decode.strategies[0], model_arg,
                            precision, best_result=dg.decode)
-    out = DisaggLaunch(engine, emit.VERSIONS[engine], DOCS[engine], dg, dg, p_launch, d_launch)
+    eng = get(engine)
+    out = DisaggLaunch(engine, eng.flags_version, eng.disagg_docs, dg, dg, p_launch, d_launch)
     if p_launch.result is None or d_launch.result is None:
         out.deployment = None
         out.notes.append(f"{out.name} runs no feasible strategy for one of the pools: nothing "
@@ -223,9 +208,9 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
         where = (f"GPU {at % gpn} of node {node}" if size == 1 else
                  f"GPUs {at % gpn}-{at % gpn + size - 1} of node {node}" if span == 1 else
                  f"nodes {node}-{node + span - 1}")
-        endpoints[pool].append((host(node), port, SGLANG_BOOTSTRAP + k))
+        endpoints[pool].append((host(node), port, sglang.BOOTSTRAP_PORT + k))
         for role, cmd, own in _node_commands(engine, roles, node, span, host):
-            if ENGINE_COMMAND[engine] not in cmd:      # set-up steps (Ray, config files)
+            if get(engine).command not in cmd:      # set-up steps (Ray, config files)
                 if not (engine == "trtllm" and emit.TRTLLM_YAML in cmd):
                     cmds.append((f"{label}: {role}", cmd))
                 continue
@@ -292,7 +277,7 @@ def _disagg_command(engine, pool, cmd, first, size, port, k, host, one_node) -> 
     if engine == "vllm":
         kv = json.dumps({"kv_connector": "NixlConnector", "kv_role": "kv_both"},
                         separators=(",", ":"))
-        env = [f"VLLM_NIXL_SIDE_CHANNEL_PORT={NIXL_PORT + first}"]
+        env = [f"VLLM_NIXL_SIDE_CHANNEL_PORT={vllm.NIXL_PORT + first}"]
         if host != "localhost":
             env.append(f"VLLM_NIXL_SIDE_CHANNEL_HOST={host}")
         if one_node:
@@ -304,7 +289,7 @@ def _disagg_command(engine, pool, cmd, first, size, port, k, host, one_node) -> 
         if one_node and first:
             extra.append(f"--base-gpu-id {first}")
         if pool == "prefill":
-            extra.append(f"--disaggregation-bootstrap-port {SGLANG_BOOTSTRAP + k}")
+            extra.append(f"--disaggregation-bootstrap-port {sglang.BOOTSTRAP_PORT + k}")
         return " ".join([cmd] + extra)
     cmd = " ".join(cmd.replace(f"--extra_llm_api_options {emit.TRTLLM_YAML}", "").split())
     # the transport is cache_transceiver_config.backend in the pool's YAML

@@ -29,7 +29,8 @@ from ..specs import ModelSpec, TopologySpec, param_counts
 from ..specs.strategy import (DP_ATTENTION, EXPERT_CHOICES, N_COARSE, OPS, format_strategy, strategy_dict,
                        with_experts)
 from .plot import Series, frontier_svg, frontier_text
-from ..engines.space import ENGINE_NAMES, engine_form, engine_variants, runnable_on
+from ..engines import ENGINES, GENERIC
+from ..engines.space import engine_form, engine_variants, runnable_on
 from ..search.problems import fill
 from ..search.methods import replicas
 from ..specs.units import GB, GIB, TFLOPS, US
@@ -583,7 +584,7 @@ def headroom_text(run) -> str | None:
     if any_best is None:
         return None
     p = run.problem
-    engine = ENGINE_NAMES.get(p.engine_space, p.engine_space)
+    engine = ENGINES[p.engine_space].label
     form = engine_form(p.model, any_best.strategies)
     on = runnable_on(p.model, form)[0]
     row = [int(v) for v in form[0]]
@@ -594,7 +595,7 @@ def headroom_text(run) -> str | None:
             f"{format_strategy(any_best.strategies[0], only_changed=True)} at "
             f"{float(p.per_cluster_gpu(any_best)[0]):,.1f} tokens/s per GPU of the budget "
             f"(the best of the whole per-op space, {run.any_sharding.method}"
-            + (f"; {', '.join(ENGINE_NAMES[e] for e in on)} run{'s' if len(on) == 1 else ''} "
+            + (f"; {', '.join(ENGINES[e].label for e in on)} run{'s' if len(on) == 1 else ''} "
                "it)" if on else "; no engine runs it as written)"))
 
 
@@ -753,8 +754,8 @@ def _frontier_whose(run, short: bool = False) -> str:
     top strategy at its best integer concurrency; else what the method found."""
     if run.method != "exact":
         return f"best {run.method} found" if short else "found"
-    space = ("the whole space" if run.problem.engine_space == "generic" else
-             f"{ENGINE_NAMES.get(run.problem.engine_space)}'s space")
+    space = ("the whole space" if run.problem.engine_space == GENERIC else
+             f"{ENGINES[run.problem.engine_space].label}'s space")
     if short:
         return f"{space}, exact on the concurrency grid"
     return (f"of {space} (exact at the powers of two and the KV capacity, and the best "
@@ -871,7 +872,7 @@ def render_search(console: Console, run) -> None:
         grid.add_row("[bold]Headroom[/]", escape(head))
     elif run.any_sharding is not None:
         grid.add_row("[bold]Headroom[/]",
-                     f"none: {ENGINE_NAMES.get(run.problem.engine_space, '')} runs the best of "
+                     f"none: {ENGINES[run.problem.engine_space].label} runs the best of "
                      f"the whole per-op space ({run.any_sharding.method})")
     console.print(grid)
     if serving:
@@ -1052,7 +1053,7 @@ def render_compare(console: Console, cmp) -> None:
     p = cmp.problem
     title = f"{p.model.name} on {p.topo.name}: {cmp.seeds} seeds × {cmp.budget} calls"
     workload = f"{p.phase}, {slo_text(p)}" + (
-        f"; {ENGINE_NAMES[p.engine_space]}'s space" if p.engine_space in ENGINE_NAMES else "")
+        f"; {ENGINES[p.engine_space].label}'s space" if p.engine_space != GENERIC else "")
     table = Table(title=escape(title), box=box.SIMPLE_HEAD, padding=(0, 0), show_edge=False,
                   caption=escape(workload) + ". Table 1: mean over seeds ÷ random walk's mean; "
                           "Fig. 3: best over seeds ÷ Megatron's best; of exact: fraction of "

@@ -52,7 +52,7 @@ import numpy as np
 
 from ..cost.model import Result, evaluate, tables_for
 from ..engines.profiles import EngineProfile
-from ..engines.space import GENERIC
+from ..engines import GENERIC
 from .exact import search_exact
 from .exact_engine import search_engine_exact
 from ..cost.tables import Tables, kv_request_bytes

@@ -34,7 +34,8 @@ from .baselines import (CHUNK, search_anneal, search_fixed, search_megatron,  # 
 from ..cost.model import Result, breakdown
 from .disagg import Disagg, deployment, disaggregate, pool_candidates, pool_rates
 from ..serving.pareto import pareto_front
-from ..engines.space import GENERIC, engine_form, runnable
+from ..engines import GENERIC
+from ..engines.space import engine_form, runnable
 from .exact import guide_bounds, search_exact
 from .exact_engine import engine_rows, search_engine_exact
 from .serve_exact import guide_bounds as serve_guide_bounds, search_serve_exact

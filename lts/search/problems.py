@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, fields, replace
 import numpy as np
 
 from ..cost.model import Result, evaluate
-from ..engines.space import GENERIC, project, runnable
+from ..engines import ENGINES, GENERIC
+from ..engines.space import project, runnable
 from ..cost.tables import REASON_BIT, Tables, build_tables
 from ..serving import serve
 from ..specs import ModelSpec, TopologySpec
@@ -193,7 +194,7 @@ class ServeProblem(Problem):
         super().__init__(model, topo, work, space, tables=False, engine_space=engine_space)
         self.isl, self.osl = int(isl), int(osl)
         self.tpot_slo_ms, self.ttft_slo_ms = tpot_slo_ms, ttft_slo_ms
-        self.engine = engine or serve.GENERIC
+        self.engine = engine or ENGINES[GENERIC].profile
         self.step_work = serve.decode_workload(isl, osl, gpus)
         self.evaluator = serve.Evaluator(model, self.engine.topology(topo), cached=True)
         serve.warm(self.evaluator, self.engine, self.grid, isl, osl, gpus)

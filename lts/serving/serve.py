@@ -51,7 +51,8 @@ import numpy as np
 from ..engines import space as enginespace
 from ..cost.model import Result, TableCache, evaluate
 from ..cost.tables import REASON_BIT, REASONS
-from ..engines.profiles import GENERIC, EngineProfile
+from ..engines import ENGINES, GENERIC
+from ..engines.profiles import EngineProfile
 from ..specs.strategy import BATCH, EP, PP, TP
 from ..specs.workload import Workload, compose_step
 
@@ -168,7 +169,7 @@ def capacity(ev: Evaluator, engine: EngineProfile, strategies, isl: int, osl: in
 
 def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
           tpot_slo_ms: float | None = None, ttft_slo_ms: float | None = None,
-          gpus: int = 0, engine: EngineProfile = GENERIC,
+          gpus: int = 0, engine: EngineProfile = ENGINES[GENERIC].profile,
           evaluator: Evaluator | None = None, attention_dp: bool = False) -> ServeResult:
     """Serve-phase figures of strategies [N, 16] at concurrency C = their batch column.
 

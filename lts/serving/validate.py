@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engines.profiles import ENGINE_NAMES, ENGINES, engine_for_source
+from ..engines import ENGINE_NAMES, ENGINES, GENERIC, engine_for_source
 from ..specs.errors import SpecError, StrategyError
 from ..specs.limits import (MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED, MAX_TOKENS,
                      MIN_MEASURED)
@@ -58,6 +58,8 @@ from ..specs.units import DTYPE_BYTES
 COLUMNS = ("id", "model", "topology", "gpus", "tp", "ep", "pp", "precision", "isl", "osl",
            "concurrency", "metric", "value", "source")
 METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_ms", "tpot_ms")
+# the profile each engine serves with (scripts/calibrate.py replaces them while it fits)
+PROFILES = {name: e.profile for name, e in ENGINES.items()}
 MIN_GROUP = 3
 MAX_CSV_BYTES = 2**30     # a measurement file (100,000 rows are about 20 MB)
 
@@ -165,7 +167,7 @@ def read_measurements(path) -> list:
         if engine and engine not in ENGINE_NAMES:
             raise SpecError(file, f"row {n}", f"engine: {engine!r} is not one of "
                                               f"{', '.join(ENGINE_NAMES)} (or empty)")
-        engine = engine or engine_for_source(r["source"]) or "generic"
+        engine = engine or engine_for_source(r["source"]) or GENERIC
         out.append(Measurement(n, r["id"], r["model"], r["topology"], gpus, tp, ep, pp,
                                r["precision"], isl, osl, conc, r["metric"], value, r["source"],
                                strategy, engine))
@@ -246,7 +248,7 @@ def validate(path, progress=None) -> dict:
     for (model, topo, prec, isl, osl, best, engine), items in jobs.items():
         rows = np.stack([row for _, row in items])
         res = serve(specs[(model, prec)], topo_specs[topo], rows, isl, osl, best_batch=best,
-                    engine=ENGINES[engine])
+                    engine=PROFILES[engine])
         if progress:
             progress(1)
         for i, (m, _) in enumerate(items):

@@ -1,0 +1,48 @@
+"""The ``Engine`` type: one serving engine as a unit (docs/engines.md).
+
+An engine is what ``--engine`` and ``--emit`` name: its scheduler profile for each release lts
+models (``profiles.EngineProfile``), what it runs in lts's strategy encoding (``space``), and the
+release its launch flags are written for with the data those flags need (``lts.launch``). Each
+engine's values live in its own module (``generic``, ``vllm``, ``sglang``, ``trtllm``); the
+registry (``lts.engines``) holds one ``Engine`` per name.
+
+Imports: profiles.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from .profiles import EngineProfile
+
+
+@dataclass(frozen=True, eq=False)
+class Engine:
+    """One serving engine: its name, profiles by version, space rule and launch-flag data."""
+    name: str                   # the --engine/--emit value, and the JSON "engine" field
+    label: str                  # its name in sentences ("vLLM")
+    profiles: Mapping[str, EngineProfile]   # release -> scheduler profile (lts.serving)
+    version: str                # the release whose profile lts serves with (a key of profiles)
+    source_keys: tuple = ()     # lower-case words that name it in a measurement's source
+    # what it runs (engines.space): the MoE variants it also runs at ep > 1 (every variant runs
+    # at ep = 1); None: no engine space, the paper's whole per-op space
+    ep_variants: tuple | None = None
+    more_reasons: Callable | None = None   # (tp, ep, choices) -> further sentences for check
+    # launch flags (lts.launch): "" where lts writes none
+    flags_version: str = ""     # the release whose source the flags were read from
+    flags_docs: str = ""        # the files they were read from
+    disagg_docs: str = ""       # the files its disaggregation flags were read from
+    command: str = ""           # the words that mark its server's command line
+    gpu_flags: tuple = ()       # the flags whose product is the GPUs one command asks for
+    fp8_kv_dtype: str = ""      # --kv-cache-dtype for an fp8 KV cache ("": no such flag)
+    chunked_prefill: bool = True   # splits a long prompt over steps by default
+
+    @property
+    def profile(self) -> EngineProfile:
+        """The scheduler profile of ``version``."""
+        return self.profiles[self.version]
+
+    @property
+    def whole_space(self) -> bool:
+        """True when the engine runs every strategy (no engine space: ``generic``)."""
+        return self.ep_variants is None

@@ -1,0 +1,62 @@
+"""SGLang: its scheduler profile per release, what it runs and its launch-flag data.
+
+The profile's defaults were read from the release wheel of SGLang 0.5.1 from PyPI (its KV pool:
+``profiles.sglang_mem_fraction``); the launch flags (``lts.launch``) from SGLang 0.5.23
+(docs/engines.md "Launch flags").
+
+Imports: engine, profiles, specs (strategy, units).
+"""
+from __future__ import annotations
+
+from ..specs.strategy import DP_ATTENTION, EXPERT_CHOICES, MEGATRON
+from ..specs.units import MS, US
+from .engine import Engine
+from .profiles import EngineProfile
+
+# scheduler profile per release
+PROFILES = {
+    "0.5.1": EngineProfile(
+        name="sglang", title="SGLang 0.5.1 (sglang.launch_server)",
+        step_tokens=8192, mixed=False, max_running=0, memory="static", memory_fraction=0.0,
+        step_overhead_s=0.0 * US, request_overhead_s=0.0 * MS, budget_per_rank=False,
+        notes=("chunked_prefill_size 8192 on 35-160 GB GPUs (H100, H200, A100): "
+               "python/sglang/srt/server_args.py",
+               "prefill first, not mixed: enable_mixed_chunk = False; managers/scheduler.py "
+               "get_next_batch_to_run 'Run prefill first if possible' else decode",
+               "max_running_requests: derived from the KV pool (tp_worker.py), so memory decides",
+               "mem_fraction_static = (gpu_mem - (9.5 + tp*pp/2) GiB) / gpu_mem for 60-90 GB GPUs "
+               "(server_args.py), holding weights and KV cache",
+               "overlap scheduler on (disable_overlap_schedule = False); custom all-reduce on",
+               "DP attention (lts ep > 1): chunked_prefill_size //= dp_size, the ranks share the "
+               "budget (server_args.py __post_init__, 'DP attention is enabled. The chunked prefill "
+               "size is adjusted')",
+               "time per step 0: the fit on serving_calibration.csv's training half is flat over "
+               "0-750 us; the cohort is the whole running batch (no constant)")),
+}
+
+# the release whose source the launch flags were read from (the accepted flags are listed in
+# tests/data/engine_flags/, checked by tests/test_engine_flags.py)
+FLAGS_VERSION = "0.5.23"
+FLAGS_DOCS = ("sglang 0.5.23 wheel: sglang/srt/server_args.py (ServerArgs.add_cli_args; "
+              "--enable-dp-attention deprecated for --attn-dp-size), "
+              "sglang/srt/arg_groups/fields/parallel.py (--tp-size, --attn-dp-size, --ep-size, "
+              "--pp-size, --enable-dp-lm-head, --nnodes, --node-rank, --dist-init-addr), "
+              "sglang/srt/runtime_context.py (attention TP = tp / attn_dp, MoE TP = tp / ep)")
+DISAGG_DOCS = ("sglang 0.5.23 wheel: sglang/srt/arg_groups/fields/disagg.py "
+               "(--disaggregation-mode, -transfer-backend, -bootstrap-port), fields/device.py "
+               "(--base-gpu-id)")
+BOOTSTRAP_PORT = 8998         # SGLang's --disaggregation-bootstrap-port default
+# SGLang 0.5's docs/advanced_features/server_arguments.md: DP attention "Currently DeepSeek-V2 and
+# Qwen 2/3 MoE models"; 0.5.23's server_args.py checks no model list, so this only adds a caution
+DP_ATTENTION_MODELS = ("deepseek-v3", "qwen3-235b-a22b")
+
+ENGINE = Engine(
+    name="sglang", label="SGLang", profiles=PROFILES, version="0.5.1", source_keys=("sglang",),
+    # ep > 1: --ep-size ep with Megatron's experts, --ep-size tp*ep with whole experts, or
+    # --attn-dp-size: every variant
+    ep_variants=(MEGATRON, EXPERT_CHOICES, DP_ATTENTION),
+    flags_version=FLAGS_VERSION, flags_docs=FLAGS_DOCS, disagg_docs=DISAGG_DOCS,
+    command="sglang.launch_server",
+    # the GPUs of one command: --tp-size (its attention-DP ranks are inside it) x --pp-size
+    gpu_flags=("--tp-size", "--pp-size"),
+    fp8_kv_dtype="fp8_e4m3")    # sglang/srt/arg_groups/fields/model.py kv_cache_dtype choices

@@ -1,0 +1,61 @@
+"""TensorRT-LLM: its scheduler profile per release, what it runs and its launch-flag data.
+
+The profile's defaults were read from ``trtllm-serve`` and ``llm_args.py`` as of 1.0; the fitted
+constants say so (``scripts/calibrate.py``; README "Validation"). The launch flags
+(``lts.launch``) from TensorRT-LLM 1.2.1 (docs/engines.md "Launch flags").
+
+Imports: engine, profiles, specs (strategy, units).
+"""
+from __future__ import annotations
+
+from ..specs.strategy import DP_ATTENTION
+from ..specs.units import MS, US
+from .engine import Engine
+from .profiles import EngineProfile
+
+# scheduler profile per release
+PROFILES = {
+    "1.0": EngineProfile(
+        name="trtllm", title="TensorRT-LLM 1.0 (trtllm-serve, PyTorch backend)",
+        step_tokens=8192, mixed=True, max_running=2048, memory="free", memory_fraction=0.9,
+        step_overhead_s=0.0 * US, request_overhead_s=0.0 * MS, cohort_base=3.5, cohort_share=0.07,
+        notes=("max_num_tokens 8192, max_batch_size 2048: tensorrt_llm/builder.py BuildConfig, the "
+               "defaults of tensorrt_llm/commands/serve.py",
+               "kv_cache_free_gpu_memory_fraction 0.9 'after allocating model weights and buffers': "
+               "commands/serve.py",
+               "context and generation requests in one step (inflight batching), generation tokens "
+               "counted against max_num_tokens: batch_manager/microBatchScheduler.cpp",
+               "enable_chunked_prefill False: a prompt must fit the budget; lts chunks longer ones",
+               "GUARANTEED_NO_EVICT: a request is admitted with KV room for isl + osl; overlap "
+               "scheduler on (llm_args.py)",
+               "attention DP (enable_attention_dp, lts ep > 1): max_num_tokens and max_batch_size "
+               "apply per rank, each rank scheduling its own requests (docs/source/features/"
+               "parallel-strategy.md; an assumption where the docs are silent on the token budget)",
+               "FITTED on serving_calibration.csv's training half (scripts/calibrate.py): cohort "
+               "3.5 + 0.07 n (grid 2.5-4.5 x 0.03-0.10); time per step 0 (grid 0-1 ms); held-out "
+               "TensorRT-LLM rows: median |log2| 0.151, 96.8% within 2x (README Validation)")),
+}
+
+# the release whose source the launch flags were read from (the accepted flags are listed in
+# tests/data/engine_flags/, checked by tests/test_engine_flags.py)
+FLAGS_VERSION = "1.2.1"
+FLAGS_DOCS = ("NVIDIA/TensorRT-LLM tensorrt_llm/commands/serve.py (serve's click options: "
+              "--tp_size, --pp_size, --ep_size, --max_batch_size, --max_num_tokens, "
+              "--max_seq_len, --extra_llm_api_options, alias --config), "
+              "tensorrt_llm/llmapi/llm_args.py (enable_attention_dp), read from source "
+              "snapshots: PyPI's tensorrt-llm 1.2.1 is a stub that fetches NVIDIA's wheel")
+DISAGG_DOCS = ("NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py (CacheTransceiverConfig: "
+               "backend, max_tokens_in_buffer), tensorrt_llm/llmapi/disagg_utils.py, "
+               "tensorrt_llm/commands/serve.py (disaggregated -c)")
+
+ENGINE = Engine(
+    name="trtllm", label="TensorRT-LLM", profiles=PROFILES, version="1.0",
+    source_keys=("trtllm", "tensorrt-llm", "tensorrt_llm"),
+    # ep > 1: attention is tensor-parallel over every GPU or data-parallel with one GPU per
+    # rank (enable_attention_dp), so only tp = 1 or data-parallel attention
+    ep_variants=(DP_ATTENTION,),
+    flags_version=FLAGS_VERSION, flags_docs=FLAGS_DOCS, disagg_docs=DISAGG_DOCS,
+    command="trtllm-serve",
+    # the GPUs of one command: --tp_size (attention DP ranks inside it) x --pp_size
+    gpu_flags=("--tp_size", "--pp_size"),
+    chunked_prefill=False)      # enable_chunked_prefill False (llm_args.py; the profile's notes)

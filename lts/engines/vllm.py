@@ -1,0 +1,75 @@
+"""vLLM: its scheduler profile per release, what it runs and its launch-flag data.
+
+The profile's defaults were read from the release wheel of vLLM 0.12.0 from PyPI; the fitted
+constants say so (``scripts/calibrate.py``; README "Validation"). The launch flags
+(``lts.launch``) were read from vLLM 0.33.0 (docs/engines.md "Launch flags").
+
+Imports: engine, profiles, specs (strategy, units).
+"""
+from __future__ import annotations
+
+from ..specs.strategy import EXPERTS, EXPERT_CHOICES, OPS
+from ..specs.units import MS, US
+from .engine import Engine
+from .profiles import EngineProfile
+
+# scheduler profile per release
+PROFILES = {
+    "0.12": EngineProfile(
+        name="vllm", title="vLLM 0.12 (vllm serve)",
+        step_tokens=8192, mixed=True, max_running=1024, memory="utilization", memory_fraction=0.9,
+        step_overhead_s=1000 * US, request_overhead_s=0.0 * MS, cohort_base=2.5, cohort_share=0.06,
+        notes=("max_num_batched_tokens 8192: vllm/engine/arg_utils.py get_batch_defaults, "
+               "device_memory >= 70 GiB and not A100: UsageContext.OPENAI_API_SERVER: 8192 "
+               "(2048 on smaller GPUs)",
+               "max_num_seqs 1024: same place, default_max_num_seqs OPENAI_API_SERVER: 1024",
+               "mixed steps: v1/core/sched/scheduler.py 'There's no \"decoding phase\" nor "
+               "\"prefill phase\" in the scheduler'; running requests first, each decode token "
+               "taken from token_budget; chunked prefill on by default",
+               "gpu_memory_utilization 0.9 of the GPU for weights, activations and KV cache: "
+               "vllm/config/cache.py",
+               "custom all-reduce on for tp 2/4/6/8 (config/parallel.py disable_custom_all_reduce "
+               "= False); async_scheduling off (config/scheduler.py)",
+               "data parallelism (lts ep > 1): one engine core, with its own scheduler and "
+               "max_num_batched_tokens, per DP rank (vllm 0.33.0 vllm/v1/engine/core.py "
+               "DPEngineCoreProc; docs/serving/data_parallel_deployment.md)",
+               "FITTED on serving_calibration.csv's training half (scripts/calibrate.py): 1.0 ms "
+               "per step (grid 0-2 ms; the CPU schedules between steps without async scheduling) "
+               "and cohort 2.5 + 0.06 n (grid 1.5-3.5 x 0.03-0.07); held-out vLLM rows: median "
+               "|log2| 0.117, 95.5% within 2x (README Validation)")),
+}
+
+# the release whose source the launch flags were read from (the accepted flags are listed in
+# tests/data/engine_flags/, checked by tests/test_engine_flags.py)
+FLAGS_VERSION = "0.33.0"
+FLAGS_DOCS = ("vllm 0.33.0 wheel: vllm/engine/arg_utils.py (EngineArgs.add_cli_args: parallel, "
+              "cache and scheduler flags, --nnodes/--node-rank/--master-addr, --data-parallel-*), "
+              "vllm/entrypoints/common/cli_args.py (make_arg_parser: --headless, --port), "
+              "vllm/model_executor/layers/fused_moe/config.py (MoE TP/EP over DP x TP)")
+DISAGG_DOCS = ("vllm 0.33.0 wheel: vllm/envs.py (VLLM_NIXL_SIDE_CHANNEL_HOST/PORT), "
+               "vllm/distributed/kv_transfer/kv_connector/v1/nixl/base_scheduler.py, "
+               "vllm/engine/arg_utils.py (--kv-transfer-config)")
+NIXL_PORT = 5600              # vLLM's VLLM_NIXL_SIDE_CHANNEL_PORT default
+
+
+def _ep_reasons(tp: int, ep: int, choices: tuple) -> list:
+    """vLLM's data-parallel ranks share one MoE group: ep > 1 runs only expert-parallel."""
+    if ep > 1 and choices[OPS.index("ffn1")] != EXPERTS:
+        return [f"vLLM runs ep={ep} (data-parallel attention) only with expert "
+                f"parallelism over all tp*ep = {tp * ep} GPUs (--enable-expert-parallel, "
+                "ffn1/ffn2 = experts); without it its MoE layers are tensor-parallel over "
+                "all of them: lts writes that as tp=tp*ep, ep=1 with data-parallel "
+                "attention"]
+    return []
+
+
+ENGINE = Engine(
+    name="vllm", label="vLLM", profiles=PROFILES, version="0.12", source_keys=("vllm",),
+    # ep > 1: expert parallelism only; its DP ranks' MoE is tensor-parallel over all of them
+    # (no EP) otherwise, so Megatron and DP attention run at ep = 1 only
+    ep_variants=(EXPERT_CHOICES,), more_reasons=_ep_reasons,
+    flags_version=FLAGS_VERSION, flags_docs=FLAGS_DOCS, disagg_docs=DISAGG_DOCS,
+    command="vllm serve",
+    # the GPUs of one command: tensor x pipeline x data parallel sizes
+    gpu_flags=("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size"),
+    fp8_kv_dtype="fp8")         # vllm/config/cache.py CacheDType
