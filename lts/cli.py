@@ -19,7 +19,17 @@ from dataclasses import asdict
 
 import click
 
-from .report import render as report
+from .report.bench import render_bench
+from .report.catalog import (models_rows, render_model_show, render_models, render_topologies,
+                             topologies_rows)
+from .report.compare import compare_dict, render_compare
+from .report.estimate import estimate_dict, render_estimate, render_serve, serve_dict
+from .report.format import json_safe, make_console, progress
+from .report.launch import emit_disagg_dict, render_emit, render_emit_disagg
+from .report.results import slo_text, workload_dict
+from .report.search import render_search, search_dict
+from .report.search_serve import disagg_dict, disagg_text, pareto_svg
+from .report.validate import render_validate
 from .search.bench import measure
 from .cost.model import breakdown
 from .specs.workload import PHASES, Workload
@@ -65,12 +75,21 @@ def _emit_json(obj) -> None:
     """JSON on stdout, streamed (a 100,000-row validate result is never one string); a value
     that is not finite (an absurd but accepted input can overflow a time) is null."""
     buf = []
-    for chunk in json.JSONEncoder(indent=2, allow_nan=False).iterencode(report.json_safe(obj)):
+    for chunk in json.JSONEncoder(indent=2, allow_nan=False).iterencode(json_safe(obj)):
         buf.append(chunk)
         if len(buf) >= 65536:
             sys.stdout.write("".join(buf))
             buf.clear()
     sys.stdout.write("".join(buf) + "\n")
+
+
+def _print(json_: bool, no_color: bool, d, render, *extra) -> None:
+    """Every command's output: its dict ``d`` as JSON with --json, else ``render(console, d,
+    *extra)`` on stdout (``extra``: what the table shows that the JSON does not carry)."""
+    if json_:
+        _emit_json(d)
+    else:
+        render(make_console(no_color), d, *extra)
 
 
 def _load(model: str, topology: str, precision=None):
@@ -264,23 +283,16 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
         step_row[BATCH] = res.running[0]
         _, ops = breakdown(m, profile.topology(topo), decode_workload(isl, osl, gpus or 0),
                            step_row)
-        chosen = concurrency is None and not named
-        if json_:
-            _emit_json({**report.serve_dict(m, res, ops, isl, osl, profile,
-                                            gpus or topo.gpus),
-                        "concurrency_chosen": chosen})
-        else:
-            report.render_serve(report.make_console(no_color), m, topo, res, ops, isl, osl,
-                                profile, chosen)
+        _print(json_, no_color, {**serve_dict(m, res, ops, isl, osl, profile, gpus or topo.gpus),
+                                 "concurrency_chosen": concurrency is None and not named},
+               render_serve, topo, profile)
         if not res.valid[0]:
             sys.exit(1)
         return
     work = _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus)
     res, ops = breakdown(m, topo, work, row)
-    if json_:
-        _emit_json(report.estimate_dict(m, res, ops, gpus or topo.gpus))
-    else:
-        report.render_estimate(report.make_console(no_color), m, topo, res, ops, phase)
+    _print(json_, no_color, estimate_dict(m, res, ops, gpus or topo.gpus), render_estimate, topo,
+           phase)
     if not res.valid[0]:
         sys.exit(1)
 
@@ -290,7 +302,7 @@ def _infeasible(problem, what: str) -> click.ClickException:
     gpus = problem.work.budget(topo)
     return click.ClickException(
         f"no feasible strategy found ({m.name} on {topo.name} with {gpus} GPU"
-        f"{'s' if gpus != 1 else ''}, {problem.phase}, {report.slo_text(problem)}"
+        f"{'s' if gpus != 1 else ''}, {problem.phase}, {slo_text(workload_dict(problem))}"
         + ("" if problem.engine_space == GENERIC else
            f", what {problem.engine_space} runs") + f"; {what})")
 
@@ -349,8 +361,7 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
     m, topo = _load(model, topology, precision)
     problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
                        _profile(engine, emit))
-    with report.progress(None if method == "exact" else budget, method,
-                         disable=json_) as advance:
+    with progress(None if method == "exact" else budget, method, disable=json_) as advance:
         run = run_search(problem, method, budget, seed, top, progress=advance,
                          request_rate=request_rate)
     if not run.found:
@@ -361,7 +372,7 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
                           else f"{method}, {run.result.evaluations} evaluations" +
                           "; --method exact tells whether any exists")
                           + ("" if dg is None else
-                             "; two pools would serve it: " + report.disagg_text(dg)))
+                             "; two pools would serve it: " + disagg_text(disagg_dict(dg))))
     launch = emit_launch(emit, problem, run.best.strategies[0], model, precision,
                          best_result=run.best) if emit else None
     disagg_launch = launch_disagg(emit, problem, run.disagg, model, precision) \
@@ -369,23 +380,22 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
     if plot is not None:
         try:
             with open(plot, "w", encoding="utf-8") as f:
-                f.write(report.pareto_svg(run))
+                f.write(pareto_svg(run))
         except OSError as e:
             raise click.ClickException(f"--plot {plot}: {e.strerror or e}") from None
-    if json_:
-        d = report.search_dict(run, launch)
-        if disagg_launch is not None:
-            d["emit_disagg"] = report.emit_disagg_dict(disagg_launch)
-        _emit_json(d)
-    else:
-        console = report.make_console(no_color)
-        report.render_search(console, run)
+    d = search_dict(run, launch)
+    if disagg_launch is not None:
+        d["emit_disagg"] = emit_disagg_dict(disagg_launch)
+
+    def render(console, d):
+        render_search(console, d, run)
         if launch is not None:
             console.print()
-            report.render_emit(console, launch, phase)
+            render_emit(console, launch, phase)
         if disagg_launch is not None:
             console.print()
-            report.render_emit_disagg(console, disagg_launch)
+            render_emit_disagg(console, disagg_launch)
+    _print(json_, no_color, d, render)
 
 
 def _methods(ctx, param, value):
@@ -427,15 +437,12 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
     m, topo = _load(model, topology, precision)
     problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
                        _profile(engine, None))
-    with report.progress(seeds * budget * len(methods), "exact", disable=json_) as advance:
+    with progress(seeds * budget * len(methods), "exact", disable=json_) as advance:
         cmp = run_compare(problem, methods, seeds, budget, progress=advance,
                           on_run=advance.describe)
     if cmp.exact.best is None:
         raise _infeasible(problem, "the exact optimum: none exists")
-    if json_:
-        _emit_json(report.compare_dict(cmp))
-    else:
-        report.render_compare(report.make_console(no_color), cmp)
+    _print(json_, no_color, compare_dict(cmp), render_compare)
 
 
 @cli.command()
@@ -446,32 +453,30 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
 def models(show, json_, no_color):
     """List the shipped models with their sizes."""
     if show is not None:
-        _listing(lambda: load_model(show), report.render_model_show, json_, no_color,
-                 to_json=lambda m: report.models_rows([(show, m)])[0])
+        m = _loaded(lambda: load_model(show))
+        _print(json_, no_color, models_rows([(show, m)])[0], render_model_show, m)
     else:
-        _listing(lambda: report.models_rows([(n, load_model(n)) for n in shipped_names("models")]),
-                 report.render_models, json_, no_color)
+        _print(json_, no_color,
+               _loaded(lambda: models_rows([(n, load_model(n)) for n in shipped_names("models")])),
+               render_models)
 
 
 @cli.command()
 @output_options
 def topologies(json_, no_color):
     """List the shipped topologies (GPUs, memory, links)."""
-    _listing(lambda: report.topologies_rows([(n, load_topology(n))
-                                             for n in shipped_names("topologies")]),
-             report.render_topologies, json_, no_color)
+    _print(json_, no_color,
+           _loaded(lambda: topologies_rows([(n, load_topology(n))
+                                            for n in shipped_names("topologies")])),
+           render_topologies)
 
 
-def _listing(load, render, json_, no_color, to_json=lambda rows: rows):
-    """Load (turning a bad file into one error line), then print as JSON or a table."""
+def _loaded(load):
+    """``load()``, a bad file turned into one error line."""
     try:
-        data = load()
+        return load()
     except LtsError as e:
         raise click.ClickException(str(e)) from None
-    if json_:
-        _emit_json(to_json(data))
-    else:
-        render(report.make_console(no_color), data)
 
 
 @cli.command()
@@ -488,11 +493,8 @@ def bench(model, topology, evaluations, seed, no_search, json_, no_color):
     """Measure this machine: evaluator strategies/s (one core), estimate wall time, and the wall
     time of a 4000-call ppo search (seed 0) and of the exact optimum, all in process."""
     m, topo = _load(model, topology)
-    d = asdict(measure(m, topo, evaluations, seed, searches=not no_search))
-    if json_:
-        _emit_json(d)
-    else:
-        report.render_bench(report.make_console(no_color), d)
+    _print(json_, no_color, asdict(measure(m, topo, evaluations, seed, searches=not no_search)),
+           render_bench)
 
 
 @cli.command()
@@ -513,14 +515,11 @@ def validate(measurements, json_, no_color):
     """
     from .serving.validate import validate as run_validate
     try:
-        with report.progress(None, "predicting", disable=json_) as advance:
+        with progress(None, "predicting", disable=json_) as advance:
             d = run_validate(measurements, progress=advance)
     except LtsError as e:
         raise click.ClickException(str(e)) from None
-    if json_:
-        _emit_json(d)
-    else:
-        report.render_validate(report.make_console(no_color), d)
+    _print(json_, no_color, d, render_validate)
 
 
 def main():

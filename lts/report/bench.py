@@ -1,0 +1,28 @@
+"""``lts bench``: the table of ``search.bench.measure``'s figures (its dict is the JSON)."""
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def render_bench(console: Console, d: dict) -> None:
+    """The table of ``lts bench`` from its dict (``bench.Bench`` as a dict: the JSON)."""
+    table = Table(title=f"lts bench: {escape(d['model'])} on {escape(d['topology'])}",
+                  box=box.SIMPLE_HEAD, show_header=False)
+    table.add_column("measure", no_wrap=True)
+    table.add_column("value", justify="right")
+    table.add_row("evaluator (one core, tables and fused pieces built)",
+                  f"{d['evaluations_per_s']:,.0f} strategies/s")
+    table.add_row("evaluator, fusing the coarse rows in the call",
+                  f"{d['evaluations_per_s_fusing']:,.0f} strategies/s")
+    table.add_row("evaluator, cold (coarse tables built in the call)",
+                  f"{d['evaluations_per_s_cold']:,.0f} strategies/s")
+    table.add_row("strategies evaluated", f"{d['evaluations']:,}")
+    table.add_row("lts estimate (in process)", f"{d['estimate_wall_s'] * 1e3:.1f} ms")
+    for key, label in (("search_wall_s", "search (ppo, budget 4000 calls)"),
+                       ("exact_wall_s", "exact optimum")):
+        if d.get(key) is not None:
+            table.add_row(label, f"{d[key]:.2f} s")
+    console.print(table)

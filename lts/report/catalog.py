@@ -1,0 +1,99 @@
+"""``lts models`` and ``lts topologies``: the shipped specs as rows (the JSON) and tables of
+those rows; ``models --show`` also prints the parsed shape of one model.
+"""
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..specs import ModelSpec, param_counts
+from ..specs.units import GB, GIB, TFLOPS, US
+from .format import fmt_params
+
+
+def models_rows(specs: list) -> list:
+    """The JSON of ``lts models``: a row per (name, spec), its shape, counts and weight size."""
+    rows = []
+    for name, m in specs:
+        c = param_counts(m)
+        rows.append({"name": name, "display_name": m.name, "kind": m.ffn.kind,
+                     "attention": m.attention.kind, "layers": m.layers, "hidden": m.hidden,
+                     "params_total": c["params_total"], "params_active": c["params_active"],
+                     "params_published": m.params_published or None,
+                     "weights": m.precision.weights,
+                     "weight_gib": c["params_total"] * m.precision.weight_bytes / GIB})
+    return rows
+
+
+def render_models(console: Console, rows: list) -> None:
+    """The table of ``lts models`` from ``models_rows``."""
+    table = Table(title="Shipped models", box=box.SIMPLE_HEAD)
+    for col, just in (("name", "left"), ("kind", "left"), ("layers", "right"),
+                      ("params", "right"), ("active", "right"), ("weights", "right")):
+        table.add_column(col, justify=just, no_wrap=True)
+    for r in rows:
+        kind = f"{r['kind']}/{r['attention']}"
+        table.add_row(escape(r["name"]), kind, str(r["layers"]), fmt_params(r["params_total"]),
+                      fmt_params(r["params_active"]),
+                      f"{r['weights']} {r['weight_gib']:.0f} GiB")
+    console.print(table)
+
+
+def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
+    """``lts models --show``: the model's row (``models_rows``: name, size, counts) and, from the
+    spec, what the row does not carry (source, vocab, attention and FFN shapes, precisions)."""
+    a, f = m.attention, m.ffn
+    total, published = r["params_total"], r["params_published"]
+    table = Table(title=escape(r["display_name"]), box=box.SIMPLE_HEAD, show_header=False)
+    table.add_column("key", no_wrap=True)
+    table.add_column("value")
+    rows = [("source", m.source), ("layers", r["layers"]), ("hidden", r["hidden"]),
+            ("vocab", m.vocab),
+            ("attention", f"{a.kind}: {a.heads} heads, {a.kv_heads} kv heads, head_dim {a.head_dim}"
+             + (f", kv_lora {a.kv_lora_rank}, q_lora {a.q_lora_rank}, rope {a.qk_rope_head_dim},"
+                f" v_head {a.v_head_dim}" if a.kind == "mla" else ""))]
+    if f.kind == "moe":
+        rows.append(("ffn", f"moe: {f.experts} experts top-{f.top_k}, expert width "
+                            f"{f.expert_intermediate}, shared width {f.shared_intermediate}, "
+                            f"{f.dense_layers} dense layers of width {f.intermediate}, "
+                            f"{'gated' if f.gated else 'not gated'}"))
+    else:
+        rows.append(("ffn", f"dense: width {f.intermediate}, {'gated' if f.gated else 'not gated'}"))
+    rows += [("precision", f"weights {r['weights']}, kv {m.precision.kv_cache}, "
+                           f"activations {m.precision.activations}"),
+             ("tie_embeddings", m.tie_embeddings),
+             ("params total", f"{total:.4g}" + (
+                 f" (published {published:.4g}, {100 * (total / published - 1):+.1f}%)"
+                 if published else "")),
+             ("params active", f"{r['params_active']:.4g}")]
+    for k, v in rows:
+        table.add_row(k, escape(str(v)))
+    console.print(table)
+
+
+def topologies_rows(specs: list) -> list:
+    """The JSON of ``lts topologies``: a row per (name, spec), its GPUs, memory and links."""
+    return [{"name": name, "gpu": t.gpu_name, "gpus": t.gpus, "gpus_per_node": t.gpus_per_node,
+             "nodes": t.nodes, "hbm_gib": t.hbm_bytes / GIB,
+             "bf16_tflops": t.peak_flops["bf16"] / TFLOPS,
+             "links": [{"name": l.name, "span_gpus": l.span_gpus,
+                        "bandwidth_gb_s": l.bandwidth_bytes_s / GB,
+                        "latency_us": l.latency_s / US, "efficiency": l.efficiency}
+                       for l in t.links]}
+            for name, t in specs]
+
+
+def render_topologies(console: Console, rows: list) -> None:
+    """The table of ``lts topologies`` from ``topologies_rows``."""
+    table = Table(title="Shipped topologies", box=box.SIMPLE_HEAD)
+    for col, just in (("name", "left"), ("gpu", "left"), ("gpus", "right"), ("HBM", "right"),
+                      ("links (span, GB/s per GPU)", "left")):
+        table.add_column(col, justify=just)
+    for r in rows:
+        links = ", ".join(f"{l['name']} {l['span_gpus']} {l['bandwidth_gb_s']:g}" for l in r["links"])
+        table.add_row(escape(r["name"]), escape(r["gpu"]),
+                      f"{r['gpus']} ({r['nodes']}×{r['gpus_per_node']})",
+                      f"{r['hbm_gib']:.0f} GiB", escape(links))
+    console.print(table)

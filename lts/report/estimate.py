@@ -1,0 +1,155 @@
+"""``lts estimate``: one strategy's per-op costs and figures (``estimate_dict``), and with
+``--phase serve`` the closed loop's (``serve_dict``); the tables render from those dicts (the
+per-op table from their ``ops``) and the specs they name.
+"""
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..cost.model import Result
+from ..specs import ModelSpec, TopologySpec
+from ..specs.strategy import strategy_dict
+from ..specs.units import GIB
+from .format import SHORT, fmt_bytes, fmt_ms, fmt_params, num
+from .results import deploy_fields, model_dict, ops_us, result_dict
+
+
+def estimate_dict(m: ModelSpec, res: Result, ops: list, budget: int) -> dict:
+    """JSON of ``lts estimate`` (decode or prefill): the result (``result_dict``), the
+    deployment fields on ``budget`` GPUs, the model and ``ops`` in display units."""
+    d = result_dict(res, 0)
+    d.update(deploy_fields(m, res, 0, budget))
+    d["model"] = model_dict(m)
+    d["ops"] = ops_us(ops)
+    return d
+
+
+def serve_dict(m: ModelSpec, res, ops: list, isl: int, osl: int, engine=None,
+               budget: int | None = None) -> dict:
+    """JSON of ``lts estimate --phase serve``: the strategy, the closed loop's figures (README
+    "JSON output") and ``ops``, the per-op cost of ``step``: one decode step of the running
+    batch at the mean context isl + osl/2."""
+    d = strategy_dict(res.strategies[0])
+    n = int(res.running[0])
+    d.update(phase="serve", isl=int(isl), osl=int(osl), concurrency=int(res.strategies[0][3]),
+             valid=bool(res.valid[0]), reasons=res.reason_list(0),
+             output_tokens_per_s=num(res.output_tokens_per_s[0]),
+             output_tokens_per_s_per_gpu=num(res.output_tokens_per_s_per_gpu[0]),
+             tokens_per_s_per_user=num(res.tokens_per_s_per_user[0]),
+             ttft_ms=num(res.ttft_s[0] * 1e3), tpot_ms=num(res.tpot_s[0] * 1e3),
+             request_latency_ms=num(res.latency_s[0] * 1e3),
+             running=n, queued=max(int(res.strategies[0][3]) - n, 0),
+             kv_capacity=int(res.kv_capacity[0]),
+             decode_step_ms=num(res.decode_step_s[0] * 1e3),
+             mixed_step_ms=num(res.mixed_step_s[0] * 1e3),
+             memory_gib_per_gpu=num(res.memory_bytes[0] / GIB), gpus=int(res.gpus[0]),
+             engine=engine.name if engine is not None else None,
+             model=model_dict(m),
+             step={"kind": "decode", "requests": n, "context": int(isl) + int(osl) // 2},
+             ops=ops_us(ops))
+    if budget is not None:
+        d.update(deploy_fields(m, res, 0, budget))
+    return d
+
+
+def _ops_table(console: Console, title: str, ops: list) -> None:
+    """The per-op table of ``ops`` (``ops_us``: display units)."""
+    table = Table(title=title,
+                  caption="count: instances per step; collectives: kind group bytes µs (×count)",
+                  box=box.SIMPLE_HEAD)
+    table.add_column("op", no_wrap=True)
+    table.add_column("choice", no_wrap=True)
+    table.add_column("count", justify="right")
+    table.add_column("comp µs", justify="right")
+    table.add_column("mem µs", justify="right")
+    table.add_column("collectives")
+    names = {0: "0", 1: "1", 2: "none", 3: "experts", -1: ""}
+    for op in ops:
+        colls = "\n".join(f"{SHORT[c['kind']]} {c['group']} {fmt_bytes(c['bytes'])} "
+                          f"{c['time_us']:.1f}" + (f" ×{c['count']}" if c["count"] != op["count"]
+                                                   else "")
+                          for c in op["collectives"])
+        table.add_row(op["name"], names[op["choice"]] + (f" {op['layout_in']}→{op['layout_out']}"
+                                                         if op["layout_in"] else ""),
+                      str(op["count"]), f"{op['compute_us']:.1f}", f"{op['memory_us']:.1f}",
+                      colls or "-")
+    console.print(table)
+
+
+def _model_line(d: dict) -> str:
+    """The model, its size and the strategy's degrees and GPUs, of an estimate's dict."""
+    m = d["model"]
+    return (f"[bold]{escape(m['name'])}[/] ({fmt_params(m['params_total'])} params, "
+            f"{fmt_params(m['params_active'])} active)  tp={d['tp']} ep={d['ep']} "
+            f"pp={d['pp']} batch={d['batch']}  on {d['gpus']} GPUs")
+
+
+def _status(d: dict) -> str:
+    return "[green]valid[/]" if d["valid"] else \
+        f"[red]invalid: {escape(', '.join(d['reasons']))}[/]"
+
+
+def render_estimate(console: Console, d: dict, topo: TopologySpec, phase: str) -> None:
+    """``lts estimate`` (decode or prefill) from its ``estimate_dict``: the per-op table, then
+    the figures against ``topo``'s usable memory."""
+    _ops_table(console, f"{escape(d['model']['name'])} on {escape(topo.name)}: cost per op "
+                        "instance", d["ops"])
+    lat = f"TPOT {fmt_ms(d['tpot_ms'])} ms" if phase == "decode" else \
+        f"TTFT {fmt_ms(d['ttft_ms'])} ms"
+    console.print(
+        _model_line(d) + "\n"
+        f"{d['tokens_per_s_per_gpu']:.1f} tokens/s/GPU, {d['tokens_per_s']:.0f} tokens/s, "
+        f"{lat}, {d['memory_gib_per_gpu']:.1f} GiB per GPU "
+        f"(of {(topo.hbm_bytes - topo.hbm_reserve_bytes) / GIB:.1f} usable): " + _status(d))
+
+
+def _rate(x: float) -> str:
+    """A rate in 3 significant figures, thousands separated beyond."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _ms(ms: float) -> str:
+    return f"{ms:.1f} ms" if ms < 10_000 else f"{ms / 1e3:,.1f} s"
+
+
+def render_serve(console: Console, d: dict, topo: TopologySpec, engine) -> None:
+    """``lts estimate --phase serve`` from its JSON (``serve_dict`` and ``concurrency_chosen``:
+    the concurrency was picked, the highest output tokens/s, not given): the per-op table of
+    one decode step of the running batch, then the closed loop's figures (one set: everything
+    below is the same run) on ``engine`` (its profile) and ``topo``."""
+    step, isl, osl = d["step"], d["isl"], d["osl"]
+    head = _model_line(d)
+    if d["kv_capacity"] < 1:            # not one request fits: no loop to describe
+        console.print(head + f"\n[red]invalid: {escape(', '.join(d['reasons']))}[/]: not one "
+                      f"request of {isl + osl} tokens fits the KV cache on {escape(engine.title)} "
+                      f"(weights and buffers take {d['memory_gib_per_gpu']:.1f} GiB per GPU with "
+                      f"one request, of {topo.hbm_bytes / GIB:.1f} GiB)")
+        return
+    plural = "s" if step["requests"] != 1 else ""
+    _ops_table(console, f"{escape(d['model']['name'])} on {escape(topo.name)}: one decode step "
+                        f"of the running batch ({step['requests']} request{plural} at context "
+                        f"{step['context']}, {d['decode_step_ms']:.2f} ms), cost per op instance",
+               d["ops"])
+    kv = f"the KV cache holds {d['kv_capacity']}"
+    if d["queued"]:
+        capped = engine.holds(d["kv_capacity"]) < d["kv_capacity"]
+        running = (f"{d['running']} running, {d['queued']} waiting: "
+                   + (f"the engine runs at most {engine.max_running}; " if capped else "") + kv)
+    else:
+        running = f"{d['running']} running; {kv}"
+    how = " (the highest output tokens/s)" if d["concurrency_chosen"] else ""
+    tpot = (f"TPOT {d['tpot_ms']:.2f} ms, {d['tokens_per_s_per_user']:.1f} tokens/s per user"
+            if d["tpot_ms"] is not None else "no TPOT (one output token)")
+    console.print(
+        head + "\n"
+        f"[bold]serve[/] on {escape(engine.title)}: {isl} in / {osl} out tokens per request, "
+        f"concurrency {d['concurrency']}{how} ({running}): {_status(d)}\n"
+        f"{_rate(d['output_tokens_per_s'])} output tokens/s, "
+        f"{_rate(d['output_tokens_per_s_per_gpu'])} per GPU; TTFT {_ms(d['ttft_ms'])}, {tpot}, "
+        f"request latency {d['request_latency_ms'] / 1e3:,.2f} s\n"
+        f"steps: decode {d['decode_step_ms']:.2f} ms, with a prefill chunk "
+        f"{d['mixed_step_ms']:.2f} ms; {d['memory_gib_per_gpu']:.1f} GiB per GPU with "
+        f"{d['running']} request{'s' if d['running'] != 1 else ''} of {isl + osl} tokens")
