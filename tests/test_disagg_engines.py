@@ -11,7 +11,8 @@ from lts.search import disagg
 from lts.cost.model import evaluate
 from lts.engines import ENGINES, GENERIC, REAL_ENGINES
 from lts.search.exact import search_exact
-from lts.cost.tables import REASON_BIT, kv_request_bytes
+from lts.cost import kv
+from lts.cost.tables import REASON_BIT
 from lts.search.problems import Problem, ServeProblem
 from lts.search.methods import size_disagg
 from lts.specs import load_model, load_topology
@@ -25,7 +26,7 @@ def kv_bytes(model, row, context) -> float:
     """KV cache per GPU of a Megatron row of a dense model with kv_heads divisible by tp: the
     batch's requests of ``context`` tokens, split over tp and pp."""
     assert model.attention.kv_heads % row[TP] == 0
-    return kv_request_bytes(model, context) * row[BATCH] / (row[TP] * row[PP])
+    return kv.request_bytes(model, context) * row[BATCH] / (row[TP] * row[PP])
 
 
 def fits(engine, topo, memory, kv, parallel) -> bool:

@@ -138,7 +138,8 @@ def test_request_rate_flag(tmp_path):
 def test_disaggregated_pools_match_their_rates_within_the_budget_and_slos():
     """Two pools: each the exact optimum of its phase for its instance size, instance counts
     within the GPU budget, the served rate the slower pool's, the figures of the whole."""
-    from lts.search.disagg import QUEUE_PASSES, best_pool, disaggregate, pool_problem
+    from lts.cost.latency import QUEUE_PASSES
+    from lts.search.disagg import best_pool, disaggregate, pool_problem
     from lts.search.problems import ServeProblem
     from lts.specs import load_model, load_topology
     from lts.specs.workload import Workload

@@ -19,7 +19,7 @@ How a strategy is costed (DESIGN.md §3), one layer per module, read in this ord
 ``breakdown`` lists one strategy's ops with their times and collectives in seconds and bytes
 (``report`` converts to display units).
 
-Imports: layouts, optables, walk, workload, specs (types), strategy.
+Imports: latency (step time), layouts, optables, walk, workload, specs (types), strategy.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import latency
 from .layouts import (CONVERSION, F, LAYOUT_NAMES, MODE_IN, MODE_OUT, PT, SLOT, SLOT_MODES, SLOTS,
                       T, check_choices, pack)
 from .tables import REASON_BIT, REASONS, Tables, append_tables, build_tables
@@ -360,15 +361,14 @@ def finish(topo: TopologySpec, work: Workload, tables: Tables, g, slowest, memor
     stage's memory: the Result fields after ``strategies``, in order."""
     pp, batch, gpus = tables.pp[g], tables.batch[g], tables.gpus[g]
     reasons = tables.fixed_invalid[g] | bad
-    if work.phase in ("decode", "mixed"):
-        # pp micro-batches each pass every stage once, plus the engine's fixed time per step
-        step = pp * slowest + topo.step_overhead_s
+    prefill = work.phase not in ("decode", "mixed")
+    # a decode step is its batch's TPOT, a prefill pass its prompts' TTFT (no queue)
+    step = latency.step_s(pp, slowest, topo.step_overhead_s, fill_drain=prefill)
+    if not prefill:
         tpot, ttft = step, np.full(len(g), np.nan)
         tokens = batch / step
         reasons |= np.where(tpot > work.tpot_slo_ms * 1e-3, REASON_BIT["slo"], 0)
     else:
-        # pp micro-batches through pp stages (fill + drain), plus the engine's time per pass
-        step = (2 * pp - 1) * slowest + topo.step_overhead_s
         tpot, ttft = np.full(len(g), np.nan), step
         tokens = batch * work.context / step
         if work.ttft_slo_ms:

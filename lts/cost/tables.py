@@ -9,7 +9,7 @@ hidden-split norm's all-reduce, MoE dispatch and combine) are costed with it; co
 not overlapped with compute (PAPER.md §6 recommendation). Everything is a few NumPy expressions
 over [G] arrays, G = distinct coarse rows; times in seconds, sizes in bytes.
 
-Imports: collectives, layouts, specs, strategy, workload.
+Imports: collectives, kv, layouts, specs, strategy, workload.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 
 from . import collectives as coll
+from . import kv
 from .layouts import (CONVERSION, F, FFN1_MODES, FFN2_MODES, MAX_MODES, MODE_DIM0, MODE_DIM1,
                       MODE_EXPERTS, MODE_NONE, MODE_NONE_T, N_LAYOUTS, P, POINTS, PT, SLOT, SLOTS,
                       T)
@@ -104,7 +105,7 @@ class _Shape:
         self.rows_t = self.seqs_t * self.tps
         self.lm_rows = self.seqs                                    # one next token per sequence
         self.mb_tokens = self.mb * self.tps                         # tokens of one micro-batch
-        ctx = float(work.context)
+        ctx = kv.held_tokens(model, float(work.context))     # tokens each layer's cache holds
         self.ctx = ctx
         # average keys a query attends to: decode reads the whole context; causal prefill ~ half
         self.ctx_attn = ctx if decode else (ctx + 1) / 2
@@ -129,41 +130,23 @@ class _Shape:
             self.score_rows = self.score_rows + ch * self.chunk_keys
         h = model.hidden
         self.h = h
+        self.k_tok, self.v_tok = kv.token_bytes(model)          # one token in one layer's cache
         if a.kind == "mla":
             # absorbed MLA (DeepSeek-V2 §2.1.2): scores over the latent + rope key, values from the
             # latent; the cache holds one latent (kv_lora + rope) per token, not split by heads
             self.qk_dim = a.kv_lora_rank + a.qk_rope_head_dim
             self.v_dim = a.kv_lora_rank
-            self.k_tok, self.v_tok = kv_token_bytes(model)
             self.k_heads = 1.0                     # the latent is shared by all heads
             qk = a.qk_nope_head_dim + a.qk_rope_head_dim
             self.qkv_out = a.heads * qk + a.kv_lora_rank + a.qk_rope_head_dim
         else:
             self.qk_dim = a.head_dim
             self.v_dim = a.head_dim
-            self.k_tok, self.v_tok = kv_token_bytes(model)
             self.k_heads = float(a.kv_heads)
             self.qkv_out = (a.heads + 2 * a.kv_heads) * a.head_dim
         self.ctx_out = a.heads * a.v_dim
         self.experts = float(f.experts)
         self.top_k = float(f.top_k)
-
-
-def kv_token_bytes(model: ModelSpec) -> tuple:
-    """Bytes of one token's keys and values in one layer's cache, (K, V): GQA kv_heads x head_dim
-    each; MLA one latent (kv_lora_rank + qk_rope_head_dim) that the values are read from (V: its
-    kv_lora_rank part, the same bytes)."""
-    a, kvb = model.attention, model.precision.kv_bytes
-    if a.kind == "mla":
-        return (a.kv_lora_rank + a.qk_rope_head_dim) * kvb, a.kv_lora_rank * kvb
-    k = a.kv_heads * a.head_dim * kvb
-    return k, k
-
-
-def kv_request_bytes(model: ModelSpec, tokens) -> float:
-    """KV cache of ``tokens`` tokens over all layers, stored once (MLA: the latent only)."""
-    k, v = kv_token_bytes(model)
-    return tokens * model.layers * (k if model.attention.kind == "mla" else k + v)
 
 
 def _roofline(s: _Shape, flops, nbytes):
@@ -221,7 +204,7 @@ class _Builder:
         self.groups = {"tp": (s.tp, 1.0), "ep": (s.ep, s.tp), "pp": (s.pp, s.tp * s.ep)}
         self.levels = {g: coll.levels(links, *rs) for g, rs in self.groups.items()}
 
-    def put(self, slot, mode, flops, nbytes, weights=0.0, kv=0.0, colls=(), launch=True):
+    def put(self, slot, mode, flops, nbytes, weights=0.0, cache=0.0, colls=(), launch=True):
         s = self.s
         sl = SLOT[slot]
         c, m = _roofline(s, _full(flops, s.tp.shape), _full(nbytes, s.tp.shape))
@@ -230,7 +213,7 @@ class _Builder:
         self.time[:, sl, mode] = roofline_time(c, m, s.topo.roofline_exponent) + \
             (s.overhead if launch else 0.0)
         self.weights[:, sl, mode] = weights
-        self.kv[:, sl, mode] = kv
+        self.kv[:, sl, mode] = cache
         total = np.zeros_like(s.tp)
         recs = []
         for kind, group, nb in colls:
@@ -323,8 +306,8 @@ def _fill_attention(b: _Builder):
                 fl = fl + ch * 2.0 * heads * dim * s.chunk_keys * ffl
                 by = by + ch * (s.chunk_read * cache_tok * fcache + heads * dim * s.ab * 2 * ffl)
             # every stage holds the cache of all pp micro-batches in flight, not only one
-            kv = s.pp * seqs * s.ctx * cache_tok * fcache
-            b.put(slot, mode, fl, by, 0.0, kv)
+            held = s.pp * seqs * s.ctx * cache_tok * fcache
+            b.put(slot, mode, fl, by, 0.0, held)
 
     kh = s.k_heads
     fdim_k = _frac(s.qk_dim, s.tp) if a.kind == "mla" else _frac(a.head_dim, s.tp)
@@ -469,13 +452,14 @@ _LATENT_STORAGE = np.array([{MODE_DIM0: 0, MODE_DIM1: 1, MODE_NONE: 0, MODE_NONE
                             for m in range(4)])
 
 
-def kv_layer(model: ModelSpec, kv):
-    """Resident KV cache per GPU per layer for every (scores mode, context mode): K as the scores
-    op splits it, V as the context op does. MLA keeps one latent for keys and values: when the
-    context op splits it the same way as the scores op, the scores op's copy serves both."""
-    k = kv[:, SLOT["scores"], :4, None]
-    v = kv[:, SLOT["context"], None, :4]
-    if model.attention.kind != "mla":
+def kv_layer(model: ModelSpec, held):
+    """Resident KV cache per GPU per layer for every (scores mode, context mode), from each op's
+    ``held`` [G, slots, modes]: K as the scores op splits it, V as the context op does. MLA keeps
+    one latent for keys and values (``kv.latent``): when the context op splits it the same way as
+    the scores op, the scores op's copy serves both."""
+    k = held[:, SLOT["scores"], :4, None]
+    v = held[:, SLOT["context"], None, :4]
+    if not kv.latent(model):
         return k + v
     same = _LATENT_STORAGE[:, None] == _LATENT_STORAGE[None, :]
     return k + np.where(same, 0.0, v)

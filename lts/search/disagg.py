@@ -5,12 +5,12 @@ its own strategy, against one pool that does both (DESIGN.md §8; issue 12).
   ``isl``: batches of whole prompts, no decode tokens beside them. As in the one-pool model the
   clients are a closed loop, their requests paced by completions; a request waits for the pass
   in progress (half of one on average) and then its own: its TTFT is 1.5 passes plus the KV
-  transfer, so the pass may take (TTFT limit - transfer) / 1.5. (Random arrivals at a pool near
-  saturation would wait longer.)
+  transfer (``latency.pool_ttft_s``), so the pass may take (TTFT limit - transfer) / 1.5.
+  (Random arrivals at a pool near saturation would wait longer.)
 - **Decode pool:** the exact optimum of the decode phase at the final context ``isl + osl`` (the
   KV memory a request holds at its end, as one pool reserves it) under the TPOT limit: steps of
   decode tokens only, no prefill between them.
-- **Transfer:** each request's KV cache (``optables.kv_request_bytes`` of isl tokens) crosses the
+- **Transfer:** each request's KV cache (``kv.request_bytes`` of isl tokens) crosses the
   innermost link tier that spans both pools, split over the GPUs of the smaller instance.
 - **Rate matching:** a prefill instance completes batch / pass requests per second, a decode
   instance batch / (osl x step); x prefill and y decode instances serve min(x r_p, y r_d)
@@ -55,15 +55,14 @@ from ..engines.profiles import EngineProfile
 from ..engines import GENERIC
 from .exact import search_exact
 from .exact_engine import search_engine_exact
-from ..cost.tables import Tables, kv_request_bytes
+from ..cost import kv
+from ..cost.latency import pool_pass_limit, pool_ttft_s
+from ..cost.tables import Tables
 from ..serving.pareto import pareto_front
 from .problems import Problem, ServeProblem
 from ..specs import ModelSpec, TopologySpec
 from ..specs.strategy import BATCH, N_COARSE, PP, TP, Space
 from ..specs.workload import Workload
-
-QUEUE_PASSES = 1.5       # a request's TTFT in passes: half the pass in progress, then its own
-
 
 @dataclass
 class Disagg:
@@ -89,7 +88,7 @@ def transfer_s(problem: ServeProblem, gpus_used: int, shard_gpus: int) -> float:
     GPUs sending its share."""
     topo = problem.engine.topology(problem.topo)
     link = next((l for l in topo.links if l.span_gpus >= gpus_used), topo.links[-1])
-    nbytes = kv_request_bytes(problem.model, problem.isl) / shard_gpus
+    nbytes = kv.request_bytes(problem.model, problem.isl) / shard_gpus
     return nbytes / (link.bandwidth_bytes_s * link.efficiency) + link.latency_s
 
 
@@ -227,7 +226,7 @@ def deployment(problem: ServeProblem, prefill, decode, x: int, y: int) -> Disagg
     used, served = x * g_p + y * g_d, min(x * r_p, y * r_d)
     move = transfer_s(problem, used, min(g_p, g_d))
     return Disagg(prefill, decode, x, y, used, served, served * problem.osl / used,
-                  QUEUE_PASSES * float(prefill.ttft_s[0]) + move, float(decode.tpot_s[0]), move)
+                  pool_ttft_s(float(prefill.ttft_s[0]), move), float(decode.tpot_s[0]), move)
 
 
 def pair(problem: ServeProblem, prefill, decode, budget: int | None = None):
@@ -266,7 +265,7 @@ def _prefill_limit(problem: ServeProblem):
     ttft = problem.ttft_slo_ms
     if not (ttft and math.isfinite(ttft)):
         return 0.0
-    limit = (ttft - transfer_s(problem, problem.work.budget(problem.topo), 1) * 1e3) / QUEUE_PASSES
+    limit = pool_pass_limit(ttft, transfer_s(problem, problem.work.budget(problem.topo), 1) * 1e3)
     return limit if limit > 0 else None
 
 

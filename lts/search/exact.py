@@ -5,8 +5,8 @@ the cost model's pieces (``walk.piece_*``, ``costmodel.stage_max``, ``stage_memo
 visited best bound first (see ``_Exact`` for why this is exact). The top-k is confirmed with the
 evaluator itself. Decode and prefill only: the serve phase sums several steps.
 
-Imports: costmodel (stage_max, stage_memory, finish), layouts, walk (the pieces), problems,
-strategy.
+Imports: costmodel (stage_max, stage_memory, finish), kv (uniform layers), layouts, walk (the
+pieces), problems, strategy.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 
+from ..cost import kv
 from ..cost.model import finish, stage_max, stage_memory
 from ..cost.layouts import NORM_OF, SLOT, SLOT_MODES
 from .problems import Problem, SearchResult, ServeProblem, Tracker
@@ -34,11 +35,13 @@ def _grid(*sizes):
 class _Exact:
     """Factorized costs of every fine strategy for a block of coarse rows.
 
-    Why this is exact. Fix the coarse part (tp, ep, pp, batch). Every layer makes the same choices,
-    and the cost model's step is built from pieces (walk.piece_*), each depending on few
-    choices: the attention block on ops 2-7, the FFN block on ops 7-10, the layer boundary on the
-    FFN output layout and ops 2 and 7, the first stage's extra on ops 1-2, the last stage's on the
-    FFN output layout and ops 7, 11, 12. The slowest stage is lp * attn + (terms free of ops 3-6),
+    Why this is exact. Fix the coarse part (tp, ep, pp, batch). Every layer makes the same choices
+    and keeps the same KV bytes per token (``kv.uniform``, checked here: a model whose layers
+    differ, e.g. some with a sliding window, is refused), and the cost model's step is built
+    from pieces (walk.piece_*), each depending on few choices: the attention block on ops 2-7,
+    the FFN block on ops 7-10, the layer boundary on the FFN output layout and ops 2 and 7, the
+    first stage's extra on ops 1-2, the last stage's on the FFN output layout and ops 7, 11, 12.
+    The slowest stage is lp * attn + (terms free of ops 3-6),
     because every stage holds lp layers and so lp attention blocks; memory is likewise
     lp * (attention weights + KV) + (terms free of ops 3-6). Hence for fixed ops (2, 7) the
     problem splits into an attention list a (81 options of ops 3-6: time A_a, memory W_a) and a
@@ -57,6 +60,7 @@ class _Exact:
     """
 
     def __init__(self, model, choices):
+        kv.require_uniform(model, "the exact solver (lp * attention memory per stage)")
         self.model = model
         n = choices
         self.n = n

@@ -29,7 +29,8 @@ add a point to the trade-off frontier (for each tokens/s per user, the best toke
 The frontier is collected on the way, from each row's own front. The top-k and the frontier are
 confirmed by the evaluator itself, and tests check them against brute force on small spaces.
 
-Imports: exact (the factorized lists), optables (build_tables), problems, serve, strategy.
+Imports: exact (the factorized lists), latency, optables (build_tables), problems, serve,
+strategy.
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..cost.latency import closed_queue_s, request_s
 from ..serving import serve
 from .exact import INVALID_S, _Exact
 from ..cost.tables import build_tables
@@ -196,14 +198,10 @@ class _Loop:
 
     def figures(self, n, dp, t_mix, t_dec):
         """(latency, TPOT, TTFT) of a running batch n over dp attention-DP ranks:
-        ``serve._closed_loop`` with no queue."""
-        first, mid_mix, mid_dec = self.counts(n, dp)
-        ro = self.engine.request_overhead_s
-        with np.errstate(invalid="ignore"):      # 0 steps x an invalid x's inf: nan, invalid
-            decode_time = mid_mix * t_mix + mid_dec * t_dec
-        latency = first * t_mix + decode_time + ro
-        tpot = decode_time / (self.p.osl - 1) if self.p.osl > 1 else np.zeros_like(latency)
-        return latency, tpot, first * t_mix + ro
+        ``serve._closed_loop``'s ``latency.request_s`` with no queue (TPOT 0 at osl 1)."""
+        ttft, tpot, latency = request_s(*self.counts(n, dp), t_mix, t_dec, self.p.osl,
+                                        self.engine.request_overhead_s, one_token_tpot=0.0)
+        return latency, tpot, ttft
 
 
 def _front(tpot, score):
@@ -418,7 +416,7 @@ def guide_bounds(problem: ServeProblem, tighten: int = TIGHTEN, keep: int = 64,
     at_cap, n = rows[:, 3] == 1, coarse[:, 3].astype(np.float64)
     for col, c in enumerate(sp.batch):
         if c != serve.AT_CAPACITY:
-            queued = at_cap & (n < c) & (ttft + (c - n) / n * latency <= loop.ttft_limit)
+            queued = at_cap & (n < c) & (ttft + closed_queue_s(c, n, latency) <= loop.ttft_limit)
             np.maximum.at(out, base[queued] + col, ub[queued])
     return out
 

@@ -30,17 +30,17 @@ model is the loop's steady state, vectorized over strategies (the batch column i
      prefill-only steps of the whole budget, then decoding together; request i's first token
      comes after ceil(i*isl/budget) of them, a*(n+1)/2 + 1/2 on average (a = isl/budget), and
      the rest of the batch's prefill steps stall its decode.
-4. **Outputs.** request latency L = TTFT + (osl-1) TPOT; output tokens/s = n * osl / L (Little's
-   law: n requests in service); tokens/s per user = 1/TPOT. Requests beyond n wait
-   (C - n)/n cycles: (C - n)/n * L is added to TTFT. The engine's time per request (HTTP,
-   tokenization) is added to TTFT and L.
+4. **Outputs** (``cost.latency.request_s``, ``closed_queue_s``). request latency L = TTFT +
+   (osl-1) TPOT; output tokens/s = n * osl / L (Little's law: n requests in service); tokens/s
+   per user = 1/TPOT. Requests beyond n wait (C - n)/n cycles: (C - n)/n * L is added to TTFT.
+   The engine's time per request (HTTP, tokenization) is added to TTFT and L.
 
 Every quantity is an array over strategies: 4 evaluator calls (two memory points, the decode and
 the mixed step), no Python loop per strategy. ``best_batch`` finds the integer C up to the
 capacity with the highest output tokens/s within the SLOs (``best_concurrency``); a batch column
 of ``AT_CAPACITY`` (0) asks for C = the capacity (the result rows then hold that C).
 
-Imports: costmodel, optables (reasons), engines, enginespace, strategy, workload.
+Imports: costmodel, latency, optables (reasons), engines, enginespace, strategy, workload.
 """
 from __future__ import annotations
 
@@ -49,6 +49,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from ..engines import space as enginespace
+from ..cost.latency import closed_queue_s, request_s
 from ..cost.model import Result, TableCache, evaluate
 from ..cost.tables import REASON_BIT, REASONS
 from ..engines import ENGINES, GENERIC
@@ -293,15 +294,11 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
         if mask.any():
             t_mix[mask] = ev(work, rows[mask]).step_s + c0
     dp = np.where(adp, dp * strategies[:, TP], dp)
-    first, between_mix, between_dec = step_counts(engine, mixed, n, dp)
-    ttft = first * t_mix
-    decode_time = between_mix * t_mix + between_dec * t_dec
-    decode_steps = osl - 1.0
-    tpot = decode_time / decode_steps if osl > 1 else np.full_like(t_dec, np.nan)  # no 2nd token
-    latency = ttft + decode_time + engine.request_overhead_s
+    ttft, tpot, latency = request_s(*step_counts(engine, mixed, n, dp), t_mix, t_dec, osl,
+                                    engine.request_overhead_s)
     tokens = n * osl / latency
-    wait = np.maximum(conc - n, 0.0) / n * latency              # queued for a running slot
-    ttft = ttft + engine.request_overhead_s + wait
+    wait = closed_queue_s(conc, n, latency)                     # queued for a running slot
+    ttft = ttft + wait
     reasons = fixed_reasons | np.where(cap < 1, REASON_BIT["memory"], 0)
     slo = REASON_BIT["slo"]
     if tpot_slo_ms:                                           # nan (osl 1) meets any limit
