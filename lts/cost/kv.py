@@ -34,7 +34,8 @@ def layer_token_bytes(model: ModelSpec) -> list:
 
 
 def uniform(model: ModelSpec) -> bool:
-    """Whether every layer keeps the same bytes per token (module docstring)."""
+    """Whether every layer keeps the same bytes per token and holds the same tokens (module
+    docstring; ``held_tokens`` is one rule for all layers, so the bytes decide)."""
     return len(set(layer_token_bytes(model))) == 1
 
 
@@ -61,7 +62,8 @@ def latent(model: ModelSpec) -> bool:
 
 def held_tokens(model: ModelSpec, context):
     """Tokens of a sequence's context that each layer's cache holds and a step reads: all of
-    them (every layer attends to the whole context)."""
+    them (every layer attends to the whole context). One rule for every layer: a window on
+    some layers only makes it per layer, and ``uniform`` must then compare it too."""
     return context
 
 

@@ -41,11 +41,11 @@ class _Exact:
     from pieces (walk.piece_*), each depending on few choices: the attention block on ops 2-7,
     the FFN block on ops 7-10, the layer boundary on the FFN output layout and ops 2 and 7, the
     first stage's extra on ops 1-2, the last stage's on the FFN output layout and ops 7, 11, 12.
-    The slowest stage is lp * attn + (terms free of ops 3-6),
-    because every stage holds lp layers and so lp attention blocks; memory is likewise
-    lp * (attention weights + KV) + (terms free of ops 3-6). Hence for fixed ops (2, 7) the
-    problem splits into an attention list a (81 options of ops 3-6: time A_a, memory W_a) and a
-    rest list f (options of ops 1, 8-12: time G_f, memory M_f), and the optimum is
+    The slowest stage is lp * attn + (terms free of ops 3-6), because every stage holds lp
+    layers and so lp attention blocks; memory is likewise lp * (attention weights + KV) + (terms
+    free of ops 3-6). Hence for fixed ops (2, 7) the problem splits into an attention list a
+    (81 options of ops 3-6: time A_a, memory W_a) and a rest list f (options of ops 1, 8-12:
+    time G_f, memory M_f), and the optimum is
 
         min over a, f of lp*A_a + G_f   subject to   lp*W_a + M_f <= usable HBM,
 
