@@ -1,4 +1,4 @@
-"""Gradient checks for every layer in lts/nn.py, plus Adam and gradient clipping.
+"""Gradient checks for every layer in lts/agent/nn.py, plus Adam and gradient clipping.
 
 Each check runs in float64 with a random upstream gradient ``dout`` (llm.c / CS231n pattern) and
 is judged by the maximum relative error against centred finite differences.

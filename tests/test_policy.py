@@ -1,5 +1,5 @@
-"""Tests of lts/policy.py and of the PPO loss on it (lts/ppo.py ``ppo_loss_and_grad``): whole-policy
-and PPO-loss gradient checks, masking, sampling, learning.
+"""Tests of lts/agent/policy.py and of the PPO loss on it (lts/agent/ppo.py
+``ppo_loss_and_grad``): whole-policy and PPO-loss gradient checks, masking, sampling, learning.
 
 Gradient checks run in float64 on a small network (d_model=16, 2 attention heads) and sample a
 few entries of every parameter (CS231n ``grad_check_sparse``).

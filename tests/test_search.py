@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from generators import synthetic_dense, synthetic_mla, synthetic_moe
-from lts.agent import ppo
+from lts.agent import ppo, proposer
 from lts.cost.model import evaluate
 from lts.specs.workload import Workload
 from lts.search.methods import SEARCHERS, Problem
@@ -192,7 +192,7 @@ def test_ppo_restart_priors():
     starts = np.concatenate([[0], np.cumsum(sizes)])
 
     def probs(kind):
-        b = ppo._restart_bias(sizes, row, kind, cfg)
+        b = proposer.restart_bias(sizes, row, kind, cfg)
         return [np.exp(b[i:j]) / np.exp(b[i:j]).sum() for i, j in zip(starts[:-1], starts[1:])]
 
     local, glob = probs("local"), probs("global")
@@ -219,7 +219,7 @@ def test_ppo_global_restart_leaves_the_expert_split_uniform():
     row = np.array([1, 0, 4, 2] + [1] * len(n_choices(True)))
     starts = np.concatenate([[0], np.cumsum(sizes)])
     for c, heads in ((cfg, switch), (ppo.PPOConfig(global_uniform=False), ())):
-        b = ppo._restart_bias(sizes, row, "global", c, switch)
+        b = proposer.restart_bias(sizes, row, "global", c, switch)
         for h, (i, j) in enumerate(zip(starts[:-1], starts[1:])):
             p = np.exp(b[i:j]) / np.exp(b[i:j]).sum()
             if h < 4 or h in heads:
