@@ -20,7 +20,7 @@ sampling and entropy are single vectorized ops, with no per-head Python loop. Th
 independent given the observation, as in the paper (autoregressive heads conditioned on the earlier
 heads' actions were tried, with no gain measured, and removed: README "Search quality").
 
-The clipped PPO loss that trains this network, and its gradient, are in ``lts.ppo``.
+The clipped PPO loss that trains this network, and its gradient, are in ``lts.agent.ppo``.
 
 Shapes: B batch, T history length, A record width, d d_model, H sub-action heads,
 K max choices per head, N = sum(n_choices).
@@ -31,7 +31,7 @@ References:
   - PyTorch nn.TransformerEncoderLayer (post-LN default); CleanRL ``ppo.py`` (orthogonal init,
     std 0.01 policy output, std 1.0 value output).
 
-Imports: numpy and lts.nn only.
+Imports: numpy and lts.agent.nn only.
 """
 from __future__ import annotations
 
