@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from lts.launch import emit
+from lts.launch import emit, trtllm
 from lts.engines import ENGINES, REAL_ENGINES
 from lts.engines.space import runnable_mask
 from lts.cli import cli
@@ -182,7 +182,7 @@ def test_trtllm_attention_dp():
     (role, cfg), (_, cmd) = lau.commands
     assert role.startswith("config") and "enable_attention_dp: true" in cfg
     for flag in ("--tp_size 8", "--ep_size 8", "--max_batch_size 8", "--max_seq_len 16384",
-                 f"--extra_llm_api_options {emit.TRTLLM_YAML}"):
+                 f"--extra_llm_api_options {trtllm.INSTANCE_YAML}"):
         assert flag in cmd
     cmd = only_command(launch("trtllm", "tp=8,batch=256,ffn1=experts,ffn2=experts"))
     assert "--tp_size 8 --ep_size 8" in cmd and "enable_attention_dp" not in cmd

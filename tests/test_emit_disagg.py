@@ -10,9 +10,11 @@ from click.testing import CliRunner
 
 from lts.engines import REAL_ENGINES
 from lts.launch import emit
+from lts.launch.vllm import LAUNCHER as VLLM
 from lts.cli import cli
 from lts.search.disagg import disaggregate
-from lts.launch.emit_disagg import _disagg_command, command_gpus, launch_disagg
+from lts.launch.emit_disagg import command_gpus, launch_disagg
+from lts.launch.launcher import nodes
 from lts.search.problems import ServeProblem
 from lts.specs import load_model, load_topology
 from lts.specs.strategy import parse_strategy
@@ -124,7 +126,7 @@ def test_instances_never_share_a_gpu_and_multi_node_ones_take_whole_nodes():
         for _, _, row, at, span in _instances(dg, 8):
             size = int(row[0] * row[1] * row[2])
             if span > 1:      # whole nodes from a node boundary, as many as its command uses
-                assert at % 8 == 0 and span == emit._nodes(size, 8)
+                assert at % 8 == 0 and span == nodes(size, 8)
                 gpus = set(range(at, at + span * 8))
             else:             # inside one node
                 assert at // 8 == (at + size - 1) // 8
@@ -162,33 +164,32 @@ def test_vllm_worker_nodes_bind_their_own_nixl_side_channel():
     model, topo = p.model, p.topo
     row = parse_strategy("tp=1,ep=16,batch=64", True)           # DP over 2 nodes
     roles, _ = emit.commands("vllm", model, topo, Workload(gpus=48), row, "deepseek-v3")
-    from lts.launch.emit_disagg import _node_commands
-    out = _node_commands("vllm", roles, 3, 2, lambda n: f"$NODE{n}_IP")
+    out = VLLM.node_commands(roles, 3, 2, lambda n: f"$NODE{n}_IP")
     assert [own for _, _, own in out] == ["$NODE3_IP", "$NODE4_IP"]
     head, worker = out[0][1], out[1][1]
     assert "--data-parallel-address $NODE3_IP" in head and "--headless" not in head
     assert "--data-parallel-address $NODE3_IP" in worker and "$NODE_RANK" not in worker
     assert "--data-parallel-start-rank $((1 * 8)) --headless" in worker
-    cmd = _disagg_command("vllm", "decode", worker, 0, 16, 8101, 0, out[1][2], False)
+    cmd = VLLM.disagg_command("decode", worker, 0, 16, 8101, 0, out[1][2], False)
     assert "VLLM_NIXL_SIDE_CHANNEL_HOST=$NODE4_IP " in cmd
     # three nodes: one command per worker node, each with its own address and rank
     roles, _ = emit.commands("vllm", model, topo, Workload(gpus=48), parse_strategy(
         "tp=1,ep=24,batch=64", True), "deepseek-v3")
-    out = _node_commands("vllm", roles, 0, 3, lambda n: f"$NODE{n}_IP")
+    out = VLLM.node_commands(roles, 0, 3, lambda n: f"$NODE{n}_IP")
     assert [own for _, _, own in out] == ["$NODE0_IP", "$NODE1_IP", "$NODE2_IP"]
     assert ["$((2 * 8))" in c for _, c, _ in out] == [False, False, True]
     # Ray (a DP rank wider than a node): each node's ray start carries its own address
     roles, _ = emit.commands("vllm", load_model("mixtral-8x7b"), topo, Workload(gpus=32),
                              parse_strategy("tp=16,ep=2,batch=64,ffn1=experts,ffn2=experts",
                                             True), "mixtral-8x7b")
-    out = _node_commands("vllm", roles, 0, 4, lambda n: f"$NODE{n}_IP")
+    out = VLLM.node_commands(roles, 0, 4, lambda n: f"$NODE{n}_IP")
     starts = [c for _, c, _ in out if "ray start" in c]
     assert starts[0].startswith("VLLM_NIXL_SIDE_CHANNEL_HOST=$NODE0_IP ray start --head")
     assert [c.split()[0] for c in starts[1:]] == [f"VLLM_NIXL_SIDE_CHANNEL_HOST=$NODE{n}_IP"
                                                   for n in (1, 2, 3)]
     launch = next((c, own) for _, c, own in out if "vllm serve" in c)
-    assert "VLLM_NIXL_SIDE_CHANNEL_HOST" not in _disagg_command("vllm", "decode", launch[0], 0,
-                                                                32, 8100, 0, launch[1], False)
+    assert "VLLM_NIXL_SIDE_CHANNEL_HOST" not in VLLM.disagg_command("decode", launch[0], 0, 32,
+                                                                    8100, 0, launch[1], False)
 
 
 def test_a_cluster_sized_deployment_is_launched_as_copies_of_a_unit():

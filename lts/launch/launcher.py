@@ -1,0 +1,81 @@
+"""How lts writes one engine's command lines: the ``Launcher`` each engine's launch module
+(``vllm``, ``sglang``, ``trtllm``) subclasses, and what their commands share.
+
+A launcher turns a strategy row the engine runs into its instance commands (``command``), and
+for a two-pool deployment adds the engine's disaggregation flags to an instance command
+(``disagg_command``), writes the pools' config files (``pool_files``), one command per node
+where the engine needs it (``node_commands``), the router in front (``router``) and a note on
+the KV transport (``transport_note``). What the engine is (its release, its flags' sources, what
+it runs) is ``lts.engines``; ``emit`` and ``emit_disagg`` call the launcher of the engine named.
+
+Imports: nothing from lts.
+"""
+from __future__ import annotations
+
+import math
+
+HEAD_IP, NODE_RANK = "$HEAD_IP", "$NODE_RANK"        # shell variables the user sets per node
+ROUTER_PORT = 8000            # what clients of a two-pool deployment call
+
+
+class Launcher:
+    """One engine's command lines (subclassed per engine; the defaults are the common case)."""
+    name = ""                 # the engine's name in lts.engines
+    instance_file = ""        # a config file an instance's commands write ("": none); a two-pool
+                              # deployment writes its pools' files instead (pool_files)
+
+    def command(self, model, topo, work, row, ref: str, extra: list, max_len: int, key=None,
+                serve=None) -> tuple:
+        """(list of (role, command), notes) that run ``row`` on one instance: ``ref`` the model
+        as the engine loads it, ``extra`` flags to append, ``max_len`` the limit on a request's
+        tokens, ``key`` the shipped model's short name, ``serve`` the ServeProblem of the serve
+        phase (else None)."""
+        raise NotImplementedError
+
+    def disagg_command(self, pool: str, cmd: str, first: int, size: int, port: int, k: int,
+                       host: str, one_node: bool) -> str:
+        """An instance command of the ``pool`` (prefill/decode) with the engine's disaggregation
+        flags: its first GPU on the node, its size, its port, its index k in the pool, the
+        address of the node it runs on, whether it fits one node."""
+        raise NotImplementedError
+
+    def router(self, endpoints: dict, head: str) -> str:
+        """The router's command: endpoints {pool: [(host, port, bootstrap port)]}."""
+        raise NotImplementedError
+
+    def transport_note(self) -> str:
+        """How the KV cache moves between the pools, and what to install for it."""
+        raise NotImplementedError
+
+    def pool_files(self, problem, launches: dict) -> list:
+        """(role, command) that write the pools' config files before any instance starts."""
+        return []
+
+    def node_commands(self, roles: list, node: int, span: int, host) -> list:
+        """(role, command, the address of the node it runs on) of one instance's commands, its
+        head on its first node ``node``: the head's address as that node's."""
+        return [(role, cmd.replace(HEAD_IP, f"$NODE{node}_IP"), host(node)) for role, cmd in roles]
+
+
+def nodes(gpus: int, per_node: int) -> int:
+    """Nodes for one instance: the fewest that split it evenly with at most per_node each."""
+    n = max(1, math.ceil(gpus / per_node))
+    while gpus % n:
+        n += 1
+    return n
+
+
+def workers(n: int) -> str:
+    """The role of the nodes other than the head."""
+    return "the worker node (NODE_RANK=1)" if n == 2 else f"each worker node (NODE_RANK=1..{n - 1})"
+
+
+def join(*parts) -> str:
+    return " ".join(str(p) for p in parts if p not in (None, ""))
+
+
+def printf(lines, path: str) -> str:
+    """A shell command that writes ``lines`` to ``path``: printf turns each \\n into a line
+    break; in double quotes, so that the $NODEk_IP in them expand (the lines hold no other
+    character the shell reads there)."""
+    return 'printf "' + "\\n".join(lines) + '\\n" > ' + path

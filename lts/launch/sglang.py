@@ -1,0 +1,96 @@
+"""SGLang's command lines (``python -m sglang.launch_server``): one instance from a strategy
+row, and the flags, router and transport of a two-pool deployment (``emit``, ``emit_disagg``;
+docs/engines.md).
+
+Imports: launcher, engines (space, SGLang's defaults), specs (types, strategy), workload.
+"""
+from __future__ import annotations
+
+from ..engines.sglang import BOOTSTRAP_PORT, DP_ATTENTION_MODELS, ENGINE
+from ..engines.space import attention_dp
+from ..specs import ModelSpec, TopologySpec
+from ..specs.strategy import EXPERTS, N_COARSE, OP_COL
+from ..specs.workload import Workload
+from .launcher import HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, join, nodes, workers
+
+DIST_INIT_PORT = 50000        # --dist-init-addr HEAD_IP:PORT of a multi-node instance
+
+
+class SGLang(Launcher):
+    """SGLang: a stage's GPUs as its tp size, lts's ep as attention-DP ranks (docs/engines.md)."""
+    name = ENGINE.name
+
+    def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
+                extra: list, max_len: int, key=None, serve=None) -> tuple:
+        tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
+        stage = tp * ep                                   # SGLang's tp size: a whole stage
+        experts = tp > 1 and row[OP_COL["ffn1"]] == EXPERTS
+        ep_size = 1
+        if model.is_moe and stage > 1:
+            ep_size = stage if (experts or tp == 1) else ep
+        dp_attention = bool(attention_dp(model, row)[0])
+        attn_dp = stage if dp_attention else ep      # attention-DP ranks (attention TP 1 or tp)
+        # sglang 0.5.23 sglang/srt/arg_groups/fields/parallel.py: --tp-size, --attn-dp-size,
+        # --ep-size, --pp-size, --enable-dp-lm-head (full names: argparse abbreviations like --tp
+        # break as soon as a new flag shares the prefix)
+        base = join("python -m sglang.launch_server", f"--model-path {ref}", f"--tp-size {stage}",
+                    f"--attn-dp-size {attn_dp} --enable-dp-lm-head" if attn_dp > 1 else "",
+                    f"--ep-size {ep_size}" if ep_size > 1 else "",
+                    f"--pp-size {pp}" if pp > 1 else "")
+        tail = join(f"--max-running-requests {batch}", f"--context-length {max_len}", *extra)
+        notes = []
+        if attn_dp > 1:
+            attn = (f"tensor-parallel over {tp} GPUs in each of {ep} data-parallel groups"
+                    if tp > 1 and not dp_attention else
+                    f"data-parallel over {attn_dp} GPUs, one per group")
+            notes.append(f"--tp-size {stage} --attn-dp-size {attn_dp}: attention {attn} "
+                         "(SGLang: attention TP = tp-size / attn-dp-size); --max-running-requests "
+                         "is the total over the DP ranks; SGLang before --attn-dp-size (0.5.23 "
+                         f"deprecates the old form): --dp-size {attn_dp} --enable-dp-attention")
+            if key not in DP_ATTENTION_MODELS:
+                notes.append("SGLang's docs name DP attention for DeepSeek-V2/V3 and Qwen2/3-MoE "
+                             "models; check that this model's SGLang implementation supports it")
+            if pp > 1:
+                notes.append("SGLang's docs do not say whether --pp-size combines with attention "
+                             "data parallelism; check before relying on it")
+        if ep_size > 1:
+            notes.append(f"--ep-size {ep_size}: experts in {ep_size} groups, " +
+                         (f"each expert tensor-parallel over {stage // ep_size} GPUs"
+                          if stage > ep_size else "whole experts on every GPU") +
+                         ("; keep the default --moe-a2a-backend none: the all-to-all backends "
+                          "reset --ep-size to --tp-size"
+                          if ep_size < stage else ""))   # sglang 0.5.23 arg_groups/overrides.py
+        gpus = stage * pp
+        if gpus <= topo.gpus_per_node:
+            return [(f"single node ({gpus} GPU{'s' if gpus > 1 else ''})", join(base, tail))], notes
+        n = nodes(gpus, topo.gpus_per_node)
+        multi = f"--nnodes {n} --dist-init-addr {HEAD_IP}:{DIST_INIT_PORT} --node-rank"
+        notes.append(f"multi-node: {n} nodes x {gpus // n} GPUs; every node runs the same command "
+                     "with its own --node-rank")
+        return [(f"head node (node rank 0 of {n})", join(base, tail, f"{multi} 0")),
+                (workers(n), join(base, tail, f"{multi} {NODE_RANK}"))], notes
+
+    def disagg_command(self, pool: str, cmd: str, first: int, size: int, port: int, k: int,
+                       host: str, one_node: bool) -> str:
+        extra = [f"--disaggregation-mode {pool}", "--disaggregation-transfer-backend nixl",
+                 f"--port {port}"]
+        if one_node and first:
+            extra.append(f"--base-gpu-id {first}")
+        if pool == "prefill":
+            extra.append(f"--disaggregation-bootstrap-port {BOOTSTRAP_PORT + k}")
+        return " ".join([cmd] + extra)
+
+    def router(self, endpoints: dict, head: str) -> str:
+        pre, dec = endpoints["prefill"], endpoints["decode"]
+        return " ".join(["python -m sglang_router.launch_router --pd-disaggregation",
+                         *(f"--prefill http://{h}:{p} {b}" for h, p, b in pre),
+                         *(f"--decode http://{h}:{p}" for h, p, _ in dec),
+                         f"--host 0.0.0.0 --port {ROUTER_PORT}"])
+
+    def transport_note(self) -> str:
+        return ("the KV cache moves with NIXL (pip install nixl); for Mooncake, the default, use "
+                "--disaggregation-transfer-backend mooncake --disaggregation-ib-device DEVICE; "
+                "the router is pip install sglang-router")
+
+
+LAUNCHER = SGLang()

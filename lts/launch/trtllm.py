@@ -1,0 +1,124 @@
+"""TensorRT-LLM's command lines (``trtllm-serve``): one instance from a strategy row, and the
+config files, router and transport of a two-pool deployment (``emit``, ``emit_disagg``;
+docs/engines.md).
+
+Imports: launcher, engines (space, the engine), specs (types, strategy), workload.
+"""
+from __future__ import annotations
+
+import math
+
+from ..engines.space import attention_dp
+from ..engines.trtllm import ENGINE
+from ..specs import ModelSpec, TopologySpec
+from ..specs.strategy import EP, EXPERTS, N_COARSE, OP_COL
+from ..specs.workload import Workload
+from .launcher import ROUTER_PORT, Launcher, join, nodes, printf
+
+INSTANCE_YAML = "lts-trtllm.yaml"      # one instance's --extra_llm_api_options (attention DP)
+DISAGG_YAML = "lts-disagg.yaml"
+POOL_YAML = {"prefill": "lts-ctx.yaml", "decode": "lts-gen.yaml"}
+TRANSCEIVER_BACKEND = "UCX"   # CacheTransceiverConfig.backend: DEFAULT, UCX, NIXL, (MOONCAKE,) MPI
+
+
+class TRTLLM(Launcher):
+    """TensorRT-LLM: tp x pp with experts in ep_size groups, attention DP in a YAML file
+    (docs/engines.md)."""
+    name = ENGINE.name
+    instance_file = INSTANCE_YAML
+
+    def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
+                extra: list, max_len: int, key=None, serve=None) -> tuple:
+        tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
+        size = tp * ep                # ep > 1 only with tp = 1 or data-parallel attention
+        experts = tp > 1 and row[OP_COL["ffn1"]] == EXPERTS
+        dp_attention = bool(attention_dp(model, row)[0])
+        adp = ep > 1 or dp_attention                      # every GPU its own attention rank
+        per_rank = math.ceil(batch / (size if adp else 1))
+        tokens = max(per_rank, work.context) if work.phase == "decode" else per_rank * work.context
+        if serve is not None:   # the serve phase: the token budget per step its profile assumed
+            tokens = serve.engine.step_tokens
+            if serve.isl > tokens:
+                extra = ["--enable_chunked_prefill"] + list(extra)
+        # flags: tensorrt_llm/commands/serve.py's serve command (--tp_size, --pp_size, --ep_size,
+        # --max_batch_size, --max_num_tokens, --max_seq_len, --extra_llm_api_options,
+        # --enable_chunked_prefill); enable_attention_dp: tensorrt_llm/llmapi/llm_args.py
+        # BaseLlmArgs
+        ep_flag = ""
+        if model.is_moe:   # moe_ep x moe_tp = tp_size: data-parallel attention keeps moe_tp = tp
+            ep_flag = f"--ep_size {ep if dp_attention else size if (experts or ep > 1) else 1}"
+        base = join("trtllm-serve", ref, f"--tp_size {size}", f"--pp_size {pp}" if pp > 1 else "",
+                    ep_flag, f"--max_batch_size {per_rank}", f"--max_num_tokens {tokens}",
+                    f"--max_seq_len {max_len}",
+                    f"--extra_llm_api_options {INSTANCE_YAML}" if adp else "", *extra)
+        cmds, notes = [], []
+        if adp:
+            cmds.append(("config file (every node, before launching)",
+                         f"printf 'enable_attention_dp: true\\n' > {INSTANCE_YAML}"))
+            what = (f"--ep_size {ep}: experts in {ep} group{'s' if ep > 1 else ''}, each "
+                    f"tensor-parallel over {tp} GPUs (lts tp={tp}, ep={ep} with data-parallel "
+                    "attention)" if dp_attention else
+                    f"--ep_size {size} puts whole experts on each GPU (lts tp=1, ep={ep})")
+            notes.append(f"enable_attention_dp: every GPU is its own attention rank; {what}; "
+                         f"--max_batch_size is per rank: lts's batch {batch} over {size} ranks")
+        elif experts:
+            notes.append(f"--ep_size {size}: whole experts over the {size} GPUs (lts: ffn1/ffn2 = "
+                         "experts); attention stays tensor-parallel")
+        notes.append(f"--max_num_tokens {tokens}: " +
+                     ("the tokens per step (decode tokens and prompt chunks) the serve phase "
+                      f"assumed ({serve.engine.title})" if serve is not None else
+                      f"one decode step of the batch, or one whole prompt of {work.context} tokens"
+                      if work.phase == "decode" else "lts costs the whole prompts in one pass"))
+        gpus = size * pp
+        if gpus <= topo.gpus_per_node:
+            cmds.append((f"single node ({gpus} GPU{'s' if gpus > 1 else ''})", base))
+            return cmds, notes
+        n = nodes(gpus, topo.gpus_per_node)
+        cmds.append((f"all {n} nodes: one Slurm job step",
+                     f"srun -N {n} --ntasks {gpus} --ntasks-per-node {gpus // n} --mpi=pmix "
+                     f"--gres=gpu:{gpus // n} trtllm-llmapi-launch {base}"))
+        notes.append(f"multi-node: TensorRT-LLM starts all {gpus} ranks as one MPI job "
+                     "(trtllm-llmapi-launch under srun or mpirun), not one command per node; add "
+                     "your cluster's container and mount flags to srun")
+        return cmds, notes
+
+    def pool_files(self, problem, launches: dict) -> list:
+        """Each pool's LLM API options: the KV cache transceiver (its buffer holds one prompt),
+        the context servers without the overlap scheduler, attention DP where the pool runs
+        it."""
+        out = []
+        for pool, yaml in POOL_YAML.items():
+            lines = ["cache_transceiver_config:", f"  backend: {TRANSCEIVER_BACKEND}",
+                     f"  max_tokens_in_buffer: {problem.isl}"]
+            if pool == "prefill":
+                lines.insert(0, "disable_overlap_scheduler: True")
+            if int(launches[pool].strategy[EP]) > 1:
+                lines.append("enable_attention_dp: true")
+            out.append((f"{pool} config file (every node)", printf(lines, yaml)))
+        return out
+
+    def disagg_command(self, pool: str, cmd: str, first: int, size: int, port: int, k: int,
+                       host: str, one_node: bool) -> str:
+        devices = ",".join(str(first + j) for j in range(size))
+        cmd = " ".join(cmd.replace(f"--extra_llm_api_options {INSTANCE_YAML}", "").split())
+        # the transport is cache_transceiver_config.backend in the pool's YAML
+        served = [cmd, f"--host {host} --port {port}", "--backend pytorch",
+                  f"--extra_llm_api_options {POOL_YAML[pool]}"]
+        if cmd.startswith("srun"):
+            return " ".join(served)
+        return " ".join(([f"CUDA_VISIBLE_DEVICES={devices}"] if one_node else []) + served)
+
+    def router(self, endpoints: dict, head: str) -> str:
+        pre, dec = endpoints["prefill"], endpoints["decode"]
+        lines = [f"hostname: {head}", f"port: {ROUTER_PORT}", "backend: pytorch"]
+        for key, eps in (("context_servers", pre), ("generation_servers", dec)):
+            lines += [f"{key}:", f"  num_instances: {len(eps)}", "  urls:"]
+            lines += [f"    - {h}:{p}" for h, p, _ in eps]
+        return f"{printf(lines, DISAGG_YAML)} && trtllm-serve disaggregated -c {DISAGG_YAML}"
+
+    def transport_note(self) -> str:
+        return (f"the KV cache moves with {TRANSCEIVER_BACKEND} (cache_transceiver_config.backend; "
+                "NIXL and MPI are the other choices); its max_tokens_in_buffer holds one prompt")
+
+
+LAUNCHER = TRTLLM()
