@@ -5,8 +5,9 @@
     python scripts/golden.py check DIR       # run again, compare with DIR, list what differs
 
 The commands: ``lts search`` on the paper's six scenarios (moe1.2t and moe1.6t on h100_dgx at
-contexts 16k, 32k and 64k) with seeds 0-2; ``lts search --phase serve`` on every serve problem
-of ``scripts/benchmark.py`` (all halves; the engine's space where the problem names one);
+contexts 16k, 32k and 64k), exact and ``--method ppo`` with seeds 0-2; ``lts search --phase
+serve`` on every serve problem of ``scripts/benchmark.py`` (all halves; the engine's space where
+the problem names one), exact and ppo (seed 0);
 ``lts estimate`` (decode, prefill, serve); ``lts compare`` (decode and serve, small budgets);
 ``lts validate`` on both calibration files. Wall-clock fields (``wall_s``, ``mean_wall_s``,
 ...) are dropped before comparing, nothing else is: a changed float is a difference.
@@ -30,9 +31,11 @@ def commands() -> dict:
     out = {}
     for model in ("moe1.2t", "moe1.6t"):
         for ctx in (16384, 32768, 65536):
+            base = ["search", model, "h100_dgx", "--context", str(ctx)]
+            out[f"search-{model}-{ctx}-exact"] = base
             for seed in (0, 1, 2):
-                out[f"search-{model}-{ctx}-s{seed}"] = [
-                    "search", model, "h100_dgx", "--context", str(ctx), "--seed", str(seed)]
+                out[f"search-{model}-{ctx}-ppo-s{seed}"] = base + ["--method", "ppo",
+                                                                    "--seed", str(seed)]
     for name, model, precision, topo, phase, s in PROBLEMS + FRESH + FRESH2 + FRESH3:
         if phase != "serve":
             continue
@@ -47,6 +50,7 @@ def commands() -> dict:
         if "engine" in s:
             args += ["--engine", s["engine"]]
         out[name] = args
+        out[f"{name}-ppo"] = args + ["--method", "ppo"]
     strategy = "tp=8,ep=16,pp=4,batch=64"
     out["estimate-decode"] = ["estimate", "moe1.6t", "h100_dgx", "--strategy", strategy]
     out["estimate-prefill"] = ["estimate", "llama3.1-70b", "h100_dgx", "--phase", "prefill",
