@@ -1,14 +1,11 @@
 """The ``lts`` command line. The only module that imports click; it wires the others together.
 
 Each command parses and checks its flags, calls the library (``search.run``, ``search.compare``,
-``bench.measure``, ``costmodel.breakdown``, ``serve.serve``, ``validate.validate``, ``emit.launch``)
+``bench.measure``, ``cost.model.breakdown``, ``serve.serve``, ``validate.validate``, ``emit.launch``)
 and prints the result through ``report`` (rich tables, or JSON with --json).
 
 Exit status: 0 success, 1 bad input file or nothing feasible (LtsError), 2 bad flags (click).
 Results go to stdout (rich tables, or JSON with --json); progress and diagnostics to stderr.
-
-Imports: report, search, problems, bench, costmodel, emit, engines, errors, limits, specs,
-units, workload; serve, strategy and validate inside the commands that use them.
 """
 from __future__ import annotations
 
@@ -46,7 +43,7 @@ from .specs.units import DTYPE_BYTES
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
-# Every flag value is checked at the boundary, one rule per kind of value (lts.limits; bad flags
+# Every flag value is checked at the boundary, one rule per kind of value (lts.specs.limits; bad flags
 # exit 2).
 
 
@@ -118,12 +115,12 @@ def _check_budget(budget: int, methods, flag: str = "--budget") -> None:
 
 def output_options(fn):
     fn = click.option("--no-color", is_flag=True, help="Plain output without colour.")(fn)
-    fn = click.option("json_", "--json", is_flag=True, help="Print JSON (keys in the README).")(fn)
+    fn = click.option("json_", "--json", is_flag=True, help="Print JSON (keys in docs/json.md).")(fn)
     return fn
 
 
 def workload_options(fn):
-    """Flags describing what is served (DESIGN.md §1 Workload)."""
+    """Flags describing what is served (docs/design.md §1 Workload)."""
     return _workload_flags(fn, PHASES, "decode: one token per sequence per step; prefill: whole "
                                        "prompts.")
 
@@ -143,7 +140,7 @@ def serve_workload_options(concurrency: bool):
                          show_default=True, help="serve: output tokens per request."),
             click.option("--engine", type=click.Choice(ENGINE_NAMES), default=None,
                          help=("serve: the engine profile (scheduler defaults, KV-cache memory, "
-                               "time per step; README \"Serving\"). Default: generic."
+                               "time per step; docs/serving.md). Default: generic."
                                if concurrency else
                                "The engine to deploy on: every method ranks only the strategies "
                                "it runs as written (docs/engines.md; search also reports the "
@@ -312,7 +309,7 @@ def _infeasible(problem, what: str) -> click.ClickException:
 @click.argument("topology")
 @click.option("--method", type=click.Choice(list(SEARCHERS)), default="exact", show_default=True,
               help="exact: the optimum of the cost model (the default: as fast as the agent on "
-                   "the benchmark, README \"Search quality\"); ppo: the paper's agent, guided "
+                   "the benchmark, docs/search-quality.md); ppo: the paper's agent, guided "
                    "by the exact solver's bounds; ppo-paper: the paper's agent and settings; "
                    "random-walk, anneal, random: baselines; megatron: Megatron's per-op "
                    "sharding over every tp/ep/pp/batch.")
@@ -324,8 +321,7 @@ def _infeasible(problem, what: str) -> click.ClickException:
               help="Strategies to list.")
 @click.option("--emit", "emit", type=click.Choice(REAL_ENGINES), default=None,
               help="After the table, print the command line that runs the best strategy on this "
-                   "engine, or say it cannot and print the nearest strategy it runs (README "
-                   "\"Launch flags\").")
+                   "engine, or say it cannot and print the nearest strategy it runs (docs/launch.md).")
 @click.option("--plot", "plot", type=click.Path(dir_okay=False, writable=True), default=None,
               metavar="FILE.svg",
               help="--phase serve: write the trade-off (for each tokens/s per user the best "
@@ -506,7 +502,7 @@ def validate(measurements, json_, no_color):
     rows whose model or topology is not shipped, or whose prediction is invalid, are listed as
     skipped with the reason. Summary: median |log2(predicted/measured)|, share within 2x, and
     the Spearman rank correlation inside groups that differ only in the parallel config. Exit
-    status 1 for a malformed file (README "Validation").
+    status 1 for a malformed file (docs/validation.md).
 
     \b
     Examples:

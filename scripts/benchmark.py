@@ -12,14 +12,13 @@ SLOs and a GPU budget, chosen to span what users run: dense, MoE and MLA models 
 tight and loose TPOT, TTFT limits; the four engine profiles for the serve phase. The problems
 alternate between two halves: ``tune`` (even positions) is the one to tune on, ``report`` (odd
 positions) the one to report; every category appears in both. ``fresh`` is 14 further problems
-written before any run on them and run once, at the end of issue 13's first session (README
-"Search quality beyond the paper's scenarios"); ``fresh2`` and ``fresh3`` are 14 more each,
+written before any run on them and run once, at the end of issue 13's first session (docs/search-quality.md); ``fresh2`` and ``fresh3`` are 14 more each,
 written the same way in its second session (``fresh3`` after ``fresh2`` had been run and
 looked at). The paper's six scenarios are not here
 (``scripts/search_quality.py`` checks them).
 
 For each problem: the exact optimum once (``--method exact``; for the serve phase
-``lts.serve_exact``), Megatron's exhaustive best once, then each method for every seed with the
+``lts.search.serve_exact``), Megatron's exhaustive best once, then each method for every seed with the
 budget of evaluator calls, as ``lts compare`` runs them (``search.run_seeds``; a run that finds
 nothing counts as 0). Reported per method: the mean and the worst fraction of exact over the
 problems' seeds, how many runs fall below Megatron's best (by more than 1e-9 relative), how many
@@ -38,7 +37,7 @@ power-of-two and KV-capacity grid: there every method's result (Megatron's too) 
 ``lts search`` refines it, its top 10 each at its best integer concurrency
 (``search.every_concurrency``), before the fraction is taken, and the wall time counts that
 refinement. In the generic space the comparison is today's: the serve phase's exact is
-``lts.serve_exact`` over the same grid the methods search, and nothing is refined, so its
+``lts.search.serve_exact`` over the same grid the methods search, and nothing is refined, so its
 figures stay comparable with earlier reports.
 
 Runs in process through the library API; the 16 problems of a half with ppo and 3 seeds take

@@ -1,13 +1,13 @@
-"""Scalar reference of ``lts.costmodel.evaluate`` for ONE strategy: slow and obvious, for tests.
+"""Scalar reference of ``lts.cost.model.evaluate`` for ONE strategy: slow and obvious, for tests.
 
 What it checks: the walk and the vectorization, i.e. that lts's layout flow, its conversions,
 pieces, stages and pipeline assembly, batched over N strategies and fused per coarse row, give
 what a literal walk of one strategy's layers gives. It re-derives the per-op formulas too, so a
-formula that changes in ``lts.optables`` must change here; each formula's value is pinned on its
+formula that changes in ``lts.cost.tables`` must change here; each formula's value is pinned on its
 own, by a closed form, in ``tests/test_formulas.py``.
 
-Plain Python floats and ``math.ceil``; no NumPy, and nothing from costmodel's tables, walk or
-mode tables. It walks the model literally (DESIGN.md §3):
+Plain Python floats and ``math.ceil``; no NumPy, and nothing from cost.model's tables, walk or
+mode tables. It walks the model literally (docs/design.md §3):
 
     embedding -> for every layer: attn_norm, qkv, scores, context, out_proj, ffn_norm,
                  [router], ffn1, ffn2 (dense or MoE per ``ffn.dense_layers``)
@@ -18,7 +18,7 @@ layers // pp; the embedding sits on stage 0, final norm, LM head and sampling on
 each stage, takes the slowest, and builds TPOT (decode) = pp * (slowest + send) or TTFT (prefill)
 = (2pp - 1) * (slowest + send). Memory is summed per stage, per layer.
 
-Layout rules (DESIGN.md §3, layouts R/T/F/P over the tp group, plus the expert-local ER/ET):
+Layout rules (docs/design.md §3, layouts R/T/F/P over the tp group, plus the expert-local ER/ET):
 - a row-parallel GEMM (dim 0) needs F and produces P; a column GEMM (dim 1) needs R, produces F;
 - ``none`` on a GEMM keeps an incoming R or T and converts P or F to R
   and works on that layout;
@@ -32,13 +32,13 @@ Every collective inserted is listed with the op it feeds, kind, group, bytes, se
 (how many times one pass of one micro-batch through the whole pipeline runs it); groups of one
 rank are no collective and are not listed.
 
-**Known deviations of lts.costmodel from DESIGN.md.** ``evaluate(..., compat=...)`` can
+**Known deviations of lts.cost.model from docs/design.md.** ``evaluate(..., compat=...)`` can
 reproduce them one by one, so that the rest of the comparison still bites; by default (no
-compat) this module implements what DESIGN.md says:
+compat) this module implements what docs/design.md says:
 
 - ``"kv_per_microbatch"``: lts counts the resident KV cache of ONE micro-batch (batch/pp
   sequences) per stage. Every stage serves all pp micro-batches, so it holds the KV cache of the
-  whole batch share: DESIGN.md §3 "KV cache (batch share x context x layers per stage x ...)".
+  whole batch share: docs/design.md §3 "KV cache (batch share x context x layers per stage x ...)".
   The reference (default) counts pp micro-batches.
 - ``"moe_layout_everywhere"``: lts uses the FFN-output layout of a *MoE* layer for the boundary
   after *every* layer (conversion into the next attn_norm, stage-to-stage send), including the
@@ -50,7 +50,7 @@ compat) this module implements what DESIGN.md says:
   ceil(seqs/tp) x tokens per sequence on the busiest rank. The reference (default) uses whole
   sequences for the FFN too.
 
-Matched on purpose (DESIGN.md is silent; listed for review, not reproduced by a flag):
+Matched on purpose (docs/design.md is silent; listed for review, not reproduced by a flag):
 - the router and FFN1 both convert the normed activation from the ffn_norm layout, each paying
   its own conversion even when they need the same layout (e.g. two F -> R all-gathers);
 - ``experts`` on the dense layers of a MoE model (replicated weights) still pays the tp
@@ -59,7 +59,7 @@ Matched on purpose (DESIGN.md is silent; listed for review, not reproduced by a 
 - in prefill the final norm and the conversions into the LM head are costed on all
   batch x context tokens although only the last token of each sequence reaches the LM head.
 
-Imports: lts.specs (attention_params), lts.strategy (column and choice constants).
+Imports: lts.specs (attention_params), lts.specs.strategy (column and choice constants).
 """
 from __future__ import annotations
 
@@ -70,14 +70,14 @@ from lts.specs import attention_params
 from lts.specs.strategy import BATCH, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
 
 COMPAT = ("kv_per_microbatch", "moe_layout_everywhere", "ffn_fractional_t_rows")
-# "engine" is set by a search problem restricted to an engine's space (lts.problems), never by the
+# "engine" is set by a search problem restricted to an engine's space (lts.search.problems), never by the
 # cost model itself
 REASONS = ("budget", "divisibility", "memory", "slo", "experts", "engine")
 
 R, T, F, P, ER, ET = "R", "T", "F", "P", "ER", "ET"
 NORM_LAYOUT = {DIM0: T, DIM1: F, NONE: R}
 
-# the collective each layout conversion inserts (DESIGN.md §3 table); missing pairs are free
+# the collective each layout conversion inserts (docs/design.md §3 table); missing pairs are free
 CONVERSION = {
     (T, R): "all-gather", (F, R): "all-gather",
     (T, F): "all-to-all", (F, T): "all-to-all",
@@ -180,7 +180,7 @@ class _Ctx:
         seqs = self.batch
         self.chunk = self.chunk_t = self.chunk_keys = self.chunk_read = 0.0
         if work.phase == "mixed":
-            # DESIGN.md §8: a step of a continuous-batching engine with `batch` running requests:
+            # docs/design.md §8: a step of a continuous-batching engine with `batch` running requests:
             # a cohort of base + share x n requests (no fewer than n/osl, at least 1, at most n)
             # is prefilled, the others decode; the budget left after their decode tokens takes the
             # cohort's prompts, over as many steps as needed (chunk = the mean per step). Not
@@ -437,7 +437,7 @@ def ffn(c, which, choice, lin, moe):
         fr, npairs, ex, toks = 1.0, pairs * e_rank_x / e_loc, e_rank_x, tokens
     else:                  # `experts` on a dense FFN: replicated weights, a share of the tokens
         fr, npairs, ex, toks = 1.0, t_pairs, 1.0, t_tokens
-    # expected experts that receive a token: only their weights are read (DESIGN.md §3)
+    # expected experts that receive a token: only their weights are read (docs/design.md §3)
     act = ex * (1.0 - (1.0 - c.top_k / c.experts) ** toks) if moe else 1.0
     in_w = h if which == 1 else inter
     out_w = inter * up_mats if which == 1 else h

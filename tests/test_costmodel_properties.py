@@ -1,4 +1,4 @@
-"""Property-based tests (hypothesis) of the cost model's invariants (DESIGN.md §7, STYLE.md §6).
+"""Property-based tests (hypothesis) of the cost model's invariants (docs/design.md §7).
 
 Models, topologies, workloads and strategies come from tests/generators.py. Every property is a
 physical law or an independent oracle, never a restatement of the implementation:
@@ -109,7 +109,7 @@ COUNTEREXAMPLE = (synthetic_dense(), load_topology("h100_dgx"), Workload("decode
 
 
 # regression (fixed): not monotone in link bandwidth: a `none` op picks R or T by the cost of the
-# conversion alone (costmodel rt_pick: 'whichever conversion is cheaper'). On tp=32 over 8-GPU
+# conversion alone (cost.model rt_pick: 'whichever conversion is cheaper'). On tp=32 over 8-GPU
 # nodes the F->R all-gather takes 7+3 latency steps and the F->T all-to-all 7+24; with 2x NVLink
 # bandwidth the all-gather of the scores becomes the cheaper one, so `context` runs replicated on
 # all 32 ranks (201 us) instead of on its own tokens (9 us): TPOT 1.49 ms -> 2.12 ms. The pick

@@ -1,7 +1,7 @@
 """The vectorized evaluator equals the scalar reference (tests/reference.py), row by row.
 
 The reference walks every layer of every stage of ONE strategy with plain floats. It implements
-DESIGN.md; where lts.costmodel knowingly deviates from it, ``reference.COMPAT`` names the
+docs/design.md; where lts.cost.model knowingly deviates from it, ``reference.COMPAT`` names the
 deviation and the comparisons below ask the reference to reproduce it (so everything else is
 still compared). The deviations found so far have been fixed; each keeps a minimal reproducer
 below as a regression test.
@@ -19,13 +19,13 @@ from lts.specs.workload import Workload
 from lts.specs import load_model, load_topology, shipped_names
 from lts.specs.strategy import Space, format_strategy, megatron_row, parse_strategy
 
-# deviations of lts.costmodel from DESIGN.md that the comparisons ask the reference to reproduce
+# deviations of lts.cost.model from docs/design.md that the comparisons ask the reference to reproduce
 KNOWN = ()
 
 TOPOLOGIES = ("h100_dgx", "gb200_nvl72")
 WORKLOADS = {"decode": Workload("decode", context=16384),
              "prefill": Workload("prefill", context=2048, ttft_slo_ms=2000.0),
-             # a continuous-batching step (lts.serve): decodes plus a prefill chunk in one pass
+             # a continuous-batching step (lts.serving.serve): decodes plus a prefill chunk in one pass
              "mixed": Workload("mixed", context=3000, tpot_slo_ms=1e9, isl=2048, osl=512,
                                step_tokens=8192, cohort_base=3.0, cohort_share=0.07),
              "prefill-first": Workload("mixed", context=3000, tpot_slo_ms=1e9, isl=3000, osl=64,
@@ -128,7 +128,7 @@ def test_random_strategies_match_reference(model_name, topo_name, phase):
 
 
 def test_large_batches_are_evaluated_in_chunks_identically():
-    """evaluate() walks more than costmodel.CHUNK rows in chunks: same numbers as small calls."""
+    """evaluate() walks more than cost.model.CHUNK rows in chunks: same numbers as small calls."""
     from lts.cost.model import CHUNK
     model, topo, work = synthetic_mla(), load_topology("h100_dgx"), WORKLOADS["decode"]
     space = Space.for_model(model, topo.gpus)
@@ -142,7 +142,7 @@ def test_large_batches_are_evaluated_in_chunks_identically():
 
 @pytest.mark.parametrize("phase", ["decode", "prefill", "mixed"])
 def test_fused_walk_is_bit_identical_to_the_op_walk(phase):
-    """evaluate()'s fused lookups (lts.walk.fuse) give the very floats of the per-op walk that
+    """evaluate()'s fused lookups (lts.cost.walk.fuse) give the very floats of the per-op walk that
     breakdown records, over more than CHUNK rows: coarse rows grouped without a sort, and the
     batch walked in coarse-row order."""
     from lts.cost.model import CHUNK, FusedRows, group_coarse, tables_for
@@ -212,7 +212,7 @@ def test_breakdown_collective_times_match_reference(model_name):
             assert close(want[k], got[k]), (format_strategy(row), k, want[k], got[k])
 
 
-# regression (fixed): lts.costmodel.breakdown reports the bytes of the sampled-id all-gather after
+# regression (fixed): lts.cost.model.breakdown reports the bytes of the sampled-id all-gather after
 # an LM head on T as 4*batch, while its time is costed for 4*lm_rows = 4*ceil(ceil(batch/pp)/ep)
 # bytes
 def test_breakdown_sampling_gather_bytes():
@@ -225,15 +225,15 @@ def test_breakdown_sampling_gather_bytes():
 
 
 # ----------------------------------------------------------------------------------------------
-# known deviations from DESIGN.md: each pinned by a minimal reproducer
+# known deviations from docs/design.md: each pinned by a minimal reproducer
 
 def test_known_deviations_are_reference_switches():
     assert set(KNOWN) <= set(ref.COMPAT)
 
 
 # regression (fixed): KV cache per GPU counts one micro-batch (ceil(batch/pp) sequences) per stage:
-# costmodel._fill_attention kv = seqs*ctx*bytes with seqs per micro-batch, but a stage holds the KV
-# cache of all pp micro-batches (DESIGN.md §3 'batch share x context x layers per stage'), so
+# cost.model._fill_attention kv = seqs*ctx*bytes with seqs per micro-batch, but a stage holds the KV
+# cache of all pp micro-batches (docs/design.md §3 'batch share x context x layers per stage'), so
 # memory is under-counted ~pp-fold and pp>1 strategies pass the memory check wrongly
 def test_kv_cache_counts_every_microbatch():
     model, topo, work = synthetic_dense(), load_topology("h100_dgx"), WORKLOADS["decode"]
@@ -245,7 +245,7 @@ def test_kv_cache_counts_every_microbatch():
     assert close(res.memory_bytes[1], kv[1])        # pp=2: lts counts one micro-batch only
 
 
-# regression (fixed): costmodel.walk uses the MoE layer's FFN-output layout (lay['ffn_out'] = x)
+# regression (fixed): cost.model.walk uses the MoE layer's FFN-output layout (lay['ffn_out'] = x)
 # for the boundary after every layer, also after the dense_layers of a MoE model, whose `none` FFN2
 # picks R or T from a differently sized intermediate (point inter_dense): here the dense layers end
 # in T and their T->R all-gather into the next attn_norm is never charged
@@ -257,7 +257,7 @@ def test_dense_layers_of_a_moe_use_their_own_ffn_output_layout():
     assert not bad, report(rows, bad)
 
 
-# regression (fixed): costmodel._fill_ffn costs FFN1/FFN2 under `none` on T with rows/tp tokens per
+# regression (fixed): cost.model._fill_ffn costs FFN1/FFN2 under `none` on T with rows/tp tokens per
 # rank (pairs / s.p), while every other op on T (and the shared expert of the same op) uses whole
 # sequences, ceil(seqs/tp) * tokens per sequence: with 2 sequences on tp=8 the busiest rank holds a
 # whole sequence, not 2/8 of one, so prefill FFNs on T are under-costed 4x

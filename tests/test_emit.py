@@ -16,7 +16,7 @@ from lts.cli import cli
 from lts.cost.model import evaluate
 from lts.specs.workload import Workload
 from lts.report.launch import render_emit, wrap_command
-from lts.search.methods import Problem
+from lts.search.problems import Problem
 from lts.specs import load_model, load_topology
 from lts.specs.strategy import DP_ATTENTION, EXPERTS, MEGATRON, N_COARSE, OP_COL, parse_strategy
 from rich.console import Console

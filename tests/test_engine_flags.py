@@ -17,7 +17,7 @@ from lts.launch import emit
 from lts.search.disagg import disaggregate
 from lts.launch.emit_disagg import launch_disagg
 from lts.search.problems import ServeProblem
-from lts.search.methods import Problem
+from lts.search.problems import Problem
 from lts.specs import load_model, load_topology
 from lts.specs.strategy import parse_strategy
 from lts.specs.workload import Workload

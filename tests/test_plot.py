@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from lts.cli import cli
 from lts.report.plot import Series, frontier_svg, frontier_text, nice_ticks
-from lts.search.methods import pareto_front
+from lts.serving.pareto import pareto_front
 
 SVG = "{http://www.w3.org/2000/svg}"
 

@@ -10,7 +10,8 @@ from generators import synthetic_dense, synthetic_mla, synthetic_moe
 from lts.agent import ppo, proposer
 from lts.cost.model import evaluate
 from lts.specs.workload import Workload
-from lts.search.methods import SEARCHERS, Problem
+from lts.search.methods import SEARCHERS
+from lts.search.problems import Problem
 from lts.specs import load_topology
 from lts.specs.strategy import Space, format_strategy
 
@@ -234,7 +235,7 @@ def test_ppo_global_restart_leaves_the_expert_split_uniform():
 def test_serve_problem_scores_what_the_serve_phase_computes():
     """ServeProblem.evaluate (tables, index rows) equals serve.serve (direct) on random rows."""
     from lts.serving import serve
-    from lts.search.methods import ServeProblem
+    from lts.search.problems import ServeProblem
     from lts.specs import load_model
     m, t = load_model("mixtral-8x7b"), load_topology("h100_dgx")
     p = ServeProblem(m, t, 500, 300, tpot_slo_ms=40.0, gpus=16)
@@ -253,7 +254,7 @@ def test_serve_problem_scores_what_the_serve_phase_computes():
 
 
 def test_serve_search_beats_its_first_samples_and_exact_beats_it():
-    from lts.search.methods import ServeProblem
+    from lts.search.problems import ServeProblem
     from lts.specs import load_model
     p = ServeProblem(load_model("llama3.1-8b"), load_topology("h100_dgx"), 1000, 1000, gpus=8)
     sr = SEARCHERS["ppo"](p, 600, np.random.default_rng(0))

@@ -1,4 +1,4 @@
-"""The closed-loop serving model (lts.serve, DESIGN.md §8) and the engine profiles."""
+"""The closed-loop serving model (lts.serving.serve, docs/design.md §8) and the engine profiles."""
 import dataclasses
 
 import numpy as np
@@ -209,7 +209,7 @@ def test_generic_is_the_default_engine(llama8b):
 
 def test_cached_evaluator_grown_call_by_call_equals_uncached():
     """serve.Evaluator(cached=True) appends each call's new coarse rows to one TableCache, whose
-    tables grow by doubling (optables.append_tables: spare rows, writes in place): evaluated in
+    tables grow by doubling (cost.tables.append_tables: spare rows, writes in place): evaluated in
     many small calls, every strategy costs exactly what a fresh uncached evaluation gives."""
     from lts.serving.serve import Evaluator
     model, topo = load_model("mixtral-8x7b"), load_topology("h100_dgx")

@@ -1,4 +1,4 @@
-"""The serve phase's exact optimum (lts.serve_exact) against brute force on small spaces: the
+"""The serve phase's exact optimum (lts.search.serve_exact) against brute force on small spaces: the
 optimum, and the trade-off frontier (for each tokens/s per user, the best tokens/s per GPU)."""
 import itertools
 from dataclasses import replace

@@ -1,4 +1,4 @@
-"""`lts validate` (measurement files, DESIGN.md §5) and the calibration figures."""
+"""`lts validate` (measurement files, docs/design.md §5) and the calibration figures."""
 import json
 from pathlib import Path
 
@@ -105,7 +105,7 @@ def test_validate_calibration_file():
 
 def test_calibration_accuracy_train_and_held_out():
     """The topologies hold their accuracy on the calibration set, on both halves of the split
-    README "Validation" describes: the (isl, osl) pairs at even positions in sorted order ("train")
+    docs/validation.md describes: the (isl, osl) pairs at even positions in sorted order ("train")
     and at odd positions ("held-out"). One constant, ``collective_efficiency``, was fitted on the
     training half (scripts/calibrate.py); every other constant comes from hardware.md or
     microbenchmarks.csv. These TensorRT-LLM v0.14 rows take the trtllm engine profile (their
@@ -137,8 +137,7 @@ def test_serving_calibration_accuracy_train_and_held_out():
     on 1-8 H100, TensorRT-LLM 1.0, vLLM 0.12, SGLang 0.5, fixed concurrency), on both halves of
     the same (isl, osl) split. Fitted on the training half (scripts/calibrate.py): the cohort
     constants of vLLM and TensorRT-LLM and vLLM's time per step. Measured (train / held-out):
-    TTFT within 2x 96.6% / 93.5%, TPOT 100% / 99.2%, median |log2| 0.118 / 0.140 (README
-    "Validation"); the issue's bar is TTFT >= 80%, TPOT >= 95%, median <= 0.3 on the held-out
+    TTFT within 2x 96.6% / 93.5%, TPOT 100% / 99.2%, median |log2| 0.118 / 0.140 (docs/validation.md); the issue's bar is TTFT >= 80%, TPOT >= 95%, median <= 0.3 on the held-out
     half. The thresholds sit a little outside the measured figures."""
     from lts.serving.validate import summarize, validate
     d = validate(SERVING)

@@ -1,4 +1,4 @@
-"""The agent's environment (Learning to Shard, §3-4; PAPER.md §4-5): evaluator calls and what they
+"""The agent's environment (Learning to Shard, §3-4; docs/paper.md §4-5): evaluator calls and what they
 leave behind.
 
 One step is one batch of evaluator calls. The observation is the elite history X (the T best
@@ -13,7 +13,7 @@ spent, the best valid strategy seen at each coarse row (the first four heads: tp
 batch) and, when asked, every strategy tried.
 
 Written against a callback ``evaluate(index_rows [n, H]) -> (raw [n], valid [n])`` so that it knows
-nothing about parallelism (STYLE.md §8). Imports: numpy.
+nothing about parallelism (the agent is reusable, as CleanRL's are).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import numpy as np
 
 
 class EliteHistory:
-    """The T best valid strategies seen, best first, without duplicates (PAPER.md §4.2)."""
+    """The T best valid strategies seen, best first, without duplicates (docs/paper.md §4.2)."""
 
     def __init__(self, sizes, T: int):
         self.sizes = np.asarray(sizes)
@@ -65,14 +65,14 @@ class Env:
             evaluate, sizes, budget, cfg, keep
         self.elite = EliteHistory(sizes, cfg.history)
         self.calls = 0
-        self.ref = None         # reference throughput: the first valid strategy's (PAPER.md §5.1)
+        self.ref = None         # reference throughput: the first valid strategy's (docs/paper.md §5.1)
         self.best = 0.0         # best-so-far in normalized units (b of Eq. 1)
         self.row_raw = np.full(int(np.prod(sizes[:4])), -np.inf)  # coarse row (flat) -> best raw
         self.row_top = {}       # coarse row (flat) -> the strategy of that best raw
         self._rows, self._raw, self._valid = [], [], []
 
     def observation(self) -> np.ndarray:
-        """[1, T, H + 1]: the elite history (PAPER.md §4.2)."""
+        """[1, T, H + 1]: the elite history (docs/paper.md §4.2)."""
         return self.elite.observation()
 
     def step(self, actions: np.ndarray):
@@ -94,7 +94,7 @@ class Env:
         return np.concatenate(self._rows), np.concatenate(self._raw), np.concatenate(self._valid)
 
     def _normalize(self, raw, valid):
-        """Throughput over the reference (set by the first valid strategy, PAPER.md §5.1)."""
+        """Throughput over the reference (set by the first valid strategy, docs/paper.md §5.1)."""
         if self.ref is None and valid.any():
             self.ref = float(raw[valid][0])
         return raw / self.ref if self.ref else np.zeros(len(raw))

@@ -17,8 +17,6 @@ References:
   - Kingma & Ba 2015, "Adam", Algorithm 1 (bias-corrected moments; eps added outside the sqrt,
     as in ``torch.optim.Adam``); CleanRL ``ppo.py`` for eps=1e-5 and ``clip_grad_norm_``.
   - Saxe et al. 2014 (orthogonal init); Glorot & Bengio 2010 (Xavier uniform).
-
-Imports: numpy only.
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ and have probability exactly 0. ``backward`` takes the gradient with respect to 
 Internally the heads are padded to [B, H, K] (H heads, K = max(n_choices)) so that softmax,
 sampling and entropy are single vectorized ops, with no per-head Python loop. The heads are
 independent given the observation, as in the paper (autoregressive heads conditioned on the earlier
-heads' actions were tried, with no gain measured, and removed: README "Search quality").
+heads' actions were tried, with no gain measured, and removed: docs/search-quality.md).
 
 The clipped PPO loss that trains this network, and its gradient, are in ``lts.agent.ppo``.
 
@@ -30,8 +30,6 @@ References:
     §3 early exit (all heads' max-probability >= 0.95: see ``confidence``).
   - PyTorch nn.TransformerEncoderLayer (post-LN default); CleanRL ``ppo.py`` (orthogonal init,
     std 0.01 policy output, std 1.0 value output).
-
-Imports: numpy and lts.agent.nn only.
 """
 from __future__ import annotations
 
@@ -49,8 +47,8 @@ class PolicyConfig:
     T: int = 3                   # elite-history length (paper App. A)
     n_extra: int = 0             # extra features per record after the len(n_choices) indices (e.g. throughput)
     d_model: int = 256           # embedding width (paper App. A: 256)
-    n_heads: int = 4             # attention heads (paper silent; PAPER.md §11 rec. 4)
-    d_ff: int = 512              # encoder FFN width (paper silent; PAPER.md §11 rec. 512)
+    n_heads: int = 4             # attention heads (paper silent; docs/paper.md §11 rec. 4)
+    d_ff: int = 512              # encoder FFN width (paper silent; docs/paper.md §11 rec. 512)
     hidden: int = 256            # width of the policy and value MLPs (paper App. A: 256)
     rank_embedding: bool = False  # learned [T, d] embedding of the elite rank (records are sorted)
 

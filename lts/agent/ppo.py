@@ -1,4 +1,4 @@
-"""The paper's search agent: PPO over an elite history (Learning to Shard, §3-4; PAPER.md §4-5).
+"""The paper's search agent: PPO over an elite history (Learning to Shard, §3-4; docs/paper.md §4-5).
 
 The environment (``lts.agent.env``) is one-step, bandit style: the observation is the elite
 history, the action a full strategy (one categorical head per entry, ``lts.agent.policy``), the
@@ -11,7 +11,7 @@ starts, and the strategies the agent proposes besides its policy's samples (seed
 sweep, climbs, the proof of optimality that ends the search), are ``lts.agent.proposer``'s.
 
 ``train`` reads as CleanRL's ``ppo.py`` loop: collect a rollout, compute advantages, PPO epochs,
-log. Imports: numpy, nn, policy, env, proposer.
+log.
 """
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ class PPOConfig:
     # the network (lts.agent.policy)
     history: int = 3               # T: elite strategies in the observation (paper App. A)
     d_model: int = 256             # embedding and hidden size (paper App. A)
-    n_heads: int = 4               # attention heads (PAPER.md §11 rec.)
-    d_ff: int = 512                # the encoder block's feed-forward width (PAPER.md §11 rec.)
-    # PPO (PAPER.md §5.2)
+    n_heads: int = 4               # attention heads (docs/paper.md §11 rec.)
+    d_ff: int = 512                # the encoder block's feed-forward width (docs/paper.md §11 rec.)
+    # PPO (docs/paper.md §5.2)
     n_steps: int = 64              # calls per update, one rollout (paper: 2; docs/agent.md)
     n_epochs: int = 2              # gradient steps per update (paper App. A: 2)
     lr: float = 3e-3               # initial learning rate, cosine-annealed over each chunk
@@ -51,10 +51,10 @@ class PPOConfig:
     normalize_advantages: bool = True    # per rollout, as CleanRL (paper: none; degenerate
                                          # with 2 calls)
     # the reward, Eq. 1 (lts.agent.env)
-    alpha: float = 1.0             # weight of the normalized throughput (PAPER.md §11 rec.)
-    beta: float = 1.0              # weight of its gain over the best-so-far (PAPER.md §11 rec.)
+    alpha: float = 1.0             # weight of the normalized throughput (docs/paper.md §11 rec.)
+    beta: float = 1.0              # weight of its gain over the best-so-far (docs/paper.md §11 rec.)
     invalid_reward: float = -10.0  # the paper's "large negative reward", in normalized units
-                                   # (PAPER.md §11 rec.)
+                                   # (docs/paper.md §11 rec.)
     # chunks and restarts (lts.agent.proposer)
     chunks: int = 16               # budget chunks, a fresh network each (paper: 5; docs/agent.md)
     confidence: float = 0.95       # a chunk ends when every head's max probability reaches this
@@ -85,7 +85,7 @@ class PPOConfig:
 
     @classmethod
     def paper(cls) -> "PPOConfig":
-        """The paper's agent (App. A; PAPER.md §11 for its gaps): 2 calls per update, lr 1e-3,
+        """The paper's agent (App. A; docs/paper.md §11 for its gaps): 2 calls per update, lr 1e-3,
         5 chunks, fresh networks that start uniform."""
         return cls(n_steps=2, lr=1e-3, chunks=5, normalize_advantages=False, elite_prior=0.0,
                    coarse_kernel=0.0, global_on_stall=False, alternate=False,

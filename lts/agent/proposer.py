@@ -17,7 +17,7 @@ proposes itself and where each fresh network starts (issue 13; docs/agent.md).
   (``prove_top``: the k best rows).
 
 Knows nothing about parallelism: strategies are index rows, the first four heads (tp, ep, pp,
-batch) the coarse row. Imports: numpy.
+batch) the coarse row.
 """
 from __future__ import annotations
 

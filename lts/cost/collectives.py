@@ -13,7 +13,7 @@ S_i holds ``m_i = min(p, max(1, S_i // stride))`` members of the group in one of
 - all-reduce = reduce-scatter + all-gather: 2(p-1)/p*S/B + 2(p-1)*alpha on one tier (ring).
 - all-to-all with S bytes per rank (S/p to each peer): the (m_i - m_{i-1}) peers reached first
   through tier i get their share over tier i: sum_i (m_i-m_{i-1})/p * S/B_i + (m_i-m_{i-1})*alpha_i
-  (DESIGN.md §3: the cross-node share of the bytes goes over the slower link).
+  (docs/design.md §3: the cross-node share of the bytes goes over the slower link).
 - send (point to point) of S bytes over the outermost tier the group needs: S/B + alpha.
 
 Latency beyond 8 ranks per level: a ring pays q-1 steps, but NCCL runs wide groups with
@@ -25,8 +25,6 @@ tree beyond (72 ranks: 14.4 steps per half, not 71). All-to-all and send keep th
 
 B_i is the per-GPU one-direction bandwidth times the link's efficiency. A group of one costs 0.
 Every function broadcasts over NumPy arrays of bytes, group sizes and strides.
-
-Imports: numpy only (``links`` is a topology's tuple of ``specs.LinkSpec``, read by attribute).
 """
 from __future__ import annotations
 

@@ -12,8 +12,6 @@ per layer so that a layer kind that keeps other bytes (a sliding window holds mi
 window) tokens; linear attention a fixed state) lands here; ``uniform`` then turns false and
 ``token_bytes`` (what the tables cost) and ``require_uniform`` (the exact solver's check) refuse
 the model instead of costing every layer as the first.
-
-Imports: specs.
 """
 from __future__ import annotations
 

@@ -19,8 +19,6 @@ pool, a request joins the next pass, after half the one in progress. Both are
 Bit for bit: each function keeps the order of operations its callers had (the golden outputs
 are unchanged), e.g. the latency adds the per-request time after the decode time, not to the
 TTFT first.
-
-Imports: nothing of lts.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Layouts, modes and conversions: the vocabulary of sharding, with no costs (DESIGN.md §3).
+"""Layouts, modes and conversions: the vocabulary of sharding, with no costs (docs/design.md §3).
 
 A *layout* says how an activation lies over the tp group: ``R`` replicated, ``T`` split on
 tokens (whole sequences), ``F`` split on features, ``P`` partial sums, and ``ER``/``ET`` the
@@ -7,8 +7,6 @@ expert-local state between FFN1 and FFN2 under the ``experts`` choice. A *mode* 
 from one layout to another. Every table here follows from the choices alone, so a strategy's
 path through the layouts is known before its coarse row is: ``walk`` uses that to fuse its
 lookups (``PATH`` and the ``*_OUT``/``NEXT_*`` tables).
-
-Imports: strategy (op names and choice codes).
 """
 from __future__ import annotations
 
@@ -24,7 +22,7 @@ N_LAYOUTS = len(LAYOUT_NAMES)
 
 # ----------------------------------------------------------------------------------------------
 # modes: (choice, input layout, output layout) per op kind. Row-parallel GEMMs need F and produce
-# P, column-parallel need R and produce F, `none` works on R or on its own tokens T (DESIGN.md §3).
+# P, column-parallel need R and produce F, `none` works on R or on its own tokens T (docs/design.md §3).
 
 GEMM_MODES = ((DIM0, F, P), (DIM1, R, F), (NONE, R, R), (NONE, T, T))
 FFN1_MODES = GEMM_MODES + ((EXPERTS, R, ER), (EXPERTS, T, ET))
@@ -62,7 +60,7 @@ def conv_index(point, src, dst):
     return PT[point] * N_LAYOUTS * N_LAYOUTS + src * N_LAYOUTS + dst
 
 
-# the collective each conversion inserts (DESIGN.md §3 table); None = free (a local slice)
+# the collective each conversion inserts (docs/design.md §3 table); None = free (a local slice)
 CONVERSION = {
     (T, R): "all-gather", (F, R): "all-gather", (T, F): "all-to-all", (F, T): "all-to-all",
     (P, R): "all-reduce", (P, T): "reduce-scatter", (P, F): "reduce-scatter",
@@ -81,7 +79,7 @@ def _mode_lookup():
 MODE_OF = _mode_lookup()
 # the layout a `none` (or `experts`) op works on: it keeps an incoming R or T and gathers anything
 # else to R. The pick depends on layouts only, never on costs, so more bandwidth cannot flip it
-# into a slower layout (DESIGN.md §7); the token split is reached through a norm on tokens
+# into a slower layout (docs/design.md §7); the token split is reached through a norm on tokens
 # (choice 0), which reduce-scatters P into T.
 PICK = np.array([R, T, R, R, R, R])
 MODE_IN = np.full((len(SLOTS), MAX_MODES), -1, dtype=np.int64)

@@ -1,10 +1,10 @@
 """The cost model's entry: ``evaluate(model, topology, workload, strategies[N, 16])``.
 
-How a strategy is costed (DESIGN.md §3), one layer per module, read in this order:
+How a strategy is costed (docs/design.md §3), one layer per module, read in this order:
 
 1. ``layouts``: the vocabulary. Layouts, each op kind's modes (choice, input layout, output
    layout) and the collective each layout conversion inserts. No costs.
-2. ``optables``: for each distinct coarse row (tp, ep, pp, batch), the roofline time of every op
+2. ``cost.tables``: for each distinct coarse row (tp, ep, pp, batch), the roofline time of every op
    in every mode and of every conversion.
 3. ``walk``: the 12 ops in order for N strategies at once (a loop over ops, never over
    strategies), as pieces; ``fuse`` tabulates the pieces per coarse row.
@@ -18,8 +18,6 @@ How a strategy is costed (DESIGN.md §3), one layer per module, read in this ord
 
 ``breakdown`` lists one strategy's ops with their times and collectives in seconds and bytes
 (``report`` converts to display units).
-
-Imports: latency (step time), layouts, optables, walk, workload, specs (types), strategy.
 """
 from __future__ import annotations
 

@@ -1,15 +1,13 @@
 """Op tables: the roofline cost of every op in every mode, and of every layout conversion, for
-each distinct coarse row (tp, ep, pp, batch) at once (DESIGN.md §3).
+each distinct coarse row (tp, ep, pp, batch) at once (docs/design.md §3).
 
 Roofline per op: time = max(FLOPs / (peak * eta_compute), HBM bytes / (HBM bw * eta_memory))
 + kernel overhead (Williams et al. 2009 roofline; overhead: a fixed launch cost per fused op).
 With ``roofline_exponent`` k set in the topology, the max becomes the smooth (c^k + m^k)^(1/k)
 (``roofline_time``; fitted to measured GEMMs near the ridge point). An op's own collectives (a
 hidden-split norm's all-reduce, MoE dispatch and combine) are costed with it; collectives are
-not overlapped with compute (PAPER.md §6 recommendation). Everything is a few NumPy expressions
+not overlapped with compute (docs/paper.md §6 recommendation). Everything is a few NumPy expressions
 over [G] arrays, G = distinct coarse rows; times in seconds, sizes in bytes.
-
-Imports: collectives, kv, layouts, specs, strategy, workload.
 """
 from __future__ import annotations
 

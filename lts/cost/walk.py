@@ -1,6 +1,6 @@
 """The walk: a strategy's ops in order, each op's mode following from its choice and the
 incoming layout, the conversion inserted in front of it, and op, conversion and collective times
-looked up in the op tables (DESIGN.md §3).
+looked up in the op tables (docs/design.md §3).
 
 The walk is written once, as *pieces* (``piece_*``: the embedding into the first norm, one
 attention block, one FFN block, a layer boundary, the last stage's tail, the stage-to-stage
@@ -10,8 +10,6 @@ over grids of choices (a table per coarse row, walked by ``fused_walk`` with a f
 strategy: ``evaluate``'s hot path, bit-identical to ``walk``), and the exact solver over
 factorized grids. A piece's arguments are the choices of the ops it holds, named after them,
 and the layouts the norms' choices fix (``attn_layout``, ``ffn_layout``: ``NORM_OF``).
-
-Imports: layouts, optables, specs (types), strategy.
 """
 from __future__ import annotations
 
@@ -61,7 +59,7 @@ class Gather:
         return self._w[self._g_op + SLOT[slot] * MAX_MODES + mode]
 
     def kv(self, scores_mode, context_mode):
-        """Resident KV cache per GPU per layer (``optables.kv_layer``)."""
+        """Resident KV cache per GPU per layer (``cost.tables.kv_layer``)."""
         return self._kv[self.g * 16 + (scores_mode * 4 + context_mode)]
 
 

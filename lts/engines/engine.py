@@ -5,8 +5,6 @@ models (``profiles.EngineProfile``), what it runs in lts's strategy encoding (``
 release its launch flags are written for with the data those flags need (``lts.launch``). Each
 engine's values live in its own module (``generic``, ``vllm``, ``sglang``, ``trtllm``); the
 registry (``lts.engines``) holds one ``Engine`` per name.
-
-Imports: profiles.
 """
 from __future__ import annotations
 

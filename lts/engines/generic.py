@@ -3,8 +3,6 @@
 It serves with one profile whose defaults are those the three engines share (their modules
 ``vllm``, ``sglang``, ``trtllm``), runs the paper's whole per-op space (no engine space) and has
 no launch flags.
-
-Imports: engine, profiles.
 """
 from __future__ import annotations
 

@@ -1,15 +1,13 @@
-"""Engine profiles: the scheduler knobs of a serving engine and its cost per step (DESIGN.md §8).
+"""Engine profiles: the scheduler knobs of a serving engine and its cost per step (docs/design.md §8).
 
-The closed-loop serving model (``lts.serve``) runs an engine's scheduler: a token budget per step
+The closed-loop serving model (``lts.serving.serve``) runs an engine's scheduler: a token budget per step
 (chunked prefill), whether decode tokens share a step with a prefill chunk, a cap on running
 requests, how much GPU memory the KV cache gets, and what the engine adds to every step and to
 every request. Each engine's module (``generic``, ``vllm``, ``sglang``, ``trtllm``) holds its
 profiles by release, each default naming the engine version and the file it was read from (the
 release wheels of vLLM 0.12.0 and SGLang 0.5.1 from PyPI; TensorRT-LLM's ``trtllm-serve`` and
 ``llm_args.py`` as of 1.0). The constants fitted on ``shared/data/serving_calibration.csv`` say so
-(``scripts/calibrate.py``; README "Validation").
-
-Imports: specs.
+(``scripts/calibrate.py``; docs/validation.md).
 """
 from __future__ import annotations
 
@@ -35,7 +33,7 @@ class EngineProfile:
     step_overhead_s: float      # engine time per step outside the kernels (scheduling, sampling)
     request_overhead_s: float   # per request, on its TTFT (HTTP, tokenization, first detokenize)
     cohort_base: float = 1.0    # mixed engines: requests prefilled together = base + share x
-    cohort_share: float = 0.0   #   running requests (costmodel.compose_step)
+    cohort_share: float = 0.0   #   running requests (cost.model.compose_step)
     collective_efficiency: float = 0.0   # in-engine share of each link's rate (0: the topology's)
     budget_per_rank: bool = True   # attention DP: each rank's steps get step_tokens (False: the
                                    # ranks share them; workload.compose_step)

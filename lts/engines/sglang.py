@@ -3,8 +3,6 @@
 The profile's defaults were read from the release wheel of SGLang 0.5.1 from PyPI (its KV pool:
 ``profiles.sglang_mem_fraction``); the launch flags (``lts.launch``) from SGLang 0.5.23
 (docs/engines.md "Launch flags").
-
-Imports: engine, profiles, specs (strategy, units).
 """
 from __future__ import annotations
 

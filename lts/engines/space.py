@@ -1,4 +1,4 @@
-"""What each serving engine runs, in lts's strategy encoding (DESIGN.md §9; docs/engines.md).
+"""What each serving engine runs, in lts's strategy encoding (docs/design.md §9; docs/engines.md).
 
 An engine runs a few fixed per-op shardings, not the paper's whole per-op space, each only at the
 degrees the engine can lay out (lts's ep > 1 is attention data parallelism over ep groups of tp
@@ -25,10 +25,8 @@ With tp = 1 every per-op choice acts on a group of one, so every choice is the e
 variant that it stands for (so a search over index rows visits only runnable rows),
 ``runnable`` says which rows the engine runs as written, ``runnable_on`` names the engines per
 row, ``attention_dp`` marks the rows whose tp ranks are attention-DP ranks (each schedules its
-own requests: ``lts.serve``), and ``check`` says in words why an engine cannot run a row. Which
+own requests: ``lts.serving.serve``), and ``check`` says in words why an engine cannot run a row. Which
 variants an engine runs at ep > 1 is its module's (``Engine.ep_variants``).
-
-Imports: specs (types), strategy, the engine registry.
 """
 from __future__ import annotations
 

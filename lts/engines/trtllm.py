@@ -1,10 +1,8 @@
 """TensorRT-LLM: its scheduler profile per release, what it runs and its launch-flag data.
 
 The profile's defaults were read from ``trtllm-serve`` and ``llm_args.py`` as of 1.0; the fitted
-constants say so (``scripts/calibrate.py``; README "Validation"). The launch flags
+constants say so (``scripts/calibrate.py``; docs/validation.md). The launch flags
 (``lts.launch``) from TensorRT-LLM 1.2.1 (docs/engines.md "Launch flags").
-
-Imports: engine, profiles, specs (strategy, units).
 """
 from __future__ import annotations
 
@@ -33,7 +31,7 @@ PROFILES = {
                "parallel-strategy.md; an assumption where the docs are silent on the token budget)",
                "FITTED on serving_calibration.csv's training half (scripts/calibrate.py): cohort "
                "3.5 + 0.07 n (grid 2.5-4.5 x 0.03-0.10); time per step 0 (grid 0-1 ms); held-out "
-               "TensorRT-LLM rows: median |log2| 0.151, 96.8% within 2x (README Validation)")),
+               "TensorRT-LLM rows: median |log2| 0.151, 96.8% within 2x (docs/validation.md)")),
 }
 
 # the release whose source the launch flags were read from (the accepted flags are listed in

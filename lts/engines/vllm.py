@@ -1,10 +1,8 @@
 """vLLM: its scheduler profile per release, what it runs and its launch-flag data.
 
 The profile's defaults were read from the release wheel of vLLM 0.12.0 from PyPI; the fitted
-constants say so (``scripts/calibrate.py``; README "Validation"). The launch flags
+constants say so (``scripts/calibrate.py``; docs/validation.md). The launch flags
 (``lts.launch``) were read from vLLM 0.33.0 (docs/engines.md "Launch flags").
-
-Imports: engine, profiles, specs (strategy, units).
 """
 from __future__ import annotations
 
@@ -36,7 +34,7 @@ PROFILES = {
                "FITTED on serving_calibration.csv's training half (scripts/calibrate.py): 1.0 ms "
                "per step (grid 0-2 ms; the CPU schedules between steps without async scheduling) "
                "and cohort 2.5 + 0.06 n (grid 1.5-3.5 x 0.03-0.07); held-out vLLM rows: median "
-               "|log2| 0.117, 95.5% within 2x (README Validation)")),
+               "|log2| 0.117, 95.5% within 2x (docs/validation.md)")),
 }
 
 # the release whose source the launch flags were read from (the accepted flags are listed in

@@ -8,7 +8,7 @@ engine does run, costed with the same model: never a silently different command.
 command lines are written by its launcher (``LAUNCHERS``: lts/launch/vllm.py, sglang.py,
 trtllm.py).
 
-How lts's degrees map (one instance = tp*ep*pp GPUs; DESIGN.md §2: attention and dense parts are
+How lts's degrees map (one instance = tp*ep*pp GPUs; docs/design.md §2: attention and dense parts are
 tensor-sharded in each tp group and data-parallel across the ep groups, experts spread over ep
 and each expert sharded over its tp group, or with ffn1/ffn2 = ``experts`` whole experts split
 over the tp group too):
@@ -50,10 +50,6 @@ engine's own sharding. The engine versions and the files the flags were read fro
 engine's (``Engine.flags_version``, ``Engine.flags_docs`` in ``lts.engines``); every flag emitted
 is checked against the flag lists in tests/data/engine_flags/ (tests/test_engine_flags.py;
 docs/engines.md "Launch flags").
-
-
-Imports: strategy, specs, costmodel (Result), engines (the registry, space), exact_engine (the
-engine's optimum), workload, problems (Problem, ServeProblem), the launchers.
 """
 from __future__ import annotations
 

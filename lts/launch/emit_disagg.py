@@ -35,9 +35,6 @@ launcher's (``emit.LAUNCHERS``: lts/launch/vllm.py, sglang.py, trtllm.py). Insta
 in order, prefill first, each on consecutive GPUs of the fewest nodes. The
 GPUs the commands ask for are counted from their own flags (``command_gpus``) and checked against
 the deployment: a command that asks for a different number of GPUs is a bug, never printed.
-
-Imports: emit, launcher, engines (the registry; SGLang's bootstrap port), disagg, problems,
-strategy.
 """
 from __future__ import annotations
 

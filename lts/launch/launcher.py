@@ -7,8 +7,6 @@ for a two-pool deployment adds the engine's disaggregation flags to an instance 
 where the engine needs it (``node_commands``), the router in front (``router``) and a note on
 the KV transport (``transport_note``). What the engine is (its release, its flags' sources, what
 it runs) is ``lts.engines``; ``emit`` and ``emit_disagg`` call the launcher of the engine named.
-
-Imports: nothing from lts.
 """
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """SGLang's command lines (``python -m sglang.launch_server``): one instance from a strategy
 row, and the flags, router and transport of a two-pool deployment (``emit``, ``emit_disagg``;
 docs/engines.md).
-
-Imports: launcher, engines (space, SGLang's defaults), specs (types, strategy), workload.
 """
 from __future__ import annotations
 

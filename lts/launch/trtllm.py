@@ -1,8 +1,6 @@
 """TensorRT-LLM's command lines (``trtllm-serve``): one instance from a strategy row, and the
 config files, router and transport of a two-pool deployment (``emit``, ``emit_disagg``;
 docs/engines.md).
-
-Imports: launcher, engines (space, the engine), specs (types, strategy), workload.
 """
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """vLLM's command lines (``vllm serve``): one instance from a strategy row, and the flags,
 router and transport of a two-pool deployment (``emit``, ``emit_disagg``; docs/engines.md).
-
-Imports: launcher, engines (space, vLLM's defaults), specs (types, strategy), workload.
 """
 from __future__ import annotations
 

@@ -29,8 +29,7 @@ def estimate_dict(m: ModelSpec, res: Result, ops: list, budget: int) -> dict:
 
 def serve_dict(m: ModelSpec, res, ops: list, isl: int, osl: int, engine=None,
                budget: int | None = None) -> dict:
-    """JSON of ``lts estimate --phase serve``: the strategy, the closed loop's figures (README
-    "JSON output") and ``ops``, the per-op cost of ``step``: one decode step of the running
+    """JSON of ``lts estimate --phase serve``: the strategy, the closed loop's figures (docs/json.md) and ``ops``, the per-op cost of ``step``: one decode step of the running
     batch at the mean context isl + osl/2."""
     d = strategy_dict(res.strategies[0])
     n = int(res.running[0])

@@ -2,7 +2,7 @@
 display units, the deployment fields (engines, replicas, per GPU of the budget) and the
 workload with its SLOs (as an object and in words).
 
-JSON key names are a contract (DESIGN.md §5, README "JSON output"): add fields, never rename.
+JSON key names are a contract (docs/design.md §5, docs/json.md): add fields, never rename.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from .format import num
 
 
 def result_dict(res: Result, i: int) -> dict:
-    """The JSON *result* object of strategy i (DESIGN.md §5)."""
+    """The JSON *result* object of strategy i (docs/design.md §5)."""
     d = strategy_dict(res.strategies[i])
     d.update(valid=bool(res.valid[i]), reasons=res.reason_list(i),
              tokens_per_s_per_gpu=num(res.tokens_per_s_per_gpu[i]),
@@ -47,7 +47,7 @@ def model_dict(m: ModelSpec) -> dict:
 
 
 def ops_us(ops: list) -> list:
-    """``costmodel.breakdown``'s ops (seconds) in display units: each ``*_s`` key becomes
+    """``cost.model.breakdown``'s ops (seconds) in display units: each ``*_s`` key becomes
     ``*_us`` (microseconds), in place in the key order."""
     def conv(d):
         return {(k[:-2] + "_us" if k.endswith("_s") else k):

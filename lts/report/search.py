@@ -103,7 +103,7 @@ def _why_rows(grid: Table, why: dict, best: dict, phase: str, fill: float) -> No
 
 
 def search_dict(run, launch=None) -> dict:
-    """The JSON of ``lts search`` (README "JSON output") from a ``search.SearchRun`` that found
+    """The JSON of ``lts search`` (docs/json.md) from a ``search.SearchRun`` that found
     a strategy, and the ``emit.Launch`` of ``--emit`` if any."""
     sr, res, p, mega_best = run.result, run.top, run.problem, run.megatron_best
     d = {"method": run.method, "budget": run.budget, "evaluations": sr.evaluations,

@@ -1,4 +1,4 @@
-"""The baseline searches (PAPER.md §8), each ``(problem, budget, rng, top, progress)`` ->
+"""The baseline searches (docs/paper.md §8), each ``(problem, budget, rng, top, progress)`` ->
 ``SearchResult``:
 
 - ``random``: uniform sampling.
@@ -6,10 +6,8 @@
 - ``anneal``: one-entry mutation, Metropolis acceptance on raw tokens/s/GPU, T0 = 100
   cosine-annealed to 0 over the budget; invalid proposals are rejected but consume budget.
 - ``megatron``: Megatron's per-op sharding, exhaustive over tp/ep/pp/batch (``search_fixed``:
-  any fixed per-op choices, optionally on part of the grid; ``lts.emit`` uses it for what an
+  any fixed per-op choices, optionally on part of the grid; ``lts.launch.emit`` uses it for what an
   engine runs).
-
-Imports: problems, strategy.
 """
 from __future__ import annotations
 
@@ -68,7 +66,7 @@ def search_random_walk(problem: Problem, budget: int, rng, top: int = 10,
 
 def search_anneal(problem: Problem, budget: int, rng, top: int = 10, progress=None,
                   t0_temp: float = 100.0) -> SearchResult:
-    """Simulated annealing (PAPER.md §8): one-entry mutation, Metropolis acceptance
+    """Simulated annealing (docs/paper.md §8): one-entry mutation, Metropolis acceptance
     exp((f_new - f_cur) / T) on raw tokens/s/GPU, T = T0 * (1 + cos(pi * i / budget)) / 2.
     Invalid proposals are rejected; every proposal costs one evaluator call. Starts from a random
     point (resampled until valid, each draw counted)."""

@@ -1,7 +1,4 @@
 """``lts bench``: how fast this machine evaluates and searches, all in process.
-
-Imports: costmodel, problems, exact, search (the ppo adapter), specs (types), strategy,
-workload.
 """
 from __future__ import annotations
 
@@ -42,7 +39,7 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
     The evaluator is timed three times on the same rows, each the median of three calls: with the
     tables of the space's coarse grid and their fused pieces built and each row's coarse index
     given (the state a search is in once it has asked 32 strategies of each row it visits:
-    ``costmodel.FusedRows``); with the fused pieces built inside the call; and cold, from strategy
+    ``cost.model.FusedRows``); with the fused pieces built inside the call; and cold, from strategy
     rows alone (grouping the coarse rows and building all their tables inside the call)."""
     work = Workload()
     problem = Problem(model, topo, work)

@@ -1,5 +1,5 @@
 """Disaggregated serving: a pool of prefill instances and a pool of decode instances, each with
-its own strategy, against one pool that does both (DESIGN.md §8; issue 12).
+its own strategy, against one pool that does both (docs/design.md §8; issue 12).
 
 - **Prefill pool:** the exact optimum of the prefill phase (``exact.search_exact``) at a context of
   ``isl``: batches of whole prompts, no decode tokens beside them. As in the one-pool model the
@@ -36,11 +36,10 @@ them: the pool's topology reserves all but the largest limit L over the space's 
 tables (the ones ``exact.search_exact`` solves on) hold the KV cache scaled by 1/s and, per
 coarse row, the margin L - c(tp*pp)/s added to the workspace. Each strategy's memory on them is
 M + (1/s - 1) K + margin, so ``exact``'s per-strategy test W <= ``usable`` and
-``costmodel.finish``'s are the engine's rule exactly: no strategy breaking it is returned and
+``cost.model.finish``'s are the engine's rule exactly: no strategy breaking it is returned and
 none meeting it is missed (a post-filter of the per-row optima could miss the second best of a
 row; a scalar usable cannot follow SGLang's tp * pp). The figures (memory per GPU included) are
-costed on the model's own tables. Imports: costmodel, enginespace, engines, exact,
-exact_engine, optables, pareto, problems, specs, strategy, workload.
+costed on the model's own tables.
 """
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
 """The exact optimum of the cost model over the whole strategy space (``search_exact``).
 
 Not a sampler: for each coarse row (tp, ep, pp, batch) the per-op choices are solved exactly from
-the cost model's pieces (``walk.piece_*``, ``costmodel.stage_max``, ``stage_memory``), coarse rows
+the cost model's pieces (``walk.piece_*``, ``cost.model.stage_max``, ``stage_memory``), coarse rows
 visited best bound first (see ``_Exact`` for why this is exact). The top-k is confirmed with the
 evaluator itself. Decode and prefill only: the serve phase sums several steps.
-
-Imports: costmodel (stage_max, stage_memory, finish), kv (uniform layers), layouts, walk (the
-pieces), problems, strategy.
 """
 from __future__ import annotations
 
@@ -133,7 +130,7 @@ class _Exact:
         op at its fastest). Every stage holds lp attention blocks and lp FFN blocks (dense or
         MoE), each op runs once per block in one of its modes, and every other term adds time
         (conversions; a stage's boundaries and head, (lp - 1) * between + first >= 0, see
-        ``costmodel.stage_max``)."""
+        ``cost.model.stage_max``)."""
         g = np.asarray(g)
         op = tab.op_total_s[g]
 
@@ -151,7 +148,7 @@ class _Exact:
         the last stage's lp layers, each op's weights at its smallest mode and the least KV
         cache, + workspace. The fullest stage holds at least what the last one does, whose dense
         layers (a MoE's first ones) are the fewest; the embedding and the head only add
-        (``costmodel.stage_memory``)."""
+        (``cost.model.stage_memory``)."""
         g = np.asarray(g)
         w = tab.weight_bytes[g]
 
@@ -170,7 +167,7 @@ class _Exact:
     def least_exact(self, tab, g):
         """The least slowest stage over every strategy of rows g [C] (``block``'s minimum) at a
         fraction of its cost, or a lower bound on it for models with dense layers. The rest
-        list's time splits as ``costmodel.stage_max`` builds it: terms of (op2, f), the first
+        list's time splits as ``cost.model.stage_max`` builds it: terms of (op2, f), the first
         stage's head of (op1, op2) and the last stage's of (f, op11, op12), joined by a sum
         (pp = 1) or a max (pp > 1), both monotone in each term, whose variables are disjoint.
         So the head and the last stage's term can take their least values first: the minimum
@@ -277,7 +274,7 @@ def guide_bounds(problem: Problem, chunk: int = 512) -> np.ndarray:
 
 def _score(problem: Problem, g, slowest, memory):
     """Throughput per GPU of the budget (``Problem.fill``) of rows g where valid (memory, SLO),
-    else -inf: ``costmodel.finish``."""
+    else -inf: ``cost.model.finish``."""
     p = problem
     valid, _, per_gpu, *_ = finish(p.topo, p.work, p.tables, g, slowest, memory, 0)
     return np.where(valid & np.isfinite(slowest), per_gpu * p.fill(p.tables.gpus[g]), -np.inf)

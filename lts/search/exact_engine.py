@@ -1,15 +1,13 @@
 """The exact optimum over an engine's space (``search_engine_exact``): what ``--method exact``
-runs when an engine is named (DESIGN.md §9).
+runs when an engine is named (docs/design.md §9).
 
-An engine runs at most three per-op shardings at each coarse row (``enginespace.variants``:
+An engine runs at most three per-op shardings at each coarse row (``engines.space.variants``:
 Megatron's and, for a MoE, the expert-parallel and the data-parallel-attention variants), so its
 whole space is the coarse grid times those variants where the engine lays them out: a few
 thousand strategies at most. It is enumerated:
 every runnable strategy is costed, in chunks, and the best of each coarse row is kept
 (``Tracker``). That is exact by construction; ``tests/test_engine_space.py`` checks it against
 an independent enumeration of the same space through the scalar evaluator path.
-
-Imports: enginespace, problems, strategy.
 """
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ def _ms(s: float):
 
 def explain(versus) -> dict:
     """The comparison of a ``methods.Versus`` (one step of the best strategy and one of
-    Megatron's choices, ``costmodel.breakdown``'s Result and ops each): ``avoids`` (collectives
+    Megatron's choices, ``cost.model.breakdown``'s Result and ops each): ``avoids`` (collectives
     only Megatron's choices have), ``adds`` (only the best has), ``resized`` (both, differing by
     more than 1% and 1 µs; ``megatron_time_us`` beside), each sorted by the time at stake, with
     (kind, group, op, count, time_us) summed over the model; ``collectives_delta_us`` and

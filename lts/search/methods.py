@@ -1,25 +1,21 @@
 """Search over the strategy space: the registry of methods and the library entry points
-(DESIGN.md §4). Every method is scored by the same cost model.
+(docs/design.md §4). Every method is scored by the same cost model.
 
-Every method gets a ``Problem`` (model, topology, workload, space; ``lts.problems``), a budget of
+Every method gets a ``Problem`` (model, topology, workload, space; ``lts.search.problems``), a budget of
 evaluator calls and a ``np.random.Generator``, and returns a ``SearchResult``: the best valid
 strategy seen and a ranked top-k of distinct strategies, evaluated. ``SEARCHERS`` maps method
 names to functions:
 
-- ``ppo``, ``ppo-paper``: the paper's agent (``lts.ppo``, ``lts.policy``), adapted here (``ppo``
+- ``ppo``, ``ppo-paper``: the paper's agent (``lts.agent``), adapted here (``ppo``
   is aimed by upper bounds on each coarse row from the exact solvers, ``guide``);
-- ``random``, ``random-walk``, ``anneal``, ``megatron``: the baselines (``lts.baselines``);
-- ``exact``: the true optimum of the cost model (``lts.exact``).
+- ``random``, ``random-walk``, ``anneal``, ``megatron``: the baselines (``lts.search.baselines``);
+- ``exact``: the true optimum of the cost model (``lts.search.exact``; in an engine's space
+  ``lts.search.exact_engine``; the serve phase ``lts.search.serve_exact``).
 
 Entry points: ``run`` (one search and what ``lts search`` shows beside it: the Megatron
 baseline's best and why the best wins), ``compare`` (every method over seeds, ``lts compare``)
 and ``run_seeds`` (one method over seeds, as ``compare`` runs it). Each result is computed once
 and carried; the CLI and ``scripts/search_quality.py`` only render them.
-
-Imports: costmodel, problems, baselines, enginespace, exact, exact_engine, serve_exact, disagg,
-pareto, strategy; ppo (lazily, in ``search_ppo``).
-``Problem``, ``ServeProblem``, ``SearchResult``, ``Tracker`` and every ``search_*`` are
-re-exported, so ``from lts.search import ...`` names them all.
 """
 from __future__ import annotations
 
@@ -29,8 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .baselines import (CHUNK, search_anneal, search_fixed, search_megatron,  # noqa: F401
-                        search_random, search_random_walk)
+from .baselines import search_anneal, search_megatron, search_random, search_random_walk
 from ..cost.model import Result, breakdown
 from .disagg import Disagg, deployment, disaggregate, pool_candidates, pool_rates
 from ..serving.pareto import pareto_front
@@ -40,7 +35,7 @@ from .exact import guide_bounds, search_exact
 from .exact_engine import engine_rows, search_engine_exact
 from .serve_exact import guide_bounds as serve_guide_bounds, search_serve_exact
 from ..serving.serve import AT_CAPACITY
-from .problems import Problem, SearchResult, ServeProblem, Tracker, take  # noqa: F401
+from .problems import Problem, SearchResult, ServeProblem, Tracker, take
 from ..specs.strategy import BATCH, MEGATRON, N_COARSE, OP_COL, megatron_row, presets
 
 # the most evaluator calls a method accepts: what runs in about 10 minutes on a 2-core machine
@@ -55,7 +50,7 @@ MAX_BUDGET = {"random": 10_000_000, "random-walk": 10_000_000, "anneal": 1_000_0
 
 def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
                cfg=None) -> SearchResult:
-    """The paper's agent (lts.ppo): PPO over an elite history, chunks with fresh networks
+    """The paper's agent (lts.agent.ppo): PPO over an elite history, chunks with fresh networks
     (PPOConfig: lts's tuned defaults unless ``cfg`` is given), aimed by ``guide``'s bounds and
     seeded by ``seed_rows`` (no evaluator call for either).
 
@@ -263,7 +258,7 @@ STOCHASTIC = ("ppo", "ppo-paper", "random-walk", "anneal", "random")   # seeded 
 @dataclass
 class Versus:
     """The best strategy against Megatron's per-op choices at the same tp/ep/pp/batch: one step
-    of each (``costmodel.breakdown``: a one-row Result and its per-op list). Serve phase: one
+    of each (``cost.model.breakdown``: a one-row Result and its per-op list). Serve phase: one
     decode step of each one's running batch at the mean context, and ``megatron_serve`` the
     closed loop of Megatron's choices (the objective there is not that step's)."""
     step: Result

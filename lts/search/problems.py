@@ -1,14 +1,12 @@
-"""What a search works on and what it returns (DESIGN.md §4).
+"""What a search works on and what it returns (docs/design.md §4).
 
 - ``Problem``: a model, a cluster, a workload and the strategy space; evaluates index rows with
   tables built once per coarse row and counts the evaluator calls.
-- ``ServeProblem``: the serve phase (``lts.serve``'s closed loop) as a problem.
+- ``ServeProblem``: the serve phase (``lts.serving.serve``'s closed loop) as a problem.
 - ``Tracker``: the best-so-far curve and the top-k of a search, in memory bounded by the coarse
   grid.
 - ``SearchResult``: what every method returns; it carries its top-k evaluated (``evaluated``, a
   ``Result``), so nothing evaluates them again for display.
-
-Imports: costmodel, enginespace, optables, serve, specs, strategy, workload.
 """
 from __future__ import annotations
 
@@ -44,7 +42,7 @@ class Problem:
     ``step_work`` is the step the per-op breakdowns show (here the workload itself).
 
     ``engine_space``: ``generic`` (the paper's whole per-op space) or an engine (``vllm``,
-    ``sglang``, ``trtllm``; ``lts.enginespace``): then every index row stands for the engine's
+    ``sglang``, ``trtllm``; ``lts.engines.space``): then every index row stands for the engine's
     variant it projects onto (``canonical``) and rows the engine cannot lay out are invalid
     (reason ``engine``), so every method ranks only what that engine runs as written. The
     tables do not depend on it: ``in_space`` searches the same problem in another space.
@@ -167,7 +165,7 @@ class Problem:
 
 class ServeProblem(Problem):
     """The serve phase as a search problem: the objective is output tokens/s per GPU of the
-    closed loop (``lts.serve``) at concurrency C = the batch column, requests of ``isl`` input and
+    closed loop (``lts.serving.serve``) at concurrency C = the batch column, requests of ``isl`` input and
     ``osl`` output tokens, under an engine profile.
 
     The concurrency head holds the powers of two and, last, ``serve.AT_CAPACITY``: as many
@@ -177,10 +175,10 @@ class ServeProblem(Problem):
     One evaluator call costs a strategy in the closed loop (its memory, then a decode step and a
     mixed step of its running batch). The grid's coarse tables are built once; a running batch
     the KV cache caps is off the grid, and its tables are built when first met (``serve.warm``,
-    ``costmodel.TableCache``). ``work`` is the decode step at the final context isl+osl (the
+    ``cost.model.TableCache``). ``work`` is the decode step at the final context isl+osl (the
     engine's context length); ``step_work`` the decode step at the mean context (per-op
     breakdowns), costed on the engine's topology (``step_topo``). Its exact search is
-    ``lts.serve_exact``.
+    ``lts.search.serve_exact``.
     """
 
     def __init__(self, model: ModelSpec, topo: TopologySpec, isl: int, osl: int,

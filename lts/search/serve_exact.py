@@ -1,9 +1,9 @@
 """The exact optimum of the serve phase, and its trade-off frontier (``search_serve_exact``: what
-``lts search --phase serve --method exact`` runs; DESIGN.md §8).
+``lts search --phase serve --method exact`` runs; docs/design.md §8).
 
 Why it is exact. A serve strategy is a coarse part (tp, ep, pp, concurrency C) and per-op
-choices x. Three facts reduce the closed loop (``lts.serve``) to the factorized sums that
-``lts.exact`` solves:
+choices x. Three facts reduce the closed loop (``lts.serving.serve``) to the factorized sums that
+``lts.search.exact`` solves:
 
 1. **Memory.** A GPU's bytes at u and at 2u requests are each lp * W_a + M_f over the attention
    list a and the rest list f (``exact._Exact``), so the KV capacity of every x of a (tp, ep, pp)
@@ -28,9 +28,6 @@ its unconstrained minimum, ``_bounds``). The search stops once no bound can beat
 add a point to the trade-off frontier (for each tokens/s per user, the best tokens/s per GPU).
 The frontier is collected on the way, from each row's own front. The top-k and the frontier are
 confirmed by the evaluator itself, and tests check them against brute force on small spaces.
-
-Imports: exact (the factorized lists), latency, optables (build_tables), problems, serve,
-strategy.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``serve`` phase: the closed loop that engines run under a benchmark (DESIGN.md §8).
+"""The ``serve`` phase: the closed loop that engines run under a benchmark (docs/design.md §8).
 
 C clients each send a request of ``isl`` input and ``osl`` output tokens, wait for it and send the
 next at once (aiperf/genai-perf ``--concurrency C``, ``vllm bench serve --max-concurrency C``).
@@ -14,18 +14,18 @@ model is the loop's steady state, vectorized over strategies (the batch column i
    wait in a queue. A configuration is invalid (``memory``) only if not even one request fits.
 2. **Two steps are costed by the evaluator**, each one pass over the model with weights read
    once: a decode step (n requests at the mean context isl + osl/2; a step's time is affine in
-   the sum of the contexts it reads) and a mixed step (``costmodel.compose_step``: the decode
+   the sum of the contexts it reads) and a mixed step (``cost.model.compose_step``: the decode
    tokens of the requests not being prefilled plus a prefill chunk, under the engine's token
    budget per step). Each gets the engine's time per step.
 3. **Cohorts.** Requests admitted together are prefilled together, finish together and are
    replaced together, so they stay a cohort of k requests whose prefill takes s steps.
    - Mixed engines (vLLM, TensorRT-LLM): k = the engine's ``cohort_base + cohort_share * n``
-     (fitted; at least n/osl so that prefill keeps pace; ``costmodel.compose_step``), its prompts
+     (fitted; at least n/osl so that prefill keeps pace; ``cost.model.compose_step``), its prompts
      in the budget left beside the decode tokens; m = n/k cohorts take turns. A cohort's cycle is
      s + osl - 1 steps; if the m*s prefill steps per cycle do not fit in it, the prefill queue
      stretches the cycle. TTFT = (prefill queue + s) mixed steps; a request's osl - 1 decode
      steps include the other cohorts' prefill steps, min(osl - 1, (m-1)*s) of them, so
-     TPOT ~ decode step + C x one prefill / osl (DESIGN.md §8).
+     TPOT ~ decode step + C x one prefill / osl (docs/design.md §8).
    - Prefill-first engines (SGLang): the whole running batch is one cohort, prefilled in
      prefill-only steps of the whole budget, then decoding together; request i's first token
      comes after ceil(i*isl/budget) of them, a*(n+1)/2 + 1/2 on average (a = isl/budget), and
@@ -39,8 +39,6 @@ Every quantity is an array over strategies: 4 evaluator calls (two memory points
 the mixed step), no Python loop per strategy. ``best_batch`` finds the integer C up to the
 capacity with the highest output tokens/s within the SLOs (``best_concurrency``); a batch column
 of ``AT_CAPACITY`` (0) asks for C = the capacity (the result rows then hold that C).
-
-Imports: costmodel, latency, optables (reasons), engines, enginespace, strategy, workload.
 """
 from __future__ import annotations
 
@@ -48,7 +46,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from ..engines import space as enginespace
+from ..engines.space import attention_dp as runs_attention_dp
 from ..cost.latency import closed_queue_s, request_s
 from ..cost.model import Result, TableCache, evaluate
 from ..cost.tables import REASON_BIT, REASONS
@@ -66,7 +64,7 @@ class ServeResult:
     """Serve-phase results of N strategies; arrays are [N]. Times in seconds, memory in bytes."""
     strategies: np.ndarray               # [N, 16], the batch column holding the concurrency C
     valid: np.ndarray
-    reasons: np.ndarray                  # bit flags, see costmodel.REASONS
+    reasons: np.ndarray                  # bit flags, see cost.model.REASONS
     output_tokens_per_s: np.ndarray      # whole instance
     output_tokens_per_s_per_gpu: np.ndarray
     tokens_per_s_per_user: np.ndarray    # 1 / TPOT
@@ -104,7 +102,7 @@ def decode_workload(isl: int, osl: int, gpus: int = 0) -> Workload:
 
 def mixed_workload(isl: int, osl: int, engine: EngineProfile, gpus: int = 0,
                    attn_dp_tp: bool = False) -> Workload:
-    """A step that holds a prefill chunk (``costmodel.compose_step``); ``attn_dp_tp``: of
+    """A step that holds a prefill chunk (``cost.model.compose_step``); ``attn_dp_tp``: of
     strategies whose tp ranks are attention-DP ranks (each its own scheduler)."""
     return Workload("mixed", int(isl) + int(osl) // 2, tpot_slo_ms=NO_SLO, gpus=gpus, isl=int(isl),
                     osl=int(osl), step_tokens=engine.step_tokens, mixed=engine.mixed,
@@ -119,7 +117,7 @@ def _with_batch(strategies, batch) -> np.ndarray:
 
 
 class Evaluator:
-    """``costmodel.evaluate`` for one model and topology, optionally with a ``TableCache`` per
+    """``cost.model.evaluate`` for one model and topology, optionally with a ``TableCache`` per
     workload (``cached=True``: for a search that serves many small batches)."""
 
     def __init__(self, model, topo, cached: bool = False):
@@ -251,7 +249,7 @@ def step_counts(engine: EngineProfile, mixed: Workload, n, dp=1):
     of the module docstring): (mixed steps to its first token, mixed steps and decode steps
     between its first and last token). TTFT and the decode time are these counts times the step
     times, so for a fixed n and dp every figure of the loop is linear in the two step times
-    (``lts.serve_exact`` solves on that); the counts are >= 0."""
+    (``lts.search.serve_exact`` solves on that); the counts are >= 0."""
     mix = compose_step(n, mixed, dp)
     k, s = mix.cohort, mix.steps
     decode_steps = mixed.osl - 1.0
@@ -275,7 +273,7 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
                  attention_dp: bool = False) -> ServeResult:
     """Steps 2-4 of the module docstring for rows whose batch column is the concurrency C
     (``AT_CAPACITY``: as many as the KV cache and the engine hold). ``attention_dp``: the rows
-    of the data-parallel-attention variant (``enginespace.attention_dp``) are scheduled as an
+    of the data-parallel-attention variant (``engines.space.attention_dp``) are scheduled as an
     engine runs them, every rank of their tp groups its own scheduler (an engine's space; in
     the whole per-op space lts's one scheduler per ep group holds for every row)."""
     limit = engine.holds(cap)
@@ -288,7 +286,7 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
     mixed = mixed_workload(isl, osl, engine, gpus)
     t_dec = ev(decode_workload(isl, osl, gpus), rows).step_s + c0
     dp = strategies[:, EP].astype(np.float64)              # schedulers: one per ep group
-    adp = enginespace.attention_dp(ev.model, rows) if attention_dp else np.zeros(len(rows), bool)
+    adp = runs_attention_dp(ev.model, rows) if attention_dp else np.zeros(len(rows), bool)
     t_mix = np.empty(len(rows))
     for mask, work in ((~adp, mixed), (adp, replace(mixed, attn_dp_tp=True))):
         if mask.any():

@@ -1,6 +1,6 @@
 """``lts validate``: predict published serving measurements with the serve phase and compare.
 
-A measurement file is CSV (DESIGN.md §5) with the columns
+A measurement file is CSV (docs/design.md §5) with the columns
 ``id, model, topology, gpus, tp, ep, pp, precision, isl, osl, concurrency, metric, value, source``
 and an optional ``strategy``. How each row is mapped:
 
@@ -14,7 +14,7 @@ and an optional ``strategy``. How each row is mapped:
   ``strategy``; else the integer one up to the KV capacity with the highest output tokens/s
   (``serve(best_batch=True)``), as an engine's max-throughput run picks.
 - ``metric`` is one of ``output_tokens_per_s`` (whole instance), ``output_tokens_per_s_per_gpu``,
-  ``ttft_ms``, ``tpot_ms``; the prediction is the serve phase's (``lts.serve``, the closed loop
+  ``ttft_ms``, ``tpot_ms``; the prediction is the serve phase's (``lts.serving.serve``, the closed loop
   at concurrency C) at ``isl``/``osl`` with no SLO. A prediction that is invalid (not even one
   request fits memory, ...) is skipped with its reasons.
 - The engine profile (``lts.engines``) is the optional ``engine`` column (``generic``, ``vllm``,
@@ -32,8 +32,6 @@ summary for each metric and for each engine.
 
 Cost: the rows are predicted in groups of one (model, topology, precision, engine, isl, osl), a
 few evaluator calls each, vectorized over the group's rows.
-
-Imports: errors, limits, specs, strategy, engines, serve, units.
 """
 from __future__ import annotations
 
@@ -86,7 +84,7 @@ class Measurement:
     engine: str              # an lts.engines profile name
 
 
-# the largest value of each integer column (lts.limits)
+# the largest value of each integer column (lts.specs.limits)
 MAX_CELL = {"tp": MAX_DEGREE, "ep": MAX_DEGREE, "pp": MAX_DEGREE, "gpus": MAX_GPUS,
             "isl": MAX_TOKENS, "osl": MAX_TOKENS, "concurrency": MAX_CONCURRENCY}
 

@@ -1,16 +1,14 @@
 """Model and topology files -> frozen dataclasses: the one entry point for loading them.
 
 A model file (``models/*.toml``) and a topology file (``topologies/*.toml``) are described in
-DESIGN.md §1 and the README. Every bad input raises ``SpecError`` naming the file, the key, the
+docs/design.md §1. Every bad input raises ``SpecError`` naming the file, the key, the
 value and what was expected; nothing else in lts reads TOML. ``load_model`` also takes a
 HuggingFace config.json (``hf`` translates it). The model's dataclasses and the checked table
-reader live in ``modelspec`` (so that ``hf`` can build a ModelSpec without importing this
+reader live in ``specs.model`` (so that ``hf`` can build a ModelSpec without importing this
 module) and are re-exported here: callers import every spec name from ``specs``.
 
 Units: TOML keys carry their unit (``hbm_gib``, ``bandwidth_gb_s``, ``latency_us``); the
 dataclasses hold SI base units (bytes, bytes/s, FLOP/s, seconds) and say so in the field name.
-
-Imports: errors, units, _toml, modelspec, hf.
 """
 from __future__ import annotations
 
@@ -32,7 +30,7 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]     # lts/ (the package holdin
 
 
 # ----------------------------------------------------------------------------------------------
-# topology dataclasses (the model's are in modelspec)
+# topology dataclasses (the model's are in specs.model)
 
 @dataclass(frozen=True)
 class LinkSpec:

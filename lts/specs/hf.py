@@ -18,7 +18,7 @@ deepseek_v2/v3     MLA attention; MoE of ``n_routed_experts`` of ``moe_intermedi
 
 Every family's FFN is gated (SwiGLU: gate, up and down projections).
 
-Rules (DESIGN.md §1, "nothing is guessed"):
+Rules (docs/design.md §1, "nothing is guessed"):
 
 - A key that sets a shape is required; a missing one is an error. The only defaults are those the
   family's HuggingFace code itself applies, each marked ``HF default`` below:
@@ -39,11 +39,9 @@ Rules (DESIGN.md §1, "nothing is guessed"):
   ``config.json``, else the file name without ``.json``. ``params_published`` is unknown (0).
 
 Every bad input raises one ``SpecError`` naming the file, the config.json key, the value and what
-was expected. The ModelSpec is built by ``modelspec.model_from_dict`` (the model TOML reader) so
+was expected. The ModelSpec is built by ``specs.model.model_from_dict`` (the model TOML reader) so
 that all of its checks apply (kv heads divide heads, top_k <= experts, ...); its errors are
 re-labelled with config.json keys. ``specs.load_model`` dispatches a config.json here.
-
-Imports: errors, modelspec.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The ranges every value from a flag or a measurement file must fall in (one rule per kind of
-value; files' keys have theirs in ``modelspec``). Imports nothing from lts.
+value; files' keys have theirs in ``specs.model``). Imports nothing from lts.
 
 They keep lts's arithmetic finite and its runs bounded: a degree or a token count beyond them is
 refused with the limit in the message, never costed.

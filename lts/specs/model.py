@@ -7,8 +7,6 @@ range-checked keys, unknown keys refused) and ``read_text`` (regular files of bo
 Every bad input raises ``SpecError`` naming the file, the key, the value and what was expected.
 Callers import these names from ``specs``, which re-exports them; this module exists so that
 ``hf`` can build a ModelSpec without importing ``specs`` (which dispatches config.json to ``hf``).
-
-Imports: errors, units.
 """
 from __future__ import annotations
 

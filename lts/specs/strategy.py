@@ -1,4 +1,4 @@
-"""Strategy vectors, the 12 fused operators, value sets and the search space (DESIGN.md §2).
+"""Strategy vectors, the 12 fused operators, value sets and the search space (docs/design.md §2).
 
 A strategy is one integer row of 16 entries ``(tp, ep, pp, batch, op_1 ... op_12)``: the first four
 are the degrees and the batch themselves, the last twelve are choice codes
@@ -7,8 +7,6 @@ are the degrees and the batch themselves, the last twelve are choice codes
 
 Ranks of one instance (tp*ep*pp GPUs) are placed tp innermost, then ep, then pp outermost, so a tp
 group is contiguous (stride 1), an ep group has stride tp and a pp group stride tp*ep.
-
-Imports: errors, limits.
 """
 from __future__ import annotations
 
@@ -33,7 +31,7 @@ DIM0, DIM1, NONE, EXPERTS = 0, 1, 2, 3
 CHOICE_NAMES = ("0", "1", "none", "experts")
 CHOICE_CODES = {"0": DIM0, "1": DIM1, "none": NONE, "experts": EXPERTS}
 
-# what dim 0 / dim 1 mean per op (DESIGN.md §2 table), for help text and reports
+# what dim 0 / dim 1 mean per op (docs/design.md §2 table), for help text and reports
 OP_DIMS = {
     "embedding": ("vocab", "hidden"), "attn_norm": ("tokens", "hidden"),
     "qkv": ("hidden (row)", "heads (column)"), "scores": ("heads", "head_dim (partial sums)"),
@@ -145,7 +143,7 @@ def format_strategy(row, only_changed: bool = False) -> str:
 
 
 def strategy_dict(row) -> dict:
-    """JSON strategy object (DESIGN.md §5)."""
+    """JSON strategy object (docs/design.md §5)."""
     row = [int(v) for v in row]
     return {"tp": row[TP], "ep": row[EP], "pp": row[PP], "batch": row[BATCH],
             "ops": {op: CHOICE_NAMES[row[N_COARSE + i]] for i, op in enumerate(OPS)}}
@@ -160,7 +158,7 @@ def _powers_of_two(limit):
 
 @dataclass(frozen=True)
 class Space:
-    """Value sets of the coarse degrees and the per-op choices (PAPER.md §3.2 recommendation).
+    """Value sets of the coarse degrees and the per-op choices (docs/paper.md §3.2 recommendation).
 
     tp: powers of two up to 64; ep: powers of two up to min(64, experts) (1 for dense models);
     pp: divisors of the layer count (up to 128); batch: powers of two up to ``max_batch``. Only

@@ -1,8 +1,6 @@
 """What is served and what one engine step holds: ``Workload`` (phase, context, SLOs, device
 budget and, for the serve phase's mixed step, the request shape and the engine's scheduler
-constants) and ``compose_step`` (DESIGN.md §8).
-
-Imports: specs (types).
+constants) and ``compose_step`` (docs/design.md §8).
 """
 from __future__ import annotations
 
@@ -12,7 +10,7 @@ import numpy as np
 
 from . import TopologySpec
 
-PHASES = ("decode", "prefill")     # the phases a user names; "mixed" is lts.serve's step
+PHASES = ("decode", "prefill")     # the phases a user names; "mixed" is lts.serving.serve's step
 
 
 @dataclass(frozen=True)
@@ -55,7 +53,7 @@ class StepMix:
 
 def compose_step(n, work: Workload, dp=1) -> StepMix:
     """The scheduler's step for n running requests with prompts of ``work.isl`` tokens over
-    ``dp`` attention-data-parallel ranks (lts's ep groups) (DESIGN.md §8; ``lts.serve`` builds
+    ``dp`` attention-data-parallel ranks (lts's ep groups) (docs/design.md §8; ``lts.serving.serve`` builds
     the closed loop on it).
 
     Under attention data parallelism every rank runs its own scheduler over its share n / dp of
