@@ -1,6 +1,6 @@
 """The ``lts`` command line. The only module that imports click; it wires the others together.
 
-Each command parses and checks its flags, calls the library (``search.run``, ``search.compare``,
+Each command parses and checks its flags, calls the library (``search.methods.run``, ``search.methods.compare``,
 ``bench.measure``, ``cost.model.breakdown``, ``serve.serve``, ``validate.validate``, ``emit.launch``)
 and prints the result through ``report`` (rich tables, or JSON with --json).
 

@@ -48,6 +48,14 @@ def test_pool_ttft_is_one_and_a_half_passes_and_the_transfer():
     assert latency.pool_pass_limit(0.31, 0.01) == pytest.approx(0.2)   # its inverse
 
 
+@pytest.mark.parametrize("limit, transfer", [(2.0, 0.1), (0.065, 0.004), (1.5, 0.0)])
+def test_the_pool_pass_limit_is_the_inverse_of_the_pool_ttft(limit, transfer):
+    """Two pools size their prefill pass with ``pool_pass_limit``: a change to how a pool's TTFT
+    is computed that forgets its inverse fails here instead of breaking the TTFT limit."""
+    assert latency.pool_ttft_s(latency.pool_pass_limit(limit, transfer), transfer) == \
+        pytest.approx(limit, rel=1e-12)
+
+
 def test_the_closed_loop_is_the_seam_bit_for_bit():
     """``serve``'s TTFT, TPOT and latency are ``request_s`` of its own step times and
     ``step_counts``, with ``closed_queue_s`` for the clients it cannot run."""

@@ -284,7 +284,7 @@ def test_exact_with_max_gpus_equals_exact_on_the_smaller_budget(phase):
 
 def test_ppo_seed_points_are_tried_first_within_the_budget():
     """PPOConfig.seed_points: the engines' schemes (strategy.presets) at the coarse rows of best
-    bound (search.guide, no evaluator call) are evaluated first, inside the budget."""
+    bound (search.methods.guide, no evaluator call) are evaluated first, inside the budget."""
     from lts.search.methods import guide, search_ppo, seed_rows
     from lts.specs import load_model
     from lts.specs.strategy import n_choices, presets

@@ -385,7 +385,7 @@ def breakdown(model: ModelSpec, topo: TopologySpec, work: Workload, strategy) ->
     Each op dict: name, count (instances per step on one GPU's pipeline), compute_s, memory_s,
     time_s (roofline + overhead), weight_bytes, collectives (kind, group, bytes, time_s, count)
     -- the collectives the op needs itself and the layout conversions inserted in front of it.
-    Seconds and bytes; ``report.ops_us`` gives the display units.
+    Seconds and bytes; ``report.results.ops_us`` gives the display units.
     """
     res, w, tab = evaluate(model, topo, work, np.asarray(strategy)[None], return_walk=True)
     g = 0

@@ -33,7 +33,7 @@ class EngineProfile:
     step_overhead_s: float      # engine time per step outside the kernels (scheduling, sampling)
     request_overhead_s: float   # per request, on its TTFT (HTTP, tokenization, first detokenize)
     cohort_base: float = 1.0    # mixed engines: requests prefilled together = base + share x
-    cohort_share: float = 0.0   #   running requests (cost.model.compose_step)
+    cohort_share: float = 0.0   #   running requests (specs.workload.compose_step)
     collective_efficiency: float = 0.0   # in-engine share of each link's rate (0: the topology's)
     budget_per_rank: bool = True   # attention DP: each rank's steps get step_tokens (False: the
                                    # ranks share them; workload.compose_step)

@@ -1,4 +1,4 @@
-"""``lts compare``: the JSON of a ``search.Comparison`` (``compare_dict``) and its table, a row
+"""``lts compare``: the JSON of a ``search.methods.Comparison`` (``compare_dict``) and its table, a row
 per method, rendered from that dict."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from .results import model_dict, result_dict, slo_text, workload_dict
 
 
 def compare_dict(cmp) -> dict:
-    """The JSON of ``lts compare`` from a ``search.Comparison`` (exact found a strategy)."""
+    """The JSON of ``lts compare`` from a ``search.methods.Comparison`` (exact found a strategy)."""
     def result(r):
         return result_dict(r.evaluated, 0) if r.best is not None else None
 

@@ -1,4 +1,4 @@
-"""``lts search``: the JSON of a ``search.SearchRun`` (``search_dict``) and its table, why the
+"""``lts search``: the JSON of a ``search.methods.SearchRun`` (``search_dict``) and its table, why the
 best wins against Megatron's per-op choices (the comparison itself is ``search.explain``), the
 Megatron baseline, the headroom and the footer. The serve phase's trade-off, two pools and
 sizing are ``search_serve``.
@@ -103,7 +103,7 @@ def _why_rows(grid: Table, why: dict, best: dict, phase: str, fill: float) -> No
 
 
 def search_dict(run, launch=None) -> dict:
-    """The JSON of ``lts search`` (docs/json.md) from a ``search.SearchRun`` that found
+    """The JSON of ``lts search`` (docs/json.md) from a ``search.methods.SearchRun`` that found
     a strategy, and the ``emit.Launch`` of ``--emit`` if any."""
     sr, res, p, mega_best = run.result, run.top, run.problem, run.megatron_best
     d = {"method": run.method, "budget": run.budget, "evaluations": sr.evaluations,
@@ -156,7 +156,7 @@ def headroom_text(run) -> str | None:
 
 def render_search(console: Console, d: dict, run) -> None:
     """The ranked table, "why it wins" and the footer of ``lts search``, from its
-    ``search_dict`` (``top``, ``vs_megatron``, ``megatron_best``) and the ``search.SearchRun``
+    ``search_dict`` (``top``, ``vs_megatron``, ``megatron_best``) and the ``search.methods.SearchRun``
     for what the JSON does not carry: Megatron's score (×Meg), the headroom's engine forms,
     the serve phase's frontier and the method's raw stats."""
     w, phase, top = d["workload"], d["workload"]["phase"], d["top"]

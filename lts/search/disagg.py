@@ -22,7 +22,7 @@ then exhaustive. ``disaggregate`` also traces the two-pool frontier: the same un
 limits, then their Pareto front. Both pools run on the engine profile's topology (its collective efficiency) with
 the engine's time per step added; with an engine named, each pool is the optimum of the engine's
 space. ``pool_candidates`` keeps each problem's pool strategies, so that sizing for a request
-rate (``search.size_disagg``) pairs the same ones.
+rate (``search.methods.size_disagg``) pairs the same ones.
 
 **Each pool obeys its engine's memory rule** (issue 21). Per GPU, a pool strategy holds M bytes:
 weights, the pool's KV cache K (prefill: the batch's prompts of isl tokens; decode: the batch at

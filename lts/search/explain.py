@@ -4,7 +4,7 @@ two per-op breakdowns of a ``methods.Versus``. The report formats the dict (``lt
 ``vs_megatron``).
 
 Times are in microseconds, the unit the JSON carries, and summed in it: each op's seconds are
-scaled to µs before the sums (as ``report.ops_us`` scales them), so the sums keep their bits.
+scaled to µs before the sums (as ``report.results.ops_us`` scales them), so the sums keep their bits.
 
 Imports nothing from lts; a ``Versus`` is read by its attributes.
 """

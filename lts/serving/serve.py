@@ -2,7 +2,7 @@
 
 C clients each send a request of ``isl`` input and ``osl`` output tokens, wait for it and send the
 next at once (aiperf/genai-perf ``--concurrency C``, ``vllm bench serve --max-concurrency C``).
-The engine (an ``lts.engines.EngineProfile``) runs continuous batching with chunked prefill. The
+The engine (an ``lts.engines.profiles.EngineProfile``) runs continuous batching with chunked prefill. The
 model is the loop's steady state, vectorized over strategies (the batch column is C):
 
 1. **Memory caps the running batch.** Two decode evaluations at the final context isl+osl (at
@@ -14,13 +14,13 @@ model is the loop's steady state, vectorized over strategies (the batch column i
    wait in a queue. A configuration is invalid (``memory``) only if not even one request fits.
 2. **Two steps are costed by the evaluator**, each one pass over the model with weights read
    once: a decode step (n requests at the mean context isl + osl/2; a step's time is affine in
-   the sum of the contexts it reads) and a mixed step (``cost.model.compose_step``: the decode
+   the sum of the contexts it reads) and a mixed step (``specs.workload.compose_step``: the decode
    tokens of the requests not being prefilled plus a prefill chunk, under the engine's token
    budget per step). Each gets the engine's time per step.
 3. **Cohorts.** Requests admitted together are prefilled together, finish together and are
    replaced together, so they stay a cohort of k requests whose prefill takes s steps.
    - Mixed engines (vLLM, TensorRT-LLM): k = the engine's ``cohort_base + cohort_share * n``
-     (fitted; at least n/osl so that prefill keeps pace; ``cost.model.compose_step``), its prompts
+     (fitted; at least n/osl so that prefill keeps pace; ``specs.workload.compose_step``), its prompts
      in the budget left beside the decode tokens; m = n/k cohorts take turns. A cohort's cycle is
      s + osl - 1 steps; if the m*s prefill steps per cycle do not fit in it, the prefill queue
      stretches the cycle. TTFT = (prefill queue + s) mixed steps; a request's osl - 1 decode
@@ -102,7 +102,7 @@ def decode_workload(isl: int, osl: int, gpus: int = 0) -> Workload:
 
 def mixed_workload(isl: int, osl: int, engine: EngineProfile, gpus: int = 0,
                    attn_dp_tp: bool = False) -> Workload:
-    """A step that holds a prefill chunk (``cost.model.compose_step``); ``attn_dp_tp``: of
+    """A step that holds a prefill chunk (``specs.workload.compose_step``); ``attn_dp_tp``: of
     strategies whose tp ranks are attention-DP ranks (each its own scheduler)."""
     return Workload("mixed", int(isl) + int(osl) // 2, tpot_slo_ms=NO_SLO, gpus=gpus, isl=int(isl),
                     osl=int(osl), step_tokens=engine.step_tokens, mixed=engine.mixed,

@@ -215,7 +215,7 @@ def spearman(x, y) -> float:
 def validate(path, progress=None) -> dict:
     """Predict every row of a measurement file; the JSON dict of ``lts validate --json``.
 
-    ``progress``: a progress bar's callback (``report.progress``): ``set_total(groups)`` once,
+    ``progress``: a progress bar's callback (``report.format.progress``): ``set_total(groups)`` once,
     then ``progress(1)`` after each prediction group."""
     file = str(path)
     meas = read_measurements(path)
