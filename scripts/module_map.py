@@ -35,6 +35,15 @@ above it in this list, never one below.
 `tests/test_layers.py` enforces that order, and that only `cli.py` imports click and only
 `report/` imports rich. `tests/reference.py` is a slow scalar cost model used only to check the
 vectorized one; `tests/test_formulas.py` pins each formula by a closed form.
+
+`serving/` models one engine instance serving under load (the closed loop, its validation);
+the solvers that search over it, the exact serve optimum (`search/serve_exact.py`) and the
+sizing of two pools (`search/disagg.py`), sit in `search/` because they build on the exact
+optimum of the cost model (`search/exact.py`) and the problem types (`search/problems.py`).
+Where an idea lives: a request's times in `cost/latency.py`, a layer's KV bytes in
+`cost/kv.py`, an engine (its profiles by release, what it runs, its flag data) in
+`engines/<name>.py` with its command lines in `launch/<name>.py`, a command's output in
+`report/<command>.py`.
 """
 
 

@@ -157,10 +157,11 @@ def headroom_text(run) -> str | None:
 def render_search(console: Console, d: dict, run) -> None:
     """The ranked table, "why it wins" and the footer of ``lts search``, from its
     ``search_dict`` (``top``, ``vs_megatron``, ``megatron_best``) and the ``search.methods.SearchRun``
-    for what the JSON does not carry: Megatron's score (×Meg), the headroom's engine forms,
-    the serve phase's frontier and the method's raw stats."""
+    for what the JSON does not carry: the headroom's engine forms, the serve phase's frontier
+    and the method's raw stats."""
     w, phase, top = d["workload"], d["workload"]["phase"], d["top"]
-    mega_score = run.megatron.best_score
+    mega_best = d["megatron_best"]
+    mega_score = mega_best["tokens_per_s_per_cluster_gpu"] if mega_best else math.nan
     latency = "TTFT ms" if phase == "prefill" else "TPOT ms"
     table = Table(title=f"{escape(d['model']['name'])} on {escape(d['topology'])}: best "
                         f"strategies ({escape(d['method'])})",
@@ -205,7 +206,6 @@ def render_search(console: Console, d: dict, run) -> None:
                       if d["method"] == "megatron" else "no per-op change helps there."))
     else:
         _why_rows(grid, why, best, phase, run.problem.fill(best["gpus"]))
-    mega_best = d["megatron_best"]
     if mega_best is not None:
         tps, mtps = best["tokens_per_s_per_cluster_gpu"], mega_best["tokens_per_s_per_cluster_gpu"]
         grid.add_row("[bold]Megatron best[/]",
