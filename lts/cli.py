@@ -300,8 +300,8 @@ def _infeasible(problem, what: str) -> click.ClickException:
     return click.ClickException(
         f"no feasible strategy found ({m.name} on {topo.name} with {gpus} GPU"
         f"{'s' if gpus != 1 else ''}, {problem.phase}, {slo_text(workload_dict(problem))}"
-        + ("" if problem.engine_space == GENERIC else
-           f", what {problem.engine_space} runs") + f"; {what})")
+        + (f", what {problem.engine_space} runs" if problem.in_engine_space else "")
+        + f"; {what})")
 
 
 @cli.command()

@@ -9,7 +9,7 @@ import math
 from rich.console import Console
 from rich.markup import escape
 
-from ..engines import ENGINES, GENERIC
+from ..engines import ENGINES
 from ..specs.strategy import strategy_dict
 from .format import num
 from .plot import Series, frontier_svg, frontier_text
@@ -104,7 +104,7 @@ def _frontier_whose(run, short: bool = False) -> str:
     top strategy at its best integer concurrency; else what the method found."""
     if run.method != "exact":
         return f"best {run.method} found" if short else "found"
-    space = ("the whole space" if run.problem.engine_space == GENERIC else
+    space = ("the whole space" if not run.problem.in_engine_space else
              f"{ENGINES[run.problem.engine_space].label}'s space")
     if short:
         return f"{space}, exact on the concurrency grid"

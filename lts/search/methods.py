@@ -29,7 +29,6 @@ from .baselines import search_anneal, search_megatron, search_random, search_ran
 from ..cost.model import Result, breakdown
 from .disagg import Disagg, deployment, disaggregate, pool_candidates, pool_rates
 from ..serving.pareto import pareto_front
-from ..engines import GENERIC
 from ..engines.space import engine_form, runnable
 from .exact import guide_bounds, search_exact
 from .exact_engine import engine_rows, search_engine_exact
@@ -66,7 +65,7 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
     tr = Tracker(problem, top)
     cfg = cfg or ppo.PPOConfig()
     bound = None
-    engine = _EngineSpace(problem) if problem.engine_space != GENERIC else None
+    engine = _EngineSpace(problem) if problem.in_engine_space else None
     if cfg.bound_mask or cfg.bound_restarts or cfg.seed_points:
         bound = np.array(guide(problem), dtype=np.float64).reshape(problem.grid_shape)
         if engine is not None:      # an engine's space: none where the engine runs nothing
@@ -144,7 +143,7 @@ def seed_rows(problem: Problem, k: int, bound=None):
         triples = np.unique(top // problem.grid_shape[3])
         firsts = np.unique(fixed // problem.grid_shape[3], return_index=True)
         top = np.union1d(top, fixed[firsts[1][np.isin(firsts[0], triples)]])
-    if problem.engine_space != GENERIC:
+    if problem.in_engine_space:
         rows = _engine_strategies(problem)
         rows = rows[np.isin(problem.coarse_index(rows), top)]
         return rows if len(rows) else None
@@ -246,7 +245,7 @@ SEARCHERS = {
 def _exact_for(problem: Problem):
     """The exact solver of a problem: enumeration of an engine's space; else the closed-loop
     solver (serve) or the per-op dynamic programme (decode, prefill) over the whole space."""
-    if problem.engine_space != GENERIC:
+    if problem.in_engine_space:
         return search_engine_exact
     return search_serve_exact if isinstance(problem, ServeProblem) else search_exact
 STOCHASTIC = ("ppo", "ppo-paper", "random-walk", "anneal", "random")   # seeded methods
@@ -365,7 +364,7 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
                                                       np.random.default_rng(seed), top=top,
                                                       progress=progress))
     out = SearchRun(problem, method, budget, seed, sr, time.perf_counter() - t0)
-    if problem.engine_space != GENERIC:     # the headroom: the same search over every sharding
+    if problem.in_engine_space:     # the headroom: the same search over every sharding
         calls, problem.calls = problem.calls, 0
         with problem.in_space():
             out.any_sharding = every_concurrency(problem, SEARCHERS[method](
@@ -628,7 +627,7 @@ def compare(problem: Problem, methods, seeds: int, budget: int, progress=None,
     optimum is over every integer; in the whole space the exact serve solver is exact over the
     concurrency grid (the powers of two and the KV capacity), so the results are compared there
     (refined, another strategy than exact's could pass it)."""
-    refining = problem.engine_space != GENERIC and isinstance(problem, ServeProblem)
+    refining = problem.in_engine_space and isinstance(problem, ServeProblem)
     refine = (lambda sr: every_concurrency(problem, sr)) if refining else (lambda sr: sr)
     top = 10 if refining else 1      # the best integer concurrency may be another row's
     runs = {}

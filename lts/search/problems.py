@@ -100,10 +100,16 @@ class Problem:
         """Evaluate strategy rows [N, 16] (values, not indices); no call is counted."""
         return self.restrict(evaluate(self.model, self.topo, self.work, np.atleast_2d(rows)))
 
+    @property
+    def in_engine_space(self) -> bool:
+        """Whether the search is limited to what one engine runs (``engine_space`` names a
+        released engine, not ``generic``)."""
+        return self.engine_space != GENERIC
+
     def restrict(self, res: Result) -> Result:
         """``res`` with the rows the engine of ``engine_space`` does not run as written made
         invalid (reason ``engine``), in place."""
-        if self.engine_space != GENERIC:
+        if self.in_engine_space:
             bad = ~runnable(self.engine_space, self.model, res.strategies)
             res.valid &= ~bad
             res.reasons |= np.where(bad, REASON_BIT["engine"], 0).astype(res.reasons.dtype)
@@ -210,7 +216,7 @@ class ServeProblem(Problem):
         return serve.serve(self.model, self.topo, np.atleast_2d(rows), self.isl, self.osl,
                            tpot_slo_ms=self.tpot_slo_ms, ttft_slo_ms=self.ttft_slo_ms,
                            gpus=self.work.gpus, engine=self.engine, evaluator=self.evaluator,
-                           attention_dp=self.engine_space != GENERIC)
+                           attention_dp=self.in_engine_space)
 
     def evaluate(self, idx: np.ndarray, count: bool = True) -> Result:
         idx = self.canonical(idx)
@@ -228,7 +234,7 @@ class ServeProblem(Problem):
         res = serve.serve(self.model, self.topo, np.atleast_2d(rows), self.isl, self.osl,
                           best_batch=True, tpot_slo_ms=self.tpot_slo_ms,
                           ttft_slo_ms=self.ttft_slo_ms, gpus=self.work.gpus, engine=self.engine,
-                          evaluator=self.evaluator, attention_dp=self.engine_space != GENERIC)
+                          evaluator=self.evaluator, attention_dp=self.in_engine_space)
         return self.restrict(serve.as_result(res))
 
     def score(self, res: Result) -> np.ndarray:
