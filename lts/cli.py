@@ -39,7 +39,8 @@ from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_REQUEST_RATE, MAX_SEE
 from .search.problems import Problem, ServeProblem
 from .search.methods import MAX_BUDGET, SEARCHERS, STOCHASTIC, compare as run_compare, run as run_search
 from .specs import load_model, load_topology, shipped_names
-from .specs.units import DTYPE_BYTES
+from .specs.model import FORMATS
+from .specs.units import KV_DTYPES
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -89,9 +90,9 @@ def _print(json_: bool, no_color: bool, d, render, *extra) -> None:
         render(make_console(no_color), d, *extra)
 
 
-def _load(model: str, topology: str, precision=None):
+def _load(model: str, topology: str, precision=None, kv_cache_dtype=None):
     try:
-        m, topo = load_model(model, precision), load_topology(topology)
+        m, topo = load_model(model, precision, kv_cache_dtype), load_topology(topology)
     except LtsError as e:
         raise click.ClickException(str(e)) from None
     params = click.get_current_context().params
@@ -174,8 +175,13 @@ def _workload_flags(fn, phases, phase_help):
                      help="Prefill and serve SLO: time to first token (none by default)."),
         click.option("--gpus", type=click.IntRange(1), default=None,
                      help="Device budget (default: every GPU of the topology)."),
-        click.option("--precision", type=click.Choice(sorted(DTYPE_BYTES)), default=None,
-                     help="Override the weight and KV-cache type (e.g. fp8)."),
+        click.option("--precision", type=click.Choice(sorted(FORMATS)), default=None,
+                     help="Override the weight format (e.g. fp8, fp8_block, nvfp4, mxfp4, "
+                          "w4a16); bf16 fp16 fp32 fp8 int8 also set the KV cache."),
+        click.option("--kv-cache-dtype", type=click.Choice(("auto",) + KV_DTYPES),
+                     default="auto", show_default=True,
+                     help="KV-cache type (auto: the model's, from the checkpoint, else the "
+                          "activation type)."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -251,7 +257,7 @@ def cli():
 @serve_workload_options(concurrency=True)
 @output_options
 def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_slo_ms, gpus,
-             precision, isl, osl, engine, concurrency, json_, no_color):
+             precision, kv_cache_dtype, isl, osl, engine, concurrency, json_, no_color):
     """Cost one strategy: per-op compute, memory and collectives, then throughput, latency and
     memory per GPU. Exit status 1 if the strategy is invalid (memory, SLO, budget, ...).
 
@@ -259,7 +265,7 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
     (C requests in flight, each of --isl input and --osl output tokens, a finished one replaced
     at once): output tokens/s (instance, per GPU, per user), TTFT, TPOT and request latency, the
     running batch the KV cache holds; the per-op table is one decode step of the running batch."""
-    m, topo = _load(model, topology, precision)
+    m, topo = _load(model, topology, precision, kv_cache_dtype)
     from .specs.strategy import BATCH, parse_strategy
     try:
         row = parse_strategy(strategy_text, m.is_moe)
@@ -334,7 +340,8 @@ def _infeasible(problem, what: str) -> click.ClickException:
 @serve_workload_options(concurrency=False)
 @output_options
 def search(model, topology, method, budget, seed, top, emit, plot, request_rate, phase, context,
-           tpot_slo_ms, ttft_slo_ms, gpus, precision, isl, osl, engine, json_, no_color):
+           tpot_slo_ms, ttft_slo_ms, gpus, precision, kv_cache_dtype, isl, osl, engine, json_,
+           no_color):
     """Search the strategy space for the highest tokens/s per GPU that fits memory and the SLO;
     print the best strategies against Megatron's and why the best one wins. Exit status 1 if
     nothing is feasible.
@@ -354,7 +361,7 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
     if request_rate is not None and phase != "serve":
         raise click.UsageError("--request-rate sizes a serving deployment: it needs --phase serve")
     _check_budget(budget, [method])
-    m, topo = _load(model, topology, precision)
+    m, topo = _load(model, topology, precision, kv_cache_dtype)
     problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
                        _profile(engine, emit))
     with progress(None if method == "exact" else budget, method, disable=json_) as advance:
@@ -416,7 +423,7 @@ def _methods(ctx, param, value):
 @serve_workload_options(concurrency=False)
 @output_options
 def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms, ttft_slo_ms,
-            gpus, precision, isl, osl, engine, json_, no_color):
+            gpus, precision, kv_cache_dtype, isl, osl, engine, json_, no_color):
     """Run every method on the same problem: the paper's Table 1 (mean best tokens/s/GPU over
     seeds, normalized to random walk), Figure 3 (best over seeds, normalized to Megatron), each
     method's fraction of the exact optimum and its wall time. Exit status 1 if nothing is
@@ -430,7 +437,7 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
     """
     _serve_flags_only_with_serve(phase, any_phase=("engine",))
     _check_budget(budget * seeds, methods, "--seeds x --budget")
-    m, topo = _load(model, topology, precision)
+    m, topo = _load(model, topology, precision, kv_cache_dtype)
     problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
                        _profile(engine, None))
     with progress(seeds * budget * len(methods), "exact", disable=json_) as advance:

@@ -20,7 +20,8 @@ from . import kv
 from .layouts import (CONVERSION, F, FFN1_MODES, FFN2_MODES, MAX_MODES, MODE_DIM0, MODE_DIM1,
                       MODE_EXPERTS, MODE_NONE, MODE_NONE_T, N_LAYOUTS, P, POINTS, PT, SLOT, SLOTS,
                       T)
-from ..specs import ModelSpec, TopologySpec, attention_params
+from ..specs import WEIGHT_GROUPS, ModelSpec, TopologySpec, attention_params
+from ..specs.units import WEIGHT_FORMATS
 from ..specs.strategy import BATCH, EP, EXPERTS, PP, TP
 from ..specs.workload import Workload, compose_step
 
@@ -86,6 +87,9 @@ class _Shape:
         # counted as wb * eta_memory / eta_weights effective bytes per weight element read
         self.wbr = (self.wb * topo.memory_efficiency
                     / topo.weight_memory_efficiency_for(prec.weights))
+        # each op group's weights in its own format (a checkpoint leaves some unquantized:
+        # PrecisionSpec.unquantized): (bytes per weight, effective bytes read, achievable FLOP/s)
+        self.fmt = {g: self._format(prec.format_of(g)) for g in WEIGHT_GROUPS}
         self.overhead = topo.kernel_overhead_s
         decode = work.phase in ("decode", "mixed")
         seqs = self.batch
@@ -146,9 +150,15 @@ class _Shape:
         self.experts = float(f.experts)
         self.top_k = float(f.top_k)
 
+    def _format(self, fmt: str) -> tuple:
+        """(wb, wbr, peak) of weights in ``fmt``, as ``wb``/``wbr``/``peak`` are for the model's."""
+        topo, wb = self.topo, WEIGHT_FORMATS[fmt][0]
+        return (wb, wb * topo.memory_efficiency / topo.weight_memory_efficiency_for(fmt),
+                topo.peak_for(fmt) * topo.compute_efficiency_for(fmt))
 
-def _roofline(s: _Shape, flops, nbytes):
-    compute = flops / s.peak
+
+def _roofline(s: _Shape, flops, nbytes, peak=None):
+    compute = flops / (s.peak if peak is None else peak)
     memory = nbytes / s.hbm
     return compute, memory
 
@@ -166,15 +176,17 @@ def roofline_time(compute, memory, exponent: float):
     return hi * (1.0 + ratio ** exponent) ** (1.0 / exponent)   # (c^k + m^k)^(1/k), no overflow
 
 
-def _gemm(s, rows, k, n, w_total=None, k_frac=1.0, n_frac=1.0):
-    """FLOPs, HBM bytes, resident weight bytes of rows x [k, n] with shares k_frac, n_frac.
+def _gemm(s, rows, k, n, w_total=None, k_frac=1.0, n_frac=1.0, group="attention"):
+    """FLOPs, HBM bytes, resident weight bytes of rows x [k, n] with shares k_frac, n_frac, the
+    weights in op ``group``'s format (``_Shape.fmt``).
 
     ``w_total`` overrides k*n*k_frac*n_frac as the per-rank weight element count (GQA/MLA).
     """
+    wb, wbr, _ = s.fmt[group]
     w = k * n * k_frac * n_frac if w_total is None else w_total
     flops = 2.0 * rows * w                                     # one multiply-add per weight per row
-    nbytes = w * s.wbr + rows * (k * k_frac + n * n_frac) * s.ab   # weights + activations in/out
-    return flops, nbytes, w * s.wb
+    nbytes = w * wbr + rows * (k * k_frac + n * n_frac) * s.ab   # weights + activations in/out
+    return flops, nbytes, w * wb
 
 
 def _full(x, shape):
@@ -202,10 +214,13 @@ class _Builder:
         self.groups = {"tp": (s.tp, 1.0), "ep": (s.ep, s.tp), "pp": (s.pp, s.tp * s.ep)}
         self.levels = {g: coll.levels(links, *rs) for g, rs in self.groups.items()}
 
-    def put(self, slot, mode, flops, nbytes, weights=0.0, cache=0.0, colls=(), launch=True):
+    def put(self, slot, mode, flops, nbytes, weights=0.0, cache=0.0, colls=(), launch=True,
+            group=None):
+        """``group``: the op group whose weight format sets the FLOP rate (None: the model's)."""
         s = self.s
         sl = SLOT[slot]
-        c, m = _roofline(s, _full(flops, s.tp.shape), _full(nbytes, s.tp.shape))
+        c, m = _roofline(s, _full(flops, s.tp.shape), _full(nbytes, s.tp.shape),
+                         None if group is None else s.fmt[group][2])
         self.compute[:, sl, mode] = c
         self.memory[:, sl, mode] = m
         self.time[:, sl, mode] = roofline_time(c, m, s.topo.roofline_exponent) + \
@@ -231,44 +246,47 @@ class _Builder:
 def _fill_embedding(b: _Builder):
     s = b.s
     v, h = s.m.vocab, s.h
-    lookup = s.rows * h * (s.wb + s.ab)        # read one table row and write it, per token
-    b.put("embedding", MODE_DIM0, 0.0, s.rows * h * s.wb / s.tp + s.rows * h * s.ab,
-          v * h * _frac(v, s.tp) * s.wb)        # vocab-parallel: each rank looks up its own ids
-    b.put("embedding", MODE_DIM1, 0.0, lookup * _frac(h, s.tp), v * h * _frac(h, s.tp) * s.wb)
-    b.put("embedding", MODE_NONE, 0.0, lookup, v * h * s.wb)
+    wb = s.fmt["embedding"][0]
+    lookup = s.rows * h * (wb + s.ab)          # read one table row and write it, per token
+    b.put("embedding", MODE_DIM0, 0.0, s.rows * h * wb / s.tp + s.rows * h * s.ab,
+          v * h * _frac(v, s.tp) * wb)          # vocab-parallel: each rank looks up its own ids
+    b.put("embedding", MODE_DIM1, 0.0, lookup * _frac(h, s.tp), v * h * _frac(h, s.tp) * wb)
+    b.put("embedding", MODE_NONE, 0.0, lookup, v * h * wb)
 
 
 def _fill_norm(b: _Builder, slot):
     s = b.s
-    h, rows, rows_t = s.h, s.rows, s.rows_t
+    h, rows, rows_t, wb = s.h, s.rows, s.rows_t, s.fmt["norm"][0]
     # RMSNorm + residual add: read x and residual, write the sum and the normed output
-    b.put(slot, MODE_DIM0, 8.0 * rows_t * h, 4.0 * rows_t * h * s.ab, h * s.wb)
+    b.put(slot, MODE_DIM0, 8.0 * rows_t * h, 4.0 * rows_t * h * s.ab, h * wb)
     # hidden-split norm: the sum of squares of each token is all-reduced over tp (4 bytes each)
     b.put(slot, MODE_DIM1, 8.0 * rows * h * _frac(h, s.tp), 4.0 * rows * h * _frac(h, s.tp) * s.ab,
-          h * _frac(h, s.tp) * s.wb, colls=[("all-reduce", "tp", rows * 4.0)])
-    b.put(slot, MODE_NONE, 8.0 * rows * h, 4.0 * rows * h * s.ab, h * s.wb)
+          h * _frac(h, s.tp) * wb, colls=[("all-reduce", "tp", rows * 4.0)])
+    b.put(slot, MODE_NONE, 8.0 * rows * h, 4.0 * rows * h * s.ab, h * wb)
 
 
 def _fill_gemm(b: _Builder, slot, k, n, col_weights=None, col_out=None, rows=None, rows_t=None,
-               dim0_frac=None):
-    """A dense GEMM op in its four modes (row, column, none-R, none-T)."""
+               dim0_frac=None, group="attention"):
+    """A dense GEMM op in its four modes (row, column, none-R, none-T), its weights in op
+    ``group``'s format."""
     s = b.s
     rows = s.rows if rows is None else rows
     rows_t = s.rows_t if rows_t is None else rows_t
     fk = _frac(k, s.tp) if dim0_frac is None else dim0_frac
-    fl, by, w = _gemm(s, rows, k, n, k_frac=fk)
-    b.put(slot, MODE_DIM0, fl, by, w)
+    fl, by, w = _gemm(s, rows, k, n, k_frac=fk, group=group)
+    b.put(slot, MODE_DIM0, fl, by, w, group=group)
     if col_weights is None:
-        fl, by, w = _gemm(s, rows, k, n, n_frac=_frac(n, s.tp))
+        fl, by, w = _gemm(s, rows, k, n, n_frac=_frac(n, s.tp), group=group)
     else:   # column split with replicated parts (GQA KV heads beyond kv_heads, MLA down-proj.)
+        wb, wbr, _ = s.fmt[group]
         w = col_weights
         fl = 2.0 * rows * w
-        by = w * s.wbr + rows * (k + col_out) * s.ab
-        w = w * s.wb
-    b.put(slot, MODE_DIM1, fl, by, w)
+        by = w * wbr + rows * (k + col_out) * s.ab
+        w = w * wb
+    b.put(slot, MODE_DIM1, fl, by, w, group=group)
     for mode, r in ((MODE_NONE, rows), (MODE_NONE_T, rows_t)):
-        fl, by, w = _gemm(s, r, k, n)
-        b.put(slot, mode, fl, by, w)
+        fl, by, w = _gemm(s, r, k, n, group=group)
+        b.put(slot, mode, fl, by, w, group=group)
 
 
 def _fill_attention(b: _Builder):
@@ -355,6 +373,11 @@ class _FFN:
     tokens: object     # tokens routed per micro-batch step
     e_rank_x: object   # experts per rank under the `experts` choice
 
+    @property
+    def group(self) -> str:
+        """The op group of its weights' format (``_Shape.fmt``)."""
+        return "experts" if self.moe else "dense_ffn"
+
 
 def _ffn_layer(s: _Shape, moe: bool) -> _FFN:
     f = s.m.ffn
@@ -389,8 +412,9 @@ def _routed(s: _Shape, x: _FFN, which: int, mode: int):
     out_w = inter * up_mats if which == 1 else h
     fin = fr if mode == MODE_DIM0 else 1.0        # row split: the input is split
     fout = fr if mode == MODE_DIM1 else 1.0       # column split: the output is split
-    nbytes = act * w_exp * fr * s.wbr + npairs * (in_w * fin + out_w * fout) * s.ab
-    return flops, nbytes, ex * w_exp * fr * s.wb
+    wb, wbr, _ = s.fmt[x.group]
+    nbytes = act * w_exp * fr * wbr + npairs * (in_w * fin + out_w * fout) * s.ab
+    return flops, nbytes, ex * w_exp * fr * wb
 
 
 def _shared(s: _Shape, x: _FFN, which: int, mode: int):
@@ -407,7 +431,8 @@ def _shared(s: _Shape, x: _FFN, which: int, mode: int):
         fr, r = 1.0, s.rows if mode == MODE_NONE else s.rows / s.tp
     else:
         fr, r = 1.0, s.rows_t
-    return 2.0 * r * w * fr, w * fr * s.wbr + r * h * 2 * s.ab, w * fr * s.wb
+    wb, wbr, _ = s.fmt["shared_experts"]
+    return 2.0 * r * w * fr, w * fr * wbr + r * h * 2 * s.ab, w * fr * wb
 
 
 def _ffn_collectives(s: _Shape, x: _FFN, which: int, choice, lin, lout) -> list:
@@ -431,7 +456,7 @@ def _fill_ffn(b: _Builder, moe: bool):
     s = b.s
     sfx = "_dense" if s.m.is_moe and not moe else ""
     if moe:
-        _fill_gemm(b, "router", s.h, s.experts)           # router [hidden, experts] before FFN1
+        _fill_gemm(b, "router", s.h, s.experts, group="router")   # [hidden, experts] before FFN1
     else:   # a dense FFN has no router
         _fill_empty(b, "router_dense" if s.m.is_moe else "router", 4)
     x = _ffn_layer(s, moe)
@@ -439,8 +464,11 @@ def _fill_ffn(b: _Builder, moe: bool):
         for mode, (choice, lin, lout) in enumerate(modes):
             fl, by, w = _routed(s, x, which, mode)
             fl2, by2, w2 = _shared(s, x, which, mode)
+            peak, peak2 = s.fmt[x.group][2], s.fmt["shared_experts"][2]
+            if peak2 != peak:   # the shared expert in another format: its FLOPs at its rate
+                fl2 = fl2 * (peak / peak2)
             b.put(slot, mode, fl + fl2, by + by2, w + w2,
-                  colls=_ffn_collectives(s, x, which, choice, lin, lout))
+                  colls=_ffn_collectives(s, x, which, choice, lin, lout), group=x.group)
 
 
 # how a mode of the scores or context op stores the KV cache of MLA's one latent: heads and R
@@ -478,7 +506,8 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     else:
         for slot in ("router_dense", "ffn1_dense", "ffn2_dense"):
             _fill_empty(b, slot, MAX_MODES)
-    _fill_gemm(b, "lm_head", s.h, model.vocab, rows=s.lm_rows, rows_t=np.ceil(s.lm_rows / s.tp))
+    _fill_gemm(b, "lm_head", s.h, model.vocab, rows=s.lm_rows, rows_t=np.ceil(s.lm_rows / s.tp),
+               group="lm_head")
 
     # ---- conversions between layouts, per activation point
     f = model.ffn

@@ -20,11 +20,11 @@ from pathlib import Path
 from . import _toml
 from .errors import SpecError
 from .hf import model_from_hf_config
-from .model import (DTYPES, MAX_COUNT, MAX_NODES, TOO_DEEP, ModelSpec, PrecisionSpec, _Table,
-                        model_from_dict, read_text)
+from .model import (DTYPES, FORMATS, MAX_COUNT, MAX_NODES, TOO_DEEP,  # noqa: F401
+                    WEIGHT_GROUPS, ModelSpec, PrecisionSpec, _Table, model_from_dict, read_text)
 from .model import (MAX_FILE_BYTES, MAX_NUMBER, MAX_PARAMS, MAX_WIDTH,  # noqa: F401
                         MIN_NUMBER, AttentionSpec, FFNSpec)                    # (re-exported)
-from .units import COMPUTE_CLASS, DTYPE_BYTES, GB, GIB, TB, TFLOPS, US
+from .units import FORMAT_ALIASES, GB, GIB, KV_DTYPES, TB, TFLOPS, US, WEIGHT_FORMATS
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]     # lts/ (the package holding specs/)
 
@@ -92,15 +92,14 @@ class TopologySpec:
     def peak_for(self, dtype: str) -> float:
         """Dense tensor-core FLOP/s for GEMMs whose weights are ``dtype``.
 
-        A precision the GPU lacks runs at the next one it has (fp4 -> fp8 -> bf16: weight-only
-        quantization dequantizes into a wider math type).
+        A precision the GPU lacks runs at the next one of its format it has (``WEIGHT_FORMATS``:
+        fp8 -> bf16; fp4 -> bf16, weight-only dequantization into bf16 math).
         """
         return self.peak_flops[self.peak_class(dtype)]
 
     def peak_class(self, dtype: str) -> str:
         """The tensor-core class ("fp4", "fp8", "bf16") GEMMs with ``dtype`` weights run on."""
-        order = ["fp4", "fp8", "bf16"]
-        for cls in order[order.index(COMPUTE_CLASS[dtype]):]:
+        for cls in WEIGHT_FORMATS[FORMAT_ALIASES.get(dtype, dtype)][1]:
             if cls in self.peak_flops:
                 return cls
         raise AssertionError("bf16 peak is required by the loader")
@@ -153,12 +152,15 @@ def resolve(kind: str, name_or_path: str) -> Path:
 # ----------------------------------------------------------------------------------------------
 # models
 
-def load_model(name_or_path, precision: str | None = None) -> ModelSpec:
+def load_model(name_or_path, precision: str | None = None,
+               kv_cache: str | None = None) -> ModelSpec:
     """Load a model TOML file (or shipped name, or HuggingFace config.json) and validate it.
 
     Args:
         name_or_path: path to a ``.toml`` or ``config.json`` (or its folder), or a shipped name.
-        precision: optional override of weights and KV cache type (``--precision fp8``).
+        precision: optional override of the weight format (``--precision``; ``with_precision``).
+        kv_cache: optional override of the KV-cache type (``--kv-cache-dtype``; None or "auto":
+            the model's).
     """
     path = resolve("models", str(name_or_path))
     if path.is_dir():
@@ -170,15 +172,44 @@ def load_model(name_or_path, precision: str | None = None) -> ModelSpec:
         spec = model_from_hf_config(path)
     else:
         spec = model_from_dict(_read_toml(path), path)
-    if precision is not None:
-        spec = with_precision(spec, precision)
+    if precision is not None or kv_cache not in (None, "auto"):
+        spec = with_precision(spec, precision, kv_cache)
     return spec
 
 
-def with_precision(spec: ModelSpec, precision: str) -> ModelSpec:
-    if precision not in DTYPE_BYTES:
-        raise SpecError("--precision", "", f"{precision!r} is not one of {', '.join(DTYPES)}")
-    return replace(spec, precision=PrecisionSpec(precision, precision, spec.precision.activations))
+# --precision names that also set the KV cache to their type (as before the formats: kept so that
+# every earlier result stays the same); the other formats leave the KV cache the model's
+_KV_TOO = ("fp32", "bf16", "fp16", "fp8", "int8")
+# what quantizing a model with the other formats leaves in the activation type: embeddings and
+# norms (only Linear layers are quantized), the LM head and the MoE router (ModelOpt 0.37
+# modelopt/torch/quantization/config.py, _default_disabled_quantizer_cfg: "*lm_head*",
+# "*router*", "*mlp.gate.*", "*block_sparse_moe.gate*" disabled)
+_KEPT = ("embedding", "norm", "lm_head", "router")
+
+
+def with_precision(spec: ModelSpec, precision: str | None, kv_cache: str | None = None) \
+        -> ModelSpec:
+    """``spec`` with its weights in the format ``precision`` (``WEIGHT_FORMATS`` or an alias;
+    None: unchanged) and its KV cache in ``kv_cache`` (None or "auto": the model's, except that
+    the names in ``_KV_TOO`` also set the KV cache, as ``--precision`` always did). The groups
+    the model leaves unquantized stay so; the formats not in ``_KV_TOO`` also leave ``_KEPT``
+    unquantized (a checkpoint's own list when its format is asked for again)."""
+    p = spec.precision
+    if precision is not None:
+        if precision not in FORMATS:
+            raise SpecError("--precision", "", f"{precision!r} is not one of {', '.join(FORMATS)}")
+        weights = FORMAT_ALIASES.get(precision, precision)
+        if weights in _KV_TOO:
+            p = replace(p, weights=weights, kv_cache=weights)
+        elif weights != p.weights:
+            kept = set(p.unquantized) | set(_KEPT)
+            p = replace(p, weights=weights, unquantized=tuple(g for g in WEIGHT_GROUPS if g in kept))
+    if kv_cache not in (None, "auto"):
+        if kv_cache not in KV_DTYPES:
+            raise SpecError("--kv-cache-dtype", "",
+                            f"{kv_cache!r} is not one of auto, {', '.join(KV_DTYPES)}")
+        p = replace(p, kv_cache=kv_cache)
+    return replace(spec, precision=p)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -289,3 +320,27 @@ def param_counts(m: ModelSpec) -> dict:
     total = m.layers * (att + norms) + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_total
     active = m.layers * (att + norms) + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_active
     return {"params_total": float(total + embed), "params_active": float(active + embed)}
+
+
+def weight_params(m: ModelSpec) -> dict:
+    """Weights by op group (``WEIGHT_GROUPS``), summing to ``param_counts``' total: each group's
+    format is ``m.precision.format_of(group)``. A tied LM head is the embedding's matrix."""
+    h, f = m.hidden, m.ffn
+    moe = m.moe_layers
+    return {"embedding": float(m.vocab * h),
+            "attention": float(m.layers * sum(attention_params(m).values())),
+            "router": float(moe * h * f.experts) if m.is_moe else 0.0,
+            "experts": float(moe * f.experts * f.n_mats * h * f.expert_intermediate)
+            if m.is_moe else 0.0,
+            "shared_experts": float(moe * f.n_mats * h * f.shared_intermediate)
+            if m.is_moe else 0.0,
+            "dense_ffn": float(m.dense_ffn_layers * f.n_mats * h * f.intermediate),
+            "lm_head": 0.0 if m.tie_embeddings else float(m.vocab * h),
+            "norm": float(m.layers * 2 * h + h)}
+
+
+def weight_bytes(m: ModelSpec) -> dict:
+    """Bytes of the weights by op group in their formats (scales included) and their "total"."""
+    out = {g: n * m.precision.bytes_of(g) for g, n in weight_params(m).items()}
+    out["total"] = sum(out.values())
+    return out

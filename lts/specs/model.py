@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import SpecError
-from .units import DTYPE_BYTES
+from .units import DTYPE_BYTES, FORMAT_ALIASES, WEIGHT_FORMATS
 
 
 # ----------------------------------------------------------------------------------------------
@@ -58,15 +58,32 @@ class FFNSpec:
         return 3 if self.gated else 2
 
 
+# the op groups a checkpoint can leave unquantized (``PrecisionSpec.unquantized``); the op tables
+# cost each group's weights in its own format
+WEIGHT_GROUPS = ("embedding", "attention", "router", "experts", "shared_experts", "dense_ffn",
+                 "lm_head", "norm")
+
+
 @dataclass(frozen=True)
 class PrecisionSpec:
-    weights: str = "bf16"
+    weights: str = "bf16"          # a WEIGHT_FORMATS name (aliases resolved by the readers)
     kv_cache: str = "bf16"
     activations: str = "bf16"
+    unquantized: tuple = ()        # WEIGHT_GROUPS kept in the activation type (the checkpoint's
+    #                                exclude list: attention, router, lm_head, ...)
 
     @property
     def weight_bytes(self) -> float:
-        return DTYPE_BYTES[self.weights]
+        """Bytes per weight of the quantized groups, scales included (``WEIGHT_FORMATS``)."""
+        return WEIGHT_FORMATS[self.weights][0]
+
+    def format_of(self, group: str) -> str:
+        """The format of one op group's weights: the activation type if the checkpoint left it
+        unquantized, else ``weights``."""
+        return self.activations if group in self.unquantized else self.weights
+
+    def bytes_of(self, group: str) -> float:
+        return WEIGHT_FORMATS[self.format_of(group)][0]
 
     @property
     def kv_bytes(self) -> float:
@@ -232,6 +249,22 @@ TOO_DEEP = "nested too deeply (hundreds of levels of tables or arrays; a model o
 # models
 
 DTYPES = tuple(DTYPE_BYTES)
+FORMATS = tuple(WEIGHT_FORMATS) + tuple(FORMAT_ALIASES)   # what precision.weights accepts
+
+
+def _unquantized(p: _Table) -> tuple:
+    """precision.unquantized: a list of WEIGHT_GROUPS, each at most once (kept in order)."""
+    p.used.add("unquantized")
+    groups = p.data.get("unquantized", [])
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise SpecError(p.file, p._key("unquantized"),
+                        f"{groups!r} is not a list of strings (expected some of "
+                        f"{', '.join(map(repr, WEIGHT_GROUPS))})")
+    for g in groups:
+        if g not in WEIGHT_GROUPS:
+            raise SpecError(p.file, p._key("unquantized"),
+                            f"{g!r} is not one of {', '.join(map(repr, WEIGHT_GROUPS))}")
+    return tuple(g for g in WEIGHT_GROUPS if g in groups)
 
 
 def model_from_dict(data: dict, path) -> ModelSpec:
@@ -291,9 +324,11 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     f.finish()
 
     p = t.table("precision", required=False)
-    precision = PrecisionSpec(p.get("weights", str, "bf16", choices=DTYPES),
+    weights = p.get("weights", str, "bf16", choices=FORMATS)
+    precision = PrecisionSpec(FORMAT_ALIASES.get(weights, weights),
                               p.get("kv_cache", str, "bf16", choices=DTYPES),
-                              p.get("activations", str, "bf16", choices=DTYPES))
+                              p.get("activations", str, "bf16", choices=("bf16", "fp16", "fp32")),
+                              _unquantized(p))
     p.finish()
     t.finish()
     return ModelSpec(name, source, layers, hidden, vocab, attention, ffn, precision, tie,
