@@ -8,7 +8,8 @@
 - ``topologies()``: a shipped topology or a synthetic one with one to three link tiers.
 - ``workloads()``: decode or prefill at a drawn context.
 - ``strategy_rows(model, topo)``: one strategy row drawn index by index from ``Space.for_model``.
-- ``synthetic_moe()``, ``synthetic_mla()``, ``synthetic_dense()``: fixed small models.
+- ``synthetic_moe()``, ``synthetic_mla()``, ``synthetic_dense()``: fixed small models;
+  ``synthetic_window()`` one with two layer kinds (sliding window and full attention).
 """
 from __future__ import annotations
 
@@ -50,6 +51,18 @@ def synthetic_mla():
                        v_head_dim=64),
         ffn=dict(kind="moe", gated=True, experts=32, top_k=4, expert_intermediate=256,
                  shared_experts=1, dense_layers=1, intermediate=2048)), "synthetic:mla-small")
+
+
+def synthetic_window():
+    """gpt-oss-like layer kinds, scaled down: a sliding window of 512 tokens on every other
+    layer (the first of each pair), full attention on the others; MoE in every layer. 8 layers:
+    pp 1, 2, 4 give every stage both kinds alike, pp 8 does not (one layer a stage)."""
+    return model_from_dict(dict(
+        name="window-small", source="test", layers=8, hidden=1024, vocab=16000,
+        attention=dict(kind="gqa", heads=16, kv_heads=4, head_dim=64, sliding_window=512,
+                       layer_types=["sliding_attention", "full_attention"]),
+        ffn=dict(kind="moe", gated=True, experts=8, top_k=2, expert_intermediate=512)),
+        "synthetic:window-small")
 
 
 @st.composite

@@ -63,6 +63,7 @@ Imports: lts.specs (attention_params), lts.specs.strategy (column and choice con
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 
@@ -159,6 +160,13 @@ def frac(n, p):
     return math.ceil(n / p) / n
 
 
+@functools.lru_cache(maxsize=None)
+def _mean_keys(length, window):
+    """Mean over the queries of a causal prompt of ``length`` tokens of the keys each attends
+    to, min(i, window) for query i = 1..length (summed one query at a time)."""
+    return sum(min(i, window) for i in range(1, length + 1)) / length
+
+
 class _Ctx:
     """Sizes of one strategy (floats), the workload and the hardware rates."""
 
@@ -205,8 +213,7 @@ class _Ctx:
             self.chunk_mb = max(chunk / self.pp, min(chunk, isl))
             self.chunk = max(self.chunk_mb / self.ep, min(chunk, isl))   # per tp group
             self.chunk_t = self.chunk / self.p                   # per rank under T
-            self.chunk_keys = (isl + 1) / 2                       # causal: mean keys per query
-            self.chunk_read = (per_prompt + 1) / 2                # prompt's cache read so far
+            self.isl, self.per_prompt = isl, per_prompt       # chunk keys and reads: layer()
             self.chunk_done = self.chunk / isl                    # prompts finishing per step
         # the batch runs as pp micro-batches; each is split over the ep groups (whole sequences)
         self.mb = float(math.ceil(seqs / self.pp))
@@ -216,14 +223,11 @@ class _Ctx:
         self.seqs_t = float(math.ceil(self.seqs / self.p))        # sequences per rank under T
         self.rows_t = self.seqs_t * self.tps
         self.lm_rows = self.seqs
-        self.ctx = float(work.context)
-        self.ctx_attn = self.ctx if decode else (self.ctx + 1) / 2   # causal prefill: ~half
-        score_rows = self.rows * self.ctx_attn
+        self.seq_rows = self.rows                                # the decoders' or prompts' rows
         if work.phase == "mixed":
             self.rows += self.chunk
             self.rows_t += self.chunk_t
             self.lm_rows += self.chunk_done
-            score_rows += self.chunk * self.chunk_keys
         self.h = model.hidden
         if a.kind == "mla":       # absorbed MLA: scores/context over the shared latent
             self.qk_dim = a.kv_lora_rank + a.qk_rope_head_dim
@@ -247,13 +251,32 @@ class _Ctx:
         self.point_bytes = {
             "hidden": self.rows * self.h * self.ab,
             "qkv": self.rows * self.qkv_out * self.ab,
-            "scores": score_rows * a.heads * self.ab,
+            "scores": None,              # per layer: layer()
             "context": self.rows * self.ctx_out * self.ab,
             "inter": (inter_moe if model.is_moe else self.rows * f.intermediate) * self.ab,
             "inter_dense": self.rows * f.intermediate * self.ab,
             "router": self.rows * self.experts * self.ab,
             "logits": self.lm_rows * model.vocab * self.ab,
         }
+
+    def layer(self, window):
+        """Set the attention sizes of a layer with sliding ``window`` (None: full attention): a
+        query at position i of a prompt attends to keys max(1, i - window + 1) .. i; a decode
+        step holds and reads the last min(context, window) tokens; a prefill writes and reads
+        the whole prompt; a mixed step's prefill chunk j of a prompt reads its own chunk and at
+        most the window before it."""
+        work, w = self.work, math.inf if window is None else window
+        ctx = float(work.context)
+        self.ctx = min(ctx, w) if self.decode else ctx
+        self.ctx_attn = self.ctx if self.decode else _mean_keys(int(ctx), w)
+        score_rows = self.seq_rows * self.ctx_attn
+        if work.phase == "mixed":
+            self.chunk_keys = _mean_keys(int(self.isl), w)
+            n = int(self.per_prompt)
+            size = self.isl / n                                   # one chunk of one prompt
+            self.chunk_read = sum(min(j * size, size + w) for j in range(1, n + 1)) / n / size
+            score_rows += self.chunk * self.chunk_keys
+        self.point_bytes["scores"] = score_rows * self.m.attention.heads * self.ab
 
     def group(self, name):
         """(size, stride) of the tp, ep or pp group of one rank (tp innermost, then ep, pp)."""
@@ -594,6 +617,13 @@ def evaluate(model, topo, work, row, compat=()):
         reasons.add("budget")
     if model.layers % pp:
         reasons.add("divisibility")
+    else:   # every stage must hold the same layer kinds in the same numbers
+        lw = model.layer_windows
+        per = {tuple(sorted(map(str, lw[s * (model.layers // pp):(s + 1) * (model.layers // pp)])))
+               for s in range(pp)}
+        if len(per) > 1:
+            reasons.add("divisibility")
+    uneven = bool(model.layers % pp == 0 and "divisibility" in reasons and len(per) > 1)
     if model.is_moe and model.ffn.experts % ep:
         reasons.add("divisibility")
     if not model.is_moe and (ep > 1 or EXPERTS in (ch["ffn1"], ch["ffn2"])):
@@ -624,6 +654,7 @@ def evaluate(model, topo, work, row, compat=()):
                 w.convert("attn_norm", "hidden", l7, l2)
             op, _ = norm(c, ch["attn_norm"])
             w.run("attn_norm", op)
+            c.layer(model.layer_windows[layer])          # this layer's attention kind
             cur = l2
             for name, fn, kind, point in (("qkv", qkv, "gemm", "hidden"),
                                           ("scores", scores, "scores", "qkv"),
@@ -698,6 +729,9 @@ def evaluate(model, topo, work, row, compat=()):
         "memory_bytes": memory,
         "gpus": gpus,
         "collectives": collectives,
+        # stages holding different layer kinds: lts refuses the strategy without costing each
+        # stage apart (its tables cost a stage's mean layer), so only the verdict compares
+        "uneven_kinds": uneven,
     }
 
 

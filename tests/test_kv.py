@@ -49,9 +49,23 @@ def test_the_pools_transfer_what_the_seam_says():
     assert disagg.transfer_s(p, 2, 2) == pytest.approx(want, rel=1e-12)
 
 
+def test_windowed_layers_hold_min_context_window():
+    """Two kinds (a window on every other layer): each layer holds its kind's tokens, and the
+    tables' mean layer times the layers is the request's bytes."""
+    from generators import synthetic_window
+    model = synthetic_window()                              # window 512 on 4 of 8 layers
+    k, v = kv.token_bytes(model)
+    for ctx in (100, 512, 3000):
+        assert kv.request_bytes(model, ctx) == (4 * ctx + 4 * min(ctx, 512)) * (k + v)
+        tab = build_tables(model, H100, Workload("decode", ctx), np.array([[1, 1, 1, 1]]))
+        held = tab.kv_layer_bytes[0, MODE_NONE, MODE_NONE]
+        assert held * model.layers == pytest.approx(kv.request_bytes(model, ctx), rel=1e-12)
+
+
 def test_layers_that_keep_different_bytes_are_refused(monkeypatch):
-    """A sliding-window or linear-attention layer lands in ``kv.layer_token_bytes``; until the
-    tables and the exact solver cost layers apart, they refuse such a model."""
+    """A layer kind that keeps other bytes per token (linear attention's fixed state) lands in
+    ``kv.layer_token_bytes``; until the tables and the exact solver cost such layers apart,
+    they refuse the model (a sliding window keeps the same bytes per token: ``kv``)."""
     model = load_model("llama3.1-8b")
     assert kv.uniform(model)
     real = kv.layer_token_bytes

@@ -4,16 +4,21 @@ the op tables (``tables``: the cache each attention op reads and holds, hence ev
 memory and the serve loop's KV capacity), the disaggregated pools' KV transfer (``disagg``) and
 the exact solver's proof (``exact._Exact``) all take it from here.
 
-**Every layer keeps the same bytes.** A ``ModelSpec`` has one ``AttentionSpec`` for all its
-layers, and every layer attends to (and so holds) the whole context. The cost model rests on
-that: the tables cost one layer's attention and a stage holds lp of them, and the exact solver
-factors a stage's memory as lp * (attention weights + KV) + the rest. ``layer_token_bytes`` is
-per layer so that a layer kind that keeps other bytes (a sliding window holds min(context,
-window) tokens; linear attention a fixed state) lands here; ``uniform`` then turns false and
-``token_bytes`` (what the tables cost) and ``require_uniform`` (the exact solver's check) refuse
-the model instead of costing every layer as the first.
+**Layer kinds.** A layer attends to the whole context (full attention) or to a sliding window of
+the last ``window`` tokens (``ModelSpec.layer_windows``; ``kind_groups`` groups identical
+layers). A windowed layer holds and reads min(context, window) tokens when decoding; a prefill
+writes and reads every token of its prompt, each query attending to min(position, window) keys
+(``mean_keys``). The tables cost one layer of each kind and weight it by its share of the
+layers, which is what a pipeline stage holds when the kinds split evenly over the stages
+(``even_split``; an uneven split is refused as indivisible). **Every layer keeps the same bytes
+per token** (one ``AttentionSpec``): ``layer_token_bytes`` is per layer so that a layer kind
+that keeps other bytes (linear attention's fixed state) lands here; ``uniform`` then turns false
+and ``token_bytes`` (what the tables cost) and ``require_uniform`` (the exact solver's check)
+refuse the model instead of costing every layer as the first.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from ..specs import ModelSpec
 
@@ -58,15 +63,59 @@ def latent(model: ModelSpec) -> bool:
     return model.attention.kind == "mla"
 
 
-def held_tokens(model: ModelSpec, context):
-    """Tokens of a sequence's context that each layer's cache holds and a step reads: all of
-    them (every layer attends to the whole context). One rule for every layer: a window on
-    some layers only makes it per layer, and ``uniform`` must then compare it too."""
-    return context
+def held_tokens(window, context, decode: bool = True):
+    """Tokens of a sequence's context that a layer with sliding ``window`` (None: full
+    attention) holds in its cache and reads in a step: min(context, window) when decoding; a
+    prefill step writes and reads its whole prompt (every key is some query's neighbour)."""
+    return context if window is None or not decode else np.minimum(context, float(window))
+
+
+def mean_keys(window, length):
+    """Mean keys a query of a causal prompt of ``length`` tokens attends to: (length + 1)/2 under
+    full attention; with a window w, query i attends to min(i, w) keys, a mean of
+    (w(w+1)/2 + (length - w) w) / length once length > w."""
+    full = (length + 1) / 2
+    if window is None:
+        return full
+    w = float(window)
+    return np.where(length <= w, full,
+                    (w * (w + 1) / 2 + (length - w) * w) / np.maximum(length, 1.0))
+
+
+def chunk_reads(window, chunks, isl):
+    """Cache a prompt's prefill chunk reads, in chunks of its own size, averaged over the
+    ``chunks`` chunks of a prompt of ``isl`` tokens: chunk j reads the prompt so far, j chunks
+    (a mean of (chunks + 1)/2); with a window w no more than its own chunk and the w tokens
+    before it, min(j, 1 + w / chunk) with chunk = isl / chunks."""
+    full = (chunks + 1) / 2
+    if window is None:
+        return full
+    cap = 1.0 + float(window) * chunks / float(isl)      # 1 + w / (isl / chunks)
+    m = np.minimum(chunks, np.floor(cap))                 # chunks j with j <= cap
+    return np.where(cap >= chunks, full, (m * (m + 1) / 2 + (chunks - m) * cap) / chunks)
+
+
+def even_split(model: ModelSpec, pp) -> np.ndarray:
+    """Whether each of ``pp`` pipeline stages (contiguous blocks of layers / pp layers) holds
+    every layer kind in the same number, [len(pp)] bools (True where every layer is alike; pp
+    not dividing the layers is refused elsewhere)."""
+    pp = np.atleast_1d(np.asarray(pp, dtype=np.int64))
+    windows = model.layer_windows
+    if len(set(windows)) == 1:
+        return np.ones(len(pp), dtype=bool)
+    out = np.zeros(len(pp), dtype=bool)
+    for p in np.unique(pp):
+        if model.layers % p:
+            continue
+        lp = model.layers // p
+        stages = {tuple(sorted(windows[i * lp:(i + 1) * lp], key=str)) for i in range(p)}
+        out[pp == p] = len(stages) == 1
+    return out
 
 
 def request_bytes(model: ModelSpec, tokens) -> float:
-    """KV cache of a request at ``tokens`` tokens of context over all layers, stored once (MLA:
-    the latent only)."""
+    """KV cache of a decoding request at ``tokens`` tokens of context over all layers, stored
+    once (MLA: the latent only), each layer holding its kind's tokens (``held_tokens``)."""
     k, v = token_bytes(model)
-    return held_tokens(model, tokens) * model.layers * (k if latent(model) else k + v)
+    held = sum(count * held_tokens(w, tokens) for w, count in model.kind_groups)
+    return held * (k if latent(model) else k + v)

@@ -68,6 +68,19 @@ class Tables:
         self.op_total_s = self.time_s + self.intrinsic_s   # [G, slots, modes]
 
 
+class _Kind:
+    """One layer kind's attention sizes: its ``share`` of the layers, its sliding ``window``
+    (None: full attention), the tokens each sequence's cache holds and a step reads (``ctx``),
+    the mean keys a query attends to (``ctx_attn``); a mixed step's chunk sizes are set later."""
+
+    def __init__(self, share, window, work: Workload, decode: bool):
+        self.share, self.window = share, window
+        self.ctx = kv.held_tokens(window, float(work.context), decode)
+        # average keys a query attends to: decode reads the held context; causal prefill ~ half
+        self.ctx_attn = self.ctx if decode else kv.mean_keys(window, self.ctx)
+        self.score_rows = self.chunk_keys = self.chunk_read = None
+
+
 class _Shape:
     """Model dimensions and workload sizes as arrays over G coarse rows."""
 
@@ -107,11 +120,12 @@ class _Shape:
         self.rows_t = self.seqs_t * self.tps
         self.lm_rows = self.seqs                                    # one next token per sequence
         self.mb_tokens = self.mb * self.tps                         # tokens of one micro-batch
-        ctx = kv.held_tokens(model, float(work.context))     # tokens each layer's cache holds
-        self.ctx = ctx
-        # average keys a query attends to: decode reads the whole context; causal prefill ~ half
-        self.ctx_attn = ctx if decode else (ctx + 1) / 2
-        self.score_rows = self.rows * self.ctx_attn                 # sum of keys over the queries
+        # one _Kind per layer kind (full attention, a sliding window), each with its share of
+        # the layers: the attention ops are costed per kind and weighted (``kv`` module docstring)
+        self.kinds = [_Kind(count / model.layers, w, work, decode) for w, count in
+                      model.kind_groups]
+        for k in self.kinds:
+            k.score_rows = self.rows * k.ctx_attn                   # sum of keys over the queries
         self.chunk = None
         if work.phase == "mixed":
             # the prefill chunk, spread over the micro-batches and ep groups like sequences: a
@@ -122,14 +136,17 @@ class _Shape:
             ch = np.maximum(ch_mb / self.ep, one)                    # its busiest ep group
             self.chunk = ch
             self.chunk_t = ch / self.tp                               # per rank under T
-            self.chunk_keys = (work.isl + 1) / 2                     # causal: mean keys per query
-            # each chunk reads the cache of its prompt so far: (per_prompt + 1)/2 chunks on average
-            self.chunk_read = (mix.per_prompt + 1) / 2
+            for k in self.kinds:
+                # causal: mean keys per query of a prompt (full attention: (isl + 1)/2)
+                k.chunk_keys = kv.mean_keys(k.window, float(work.isl))
+                # each chunk reads the cache of its prompt so far: (per_prompt + 1)/2 chunks on
+                # average under full attention
+                k.chunk_read = kv.chunk_reads(k.window, mix.per_prompt, work.isl)
+                k.score_rows = k.score_rows + ch * k.chunk_keys
             self.rows = self.rows + ch
             self.rows_t = self.rows_t + self.chunk_t
             self.lm_rows = self.lm_rows + ch / work.isl              # prompts finishing per step
             self.mb_tokens = self.mb_tokens + ch_mb
-            self.score_rows = self.score_rows + ch * self.chunk_keys
         h = model.hidden
         self.h = h
         self.k_tok, self.v_tok = kv.token_bytes(model)          # one token in one layer's cache
@@ -236,6 +253,26 @@ class _Builder:
         self.intr[:, sl, mode] = total
         self.intrinsic[(sl, mode)] = recs
 
+    def put_kinds(self, slot, mode, parts, cache):
+        """An op whose cost differs by layer kind, ``parts`` [(share, flops, bytes)]: each kind's
+        roofline weighted by its share of the layers (the mean layer of a stage; ``kv``)."""
+        if len(parts) == 1:
+            (_, flops, nbytes), = parts
+            self.put(slot, mode, flops, nbytes, 0.0, cache)
+            return
+        s, sl = self.s, SLOT[slot]
+        c = m = t = 0.0
+        for share, flops, nbytes in parts:
+            ck, mk = _roofline(s, _full(flops, s.tp.shape), _full(nbytes, s.tp.shape))
+            c, m = c + share * ck, m + share * mk
+            t = t + share * roofline_time(ck, mk, s.topo.roofline_exponent)
+        self.compute[:, sl, mode], self.memory[:, sl, mode] = c, m
+        self.time[:, sl, mode] = t + s.overhead
+        self.weights[:, sl, mode] = 0.0
+        self.kv[:, sl, mode] = cache
+        self.intr[:, sl, mode] = 0.0
+        self.intrinsic[(sl, mode)] = []
+
     def _coll(self, kind, group, nbytes):
         s = self.s
         ranks, stride = self.groups[group]
@@ -311,19 +348,24 @@ def _fill_attention(b: _Builder):
 
     # --- scores Q.K^T (reads the K cache) and context P.V (reads the V cache)
     def attn(slot, dim, cache_tok, modes):
-        per_seq_flops = 2.0 * heads * dim * s.ctx_attn * s.tps
-        per_seq_read = s.ctx * cache_tok                       # the cache read once per step
         per_seq_io = s.tps * heads * dim * s.ab * 2            # query in, result out
         for mode, (seqs, ffl, fcache) in modes.items():
-            fl = seqs * per_seq_flops * ffl
-            by = seqs * (per_seq_read * fcache + per_seq_io * ffl)
-            if s.chunk is not None:   # mixed step: the prefill chunk's queries and cache reads
-                ch = s.chunk_t if mode == MODE_NONE_T else s.chunk
-                fl = fl + ch * 2.0 * heads * dim * s.chunk_keys * ffl
-                by = by + ch * (s.chunk_read * cache_tok * fcache + heads * dim * s.ab * 2 * ffl)
-            # every stage holds the cache of all pp micro-batches in flight, not only one
-            held = s.pp * seqs * s.ctx * cache_tok * fcache
-            b.put(slot, mode, fl, by, 0.0, held)
+            parts, held = [], 0.0
+            for k in s.kinds:        # each layer kind (full, a window), weighted by its share
+                per_seq_flops = 2.0 * heads * dim * k.ctx_attn * s.tps
+                per_seq_read = k.ctx * cache_tok                   # the cache read once per step
+                fl = seqs * per_seq_flops * ffl
+                by = seqs * (per_seq_read * fcache + per_seq_io * ffl)
+                if s.chunk is not None:   # mixed step: the prefill chunk's queries, cache reads
+                    ch = s.chunk_t if mode == MODE_NONE_T else s.chunk
+                    fl = fl + ch * 2.0 * heads * dim * k.chunk_keys * ffl
+                    by = by + ch * (k.chunk_read * cache_tok * fcache
+                                    + heads * dim * s.ab * 2 * ffl)
+                parts.append((k.share, fl, by))
+                # every stage holds the cache of all pp micro-batches in flight, not only one
+                one = s.pp * seqs * k.ctx * cache_tok * fcache
+                held = one if len(s.kinds) == 1 else held + k.share * one
+            b.put_kinds(slot, mode, parts, held)
 
     kh = s.k_heads
     fdim_k = _frac(s.qk_dim, s.tp) if a.kind == "mla" else _frac(a.head_dim, s.tp)
@@ -515,7 +557,8 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
                  + s.rows * f.shared_intermediate) if model.is_moe else s.rows * f.intermediate
     full = {  # elements of the whole activation held by one tp group
         "hidden": s.rows * s.h, "qkv": s.rows * s.qkv_out,
-        "scores": s.score_rows * model.attention.heads, "context": s.rows * s.ctx_out,
+        "scores": [(k.share, k.score_rows * model.attention.heads) for k in s.kinds],
+        "context": s.rows * s.ctx_out,
         "inter": inter_moe, "inter_dense": s.rows * f.intermediate,
         "router": s.rows * s.experts, "logits": s.lm_rows * model.vocab,
     }
@@ -523,13 +566,16 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     conv = np.zeros((G, len(POINTS), N_LAYOUTS, N_LAYOUTS))
     conv_bytes = np.zeros((G, len(POINTS)))
     for name, elems in full.items():
-        nb = np.broadcast_to(elems * s.ab, s.tp.shape)
-        conv_bytes[:, PT[name]] = nb
-        for (src, dst), kind in CONVERSION.items():
-            # all-to-all moves each rank's share (S/p); the others work on the whole tensor S
-            size = nb / s.tp if kind == "all-to-all" else nb
-            conv[:, PT[name], src, dst] = coll.COST[kind](topo.engine_links, size, s.tp, 1.0,
-                                                          b.levels["tp"])
+        # the scores differ by layer kind: each kind's conversion weighted by its share
+        parts = elems if isinstance(elems, list) else [(1.0, elems)]
+        for share, el in parts:
+            nb = np.broadcast_to(el * s.ab, s.tp.shape)
+            conv_bytes[:, PT[name]] += nb if len(parts) == 1 else share * nb
+            for (src, dst), kind in CONVERSION.items():
+                # all-to-all moves each rank's share (S/p); the others work on the whole tensor S
+                size = nb / s.tp if kind == "all-to-all" else nb
+                t = coll.COST[kind](topo.engine_links, size, s.tp, 1.0, b.levels["tp"])
+                conv[:, PT[name], src, dst] += t if len(parts) == 1 else share * t
     # after the LM head every rank needs the sampled ids: R has them; T samples its own tokens and
     # all-gathers the ids (4 bytes each); F (vocab split) gathers the logits, P all-reduces them
     logits = conv_bytes[:, PT["logits"]]
@@ -555,6 +601,8 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     bad = np.zeros(G, dtype=np.int64)
     bad |= np.where(s.tp * s.ep * s.pp > budget, REASON_BIT["budget"], 0)
     bad |= np.where(model.layers % s.pp.astype(np.int64) != 0, REASON_BIT["divisibility"], 0)
+    # every stage must hold the layer kinds in the same numbers (the tables cost their mean)
+    bad |= np.where(kv.even_split(model, s.pp), 0, REASON_BIT["divisibility"])
     if model.is_moe:
         bad |= np.where(f.experts % s.ep.astype(np.int64) != 0, REASON_BIT["divisibility"], 0)
     else:

@@ -27,6 +27,10 @@ Rules (docs/design.md §1, "nothing is guessed"):
   ``decoder_sparse_step`` (1), ``mlp_only_layers`` ([]), ``moe_layer_freq`` (1), ``q_lora_rank``
   / ``n_shared_experts`` null (no low-rank query / no shared expert).
 - Keys that do not change the cost (rope, norms' eps, token ids, ...) are ignored.
+- Sliding windows (``_sliding``): ``layer_types`` where the config lists it; else Mistral's
+  ``sliding_window`` on every layer (HF default 4096 when absent; null: none) and Mixtral's
+  (HF default none); Qwen's only with ``use_sliding_window`` true (HF default false), on the
+  layers from ``max_window_layers`` on (HF default 28).
 - Biases (Qwen2's q/k/v bias), Qwen3's per-head q/k norms, Qwen2-MoE's 1-wide
   ``shared_expert_gate`` and DeepSeek's multi-token-prediction layers (``num_nextn_predict_layers``)
   are not modelled, as in the shipped TOML files; the published totals exclude the MTP layers.
@@ -192,6 +196,43 @@ def _attention(c: _Config, family: str, hidden: int) -> tuple[dict, dict]:
     return table, keys
 
 
+def _sliding(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
+    """The sliding window and which layers use it, as [attention] keys (module docstring):
+    ``layer_types`` where the config lists it, else mistral/mixtral's ``sliding_window`` on
+    every layer, else Qwen's ``use_sliding_window`` on the layers from ``max_window_layers`` on
+    (Qwen2Config's rule); DeepSeek and Llama configs have none."""
+    keys = {"attention.sliding_window": "sliding_window", "attention.layer_types": "layer_types"}
+    if family in DEEPSEEK or family == "llama" or (
+            family == "mixtral" and "sliding_window" not in c.data):
+        return {}, keys
+    qwen = family not in ("mistral", "mixtral")
+    # HF default: use_sliding_window false (Qwen2Config, Qwen3Config, their MoE variants).
+    if qwen and not c.get("use_sliding_window", bool, default=False, nullable=True):
+        return {}, keys
+    # HF default: a missing sliding_window is 4096 in MistralConfig, None in MixtralConfig (a
+    # null one is None everywhere).
+    window = c.get("sliding_window", int, positive=True, nullable=True,
+                   default=4096 if family == "mistral" and "sliding_window" not in c.data else None)
+    if window is None and qwen:
+        raise c.error("sliding_window", "missing (expected an integer: use_sliding_window is true)")
+    if "layer_types" in c.data and c.data["layer_types"] is not None:
+        kinds = c.get("layer_types", list)
+        if window is None and "sliding_attention" in kinds:
+            raise c.error("sliding_window", "null, but layer_types has sliding_attention layers "
+                                            "(expected the window's size)")
+        return ({"layer_types": kinds} if window is None else
+                {"sliding_window": window, "layer_types": kinds}), keys
+    if window is None:
+        return {}, keys
+    if not qwen:
+        return {"sliding_window": window}, keys
+    # HF default: max_window_layers 28 (Qwen2Config): layers i >= max_window_layers slide.
+    first = c.get("max_window_layers", int, default=28, minimum=0, nullable=True)
+    kinds = ["full_attention" if i < first else "sliding_attention" for i in range(layers)]
+    keys["attention.layer_types"] = "max_window_layers"
+    return {"sliding_window": window, "layer_types": kinds}, keys
+
+
 def _qwen_dense_prefix(c: _Config, layers: int, experts: int) -> int:
     """Number of leading dense layers of a Qwen MoE model (Qwen2MoeDecoderLayer's rule)."""
     # HF default: decoder_sparse_step 1 and mlp_only_layers [] -> every layer is MoE.
@@ -307,6 +348,9 @@ def model_from_hf_config(path) -> ModelSpec:
     tie = c.get("tie_word_embeddings", bool, default=False, nullable=True)
 
     attention, akeys = _attention(c, family, hidden)
+    window, wkeys = _sliding(c, family, layers)
+    attention.update(window)
+    akeys.update(wkeys)
     ffn, fkeys = _ffn(c, family, layers)
     precision, pkeys = _precision(c)
 

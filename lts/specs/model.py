@@ -35,6 +35,8 @@ class AttentionSpec:
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
     v_head_dim: int = 0       # mla: value head width; gqa: equals head_dim
+    window: int | None = None     # sliding window (tokens a query attends to, itself included)
+                                  # of the layers that have one (ModelSpec.layer_types); None: none
 
     @property
     def v_dim(self) -> int:   # width of one value head
@@ -108,10 +110,29 @@ class ModelSpec:
     params_published: float = 0.0
     active_params_published: float = 0.0
     path: str = ""
+    # the attention kind of each layer (LAYER_TYPES, HF's names) where the layers differ; () when
+    # every layer is alike: sliding_attention if attention.window is set, else full_attention
+    layer_types: tuple = ()
 
     @property
     def is_moe(self) -> bool:
         return self.ffn.kind == "moe"
+
+    @property
+    def layer_windows(self) -> tuple:
+        """Each layer's sliding window (None: full attention), over the layers."""
+        if not self.layer_types:
+            return (self.attention.window,) * self.layers
+        return tuple(self.attention.window if t == SLIDING else None for t in self.layer_types)
+
+    @property
+    def kind_groups(self) -> tuple:
+        """The layers grouped by kind: ((window, count), ...) in order of first appearance
+        (window None: full attention). One group when every layer is alike."""
+        counts = {}
+        for w in self.layer_windows:
+            counts[w] = counts.get(w, 0) + 1
+        return tuple(counts.items())
 
     @property
     def moe_layers(self) -> int:
@@ -120,6 +141,10 @@ class ModelSpec:
     @property
     def dense_ffn_layers(self) -> int:
         return self.ffn.dense_layers if self.is_moe else self.layers
+
+
+FULL, SLIDING = "full_attention", "sliding_attention"
+LAYER_TYPES = (FULL, SLIDING)     # attention.layer_types values (HF config.json's spelling)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -298,8 +323,13 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     if heads % kv_heads:
         raise SpecError(path, "attention.kv_heads",
                         f"{kv_heads} does not divide attention.heads = {heads}")
+    window = a.get("sliding_window", int, 0, required=False, positive=a.has("sliding_window"),
+                   maximum=MAX_WIDTH) or None
+    layer_types = _layer_types(a, path, layers, window)
+    if window is not None and not layer_types and SLIDING not in a.data.get("layer_types", [SLIDING]):
+        window = None               # every layer full: the window is never used
     a.finish()
-    attention = AttentionSpec(kind, heads, kv_heads, head_dim, **mla)
+    attention = AttentionSpec(kind, heads, kv_heads, head_dim, **mla, window=window)
 
     f = t.table("ffn")
     fkind = f.get("kind", str, choices=("dense", "moe"))
@@ -332,4 +362,30 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     p.finish()
     t.finish()
     return ModelSpec(name, source, layers, hidden, vocab, attention, ffn, precision, tie,
-                     params_pub, active_pub, str(path))
+                     params_pub, active_pub, str(path), layer_types)
+
+
+def _layer_types(a: _Table, path, layers: int, window) -> tuple:
+    """attention.layer_types: a list of LAYER_TYPES repeated over the layers (its length divides
+    ``layers``: a pattern, or one entry a layer); () when absent or every layer alike."""
+    if not a.has("layer_types"):
+        return ()
+    a.used.add("layer_types")
+    kinds = a.data["layer_types"]
+    key = "attention.layer_types"
+    if not isinstance(kinds, list) or not kinds or not all(isinstance(k, str) for k in kinds):
+        raise SpecError(path, key, f"{kinds!r} is not a list of strings (expected entries of "
+                                   f"{', '.join(map(repr, LAYER_TYPES))})")
+    bad = [k for k in kinds if k not in LAYER_TYPES]
+    if bad:
+        raise SpecError(path, key, f"{bad[0]!r} is not one of {', '.join(map(repr, LAYER_TYPES))}"
+                                   " (lts cannot cost other attention kinds yet)")
+    if layers % len(kinds):
+        raise SpecError(path, key, f"{len(kinds)} entries do not divide layers = {layers} "
+                                   "(expected one entry a layer, or a pattern that repeats)")
+    if SLIDING in kinds and window is None:
+        raise SpecError(path, key, "has sliding_attention layers but attention.sliding_window "
+                                   "is not set")
+    if len(set(kinds)) == 1:
+        return ()                  # every layer alike: attention.window says which
+    return tuple(kinds) * (layers // len(kinds))
