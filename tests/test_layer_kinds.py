@@ -1,0 +1,266 @@
+"""Layers of different kinds (issue 22, item 1): sliding-window attention on every layer or on
+some, read from a model TOML file and from a HuggingFace config.json; bytes and FLOPs per layer
+in closed form below and above the window; a window never costs more than full attention; a
+pipeline split that gives stages different kinds is refused; the exact solver equals brute
+force on a model with two kinds. (The scalar reference walks each layer's own kind:
+tests/test_costmodel_reference.py, model ``window-small``.)"""
+import dataclasses
+import itertools
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from generators import model_specs, strategy_rows, synthetic_window, topologies
+from lts.cli import cli
+from lts.cost import kv
+from lts.cost.layouts import MODE_NONE, SLOT
+from lts.cost.model import evaluate
+from lts.cost.tables import build_tables
+from lts.search.methods import SEARCHERS
+from lts.search.problems import Problem
+from lts.specs import SpecError, load_model, load_topology, model_from_dict
+from lts.specs.strategy import Space, megatron_row
+from lts.specs.workload import Workload
+
+H100 = load_topology("h100_dgx")
+DATA = "tests/data/hf"
+
+
+def dense(window=None, layer_types=None, layers=4):
+    """synthetic_dense's shapes (16 heads of 64, 4 KV heads) with a window."""
+    att = dict(kind="gqa", heads=16, kv_heads=4, head_dim=64)
+    if window is not None:
+        att["sliding_window"] = window
+    if layer_types is not None:
+        att["layer_types"] = layer_types
+    return model_from_dict(dict(name="w", source="test", layers=layers, hidden=1024, vocab=32000,
+                                attention=att,
+                                ffn=dict(kind="dense", gated=True, intermediate=4096)), "w.toml")
+
+
+# ----------------------------------------------------------------------------------------------
+# the representation
+
+def test_layer_kinds_from_a_model_file():
+    assert dense().kind_groups == ((None, 4),) and dense().layer_types == ()
+    # every layer windowed: one kind, no per-layer list
+    m = dense(window=1024)
+    assert m.attention.window == 1024 and m.kind_groups == ((1024, 4),) and m.layer_types == ()
+    # a pattern repeats over the layers; HF's one-entry-a-layer list is the same model
+    m = dense(window=128, layer_types=["sliding_attention", "full_attention"])
+    assert m.layer_windows == (128, None, 128, None)
+    assert m.kind_groups == ((128, 2), (None, 2))
+    assert m == dense(window=128, layer_types=["sliding_attention", "full_attention"] * 2)
+    # every layer full: the window is never used
+    assert dense(window=128, layer_types=["full_attention"]).kind_groups == ((None, 4),)
+
+
+@pytest.mark.parametrize("att, key, message", [
+    (dict(sliding_window=0), "attention.sliding_window", "0 must be > 0"),
+    (dict(sliding_window="4k"), "attention.sliding_window", "'4k' is not an integer"),
+    (dict(sliding_window=64, layer_types=["sliding_attention"] * 3), "attention.layer_types",
+     "3 entries do not divide layers = 4 (expected one entry a layer, or a pattern that "
+     "repeats)"),
+    (dict(sliding_window=64, layer_types=["chunked_attention"]), "attention.layer_types",
+     "'chunked_attention' is not one of 'full_attention', 'sliding_attention' (lts cannot cost "
+     "other attention kinds yet)"),
+    (dict(layer_types=["sliding_attention", "full_attention"]), "attention.layer_types",
+     "has sliding_attention layers but attention.sliding_window is not set"),
+    (dict(sliding_window=64, layer_types=[]), "attention.layer_types",
+     "[] is not a list of strings (expected entries of 'full_attention', 'sliding_attention')"),
+])
+def test_bad_layer_kinds_are_refused(att, key, message):
+    data = dict(name="w", source="test", layers=4, hidden=1024, vocab=32000,
+                attention=dict(kind="gqa", heads=16, kv_heads=4, head_dim=64, **att),
+                ffn=dict(kind="dense", gated=True, intermediate=4096))
+    with pytest.raises(SpecError) as e:
+        model_from_dict(data, "w.toml")
+    assert str(e.value) == f"w.toml: {key}: {message}"
+
+
+def hf(tmp_path, base, **changes):
+    cfg = json.loads(open(f"{DATA}/{base}.json").read())
+    cfg.update(changes)
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    return load_model(p)
+
+
+def test_hf_sliding_window(tmp_path):
+    # Mistral-7B-v0.1 config.json: "sliding_window": 4096 (huggingface.co/mistralai/
+    # Mistral-7B-v0.1/blob/main/config.json); MistralConfig's default when the key is absent
+    m = hf(tmp_path, "llama3.1-70b", model_type="mistral", sliding_window=4096)
+    assert m.kind_groups == ((4096, 80),)
+    m = hf(tmp_path, "llama3.1-70b", model_type="mistral")
+    assert m.kind_groups == ((4096, 80),)
+    assert hf(tmp_path, "llama3.1-70b", model_type="mistral",
+              sliding_window=None).kind_groups == ((None, 80),)
+    # Mixtral: null in its config, None by default
+    assert load_model(f"{DATA}/mixtral-8x7b.json").kind_groups == ((None, 32),)
+    # Qwen2/3 write a window they do not use (use_sliding_window false)
+    assert load_model(f"{DATA}/qwen2-57b-a14b.json").kind_groups == ((None, 28),)
+    # ... and when they do, the layers from max_window_layers on slide (Qwen2Config)
+    m = hf(tmp_path, "qwen2-57b-a14b", use_sliding_window=True, sliding_window=4096,
+           max_window_layers=20)
+    assert m.layer_windows == (None,) * 20 + (4096,) * 8
+    # a config's layer_types decides
+    m = hf(tmp_path, "llama3.1-70b", model_type="mistral", sliding_window=512,
+           layer_types=["sliding_attention", "full_attention"] * 40)
+    assert m.kind_groups == ((512, 40), (None, 40))
+
+
+def test_hf_bad_window_names_the_config_key(tmp_path):
+    runner = CliRunner()
+    for changes, want in [
+        (dict(model_type="mistral", sliding_window=-1), "sliding_window: -1 must be > 0"),
+        (dict(model_type="mistral", sliding_window=None, layer_types=["sliding_attention"] * 80),
+         "sliding_window: null, but layer_types has sliding_attention layers (expected the "
+         "window's size)"),
+        (dict(model_type="qwen2", use_sliding_window=True, sliding_window=None),
+         "sliding_window: missing (expected an integer: use_sliding_window is true)"),
+        (dict(model_type="mistral", sliding_window=64, layer_types=["chunked_attention"] * 80),
+         "layer_types: 'chunked_attention' is not one of 'full_attention', 'sliding_attention' "
+         "(lts cannot cost other attention kinds yet)"),
+    ]:
+        cfg = json.loads(open(f"{DATA}/llama3.1-70b.json").read())
+        cfg.update(changes)
+        p = tmp_path / "config.json"
+        p.write_text(json.dumps(cfg))
+        res = runner.invoke(cli, ["estimate", str(p), "h100_dgx", "--strategy", "tp=8"])
+        assert res.exit_code == 1 and res.output == f"Error: {p}: {want}\n", res.output
+
+
+# ----------------------------------------------------------------------------------------------
+# closed forms: bytes and FLOPs of one layer's attention, below and above the window
+
+W = 1024
+HEADS, HEAD_DIM, KV_BYTES = 16, 64, 4 * 64 * 2       # one token's K (or V) in one layer, bf16
+
+
+def scores(model, work):
+    """(FLOPs, HBM bytes, resident KV of one layer) of one sequence on one GPU."""
+    tab = build_tables(model, H100, work, np.array([[1, 1, 1, 1]]))
+    peak = H100.peak_for("bf16") * H100.compute_efficiency_for("bf16")
+    hbm = H100.hbm_bandwidth_bytes_s * H100.memory_efficiency
+    sl = SLOT["scores"]
+    return (tab.compute_s[0, sl, MODE_NONE] * peak, tab.memory_s[0, sl, MODE_NONE] * hbm,
+            tab.kv_layer_bytes[0, MODE_NONE, MODE_NONE])
+
+
+@pytest.mark.parametrize("context", [512, W, 4096, 131072])
+def test_decode_reads_and_holds_min_context_window(context):
+    held = min(context, W)
+    fl, by, cache = scores(dense(W), Workload("decode", context))
+    assert fl == pytest.approx(2 * HEADS * HEAD_DIM * held, rel=1e-12)
+    # K of the held tokens, the query in and the scores out
+    assert by == pytest.approx(held * KV_BYTES + HEADS * HEAD_DIM * 2 * 2, rel=1e-12)
+    assert cache == pytest.approx(held * 2 * KV_BYTES, rel=1e-12)
+    assert kv.request_bytes(dense(W), context) == held * 4 * 2 * KV_BYTES
+
+
+@pytest.mark.parametrize("context", [512, W, 4096])
+def test_prefill_attends_min_position_window_keys(context):
+    # query i attends to min(i, W) keys: (L+1)/2 on average below the window,
+    # (W(W+1)/2 + (L-W)W)/L above; every key is written, read once and held in the step
+    L = context
+    mean = (L + 1) / 2 if L <= W else (W * (W + 1) / 2 + (L - W) * W) / L
+    fl, by, cache = scores(dense(W), Workload("prefill", context))
+    assert fl == pytest.approx(2 * HEADS * HEAD_DIM * L * mean, rel=1e-12)
+    assert by == pytest.approx(L * KV_BYTES + L * HEADS * HEAD_DIM * 2 * 2, rel=1e-12)
+    assert cache == pytest.approx(L * 2 * KV_BYTES, rel=1e-12)
+    assert kv.mean_keys(W, float(L)) == pytest.approx(
+        sum(min(i, W) for i in range(1, L + 1)) / L, rel=1e-12)
+
+
+def test_mixed_chunks_read_their_window():
+    # a prompt of 8192 tokens in 4 chunks of 2048: chunk j reads j chunks under full attention,
+    # its own chunk and 1024 tokens before it (1.5 chunks) with the window
+    assert kv.chunk_reads(None, np.array([4.0]), 8192) == pytest.approx(2.5)
+    assert kv.chunk_reads(W, np.array([4.0]), 8192) == pytest.approx((1 + 1.5 * 3) / 4)
+    assert kv.chunk_reads(8192, np.array([4.0]), 8192) == pytest.approx(2.5)
+
+
+def test_two_kinds_cost_their_mean_layer():
+    """Half the layers windowed: a layer's time, KV and FLOPs are the mean of the two kinds."""
+    work = Workload("decode", 131072)
+    half = scores(dense(W, ["sliding_attention", "full_attention"]), work)
+    full, win = scores(dense(), work), scores(dense(W), work)
+    for h, f, w in zip(half, full, win):
+        assert h == pytest.approx((f + w) / 2, rel=1e-12)
+
+
+def test_uneven_pipeline_split_is_refused():
+    """8 layers alternating: pp 8 puts one kind on a stage, the other on the next."""
+    model = synthetic_window()
+    rows = np.array([megatron_row(1, 1, pp, 8) for pp in (1, 2, 4, 8)])
+    res = evaluate(model, H100, Workload("decode", 4096), rows)
+    assert res.reason_list(3) == ["divisibility"]
+    assert all("divisibility" not in res.reason_list(i) for i in range(3))
+    assert kv.even_split(model, np.array([1, 2, 4, 8])).tolist() == [True, True, True, False]
+
+
+# ----------------------------------------------------------------------------------------------
+# a window never costs more than full attention
+
+@st.composite
+def windowed(draw):
+    """(full-attention model, the same with a window on a pattern of its layers)."""
+    model = draw(model_specs())
+    window = draw(st.sampled_from([1, 16, 500, 4096, 100000]))
+    pattern = draw(st.sampled_from([("sliding_attention",), ("sliding_attention", "full_attention"),
+                                    ("full_attention", "sliding_attention")]))
+    if model.layers % len(pattern):
+        pattern = ("sliding_attention",)
+    types = tuple(pattern) * (model.layers // len(pattern))
+    att = dataclasses.replace(model.attention, window=window)
+    alike = len(set(types)) == 1
+    return model, dataclasses.replace(model, attention=att, layer_types=() if alike else types)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_a_window_never_costs_more_than_full_attention(data):
+    full, win = data.draw(windowed())
+    topo = data.draw(topologies())
+    work = data.draw(st.sampled_from([
+        Workload("decode", 300), Workload("decode", 65536), Workload("prefill", 4096),
+        Workload("mixed", context=3000, tpot_slo_ms=1e9, isl=2048, osl=512, step_tokens=1024,
+                 cohort_base=3.0, cohort_share=0.07)]))
+    rows = np.stack(data.draw(st.lists(strategy_rows(full, topo), min_size=1, max_size=8)))
+    a, b = evaluate(full, topo, work, rows), evaluate(win, topo, work, rows)
+    even = kv.even_split(win, rows[:, 2])
+    for f in ("step_s", "memory_bytes"):
+        x, y = getattr(a, f)[even], getattr(b, f)[even]
+        assert np.all(y <= x * (1 + 1e-12)), f
+
+
+# ----------------------------------------------------------------------------------------------
+# the exact solver on two layer kinds
+
+def brute_force(problem):
+    sp = problem.space
+    best = -np.inf
+    fine = np.array(list(itertools.product(*[range(n) for n in sp.choices])))
+    for c in itertools.product(*[range(len(v)) for v in (sp.tp, sp.ep, sp.pp, sp.batch)]):
+        idx = np.concatenate([np.tile(c, (len(fine), 1)), fine], axis=1)
+        best = max(best, float(problem.score(problem.evaluate(idx, count=False)).max()))
+    return best
+
+
+@pytest.mark.parametrize("work", [Workload("decode", context=8192, tpot_slo_ms=20),
+                                  Workload("prefill", context=2048, ttft_slo_ms=300)])
+def test_exact_equals_brute_force_on_two_kinds(work):
+    model = synthetic_window()
+    space = Space(tp=(1, 2, 4), ep=(1, 2), pp=(1, 2, 8), batch=(1, 64, 512),
+                  choices=(2, 2, 2, 2, 2, 2, 3, 2, 3, 3, 2, 2), gpus=64)
+    problem = Problem(model, H100, work, space)
+    res = SEARCHERS["exact"](problem, 0, None, top=3)
+    want = brute_force(problem)
+    assert np.isfinite(want)
+    assert res.best_score == pytest.approx(want, rel=1e-12)
+    check = evaluate(model, H100, work, res.best[None])
+    assert check.valid[0] and check.tokens_per_s_per_gpu[0] == pytest.approx(want, rel=1e-12)
