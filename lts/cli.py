@@ -101,6 +101,12 @@ def _load(model: str, topology: str, precision=None, kv_cache_dtype=None):
         nodes = f"{topo.nodes:,} node{'s' if topo.nodes != 1 else ''}"
         raise click.BadParameter(f"{gpus:,} is more than the {topo.gpus:,} GPUs of {topology} "
                                  f"({nodes} of {topo.gpus_per_node})", param_hint="'--gpus'")
+    for flag in ("engine", "emit"):          # an engine that does not run on this GPU's vendor
+        e = ENGINES.get(params.get(flag) or GENERIC)
+        if not e.whole_space and topo.vendor not in e.vendors:
+            raise click.ClickException(
+                f"--{flag} {e.name}: {e.label} does not run on {topo.gpu_name} ({topology}, "
+                f"gpu.vendor = {topo.vendor}); it runs on {' and '.join(e.vendors)} GPUs only")
     return m, topo
 
 

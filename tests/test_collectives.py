@@ -186,3 +186,106 @@ def test_wide_nvlink_domain_pays_log_depth_latency_not_a_ring():
     assert t == pytest.approx(28 * alpha, rel=1e-3)
     assert coll.all_reduce(links, 8.0, 8, 1) == pytest.approx(14 * alpha, rel=1e-3)   # ring
     assert coll.all_to_all(links, 8.0, 64, 1) == pytest.approx(63 * alpha, rel=1e-3)
+
+
+# ----------------------------------------------------------------------------------------------
+# link shapes: a full mesh (AMD Infinity Fabric) and PCIe (docs/gpus.md)
+
+XGMI = LinkSpec("xgmi", 8, 64e9, 0.93e-6, 0.65, "mesh")     # mi300x_x8: 64 GB/s per peer link
+MESH = (XGMI, LinkSpec("ib", 24576, 50e9, 4.5e-6, 0.92))
+
+
+def switch_like(link, bandwidth):
+    import dataclasses
+    return dataclasses.replace(link, shape="switch", bandwidth_bytes_s=bandwidth)
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 5, 8])
+@pytest.mark.parametrize("nbytes", [1.0, 4096.0, 1e9])
+def test_mesh_closed_forms_inside_the_mesh(p, nbytes):
+    """q ranks of a full mesh use their q-1 links at once: all-gather (q-1)/q*S over q-1 links
+    = S/(q b) with the ring's q-1 steps; all-to-all S/q to each peer over its own link = S/(q b)
+    with q-1 steps; send one link."""
+    a, b = XGMI.latency_s, bw(XGMI)
+    ag = nbytes / (p * b) + (p - 1) * a
+    assert coll.all_gather(MESH, nbytes, p, 1) == pytest.approx(ag, rel=1e-12)
+    assert coll.reduce_scatter(MESH, nbytes, p, 1) == pytest.approx(ag, rel=1e-12)
+    assert coll.all_reduce(MESH, nbytes, p, 1) == pytest.approx(2 * ag, rel=1e-12)
+    assert coll.all_to_all(MESH, nbytes, p, 1) == pytest.approx(
+        nbytes / (p * b) + (p - 1) * a, rel=1e-12)
+    assert coll.send(MESH, nbytes, p, 1) == pytest.approx(nbytes / b + a, rel=1e-12)
+
+
+@pytest.mark.parametrize("kind", KINDS[:4])
+@pytest.mark.parametrize("p", [2, 4, 8])
+def test_mesh_equals_a_switch_of_its_group_links(kind, p):
+    """A group of q inside the mesh costs what a switch of (q-1) x the per-peer link would: one
+    link for 2 GPUs, all 7 (448 GB/s on MI300X) for 8."""
+    S = 3e8
+    as_switch = (switch_like(XGMI, (p - 1) * XGMI.bandwidth_bytes_s), MESH[1])
+    assert coll.COST[kind](MESH, S, p, 1) == pytest.approx(coll.COST[kind](as_switch, S, p, 1),
+                                                           rel=1e-12)
+
+
+def test_mesh_bus_bandwidth_of_8_and_2_gpus():
+    """nccl-tests' all-reduce bus bandwidth 2(p-1)/p*S/t at large S: 7 links x 64 x 0.65 = 291.2
+    GB/s on 8 MI300X (RCCL measured 319 on all-reduce, 0.71 of 448, hardware.md §5.3), one link
+    64 x 0.65 = 41.6 on 2 (measured 47.7); a single ring would give 41.6 on 8 as well."""
+    S = 1e12
+    for p, want in ((8, 7 * 64e9 * 0.65), (2, 64e9 * 0.65)):
+        t = coll.all_reduce(MESH, S, p, 1) - 2 * (p - 1) * XGMI.latency_s   # the beta term
+        assert 2 * (p - 1) / p * S / t == pytest.approx(want, rel=1e-9)
+
+
+def test_mesh_then_ib_by_hand():
+    """p=16 over 8-GPU meshes: 8 ranks on xGMI (7 links), 2 nodes on IB; strided groups."""
+    S = 64e6
+    a0, b0, a1, b1 = XGMI.latency_s, bw(XGMI), 4.5e-6, bw(MESH[1])
+    assert coll.all_gather(MESH, S, 16, 1) == pytest.approx(
+        7 * a0 + S / (8 * b0) + a1 + 1 / 16 * S / b1, rel=1e-12)
+    # all-to-all: 7 peers in the node get S/16 each over their own links, 8 outside over IB
+    assert coll.all_to_all(MESH, S, 16, 1) == pytest.approx(
+        7 * a0 + 1 / 16 * S / b0 + 8 * a1 + 8 / 16 * S / b1, rel=1e-12)
+    # ep 4 at stride 2 inside a node: 3 direct links
+    assert coll.all_gather(MESH, S, 4, 2) == pytest.approx(3 * a0 + S / (4 * b0), rel=1e-12)
+    # stride 8: one rank per node, IB only
+    assert coll.all_gather(MESH, S, 4, 8) == pytest.approx(3 * a1 + 3 / 4 * S / b1, rel=1e-12)
+    assert coll.send(MESH, S, 2, 2) == pytest.approx(S / b0 + a0)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("stride", [1, 2, 8, 64])
+def test_mesh_group_of_one_costs_exactly_zero(kind, stride):
+    for nbytes in (0.0, 1.0, 1e12):
+        assert coll.COST[kind](MESH, nbytes, 1, stride) == 0.0
+
+
+@given(kind=st.sampled_from(KINDS), nbytes=sizes, p=st.integers(1, 4096),
+       stride=st.sampled_from([1, 2, 4, 8, 16, 64]))
+def test_mesh_between_one_link_and_all_links(kind, nbytes, p, stride):
+    """A mesh never costs more than a switch with one peer link's bandwidth (a single ring) nor
+    less than a switch with all span-1 links' bandwidth."""
+    t = coll.COST[kind](MESH, nbytes, p, stride)
+    one = (switch_like(XGMI, XGMI.bandwidth_bytes_s), MESH[1])
+    every = (switch_like(XGMI, 7 * XGMI.bandwidth_bytes_s), MESH[1])
+    assert coll.COST[kind](every, nbytes, p, stride) * (1 - 1e-12) <= t
+    assert t <= coll.COST[kind](one, nbytes, p, stride) * (1 + 1e-12)
+
+
+@given(kind=st.sampled_from(KINDS), s1=sizes, s2=sizes, p=st.integers(1, 4096),
+       stride=st.sampled_from([1, 2, 4, 8, 16, 64]))
+def test_mesh_monotone_in_bytes(kind, s1, s2, p, stride):
+    lo, hi = sorted((s1, s2))
+    assert coll.COST[kind](MESH, lo, p, stride) <= coll.COST[kind](MESH, hi, p, stride)
+
+
+def test_shipped_mesh_and_pcie_topologies():
+    """mi300x_x8's xGMI is a mesh of 64 GB/s links, l40s_pcie's PCIe a switch-like x16 per GPU."""
+    mi = load_topology("mi300x_x8").links
+    assert mi[0].shape == "mesh" and mi[0].bandwidth_bytes_s == 64e9
+    S = 1e9
+    assert coll.all_gather(mi, S, 8, 1) == pytest.approx(S / (8 * bw(mi[0])) + 7 * mi[0].latency_s)
+    pcie = load_topology("l40s_pcie").links
+    assert pcie[0].shape == "pcie" and pcie[0].bandwidth_bytes_s == 32e9
+    assert coll.all_gather(pcie, S, 8, 1) == pytest.approx(
+        7 / 8 * S / bw(pcie[0]) + 7 * pcie[0].latency_s)

@@ -25,6 +25,24 @@ tree beyond (72 ranks: 14.4 steps per half, not 71). All-to-all and send keep th
 
 B_i is the per-GPU one-direction bandwidth times the link's efficiency. A group of one costs 0.
 Every function broadcasts over NumPy arrays of bytes, group sizes and strides.
+
+Link shapes (``LinkSpec.shape``, docs/gpus.md): the formulas above are for a **switch** (NVSwitch,
+an InfiniBand fabric: a GPU's one port of B reaches any peer) and for **pcie** (GPUs on a PCIe host
+fabric: the same formulas with B the GPU's x16 rate, capped when the topology gives the capacity
+the GPUs of one domain share, see ``specs.topology_from_dict``). A **mesh** (AMD Infinity Fabric
+on MI300X/MI325X/MI355X: each GPU has its own link of b to each of the other span-1 GPUs) gives a
+level of q ranks q-1 links at once, none shared with a sibling group:
+
+- all-gather / reduce-scatter: RCCL splits the collective over several channels, each a ring on
+  different links; a fully connected 8-GPU graph holds 7 edge-disjoint directed rings (one per
+  peer link), so the level's (q-1)/m * S bytes arrive over q-1 links: (q-1)/m * S / ((q-1) b)
+  = S / (m b), with the ring's q-1 latency steps. Measured: 8 MI300X all-reduce 319 GB/s bus
+  bandwidth = 0.71 of 7 x 64 = 448 and 2 MI300X 47.7 = 0.745 of one 64 GB/s link (shared/data/
+  hardware.md §5.3 [A4][N10]): the same efficiency on 1 and 7 links, which a single ring (64 GB/s
+  at most whatever q) cannot reach. rocm.blogs.amd.com "mi300x-rccl-xgmi" [A4] describes it.
+- all-to-all: each of the dm peers reached through the level gets its S/p over its own link at
+  the same time: S / (p b), with dm latency steps as on a switch.
+- send: one link, S/b + alpha.
 """
 from __future__ import annotations
 
@@ -71,8 +89,17 @@ def all_gather(links, nbytes, p, stride, levels_=None):
     t = 0.0
     for link, (q1, _, m, steps) in zip(links, levels_ or levels(links, p, stride)):
         t = t + steps * link.latency_s \
-            + q1 / m * nbytes / (link.bandwidth_bytes_s * link.efficiency)
+            + _share(link, q1) / m * nbytes / (link.bandwidth_bytes_s * link.efficiency)
     return t
+
+
+def _share(link, peers):
+    """The fraction of a level's bytes one link carries: all of it on a switch or PCIe (the
+    ``peers`` as given: the formulas above), one peer's on a mesh (``peers`` links at once, so
+    ``peers / peers``, 0 for a level of one rank)."""
+    if link.shape != "mesh":
+        return peers
+    return np.minimum(peers, 1.0)
 
 
 reduce_scatter = all_gather   # the same hierarchy walked in reverse; identical alpha-beta cost
@@ -90,7 +117,8 @@ def all_to_all(links, nbytes, p, stride, levels_=None):
     p_arr = np.asarray(p, dtype=np.float64)
     t = 0.0
     for link, (_, dm, _, _) in zip(links, levels_ or levels(links, p, stride)):
-        t = t + dm * link.latency_s + dm / p_arr * nbytes / (link.bandwidth_bytes_s * link.efficiency)
+        t = t + dm * link.latency_s \
+            + _share(link, dm) / p_arr * nbytes / (link.bandwidth_bytes_s * link.efficiency)
     return t
 
 

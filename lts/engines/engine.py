@@ -34,6 +34,9 @@ class Engine:
     gpu_flags: tuple = ()       # the flags whose product is the GPUs one command asks for
     fp8_kv_dtype: str = ""      # --kv-cache-dtype for an fp8 KV cache ("": no such flag)
     chunked_prefill: bool = True   # splits a long prompt over steps by default
+    # the GPU vendors it runs on (a topology's [gpu] vendor); --engine/--emit on another vendor's
+    # GPU is refused with one line (cli); each engine module cites the docs of its platforms
+    vendors: tuple = ("nvidia",)
 
     @property
     def profile(self) -> EngineProfile:

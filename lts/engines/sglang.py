@@ -57,4 +57,7 @@ ENGINE = Engine(
     command="sglang.launch_server",
     # the GPUs of one command: --tp-size (its attention-DP ranks are inside it) x --pp-size
     gpu_flags=("--tp-size", "--pp-size"),
-    fp8_kv_dtype="fp8_e4m3")    # sglang/srt/arg_groups/fields/model.py kv_cache_dtype choices
+    fp8_kv_dtype="fp8_e4m3",    # sglang/srt/arg_groups/fields/model.py kv_cache_dtype choices
+    # CUDA and ROCm: docs.sglang.io/platforms/amd_gpu.html, rocm.docs.amd.com inference/sglang.html
+    # (ROCm builds for MI300X/MI325X/MI355X; shared/data/hardware.md §5.9 [E2])
+    vendors=("nvidia", "amd"))

@@ -56,4 +56,7 @@ ENGINE = Engine(
     command="trtllm-serve",
     # the GPUs of one command: --tp_size (attention DP ranks inside it) x --pp_size
     gpu_flags=("--tp_size", "--pp_size"),
-    chunked_prefill=False)      # enable_chunked_prefill False (llm_args.py; the profile's notes)
+    chunked_prefill=False,      # enable_chunked_prefill False (llm_args.py; the profile's notes)
+    # NVIDIA GPUs only: nvidia.github.io/TensorRT-LLM/supported-hardware.html lists NVIDIA GPUs
+    # alone (shared/data/hardware.md §5.9 [E3]: MI300X/MI325X/MI355X "no (NVIDIA only)")
+    vendors=("nvidia",))

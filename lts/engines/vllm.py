@@ -70,4 +70,7 @@ ENGINE = Engine(
     command="vllm serve",
     # the GPUs of one command: tensor x pipeline x data parallel sizes
     gpu_flags=("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size"),
-    fp8_kv_dtype="fp8")         # vllm/config/cache.py CacheDType
+    fp8_kv_dtype="fp8",         # vllm/config/cache.py CacheDType
+    # CUDA and ROCm: docs.vllm.ai GPU installation, "compute capability 7.0 or higher"; ROCm
+    # "MI300 (gfx942), MI350 (gfx950)", "MI350 requires ROCm 7.0" (shared/data/hardware.md §5.9 [E1])
+    vendors=("nvidia", "amd"))

@@ -39,6 +39,11 @@ class LinkSpec:
     bandwidth_bytes_s: float  # per GPU, one direction
     latency_s: float          # alpha per collective step
     efficiency: float         # achievable fraction of bandwidth
+    # "switch": one port per GPU reaches any peer (NVSwitch, InfiniBand); "mesh": a link of
+    # bandwidth_bytes_s to each of the other span-1 GPUs (AMD Infinity Fabric); "pcie": a PCIe
+    # x16 per GPU through the host (bandwidth already capped by what the GPUs share). Costs:
+    # cost.collectives; docs/gpus.md.
+    shape: str = "switch"
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,8 @@ class TopologySpec:
     step_overhead_s: float = 0.0          # engine time per forward pass (scheduling, launch, sampling)
     roofline_exponent: float = 0.0        # p of the smooth roofline (c^p + m^p)^(1/p); 0: max(c, m)
     collective_efficiency: float = 1.0    # share of each link's rate collectives reach in a serving step
+    vendor: str = "nvidia"                # "nvidia" or "amd": which engines run on it (Engine.vendors)
+    fp4_compute_efficiency: float = 0.0   # fraction of the fp4 peak for fp4 GEMMs (0: compute_efficiency)
 
     @cached_property
     def engine_links(self) -> tuple:
@@ -75,8 +82,10 @@ class TopologySpec:
     def compute_efficiency_for(self, dtype: str) -> float:
         """Achievable fraction of ``peak_for(dtype)``: fp8 GEMMs on fp8 tensor cores reach less of
         their own peak than bf16 (``fp8_compute_efficiency`` when set)."""
-        fp8_cores = self.peak_class(dtype) == "fp8"
-        return self.fp8_compute_efficiency if fp8_cores and self.fp8_compute_efficiency \
+        cls = self.peak_class(dtype)
+        if cls == "fp4" and self.fp4_compute_efficiency:
+            return self.fp4_compute_efficiency
+        return self.fp8_compute_efficiency if cls == "fp8" and self.fp8_compute_efficiency \
             else self.compute_efficiency
 
     def weight_memory_efficiency_for(self, dtype: str) -> float:
@@ -240,6 +249,9 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
                       maximum=1.0)
     fp8_eff_m = g.get("fp8_memory_efficiency", float, 0.0, required=False, positive=True,
                       maximum=1.0)
+    fp4_eff_c = g.get("fp4_compute_efficiency", float, 0.0, required=False, positive=True,
+                      maximum=1.0)
+    vendor = g.get("vendor", str, "nvidia", required=False, choices=VENDORS)
     step_overhead = g.get("step_overhead_us", float, 0.0, required=False, minimum=0.0) * US
     rexp = g.get("roofline_exponent", float, 0.0, required=False, minimum=1.0)
     coll_eff = g.get("collective_efficiency", float, 1.0, required=False, positive=True,
@@ -255,11 +267,7 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
     n.finish()
     links = []
     for lt in t.array_of_tables("link"):
-        links.append(LinkSpec(lt.get("name", str),
-                              lt.get("span_gpus", int, positive=True, maximum=MAX_COUNT * MAX_NODES),
-                              lt.get("bandwidth_gb_s", float, positive=True) * GB,
-                              lt.get("latency_us", float, minimum=0.0) * US,
-                              lt.get("efficiency", float, positive=True, maximum=1.0)))
+        links.append(_link(lt))
         lt.finish()
     for i in range(1, len(links)):
         if links[i].span_gpus <= links[i - 1].span_gpus:
@@ -283,7 +291,35 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
     t.finish()
     return TopologySpec(name, source, gpu_name, peaks, hbm, hbm_bw, eff_c, eff_m, overhead,
                         reserve, per_node, nodes, tuple(links), str(path), fp8_eff_c, fp8_eff_m,
-                        step_overhead, rexp, coll_eff)
+                        step_overhead, rexp, coll_eff, vendor, fp4_eff_c)
+
+
+VENDORS = ("nvidia", "amd")                   # [gpu] vendor: which engines run on it
+LINK_SHAPES = ("switch", "mesh", "pcie")      # [[link]] shape (LinkSpec.shape, docs/gpus.md)
+
+
+def _link(lt) -> LinkSpec:
+    """One [[link]] table. ``shape`` (default "switch") says what bandwidth_gb_s is: per GPU
+    (switch, pcie) or per peer link (mesh). A mesh's span is the GPUs fully connected to each
+    other. A pcie link may give ``shared_gb_s``, the capacity (one direction) its span_gpus GPUs
+    share through the host: every GPU of the domain moves data at once in a collective step
+    (each group of the domain runs the same collective), so each gets min(bandwidth_gb_s,
+    shared_gb_s / span_gpus)."""
+    name = lt.get("name", str)
+    span = lt.get("span_gpus", int, positive=True, maximum=MAX_COUNT * MAX_NODES)
+    bw = lt.get("bandwidth_gb_s", float, positive=True) * GB
+    latency = lt.get("latency_us", float, minimum=0.0) * US
+    eff = lt.get("efficiency", float, positive=True, maximum=1.0)
+    shape = lt.get("shape", str, "switch", required=False, choices=LINK_SHAPES)
+    shared = lt.get("shared_gb_s", float, 0.0, required=False, positive=True)
+    if shared and shape != "pcie":
+        raise SpecError(lt.file, lt._key("shared_gb_s"),
+                        f"only with shape = \"pcie\" (this link's shape is {shape!r})")
+    if shape == "mesh" and span < 2:
+        raise SpecError(lt.file, lt._key("span_gpus"), f"{span}: a mesh connects at least 2 GPUs")
+    if shared:
+        bw = min(bw, shared * GB / span)
+    return LinkSpec(name, span, bw, latency, eff, shape)
 
 
 # ----------------------------------------------------------------------------------------------
