@@ -60,8 +60,13 @@ def estimate_json(path):
 
 
 def strip(m):
+    """The shape only. Also the precision of DeepSeek-V3: its config.json says fp8 in 128x128
+    blocks with bf16 embeddings, norms and LM head (fp8_block), the shipped TOML costs every
+    weight in fp8 per tensor as before the formats (its results unchanged)."""
     return replace(m, name="", source="", path="", params_published=0.0,
-                   active_params_published=0.0)
+                   active_params_published=0.0,
+                   precision=replace(m.precision, weights="fp8", unquantized=())
+                   if m.precision.weights == "fp8_block" else m.precision)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -111,7 +116,9 @@ def test_family_mappings():
     assert v3.attention.kind == "mla" and v3.attention.kv_heads == v3.attention.heads == 128
     assert v3.attention.head_dim == 128 + 64
     assert (v3.ffn.shared_experts, v3.ffn.shared_intermediate, v3.ffn.dense_layers) == (1, 2048, 3)
-    assert v3.precision.weights == "fp8" and v3.precision.kv_cache == "bf16"
+    # "weight_block_size": [128, 128]: fp8 in 128x128 blocks; embeddings, norms, LM head bf16
+    assert v3.precision.weights == "fp8_block" and v3.precision.kv_cache == "bf16"
+    assert v3.precision.unquantized == ("embedding", "lm_head", "norm")
 
     v2 = load_model(DATA / "deepseek-v2.json")
     assert (v2.ffn.experts, v2.ffn.top_k, v2.ffn.shared_experts) == (160, 6, 2)
@@ -168,8 +175,8 @@ BAD = [
     ("num_hidden_layers", dict(drop=("num_hidden_layers",)), "missing (expected an integer)"),
     ("num_hidden_layers", dict(num_hidden_layers="32"), "'32' is not an integer"),
     ("hidden_size", dict(hidden_size=True), "true is not an integer"),
-    ("quantization_config.quant_method", dict(quantization_config={"quant_method": "awq"}),
-     "'awq' is not supported"),
+    ("quantization_config.quant_method", dict(quantization_config={"quant_method": "bitsandbytes"}),
+     "'bitsandbytes' is not supported"),
     ("torch_dtype", dict(torch_dtype="float8_e4m3fn"), "'float8_e4m3fn' is not one of"),
     ("num_key_value_heads", dict(num_key_value_heads=5),
      "5 does not divide num_attention_heads = 32"),
@@ -259,3 +266,118 @@ def test_folder_without_config_json_is_one_clear_line(tmp_path):
     assert r.exit_code == 1
     assert r.output == (f"Error: {tmp_path}: is a folder without a config.json (expected a model "
                         ".toml file, a config.json or a folder holding one)\n")
+
+
+# ----------------------------------------------------------------------------------------------
+# quantization_config and ModelOpt's hf_quant_config.json (issue 22, item 2)
+
+QC = "quantization_config"
+GPT_OSS_SKIP = ["model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens",
+                "lm_head"]             # openai/gpt-oss-120b config.json modules_to_not_convert
+
+
+def precision(tmp_path, q, base="mixtral-8x7b", **changes):
+    return load_model(write(tmp_path, base, quantization_config=q, **changes)).precision
+
+
+@pytest.mark.parametrize("q, weights, unquantized", [
+    ({"quant_method": "fp8"}, "fp8", ("embedding", "lm_head", "norm")),
+    ({"quant_method": "FP8", "weight_block_size": [128, 128]}, "fp8_block",
+     ("embedding", "lm_head", "norm")),
+    ({"quant_method": ["fp8"], "modules_to_not_convert": ["gate", "e_score_correction_bias",
+                                                          "lm_head"]},
+     "fp8", ("embedding", "router", "lm_head", "norm")),
+    ({"quant_method": "fbgemm_fp8", "modules_to_not_convert": ["model.layers.*.self_attn"]},
+     "fp8", ("embedding", "attention", "lm_head", "norm")),
+    ({"quant_method": "mxfp4", "modules_to_not_convert": GPT_OSS_SKIP}, "mxfp4",
+     ("embedding", "attention", "router", "lm_head", "norm")),
+    ({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}, "w4a16_zp",
+     ("embedding", "lm_head", "norm")),
+    ({"quant_method": "AWQ", "bits": 4, "group_size": 128, "zero_point": False}, "w4a16",
+     ("embedding", "lm_head", "norm")),
+    ({"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True}, "w4a16_zp",
+     ("embedding", "lm_head", "norm")),
+    ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128,
+                    "symmetric": True}, "input_activations": None, "targets": ["Linear"]}},
+      "ignore": ["lm_head"]}, "w4a16", ("embedding", "lm_head", "norm")),
+    ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {
+        "weights": {"num_bits": 8, "type": "float", "strategy": "block",
+                    "block_structure": [128, 128]},
+        "input_activations": {"num_bits": 8, "type": "float", "strategy": "group"}}},
+      "ignore": ["lm_head", "re:.*mlp.gate$"]}, "fp8_block",
+     ("embedding", "router", "lm_head", "norm")),
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4", "ignore": ["lm_head"]}, "nvfp4",
+     ("embedding", "lm_head", "norm")),
+])
+def test_quantization_methods(tmp_path, q, weights, unquantized):
+    p = precision(tmp_path, q)
+    assert (p.weights, p.kv_cache, p.activations) == (weights, "bf16", "bf16")
+    assert p.unquantized == unquantized
+
+
+def test_kv_cache_type_from_the_checkpoint(tmp_path):
+    ct = {"quant_method": "compressed-tensors", "kv_cache_scheme": {"num_bits": 8, "type": "float"},
+          "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float",
+                                              "strategy": "tensor"},
+                                  "input_activations": {"num_bits": 8, "type": "float"}}}}
+    assert precision(tmp_path, ct).kv_cache == "fp8"
+    mo = {"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": "fp8"}
+    assert (precision(tmp_path, mo).weights, precision(tmp_path, mo).kv_cache) == ("fp8", "fp8")
+    # --kv-cache-dtype bf16 overrides it
+    p = write(tmp_path, "mixtral-8x7b", quantization_config=mo)
+    assert load_model(p, None, "bf16").precision.kv_cache == "bf16"
+
+
+def test_hf_quant_config_json_beside_config_json(tmp_path):
+    """ModelOpt writes the format to hf_quant_config.json; config.json may have no
+    quantization_config at all (then lts used to cost the checkpoint as bf16)."""
+    p = write(tmp_path, "mixtral-8x7b")
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps({
+        "producer": {"name": "modelopt"},
+        "quantization": {"quant_algo": "NVFP4", "kv_cache_quant_algo": "FP8", "group_size": 16,
+                         "exclude_modules": ["lm_head"] + [f"model.layers.{i}.self_attn*"
+                                                           for i in range(32)]}}))
+    pr = load_model(p).precision
+    assert (pr.weights, pr.kv_cache) == ("nvfp4", "fp8")
+    assert pr.unquantized == ("embedding", "attention", "lm_head", "norm")
+
+
+BAD_QUANT = [
+    ({"quant_method": "bitsandbytes"}, "quantization_config.quant_method",
+     "'bitsandbytes' is not supported (supported: fp8, fbgemm_fp8, mxfp4, compressed-tensors, "
+     "awq, gptq, modelopt, and ModelOpt's hf_quant_config.json); write a TOML model file with "
+     "precision.weights set instead"),
+    ({"quant_method": ["fp8", "awq"]}, "quantization_config.quant_method",
+     "[\'fp8\', \'awq\'] lists 2 methods; lts costs one format per checkpoint (supported: fp8, "
+     "fbgemm_fp8, mxfp4, compressed-tensors, awq, gptq, modelopt)"),
+    ({"quant_method": "fp8", "weight_block_size": [64, 64]}, "quantization_config.weight_block_size",
+     "[64, 64] is not supported (expected [128, 128], the fp8_block format)"),
+    ({"quant_method": "gptq", "bits": 8, "group_size": 128}, "quantization_config.bits",
+     "8 is not supported (expected 4: the w4a16 format)"),
+    ({"quant_method": "awq", "bits": 4, "group_size": 64}, "quantization_config.group_size",
+     "64 is not supported (expected 128)"),
+    ({"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}, "quantization_config.quant_algo",
+     "'W4A8_AWQ' is not supported (supported: FP8, NVFP4)"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {
+        "num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}}},
+     "quantization_config.config_groups.g.weights",
+     "float 4-bit tensor_group weights (group 16, activations not quantized) are not supported "
+     "(supported: fp8 per tensor or channel, fp8 blocks of 128x128, NVFP4 groups of 16, int8 "
+     "W8A8, int4 W4A16 groups of 128)"),
+    ({"quant_method": "fp8", "modules_to_not_convert": ["model.layers.0.self_attn"]},
+     "quantization_config.modules_to_not_convert",
+     "leaves attention unquantized in 1 of its 32 layers; lts costs one format per op group "
+     "(expected all of them or none)"),
+    ({"quant_method": "fp8", "modules_to_not_convert": ["model.layers.3.block_sparse_moe"]},
+     "quantization_config.modules_to_not_convert",
+     "'model.layers.3.block_sparse_moe' is not a module lts can place (expected attention, "
+     "router/gate, experts, shared experts, MLP, lm_head, embeddings)"),
+]
+
+
+@pytest.mark.parametrize("q, key, message", BAD_QUANT, ids=[b[1] for b in BAD_QUANT])
+def test_bad_quantization_one_exact_line(tmp_path, q, key, message):
+    p = write(tmp_path, "mixtral-8x7b", quantization_config=q)
+    line = one_error_line(run("models", "--show", p), p, key)
+    assert line == f"Error: {p}: {key}: {message}"

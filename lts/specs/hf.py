@@ -35,10 +35,15 @@ Rules (docs/design.md §1, "nothing is guessed"):
   ``shared_expert_gate`` and DeepSeek's multi-token-prediction layers (``num_nextn_predict_layers``)
   are not modelled, as in the shipped TOML files; the published totals exclude the MTP layers.
 - Precision: ``torch_dtype`` (or ``dtype``, its name since transformers 4.56) sets weights, KV
-  cache and activations (bfloat16 -> bf16, float16 -> fp16, float32 -> fp32);
-  ``quantization_config`` with ``quant_method: "fp8"`` makes the weights fp8 (DeepSeek-V3's block
-  fp8). Any other quantization method is an error: write a TOML model file with
-  ``precision.weights`` instead.
+  cache and activations (bfloat16 -> bf16, float16 -> fp16, float32 -> fp32). A quantized
+  checkpoint (``_quantization``) sets the weight format (``units.WEIGHT_FORMATS``), the KV type
+  (``kv_cache_quant_algo`` / ``kv_cache_scheme``; else the activation type) and the op groups
+  left unquantized (``modules_to_not_convert``, ``ignore``, ``exclude_modules``; embeddings and
+  norms always): ModelOpt's ``hf_quant_config.json`` beside config.json, else
+  ``quantization_config`` with ``quant_method`` (any case; a one-element list) ``fp8`` (with
+  ``weight_block_size`` [128, 128]: fp8_block), ``fbgemm_fp8``, ``mxfp4``, ``awq``, ``gptq``
+  (4 bits, groups of 128: w4a16), ``compressed-tensors`` (its config groups' weights scheme) or
+  ``modelopt`` (``quant_algo`` NVFP4 or FP8). Anything else is one error line listing these.
 - ``name``: the config's ``_name_or_path`` if set, else the folder name for a file called
   ``config.json``, else the file name without ``.json``. ``params_published`` is unknown (0).
 
@@ -53,7 +58,8 @@ import json
 from pathlib import Path
 
 from .errors import SpecError
-from .model import TOO_DEEP, ModelSpec, model_from_dict, read_text
+from .model import TOO_DEEP, WEIGHT_GROUPS, ModelSpec, model_from_dict, read_text
+from .units import FP8_BLOCK, NVFP4_GROUP, W4A16_GROUP
 
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
             "deepseek_v2", "deepseek_v3")
@@ -62,7 +68,6 @@ QWEN_MOE = ("qwen2_moe", "qwen3_moe")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3")
 
 TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-QUANT_METHODS = {"fp8": "fp8"}
 
 _TYPE_NAMES = {int: "an integer", str: "a string", bool: "true or false", list: "a list",
                dict: "an object"}
@@ -133,8 +138,10 @@ def _display_name(c: _Config, path: Path) -> str:
     return path.stem
 
 
-def _precision(c: _Config) -> tuple[dict, dict]:
-    """The [precision] table and the lts-key -> config-key map for its errors."""
+def _precision(c: _Config, layers: int, ffn: dict) -> tuple[dict, dict]:
+    """The [precision] table and the lts-key -> config-key map for its errors: the activation
+    type from ``torch_dtype`` (or ``dtype``), the weight format, the groups left unquantized and
+    the KV-cache type from the checkpoint's quantization (``_quantization``)."""
     key = "torch_dtype" if "torch_dtype" in c.data or "dtype" not in c.data else "dtype"
     if key not in c.data:
         raise c.error(key, f"missing (expected one of {', '.join(map(repr, TORCH_DTYPES))})")
@@ -142,22 +149,257 @@ def _precision(c: _Config) -> tuple[dict, dict]:
     if dtype not in TORCH_DTYPES:
         raise c.error(key, f"{dtype!r} is not one of {', '.join(map(repr, TORCH_DTYPES))}")
     act = TORCH_DTYPES[dtype]
-    weights = act
-    if "quantization_config" in c.data and c.data["quantization_config"] is not None:
-        q = c.data["quantization_config"]
-        if not isinstance(q, dict):
-            raise c.error("quantization_config", f"{_show(q)} is not {_name_of(dict)}")
-        method = q.get("quant_method")
-        if method is None:
-            raise c.error("quantization_config.quant_method", "missing (expected a string)")
-        if method not in QUANT_METHODS:
-            raise c.error("quantization_config.quant_method",
-                          f"{_show(method)} is not supported (supported: "
-                          f"{', '.join(map(repr, QUANT_METHODS))}); write a TOML model file "
-                          "with precision.weights set instead")
-        weights = QUANT_METHODS[method]
-    return ({"weights": weights, "kv_cache": act, "activations": act},
-            {"precision.weights": key, "precision.kv_cache": key, "precision.activations": key})
+    table = {"weights": act, "kv_cache": act, "activations": act}
+    q = _quantization(c)
+    if q is not None:
+        qc, fmt, kv, exclude, exclude_key, linear_only = q
+        table["weights"] = fmt
+        table["kv_cache"] = kv or act
+        table["unquantized"] = _unquantized(qc, exclude, exclude_key, layers, ffn, linear_only)
+    return (table, {"precision.weights": key, "precision.kv_cache": key,
+                    "precision.activations": key})
+
+
+# quantization_config.quant_method values lts reads (lower case, as HF's QuantizationMethod), and
+# ModelOpt's quant_algo values (upper case, as ModelOpt writes them)
+QUANT_METHODS = ("fp8", "fbgemm_fp8", "mxfp4", "compressed-tensors", "awq", "gptq", "modelopt")
+MODELOPT_ALGOS = {"FP8": "fp8", "NVFP4": "nvfp4"}
+UNSUPPORTED_QUANT = (f"is not supported (supported: {', '.join(QUANT_METHODS)}, and ModelOpt's "
+                     "hf_quant_config.json); write a TOML model file with precision.weights set "
+                     "instead")
+
+
+def _q(c: _Config, d: dict, prefix: str, key: str, typ, default=None):
+    """``d[key]`` of a nested quantization table (errors name ``prefix.key``); ``default`` (not
+    None) when absent or null, else absent is an error."""
+    full = f"{prefix}.{key}" if prefix else key
+    if d.get(key) is None:
+        if default is None:
+            raise c.error(full, f"missing (expected {_name_of(typ)})")
+        return default
+    v = d[key]
+    if not isinstance(v, typ) or (typ is int and isinstance(v, bool)):
+        raise c.error(full, f"{_show(v)} is not {_name_of(typ)}")
+    return v
+
+
+def _quantization(c: _Config):
+    """The checkpoint's quantization: (the _Config its keys are in, weight format, KV type or
+    None for the activation type, the list of modules left unquantized, its key, whether the
+    quantizer touches Linear layers only so that the LM head stays as it is), or None.
+
+    ModelOpt's ``hf_quant_config.json`` beside config.json wins (ModelOpt writes its format
+    there; config.json's copy, when present, says the same); else ``quantization_config``."""
+    hq = c.path.parent / "hf_quant_config.json"
+    if hq.is_file():
+        h = _Config(_read_json(hq), hq)
+        return _modelopt(h, _q(h, h.data, "", "quantization", dict), "quantization",
+                         "quant_algo", "kv_cache_quant_algo", "exclude_modules")
+    q = c.data.get("quantization_config")
+    if q is None:
+        return None
+    if not isinstance(q, dict):
+        raise c.error("quantization_config", f"{_show(q)} is not {_name_of(dict)}")
+    p = "quantization_config"
+    method = q.get("quant_method")
+    if method is None:
+        raise c.error(f"{p}.quant_method", "missing (expected a string)")
+    if isinstance(method, list) and len(method) == 1 and isinstance(method[0], str):
+        method = method[0]             # one method written as a list
+    elif isinstance(method, list):
+        raise c.error(f"{p}.quant_method", f"{_show(method)} lists {len(method)} methods; lts "
+                      f"costs one format per checkpoint (supported: {', '.join(QUANT_METHODS)})")
+    if not isinstance(method, str) or method.lower() not in QUANT_METHODS:
+        raise c.error(f"{p}.quant_method", f"{_show(method)} {UNSUPPORTED_QUANT}")
+    method = method.lower()
+    skip_key = next((k for k in ("modules_to_not_convert", "ignored_layers") if q.get(k)),
+                    "modules_to_not_convert")
+    skip = _q(c, q, p, skip_key, list, default=[])
+    if method == "fp8":
+        # HF FineGrainedFP8Config / DeepSeek-V3: weight_block_size [128, 128]; absent: per tensor
+        block = q.get("weight_block_size")
+        if block is None:
+            return c, "fp8", None, skip, f"{p}.{skip_key}", True
+        if block != [FP8_BLOCK, FP8_BLOCK]:
+            raise c.error(f"{p}.weight_block_size", f"{_show(block)} is not supported (expected "
+                          f"[{FP8_BLOCK}, {FP8_BLOCK}], the fp8_block format)")
+        return c, "fp8_block", None, skip, f"{p}.{skip_key}", True
+    if method == "fbgemm_fp8":         # fp8 weights, one scale per output channel
+        return c, "fp8", None, skip, f"{p}.{skip_key}", True
+    if method == "mxfp4":              # gpt-oss: the experts in MXFP4
+        return c, "mxfp4", None, skip, f"{p}.{skip_key}", True
+    if method in ("awq", "gptq"):
+        return c, _w4a16(c, q, p, method), None, skip, f"{p}.{skip_key}", True
+    if method == "modelopt":
+        return _modelopt(c, q, p, "quant_algo", "kv_cache_quant_algo", "ignore")
+    return _compressed_tensors(c, q, p)
+
+
+def _w4a16(c: _Config, q: dict, p: str, method: str) -> str:
+    """AWQ / GPTQ: 4-bit weights in groups of 128, an fp16 scale (and a 4-bit zero) per group."""
+    bits = _q(c, q, p, "bits", int, default=_q(c, q, p, "w_bit", int, default=0))
+    if bits != 4:
+        raise c.error(f"{p}.bits", f"{bits!r} is not supported (expected 4: the w4a16 format)")
+    group = _q(c, q, p, "group_size", int, default=_q(c, q, p, "q_group_size", int, default=0))
+    if group != W4A16_GROUP:
+        raise c.error(f"{p}.group_size", f"{group!r} is not supported (expected {W4A16_GROUP})")
+    # AWQ stores zeros when zero_point is true (its default); GPTQ checkpoints store qzeros even
+    # when sym is true (vLLM 0.11 gptq.py create_weights)
+    zero = q.get("zero_point", True) if method == "awq" else True
+    return "w4a16_zp" if zero else "w4a16"
+
+
+def _modelopt(c: _Config, q: dict, p: str, algo_key: str, kv_key: str, skip_key: str):
+    """ModelOpt: quant_algo NVFP4 (group_size 16) or FP8; the KV type from kv_cache_quant_algo
+    (or compressed-tensors' kv_cache_scheme in config.json's copy); exclude_modules / ignore."""
+    pre = f"{p}." if p else ""
+    algo = _q(c, q, p, algo_key, str)
+    if algo.upper() not in MODELOPT_ALGOS:
+        raise c.error(f"{pre}{algo_key}", f"{algo!r} is not supported (supported: "
+                                          f"{', '.join(MODELOPT_ALGOS)})")
+    fmt = MODELOPT_ALGOS[algo.upper()]
+    if fmt == "nvfp4" and q.get("group_size", NVFP4_GROUP) != NVFP4_GROUP:
+        raise c.error(f"{pre}group_size", f"{_show(q['group_size'])} is not supported (NVFP4 "
+                                          f"scales groups of {NVFP4_GROUP})")
+    kv = None
+    if q.get(kv_key) is not None:
+        kv_algo = _q(c, q, p, kv_key, str)
+        if kv_algo.upper() != "FP8":
+            raise c.error(f"{pre}{kv_key}", f"{kv_algo!r} is not supported (supported: FP8)")
+        kv = "fp8"
+    elif q.get("kv_cache_scheme") is not None:
+        kv = _kv_scheme(c, q, p)
+    skip_key = skip_key if skip_key in q or "exclude_modules" not in q else "exclude_modules"
+    return c, fmt, kv, _q(c, q, p, skip_key, list, default=[]), f"{pre}{skip_key}", False
+
+
+def _kv_scheme(c: _Config, q: dict, p: str):
+    """compressed-tensors' kv_cache_scheme: 8-bit float -> fp8 (the only KV type it sets here)."""
+    s = _q(c, q, p, "kv_cache_scheme", dict)
+    if (s.get("num_bits"), s.get("type")) != (8, "float"):
+        raise c.error(f"{p}.kv_cache_scheme", f"{_show(s)} is not supported (expected num_bits "
+                                               "8, type float: an fp8 KV cache)")
+    return "fp8"
+
+
+# compressed-tensors schemes: (weights type, bits, strategy, activations quantized) -> format
+CT_SCHEMES = {("float", 8, "tensor", True): "fp8", ("float", 8, "channel", True): "fp8",
+              ("float", 8, "block", True): "fp8_block", ("float", 4, "tensor_group", True): "nvfp4",
+              ("float", 4, "group", True): "nvfp4", ("int", 8, "channel", True): "int8",
+              ("int", 8, "tensor", True): "int8", ("int", 4, "group", False): "w4a16"}
+
+
+def _compressed_tensors(c: _Config, q: dict, p: str):
+    """compressed-tensors: every config group's weights scheme must name one format."""
+    groups = _q(c, q, p, "config_groups", dict)
+    formats = set()
+    for name, g in groups.items():
+        gp = f"{p}.config_groups.{name}"
+        if not isinstance(g, dict):
+            raise c.error(gp, f"{_show(g)} is not {_name_of(dict)}")
+        w = _q(c, g, gp, "weights", dict)
+        typ, bits = _q(c, w, f"{gp}.weights", "type", str), _q(c, w, f"{gp}.weights", "num_bits", int)
+        strategy = _q(c, w, f"{gp}.weights", "strategy", str, default="tensor")
+        scheme = (typ, bits, strategy, g.get("input_activations") is not None)
+        fmt = CT_SCHEMES.get(scheme)
+        group = w.get("group_size")
+        if fmt == "nvfp4" and group != NVFP4_GROUP or fmt == "w4a16" and group != W4A16_GROUP:
+            fmt = None
+        if fmt == "fp8_block" and w.get("block_structure") != [FP8_BLOCK, FP8_BLOCK]:
+            fmt = None
+        if fmt == "w4a16" and not w.get("symmetric", True):
+            fmt = "w4a16_zp"
+        if fmt is None:
+            raise c.error(f"{gp}.weights", f"{typ} {bits}-bit {strategy} weights (group "
+                          f"{_show(group)}, activations "
+                          f"{'quantized' if scheme[3] else 'not quantized'}) are not supported "
+                          "(supported: fp8 per tensor or channel, fp8 blocks of 128x128, NVFP4 "
+                          "groups of 16, int8 W8A8, int4 W4A16 groups of 128)")
+        formats.add(fmt)
+    if len(formats) != 1:
+        raise c.error(f"{p}.config_groups", f"{', '.join(sorted(formats)) or 'no group'}: lts "
+                                            "costs one weight format per checkpoint")
+    kv = _kv_scheme(c, q, p) if q.get("kv_cache_scheme") is not None else None
+    return c, formats.pop(), kv, _q(c, q, p, "ignore", list, default=[]), f"{p}.ignore", False
+
+
+# module names of a checkpoint's exclude lists -> WEIGHT_GROUPS (HF module names of the
+# supported families: model.layers.N.self_attn.q_proj, .mlp.gate, .block_sparse_moe.experts, ...)
+_NOT_TEXT = ("vision", "visual", "mm_projector", "multi_modal", "audio", "image")
+_ATTN_PROJ = ("q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "q_a_proj", "q_b_proj",
+              "kv_a_proj_with_mqa", "kv_b_proj")
+_FFN_PROJ = ("mlp", "gate_proj", "up_proj", "down_proj", "gate_up_proj", "w1", "w2", "w3")
+
+
+def _module_group(name: str):
+    """(group or None to skip, layer index: int, "*" or None for every layer) of one name: a
+    module path, a glob (``model.layers.*.self_attn``) or compressed-tensors' ``re:`` regex."""
+    if name.startswith("re:"):         # re:.*mlp.gate$ -> *mlp.gate
+        name = name[3:].replace(".*", "*").replace("\\.", ".").strip("^$")
+    parts = [s.strip("*") for s in name.lower().split(".")]
+    idx = None
+    for i, s in enumerate(parts[:-1]):
+        if s == "layers":
+            idx = int(parts[i + 1]) if parts[i + 1].isdigit() else "*"
+    if any(w in name.lower() for w in _NOT_TEXT) or "mtp" in parts or "e_score_correction_bias" \
+            in parts or parts[-1] == "bias":
+        return None, idx                   # not the text model's weights, or not a matrix
+    if "lm_head" in parts:
+        return "lm_head", idx
+    if any("embed" in s for s in parts):
+        return "embedding", idx
+    if "norm" in parts[-1]:
+        return "norm", idx
+    if any(s.startswith("shared_expert") for s in parts):
+        return "shared_experts", idx
+    if any(s in ("self_attn", "attn", "attention") for s in parts) or parts[-1] in _ATTN_PROJ:
+        return "attention", idx
+    if any(s in ("gate", "router") for s in parts):
+        return "router", idx
+    if "experts" in parts:
+        return "experts", idx
+    if any(s in _FFN_PROJ for s in parts):
+        return "dense_ffn", idx
+    return "?", idx
+
+
+def _unquantized(c: _Config, names: list, key: str, layers: int, ffn: dict,
+                 linear_only: bool) -> list:
+    """The WEIGHT_GROUPS a checkpoint leaves unquantized: embeddings and norms always (quantizers
+    touch Linear layers only), the LM head too for HF's own quantizers (``linear_only``:
+    transformers' get_keys_to_not_convert keeps the output embedding), and each group its
+    exclude list names in every layer that has it. A group excluded in some of its layers only,
+    or a name lts cannot place, is refused (lts costs one format per op group)."""
+    moe = ffn["kind"] == "moe"
+    dense = ffn.get("dense_layers", 0) if moe else layers
+    applies = {"attention": range(layers), "router": range(dense, layers) if moe else range(0),
+               "experts": range(dense, layers) if moe else range(0),
+               "shared_experts": range(dense, layers) if moe and ffn.get("shared_experts")
+               else range(0), "dense_ffn": range(dense)}
+    seen = {}
+    for n in names:
+        if not isinstance(n, str):
+            raise c.error(key, f"{_show(n)} is not a string (expected module names)")
+        group, idx = _module_group(n)
+        if group == "?":
+            raise c.error(key, f"{n!r} is not a module lts can place (expected attention, "
+                               "router/gate, experts, shared experts, MLP, lm_head, embeddings)")
+        if group is None or (isinstance(idx, int) and idx >= layers):
+            continue                       # not costed (vision tower, MTP layers beyond layers)
+        if group == "dense_ffn" and moe and isinstance(idx, int) and idx >= dense:
+            raise c.error(key, f"{n!r} excludes a whole MoE block; lts costs one format per op "
+                               "group (expected its experts, gate or shared experts by name)")
+        seen.setdefault(group, set()).add(idx)
+    kept = {"embedding", "norm"} | ({"lm_head"} if linear_only else set())
+    for group, idxs in seen.items():
+        every = range(1) if group not in applies else applies[group]
+        if None in idxs or "*" in idxs or group not in applies or set(every) <= idxs:
+            kept.add(group)
+        elif len(every):
+            raise c.error(key, f"leaves {group} unquantized in {len(idxs & set(every))} of its "
+                               f"{len(every)} layers; lts costs one format per op group "
+                               "(expected all of them or none)")
+    return [g for g in WEIGHT_GROUPS if g in kept]
 
 
 def _attention(c: _Config, family: str, hidden: int) -> tuple[dict, dict]:
@@ -352,7 +594,7 @@ def model_from_hf_config(path) -> ModelSpec:
     attention.update(window)
     akeys.update(wkeys)
     ffn, fkeys = _ffn(c, family, layers)
-    precision, pkeys = _precision(c)
+    precision, pkeys = _precision(c, layers, ffn)
 
     data = {"name": _display_name(c, path), "source": f"HuggingFace config.json: {path}",
             "layers": layers, "hidden": hidden, "vocab": vocab, "tie_embeddings": tie,
