@@ -35,6 +35,8 @@ from lts.specs.workload import Workload
     ("mxfp4", 0.5 + 1 / 32),
     # 4-bit + an fp16 scale per group of 128 (+ a 4-bit zero: AWQ, GPTQ)
     ("w4a16", 0.5 + 2 / 128), ("w4a16_zp", 0.5 + 2.5 / 128),
+    # groups of 32 with a bf16 scale (Kimi-K2.5)
+    ("w4a16_g32", 0.5 + 2 / 32),
 ])
 def test_bytes_per_weight_include_the_scales(fmt, nbytes):
     assert WEIGHT_FORMATS[fmt][0] == nbytes

@@ -17,6 +17,12 @@ The files in tests/data/hf/ are copies of published config.json files, real keys
 - qwen2-57b-a14b.json: Qwen/Qwen2-57B-A14B (NVIDIA/TensorRT-LLM QWEN2_57B_A14B_CONFIG test
   fixture).
 - llama3.1-70b.json: meta-llama/Llama-3.1-70B (same keys as the published Llama 3.1 configs).
+- minimax-m2.5.json and minimax-m2.5-nvfp4/ (config.json, hf_quant_config.json): MiniMaxAI/MiniMax-M2.5
+  and its ModelOpt NVFP4 export, copies of ../shared/data/hf/ (see its README.md).
+- kimi-k2.5.json: moonshotai/Kimi-K2.5, the keys and values of its config.json as loaded
+  (KimiK25Config) in a public model report; the text_config's generic transformers keys left out
+  and its "model_type" written "kimi_k2" as the repository file has it (transformers' DeepseekV3Config
+  reports "deepseek_v3" once loaded; both are read).
 """
 import json
 import shutil
@@ -28,8 +34,8 @@ from click.testing import CliRunner
 
 from lts.cli import cli
 from lts.specs.errors import SpecError
-from lts.specs.hf import model_from_hf_config
-from lts.specs import load_model, param_counts
+from lts.specs.hf import model_from_hf_config, vision_params
+from lts.specs import load_model, param_counts, weight_bytes, weight_params
 
 DATA = Path(__file__).parent / "data" / "hf"
 STRATEGY = "tp=8,ep=1,pp=1,batch=1"
@@ -43,6 +49,11 @@ PUBLISHED = {
     "qwen3-235b-a22b": (235e9, "qwen3-235b-a22b"),  # Qwen3-235B-A22B model card
     "qwen2-57b-a14b": (57.4e9, None),             # Qwen2-57B-A14B model card
     "llama3.1-70b": (70.6e9, "llama3.1-70b"),     # Llama-3.1-70B HF page (safetensors)
+    # MiniMax-M2.5 model card (huggingface.co/MiniMaxAI/MiniMax-M2.5): 230B total, MTP excluded
+    "minimax-m2.5": (230e9, "minimax-m2.5"),
+    # Kimi K2 technical report (arXiv 2507.20534) Table 2: 1.04T; the Kimi-K2.5 model card: 1T
+    # total, its text model Kimi-K2-Base's (the vision tower is counted apart)
+    "kimi-k2.5": (1.04e12, "kimi-k2.5"),
 }
 
 
@@ -118,7 +129,8 @@ def test_family_mappings():
     assert (v3.ffn.shared_experts, v3.ffn.shared_intermediate, v3.ffn.dense_layers) == (1, 2048, 3)
     # "weight_block_size": [128, 128]: fp8 in 128x128 blocks; embeddings, norms, LM head bf16
     assert v3.precision.weights == "fp8_block" and v3.precision.kv_cache == "bf16"
-    assert v3.precision.unquantized == ("embedding", "lm_head", "norm")
+    # and its router (vLLM never quantizes DeepSeek's gate)
+    assert v3.precision.unquantized == ("embedding", "router", "lm_head", "norm")
 
     v2 = load_model(DATA / "deepseek-v2.json")
     assert (v2.ffn.experts, v2.ffn.top_k, v2.ffn.shared_experts) == (160, 6, 2)
@@ -364,7 +376,7 @@ BAD_QUANT = [
      "quantization_config.config_groups.g.weights",
      "float 4-bit tensor_group weights (group 16, activations not quantized) are not supported "
      "(supported: fp8 per tensor or channel, fp8 blocks of 128x128, NVFP4 groups of 16, int8 "
-     "W8A8, int4 W4A16 groups of 128)"),
+     "W8A8, int4 W4A16 groups of 128 or 32)"),
     ({"quant_method": "fp8", "modules_to_not_convert": ["model.layers.0.self_attn"]},
      "quantization_config.modules_to_not_convert",
      "leaves attention unquantized in 1 of its 32 layers; lts costs one format per op group "
@@ -381,3 +393,81 @@ def test_bad_quantization_one_exact_line(tmp_path, q, key, message):
     p = write(tmp_path, "mixtral-8x7b", quantization_config=q)
     line = one_error_line(run("models", "--show", p), p, key)
     assert line == f"Error: {p}: {key}: {message}"
+
+
+# ----------------------------------------------------------------------------------------------
+# families read through another's shape: minimax_m2 (Mixtral's keys), kimi_k2 (DeepSeek-V3's),
+# kimi_k25 (its text_config) (issue 22, item 3)
+
+GIB = 2**30
+
+
+def test_minimax_m2_5_nvfp4_modelopt_checkpoint_against_its_originals():
+    """The ModelOpt NVFP4 export (hf_quant_config.json: NVFP4 groups of 16, FP8 KV cache, the
+    attention and the router gates of all 62 layers and the LM head excluded) against the fp8
+    original and its bf16 weights: experts at 0.5625 B, the rest 2 B."""
+    nv = load_model(DATA / "minimax-m2.5-nvfp4")
+    orig = load_model(DATA / "minimax-m2.5.json")
+    p = nv.precision
+    assert (p.weights, p.kv_cache, p.activations) == ("nvfp4", "fp8", "bf16")
+    assert p.unquantized == ("embedding", "attention", "router", "lm_head", "norm")
+    assert orig.precision.weights == "fp8_block" and orig.precision.kv_cache == "bf16"
+    assert orig.precision.unquantized == ("embedding", "router", "lm_head", "norm")
+    groups = weight_params(nv)
+    rest = sum(groups.values()) - groups["experts"]
+    assert weight_bytes(nv)["total"] == pytest.approx(groups["experts"] * 0.5625 + rest * 2)
+    bf16 = param_counts(nv)["params_total"] * 2
+    # 125.2 GiB against 426.0 GiB in bf16 (0.294) and 214.2 GiB as shipped in fp8 blocks
+    assert weight_bytes(nv)["total"] / GIB == pytest.approx(125.2, abs=0.05)
+    assert bf16 / GIB == pytest.approx(426.0, abs=0.05)
+    assert weight_bytes(orig)["total"] / GIB == pytest.approx(214.2, abs=0.05)
+
+
+def test_kimi_k2_is_deepseek_v3s_shape(tmp_path):
+    v3 = load_model(DATA / "deepseek-v3.json")
+    k2 = load_model(write(tmp_path, "deepseek-v3", model_type="kimi_k2"))
+    assert strip(k2) == strip(v3)
+
+
+def test_kimi_k2_5_text_config_and_vision_tower(tmp_path):
+    m = load_model(DATA / "kimi-k2.5.json")
+    assert m.attention.kind == "mla" and (m.ffn.experts, m.ffn.dense_layers) == (384, 1)
+    assert m.precision.weights == "w4a16_g32"        # int4 in groups of 32, bf16 scales
+    assert m.precision.unquantized == ("embedding", "attention", "router", "shared_experts",
+                                       "dense_ffn", "lm_head", "norm")
+    cfg = json.loads((DATA / "kimi-k2.5.json").read_text())
+    # 27 x (4 h^2 + 2 h I + 9 h + I) + patch (h 3 p^2 + h) + positions (64 x 64 x h) + final norm
+    # (2 h) + projector (2 h + (4 h)^2 + 4 h + 7168 x 4 h + 7168), h = 1152, I = 4304, p = 14
+    h, i = 1152, 4304
+    want = 27 * (4 * h * h + 2 * h * i + 9 * h + i) + h * 3 * 14 * 14 + h + 64 * 64 * h + 2 * h \
+        + 2 * h + (4 * h) ** 2 + 4 * h + 7168 * 4 * h + 7168
+    assert vision_params(cfg["vision_config"]) == want == 471_143_920
+    assert m.source.endswith("; text model from text_config; its vision tower (vision_config) has "
+                             "0.47B parameters, outside the totals and not costed")
+    # the loaded spelling of the text model's type reads the same; another is refused
+    cfg["text_config"]["model_type"] = "deepseek_v3"
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    assert strip(load_model(p)) == strip(m)
+    cfg["text_config"]["model_type"] = "qwen3"
+    p.write_text(json.dumps(cfg))
+    line = one_error_line(run("models", "--show", p), p, "text_config.model_type")
+    assert line.endswith("'qwen3' is not the text model of a kimi_k25 config (expected kimi_k2, "
+                         "deepseek_v3)")
+
+
+BAD_FAMILY = [
+    (dict(attn_type_list=[1] * 61 + [0]), "attn_type_list",
+     "has 1 layers of type other than 1 (full attention); lts reads MiniMax-M2 with full attention "
+     "on every layer (lightning attention is not a layer kind lts has)"),
+    (dict(shared_intermediate_size=1536), "shared_intermediate_size",
+     "1536 is not supported (expected 0: MiniMax-M2 has no shared expert)"),
+    (dict(sliding_window=4096), "sliding_window",
+     "4096 is not supported (expected null: MiniMax-M2 attends to the whole context)"),
+]
+
+
+@pytest.mark.parametrize("change, key, message", BAD_FAMILY, ids=[b[1] for b in BAD_FAMILY])
+def test_minimax_m2_what_lts_cannot_cost_is_refused(tmp_path, change, key, message):
+    p = write(tmp_path, "minimax-m2.5", **change)
+    assert one_error_line(run("models", "--show", p), p, key) == f"Error: {p}: {key}: {message}"

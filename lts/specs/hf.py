@@ -10,6 +10,12 @@ qwen2_moe          MoE: ``num_experts`` of ``moe_intermediate_size`` + ONE share
                    ``shared_expert_intermediate_size``; dense layers from ``mlp_only_layers`` /
                    ``decoder_sparse_step`` (only a leading block of dense layers is representable)
 qwen3_moe          MoE as qwen2_moe, without a shared expert
+minimax_m2         as mixtral (``num_local_experts`` of ``intermediate_size``), full GQA attention
+                   on every layer (``attn_type_list`` all 1), no shared expert; its q/k norms and
+                   multi-token-prediction modules are not counted
+kimi_k2            DeepSeek-V3's shape under its own model_type
+kimi_k25           multimodal: the text model from ``text_config`` (kimi_k2 / deepseek_v3); the
+                   vision tower's parameters (``vision_params``) said in the source line, not costed
 deepseek_v2/v3     MLA attention; MoE of ``n_routed_experts`` of ``moe_intermediate_size`` plus
                    ``n_shared_experts`` shared experts (width ``n_shared_experts *
                    moe_intermediate_size``) from layer ``first_k_dense_replace`` on, the first
@@ -55,17 +61,25 @@ re-labelled with config.json keys. ``specs.load_model`` dispatches a config.json
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from .errors import SpecError
 from .model import TOO_DEEP, WEIGHT_GROUPS, ModelSpec, model_from_dict, read_text
-from .units import FP8_BLOCK, NVFP4_GROUP, W4A16_GROUP
+from .units import FP8_BLOCK, NVFP4_GROUP, W4A16_GROUP, W4A16_GROUP_32
 
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
             "deepseek_v2", "deepseek_v3")
 DENSE = ("llama", "mistral", "qwen2", "qwen3")
 QWEN_MOE = ("qwen2_moe", "qwen3_moe")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3")
+# families read as another one's shape (_family_view): Kimi-K2 is DeepSeek-V3's architecture under
+# its own model_type (huggingface.co/moonshotai/Kimi-K2-Instruct config.json: "model_type":
+# "kimi_k2", DeepseekV3ForCausalLM keys); MiniMax-M2's keys are Mixtral's (num_local_experts of
+# intermediate_size) with full GQA attention and per-layer q/k norms (not modelled, as Qwen3's)
+ALIASES = {"kimi_k2": "deepseek_v3", "minimax_m2": "mixtral"}
+# multimodal configs whose text model is text_config (its model_type one of these)
+MULTIMODAL = {"kimi_k25": ("kimi_k2", "deepseek_v3")}
 
 TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
@@ -87,11 +101,12 @@ def _show(value) -> str:
 class _Config:
     """Typed, range-checked reads of config.json keys; errors name the file and the key."""
 
-    def __init__(self, data: dict, path: Path):
-        self.data, self.path = data, path
+    def __init__(self, data: dict, path: Path, prefix: str = ""):
+        self.data, self.path, self.prefix = data, path, prefix   # prefix: "text_config."
+        self.note = ""            # what the source line says beyond the file (a vision tower)
 
     def error(self, key: str, message: str) -> SpecError:
-        return SpecError(self.path, key, message)
+        return SpecError(self.path, self.prefix + key, message)
 
     def get(self, key: str, typ, *, default=None, positive=False, minimum=None, nullable=False):
         """The value of ``key``; ``default`` (when not None) is the family's HF default."""
@@ -155,7 +170,12 @@ def _precision(c: _Config, layers: int, ffn: dict) -> tuple[dict, dict]:
         qc, fmt, kv, exclude, exclude_key, linear_only = q
         table["weights"] = fmt
         table["kv_cache"] = kv or act
-        table["unquantized"] = _unquantized(qc, exclude, exclude_key, layers, ffn, linear_only)
+        kept = _unquantized(qc, exclude, exclude_key, layers, ffn, linear_only)
+        if c.data.get("model_type") in DEEPSEEK + ("kimi_k2",) and "router" not in kept:
+            # DeepSeek's router is never quantized: vLLM 0.11 deepseek_v2.py DeepseekV2MoE.gate
+            # is ReplicatedLinear(..., quant_config=None) (the checkpoints keep it in bf16)
+            kept = [g for g in WEIGHT_GROUPS if g in kept or g == "router"]
+        table["unquantized"] = kept
     return (table, {"precision.weights": key, "precision.kv_cache": key,
                     "precision.activations": key})
 
@@ -303,18 +323,22 @@ def _compressed_tensors(c: _Config, q: dict, p: str):
         scheme = (typ, bits, strategy, g.get("input_activations") is not None)
         fmt = CT_SCHEMES.get(scheme)
         group = w.get("group_size")
-        if fmt == "nvfp4" and group != NVFP4_GROUP or fmt == "w4a16" and group != W4A16_GROUP:
+        if fmt == "nvfp4" and group != NVFP4_GROUP or fmt == "w4a16" and group not in \
+                (W4A16_GROUP, W4A16_GROUP_32):
             fmt = None
         if fmt == "fp8_block" and w.get("block_structure") != [FP8_BLOCK, FP8_BLOCK]:
             fmt = None
         if fmt == "w4a16" and not w.get("symmetric", True):
             fmt = "w4a16_zp"
+        if scheme == ("int", 4, "group", False) and group == W4A16_GROUP_32 and \
+                w.get("symmetric", True):
+            fmt = "w4a16_g32"          # Kimi-K2.5's experts
         if fmt is None:
             raise c.error(f"{gp}.weights", f"{typ} {bits}-bit {strategy} weights (group "
                           f"{_show(group)}, activations "
                           f"{'quantized' if scheme[3] else 'not quantized'}) are not supported "
                           "(supported: fp8 per tensor or channel, fp8 blocks of 128x128, NVFP4 "
-                          "groups of 16, int8 W8A8, int4 W4A16 groups of 128)")
+                          "groups of 16, int8 W8A8, int4 W4A16 groups of 128 or 32)")
         formats.add(fmt)
     if len(formats) != 1:
         raise c.error(f"{p}.config_groups", f"{', '.join(sorted(formats)) or 'no group'}: lts "
@@ -557,6 +581,80 @@ def _ffn(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
     return table, keys
 
 
+def _family_view(c: _Config) -> tuple[_Config, str]:
+    """(the config to read, the family whose shape rules apply): a multimodal config's
+    text_config (its vision tower counted in the source line, not costed), and the ALIASES.
+    MiniMax-M2 is read only with full attention on every layer (``attn_type_list`` all 1;
+    MiniMax-01's 0 is lightning attention, a linear layer lts lacks) and no shared expert."""
+    family = c.get("model_type", str)
+    if family in MULTIMODAL:
+        text = c.get("text_config", dict)
+        top = c.data
+        # the checkpoint's quantization and dtype may sit at the top level only (Kimi-K2.5)
+        inherited = {k: top[k] for k in ("quantization_config", "torch_dtype", "dtype")
+                     if k in top and k not in text}
+        view = _Config({**text, **inherited}, c.path, "text_config.")
+        view.note = _vision_note(c)
+        sub = view.get("model_type", str)
+        if sub not in MULTIMODAL[family]:
+            raise view.error("model_type", f"{sub!r} is not the text model of a {family} config "
+                                           f"(expected {', '.join(MULTIMODAL[family])})")
+        c, family = view, sub
+    if family == "minimax_m2":
+        kinds = c.get("attn_type_list", list, default=[], nullable=True)
+        if any(k != 1 for k in kinds):
+            raise c.error("attn_type_list", f"has {sum(k != 1 for k in kinds)} layers of type "
+                          "other than 1 (full attention); lts reads MiniMax-M2 with full "
+                          "attention on every layer (lightning attention is not a layer kind "
+                          "lts has)")
+        # HF default (MiniMaxM2Config): shared_intermediate_size 0, sliding_window None
+        if c.get("shared_intermediate_size", int, default=0, minimum=0, nullable=True):
+            raise c.error("shared_intermediate_size", f"{c.data['shared_intermediate_size']!r} "
+                          "is not supported (expected 0: MiniMax-M2 has no shared expert)")
+        if c.data.get("sliding_window") is not None:
+            raise c.error("sliding_window", f"{_show(c.data['sliding_window'])} is not supported "
+                          "(expected null: MiniMax-M2 attends to the whole context)")
+        if "torch_dtype" not in c.data and "dtype" not in c.data:
+            # MiniMax-M2.5's fp8 config.json names no dtype; its unquantized tensors are bf16:
+            # the ModelOpt NVFP4 export of the same weights says "dtype": "bfloat16"
+            # (../shared/data/hf/minimax-m2.5-nvfp4/config.json)
+            c = _Config({**c.data, "torch_dtype": "bfloat16"}, c.path, c.prefix)
+    return c, ALIASES.get(family, family)
+
+
+def vision_params(v: dict):
+    """Parameters of a MoonViT vision tower and its patch-merger projector from ``vision_config``
+    (Kimi-K2.5), or None when it does not give the shape. Per block (the checkpoint's tensors,
+    huggingface.co/moonshotai/Kimi-K2.5 safetensors: wqkv [3h, h], wo [h, h], fc0 [I, h],
+    fc1 [h, I], all with biases, and two LayerNorms): 4h^2 + 2hI + 9h + I; plus the patch
+    embedding (h x 3 x p x p + h), the position table (height x width x h), the final LayerNorm,
+    and the projector (a LayerNorm of h, [hm, hm] and [text, hm] with biases, m the merge
+    kernel's area)."""
+    keys = ("vt_hidden_size", "vt_intermediate_size", "vt_num_hidden_layers", "patch_size",
+            "merge_kernel_size", "text_hidden_size", "init_pos_emb_height", "init_pos_emb_width")
+    if not all(isinstance(v.get(k), (int, list)) for k in keys):
+        return None
+    h, i, n, p = (v[k] for k in keys[:4])
+    m = math.prod(v["merge_kernel_size"])
+    t = v["text_hidden_size"]
+    block = 4 * h * h + 2 * h * i + 9 * h + i
+    embed = h * 3 * p * p + h + v["init_pos_emb_height"] * v["init_pos_emb_width"] * h
+    projector = 2 * h + (h * m) ** 2 + h * m + t * h * m + t
+    return n * block + embed + 2 * h + projector
+
+
+def _vision_note(c: _Config) -> str:
+    v = c.data.get("vision_config")
+    if not isinstance(v, dict):
+        return "; text model from text_config"
+    n = vision_params(v)
+    if n is None:
+        return ("; text model from text_config; its vision tower (vision_config) is not counted "
+                "(no shape given) and not costed")
+    return (f"; text model from text_config; its vision tower (vision_config) has {n / 1e9:.2f}B "
+            "parameters, outside the totals and not costed")
+
+
 def _relabel(e: SpecError, path: Path, keys: dict) -> SpecError:
     """model_from_dict's error about an lts key -> the same error about the config.json key."""
     prefix = f"{e.file}: {e.key}: " if e.key else f"{e.file}: "
@@ -579,10 +677,10 @@ def model_from_hf_config(path) -> ModelSpec:
         path = path / "config.json"
     c = _Config(_read_json(path), path)
 
-    family = c.get("model_type", str)
+    c, family = _family_view(c)
     if family not in FAMILIES:
         raise c.error("model_type", f"{family!r} is not a supported family "
-                                    f"({', '.join(FAMILIES)})")
+                                    f"({', '.join(FAMILIES + tuple(ALIASES) + tuple(MULTIMODAL))})")
     layers = c.get("num_hidden_layers", int, positive=True)
     hidden = c.get("hidden_size", int, positive=True)
     vocab = c.get("vocab_size", int, positive=True)
@@ -596,7 +694,7 @@ def model_from_hf_config(path) -> ModelSpec:
     ffn, fkeys = _ffn(c, family, layers)
     precision, pkeys = _precision(c, layers, ffn)
 
-    data = {"name": _display_name(c, path), "source": f"HuggingFace config.json: {path}",
+    data = {"name": _display_name(c, path), "source": f"HuggingFace config.json: {path}{c.note}",
             "layers": layers, "hidden": hidden, "vocab": vocab, "tie_embeddings": tie,
             "attention": attention, "ffn": ffn, "precision": precision}
     keys = {"layers": "num_hidden_layers", "hidden": "hidden_size", "vocab": "vocab_size",

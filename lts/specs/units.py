@@ -35,6 +35,7 @@ W4A16_GROUP = 128            # AWQ (arXiv 2306.00978) and GPTQ (arXiv 2210.17323
 #                              "group_size": 128; vLLM 0.11 awq.py / gptq.py create_weights: qweight
 #                              int32 packing 8 int4, scales fp16 [k/group, n], qzeros int32 packing
 #                              8 int4 zeros [k/group, n/8] (AWQ zero_point true, every GPTQ checkpoint)
+W4A16_GROUP_32 = 32
 WEIGHT_FORMATS = {
     "fp32": (4.0, ("bf16",)),
     "bf16": (2.0, ("bf16",)),
@@ -49,6 +50,10 @@ WEIGHT_FORMATS = {
     # int4 weight-only: the GEMM dequantizes to bf16 and multiplies in bf16 (W4A16)
     "w4a16": (0.5 + 2.0 / W4A16_GROUP, ("bf16",)),              # fp16 scale: 0.515625
     "w4a16_zp": (0.5 + (2.0 + 0.5) / W4A16_GROUP, ("bf16",)),   # + int4 zero: 0.51953125
+    # groups of 32, a bf16 scale each, no zero: Kimi-K2-Thinking / K2.5's int4 experts
+    # (huggingface.co/moonshotai/Kimi-K2.5: compressed-tensors "group_size": 32, "symmetric":
+    # true; its safetensors hold weight_scale bf16 [n, k/32] beside weight_packed int32)
+    "w4a16_g32": (0.5 + 2.0 / W4A16_GROUP_32, ("bf16",)),        # 0.5625
 }
 # earlier names of two formats (--precision fp4 / int4, a model file's precision.weights)
 FORMAT_ALIASES = {"fp4": "nvfp4", "int4": "w4a16"}
