@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..specs import ModelSpec, param_counts
+from ..specs import ModelSpec, param_counts, weight_bytes
 from ..specs.units import GB, GIB, TFLOPS, US
 from .format import fmt_params
 
@@ -23,7 +23,8 @@ def models_rows(specs: list) -> list:
                      "params_total": c["params_total"], "params_active": c["params_active"],
                      "params_published": m.params_published or None,
                      "weights": m.precision.weights,
-                     "weight_gib": c["params_total"] * m.precision.weight_bytes / GIB})
+                     # each op group in its format, scales included (specs.weight_bytes)
+                     "weight_gib": weight_bytes(m)["total"] / GIB})
     return rows
 
 
