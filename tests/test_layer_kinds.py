@@ -264,3 +264,73 @@ def test_exact_equals_brute_force_on_two_kinds(work):
     assert res.best_score == pytest.approx(want, rel=1e-12)
     check = evaluate(model, H100, work, res.best[None])
     assert check.valid[0] and check.tokens_per_s_per_gpu[0] == pytest.approx(want, rel=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------
+# gpt-oss-120b: alternating window and full attention, biases and sinks, MXFP4 experts
+
+GPT_OSS = f"{DATA}/gpt-oss-120b.json"     # a copy of openai/gpt-oss-120b's config.json
+
+
+def strip(m):
+    return dataclasses.replace(m, name="", source="", path="", params_published=0.0,
+                               active_params_published=0.0)
+
+
+def test_gpt_oss_config_and_shipped_file_agree_with_the_published_counts():
+    from lts.specs import attention_params, param_counts
+    m = load_model("gpt-oss-120b")
+    assert strip(m) == strip(load_model(GPT_OSS))
+    assert m.kind_groups == ((128, 18), (None, 18))
+    assert m.precision.weights == "mxfp4" and "experts" not in m.precision.unquantized
+    # q, k, v, o biases and one sink logit per head, in every layer
+    assert attention_params(m)["bias"] == (64 + 2 * 8) * 64 + 2880 + 64
+    p = param_counts(m)
+    # model card (huggingface.co/openai/gpt-oss-120b; arXiv 2508.10925 Table 1): 116.83B total,
+    # 5.13B active per token without the embedding (lts counts the embedding as active)
+    assert abs(p["params_total"] / 116.83e9 - 1) < 0.02
+    assert abs((p["params_active"] - m.vocab * m.hidden) / 5.13e9 - 1) < 0.02
+
+
+def test_gpt_oss_hf_defaults(tmp_path):
+    """GptOssConfig's defaults: layer_types alternate from a sliding first layer, window 128,
+    attention_bias true; no torch_dtype: bf16."""
+    m = hf(tmp_path, "gpt-oss-120b", layer_types=None)
+    assert m.layer_windows[:4] == (128, None, 128, None) and m.precision.activations == "bf16"
+    cfg = json.loads(open(GPT_OSS).read())
+    for k in ("layer_types", "sliding_window", "attention_bias"):
+        del cfg[k]
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    assert strip(load_model(p)) == strip(load_model(GPT_OSS))
+
+
+def test_bias_and_sinks_are_gqa_only():
+    data = dict(name="w", source="test", layers=4, hidden=1024, vocab=32000,
+                attention=dict(kind="mla", heads=16, kv_heads=16, head_dim=96, kv_lora_rank=256,
+                               qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64,
+                               sinks=True),
+                ffn=dict(kind="dense", gated=True, intermediate=4096))
+    with pytest.raises(SpecError) as e:
+        model_from_dict(data, "w.toml")
+    assert str(e.value) == "w.toml: attention.sinks: true is not supported with mla attention " \
+                           "(gqa only)"
+
+
+def test_gpt_oss_at_128k_holds_half_the_kv_of_full_attention():
+    """The issue's figure: gpt-oss-120b at 131,072 tokens of context against the same model with
+    every layer full attention: half the layers hold 128 tokens, so about half the KV bytes,
+    and a decode step reads about half the cache."""
+    m = load_model("gpt-oss-120b")
+    full = dataclasses.replace(m, attention=dataclasses.replace(m.attention, window=None),
+                               layer_types=())
+    ctx = 131072
+    per_token = 8 * 64 * 2 * 2                               # K and V, bf16, one layer
+    assert kv.request_bytes(full, ctx) == 36 * ctx * per_token          # 9 GiB
+    assert kv.request_bytes(m, ctx) == (18 * ctx + 18 * 128) * per_token
+    assert kv.request_bytes(m, ctx) / kv.request_bytes(full, ctx) == pytest.approx(0.5, abs=1e-3)
+    topo = load_topology("h200_dgx")
+    row = megatron_row(8, 1, 1, 64)[None]
+    a, b = (evaluate(x, topo, Workload("decode", ctx), row) for x in (m, full))
+    assert a.valid[0] and b.valid[0]
+    assert a.memory_bytes[0] < b.memory_bytes[0] and a.tpot_s[0] < b.tpot_s[0]

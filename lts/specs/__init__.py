@@ -326,7 +326,8 @@ def _link(lt) -> LinkSpec:
 # parameter counts (used by `lts models`, the JSON `model` block and the graph)
 
 def attention_params(m: ModelSpec) -> dict:
-    """Weights of one attention block by matrix group: {"qkv": n, "o": n}."""
+    """Weights of one attention block by matrix group: {"qkv": n, "o": n}, and {"bias": n} for
+    GQA with biases or sinks (``AttentionSpec.bias``, ``sinks``)."""
     a, h = m.attention, m.hidden
     if a.kind == "mla":
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
@@ -335,7 +336,10 @@ def attention_params(m: ModelSpec) -> dict:
         kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank \
             + a.kv_lora_rank * a.heads * (a.qk_nope_head_dim + a.v_head_dim)
         return {"qkv": q + kv, "o": a.heads * a.v_head_dim * h}
-    return {"qkv": h * (a.heads + 2 * a.kv_heads) * a.head_dim, "o": a.heads * a.head_dim * h}
+    out = {"qkv": h * (a.heads + 2 * a.kv_heads) * a.head_dim, "o": a.heads * a.head_dim * h}
+    if a.bias or a.sinks:   # gpt-oss: q, k, v, o biases and a sink logit per head (not costed)
+        out["bias"] = a.bias * ((a.heads + 2 * a.kv_heads) * a.head_dim + h) + a.sinks * a.heads
+    return out
 
 
 def param_counts(m: ModelSpec) -> dict:

@@ -10,6 +10,10 @@ qwen2_moe          MoE: ``num_experts`` of ``moe_intermediate_size`` + ONE share
                    ``shared_expert_intermediate_size``; dense layers from ``mlp_only_layers`` /
                    ``decoder_sparse_step`` (only a leading block of dense layers is representable)
 qwen3_moe          MoE as qwen2_moe, without a shared expert
+gpt_oss            MoE in every layer as mixtral (``num_local_experts`` of ``intermediate_size``),
+                   a sliding window on every other layer (``layer_types``), attention biases
+                   and sinks; MXFP4 experts (expert and router biases, 0.03% of the
+                   parameters, are not counted)
 minimax_m2         as mixtral (``num_local_experts`` of ``intermediate_size``), full GQA attention
                    on every layer (``attn_type_list`` all 1), no shared expert; its q/k norms and
                    multi-token-prediction modules are not counted
@@ -69,7 +73,7 @@ from .model import TOO_DEEP, WEIGHT_GROUPS, ModelSpec, model_from_dict, read_tex
 from .units import FP8_BLOCK, NVFP4_GROUP, W4A16_GROUP, W4A16_GROUP_32
 
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
-            "deepseek_v2", "deepseek_v3")
+            "deepseek_v2", "deepseek_v3", "gpt_oss")
 DENSE = ("llama", "mistral", "qwen2", "qwen3")
 QWEN_MOE = ("qwen2_moe", "qwen3_moe")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3")
@@ -457,6 +461,11 @@ def _attention(c: _Config, family: str, hidden: int) -> tuple[dict, dict]:
                           "head_dim key (expected head_dim, or heads dividing hidden_size)")
         head_dim = hidden // heads
     table = {"kind": "gqa", "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim}
+    if family == "gpt_oss":
+        # GptOssAttention: q/k/v/o biases when attention_bias (HF default true) and a learned
+        # sink logit per head ("sinks", one per head in every layer)
+        table["bias"] = c.get("attention_bias", bool, default=True)
+        table["sinks"] = True
     keys = {"attention.heads": "num_attention_heads", "attention.kv_heads": "num_key_value_heads",
             "attention.head_dim": "head_dim"}
     return table, keys
@@ -468,6 +477,13 @@ def _sliding(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
     every layer, else Qwen's ``use_sliding_window`` on the layers from ``max_window_layers`` on
     (Qwen2Config's rule); DeepSeek and Llama configs have none."""
     keys = {"attention.sliding_window": "sliding_window", "attention.layer_types": "layer_types"}
+    if family == "gpt_oss":
+        # HF default (GptOssConfig, transformers 4.55): sliding_window 128, layer_types
+        # alternating sliding_attention, full_attention from the first layer
+        window = c.get("sliding_window", int, positive=True, default=128)
+        kinds = c.get("layer_types", list, default=["sliding_attention", "full_attention"]
+                      * (layers // 2) + ["sliding_attention"] * (layers % 2), nullable=True)
+        return {"sliding_window": window, "layer_types": kinds}, keys
     if family in DEEPSEEK or family == "llama" or (
             family == "mixtral" and "sliding_window" not in c.data):
         return {}, keys
@@ -525,7 +541,7 @@ def _ffn(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
                  "intermediate": c.get("intermediate_size", int, positive=True)},
                 {"ffn.intermediate": "intermediate_size"})
     top_k = c.get("num_experts_per_tok", int, positive=True)
-    if family == "mixtral":
+    if family in ("mixtral", "gpt_oss"):
         experts_key = "num_local_experts"
         experts = c.get(experts_key, int, positive=True)
         table = {"kind": "moe", "gated": True, "experts": experts, "top_k": top_k,
@@ -692,6 +708,11 @@ def model_from_hf_config(path) -> ModelSpec:
     attention.update(window)
     akeys.update(wkeys)
     ffn, fkeys = _ffn(c, family, layers)
+    if family == "gpt_oss" and "torch_dtype" not in c.data and "dtype" not in c.data:
+        # gpt-oss's config.json names no dtype: its tensors other than the MXFP4 experts are
+        # bf16 (model card, huggingface.co/openai/gpt-oss-120b: "MXFP4 quantization ... of the
+        # MoE weights"; the checkpoint's safetensors hold BF16 attention, router, embeddings)
+        c = _Config({**c.data, "torch_dtype": "bfloat16"}, c.path)
     precision, pkeys = _precision(c, layers, ffn)
 
     data = {"name": _display_name(c, path), "source": f"HuggingFace config.json: {path}{c.note}",

@@ -37,6 +37,9 @@ class AttentionSpec:
     v_head_dim: int = 0       # mla: value head width; gqa: equals head_dim
     window: int | None = None     # sliding window (tokens a query attends to, itself included)
                                   # of the layers that have one (ModelSpec.layer_types); None: none
+    bias: bool = False            # q, k, v and output projections with biases (gpt-oss)
+    sinks: bool = False           # one learned sink logit per head (gpt-oss): counted in the
+                                  # parameters; its softmax term (one per head and query) not costed
 
     @property
     def v_dim(self) -> int:   # width of one value head
@@ -328,8 +331,14 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     layer_types = _layer_types(a, path, layers, window)
     if window is not None and not layer_types and SLIDING not in a.data.get("layer_types", [SLIDING]):
         window = None               # every layer full: the window is never used
+    bias = a.get("bias", bool, False)
+    sinks = a.get("sinks", bool, False)
+    if kind == "mla" and (bias or sinks):
+        raise SpecError(path, "attention.bias" if bias else "attention.sinks",
+                        "true is not supported with mla attention (gqa only)")
     a.finish()
-    attention = AttentionSpec(kind, heads, kv_heads, head_dim, **mla, window=window)
+    attention = AttentionSpec(kind, heads, kv_heads, head_dim, **mla, window=window, bias=bias,
+                              sinks=sinks)
 
     f = t.table("ffn")
     fkind = f.get("kind", str, choices=("dense", "moe"))
