@@ -205,6 +205,24 @@ def test_precision_override():
     assert any("serve a checkpoint stored in fp8" in n for n in lau.notes)
 
 
+@pytest.mark.parametrize("engine, flag", [("vllm", "--kv-cache-dtype fp8"),
+                                          ("sglang", "--kv-cache-dtype fp8_e4m3"), ("trtllm", None)])
+def test_an_fp8_kv_cache_lts_costed_is_in_the_command(engine, flag):
+    """--kv-cache-dtype fp8 with bf16 weights: the engine's own flag, once; TensorRT-LLM has no
+    such flag and the note says the command does not set it."""
+    r = CliRunner().invoke(cli, ["search", "llama3.1-8b", "h100_dgx", "--gpus", "8",
+                                 "--kv-cache-dtype", "fp8", "--emit", engine, "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)["emit"]
+    text = " ".join(c["command"] for c in d["commands"])
+    if flag:
+        assert text.count("--kv-cache-dtype") == 1 and flag in text and "--quantization" not in text
+    else:
+        assert "--kv-cache-dtype" not in text
+        assert any("lts costed an fp8 KV cache: the command does not set it" in n
+                   for n in d["notes"])
+
+
 # ----------------------------------------------------------------------------------------------
 # multi-node
 

@@ -204,8 +204,22 @@ def _precision_flags(engine: str, model: ModelSpec, key, precision) -> tuple:
         return flags, [f"lts costed {precision} weights and KV cache (--precision): the command "
                        "quantizes " + ("the KV cache" if native == "fp8" else
                                        "the weights on load and the KV cache")]
-    return [], [f"lts costed {precision} weights and KV cache (--precision): the command does "
-                f"not set that; serve a checkpoint stored in {precision}"]
+    return [], [f"lts costed {precision} weights and a {model.precision.kv_cache} KV cache "
+                f"(--precision): the command does not set that; serve a checkpoint stored in "
+                f"{precision}"]
+
+
+def _kv_cache_flags(engine: str, model: ModelSpec, extra: list) -> tuple:
+    """(flags, notes) for an fp8 KV cache that lts costed (``--kv-cache-dtype fp8`` or the
+    checkpoint's ``kv_cache_quant_algo``/``kv_cache_scheme``) and ``extra`` does not set yet:
+    the engine's own flag (vLLM ``fp8``, SGLang ``fp8_e4m3``: the sources above), else a note."""
+    if model.precision.kv_cache != "fp8" or any(f.startswith("--kv-cache-dtype") for f in extra):
+        return [], []
+    kv_dtype = get(engine).fp8_kv_dtype
+    if kv_dtype:
+        return ["--kv-cache-dtype " + kv_dtype], []
+    return [], [f"lts costed an fp8 KV cache: the command does not set it; give "
+                f"{get(engine).label} a checkpoint whose quantization config declares it"]
 
 
 def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, row,
@@ -218,6 +232,8 @@ def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, 
     key = _model_key(model_arg)
     ref = shlex.quote(ref)
     extra, notes = _precision_flags(engine, model, key, precision)
+    kv_flags, kv_notes = _kv_cache_flags(engine, model, extra)
+    extra, notes = extra + kv_flags, notes + kv_notes
     max_len = max_len or work.context
     cmds, more = LAUNCHERS[engine].command(model, topo, work, row, ref, extra, max_len, key,
                                            serve)
