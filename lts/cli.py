@@ -17,7 +17,7 @@ from dataclasses import asdict
 import click
 
 from .report.bench import render_bench
-from .report.catalog import (models_rows, render_model_show, render_models, render_topologies,
+from .report.catalog import (model_show_dict, models_rows, render_model_show, render_models, render_topologies,
                              topologies_rows)
 from .report.compare import compare_dict, render_compare
 from .report.estimate import estimate_dict, render_estimate, render_serve, serve_dict
@@ -457,13 +457,17 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
 @cli.command()
 @click.option("--show", "show", metavar="NAME", default=None,
               help="Print one model's parsed shape and parameter counts (a shipped name or a "
-                   "path to a TOML file or config.json).")
+                   "path to a TOML file or config.json), its layer kinds, weight formats and "
+                   "the KV cache one request holds.")
+@click.option("--context", "contexts", type=click.IntRange(1, MAX_TOKENS), multiple=True,
+              default=(4096, 131072), show_default=True, metavar="TOKENS",
+              help="--show: the contexts at which to give a request's KV bytes (repeatable).")
 @output_options
-def models(show, json_, no_color):
+def models(show, contexts, json_, no_color):
     """List the shipped models with their sizes."""
     if show is not None:
         m = _loaded(lambda: load_model(show))
-        _print(json_, no_color, models_rows([(show, m)])[0], render_model_show, m)
+        _print(json_, no_color, model_show_dict(show, m, contexts), render_model_show, m)
     else:
         _print(json_, no_color,
                _loaded(lambda: models_rows([(n, load_model(n)) for n in shipped_names("models")])),

@@ -8,7 +8,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..cost import kv
 from ..specs import ModelSpec, param_counts, weight_bytes
+from ..specs.model import FULL, WEIGHT_GROUPS
 from ..specs.units import GB, GIB, TFLOPS, US
 from .format import fmt_params
 
@@ -42,6 +44,22 @@ def render_models(console: Console, rows: list) -> None:
     console.print(table)
 
 
+def model_show_dict(name: str, m: ModelSpec, contexts) -> dict:
+    """The JSON of ``lts models --show``: the model's ``models_rows`` row plus its layer kinds
+    (HF's names, counted), each op group's weight format, the KV-cache dtype and the KV (or
+    state) bytes one decoding request holds at each of ``contexts`` (``cost.kv.request_bytes``:
+    the bytes the op tables, memory and two pools cost)."""
+    kinds = {}
+    for t in m.layer_types or (FULL,) * m.layers:
+        kinds[t] = kinds.get(t, 0) + 1
+    return {**models_rows([(name, m)])[0],
+            "layer_kinds": kinds,
+            "formats": {g: m.precision.format_of(g) for g in WEIGHT_GROUPS},
+            "kv_cache": m.precision.kv_cache,
+            "kv_per_request": [{"context": int(c), "bytes": float(kv.request_bytes(m, c))}
+                               for c in contexts]}
+
+
 def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
     """``lts models --show``: the model's row (``models_rows``: name, size, counts) and, from the
     spec, what the row does not carry (source, vocab, attention and FFN shapes, precisions)."""
@@ -62,8 +80,17 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
                             f"{'gated' if f.gated else 'not gated'}"))
     else:
         rows.append(("ffn", f"dense: width {f.intermediate}, {'gated' if f.gated else 'not gated'}"))
-    rows += [("precision", f"weights {r['weights']}, kv {m.precision.kv_cache}, "
+    formats = {}
+    for group, fmt in r["formats"].items():
+        formats.setdefault(fmt, []).append(group)
+    rows += [("layer kinds", ", ".join(f"{n} {k}" for k, n in r["layer_kinds"].items())),
+             ("weights", "; ".join(f"{fmt}: {', '.join(gs)}" for fmt, gs in formats.items())),
+             ("precision", f"weights {r['weights']}, kv {r['kv_cache']}, "
                            f"activations {m.precision.activations}"),
+             ("KV per request", "; ".join(
+                 f"{e['bytes'] / GIB:,.3f} GiB at {e['context']:,} tokens "
+                 f"({e['bytes'] / e['context'] / 1024:,.1f} KiB/token)"
+                 for e in r["kv_per_request"])),
              ("tie_embeddings", m.tie_embeddings),
              ("params total", f"{total:.4g}" + (
                  f" (published {published:.4g}, {100 * (total / published - 1):+.1f}%)"
@@ -79,7 +106,8 @@ def topologies_rows(specs: list) -> list:
     return [{"name": name, "gpu": t.gpu_name, "gpus": t.gpus, "gpus_per_node": t.gpus_per_node,
              "nodes": t.nodes, "hbm_gib": t.hbm_bytes / GIB,
              "bf16_tflops": t.peak_flops["bf16"] / TFLOPS,
-             "links": [{"name": l.name, "span_gpus": l.span_gpus,
+             "vendor": t.vendor,
+             "links": [{"name": l.name, "shape": l.shape, "span_gpus": l.span_gpus,
                         "bandwidth_gb_s": l.bandwidth_bytes_s / GB,
                         "latency_us": l.latency_s / US, "efficiency": l.efficiency}
                        for l in t.links]}
@@ -90,10 +118,12 @@ def render_topologies(console: Console, rows: list) -> None:
     """The table of ``lts topologies`` from ``topologies_rows``."""
     table = Table(title="Shipped topologies", box=box.SIMPLE_HEAD)
     for col, just in (("name", "left"), ("gpu", "left"), ("gpus", "right"), ("HBM", "right"),
-                      ("links (span, GB/s per GPU)", "left")):
+                      ("links (span, GB/s per GPU; mesh: per peer)", "left")):
         table.add_column(col, justify=just)
     for r in rows:
-        links = ", ".join(f"{l['name']} {l['span_gpus']} {l['bandwidth_gb_s']:g}" for l in r["links"])
+        links = ", ".join(f"{l['name']} {l['span_gpus']} {l['bandwidth_gb_s']:g}"
+                          + ("" if l["shape"] == "switch" else f" {l['shape']}")
+                          for l in r["links"])
         table.add_row(escape(r["name"]), escape(r["gpu"]),
                       f"{r['gpus']} ({r['nodes']}×{r['gpus_per_node']})",
                       f"{r['hbm_gib']:.0f} GiB", escape(links))
