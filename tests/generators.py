@@ -9,6 +9,7 @@
 - ``workloads()``: decode or prefill at a drawn context.
 - ``strategy_rows(model, topo)``: one strategy row drawn index by index from ``Space.for_model``.
 - ``synthetic_moe()``, ``synthetic_mla()``, ``synthetic_dense()``: fixed small models;
+  ``synthetic_sparse()`` the MLA one with DeepSeek Sparse Attention;
   ``synthetic_window()`` one with two layer kinds (sliding window and full attention).
 """
 from __future__ import annotations
@@ -51,6 +52,18 @@ def synthetic_mla():
                        v_head_dim=64),
         ffn=dict(kind="moe", gated=True, experts=32, top_k=4, expert_intermediate=256,
                  shared_experts=1, dense_layers=1, intermediate=2048)), "synthetic:mla-small")
+
+
+def synthetic_sparse(index_topk=256):
+    """``synthetic_mla`` with DeepSeek Sparse Attention on every layer: an indexer of 8 heads of
+    64 picks ``index_topk`` keys per query (small, so that test contexts fall on both sides)."""
+    return model_from_dict(dict(
+        name="sparse-small", source="test", layers=6, hidden=1024, vocab=16000,
+        attention=dict(kind="mla", heads=16, kv_heads=16, head_dim=96, q_lora_rank=384,
+                       kv_lora_rank=256, qk_nope_head_dim=64, qk_rope_head_dim=32,
+                       v_head_dim=64, index_topk=index_topk, index_heads=8, index_head_dim=64),
+        ffn=dict(kind="moe", gated=True, experts=32, top_k=4, expert_intermediate=256,
+                 shared_experts=1, dense_layers=1, intermediate=2048)), "synthetic:sparse-small")
 
 
 def synthetic_window():

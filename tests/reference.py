@@ -186,7 +186,7 @@ class _Ctx:
         decode = work.phase in ("decode", "mixed")
         self.decode = decode
         seqs = self.batch
-        self.chunk = self.chunk_t = self.chunk_keys = self.chunk_read = 0.0
+        self.chunk = self.chunk_t = self.chunk_keys = self.chunk_read = self.chunk_sel = 0.0
         if work.phase == "mixed":
             # docs/design.md §8: a step of a continuous-batching engine with `batch` running requests:
             # a cohort of base + share x n requests (no fewer than n/osl, at least 1, at most n)
@@ -229,12 +229,19 @@ class _Ctx:
             self.rows_t += self.chunk_t
             self.lm_rows += self.chunk_done
         self.h = model.hidden
+        self.idx_tok = self.idx_fl = 0.0   # no sparse-attention indexer (set below for MLA)
         if a.kind == "mla":       # absorbed MLA: scores/context over the shared latent
             self.qk_dim = a.kv_lora_rank + a.qk_rope_head_dim
             self.v_dim = a.kv_lora_rank
             self.k_tok = (a.kv_lora_rank + a.qk_rope_head_dim) * self.kvb
             self.v_tok = a.kv_lora_rank * self.kvb
             self.k_heads = 1.0
+            # DeepSeek Sparse Attention's indexer (DeepSeek-V3.2-Exp inference/model.py Indexer):
+            # a key of index_head_dim fp8 bytes + one fp32 scale per 128 of them, each token;
+            # index_heads dot products of index_head_dim per query per key, replicated over tp
+            self.idx_tok = (a.index_head_dim + 4 * math.ceil(a.index_head_dim / 128)) \
+                if a.index_topk else 0.0
+            self.idx_fl = 2.0 * a.index_heads * a.index_head_dim
             self.qkv_out = a.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim) \
                 + a.kv_lora_rank + a.qk_rope_head_dim
         else:
@@ -269,13 +276,19 @@ class _Ctx:
         ctx = float(work.context)
         self.ctx = min(ctx, w) if self.decode else ctx
         self.ctx_attn = self.ctx if self.decode else _mean_keys(int(ctx), w)
-        score_rows = self.seq_rows * self.ctx_attn
+        # sparse attention: query i attends to min(i, index_topk) of the keys the indexer scores;
+        # a decode step reads min(context, index_topk) latents, a prefill its whole prompt's
+        topk = self.m.attention.index_topk or math.inf
+        self.sel = min(self.ctx, topk) if self.decode else self.ctx
+        self.sel_attn = self.sel if self.decode else _mean_keys(int(ctx), min(w, topk))
+        score_rows = self.seq_rows * self.sel_attn
         if work.phase == "mixed":
             self.chunk_keys = _mean_keys(int(self.isl), w)
+            self.chunk_sel = _mean_keys(int(self.isl), min(w, topk))
             n = int(self.per_prompt)
             size = self.isl / n                                   # one chunk of one prompt
             self.chunk_read = sum(min(j * size, size + w) for j in range(1, n + 1)) / n / size
-            score_rows += self.chunk * self.chunk_keys
+            score_rows += self.chunk * self.chunk_sel
         self.point_bytes["scores"] = score_rows * self.m.attention.heads * self.ab
 
     def group(self, name):
@@ -363,6 +376,11 @@ def qkv(c, choice, lin):
         down = h * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
         col_w = down + (qkv_w - down) * frac(heads, c.p)
         col_out = heads * qk * frac(heads, c.p) + a.kv_lora_rank + a.qk_rope_head_dim
+        if a.index_topk:   # the indexer's wq_b, wk, k_norm, weights_proj: replicated
+            idx = (a.q_lora_rank or h) * a.index_heads * a.index_head_dim \
+                + h * a.index_head_dim + 2 * a.index_head_dim + h * a.index_heads
+            qkv_w, col_w = qkv_w + idx, col_w + idx
+            col_out += a.index_heads * a.index_head_dim + a.index_head_dim + a.index_heads
     else:                  # column: Q by heads, K and V by KV heads (replicated beyond kv_heads)
         q_w = h * a.heads * a.head_dim
         col_w = q_w * frac(heads, c.p) + (qkv_w - q_w) * frac(a.kv_heads, c.p)
@@ -371,10 +389,13 @@ def qkv(c, choice, lin):
     return plain_gemm(c, choice, lin, h, qkv_w / h, c.rows, c.rows_t, col=(col_w, col_out))
 
 
-def _attention(c, choice, lin, dim, cache_tok, dim1_frac):
+def _attention(c, choice, lin, dim, cache_tok, dim1_frac, index=False):
+    """index: the sparse-attention indexer runs in this op (scores): its FLOPs over every key,
+    its key cache read and held, on every rank of the tp group alike."""
     heads = float(c.m.attention.heads)
-    per_seq_flops = 2.0 * heads * dim * c.ctx_attn * c.tps
-    per_seq_read = c.ctx * cache_tok                     # the cache is read once per step
+    idx_tok, idx_fl = (c.idx_tok, c.idx_fl) if index else (0.0, 0.0)
+    per_seq_flops = 2.0 * heads * dim * c.sel_attn * c.tps
+    per_seq_read = c.sel * cache_tok                     # the cache is read once per step
     per_seq_io = c.tps * heads * dim * c.ab * 2          # query in, result out
     if choice == DIM0:     # heads; the cache splits by KV heads (MLA: one latent, not split)
         seqs, ffl = c.seqs, frac(heads, c.p)
@@ -383,17 +404,19 @@ def _attention(c, choice, lin, dim, cache_tok, dim1_frac):
         seqs, ffl, fcache = c.seqs, dim1_frac, dim1_frac
     else:
         seqs, ffl, fcache = (c.seqs_t if lin == T else c.seqs), 1.0, 1.0
-    fl = seqs * per_seq_flops * ffl
-    by = seqs * (per_seq_read * fcache + per_seq_io * ffl)
+    fl = seqs * per_seq_flops * ffl + seqs * idx_fl * c.ctx_attn * c.tps
+    by = seqs * (per_seq_read * fcache + per_seq_io * ffl) + seqs * c.ctx * idx_tok
     # a mixed step's prefill chunk: its queries, and the cache its prompts have so far
     chunk = c.chunk_t if (choice not in (DIM0, DIM1) and lin == T) else c.chunk
-    fl += chunk * 2.0 * heads * dim * c.chunk_keys * ffl
-    by += chunk * (c.chunk_read * cache_tok * fcache + heads * dim * c.ab * 2 * ffl)
-    return _Op(c, fl, by, 0.0, seqs * c.ctx * cache_tok * fcache)
+    if chunk:
+        fl += chunk * 2.0 * heads * dim * c.chunk_sel * ffl + chunk * idx_fl * c.chunk_keys
+        by += chunk * (c.chunk_read * cache_tok * fcache + heads * dim * c.ab * 2 * ffl) \
+            + chunk * c.chunk_read * idx_tok
+    return _Op(c, fl, by, 0.0, seqs * c.ctx * cache_tok * fcache + seqs * c.ctx * idx_tok)
 
 
 def scores(c, choice, lin):
-    op = _attention(c, choice, lin, c.qk_dim, c.k_tok, frac(c.qk_dim, c.p))
+    op = _attention(c, choice, lin, c.qk_dim, c.k_tok, frac(c.qk_dim, c.p), index=True)
     return op, {DIM0: F, DIM1: P}.get(choice, lin)
 
 

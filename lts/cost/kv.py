@@ -15,6 +15,15 @@ per token** (one ``AttentionSpec``): ``layer_token_bytes`` is per layer so that 
 that keeps other bytes (linear attention's fixed state) lands here; ``uniform`` then turns false
 and ``token_bytes`` (what the tables cost) and ``require_uniform`` (the exact solver's check)
 refuse the model instead of costing every layer as the first.
+
+**Sparse attention** (DeepSeek Sparse Attention, DeepSeek-V3.2-Exp and GLM-5; ``AttentionSpec
+.sparse``): a lightning indexer of index_heads heads of index_head_dim scores every earlier
+token for each query (2 index_heads index_head_dim FLOPs per query per key, fp8), and MLA
+attends to the index_topk best only. A layer holds the MLA latent of every token plus the
+indexer's key of every token (``index_token_bytes``); a decode step reads the indexer keys of
+the whole context and the latents of min(context, index_topk) selected keys
+(``selected_tokens``); a prefill query i attends to min(i, index_topk) keys (``mean_keys`` with
+index_topk for the window) and the step reads its whole prompt's latents, as a window does.
 """
 from __future__ import annotations
 
@@ -55,6 +64,30 @@ def token_bytes(model: ModelSpec) -> tuple:
     otherwise: ``require_uniform``)."""
     require_uniform(model, "the op tables")
     return layer_token_bytes(model)[0]
+
+
+# The indexer's key cache: index_head_dim fp8 values and one fp32 scale per 128 of them, per
+# token, whatever the KV dtype (deepseek-ai/DeepSeek-V3.2-Exp inference/model.py, class Indexer:
+# k_cache float8_e4m3fn [.., head_dim], k_scale_cache float32 [.., head_dim // block_size],
+# block_size 128): 132 bytes a token at index_head_dim 128
+INDEX_KEY_BYTES, INDEX_SCALE_BYTES, INDEX_SCALE_BLOCK = 1.0, 4.0, 128
+
+
+def index_token_bytes(model: ModelSpec) -> float:
+    """Bytes of one token's indexer key in one layer (0 without sparse attention)."""
+    a = model.attention
+    if not a.sparse:
+        return 0.0
+    return a.index_head_dim * INDEX_KEY_BYTES \
+        + -(-a.index_head_dim // INDEX_SCALE_BLOCK) * INDEX_SCALE_BYTES
+
+
+def selected_tokens(model: ModelSpec, held, decode: bool = True):
+    """Tokens whose MLA latent a step reads of the ``held`` ones: min(held, index_topk) when
+    decoding with sparse attention (each query's top-k), all of them otherwise (a prefill reads
+    its whole prompt: every key is some query's choice)."""
+    a = model.attention
+    return held if not a.sparse else held_tokens(a.index_topk, held, decode)
 
 
 def latent(model: ModelSpec) -> bool:
@@ -115,7 +148,8 @@ def even_split(model: ModelSpec, pp) -> np.ndarray:
 
 def request_bytes(model: ModelSpec, tokens) -> float:
     """KV cache of a decoding request at ``tokens`` tokens of context over all layers, stored
-    once (MLA: the latent only), each layer holding its kind's tokens (``held_tokens``)."""
+    once (MLA: the latent only), each layer holding its kind's tokens (``held_tokens``), plus
+    the sparse-attention indexer's key of every token (``index_token_bytes``)."""
     k, v = token_bytes(model)
     held = sum(count * held_tokens(w, tokens) for w, count in model.kind_groups)
-    return held * (k if latent(model) else k + v)
+    return held * ((k if latent(model) else k + v) + index_token_bytes(model))

@@ -79,6 +79,7 @@ class _Kind:
         # average keys a query attends to: decode reads the held context; causal prefill ~ half
         self.ctx_attn = self.ctx if decode else kv.mean_keys(window, self.ctx)
         self.score_rows = self.chunk_keys = self.chunk_read = None
+        self.sel = self.sel_attn = self.chunk_sel = None     # sparse attention's (``_Shape``)
 
 
 class _Shape:
@@ -124,8 +125,14 @@ class _Shape:
         # the layers: the attention ops are costed per kind and weighted (``kv`` module docstring)
         self.kinds = [_Kind(count / model.layers, w, work, decode) for w, count in
                       model.kind_groups]
+        topk = a.index_topk if a.sparse else None
         for k in self.kinds:
-            k.score_rows = self.rows * k.ctx_attn                   # sum of keys over the queries
+            # sparse attention (kv module docstring): the latents a step reads (``sel``) and the
+            # keys a query attends to (``sel_attn``) of the held ones; dense: all of them
+            k.sel = kv.selected_tokens(model, k.ctx, decode)
+            k.sel_attn = k.ctx_attn if topk is None else \
+                (k.sel if decode else kv.mean_keys(topk, k.ctx))
+            k.score_rows = self.rows * k.sel_attn                   # sum of keys over the queries
         self.chunk = None
         if work.phase == "mixed":
             # the prefill chunk, spread over the micro-batches and ep groups like sequences: a
@@ -142,7 +149,10 @@ class _Shape:
                 # each chunk reads the cache of its prompt so far: (per_prompt + 1)/2 chunks on
                 # average under full attention
                 k.chunk_read = kv.chunk_reads(k.window, mix.per_prompt, work.isl)
-                k.score_rows = k.score_rows + ch * k.chunk_keys
+                # sparse: each chunk query attends to min(i, index_topk) keys; the chunk reads
+                # its prompt's latents so far (the union of its queries' choices)
+                k.chunk_sel = k.chunk_keys if topk is None else kv.mean_keys(topk, float(work.isl))
+                k.score_rows = k.score_rows + ch * k.chunk_sel
             self.rows = self.rows + ch
             self.rows_t = self.rows_t + self.chunk_t
             self.lm_rows = self.lm_rows + ch / work.isl              # prompts finishing per step
@@ -150,6 +160,9 @@ class _Shape:
         h = model.hidden
         self.h = h
         self.k_tok, self.v_tok = kv.token_bytes(model)          # one token in one layer's cache
+        self.idx_tok = kv.index_token_bytes(model)              # its indexer key (sparse only)
+        # indexer FLOPs per query per key: index_heads dot products of index_head_dim
+        self.idx_flops = 2.0 * a.index_heads * a.index_head_dim
         if a.kind == "mla":
             # absorbed MLA (DeepSeek-V2 §2.1.2): scores over the latent + rope key, values from the
             # latent; the cache holds one latent (kv_lora + rope) per token, not split by heads
@@ -339,6 +352,11 @@ def _fill_attention(b: _Builder):
         up = qkv_w - down
         col_w = down + up * _frac(heads, s.tp)
         col_out = (heads * qk) * _frac(heads, s.tp) + a.kv_lora_rank + a.qk_rope_head_dim
+        if a.sparse:   # the indexer's projections, replicated (vLLM 0.11 deepseek_v2.py Indexer:
+            # ReplicatedLinear wq_b, wk, weights_proj): its queries, its key and head weights
+            idx = attention_params(m)["indexer"]
+            qkv_w, col_w = qkv_w + idx, col_w + idx
+            col_out = col_out + a.index_heads * a.index_head_dim + a.index_head_dim + a.index_heads
     else:
         q_w = s.h * a.heads * a.head_dim
         col_w = q_w * _frac(heads, s.tp) + (qkv_w - q_w) * _frac(a.kv_heads, s.tp)
@@ -347,23 +365,28 @@ def _fill_attention(b: _Builder):
     _fill_gemm(b, "qkv", s.h, qkv_w / s.h, col_weights=col_w, col_out=col_out)
 
     # --- scores Q.K^T (reads the K cache) and context P.V (reads the V cache)
-    def attn(slot, dim, cache_tok, modes):
+    def attn(slot, dim, cache_tok, modes, index=False):
+        # index: the sparse-attention indexer runs with this op (scores), replicated over the
+        # tp ranks (vLLM's Indexer): its FLOPs over every held key, its key cache read and held
+        idx_tok = s.idx_tok if index else 0.0
+        idx_fl = s.idx_flops if index else 0.0
         per_seq_io = s.tps * heads * dim * s.ab * 2            # query in, result out
         for mode, (seqs, ffl, fcache) in modes.items():
             parts, held = [], 0.0
             for k in s.kinds:        # each layer kind (full, a window), weighted by its share
-                per_seq_flops = 2.0 * heads * dim * k.ctx_attn * s.tps
-                per_seq_read = k.ctx * cache_tok                   # the cache read once per step
-                fl = seqs * per_seq_flops * ffl
-                by = seqs * (per_seq_read * fcache + per_seq_io * ffl)
+                per_seq_flops = 2.0 * heads * dim * k.sel_attn * s.tps
+                per_seq_read = k.sel * cache_tok                   # the cache read once per step
+                fl = seqs * per_seq_flops * ffl + seqs * idx_fl * k.ctx_attn * s.tps
+                by = seqs * (per_seq_read * fcache + per_seq_io * ffl) + seqs * k.ctx * idx_tok
                 if s.chunk is not None:   # mixed step: the prefill chunk's queries, cache reads
                     ch = s.chunk_t if mode == MODE_NONE_T else s.chunk
-                    fl = fl + ch * 2.0 * heads * dim * k.chunk_keys * ffl
+                    fl = fl + ch * 2.0 * heads * dim * k.chunk_sel * ffl \
+                        + ch * idx_fl * k.chunk_keys
                     by = by + ch * (k.chunk_read * cache_tok * fcache
-                                    + heads * dim * s.ab * 2 * ffl)
+                                    + heads * dim * s.ab * 2 * ffl) + ch * k.chunk_read * idx_tok
                 parts.append((k.share, fl, by))
                 # every stage holds the cache of all pp micro-batches in flight, not only one
-                one = s.pp * seqs * k.ctx * cache_tok * fcache
+                one = s.pp * seqs * k.ctx * cache_tok * fcache + s.pp * seqs * k.ctx * idx_tok
                 held = one if len(s.kinds) == 1 else held + k.share * one
             b.put_kinds(slot, mode, parts, held)
 
@@ -374,7 +397,7 @@ def _fill_attention(b: _Builder):
         MODE_DIM0: (s.seqs, _frac(heads, s.tp), _frac(kh, s.tp) if kh > 1 else 1.0),   # heads
         MODE_DIM1: (s.seqs, _frac(s.qk_dim, s.tp), fdim_k),                           # head dim
         MODE_NONE: (s.seqs, 1.0, 1.0),
-        MODE_NONE_T: (s.seqs_t, 1.0, 1.0)})
+        MODE_NONE_T: (s.seqs_t, 1.0, 1.0)}, index=a.sparse)
     fdim_v = _frac(s.v_dim, s.tp)
     attn("context", s.v_dim, s.v_tok, {
         MODE_DIM0: (s.seqs, _frac(heads, s.tp), _frac(kh, s.tp) if kh > 1 else 1.0),

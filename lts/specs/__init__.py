@@ -326,8 +326,11 @@ def _link(lt) -> LinkSpec:
 # parameter counts (used by `lts models`, the JSON `model` block and the graph)
 
 def attention_params(m: ModelSpec) -> dict:
-    """Weights of one attention block by matrix group: {"qkv": n, "o": n}, and {"bias": n} for
-    GQA with biases or sinks (``AttentionSpec.bias``, ``sinks``)."""
+    """Weights of one attention block by matrix group: {"qkv": n, "o": n}, {"bias": n} for
+    GQA with biases or sinks (``AttentionSpec.bias``, ``sinks``), {"indexer": n} for sparse
+    attention: wq_b [q_lora_rank -> index_heads x index_head_dim], wk [hidden ->
+    index_head_dim], k_norm (a LayerNorm, weight and bias), weights_proj [hidden -> index_heads]
+    (deepseek-ai/DeepSeek-V3.2-Exp inference/model.py, class Indexer)."""
     a, h = m.attention, m.hidden
     if a.kind == "mla":
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
@@ -335,7 +338,11 @@ def attention_params(m: ModelSpec) -> dict:
             else h * a.heads * qk
         kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank \
             + a.kv_lora_rank * a.heads * (a.qk_nope_head_dim + a.v_head_dim)
-        return {"qkv": q + kv, "o": a.heads * a.v_head_dim * h}
+        out = {"qkv": q + kv, "o": a.heads * a.v_head_dim * h}
+        if a.sparse:
+            ih, d = a.index_heads, a.index_head_dim
+            out["indexer"] = (a.q_lora_rank or h) * ih * d + h * d + 2 * d + h * ih
+        return out
     out = {"qkv": h * (a.heads + 2 * a.kv_heads) * a.head_dim, "o": a.heads * a.head_dim * h}
     if a.bias or a.sinks:   # gpt-oss: q, k, v, o biases and a sink logit per head (not costed)
         out["bias"] = a.bias * ((a.heads + 2 * a.kv_heads) * a.head_dim + h) + a.sinks * a.heads
@@ -343,7 +350,9 @@ def attention_params(m: ModelSpec) -> dict:
 
 
 def param_counts(m: ModelSpec) -> dict:
-    """Total and per-token active parameters (norms included, MTP heads and biases excluded)."""
+    """Total and per-token active parameters of the model that runs (norms included, expert
+    and router biases excluded), and ``params_mtp``: its multi-token-prediction layers as the
+    checkpoint stores them (``mtp_params``), outside the totals (not loaded, not run)."""
     h, f = m.hidden, m.ffn
     att = sum(attention_params(m).values())
     norms = 2 * h
@@ -359,7 +368,21 @@ def param_counts(m: ModelSpec) -> dict:
         moe_total = moe_active = 0
     total = m.layers * (att + norms) + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_total
     active = m.layers * (att + norms) + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_active
-    return {"params_total": float(total + embed), "params_active": float(active + embed)}
+    return {"params_total": float(total + embed), "params_active": float(active + embed),
+            "params_mtp": float(m.mtp_layers * mtp_params(
+                m, sum(attention_params(m).values()) + norms, moe_total))}
+
+
+def mtp_params(m: ModelSpec, layer_attention: float, moe_total: float) -> float:
+    """Parameters of one multi-token-prediction module as DeepSeek-V3's checkpoint stores it
+    (model.layers.61, huggingface.co/deepseek-ai/DeepSeek-V3 README_WEIGHTS.md): one decoder
+    layer (attention and norms ``layer_attention``, the MoE FFN of the model's MoE layers, or its
+    dense FFN), eh_proj [2 hidden -> hidden], enorm, hnorm and the shared head's norm, and its
+    own copies of the embedding and the LM head (11.5B unique parameters + 0.9B + 0.9B for
+    DeepSeek-V3, the card's "14B of MTP module weights")."""
+    h, f = m.hidden, m.ffn
+    ffn = moe_total if m.is_moe else f.n_mats * h * f.intermediate
+    return layer_attention + ffn + 2 * h * h + 3 * h + 2 * m.vocab * h
 
 
 def weight_params(m: ModelSpec) -> dict:

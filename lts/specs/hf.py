@@ -24,6 +24,11 @@ deepseek_v2/v3     MLA attention; MoE of ``n_routed_experts`` of ``moe_intermedi
                    ``n_shared_experts`` shared experts (width ``n_shared_experts *
                    moe_intermediate_size``) from layer ``first_k_dense_replace`` on, the first
                    layers dense of ``intermediate_size``
+deepseek_v32       DeepSeek-V3's shape with DeepSeek Sparse Attention on every layer: an indexer
+                   of ``index_n_heads`` heads of ``index_head_dim`` picks ``index_topk`` keys
+glm_moe_dsa        GLM-5: the same keys and shape (MLA, DeepSeek's MoE, sparse attention on every
+                   layer; ``indexer_types`` other than all "full", GLM-5.2's shared indexers, is
+                   refused)
 =================  ============================================================================
 
 Every family's FFN is gated (SwiGLU: gate, up and down projections).
@@ -41,9 +46,10 @@ Rules (docs/design.md §1, "nothing is guessed"):
   ``sliding_window`` on every layer (HF default 4096 when absent; null: none) and Mixtral's
   (HF default none); Qwen's only with ``use_sliding_window`` true (HF default false), on the
   layers from ``max_window_layers`` on (HF default 28).
-- Biases (Qwen2's q/k/v bias), Qwen3's per-head q/k norms, Qwen2-MoE's 1-wide
-  ``shared_expert_gate`` and DeepSeek's multi-token-prediction layers (``num_nextn_predict_layers``)
-  are not modelled, as in the shipped TOML files; the published totals exclude the MTP layers.
+- Biases (Qwen2's q/k/v bias), Qwen3's per-head q/k norms and Qwen2-MoE's 1-wide
+  ``shared_expert_gate`` are not modelled, as in the shipped TOML files. DeepSeek's
+  multi-token-prediction layers (``num_nextn_predict_layers``, absent: none; DeepSeek families)
+  are counted apart (``params_mtp``, said in the source line), not in the totals, and not run.
 - Precision: ``torch_dtype`` (or ``dtype``, its name since transformers 4.56) sets weights, KV
   cache and activations (bfloat16 -> bf16, float16 -> fp16, float32 -> fp32). A quantized
   checkpoint (``_quantization``) sets the weight format (``units.WEIGHT_FORMATS``), the KV type
@@ -73,10 +79,13 @@ from .model import TOO_DEEP, WEIGHT_GROUPS, ModelSpec, model_from_dict, read_tex
 from .units import FP8_BLOCK, NVFP4_GROUP, W4A16_GROUP, W4A16_GROUP_32
 
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
-            "deepseek_v2", "deepseek_v3", "gpt_oss")
+            "deepseek_v2", "deepseek_v3", "gpt_oss", "deepseek_v32", "glm_moe_dsa")
 DENSE = ("llama", "mistral", "qwen2", "qwen3")
 QWEN_MOE = ("qwen2_moe", "qwen3_moe")
-DEEPSEEK = ("deepseek_v2", "deepseek_v3")
+DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa")
+# DeepSeek Sparse Attention (config keys index_topk, index_n_heads, index_head_dim):
+# huggingface.co/deepseek-ai/DeepSeek-V3.2-Exp config.json, huggingface.co/zai-org/GLM-5
+SPARSE = ("deepseek_v32", "glm_moe_dsa")
 # families read as another one's shape (_family_view): Kimi-K2 is DeepSeek-V3's architecture under
 # its own model_type (huggingface.co/moonshotai/Kimi-K2-Instruct config.json: "model_type":
 # "kimi_k2", DeepseekV3ForCausalLM keys); MiniMax-M2's keys are Mixtral's (num_local_experts of
@@ -448,6 +457,16 @@ def _attention(c: _Config, family: str, hidden: int) -> tuple[dict, dict]:
                 "attention.qk_nope_head_dim": "qk_nope_head_dim",
                 "attention.qk_rope_head_dim": "qk_rope_head_dim",
                 "attention.v_head_dim": "v_head_dim"}
+        if family in SPARSE:
+            kinds = c.get("indexer_types", list, default=[], nullable=True)
+            if any(k != "full" for k in kinds):
+                raise c.error("indexer_types", f"has {sum(k != 'full' for k in kinds)} layers "
+                              "other than \"full\" (layers sharing another layer's top-k); lts "
+                              "costs an indexer on every layer")
+            for lts_key, hf_key in (("index_topk", "index_topk"), ("index_heads", "index_n_heads"),
+                                    ("index_head_dim", "index_head_dim")):
+                table[lts_key] = c.get(hf_key, int, positive=True)
+                keys[f"attention.{lts_key}"] = hf_key
         return table, keys
     # HF default (LlamaConfig & co.): num_key_value_heads None -> num_attention_heads (MHA).
     kv_heads = c.get("num_key_value_heads", int, default=heads, positive=True, nullable=True)
@@ -715,9 +734,14 @@ def model_from_hf_config(path) -> ModelSpec:
         c = _Config({**c.data, "torch_dtype": "bfloat16"}, c.path)
     precision, pkeys = _precision(c, layers, ffn)
 
+    mtp = c.get("num_nextn_predict_layers", int, default=0, minimum=0, nullable=True) \
+        if family in DEEPSEEK else 0
+    if mtp:
+        c.note += (f"; {mtp} multi-token-prediction layer{'s' if mtp > 1 else ''} "
+                   "(num_nextn_predict_layers) counted apart (params_mtp), not run")
     data = {"name": _display_name(c, path), "source": f"HuggingFace config.json: {path}{c.note}",
             "layers": layers, "hidden": hidden, "vocab": vocab, "tie_embeddings": tie,
-            "attention": attention, "ffn": ffn, "precision": precision}
+            "attention": attention, "ffn": ffn, "precision": precision, "mtp_layers": mtp}
     keys = {"layers": "num_hidden_layers", "hidden": "hidden_size", "vocab": "vocab_size",
             "tie_embeddings": "tie_word_embeddings", **akeys, **fkeys, **pkeys}
     try:

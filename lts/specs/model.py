@@ -40,6 +40,18 @@ class AttentionSpec:
     bias: bool = False            # q, k, v and output projections with biases (gpt-oss)
     sinks: bool = False           # one learned sink logit per head (gpt-oss): counted in the
                                   # parameters; its softmax term (one per head and query) not costed
+    # DeepSeek Sparse Attention (mla only; DeepSeek-V3.2, GLM-5): a lightning indexer of
+    # index_heads heads of index_head_dim scores every earlier token, and each query attends to
+    # the index_topk best (cost.kv module docstring); 0: dense attention
+    index_topk: int = 0
+    index_heads: int = 0
+    index_head_dim: int = 0
+
+    @property
+    def sparse(self) -> bool:
+        """DeepSeek Sparse Attention: an indexer picks the index_topk keys each query attends to."""
+        return self.index_topk > 0
+
 
     @property
     def v_dim(self) -> int:   # width of one value head
@@ -116,6 +128,10 @@ class ModelSpec:
     # the attention kind of each layer (LAYER_TYPES, HF's names) where the layers differ; () when
     # every layer is alike: sliding_attention if attention.window is set, else full_attention
     layer_types: tuple = ()
+    # multi-token-prediction layers (DeepSeek's num_nextn_predict_layers): in the checkpoint,
+    # counted apart (specs.param_counts' params_mtp), neither loaded nor run (speculative
+    # decoding is not costed)
+    mtp_layers: int = 0
 
     @property
     def is_moe(self) -> bool:
@@ -336,6 +352,7 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     if kind == "mla" and (bias or sinks):
         raise SpecError(path, "attention.bias" if bias else "attention.sinks",
                         "true is not supported with mla attention (gqa only)")
+    mla.update(_index(a, path, kind, window, layer_types))
     a.finish()
     attention = AttentionSpec(kind, heads, kv_heads, head_dim, **mla, window=window, bias=bias,
                               sinks=sinks)
@@ -369,9 +386,34 @@ def model_from_dict(data: dict, path) -> ModelSpec:
                               p.get("activations", str, "bf16", choices=("bf16", "fp16", "fp32")),
                               _unquantized(p))
     p.finish()
+    mtp = t.get("mtp_layers", int, 0, minimum=0)
     t.finish()
     return ModelSpec(name, source, layers, hidden, vocab, attention, ffn, precision, tie,
-                     params_pub, active_pub, str(path), layer_types)
+                     params_pub, active_pub, str(path), layer_types, mtp)
+
+
+INDEX_KEYS = ("index_topk", "index_heads", "index_head_dim")
+
+
+def _index(a: _Table, path, kind: str, window, layer_types) -> dict:
+    """[attention] index_topk / index_heads / index_head_dim (DeepSeek Sparse Attention): all
+    three or none, mla only, on every layer (no sliding window or layer pattern with it)."""
+    given = [k for k in INDEX_KEYS if a.has(k)]
+    if not given:
+        return {}
+    if kind != "mla":
+        raise SpecError(path, f"attention.{given[0]}",
+                        "is only supported with mla attention (DeepSeek Sparse Attention)")
+    missing = [k for k in INDEX_KEYS if k not in given]
+    if missing:
+        raise SpecError(path, f"attention.{missing[0]}",
+                        f"missing (expected an integer: attention.{given[0]} is set, and sparse "
+                        "attention needs index_topk, index_heads and index_head_dim)")
+    if window is not None or layer_types:
+        raise SpecError(path, "attention.index_topk",
+                        "sparse attention with a sliding window or layer_types is not supported "
+                        "(lts costs DeepSeek Sparse Attention on every layer)")
+    return {k: a.get(k, int, positive=True, maximum=MAX_WIDTH) for k in INDEX_KEYS}
 
 
 def _layer_types(a: _Table, path, layers: int, window) -> tuple:
