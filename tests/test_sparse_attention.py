@@ -9,10 +9,12 @@ import json
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from generators import synthetic_mla, synthetic_sparse
+from lts.cli import cli
 from lts.cost import kv
 from lts.cost.layouts import MODE_NONE, SLOT
 from lts.cost.model import evaluate
@@ -275,3 +277,13 @@ def test_deepseek_v32_at_128k_against_dense_mla():
     assert np.all(sp.valid == de.valid)
     # reads per token: 2048 latents + every indexer key against every latent
     assert np.all(sp.tpot_s[sp.valid] < de.tpot_s[de.valid])
+
+
+def test_models_show_says_sparse_attention_and_mtp():
+    r = CliRunner().invoke(cli, ["models", "--show", "deepseek-v3.2"], catch_exceptions=False,
+                           terminal_width=200)
+    assert r.exit_code == 0
+    text = " ".join(r.output.split())
+    assert "sparse (DSA): an indexer of 64 heads of 128 picks 2048 keys a query" in text
+    assert ("MTP layers 1: 1.348e+10 parameters, counted apart (total with them 6.854e+11), "
+            "not loaded or run") in text

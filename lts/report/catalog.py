@@ -72,7 +72,9 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
             ("vocab", m.vocab),
             ("attention", f"{a.kind}: {a.heads} heads, {a.kv_heads} kv heads, head_dim {a.head_dim}"
              + (f", kv_lora {a.kv_lora_rank}, q_lora {a.q_lora_rank}, rope {a.qk_rope_head_dim},"
-                f" v_head {a.v_head_dim}" if a.kind == "mla" else ""))]
+                f" v_head {a.v_head_dim}" if a.kind == "mla" else "")
+             + (f"; sparse (DSA): an indexer of {a.index_heads} heads of {a.index_head_dim} picks "
+                f"{a.index_topk} keys a query" if a.sparse else ""))]
     if f.kind == "moe":
         rows.append(("ffn", f"moe: {f.experts} experts top-{f.top_k}, expert width "
                             f"{f.expert_intermediate}, shared width {f.shared_intermediate}, "
@@ -96,6 +98,10 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
                  f" (published {published:.4g}, {100 * (total / published - 1):+.1f}%)"
                  if published else "")),
              ("params active", f"{r['params_active']:.4g}")]
+    if m.mtp_layers:    # in the checkpoint, outside the totals, not run (specs.param_counts)
+        mtp = param_counts(m)["params_mtp"]
+        rows.append(("MTP layers", f"{m.mtp_layers}: {mtp:.4g} parameters, counted apart (total "
+                                   f"with them {total + mtp:.4g}), not loaded or run"))
     for k, v in rows:
         table.add_row(k, escape(str(v)))
     console.print(table)
