@@ -10,7 +10,8 @@
 - ``strategy_rows(model, topo)``: one strategy row drawn index by index from ``Space.for_model``.
 - ``synthetic_moe()``, ``synthetic_mla()``, ``synthetic_dense()``: fixed small models;
   ``synthetic_sparse()`` the MLA one with DeepSeek Sparse Attention;
-  ``synthetic_window()`` one with two layer kinds (sliding window and full attention).
+  ``synthetic_window()`` one with two layer kinds (sliding window and full attention);
+  ``synthetic_linear()`` one with linear attention (Gated DeltaNet) and full attention layers.
 """
 from __future__ import annotations
 
@@ -76,6 +77,20 @@ def synthetic_window():
                        layer_types=["sliding_attention", "full_attention"]),
         ffn=dict(kind="moe", gated=True, experts=8, top_k=2, expert_intermediate=512)),
         "synthetic:window-small")
+
+
+def synthetic_linear():
+    """Qwen3.5-like layer kinds, scaled down: three linear-attention (Gated DeltaNet) layers then
+    one full-attention layer with an output gate, repeated; MoE with a shared expert. 8 layers:
+    pp 1, 2 give every stage both kinds alike, pp 4, 8 do not."""
+    return model_from_dict(dict(
+        name="linear-small", source="test", layers=8, hidden=1024, vocab=16000,
+        attention=dict(kind="gqa", heads=16, kv_heads=2, head_dim=64, output_gate=True,
+                       layer_types=["linear_attention"] * 3 + ["full_attention"]),
+        linear_attention=dict(key_heads=4, value_heads=8, key_head_dim=64, value_head_dim=64,
+                              conv_kernel=4),
+        ffn=dict(kind="moe", gated=True, experts=8, top_k=2, expert_intermediate=512,
+                 shared_experts=1)), "synthetic:linear-small")
 
 
 @st.composite

@@ -250,8 +250,10 @@ class _Ctx:
             self.k_tok = a.kv_heads * a.head_dim * self.kvb
             self.v_tok = self.k_tok
             self.k_heads = float(a.kv_heads)
-            self.qkv_out = (a.heads + 2 * a.kv_heads) * a.head_dim
+            self.qkv_out = (a.heads * (2 if a.output_gate else 1) + 2 * a.kv_heads) * a.head_dim
         self.ctx_out = a.heads * a.v_dim
+        self.linear = False          # the layer being walked is linear attention: layer()
+        self.attn_widths = (self.qkv_out, self.ctx_out)
         self.experts, self.top_k = float(f.experts), float(f.top_k)
         # full activation bytes per tp group at each conversion point
         inter_moe = self.rows * self.top_k * f.expert_intermediate + self.rows * f.shared_intermediate
@@ -272,7 +274,21 @@ class _Ctx:
         step holds and reads the last min(context, window) tokens; a prefill writes and reads
         the whole prompt; a mixed step's prefill chunk j of a prompt reads its own chunk and at
         most the window before it."""
-        work, w = self.work, math.inf if window is None else window
+        work = self.work
+        self.linear = window == "linear_attention"
+        g = self.m.linear
+        if self.linear:   # Gated DeltaNet: q, k, v, z, b, a out of qkv; value_dim at the others
+            self.qkv_out = 2 * g.key_heads * g.key_head_dim \
+                + 2 * g.value_heads * g.value_head_dim + 2 * g.value_heads
+            self.ctx_out = g.value_heads * g.value_head_dim
+            for point, width in (("qkv", self.qkv_out), ("scores", self.ctx_out),
+                                 ("context", self.ctx_out)):
+                self.point_bytes[point] = self.rows * width * self.ab
+            return
+        self.qkv_out, self.ctx_out = self.attn_widths
+        self.point_bytes["qkv"] = self.rows * self.qkv_out * self.ab
+        self.point_bytes["context"] = self.rows * self.ctx_out * self.ab
+        w = math.inf if window is None else window
         ctx = float(work.context)
         self.ctx = min(ctx, w) if self.decode else ctx
         self.ctx_attn = self.ctx if self.decode else _mean_keys(int(ctx), w)
@@ -367,7 +383,62 @@ def plain_gemm(c, choice, lin, k, n, rows, rows_t, k_frac=None, col=None):
     return _Op(c, fl, by, w), lin
 
 
+def _delta_flops(g, prefill):
+    """Gated DeltaNet FLOPs per token and value head: recurrent (decode) 7 dk dv; chunkwise
+    (prefill, chunks of 64): the chunk state's three products 6 dk dv, K K^T and Q K^T 2 C dk
+    each, T K and T V 2 C (dk + dv), masked scores x U 2 C dv, the solve C^2 / 3."""
+    dk, dv, C = g.key_head_dim, g.value_head_dim, 64
+    if not prefill:
+        return 7.0 * dk * dv
+    return 6 * dk * dv + 2 * C * dk + 2 * C * dk + 2 * C * (dk + dv) + 2 * C * dv + C * C / 3
+
+
+def _linear_op(c, choice, lin, which):
+    """The delta rule (which = "rule": holds the recurrent state) or the conv1d + gated norm
+    ("conv": holds the conv state) of a linear-attention layer, one sequence at a time."""
+    g = c.m.linear
+    nv, dk, dv = g.value_heads, g.key_head_dim, g.value_head_dim
+    kd, vd = g.key_heads * dk, nv * dv
+    channels = 2 * kd + vd
+    if which == "rule":
+        state = nv * dk * dv * {"fp32": 4.0, "bf16": 2.0}[g.state_dtype]
+        tok_io = (2 * kd + 2 * vd + 2 * nv) * c.ab          # q, k, v, g, beta in, o out
+        dec_fl, pre_fl = nv * _delta_flops(g, False), nv * _delta_flops(g, True)
+        per_chunk = 2 * state / 64                         # each 64-token chunk's state, w + r
+    else:
+        state = (g.conv_kernel - 1) * channels * c.kvb
+        tok_io = (2 * channels + 3 * vd) * c.ab            # conv in/out; o, z in, norm out
+        dec_fl = pre_fl = 2.0 * g.conv_kernel * channels
+        per_chunk = 0.0
+    if choice == DIM0:
+        seqs, fr = c.seqs, frac(nv, c.p)
+    elif choice == DIM1:
+        seqs, fr = c.seqs, frac(dv, c.p)
+    else:
+        seqs, fr = (c.seqs_t if lin == T else c.seqs), 1.0
+    if c.decode:
+        fl, by = seqs * c.tps * dec_fl, seqs * (2 * state + c.tps * tok_io)
+    else:
+        fl, by = seqs * c.tps * pre_fl, seqs * (state + c.tps * (tok_io + per_chunk))
+    chunk = c.chunk_t if (choice not in (DIM0, DIM1) and lin == T) else c.chunk
+    if chunk:   # a mixed step's prefill chunk: its tokens, its prompt's state read and written
+        fl += chunk * pre_fl
+        by += chunk * (tok_io + per_chunk) + 2 * state
+    return _Op(c, fl * fr, by * fr, 0.0, seqs * state * fr)
+
+
+def _linear_qkv(c, choice, lin):
+    g, h = c.m.linear, c.h
+    kd, vd, nv = g.key_heads * g.key_head_dim, g.value_heads * g.value_head_dim, g.value_heads
+    n = 2 * kd + 2 * vd + 2 * nv
+    fk, fv = frac(g.key_heads, c.p), frac(nv, c.p)
+    col_out = 2 * kd * fk + (2 * vd + 2 * nv) * fv        # q, k by key heads; v, z, b, a value
+    return plain_gemm(c, choice, lin, h, n, c.rows, c.rows_t, col=(h * col_out, col_out))
+
+
 def qkv(c, choice, lin):
+    if c.linear:
+        return _linear_qkv(c, choice, lin)
     a, h = c.m.attention, c.h
     qkv_w = attention_params(c.m)["qkv"]
     heads = float(a.heads)
@@ -382,9 +453,9 @@ def qkv(c, choice, lin):
             qkv_w, col_w = qkv_w + idx, col_w + idx
             col_out += a.index_heads * a.index_head_dim + a.index_head_dim + a.index_heads
     else:                  # column: Q by heads, K and V by KV heads (replicated beyond kv_heads)
-        q_w = h * a.heads * a.head_dim
+        q_w = h * a.heads * a.head_dim * (2 if a.output_gate else 1)    # + the output gate
         col_w = q_w * frac(heads, c.p) + (qkv_w - q_w) * frac(a.kv_heads, c.p)
-        col_out = a.heads * a.head_dim * frac(heads, c.p) \
+        col_out = q_w / h * frac(heads, c.p) \
             + 2 * a.kv_heads * a.head_dim * frac(a.kv_heads, c.p)
     return plain_gemm(c, choice, lin, h, qkv_w / h, c.rows, c.rows_t, col=(col_w, col_out))
 
@@ -416,18 +487,22 @@ def _attention(c, choice, lin, dim, cache_tok, dim1_frac, index=False):
 
 
 def scores(c, choice, lin):
+    if c.linear:
+        return _linear_op(c, choice, lin, "rule"), {DIM0: F, DIM1: P}.get(choice, lin)
     op = _attention(c, choice, lin, c.qk_dim, c.k_tok, frac(c.qk_dim, c.p), index=True)
     return op, {DIM0: F, DIM1: P}.get(choice, lin)
 
 
 def context(c, choice, lin):
+    if c.linear:
+        return _linear_op(c, choice, lin, "conv"), {DIM0: F, DIM1: F}.get(choice, lin)
     op = _attention(c, choice, lin, c.v_dim, c.v_tok, frac(c.v_dim, c.p))
     return op, {DIM0: F, DIM1: F}.get(choice, lin)
 
 
 def out_proj(c, choice, lin):
-    return plain_gemm(c, choice, lin, c.ctx_out, c.h, c.rows, c.rows_t,
-                      k_frac=frac(c.m.attention.heads, c.p))
+    heads = c.m.linear.value_heads if c.linear else c.m.attention.heads
+    return plain_gemm(c, choice, lin, c.ctx_out, c.h, c.rows, c.rows_t, k_frac=frac(heads, c.p))
 
 
 def router(c, choice, lin):
@@ -620,7 +695,7 @@ class _Walker:
         latent; when both ops store it alike, the scores copy serves both)."""
         c, ch = self.c, self.ch
         ks, vs = self.ops["scores"], self.ops["context"]
-        if c.m.attention.kind == "mla":
+        if c.m.attention.kind == "mla" and not c.linear:
             def store(choice, op_lin):    # heads and R keep whole latents; dim splits; T own seqs
                 return {DIM0: "whole", DIM1: "dim"}.get(choice, "own" if op_lin == T else "whole")
             same = store(ch["scores"], self.lin["scores"]) == store(ch["context"], self.lin["context"])
@@ -715,7 +790,11 @@ def evaluate(model, topo, work, row, compat=()):
     # pipeline
     send_s = max(boundary_sends) if boundary_sends else 0.0
     slowest = max(w.time) + send_s
-    workspace = 2.0 * c.ab * (c.rows * (3 * c.h + c.qkv_out + c.ctx_out + _inter_w(model)
+    mixer = sum(c.attn_widths)
+    if model.linear is not None:      # the wider kind's activations
+        c.layer("linear_attention")
+        mixer = max(mixer, c.qkv_out + c.ctx_out)
+    workspace = 2.0 * c.ab * (c.rows * (3 * c.h + mixer + _inter_w(model)
                                          * (model.ffn.n_mats - 1)) + c.lm_rows * model.vocab)
     memory = max(w.mem) + workspace
     if work.phase in ("decode", "mixed"):

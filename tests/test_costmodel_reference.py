@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import reference as ref
-from generators import synthetic_dense, synthetic_mla, synthetic_moe, synthetic_window
+from generators import (synthetic_dense, synthetic_linear, synthetic_mla, synthetic_moe,
+                        synthetic_window)
 from lts.cost.model import breakdown, evaluate
 from lts.cost.tables import REASONS
 from lts.specs.workload import Workload
@@ -45,7 +46,9 @@ def _shipped_models():
 
 SYNTHETIC = {"moe-small": synthetic_moe, "mla-small": synthetic_mla, "dense-small": synthetic_dense,
              # two layer kinds: the reference walks each layer's own window
-             "window-small": synthetic_window}
+             "window-small": synthetic_window,
+             # linear attention (Gated DeltaNet) and full attention layers
+             "linear-small": synthetic_linear}
 MODEL_NAMES = _shipped_models() + list(SYNTHETIC)
 
 
@@ -72,8 +75,13 @@ def compare(model, topo, work, rows, compat=KNOWN):
         fields = () if "experts" in want["reasons"] or want["uneven_kinds"] else FIELDS
         diffs = [(f, want[f], float(getattr(res, f)[i])) for f in fields
                  if not close(want[f], getattr(res, f)[i])]
-        if want["valid"] != bool(res.valid[i]) or want["reasons"] != res.reason_list(i):
-            diffs.append(("reasons", want["reasons"], res.reason_list(i)))
+        got = res.reason_list(i)
+        if want["uneven_kinds"]:   # refused as indivisible; the other reasons are the mean
+            # layer's (lts) against the slowest stage's (the reference): not compared
+            if bool(res.valid[i]) or "divisibility" not in got:
+                diffs.append(("reasons", want["reasons"], got))
+        elif want["valid"] != bool(res.valid[i]) or want["reasons"] != got:
+            diffs.append(("reasons", want["reasons"], got))
         if diffs:
             bad.append((i, diffs))
     return bad

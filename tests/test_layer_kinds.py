@@ -66,12 +66,13 @@ def test_layer_kinds_from_a_model_file():
      "3 entries do not divide layers = 4 (expected one entry a layer, or a pattern that "
      "repeats)"),
     (dict(sliding_window=64, layer_types=["chunked_attention"]), "attention.layer_types",
-     "'chunked_attention' is not one of 'full_attention', 'sliding_attention' (lts cannot cost "
-     "other attention kinds yet)"),
+     "'chunked_attention' is not one of 'full_attention', 'sliding_attention', "
+     "'linear_attention' (lts cannot cost other attention kinds yet)"),
     (dict(layer_types=["sliding_attention", "full_attention"]), "attention.layer_types",
      "has sliding_attention layers but attention.sliding_window is not set"),
     (dict(sliding_window=64, layer_types=[]), "attention.layer_types",
-     "[] is not a list of strings (expected entries of 'full_attention', 'sliding_attention')"),
+     "[] is not a list of strings (expected entries of 'full_attention', 'sliding_attention', "
+     "'linear_attention')"),
 ])
 def test_bad_layer_kinds_are_refused(att, key, message):
     data = dict(name="w", source="test", layers=4, hidden=1024, vocab=32000,
@@ -123,8 +124,8 @@ def test_hf_bad_window_names_the_config_key(tmp_path):
         (dict(model_type="qwen2", use_sliding_window=True, sliding_window=None),
          "sliding_window: missing (expected an integer: use_sliding_window is true)"),
         (dict(model_type="mistral", sliding_window=64, layer_types=["chunked_attention"] * 80),
-         "layer_types: 'chunked_attention' is not one of 'full_attention', 'sliding_attention' "
-         "(lts cannot cost other attention kinds yet)"),
+         "layer_types: 'chunked_attention' is not one of 'full_attention', 'sliding_attention', "
+         "'linear_attention' (lts cannot cost other attention kinds yet)"),
     ]:
         cfg = json.loads(open(f"{DATA}/llama3.1-70b.json").read())
         cfg.update(changes)
@@ -254,8 +255,12 @@ def brute_force(problem):
 @pytest.mark.parametrize("work", [Workload("decode", context=8192, tpot_slo_ms=20),
                                   Workload("prefill", context=2048, ttft_slo_ms=300)])
 def test_exact_equals_brute_force_on_two_kinds(work):
-    model = synthetic_window()
-    space = Space(tp=(1, 2, 4), ep=(1, 2), pp=(1, 2, 8), batch=(1, 64, 512),
+    exact_equals_brute_force(synthetic_window(), work, pp=(1, 2, 8))
+
+
+def exact_equals_brute_force(model, work, pp):
+    """The exact solver's best on a small space of ``model`` equals brute force's."""
+    space = Space(tp=(1, 2, 4), ep=(1, 2), pp=pp, batch=(1, 64, 512),
                   choices=(2, 2, 2, 2, 2, 2, 3, 2, 3, 3, 2, 2), gpus=64)
     problem = Problem(model, H100, work, space)
     res = SEARCHERS["exact"](problem, 0, None, top=3)

@@ -10,10 +10,10 @@ layers). A windowed layer holds and reads min(context, window) tokens when decod
 writes and reads every token of its prompt, each query attending to min(position, window) keys
 (``mean_keys``). The tables cost one layer of each kind and weight it by its share of the
 layers, which is what a pipeline stage holds when the kinds split evenly over the stages
-(``even_split``; an uneven split is refused as indivisible). **Every layer keeps the same bytes
-per token** (one ``AttentionSpec``): ``layer_token_bytes`` is per layer so that a layer kind
-that keeps other bytes (linear attention's fixed state) lands here; ``uniform`` then turns false
-and ``token_bytes`` (what the tables cost) and ``require_uniform`` (the exact solver's check)
+(``even_split``; an uneven split is refused as indivisible). **Every attention layer keeps the
+same bytes per token** (one ``AttentionSpec``): ``layer_token_bytes`` is per layer so that a kind
+keeping other bytes per token would land here; ``uniform`` would then turn false and
+``token_bytes`` (what the tables cost) and ``require_uniform`` (the exact solver's check)
 refuse the model instead of costing every layer as the first.
 
 **Sparse attention** (DeepSeek Sparse Attention, DeepSeek-V3.2-Exp and GLM-5; ``AttentionSpec
@@ -24,16 +24,26 @@ indexer's key of every token (``index_token_bytes``); a decode step reads the in
 the whole context and the latents of min(context, index_topk) selected keys
 (``selected_tokens``); a prefill query i attends to min(i, index_topk) keys (``mean_keys`` with
 index_topk for the window) and the step reads its whole prompt's latents, as a window does.
+
+**Linear attention** (``LINEAR`` layers, Gated DeltaNet: ``specs.LinearAttentionSpec``) keeps no
+KV cache: each request holds a fixed state per layer (``state_bytes``: value_heads x key_head_dim
+x value_head_dim in the state dtype, plus the causal conv1d's last conv_kernel - 1 inputs of its
+conv_channels), the same at any context. It is a layer kind of its own (the tables cost its own
+ops and weight them by its share of the layers; ``layer_token_bytes`` lists the attention layers
+only); ``request_bytes`` adds its state to the attention layers' KV.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..specs import ModelSpec
+from ..specs.model import LINEAR
+from ..specs.units import DTYPE_BYTES
 
 
 def layer_token_bytes(model: ModelSpec) -> list:
-    """Bytes of one token's keys and values in each layer's cache, [(K, V)] over the layers:
+    """Bytes of one token's keys and values in each attention layer's cache, [(K, V)] over the
+    layers that have one (linear-attention layers keep a fixed state instead: ``state_bytes``):
     GQA kv_heads x head_dim each; MLA one latent (kv_lora_rank + qk_rope_head_dim) that the
     values are read from (V: its kv_lora_rank part, the same bytes)."""
     a, kvb = model.attention, model.precision.kv_bytes
@@ -42,7 +52,20 @@ def layer_token_bytes(model: ModelSpec) -> list:
     else:
         k = a.kv_heads * a.head_dim * kvb
         one = k, k
-    return [one] * model.layers
+    return [one] * (model.layers - model.linear_layers)
+
+
+def state_bytes(model: ModelSpec) -> tuple:
+    """(recurrent, conv) bytes one request holds in one linear-attention layer, whatever its
+    context: the delta rule's state, value_heads x key_head_dim x value_head_dim in the state
+    dtype (``LinearAttentionSpec.state_dtype``), and the causal conv1d's state, the last
+    conv_kernel - 1 inputs of its conv_channels in the KV cache type; (0, 0) without linear
+    layers."""
+    g = model.linear
+    if g is None:
+        return 0.0, 0.0
+    rec = g.value_heads * g.key_head_dim * g.value_head_dim * DTYPE_BYTES[g.state_dtype]
+    return float(rec), float((g.conv_kernel - 1) * g.conv_channels * model.precision.kv_bytes)
 
 
 def uniform(model: ModelSpec) -> bool:
@@ -149,7 +172,9 @@ def even_split(model: ModelSpec, pp) -> np.ndarray:
 def request_bytes(model: ModelSpec, tokens) -> float:
     """KV cache of a decoding request at ``tokens`` tokens of context over all layers, stored
     once (MLA: the latent only), each layer holding its kind's tokens (``held_tokens``), plus
-    the sparse-attention indexer's key of every token (``index_token_bytes``)."""
+    the sparse-attention indexer's key of every token (``index_token_bytes``) and the
+    linear-attention layers' fixed state (``state_bytes``)."""
     k, v = token_bytes(model)
-    held = sum(count * held_tokens(w, tokens) for w, count in model.kind_groups)
-    return held * ((k if latent(model) else k + v) + index_token_bytes(model))
+    held = sum(count * held_tokens(w, tokens) for w, count in model.kind_groups if w != LINEAR)
+    return held * ((k if latent(model) else k + v) + index_token_bytes(model)) \
+        + model.linear_layers * sum(state_bytes(model))

@@ -21,6 +21,7 @@ from .layouts import (CONVERSION, F, FFN1_MODES, FFN2_MODES, MAX_MODES, MODE_DIM
                       MODE_EXPERTS, MODE_NONE, MODE_NONE_T, N_LAYOUTS, P, POINTS, PT, SLOT, SLOTS,
                       T)
 from ..specs import WEIGHT_GROUPS, ModelSpec, TopologySpec, attention_params
+from ..specs.model import LINEAR
 from ..specs.units import WEIGHT_FORMATS
 from ..specs.strategy import BATCH, EP, EXPERTS, PP, TP
 from ..specs.workload import Workload, compose_step
@@ -123,8 +124,12 @@ class _Shape:
         self.mb_tokens = self.mb * self.tps                         # tokens of one micro-batch
         # one _Kind per layer kind (full attention, a sliding window), each with its share of
         # the layers: the attention ops are costed per kind and weighted (``kv`` module docstring)
-        self.kinds = [_Kind(count / model.layers, w, work, decode) for w, count in
-                      model.kind_groups]
+        # (the softmax-attention kinds only, their shares of those layers; the linear-attention
+        # layers are a kind of their own, ``lin_share`` of the layers: ``_fill_attention``)
+        n_attn = model.layers - model.linear_layers
+        self.kinds = [_Kind(count / n_attn, w, work, decode) for w, count in
+                      model.kind_groups if w != LINEAR]
+        self.lin_share = model.linear_layers / model.layers
         topk = a.index_topk if a.sparse else None
         for k in self.kinds:
             # sparse attention (kv module docstring): the latents a step reads (``sel``) and the
@@ -175,8 +180,13 @@ class _Shape:
             self.qk_dim = a.head_dim
             self.v_dim = a.head_dim
             self.k_heads = float(a.kv_heads)
-            self.qkv_out = (a.heads + 2 * a.kv_heads) * a.head_dim
+            # output_gate (Qwen3.5): q_proj also makes the gate, as wide as the queries
+            self.qkv_out = (a.heads * (2 if a.output_gate else 1) + 2 * a.kv_heads) * a.head_dim
         self.ctx_out = a.heads * a.v_dim
+        if model.linear is not None:   # Gated DeltaNet: in_proj_qkvz + in_proj_ba, its output
+            g = model.linear
+            self.lin_qkv_out = 2 * g.key_dim + 2 * g.value_dim + 2 * g.value_heads
+            self.lin_ctx_out = g.value_dim
         self.experts = float(f.experts)
         self.top_k = float(f.top_k)
 
@@ -339,7 +349,8 @@ def _fill_gemm(b: _Builder, slot, k, n, col_weights=None, col_out=None, rows=Non
         b.put(slot, mode, fl, by, w, group=group)
 
 
-def _fill_attention(b: _Builder):
+def _fill_softmax(b: _Builder):
+    """The softmax-attention layers' ops (``_fill_attention``)."""
     s = b.s
     m, a = s.m, s.m.attention
     heads = float(a.heads)
@@ -358,9 +369,9 @@ def _fill_attention(b: _Builder):
             qkv_w, col_w = qkv_w + idx, col_w + idx
             col_out = col_out + a.index_heads * a.index_head_dim + a.index_head_dim + a.index_heads
     else:
-        q_w = s.h * a.heads * a.head_dim
+        q_w = s.h * a.heads * a.head_dim * (2 if a.output_gate else 1)   # with the gate
         col_w = q_w * _frac(heads, s.tp) + (qkv_w - q_w) * _frac(a.kv_heads, s.tp)
-        col_out = a.heads * a.head_dim * _frac(heads, s.tp) \
+        col_out = a.heads * a.head_dim * (2 if a.output_gate else 1) * _frac(heads, s.tp) \
             + 2 * a.kv_heads * a.head_dim * _frac(a.kv_heads, s.tp)
     _fill_gemm(b, "qkv", s.h, qkv_w / s.h, col_weights=col_w, col_out=col_out)
 
@@ -406,6 +417,103 @@ def _fill_attention(b: _Builder):
         MODE_NONE_T: (s.seqs_t, 1.0, 1.0)})
     # --- output projection [heads*v_dim, hidden]: row split by heads
     _fill_gemm(b, "out_proj", s.ctx_out, s.h, dim0_frac=_frac(heads, s.tp))
+
+
+# Gated DeltaNet (Yang, Kautz, Hatamizadeh, arXiv 2412.06464; the fla kernels vLLM and SGLang
+# run: fla/ops/gated_delta_rule chunk.py and fused_recurrent.py). Per token and value head, with
+# state S [key_head_dim dk, value_head_dim dv]:
+# - decode, the recurrent form: decay S (dk dv), S^T k (2 dk dv), the rank-one update
+#   k (beta (v - S^T k))^T (2 dk dv), the output S^T q (2 dk dv): 7 dk dv FLOPs; the state read
+#   and written once per step;
+# - prefill, the chunkwise form over chunks of C = 64 tokens (chunk_gated_delta_rule, BT = 64):
+#   the three products with a chunk's state (W S, Q S, K^T U: 6 dk dv) and within the chunk
+#   K K^T, Q K^T (2 C dk each), W = T K, U = T V (2 C (dk + dv)), the masked scores times U
+#   (2 C dv) and the triangular solve for T (C^2 / 3): 6 dk dv + C (6 dk + 4 dv) + C^2 / 3, linear
+#   in the prompt's length; each chunk's state written and read once (2 state / C per token).
+DELTA_CHUNK = 64
+
+
+def delta_rule_flops(g, prefill: bool) -> float:
+    """FLOPs of the delta rule per token and value head (above) for a ``LinearAttentionSpec``."""
+    dk, dv = float(g.key_head_dim), float(g.value_head_dim)
+    if not prefill:
+        return 7.0 * dk * dv
+    c = float(DELTA_CHUNK)
+    return 6.0 * dk * dv + c * (6.0 * dk + 4.0 * dv) + c * c / 3.0
+
+
+def _fill_linear(b: _Builder):
+    """The linear-attention (Gated DeltaNet) layers' ops in the attention slots: qkv the input
+    projections (in_proj_qkvz + in_proj_ba), scores the delta rule (holding the recurrent
+    state), context the causal conv1d and the gated norm (holding the conv state), out_proj.
+    Under tp the heads split like qkv/out_proj's (vLLM's ColumnParallelLinear in_proj_qkvz /
+    in_proj_ba, RowParallelLinear out_proj): the key heads' q, k, the value heads' v, z, b, a."""
+    s = b.s
+    g, h = s.m.linear, s.h
+    fk, fv = _frac(float(g.key_heads), s.tp), _frac(float(g.value_heads), s.tp)
+    col_w = h * (2 * g.key_dim * fk + (2 * g.value_dim + 2 * g.value_heads) * fv)
+    col_out = 2 * g.key_dim * fk + (2 * g.value_dim + 2 * g.value_heads) * fv
+    _fill_gemm(b, "qkv", h, s.lin_qkv_out, col_weights=col_w, col_out=col_out)
+    rec, conv = kv.state_bytes(s.m)
+    nv, ab = float(g.value_heads), s.ab
+    decode = s.work.phase in ("decode", "mixed")
+    fl_tok = nv * delta_rule_flops(g, prefill=False)                 # a decoding token
+    pf_tok = nv * delta_rule_flops(g, prefill=True)                  # a prompt token
+    io_tok = (2 * g.key_dim + 2 * g.value_dim + 2 * nv) * ab         # q, k, v, g, beta in; o out
+    conv_fl = 2.0 * g.conv_kernel * g.conv_channels                  # depthwise taps per token
+    # conv1d in and out, the gated norm's o and z in, its output out
+    conv_io = (2 * g.conv_channels + 3 * g.value_dim) * ab
+
+    def per_seq(tok_fl, state, tok_io, tok_extra_fl, chunked):
+        """(FLOPs, bytes) of one sequence's step: s.tps tokens; a decode step reads and writes
+        ``state``, a prefill writes its final state (and, ``chunked``, each chunk's state: 2
+        state / C a token)."""
+        fl = s.tps * (tok_fl + tok_extra_fl)
+        if decode:
+            return fl, 2.0 * state + s.tps * tok_io
+        return fl, state + s.tps * (tok_io + chunked * 2.0 * state / DELTA_CHUNK)
+
+    fdv = _frac(float(g.value_head_dim), s.tp)
+    modes = {MODE_DIM0: (s.seqs, fv), MODE_DIM1: (s.seqs, fdv), MODE_NONE: (s.seqs, 1.0),
+             MODE_NONE_T: (s.seqs_t, 1.0)}     # heads; value head dim; whole; own sequences
+    for slot, tok_fl, state, tok_io, extra in (
+            ("scores", fl_tok if decode else pf_tok, rec, io_tok, 0.0),
+            ("context", 0.0, conv, conv_io, conv_fl)):
+        for mode, (seqs, fr) in modes.items():
+            chunked = slot == "scores"
+            fl, by = per_seq(tok_fl, state, tok_io, extra, chunked)
+            fl, by = seqs * fl * fr, seqs * by * fr
+            if s.chunk is not None:   # mixed step: the prefill chunk's tokens, its prompt's state
+                ch = s.chunk_t if mode == MODE_NONE_T else s.chunk    # read and written once
+                fl = fl + ch * ((pf_tok if slot == "scores" else 0.0) + extra) * fr
+                by = by + (ch * (tok_io + chunked * 2.0 * state / DELTA_CHUNK)
+                           + 2.0 * state) * fr
+            # every stage holds the state of all pp micro-batches in flight
+            b.put(slot, mode, fl, by, 0.0, s.pp * seqs * state * fr)
+    _fill_gemm(b, "out_proj", g.value_dim, h, dim0_frac=fv)
+
+
+_MIXER_SLOTS = ("qkv", "scores", "context", "out_proj")
+_MIXER_ARRAYS = ("compute", "memory", "time", "weights", "kv", "intr")
+
+
+def _fill_attention(b: _Builder):
+    """Each layer's token mixer: softmax attention, or, in a model with linear-attention layers,
+    the mean of the two kinds weighted by their shares of the layers (each op's roofline time,
+    weights and held state; the mean layer of a stage, as ``put_kinds``)."""
+    s = b.s
+    if not s.lin_share:
+        _fill_softmax(b)
+        return
+    sl = [SLOT[x] for x in _MIXER_SLOTS]
+    acc = {}
+    for share, fill in ((1.0 - s.lin_share, _fill_softmax), (s.lin_share, _fill_linear)):
+        fill(b)
+        for name in _MIXER_ARRAYS:
+            part = share * getattr(b, name)[:, sl]
+            acc[name] = part if name not in acc else acc[name] + part
+    for name in _MIXER_ARRAYS:
+        getattr(b, name)[:, sl] = acc[name]
 
 
 def _fill_empty(b: _Builder, slot, modes):
@@ -556,6 +664,17 @@ def kv_layer(model: ModelSpec, held):
     return k + np.where(same, 0.0, v)
 
 
+def _linear_points(s: _Shape) -> dict:
+    """The activations at qkv, scores and context in a model with linear-attention layers: each
+    kind's weighted by its share of the layers (the delta rule's and the gated norm's output:
+    value_dim wide)."""
+    a, la = 1.0 - s.lin_share, s.lin_share
+    return {"qkv": [(a, s.rows * s.qkv_out), (la, s.rows * s.lin_qkv_out)],
+            "scores": [(a * k.share, k.score_rows * s.m.attention.heads) for k in s.kinds]
+            + [(la, s.rows * s.lin_ctx_out)],
+            "context": [(a, s.rows * s.ctx_out), (la, s.rows * s.lin_ctx_out)]}
+
+
 def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -> Tables:
     """Cost every op in every mode and every layout conversion for each coarse row."""
     s = _Shape(model, topo, work, coarse)
@@ -582,6 +701,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
         "hidden": s.rows * s.h, "qkv": s.rows * s.qkv_out,
         "scores": [(k.share, k.score_rows * model.attention.heads) for k in s.kinds],
         "context": s.rows * s.ctx_out,
+        **(_linear_points(s) if s.lin_share else {}),
         "inter": inter_moe, "inter_dense": s.rows * f.intermediate,
         "router": s.rows * s.experts, "logits": s.lm_rows * model.vocab,
     }
@@ -617,7 +737,9 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     # logits), double-buffered
     inter_w = (s.top_k * f.expert_intermediate + f.shared_intermediate) if model.is_moe \
         else f.intermediate
-    workspace = 2.0 * s.ab * (s.rows * (3 * s.h + s.qkv_out + s.ctx_out + inter_w * (f.n_mats - 1))
+    mixer = s.qkv_out + s.ctx_out if not s.lin_share else \
+        max(s.qkv_out + s.ctx_out, s.lin_qkv_out + s.lin_ctx_out)   # the wider kind's
+    workspace = 2.0 * s.ab * (s.rows * (3 * s.h + mixer + inter_w * (f.n_mats - 1))
                               + s.lm_rows * model.vocab)
     # coarse-only validity
     budget = work.budget(topo)

@@ -23,7 +23,8 @@ from .hf import model_from_hf_config
 from .model import (DTYPES, FORMATS, MAX_COUNT, MAX_NODES, TOO_DEEP,  # noqa: F401
                     WEIGHT_GROUPS, ModelSpec, PrecisionSpec, _Table, model_from_dict, read_text)
 from .model import (MAX_FILE_BYTES, MAX_NUMBER, MAX_PARAMS, MAX_WIDTH,  # noqa: F401
-                        MIN_NUMBER, AttentionSpec, FFNSpec)                    # (re-exported)
+                        MIN_NUMBER, AttentionSpec, FFNSpec,                    # (re-exported)
+                        LinearAttentionSpec)
 from .units import FORMAT_ALIASES, GB, GIB, KV_DTYPES, TB, TFLOPS, US, WEIGHT_FORMATS
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]     # lts/ (the package holding specs/)
@@ -343,10 +344,31 @@ def attention_params(m: ModelSpec) -> dict:
             ih, d = a.index_heads, a.index_head_dim
             out["indexer"] = (a.q_lora_rank or h) * ih * d + h * d + 2 * d + h * ih
         return out
-    out = {"qkv": h * (a.heads + 2 * a.kv_heads) * a.head_dim, "o": a.heads * a.head_dim * h}
+    out = {"qkv": h * (a.heads * (2 if a.output_gate else 1) + 2 * a.kv_heads) * a.head_dim,
+           "o": a.heads * a.head_dim * h}     # output_gate: q_proj also makes the gate (Qwen3.5)
     if a.bias or a.sinks:   # gpt-oss: q, k, v, o biases and a sink logit per head (not costed)
         out["bias"] = a.bias * ((a.heads + 2 * a.kv_heads) * a.head_dim + h) + a.sinks * a.heads
     return out
+
+
+def linear_params(m: ModelSpec) -> dict:
+    """Weights of one linear-attention (Gated DeltaNet) block, ``LinearAttentionSpec``: {"qkv":
+    in_proj_qkvz + in_proj_ba, "o": out_proj, "conv": the conv1d taps, "other": per head A_log
+    and dt_bias, the gated norm's weight}; {} for a model without linear layers."""
+    g, h = m.linear, m.hidden
+    if g is None:
+        return {}
+    return {"qkv": h * (2 * g.key_dim + 2 * g.value_dim + 2 * g.value_heads),
+            "o": g.value_dim * h, "conv": g.conv_channels * g.conv_kernel,
+            "other": 2 * g.value_heads + g.value_head_dim}
+
+
+def mixer_params(m: ModelSpec) -> int:
+    """Weights of every layer's token mixer: softmax attention (``attention_params``) in the
+    attention layers, Gated DeltaNet (``linear_params``) in the linear ones."""
+    n_lin = m.linear_layers
+    return (m.layers - n_lin) * sum(attention_params(m).values()) \
+        + n_lin * sum(linear_params(m).values())
 
 
 def param_counts(m: ModelSpec) -> dict:
@@ -354,7 +376,7 @@ def param_counts(m: ModelSpec) -> dict:
     and router biases excluded), and ``params_mtp``: its multi-token-prediction layers as the
     checkpoint stores them (``mtp_params``), outside the totals (not loaded, not run)."""
     h, f = m.hidden, m.ffn
-    att = sum(attention_params(m).values())
+    att = mixer_params(m)          # over all layers
     norms = 2 * h
     dense_ffn = f.n_mats * h * f.intermediate
     embed = m.vocab * h * (1 if m.tie_embeddings else 2) + h       # + final norm
@@ -366,8 +388,8 @@ def param_counts(m: ModelSpec) -> dict:
         moe_active = f.top_k * expert + shared + router
     else:
         moe_total = moe_active = 0
-    total = m.layers * (att + norms) + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_total
-    active = m.layers * (att + norms) + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_active
+    total = att + m.layers * norms + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_total
+    active = att + m.layers * norms + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_active
     return {"params_total": float(total + embed), "params_active": float(active + embed),
             "params_mtp": float(m.mtp_layers * mtp_params(
                 m, sum(attention_params(m).values()) + norms, moe_total))}
@@ -391,7 +413,7 @@ def weight_params(m: ModelSpec) -> dict:
     h, f = m.hidden, m.ffn
     moe = m.moe_layers
     return {"embedding": float(m.vocab * h),
-            "attention": float(m.layers * sum(attention_params(m).values())),
+            "attention": float(mixer_params(m)),
             "router": float(moe * h * f.experts) if m.is_moe else 0.0,
             "experts": float(moe * f.experts * f.n_mats * h * f.expert_intermediate)
             if m.is_moe else 0.0,

@@ -40,6 +40,9 @@ class AttentionSpec:
     bias: bool = False            # q, k, v and output projections with biases (gpt-oss)
     sinks: bool = False           # one learned sink logit per head (gpt-oss): counted in the
                                   # parameters; its softmax term (one per head and query) not costed
+    output_gate: bool = False     # a sigmoid gate on the attention output from a second query-
+                                  # wide projection (Qwen3-Next / Qwen3.5 attn_output_gate): q_proj
+                                  # twice as wide (counted and costed); the gate's multiply not
     # DeepSeek Sparse Attention (mla only; DeepSeek-V3.2, GLM-5): a lightning indexer of
     # index_heads heads of index_head_dim scores every earlier token, and each query attends to
     # the index_topk best (cost.kv module docstring); 0: dense attention
@@ -51,7 +54,6 @@ class AttentionSpec:
     def sparse(self) -> bool:
         """DeepSeek Sparse Attention: an indexer picks the index_topk keys each query attends to."""
         return self.index_topk > 0
-
 
     @property
     def v_dim(self) -> int:   # width of one value head
@@ -73,6 +75,40 @@ class FFNSpec:
     @property
     def n_mats(self) -> int:
         return 3 if self.gated else 2
+
+
+@dataclass(frozen=True)
+class LinearAttentionSpec:
+    """A Gated DeltaNet layer (Yang et al., arXiv 2412.06464; Qwen3-Next / Qwen3.5 ``linear_attn``):
+    in_proj_qkvz [hidden, 2 key_dim + 2 value_dim] and in_proj_ba [hidden, 2 value_heads] (q, k,
+    v, the output gate z, the write strength beta and the decay a), a depthwise causal conv1d of
+    ``conv_kernel`` taps over the q, k, v channels, the delta rule over a value_heads x key_head_dim
+    x value_head_dim state per request, a gated RMSNorm, out_proj [value_dim, hidden]. Key heads
+    are shared by value_heads / key_heads value heads (like GQA)."""
+    key_heads: int            # linear_num_key_heads
+    value_heads: int          # linear_num_value_heads
+    key_head_dim: int         # linear_key_head_dim
+    value_head_dim: int       # linear_value_head_dim
+    conv_kernel: int          # linear_conv_kernel_dim
+    # The recurrent state's dtype: fp32. vLLM's MambaStateDtypeCalculator.
+    # gated_delta_net_state_dtype keeps it in the model dtype unless mamba_ssm_cache_dtype says
+    # otherwise, and vLLM's Qwen3.5 config hook sets it from the checkpoint's mamba_ssm_dtype
+    # (float32 in Qwen3.5's config); the fla kernels accumulate the state in fp32 either way. The
+    # conv state stays in the KV cache type. (vllm/model_executor/layers/mamba/mamba_utils.py)
+    state_dtype: str = "fp32"
+
+    @property
+    def key_dim(self) -> int:
+        return self.key_heads * self.key_head_dim
+
+    @property
+    def value_dim(self) -> int:
+        return self.value_heads * self.value_head_dim
+
+    @property
+    def conv_channels(self) -> int:
+        """Channels of the causal conv1d: q, k and v (2 key_dim + value_dim)."""
+        return 2 * self.key_dim + self.value_dim
 
 
 # the op groups a checkpoint can leave unquantized (``PrecisionSpec.unquantized``); the op tables
@@ -132,6 +168,7 @@ class ModelSpec:
     # counted apart (specs.param_counts' params_mtp), neither loaded nor run (speculative
     # decoding is not costed)
     mtp_layers: int = 0
+    linear: LinearAttentionSpec | None = None    # the linear_attention layers' shapes
 
     @property
     def is_moe(self) -> bool:
@@ -139,10 +176,17 @@ class ModelSpec:
 
     @property
     def layer_windows(self) -> tuple:
-        """Each layer's sliding window (None: full attention), over the layers."""
+        """Each layer's sliding window (None: full attention; LINEAR: a linear-attention layer,
+        no KV cache), over the layers."""
         if not self.layer_types:
             return (self.attention.window,) * self.layers
-        return tuple(self.attention.window if t == SLIDING else None for t in self.layer_types)
+        return tuple(self.attention.window if t == SLIDING else LINEAR if t == LINEAR else None
+                     for t in self.layer_types)
+
+    @property
+    def linear_layers(self) -> int:
+        """Layers of linear attention (``linear``); the others softmax attention."""
+        return sum(t == LINEAR for t in self.layer_types)
 
     @property
     def kind_groups(self) -> tuple:
@@ -162,8 +206,8 @@ class ModelSpec:
         return self.ffn.dense_layers if self.is_moe else self.layers
 
 
-FULL, SLIDING = "full_attention", "sliding_attention"
-LAYER_TYPES = (FULL, SLIDING)     # attention.layer_types values (HF config.json's spelling)
+FULL, SLIDING, LINEAR = "full_attention", "sliding_attention", "linear_attention"
+LAYER_TYPES = (FULL, SLIDING, LINEAR)   # attention.layer_types values (HF config.json's spelling)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -349,13 +393,18 @@ def model_from_dict(data: dict, path) -> ModelSpec:
         window = None               # every layer full: the window is never used
     bias = a.get("bias", bool, False)
     sinks = a.get("sinks", bool, False)
+    gate = a.get("output_gate", bool, False)
+    if kind == "mla" and gate:
+        raise SpecError(path, "attention.output_gate", "true is not supported with mla attention "
+                                                       "(gqa only)")
     if kind == "mla" and (bias or sinks):
         raise SpecError(path, "attention.bias" if bias else "attention.sinks",
                         "true is not supported with mla attention (gqa only)")
     mla.update(_index(a, path, kind, window, layer_types))
     a.finish()
     attention = AttentionSpec(kind, heads, kv_heads, head_dim, **mla, window=window, bias=bias,
-                              sinks=sinks)
+                              sinks=sinks, output_gate=gate)
+    linear = _linear(t, path, layer_types, kind)
 
     f = t.table("ffn")
     fkind = f.get("kind", str, choices=("dense", "moe"))
@@ -389,7 +438,36 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     mtp = t.get("mtp_layers", int, 0, minimum=0)
     t.finish()
     return ModelSpec(name, source, layers, hidden, vocab, attention, ffn, precision, tie,
-                     params_pub, active_pub, str(path), layer_types, mtp)
+                     params_pub, active_pub, str(path), layer_types, mtp, linear)
+
+
+def _linear(t: _Table, path, layer_types: tuple, kind: str):
+    """[linear_attention]: the Gated DeltaNet shapes (``LinearAttentionSpec``) of the
+    linear_attention layers, required exactly when attention.layer_types has some."""
+    has = LINEAR in layer_types
+    if not has:
+        if t.has("linear_attention"):
+            raise SpecError(path, "linear_attention", "is set but attention.layer_types has no "
+                                                      "linear_attention layers")
+        return None
+    if kind == "mla":
+        raise SpecError(path, "attention.layer_types", "linear_attention layers with mla "
+                                                       "attention are not supported (gqa only)")
+    if not t.has("linear_attention"):
+        raise SpecError(path, "linear_attention", "missing table (attention.layer_types has "
+                                                  "linear_attention layers)")
+    g = t.table("linear_attention")
+    w = dict(positive=True, maximum=MAX_WIDTH)
+    spec = LinearAttentionSpec(g.get("key_heads", int, positive=True),
+                               g.get("value_heads", int, positive=True),
+                               g.get("key_head_dim", int, **w), g.get("value_head_dim", int, **w),
+                               g.get("conv_kernel", int, positive=True, maximum=64))
+    g.finish()
+    if spec.value_heads % spec.key_heads:
+        raise SpecError(path, "linear_attention.key_heads",
+                        f"{spec.key_heads} does not divide linear_attention.value_heads = "
+                        f"{spec.value_heads}")
+    return spec
 
 
 INDEX_KEYS = ("index_topk", "index_heads", "index_head_dim")
@@ -437,6 +515,9 @@ def _layer_types(a: _Table, path, layers: int, window) -> tuple:
     if SLIDING in kinds and window is None:
         raise SpecError(path, key, "has sliding_attention layers but attention.sliding_window "
                                    "is not set")
+    if set(kinds) == {LINEAR}:
+        raise SpecError(path, key, "every layer is linear_attention (lts needs at least one "
+                                   "full_attention or sliding_attention layer)")
     if len(set(kinds)) == 1:
         return ()                  # every layer alike: attention.window says which
     return tuple(kinds) * (layers // len(kinds))
