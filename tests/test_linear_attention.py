@@ -7,6 +7,7 @@ test_costmodel_reference.py (model linear-small)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -18,7 +19,8 @@ from lts.cost import kv
 from lts.cost.layouts import MODE_NONE, SLOT
 from lts.cost.model import evaluate
 from lts.cost.tables import DELTA_CHUNK, build_tables, delta_rule_flops
-from lts.specs import SpecError, linear_params, load_topology, model_from_dict, param_counts
+from lts.specs import (SpecError, linear_params, load_model, load_topology, model_from_dict,
+                       param_counts)
 from lts.specs.strategy import megatron_row
 from lts.specs.workload import Workload
 from test_layer_kinds import exact_equals_brute_force
@@ -233,3 +235,118 @@ def test_linear_layers_hold_less_than_full_attention_at_long_context():
                                   Workload("prefill", context=2048, ttft_slo_ms=300)])
 def test_exact_equals_brute_force_on_linear_and_full_layers(work):
     exact_equals_brute_force(synthetic_linear(), work, pp=(1, 2, 4))   # pp 4: uneven, refused
+
+
+# ----------------------------------------------------------------------------------------------
+# Qwen3-Next and Qwen3.5 from config.json; models/qwen3.5-397b-a17b.toml
+
+QWEN35 = "tests/data/hf/qwen3.5-397b-a17b.json"   # the keys lts reads (models/qwen3.5-397b-a17b.toml)
+# Qwen/Qwen3-Next-80B-A3B-Instruct config.json (huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct):
+# the keys lts reads, without layer_types (the default rule: every 4th layer full attention)
+QWEN_NEXT = {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next",
+             "dtype": "bfloat16", "decoder_sparse_step": 1, "full_attention_interval": 4,
+             "head_dim": 256, "hidden_size": 2048, "intermediate_size": 5120,
+             "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+             "linear_num_value_heads": 32, "linear_value_head_dim": 128, "mlp_only_layers": [],
+             "moe_intermediate_size": 512, "num_attention_heads": 16, "num_experts": 512,
+             "num_experts_per_tok": 10, "num_hidden_layers": 48, "num_key_value_heads": 2,
+             "shared_expert_intermediate_size": 512, "tie_word_embeddings": False,
+             "vocab_size": 151936, "mtp_num_hidden_layers": 1}
+
+
+def _strip(m):
+    return dataclasses.replace(m, name="", source="", path="", params_published=0.0,
+                               active_params_published=0.0)
+
+
+def test_qwen35_config_and_shipped_file_agree_with_the_published_counts():
+    toml, hf = load_model("qwen3.5-397b-a17b"), load_model(QWEN35)
+    assert _strip(toml) == _strip(hf)
+    assert toml.linear_layers == 45 and toml.layer_types[:4] == (
+        "linear_attention", "linear_attention", "linear_attention", "full_attention")
+    assert toml.attention.output_gate and toml.ffn.shared_experts == 1 and toml.mtp_layers == 1
+    p = param_counts(toml)
+    # model card: 397B total (within 2%: 396.35B; the vision tower, ~0.45B, is not counted)
+    assert p["params_total"] == pytest.approx(toml.params_published, rel=0.02)
+    assert p["params_total"] == pytest.approx(396.35e9, rel=1e-4)
+    # "17B activated" is rounded: 17.35B with the embedding and the head
+    assert p["params_active"] == pytest.approx(17.35e9, rel=1e-3)
+    # the MTP layer: a full-attention layer, the MoE, fc [2h -> h] and 3 norms, no copies of the
+    # embedding and head (shared with the model)
+    h = 4096
+    layer = h * (32 * 2 + 2 * 2) * 256 + 32 * 256 * h + 2 * h
+    moe = 512 * 3 * h * 1024 + 3 * h * 1024 + h * 512
+    assert p["params_mtp"] == layer + moe + 2 * h * h + 3 * h
+    assert "mtp_num_hidden_layers" in hf.source and "text_config" in hf.source
+
+
+def test_qwen3_next_from_a_flat_config(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(QWEN_NEXT))
+    m = load_model(path)
+    assert m.linear_layers == 36 and m.kind_groups == (("linear_attention", 36), (None, 12))
+    assert (m.linear.key_heads, m.linear.value_heads, m.linear.conv_kernel) == (16, 32, 4)
+    assert m.attention.output_gate                     # HF default: Qwen3-Next always gates
+    # model card (huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct): 80B total
+    assert param_counts(m)["params_total"] == pytest.approx(80e9, rel=0.02)
+
+
+def test_qwen35_dense_text_config(tmp_path):
+    """qwen3_5 (Qwen3.5-27B's layout): the same layers with a dense FFN."""
+    text = {k: v for k, v in QWEN_NEXT.items() if "expert" not in k and k not in (
+        "architectures", "decoder_sparse_step", "mlp_only_layers", "model_type")}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "qwen3_5", "text_config": {
+        **text, "model_type": "qwen3_5_text", "intermediate_size": 5120}}))
+    m = load_model(path)
+    assert m.ffn.kind == "dense" and m.ffn.intermediate == 5120 and m.linear_layers == 36
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda c: c.pop("linear_num_value_heads"),
+     "linear_num_value_heads: missing (expected an integer)"),
+    (lambda c: c.update(sliding_window=4096),
+     "sliding_window: 4096 is not supported (expected null: the full-attention layers attend to "
+     "the whole context)"),
+    (lambda c: c.update(layer_types=["linear_attention"] * 48),
+     "layer_types: every layer is linear_attention (lts needs at least one full_attention or "
+     "sliding_attention layer)"),
+])
+def test_bad_qwen3_next_configs_name_the_key(tmp_path, change, message):
+    cfg = dict(QWEN_NEXT)
+    change(cfg)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(SpecError) as e:
+        load_model(path)
+    assert str(e.value) == f"{path}: {message}"
+
+
+def test_full_attention_interval_one_is_all_full_attention(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**QWEN_NEXT, "full_attention_interval": 1}))
+    m = load_model(path)
+    assert m.linear is None and m.linear_layers == 0 and m.attention.output_gate
+
+
+def test_qwen35_text_config_model_type_is_checked(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "qwen3_5_moe",
+                                "text_config": {"model_type": "qwen3_next"}}))
+    with pytest.raises(SpecError) as e:
+        load_model(path)
+    assert str(e.value) == (f"{path}: text_config.model_type: 'qwen3_next' is not the text model "
+                            "of a qwen3_5_moe config (expected qwen3_5_moe_text)")
+
+
+@pytest.mark.parametrize("context", [4096, 131072])
+def test_qwen35_state_plus_kv_per_request(context):
+    """Must show: Qwen3.5-397B-A17B's bytes per request, the 45 linear layers' state (64 value
+    heads x 128 x 128 fp32, and 3 x 12,288 conv channels in bf16) and the 15 full layers' KV (2
+    KV heads x 256, K and V, bf16, per token)."""
+    m = load_model("qwen3.5-397b-a17b")
+    state = 45 * (64 * 128 * 128 * 4 + 3 * (2 * 16 * 128 + 64 * 128) * 2)
+    kv_bytes = 15 * 2 * 2 * 256 * 2 * context
+    assert state == 45 * 4_268_032
+    assert kv.request_bytes(m, context) == state + kv_bytes
+    assert m.linear_layers * sum(kv.state_bytes(m)) == state

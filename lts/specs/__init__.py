@@ -404,7 +404,12 @@ def mtp_params(m: ModelSpec, layer_attention: float, moe_total: float) -> float:
     DeepSeek-V3, the card's "14B of MTP module weights")."""
     h, f = m.hidden, m.ffn
     ffn = moe_total if m.is_moe else f.n_mats * h * f.intermediate
-    return layer_attention + ffn + 2 * h * h + 3 * h + 2 * m.vocab * h
+    # Qwen3-Next / Qwen3.5 (the models with linear-attention layers): the MTP module (mtp.fc
+    # [2 hidden -> hidden], mtp.layers.0 a full-attention layer, mtp.norm, mtp.pre_fc_norm_hidden
+    # and _embedding) shares the model's embedding and LM head (vLLM qwen3_next_mtp.py loads them
+    # from the model's), so no copies are counted
+    copies = 0 if m.linear is not None else 2 * m.vocab * h
+    return layer_attention + ffn + 2 * h * h + 3 * h + copies
 
 
 def weight_params(m: ModelSpec) -> dict:

@@ -29,6 +29,14 @@ deepseek_v32       DeepSeek-V3's shape with DeepSeek Sparse Attention on every l
 glm_moe_dsa        GLM-5: the same keys and shape (MLA, DeepSeek's MoE, sparse attention on every
                    layer; ``indexer_types`` other than all "full", GLM-5.2's shared indexers, is
                    refused)
+qwen3_next         hybrid: Gated DeltaNet layers (``linear_num_key_heads``,
+                   ``linear_num_value_heads``, ``linear_key_head_dim``, ``linear_value_head_dim``,
+                   ``linear_conv_kernel_dim``) and every ``full_attention_interval``-th layer full
+                   GQA attention with an output gate (``layer_types`` where given); MoE as
+                   qwen2_moe with one shared expert; ``mtp_num_hidden_layers`` counted apart
+qwen3_5_moe,       multimodal (Qwen3.5 / 3.6): the text model from ``text_config``
+qwen3_5            (qwen3_5_moe_text: qwen3_next's shape; qwen3_5_text: the same layers with a
+                   dense FFN of ``intermediate_size``); the vision tower is not counted
 =================  ============================================================================
 
 Every family's FFN is gated (SwiGLU: gate, up and down projections).
@@ -79,7 +87,8 @@ from .model import TOO_DEEP, WEIGHT_GROUPS, ModelSpec, model_from_dict, read_tex
 from .units import FP8_BLOCK, NVFP4_GROUP, W4A16_GROUP, W4A16_GROUP_32
 
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
-            "deepseek_v2", "deepseek_v3", "gpt_oss", "deepseek_v32", "glm_moe_dsa")
+            "deepseek_v2", "deepseek_v3", "gpt_oss", "deepseek_v32", "glm_moe_dsa",
+            "qwen3_next", "qwen3_5_moe_text", "qwen3_5_text")
 DENSE = ("llama", "mistral", "qwen2", "qwen3")
 QWEN_MOE = ("qwen2_moe", "qwen3_moe")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa")
@@ -92,7 +101,14 @@ SPARSE = ("deepseek_v32", "glm_moe_dsa")
 # intermediate_size) with full GQA attention and per-layer q/k norms (not modelled, as Qwen3's)
 ALIASES = {"kimi_k2": "deepseek_v3", "minimax_m2": "mixtral"}
 # multimodal configs whose text model is text_config (its model_type one of these)
-MULTIMODAL = {"kimi_k25": ("kimi_k2", "deepseek_v3")}
+MULTIMODAL = {"kimi_k25": ("kimi_k2", "deepseek_v3"), "qwen3_5_moe": ("qwen3_5_moe_text",),
+              "qwen3_5": ("qwen3_5_text",)}
+# hybrid linear / full attention (Gated DeltaNet): huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct
+# config.json, huggingface.co/Qwen/Qwen3.5-397B-A17B config.json (text_config)
+HYBRID = ("qwen3_next", "qwen3_5_moe_text", "qwen3_5_text")
+LINEAR_KEYS = {"key_heads": "linear_num_key_heads", "value_heads": "linear_num_value_heads",
+               "key_head_dim": "linear_key_head_dim", "value_head_dim": "linear_value_head_dim",
+               "conv_kernel": "linear_conv_kernel_dim"}
 
 TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
@@ -480,6 +496,10 @@ def _attention(c: _Config, family: str, hidden: int) -> tuple[dict, dict]:
                           "head_dim key (expected head_dim, or heads dividing hidden_size)")
         head_dim = hidden // heads
     table = {"kind": "gqa", "heads": heads, "kv_heads": kv_heads, "head_dim": head_dim}
+    if family in HYBRID:
+        # HF default: attn_output_gate true (transformers Qwen3NextAttention: q_proj of 2 x heads
+        # x head_dim, the query and its output gate; Qwen3.5 configs say "attn_output_gate": true)
+        table["output_gate"] = c.get("attn_output_gate", bool, default=True, nullable=True)
     if family == "gpt_oss":
         # GptOssAttention: q/k/v/o biases when attention_bias (HF default true) and a learned
         # sink logit per head ("sinks", one per head in every layer)
@@ -496,6 +516,17 @@ def _sliding(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
     every layer, else Qwen's ``use_sliding_window`` on the layers from ``max_window_layers`` on
     (Qwen2Config's rule); DeepSeek and Llama configs have none."""
     keys = {"attention.sliding_window": "sliding_window", "attention.layer_types": "layer_types"}
+    if family in HYBRID:
+        if c.data.get("sliding_window") is not None:
+            raise c.error("sliding_window", f"{_show(c.data['sliding_window'])} is not supported "
+                          "(expected null: the full-attention layers attend to the whole context)")
+        # HF default: full_attention_interval 4 (Qwen3NextConfig); layer i is full attention
+        # when (i + 1) % interval == 0, linear attention otherwise
+        every = c.get("full_attention_interval", int, default=4, positive=True, nullable=True)
+        kinds = c.get("layer_types", list, nullable=True, default=[
+            "full_attention" if (i + 1) % every == 0 else "linear_attention"
+            for i in range(layers)])
+        return {"layer_types": kinds}, keys
     if family == "gpt_oss":
         # HF default (GptOssConfig, transformers 4.55): sliding_window 128, layer_types
         # alternating sliding_attention, full_attention from the first layer
@@ -555,7 +586,7 @@ def _qwen_dense_prefix(c: _Config, layers: int, experts: int) -> int:
 
 
 def _ffn(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
-    if family in DENSE:
+    if family in DENSE or family == "qwen3_5_text":
         return ({"kind": "dense", "gated": True,
                  "intermediate": c.get("intermediate_size", int, positive=True)},
                 {"ffn.intermediate": "intermediate_size"})
@@ -568,7 +599,7 @@ def _ffn(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
                  "expert_intermediate": c.get("intermediate_size", int, positive=True),
                  "shared_experts": 0, "dense_layers": 0}
         keys = {"ffn.expert_intermediate": "intermediate_size"}
-    elif family in QWEN_MOE:
+    elif family in QWEN_MOE or family in HYBRID:
         experts_key = "num_experts"
         experts = c.get(experts_key, int, positive=True)
         table = {"kind": "moe", "gated": True, "experts": experts, "top_k": top_k,
@@ -576,8 +607,9 @@ def _ffn(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
                  "shared_experts": 0}
         keys = {"ffn.expert_intermediate": "moe_intermediate_size",
                 "ffn.dense_layers": "mlp_only_layers", "ffn.intermediate": "intermediate_size"}
-        if family == "qwen2_moe":
-            # Qwen2MoeSparseMoeBlock: one shared expert of shared_expert_intermediate_size
+        if family != "qwen3_moe":
+            # Qwen2MoeSparseMoeBlock (and Qwen3-Next's, Qwen3.5's): one shared expert of
+            # shared_expert_intermediate_size
             table["shared_experts"] = 1
             table["shared_intermediate"] = c.get("shared_expert_intermediate_size", int,
                                                  positive=True)
@@ -734,14 +766,20 @@ def model_from_hf_config(path) -> ModelSpec:
         c = _Config({**c.data, "torch_dtype": "bfloat16"}, c.path)
     precision, pkeys = _precision(c, layers, ffn)
 
-    mtp = c.get("num_nextn_predict_layers", int, default=0, minimum=0, nullable=True) \
-        if family in DEEPSEEK else 0
+    mtp_key = "mtp_num_hidden_layers" if family in HYBRID else "num_nextn_predict_layers"
+    mtp = c.get(mtp_key, int, default=0, minimum=0, nullable=True) \
+        if family in DEEPSEEK + HYBRID else 0
     if mtp:
         c.note += (f"; {mtp} multi-token-prediction layer{'s' if mtp > 1 else ''} "
-                   "(num_nextn_predict_layers) counted apart (params_mtp), not run")
+                   f"({mtp_key}) counted apart (params_mtp), not run")
+    linear = {}
+    if "linear_attention" in (attention.get("layer_types") or ()):
+        linear = {k: c.get(hf, int, positive=True) for k, hf in LINEAR_KEYS.items()}
+        akeys.update({f"linear_attention.{k}": hf for k, hf in LINEAR_KEYS.items()})
     data = {"name": _display_name(c, path), "source": f"HuggingFace config.json: {path}{c.note}",
             "layers": layers, "hidden": hidden, "vocab": vocab, "tie_embeddings": tie,
-            "attention": attention, "ffn": ffn, "precision": precision, "mtp_layers": mtp}
+            "attention": attention, "ffn": ffn, "precision": precision, "mtp_layers": mtp,
+            **({"linear_attention": linear} if linear else {})}
     keys = {"layers": "num_hidden_layers", "hidden": "hidden_size", "vocab": "vocab_size",
             "tie_embeddings": "tie_word_embeddings", **akeys, **fkeys, **pkeys}
     try:
