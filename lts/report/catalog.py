@@ -85,11 +85,16 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
     formats = {}
     for group, fmt in r["formats"].items():
         formats.setdefault(fmt, []).append(group)
+    if m.linear is not None:
+        la = m.linear
+        rows.append(("linear attention", f"Gated DeltaNet: {la.key_heads} key heads, "
+                                         f"{la.value_heads} value heads, dk {la.key_head_dim}, "
+                                         f"dv {la.value_head_dim}, conv {la.conv_kernel}"))
     rows += [("layer kinds", ", ".join(f"{n} {k}" for k, n in r["layer_kinds"].items())),
              ("weights", "; ".join(f"{fmt}: {', '.join(gs)}" for fmt, gs in formats.items())),
              ("precision", f"weights {r['weights']}, kv {r['kv_cache']}, "
                            f"activations {m.precision.activations}"),
-             ("KV per request", "; ".join(
+             ("KV+state/request", "; ".join(
                  f"{e['bytes'] / GIB:,.3f} GiB at {e['context']:,} tokens "
                  f"({e['bytes'] / e['context'] / 1024:,.1f} KiB/token)"
                  for e in r["kv_per_request"])),
