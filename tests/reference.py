@@ -68,6 +68,7 @@ import math
 from dataclasses import replace
 
 from lts.specs import attention_params
+from lts.specs.model import Chunk
 from lts.specs.strategy import BATCH, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
 
 COMPAT = ("kv_per_microbatch", "moe_layout_everywhere", "ffn_fractional_t_rows")
@@ -165,6 +166,13 @@ def _mean_keys(length, window):
     """Mean over the queries of a causal prompt of ``length`` tokens of the keys each attends
     to, min(i, window) for query i = 1..length (summed one query at a time)."""
     return sum(min(i, window) for i in range(1, length + 1)) / length
+
+
+@functools.lru_cache(maxsize=None)
+def _mean_chunk_keys(length, chunk):
+    """The same under chunked local attention of ``chunk`` tokens: query i attends to the keys
+    from its chunk's start, ((i - 1) mod chunk) + 1 (summed one query at a time)."""
+    return sum((i - 1) % chunk + 1 for i in range(1, length + 1)) / length
 
 
 class _Ctx:
@@ -288,19 +296,28 @@ class _Ctx:
         self.qkv_out, self.ctx_out = self.attn_widths
         self.point_bytes["qkv"] = self.rows * self.qkv_out * self.ab
         self.point_bytes["context"] = self.rows * self.ctx_out * self.ab
-        w = math.inf if window is None else window
+        chunked = isinstance(window, Chunk)     # chunked local attention: its chunk's keys
+        w = math.inf if window is None else window.size if chunked else window
         ctx = float(work.context)
-        self.ctx = min(ctx, w) if self.decode else ctx
-        self.ctx_attn = self.ctx if self.decode else _mean_keys(int(ctx), w)
+        if chunked:
+            # decode: the token at context c holds and reads its chunk so far; a mixed step's
+            # prefill chunk is costed as under a window of the chunk (cost.kv: a bound)
+            self.ctx = float((int(ctx) - 1) % w + 1) if self.decode else ctx
+            self.ctx_attn = self.ctx if self.decode else _mean_chunk_keys(int(ctx), w)
+        else:
+            self.ctx = min(ctx, w) if self.decode else ctx
+            self.ctx_attn = self.ctx if self.decode else _mean_keys(int(ctx), w)
         # sparse attention: query i attends to min(i, index_topk) of the keys the indexer scores;
         # a decode step reads min(context, index_topk) latents, a prefill its whole prompt's
         topk = self.m.attention.index_topk or math.inf
         self.sel = min(self.ctx, topk) if self.decode else self.ctx
-        self.sel_attn = self.sel if self.decode else _mean_keys(int(ctx), min(w, topk))
+        self.sel_attn = self.sel if self.decode else self.ctx_attn if chunked else \
+            _mean_keys(int(ctx), min(w, topk))     # (sparse attention has no chunked layers)
         score_rows = self.seq_rows * self.sel_attn
         if work.phase == "mixed":
-            self.chunk_keys = _mean_keys(int(self.isl), w)
-            self.chunk_sel = _mean_keys(int(self.isl), min(w, topk))
+            self.chunk_keys = _mean_chunk_keys(int(self.isl), w) if chunked else \
+                _mean_keys(int(self.isl), w)
+            self.chunk_sel = self.chunk_keys if chunked else _mean_keys(int(self.isl), min(w, topk))
             n = int(self.per_prompt)
             size = self.isl / n                                   # one chunk of one prompt
             self.chunk_read = sum(min(j * size, size + w) for j in range(1, n + 1)) / n / size

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import reference as ref
-from generators import (synthetic_dense, synthetic_linear, synthetic_mla, synthetic_moe,
-                        synthetic_window)
+from generators import (synthetic_chunked, synthetic_dense, synthetic_linear, synthetic_mla,
+                        synthetic_moe, synthetic_window)
 from lts.cost.model import breakdown, evaluate
 from lts.cost.tables import REASONS
 from lts.specs.workload import Workload
@@ -48,7 +48,9 @@ SYNTHETIC = {"moe-small": synthetic_moe, "mla-small": synthetic_mla, "dense-smal
              # two layer kinds: the reference walks each layer's own window
              "window-small": synthetic_window,
              # linear attention (Gated DeltaNet) and full attention layers
-             "linear-small": synthetic_linear}
+             "linear-small": synthetic_linear,
+             # chunked local attention (Llama 4) and full attention layers
+             "chunked-small": synthetic_chunked}
 MODEL_NAMES = _shipped_models() + list(SYNTHETIC)
 
 

@@ -65,14 +65,22 @@ def test_layer_kinds_from_a_model_file():
     (dict(sliding_window=64, layer_types=["sliding_attention"] * 3), "attention.layer_types",
      "3 entries do not divide layers = 4 (expected one entry a layer, or a pattern that "
      "repeats)"),
-    (dict(sliding_window=64, layer_types=["chunked_attention"]), "attention.layer_types",
-     "'chunked_attention' is not one of 'full_attention', 'sliding_attention', "
-     "'linear_attention' (lts cannot cost other attention kinds yet)"),
+    (dict(sliding_window=64, layer_types=["dilated_attention"]), "attention.layer_types",
+     "'dilated_attention' is not one of 'full_attention', 'sliding_attention', "
+     "'linear_attention', 'chunked_attention' (lts cannot cost other attention kinds yet)"),
+    (dict(layer_types=["chunked_attention", "full_attention"]), "attention.layer_types",
+     "has chunked_attention layers but attention.chunk_size is not set"),
+    (dict(chunk_size=64, layer_types=["sliding_attention", "full_attention"], sliding_window=8),
+     "attention.chunk_size", "is set but attention.layer_types has no chunked_attention layers"),
+    (dict(chunk_size=64), "attention.chunk_size",
+     "is set but attention.layer_types has no chunked_attention layers"),
+    (dict(chunk_size=0, layer_types=["chunked_attention"]), "attention.chunk_size",
+     "0 must be > 0"),
     (dict(layer_types=["sliding_attention", "full_attention"]), "attention.layer_types",
      "has sliding_attention layers but attention.sliding_window is not set"),
     (dict(sliding_window=64, layer_types=[]), "attention.layer_types",
      "[] is not a list of strings (expected entries of 'full_attention', 'sliding_attention', "
-     "'linear_attention')"),
+     "'linear_attention', 'chunked_attention')"),
 ])
 def test_bad_layer_kinds_are_refused(att, key, message):
     data = dict(name="w", source="test", layers=4, hidden=1024, vocab=32000,
@@ -124,8 +132,8 @@ def test_hf_bad_window_names_the_config_key(tmp_path):
         (dict(model_type="qwen2", use_sliding_window=True, sliding_window=None),
          "sliding_window: missing (expected an integer: use_sliding_window is true)"),
         (dict(model_type="mistral", sliding_window=64, layer_types=["chunked_attention"] * 80),
-         "layer_types: 'chunked_attention' is not one of 'full_attention', 'sliding_attention', "
-         "'linear_attention' (lts cannot cost other attention kinds yet)"),
+         "layer_types: chunked_attention is not supported in a mistral config (lts reads "
+         "chunked attention from llama4 only)"),
     ]:
         cfg = json.loads(open(f"{DATA}/llama3.1-70b.json").read())
         cfg.update(changes)
@@ -225,15 +233,20 @@ def windowed(draw):
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_a_window_never_costs_more_than_full_attention(data):
-    full, win = data.draw(windowed())
+    never_costs_more(data, *data.draw(windowed()))
+
+
+def never_costs_more(data, full, other, works=()):
+    """``other`` (some layers of ``full`` made cheaper) takes no longer a step and holds no
+    more memory than ``full`` on any strategy that splits its layer kinds evenly."""
     topo = data.draw(topologies())
     work = data.draw(st.sampled_from([
         Workload("decode", 300), Workload("decode", 65536), Workload("prefill", 4096),
         Workload("mixed", context=3000, tpot_slo_ms=1e9, isl=2048, osl=512, step_tokens=1024,
-                 cohort_base=3.0, cohort_share=0.07)]))
+                 cohort_base=3.0, cohort_share=0.07), *works]))
     rows = np.stack(data.draw(st.lists(strategy_rows(full, topo), min_size=1, max_size=8)))
-    a, b = evaluate(full, topo, work, rows), evaluate(win, topo, work, rows)
-    even = kv.even_split(win, rows[:, 2])
+    a, b = evaluate(full, topo, work, rows), evaluate(other, topo, work, rows)
+    even = kv.even_split(other, rows[:, 2])
     for f in ("step_s", "memory_bytes"):
         x, y = getattr(a, f)[even], getattr(b, f)[even]
         assert np.all(y <= x * (1 + 1e-12)), f
@@ -339,3 +352,80 @@ def test_gpt_oss_at_128k_holds_half_the_kv_of_full_attention():
     a, b = (evaluate(x, topo, Workload("decode", ctx), row) for x in (m, full))
     assert a.valid[0] and b.valid[0]
     assert a.memory_bytes[0] < b.memory_bytes[0] and a.tpot_s[0] < b.tpot_s[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# chunked local attention (Llama 4): a query attends to the keys of its own chunk only
+
+C = 512
+
+
+def chunked(layer_types=("chunked_attention",), layers=4):
+    """synthetic_dense's shapes with chunked attention of C tokens on a pattern of layers."""
+    return model_from_dict(dict(
+        name="c", source="test", layers=layers, hidden=1024, vocab=32000,
+        attention=dict(kind="gqa", heads=16, kv_heads=4, head_dim=64, chunk_size=C,
+                       layer_types=list(layer_types)),
+        ffn=dict(kind="dense", gated=True, intermediate=4096)), "c.toml")
+
+
+def test_chunked_layers_from_a_model_file():
+    from lts.specs.model import Chunk
+    m = chunked(["chunked_attention"] * 3 + ["full_attention"], layers=8)
+    assert m.attention.chunk == C
+    assert m.kind_groups == ((Chunk(C), 6), (None, 2))
+    # every layer chunked stays a layer kind (not a sliding window of C)
+    assert chunked().layer_windows == (Chunk(C),) * 4
+
+
+@pytest.mark.parametrize("context, held", [(1, 1), (300, 300), (C, C), (C + 1, 1),
+                                           (3 * C + 7, 7), (131072, C), (131071, C - 1)])
+def test_chunked_decode_holds_and_reads_the_current_chunk(context, held):
+    # the token at context c holds and reads ((c - 1) mod C) + 1 keys
+    fl, by, cache = scores(chunked(), Workload("decode", context))
+    assert fl == pytest.approx(2 * HEADS * HEAD_DIM * held, rel=1e-12)
+    assert by == pytest.approx(held * KV_BYTES + HEADS * HEAD_DIM * 2 * 2, rel=1e-12)
+    assert cache == pytest.approx(held * 2 * KV_BYTES, rel=1e-12)
+    assert kv.request_bytes(chunked(), context) == held * 4 * 2 * KV_BYTES
+
+
+@pytest.mark.parametrize("context", [100, C, C + 1, 1500, 4096])
+def test_chunked_prefill_attends_its_chunk(context):
+    # L = qC + r: (q C(C+1)/2 + r(r+1)/2) / L keys a query on average
+    L = context
+    q, r = divmod(L, C)
+    mean = (q * C * (C + 1) / 2 + r * (r + 1) / 2) / L
+    assert mean == pytest.approx(sum((i - 1) % C + 1 for i in range(1, L + 1)) / L, rel=1e-12)
+    assert kv.mean_keys(kv.Chunk(C), float(L)) == pytest.approx(mean, rel=1e-12)
+    fl, by, cache = scores(chunked(), Workload("prefill", context))
+    assert fl == pytest.approx(2 * HEADS * HEAD_DIM * L * mean, rel=1e-12)
+    assert cache == pytest.approx(L * 2 * KV_BYTES, rel=1e-12)
+
+
+def test_chunked_mixed_reads_at_most_a_window_of_the_chunk():
+    assert kv.chunk_reads(kv.Chunk(1024), np.array([4.0]), 8192) == \
+        pytest.approx(kv.chunk_reads(1024, np.array([4.0]), 8192))
+
+
+@st.composite
+def chunked_pairs(draw):
+    """(full-attention model, the same with chunked attention on a pattern of its layers)."""
+    model = draw(model_specs(attention=("gqa",)))
+    size = draw(st.sampled_from([1, 16, 500, 4096, 8192]))
+    pattern = draw(st.sampled_from([("chunked_attention",),
+                                    ("chunked_attention",) * 3 + ("full_attention",),
+                                    ("full_attention", "chunked_attention")]))
+    if model.layers % len(pattern):
+        pattern = ("chunked_attention",)
+    types = tuple(pattern) * (model.layers // len(pattern))
+    att = dataclasses.replace(model.attention, chunk=size)
+    return model, dataclasses.replace(model, attention=att, layer_types=types)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_chunked_attention_never_costs_more_than_full_attention(data):
+    full, chk = data.draw(chunked_pairs())
+    never_costs_more(data, full, chk, works=(Workload("decode", 70001),))
+    for c in (1, 4095, 4096, 131072):
+        assert kv.request_bytes(chk, c) <= kv.request_bytes(full, c)

@@ -16,6 +16,17 @@ keeping other bytes per token would land here; ``uniform`` would then turn false
 ``token_bytes`` (what the tables cost) and ``require_uniform`` (the exact solver's check)
 refuse the model instead of costing every layer as the first.
 
+**Chunked local attention** (Llama 4's chunked_attention layers; a ``specs.model.Chunk`` of C
+tokens in ``layer_windows``): the context is cut into chunks of C tokens and a query attends
+only to the keys of its own chunk, from the chunk's start to itself. The cost model works at a
+context (a decode step of sequences at ``context`` tokens, as for a window), so a decode token
+at context c (the c-th token) holds and reads the tokens of its current chunk, ((c - 1) mod C)
++ 1 of them, C at any multiple of C, at most min(c, C) (vLLM's ChunkedLocalAttentionSpec frees
+the blocks before the current chunk); a prefill writes and reads its whole prompt, query i
+attending to ((i - 1) mod C) + 1 keys (``mean_keys``: with L = qC + r, (q C(C+1)/2 + r(r+1)/2)/L);
+a mixed step's prefill chunk reads at most its own tokens and the C before it, costed as a
+window of C (``chunk_reads``: an upper bound, exact when the prefill chunks are C long).
+
 **Sparse attention** (DeepSeek Sparse Attention, DeepSeek-V3.2-Exp and GLM-5; ``AttentionSpec
 .sparse``): a lightning indexer of index_heads heads of index_head_dim scores every earlier
 token for each query (2 index_heads index_head_dim FLOPs per query per key, fp8), and MLA
@@ -37,7 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import ModelSpec
-from ..specs.model import LINEAR
+from ..specs.model import LINEAR, Chunk
 from ..specs.units import DTYPE_BYTES
 
 
@@ -123,7 +134,11 @@ def held_tokens(window, context, decode: bool = True):
     """Tokens of a sequence's context that a layer with sliding ``window`` (None: full
     attention) holds in its cache and reads in a step: min(context, window) when decoding; a
     prefill step writes and reads its whole prompt (every key is some query's neighbour)."""
-    return context if window is None or not decode else np.minimum(context, float(window))
+    if window is None or not decode:
+        return context
+    if isinstance(window, Chunk):      # the current chunk (module docstring)
+        return np.mod(np.maximum(context, 1.0) - 1.0, float(window.size)) + 1.0
+    return np.minimum(context, float(window))
 
 
 def mean_keys(window, length):
@@ -133,6 +148,10 @@ def mean_keys(window, length):
     full = (length + 1) / 2
     if window is None:
         return full
+    if isinstance(window, Chunk):      # query i: ((i - 1) mod C) + 1 keys
+        c = float(window.size)
+        q, r = np.floor_divide(length, c), np.mod(length, c)
+        return (q * c * (c + 1) / 2 + r * (r + 1) / 2) / np.maximum(length, 1.0)
     w = float(window)
     return np.where(length <= w, full,
                     (w * (w + 1) / 2 + (length - w) * w) / np.maximum(length, 1.0))
@@ -146,6 +165,8 @@ def chunk_reads(window, chunks, isl):
     full = (chunks + 1) / 2
     if window is None:
         return full
+    if isinstance(window, Chunk):      # at most a window of C (module docstring)
+        window = window.size
     cap = 1.0 + float(window) * chunks / float(isl)      # 1 + w / (isl / chunks)
     m = np.minimum(chunks, np.floor(cap))                 # chunks j with j <= cap
     return np.where(cap >= chunks, full, (m * (m + 1) / 2 + (chunks - m) * cap) / chunks)

@@ -552,6 +552,9 @@ def _sliding(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
         if window is None and "sliding_attention" in kinds:
             raise c.error("sliding_window", "null, but layer_types has sliding_attention layers "
                                             "(expected the window's size)")
+        if "chunked_attention" in kinds:   # only Llama 4 has the chunk size (attention_chunk_size)
+            raise c.error("layer_types", f"chunked_attention is not supported in a {family} "
+                                         "config (lts reads chunked attention from llama4 only)")
         return ({"layer_types": kinds} if window is None else
                 {"sliding_window": window, "layer_types": kinds}), keys
     if window is None:

@@ -37,6 +37,9 @@ class AttentionSpec:
     v_head_dim: int = 0       # mla: value head width; gqa: equals head_dim
     window: int | None = None     # sliding window (tokens a query attends to, itself included)
                                   # of the layers that have one (ModelSpec.layer_types); None: none
+    chunk: int | None = None      # chunked local attention (Llama 4 attention_chunk_size): a
+                                  # chunked_attention layer's query attends only to the keys of
+                                  # its own chunk of ``chunk`` tokens; None: no such layers
     bias: bool = False            # q, k, v and output projections with biases (gpt-oss)
     sinks: bool = False           # one learned sink logit per head (gpt-oss): counted in the
                                   # parameters; its softmax term (one per head and query) not costed
@@ -177,11 +180,12 @@ class ModelSpec:
     @property
     def layer_windows(self) -> tuple:
         """Each layer's sliding window (None: full attention; LINEAR: a linear-attention layer,
-        no KV cache), over the layers."""
+        no KV cache; a ``Chunk``: chunked local attention), over the layers."""
         if not self.layer_types:
             return (self.attention.window,) * self.layers
-        return tuple(self.attention.window if t == SLIDING else LINEAR if t == LINEAR else None
-                     for t in self.layer_types)
+        chunk = Chunk(self.attention.chunk) if self.attention.chunk else None
+        return tuple(self.attention.window if t == SLIDING else LINEAR if t == LINEAR else
+                     chunk if t == CHUNKED else None for t in self.layer_types)
 
     @property
     def linear_layers(self) -> int:
@@ -207,7 +211,22 @@ class ModelSpec:
 
 
 FULL, SLIDING, LINEAR = "full_attention", "sliding_attention", "linear_attention"
-LAYER_TYPES = (FULL, SLIDING, LINEAR)   # attention.layer_types values (HF config.json's spelling)
+CHUNKED = "chunked_attention"
+# attention.layer_types values (HF config.json's spelling; chunked_attention: transformers'
+# Llama4TextConfig.layer_types, the layers no_rope_layers marks as RoPE layers)
+LAYER_TYPES = (FULL, SLIDING, LINEAR, CHUNKED)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """The layer-kind marker (``ModelSpec.layer_windows``) of chunked local attention: the
+    context is cut into chunks of ``size`` tokens and a query attends only to the keys of its own
+    chunk (Llama 4; cost.kv module docstring). Not an int, so that code which knows windows only
+    fails rather than costing it as one."""
+    size: int
+
+    def __str__(self) -> str:
+        return f"chunk {self.size}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -388,7 +407,9 @@ def model_from_dict(data: dict, path) -> ModelSpec:
                         f"{kv_heads} does not divide attention.heads = {heads}")
     window = a.get("sliding_window", int, 0, required=False, positive=a.has("sliding_window"),
                    maximum=MAX_WIDTH) or None
-    layer_types = _layer_types(a, path, layers, window)
+    chunk = a.get("chunk_size", int, 0, required=False, positive=a.has("chunk_size"),
+                  maximum=MAX_WIDTH) or None
+    layer_types = _layer_types(a, path, layers, window, chunk)
     if window is not None and not layer_types and SLIDING not in a.data.get("layer_types", [SLIDING]):
         window = None               # every layer full: the window is never used
     bias = a.get("bias", bool, False)
@@ -403,7 +424,7 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     mla.update(_index(a, path, kind, window, layer_types))
     a.finish()
     attention = AttentionSpec(kind, heads, kv_heads, head_dim, **mla, window=window, bias=bias,
-                              sinks=sinks, output_gate=gate)
+                              sinks=sinks, output_gate=gate, chunk=chunk)
     linear = _linear(t, path, layer_types, kind)
 
     f = t.table("ffn")
@@ -494,10 +515,13 @@ def _index(a: _Table, path, kind: str, window, layer_types) -> dict:
     return {k: a.get(k, int, positive=True, maximum=MAX_WIDTH) for k in INDEX_KEYS}
 
 
-def _layer_types(a: _Table, path, layers: int, window) -> tuple:
+def _layer_types(a: _Table, path, layers: int, window, chunk=None) -> tuple:
     """attention.layer_types: a list of LAYER_TYPES repeated over the layers (its length divides
     ``layers``: a pattern, or one entry a layer); () when absent or every layer alike."""
     if not a.has("layer_types"):
+        if chunk is not None:
+            raise SpecError(path, "attention.chunk_size", "is set but attention.layer_types has "
+                                                          "no chunked_attention layers")
         return ()
     a.used.add("layer_types")
     kinds = a.data["layer_types"]
@@ -515,9 +539,15 @@ def _layer_types(a: _Table, path, layers: int, window) -> tuple:
     if SLIDING in kinds and window is None:
         raise SpecError(path, key, "has sliding_attention layers but attention.sliding_window "
                                    "is not set")
+    if CHUNKED in kinds and chunk is None:
+        raise SpecError(path, key, "has chunked_attention layers but attention.chunk_size is "
+                                   "not set")
+    if chunk is not None and CHUNKED not in kinds:
+        raise SpecError(path, "attention.chunk_size", "is set but attention.layer_types has no "
+                                                      "chunked_attention layers")
     if set(kinds) == {LINEAR}:
         raise SpecError(path, key, "every layer is linear_attention (lts needs at least one "
                                    "full_attention or sliding_attention layer)")
-    if len(set(kinds)) == 1:
+    if len(set(kinds)) == 1 and CHUNKED not in kinds:
         return ()                  # every layer alike: attention.window says which
     return tuple(kinds) * (layers // len(kinds))
