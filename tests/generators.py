@@ -94,15 +94,16 @@ def synthetic_linear():
 
 
 def synthetic_chunked():
-    """Llama-4-like layer kinds, scaled down: chunked local attention of 512 tokens on three
-    layers of four, full attention on the fourth; MoE in every layer. 8 layers: pp 1, 2 give
-    every stage both kinds alike, pp 4, 8 do not."""
+    """Llama-4-Maverick-like layer kinds, scaled down: chunked local attention of 512 tokens on
+    three layers of four, full attention on the fourth; MoE with a shared expert on every other
+    layer (ffn.moe_every 2), dense FFNs between. 8 layers: pp 1, 2 give every stage both kinds
+    alike, pp 4, 8 do not."""
     return model_from_dict(dict(
         name="chunked-small", source="test", layers=8, hidden=1024, vocab=16000,
         attention=dict(kind="gqa", heads=16, kv_heads=4, head_dim=64, chunk_size=512,
                        layer_types=["chunked_attention"] * 3 + ["full_attention"]),
         ffn=dict(kind="moe", gated=True, experts=8, top_k=2, expert_intermediate=512,
-                 shared_experts=1)), "synthetic:chunked-small")
+                 shared_experts=1, moe_every=2, intermediate=2048)), "synthetic:chunked-small")
 
 
 @st.composite

@@ -734,7 +734,11 @@ def evaluate(model, topo, work, row, compat=()):
         reasons.add("divisibility")
     else:   # every stage must hold the same layer kinds in the same numbers
         lw = model.layer_windows
-        per = {tuple(sorted(map(str, lw[s * (model.layers // pp):(s + 1) * (model.layers // pp)])))
+        # ... and MoE FFNs in the same numbers on every moe_every-th layer (the leading dense
+        # layers are costed stage by stage)
+        lm = model.layer_moe if model.ffn.moe_every > 1 else (False,) * model.layers
+        per = {(tuple(sorted(map(str, lw[s * (model.layers // pp):(s + 1) * (model.layers // pp)]))),
+                sum(lm[s * (model.layers // pp):(s + 1) * (model.layers // pp)]))
                for s in range(pp)}
         if len(per) > 1:
             reasons.add("divisibility")
@@ -746,7 +750,6 @@ def evaluate(model, topo, work, row, compat=()):
 
     L = model.layers
     lp = L // pp
-    n_dense = model.ffn.dense_layers if model.is_moe else 0
     l2, l7, l11 = NORM_LAYOUT[ch["attn_norm"]], NORM_LAYOUT[ch["ffn_norm"]], NORM_LAYOUT[ch["final_norm"]]
     w = _Walker(c, ch)
 
@@ -782,7 +785,7 @@ def evaluate(model, topo, work, row, compat=()):
             w.convert("ffn_norm", "hidden", l2, l7)       # residual
             op, _ = norm(c, ch["ffn_norm"])
             w.run("ffn_norm", op)
-            x, pair_ok = w.ffn_block(model.is_moe and layer >= n_dense, l7)
+            x, pair_ok = w.ffn_block(model.layer_moe[layer], l7)   # this layer's FFN kind
             if not pair_ok:
                 reasons.add("experts")
             if moe_out is not None:

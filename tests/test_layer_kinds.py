@@ -429,3 +429,64 @@ def test_chunked_attention_never_costs_more_than_full_attention(data):
     never_costs_more(data, full, chk, works=(Workload("decode", 70001),))
     for c in (1, 4095, 4096, 131072):
         assert kv.request_bytes(chk, c) <= kv.request_bytes(full, c)
+
+
+# ----------------------------------------------------------------------------------------------
+# MoE on every n-th layer (Llama 4 Maverick's interleave_moe_layer_step 2), dense FFNs between
+
+def interleaved(every=2, layers=8, **ffn):
+    ffn = dict(kind="moe", gated=True, experts=8, top_k=1, expert_intermediate=512,
+               shared_experts=1, moe_every=every, intermediate=2048, **ffn)
+    return model_from_dict(dict(name="i", source="test", layers=layers, hidden=1024,
+                                vocab=32000, attention=dict(kind="gqa", heads=16, kv_heads=4,
+                                                            head_dim=64), ffn=ffn), "i.toml")
+
+
+def test_moe_every_nth_layer_counts():
+    from lts.specs import param_counts
+    m = interleaved(2)
+    # layer i is MoE when i mod 2 == 1 (Llama4TextConfig's moe_layers)
+    assert m.layer_moe == (False, True) * 4 and m.moe_layers == 4 and m.dense_ffn_layers == 4
+    h = 1024
+    attn = h * (16 * 64) * 2 + h * (4 * 64) * 2
+    moe_total = 8 * 3 * h * 512 + 3 * h * 512 + h * 8
+    moe_active = 1 * 3 * h * 512 + 3 * h * 512 + h * 8
+    dense = 3 * h * 2048
+    embed = 2 * 32000 * h + h
+    c = param_counts(m)
+    assert c["params_total"] == 8 * (attn + 2 * h) + 4 * (dense + moe_total) + embed
+    assert c["params_active"] == 8 * (attn + 2 * h) + 4 * (dense + moe_active) + embed
+    assert interleaved(1).moe_layers == 8 and interleaved(4).layer_moe == (False,) * 3 + (True,) \
+        + (False,) * 3 + (True,)
+
+
+@pytest.mark.parametrize("changes, key, message", [
+    (dict(every=3), "ffn.moe_every", "3 does not divide layers = 8"),
+    (dict(dense_layers=1), "ffn.moe_every",
+     "with ffn.dense_layers is not supported (lts costs one of the two patterns)"),
+    (dict(every=0), "ffn.moe_every", "0 must be > 0"),
+])
+def test_bad_moe_every_is_refused(changes, key, message):
+    with pytest.raises(SpecError) as e:
+        interleaved(**changes)
+    assert str(e.value) == f"i.toml: {key}: {message}"
+
+
+def test_moe_every_costs_the_dense_and_moe_layers():
+    """Alternating dense and MoE: a pp whose stages would hold different numbers of MoE layers
+    (pp 8: one layer a stage) is refused as indivisible, the others costed (each stage's dense
+    and MoE layers: cost.model.dense_in_stage; the reference walks each layer's own FFN)."""
+    work = Workload("decode", 4096)
+    rows = np.array([megatron_row(1, 1, pp, 8) for pp in (1, 2, 4, 8)])
+    res = evaluate(interleaved(2), H100, work, rows)
+    assert res.reason_list(3) == ["divisibility"]
+    assert all(res.valid[:3])
+    assert kv.even_split(interleaved(2), np.array([1, 2, 4, 8])).tolist() == [True] * 3 + [False]
+    assert kv.even_split(interleaved(4), np.array([1, 2, 4])).tolist() == [True, True, False]
+
+
+def test_exact_equals_brute_force_on_llama4_kinds():
+    """Chunked and full attention, MoE on every other layer (synthetic_chunked)."""
+    from generators import synthetic_chunked
+    exact_equals_brute_force(synthetic_chunked(), Workload("decode", context=8000,
+                                                            tpot_slo_ms=20), pp=(1, 2, 8))

@@ -174,18 +174,22 @@ def chunk_reads(window, chunks, isl):
 
 def even_split(model: ModelSpec, pp) -> np.ndarray:
     """Whether each of ``pp`` pipeline stages (contiguous blocks of layers / pp layers) holds
-    every layer kind in the same number, [len(pp)] bools (True where every layer is alike; pp
-    not dividing the layers is refused elsewhere)."""
+    every layer kind (and, with ffn.moe_every, MoE layers) in the same number, [len(pp)] bools
+    (True where every layer is alike; pp not dividing the layers is refused elsewhere)."""
     pp = np.atleast_1d(np.asarray(pp, dtype=np.int64))
     windows = model.layer_windows
-    if len(set(windows)) == 1:
+    # MoE on every n-th layer (ffn.moe_every): the stages must hold the same number of MoE
+    # layers too (the leading dense_layers are costed stage by stage: ``cost.model``)
+    moe = model.layer_moe if model.ffn.moe_every > 1 else (False,) * model.layers
+    if len(set(windows)) == 1 and len(set(moe)) == 1:
         return np.ones(len(pp), dtype=bool)
     out = np.zeros(len(pp), dtype=bool)
     for p in np.unique(pp):
         if model.layers % p:
             continue
         lp = model.layers // p
-        stages = {tuple(sorted(windows[i * lp:(i + 1) * lp], key=str)) for i in range(p)}
+        stages = {(tuple(sorted(windows[i * lp:(i + 1) * lp], key=str)),
+                   sum(moe[i * lp:(i + 1) * lp])) for i in range(p)}
         out[pp == p] = len(stages) == 1
     return out
 

@@ -64,7 +64,7 @@ def stage_max(model, lp, pp, attn, between, ffn, ffn_dense, first, last, send):
     equal; with them, see ``_candidates``.
     """
     head = first - between
-    dense = model.ffn.dense_layers if model.is_moe else 0
+    dense = model.dense_ffn_layers if model.is_moe else 0
     send = np.where(pp > 1, send, 0.0)
     if dense == 0:
         body = lp * (attn + between + ffn)
@@ -72,7 +72,7 @@ def stage_max(model, lp, pp, attn, between, ffn, ffn_dense, first, last, send):
                          np.maximum(np.maximum(head, last), np.where(pp >= 3, 0.0, -np.inf)))
         return body + extra + send
     worst = -np.inf
-    for cand, n_dense in zip(*_candidates(pp, dense, model.layers)):
+    for cand, n_dense in zip(*_candidates(pp, model)):
         stage = lp * (attn + between) + (lp - n_dense) * ffn + n_dense * ffn_dense \
             + (cand == 0) * head + (cand == pp - 1) * last
         worst = np.maximum(worst, stage)
@@ -81,29 +81,41 @@ def stage_max(model, lp, pp, attn, between, ffn, ffn_dense, first, last, send):
 
 def stage_memory(model, lp, pp, layer_w, ffn_w, ffn_dense_w, emb_w, tail_w, workspace):
     """Memory per GPU of the fullest stage; arguments broadcast together."""
-    dense = model.ffn.dense_layers if model.is_moe else 0
+    dense = model.dense_ffn_layers if model.is_moe else 0
     if dense == 0:
         extra = np.where(pp == 1, emb_w + tail_w, np.maximum(emb_w, tail_w))
         return lp * (layer_w + ffn_w) + extra + workspace
     worst = -np.inf
-    for cand, n_dense in zip(*_candidates(pp, dense, model.layers)):
+    for cand, n_dense in zip(*_candidates(pp, model)):
         mem = lp * layer_w + (lp - n_dense) * ffn_w + n_dense * ffn_dense_w \
             + (cand == 0) * emb_w + (cand == pp - 1) * tail_w
         worst = np.maximum(worst, mem)
     return worst + workspace
 
 
-def _candidates(pp, dense_layers, layers):
-    """Stages that can be the slowest or fullest: first, second, second-to-last, last.
+def _candidates(pp, model):
+    """Stages that can be the slowest or fullest: first, second, second-to-last, last, and the
+    dense-FFN layers each holds (``dense_in_stage``).
 
     Stage s holds layers [s*lp, (s+1)*lp); the first dense_layers are dense, so the dense count per
     stage is non-increasing in s and every per-stage sum is linear in it: over the middle stages
     the extremes sit at s=1 or s=pp-2.
     """
     pp = np.asarray(pp, dtype=np.float64)
-    lp = layers / pp
     cands = (np.zeros_like(pp), np.minimum(1, pp - 1), np.maximum(pp - 2, 0), pp - 1)
-    return cands, tuple(np.clip(dense_layers - c * lp, 0, lp) for c in cands)
+    return cands, tuple(dense_in_stage(model, pp, c) for c in cands)
+
+
+def dense_in_stage(model, pp, stage):
+    """Dense-FFN layers of a MoE model in pipeline stage ``stage`` of ``pp`` (lp = layers / pp
+    layers each): the leading ffn.dense_layers that fall in it, or with MoE on every moe_every-th
+    layer lp - lp / moe_every in every stage (a pp whose stages hold different numbers is
+    refused as indivisible: ``cost.kv.even_split``)."""
+    f = model.ffn
+    lp = model.layers / np.asarray(pp, dtype=np.float64)
+    if f.moe_every > 1:
+        return lp - lp / f.moe_every + 0.0 * np.asarray(stage)
+    return np.clip(f.dense_layers - np.asarray(stage) * lp, 0, lp)
 
 
 def assemble(model, tab: Tables, g, w: Walk):
@@ -391,7 +403,7 @@ def breakdown(model: ModelSpec, topo: TopologySpec, work: Workload, strategy) ->
     g = 0
     layers = model.layers
     moe_layers = model.moe_layers if model.is_moe else layers
-    dense_layers = model.ffn.dense_layers if model.is_moe else 0
+    dense_layers = model.dense_ffn_layers if model.is_moe else 0
     count = {"first": 1, "last": 1, "layer": layers, "between": layers - 1,
              "ffn": moe_layers, "ffn_dense": dense_layers}
     slot_count = {op: layers for op in OPS}

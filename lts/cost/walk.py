@@ -209,7 +209,7 @@ def walk(tab: Tables, g: np.ndarray, choices: np.ndarray, model: ModelSpec,
     ffn, ffn_w, out, pair_ok = piece_ffn(x, model, ffn_layout, c["router"], c["ffn1"], c["ffn2"])
     zero = np.zeros(len(g))
     ffn_d, ffn_dw = zero, zero
-    if model.is_moe and model.ffn.dense_layers:
+    if model.is_moe and model.dense_ffn_layers:
         ffn_d, ffn_dw, _, _ = piece_ffn(x, model, ffn_layout, c["router"], c["ffn1"], c["ffn2"],
                                         dense=True)
     bad = np.where(pair_ok, 0, REASON_BIT["experts"])
@@ -313,7 +313,7 @@ def fuse(tab: Tables, model: ModelSpec, rows=None) -> Fused:
     broadcasting, in the order the piece itself adds them."""
     rows = np.arange(len(tab.coarse)) if rows is None else np.asarray(rows)
     G = len(rows)
-    dense = model.is_moe and model.ffn.dense_layers
+    dense = model.is_moe and model.dense_ffn_layers > 0
     fz = Fused(G, [k for k in PIECES if dense or not k.startswith("ffn_d")])
 
     def at(rank):     # lookups for the coarse rows against a grid of ``rank`` axes

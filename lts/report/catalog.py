@@ -78,7 +78,9 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
     if f.kind == "moe":
         rows.append(("ffn", f"moe: {f.experts} experts top-{f.top_k}, expert width "
                             f"{f.expert_intermediate}, shared width {f.shared_intermediate}, "
-                            f"{f.dense_layers} dense layers of width {f.intermediate}, "
+                            f"{m.dense_ffn_layers} dense layers of width {f.intermediate}"
+                            + (f" (MoE every {f.moe_every} layers)" if f.moe_every > 1 else "")
+                            + ", "
                             f"{'gated' if f.gated else 'not gated'}"))
     else:
         rows.append(("ffn", f"dense: width {f.intermediate}, {'gated' if f.gated else 'not gated'}"))

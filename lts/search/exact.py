@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from ..cost import kv
-from ..cost.model import finish, stage_max, stage_memory
+from ..cost.model import dense_in_stage, finish, stage_max, stage_memory
 from ..cost.layouts import NORM_OF, SLOT, SLOT_MODES
 from .problems import Problem, SearchResult, ServeProblem, Tracker
 from ..specs.strategy import PP
@@ -83,7 +83,7 @@ class _Exact:
         # in stages that hold no MoE layer)
         ffn = np.where(ok, ffn, INVALID_S)
         out = np.broadcast_to(out, ffn.shape)          # layouts follow from the choices alone
-        if model.is_moe and model.ffn.dense_layers:
+        if model.is_moe and model.dense_ffn_layers:
             ffn_d, ffn_dw, _, _ = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2, dense=True)
         else:
             ffn_d, ffn_dw = np.zeros_like(ffn), np.zeros_like(ffn)
@@ -139,7 +139,7 @@ class _Exact:
 
         attn = fastest("attn_norm", "qkv", "scores", "context", "out_proj", "ffn_norm")
         ffn = fastest("ffn1", "ffn2", *(("router",) if self.model.is_moe else ()))
-        if self.model.is_moe and self.model.ffn.dense_layers:
+        if self.model.is_moe and self.model.dense_ffn_layers:
             ffn = np.minimum(ffn, fastest("ffn1_dense", "ffn2_dense"))
         return tab.layers_per_stage[g] * (attn + ffn)
 
@@ -159,8 +159,8 @@ class _Exact:
             + tab.kv_layer_bytes[g].min(axis=(1, 2))
         lp = tab.layers_per_stage[g]
         ffn = lp * least("ffn1", "ffn2", *(("router",) if self.model.is_moe else ()))
-        if self.model.is_moe and self.model.ffn.dense_layers:
-            dense = np.clip(self.model.ffn.dense_layers - (tab.pp[g] - 1) * lp, 0, lp)
+        if self.model.is_moe and self.model.dense_ffn_layers:
+            dense = dense_in_stage(self.model, tab.pp[g], tab.pp[g] - 1)
             ffn = ffn + dense * (least("ffn1_dense", "ffn2_dense") - ffn / lp)
         return lp * layer + ffn + tab.workspace_bytes[g]
 
@@ -185,7 +185,7 @@ class _Exact:
         ffn = np.where(ok, ffn, INVALID_S)
         out = np.broadcast_to(out, ffn.shape)
         ffn_d = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2, dense=True)[0] \
-            if model.is_moe and model.ffn.dense_layers else np.zeros_like(ffn)
+            if model.is_moe and model.dense_ffn_layers else np.zeros_like(ffn)
         emb, attn_norm = self.once1
         first = piece_first(x, emb, NORM_OF[attn_norm])[0].reshape(C, n[0], n[1]).min(axis=1)
         x3 = Gather(tab, g[:, None, None])

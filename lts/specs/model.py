@@ -74,6 +74,10 @@ class FFNSpec:
     shared_experts: int = 0
     shared_intermediate: int = 0   # total width of the shared expert(s)
     dense_layers: int = 0
+    # MoE on every moe_every-th layer only (Llama 4's interleave_moe_layer_step: layer i is MoE
+    # when i mod moe_every == moe_every - 1), the others dense FFNs of ``intermediate``; 1: every
+    # layer from dense_layers on
+    moe_every: int = 1
 
     @property
     def n_mats(self) -> int:
@@ -202,12 +206,22 @@ class ModelSpec:
         return tuple(counts.items())
 
     @property
+    def layer_moe(self) -> tuple:
+        """Whether each layer's FFN is the MoE (else a dense FFN of ffn.intermediate), over the
+        layers: none of a dense model's, a MoE's from dense_layers on, every moe_every-th."""
+        f = self.ffn
+        return tuple(self.is_moe and i >= f.dense_layers and i % f.moe_every == f.moe_every - 1
+                     for i in range(self.layers))
+
+    @property
     def moe_layers(self) -> int:
-        return self.layers - self.ffn.dense_layers if self.is_moe else 0
+        if not self.is_moe:
+            return 0
+        return (self.layers - self.ffn.dense_layers) // self.ffn.moe_every
 
     @property
     def dense_ffn_layers(self) -> int:
-        return self.ffn.dense_layers if self.is_moe else self.layers
+        return self.layers - self.moe_layers
 
 
 FULL, SLIDING, LINEAR = "full_attention", "sliding_attention", "linear_attention"
@@ -441,12 +455,21 @@ def model_from_dict(data: dict, path) -> ModelSpec:
         shared_inter = f.get("shared_intermediate", int, shared * expert_inter, minimum=0,
                              maximum=MAX_WIDTH)
         dense_layers = f.get("dense_layers", int, 0, minimum=0, maximum=layers - 1)
-        inter = f.get("intermediate", int, 0, required=dense_layers > 0, positive=dense_layers > 0,
-                      maximum=MAX_WIDTH)
+        every = f.get("moe_every", int, 1, positive=True, maximum=layers)
+        need = dense_layers > 0 or every > 1
+        inter = f.get("intermediate", int, 0, required=need, positive=need, maximum=MAX_WIDTH)
         if dense_layers > 0 and not inter:
             raise SpecError(path, "ffn.intermediate", "missing (needed when ffn.dense_layers > 0)")
+        if every > 1 and dense_layers:
+            raise SpecError(path, "ffn.moe_every", "with ffn.dense_layers is not supported (lts "
+                                                   "costs one of the two patterns)")
+        if layers % every:
+            raise SpecError(path, "ffn.moe_every", f"{every} does not divide layers = {layers}")
+        if every > 1 and not inter:
+            raise SpecError(path, "ffn.intermediate", "missing (needed when ffn.moe_every > 1: "
+                                                      "the width of the dense layers)")
         ffn = FFNSpec("moe", gated, inter, experts, top_k, expert_inter, shared, shared_inter,
-                      dense_layers)
+                      dense_layers, every)
     f.finish()
 
     p = t.table("precision", required=False)
