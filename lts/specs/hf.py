@@ -37,6 +37,13 @@ qwen3_next         hybrid: Gated DeltaNet layers (``linear_num_key_heads``,
 qwen3_5_moe,       multimodal (Qwen3.5 / 3.6): the text model from ``text_config``
 qwen3_5            (qwen3_5_moe_text: qwen3_next's shape; qwen3_5_text: the same layers with a
                    dense FFN of ``intermediate_size``); the vision tower is not counted
+llama4,            Llama 4 (``llama4``: the text model from ``text_config``, its vision tower's
+llama4_text        parameters said in the source line, not costed): chunked local attention of
+                   ``attention_chunk_size`` on the RoPE layers of ``no_rope_layers``, full
+                   attention on the others; MoE (``num_local_experts`` of ``intermediate_size``,
+                   top ``num_experts_per_tok``, one shared expert of ``intermediate_size``) on
+                   every ``interleave_moe_layer_step``-th layer, dense FFNs of
+                   ``intermediate_size_mlp`` between (``_llama4_layers``, ``_llama4_ffn``)
 =================  ============================================================================
 
 Every family's FFN is gated (SwiGLU: gate, up and down projections).
@@ -88,7 +95,7 @@ from .units import FP8_BLOCK, NVFP4_GROUP, W4A16_GROUP, W4A16_GROUP_32
 
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
             "deepseek_v2", "deepseek_v3", "gpt_oss", "deepseek_v32", "glm_moe_dsa",
-            "qwen3_next", "qwen3_5_moe_text", "qwen3_5_text")
+            "qwen3_next", "qwen3_5_moe_text", "qwen3_5_text", "llama4_text")
 DENSE = ("llama", "mistral", "qwen2", "qwen3")
 QWEN_MOE = ("qwen2_moe", "qwen3_moe")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa")
@@ -102,7 +109,7 @@ SPARSE = ("deepseek_v32", "glm_moe_dsa")
 ALIASES = {"kimi_k2": "deepseek_v3", "minimax_m2": "mixtral"}
 # multimodal configs whose text model is text_config (its model_type one of these)
 MULTIMODAL = {"kimi_k25": ("kimi_k2", "deepseek_v3"), "qwen3_5_moe": ("qwen3_5_moe_text",),
-              "qwen3_5": ("qwen3_5_text",)}
+              "qwen3_5": ("qwen3_5_text",), "llama4": ("llama4_text",)}
 # hybrid linear / full attention (Gated DeltaNet): huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct
 # config.json, huggingface.co/Qwen/Qwen3.5-397B-A17B config.json (text_config)
 HYBRID = ("qwen3_next", "qwen3_5_moe_text", "qwen3_5_text")
@@ -500,6 +507,10 @@ def _attention(c: _Config, family: str, hidden: int) -> tuple[dict, dict]:
         # HF default: attn_output_gate true (transformers Qwen3NextAttention: q_proj of 2 x heads
         # x head_dim, the query and its output gate; Qwen3.5 configs say "attn_output_gate": true)
         table["output_gate"] = c.get("attn_output_gate", bool, default=True, nullable=True)
+    if family == "llama4_text" and c.get("attention_bias", bool, default=False, nullable=True):
+        # HF default: attention_bias false (Llama4TextConfig); Llama 4's checkpoints have none
+        raise c.error("attention_bias", "true is not supported (expected false: Llama 4's q/k/v/o "
+                                        "projections have no biases)")
     if family == "gpt_oss":
         # GptOssAttention: q/k/v/o biases when attention_bias (HF default true) and a learned
         # sink logit per head ("sinks", one per head in every layer)
@@ -516,6 +527,8 @@ def _sliding(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
     every layer, else Qwen's ``use_sliding_window`` on the layers from ``max_window_layers`` on
     (Qwen2Config's rule); DeepSeek and Llama configs have none."""
     keys = {"attention.sliding_window": "sliding_window", "attention.layer_types": "layer_types"}
+    if family == "llama4_text":
+        return _llama4_layers(c, layers)
     if family in HYBRID:
         if c.data.get("sliding_window") is not None:
             raise c.error("sliding_window", f"{_show(c.data['sliding_window'])} is not supported "
@@ -568,6 +581,34 @@ def _sliding(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
     return {"sliding_window": window, "layer_types": kinds}, keys
 
 
+def _llama4_layers(c: _Config, layers: int) -> tuple[dict, dict]:
+    """Llama 4's layer kinds: chunked local attention of attention_chunk_size tokens on the RoPE
+    layers, full attention on the NoPE ones. transformers' Llama4TextConfig: no_rope_layers[i] 1
+    means layer i uses RoPE (HF default when absent or empty: 1 unless (i + 1) is a multiple of
+    no_rope_layer_interval, HF default 4), and layer_types is "chunked_attention" where
+    no_rope_layers is 1, else "full_attention"; attention_chunk_size HF default 8192."""
+    keys = {"attention.chunk_size": "attention_chunk_size", "attention.layer_types": "no_rope_layers"}
+    if c.data.get("sliding_window") is not None:
+        raise c.error("sliding_window", f"{_show(c.data['sliding_window'])} is not supported "
+                                        "(expected null: Llama 4 chunks its local attention)")
+    flags = c.get("no_rope_layers", list, default=[], nullable=True)
+    if not flags:
+        every = c.get("no_rope_layer_interval", int, default=4, positive=True)
+        flags = [int((i + 1) % every != 0) for i in range(layers)]
+        keys["attention.layer_types"] = "no_rope_layer_interval"
+    elif len(flags) != layers or any(f not in (0, 1) for f in flags):
+        raise c.error("no_rope_layers", f"{_show(flags)} is not one 0 or 1 a layer "
+                                        f"(expected {layers} entries)")
+    kinds = ["chunked_attention" if f else "full_attention" for f in flags]
+    if "chunked_attention" not in kinds:
+        return {"layer_types": kinds}, keys
+    chunk = c.get("attention_chunk_size", int, default=8192, positive=True, nullable=True)
+    if "attention_chunk_size" in c.data and c.data["attention_chunk_size"] is None:
+        raise c.error("attention_chunk_size", "null is not supported (expected an integer: "
+                                              "no_rope_layers has RoPE layers, which chunk)")
+    return {"chunk_size": chunk, "layer_types": kinds}, keys
+
+
 def _qwen_dense_prefix(c: _Config, layers: int, experts: int) -> int:
     """Number of leading dense layers of a Qwen MoE model (Qwen2MoeDecoderLayer's rule)."""
     # HF default: decoder_sparse_step 1 and mlp_only_layers [] -> every layer is MoE.
@@ -594,6 +635,8 @@ def _ffn(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
                  "intermediate": c.get("intermediate_size", int, positive=True)},
                 {"ffn.intermediate": "intermediate_size"})
     top_k = c.get("num_experts_per_tok", int, positive=True)
+    if family == "llama4_text":
+        return _llama4_ffn(c, layers, top_k)
     if family in ("mixtral", "gpt_oss"):
         experts_key = "num_local_experts"
         experts = c.get(experts_key, int, positive=True)
@@ -651,6 +694,34 @@ def _ffn(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
     return table, keys
 
 
+def _llama4_ffn(c: _Config, layers: int, top_k: int) -> tuple[dict, dict]:
+    """Llama 4's FFNs (transformers Llama4TextDecoderLayer): a Llama4TextMoe (num_local_experts
+    experts of intermediate_size, a router, and one shared expert, a Llama4TextMLP of
+    intermediate_size) on the layers of moe_layers, HF default every interleave_moe_layer_step-th
+    (HF default 1) from interleave_moe_layer_step - 1 on; the others a Llama4TextMLP of
+    intermediate_size_mlp."""
+    experts = c.get("num_local_experts", int, positive=True)
+    inter = c.get("intermediate_size", int, positive=True)
+    step = c.get("interleave_moe_layer_step", int, default=1, positive=True, nullable=True) or 1
+    if layers % step:
+        raise c.error("interleave_moe_layer_step", f"{step} does not divide num_hidden_layers = "
+                                                   f"{layers}")
+    pattern = list(range(step - 1, layers, step))
+    given = c.get("moe_layers", list) if c.data.get("moe_layers") is not None else None
+    if given is not None and list(given) != pattern:
+        raise c.error("moe_layers", f"{_show(given)} is not every interleave_moe_layer_step-th "
+                                    f"layer ({step}); lts costs MoE on a regular pattern only")
+    table = {"kind": "moe", "gated": True, "experts": experts, "top_k": top_k,
+             "expert_intermediate": inter, "shared_experts": 1, "shared_intermediate": inter,
+             "moe_every": step}
+    keys = {"ffn.expert_intermediate": "intermediate_size", "ffn.moe_every":
+            "interleave_moe_layer_step", "ffn.intermediate": "intermediate_size_mlp",
+            "ffn.experts": "num_local_experts", "ffn.top_k": "num_experts_per_tok"}
+    if step > 1:
+        table["intermediate"] = c.get("intermediate_size_mlp", int, positive=True)
+    return table, keys
+
+
 def _family_view(c: _Config) -> tuple[_Config, str]:
     """(the config to read, the family whose shape rules apply): a multimodal config's
     text_config (its vision tower counted in the source line, not costed), and the ALIASES.
@@ -700,6 +771,8 @@ def vision_params(v: dict):
     embedding (h x 3 x p x p + h), the position table (height x width x h), the final LayerNorm,
     and the projector (a LayerNorm of h, [hm, hm] and [text, hm] with biases, m the merge
     kernel's area)."""
+    if v.get("model_type") == "llama4_vision_model":
+        return llama4_vision_params(v)
     keys = ("vt_hidden_size", "vt_intermediate_size", "vt_num_hidden_layers", "patch_size",
             "merge_kernel_size", "text_hidden_size", "init_pos_emb_height", "init_pos_emb_width")
     if not all(isinstance(v.get(k), (int, list)) for k in keys):
@@ -713,11 +786,40 @@ def vision_params(v: dict):
     return n * block + embed + 2 * h + projector
 
 
+def llama4_vision_params(v: dict, text_hidden: int | None = None):
+    """Parameters of Llama 4's vision tower (transformers Llama4VisionModel) and its projector,
+    or None when ``vision_config`` does not give the shape. Per block (Llama4VisionEncoderLayer:
+    q/k/v/o [h, h] with biases, fc1 [I, h] and fc2 [h, I] with biases, two LayerNorms):
+    4h^2 + 2hI + 9h + I; plus the class embedding (h), the position table ((image/patch)^2 + 1
+    rows of h), the patch embedding (3 p^2 h, no bias), the pre and post LayerNorms (4h), the
+    vision adapter after the pixel shuffle (fc1 [projector_input_dim, h / ratio^2], fc2
+    [projector_output_dim, projector_input_dim], no biases) and the multi-modal projector
+    [text hidden, vision_output_dim] (no bias). Scout's 109,676,279,296 parameters list these
+    tensors (the per-tensor table of huggingface.co/meta-llama/Llama-4-Scout-17B-16E)."""
+    keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "patch_size", "image_size",
+            "pixel_shuffle_ratio", "projector_input_dim", "projector_output_dim",
+            "vision_output_dim")
+    if not all(isinstance(v.get(k), (int, float)) for k in keys):
+        return None
+    h, i, n, p, image = (int(v[k]) for k in keys[:5])
+    shuffled = round(h / v["pixel_shuffle_ratio"] ** 2)
+    block = 4 * h * h + 2 * h * i + 9 * h + i
+    embed = h + ((image // p) ** 2 + 1) * h + 3 * p * p * h + 4 * h
+    adapter = v["projector_input_dim"] * shuffled \
+        + v["projector_output_dim"] * v["projector_input_dim"]
+    projector = (text_hidden or 0) * v["vision_output_dim"]
+    return n * block + embed + adapter + projector
+
+
 def _vision_note(c: _Config) -> str:
     v = c.data.get("vision_config")
     if not isinstance(v, dict):
         return "; text model from text_config"
     n = vision_params(v)
+    if n is not None and v.get("model_type") == "llama4_vision_model":   # + the projector to text
+        text = c.data.get("text_config")
+        hidden = text.get("hidden_size") if isinstance(text, dict) else None
+        n = llama4_vision_params(v, hidden if isinstance(hidden, int) else None)
     if n is None:
         return ("; text model from text_config; its vision tower (vision_config) is not counted "
                 "(no shape given) and not costed")
