@@ -124,3 +124,6 @@ def test_models_show_names_the_kinds():
     assert res.exit_code == 0, res.output
     d = json.loads(res.output)
     assert d["layer_kinds"] == {"chunked_attention": 36, "full_attention": 12}
+    res = CliRunner().invoke(cli, ["models", "--show", "llama4-maverick", "--no-color"])
+    assert "chunked_attention layers attend within chunks of 8192 tokens" in \
+        " ".join(res.output.split())

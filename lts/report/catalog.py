@@ -74,7 +74,9 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
              + (f", kv_lora {a.kv_lora_rank}, q_lora {a.q_lora_rank}, rope {a.qk_rope_head_dim},"
                 f" v_head {a.v_head_dim}" if a.kind == "mla" else "")
              + (f"; sparse (DSA): an indexer of {a.index_heads} heads of {a.index_head_dim} picks "
-                f"{a.index_topk} keys a query" if a.sparse else ""))]
+                f"{a.index_topk} keys a query" if a.sparse else "")
+             + (f"; chunked_attention layers attend within chunks of {a.chunk} tokens"
+                if a.chunk else ""))]
     if f.kind == "moe":
         rows.append(("ffn", f"moe: {f.experts} experts top-{f.top_k}, expert width "
                             f"{f.expert_intermediate}, shared width {f.shared_intermediate}, "
