@@ -471,3 +471,18 @@ BAD_FAMILY = [
 def test_minimax_m2_what_lts_cannot_cost_is_refused(tmp_path, change, key, message):
     p = write(tmp_path, "minimax-m2.5", **change)
     assert one_error_line(run("models", "--show", p), p, key) == f"Error: {p}: {key}: {message}"
+
+
+def test_an_error_names_config_keys_whole_and_once():
+    """model_from_dict's message about lts keys -> config.json keys: "layers" becomes
+    num_hidden_layers once, not again inside an earlier replacement (num_hidden_size_layers),
+    and a key inside a longer name is left alone."""
+    from lts.specs.errors import SpecError
+    from lts.specs.hf import _relabel
+    e = SpecError("m.toml", "layers", "61 layers is not a multiple of ffn.moe_every = 2 "
+                                      "(hidden 7168; attention.layer_types)")
+    out = _relabel(e, Path("config.json"), {"layers": "num_hidden_layers", "hidden": "hidden_size",
+                                            "ffn.moe_every": "interleave_moe_layer_step"})
+    assert str(out) == ("config.json: num_hidden_layers: 61 num_hidden_layers is not a multiple "
+                        "of interleave_moe_layer_step = 2 (hidden_size 7168; "
+                        "attention.layer_types)")

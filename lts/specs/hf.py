@@ -87,6 +87,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 from .errors import SpecError
@@ -831,8 +832,12 @@ def _relabel(e: SpecError, path: Path, keys: dict) -> SpecError:
     """model_from_dict's error about an lts key -> the same error about the config.json key."""
     prefix = f"{e.file}: {e.key}: " if e.key else f"{e.file}: "
     message = str(e)[len(prefix):] if str(e).startswith(prefix) else str(e)
-    for lts_key, hf_key in sorted(keys.items(), key=lambda kv: -len(kv[0])):
-        message = message.replace(lts_key, hf_key)
+    # whole keys only, in one pass: a replacement is never replaced again, and "layers" inside
+    # "num_hidden_layers" or "layer_types" stays as it is
+    names = sorted(keys, key=len, reverse=True)
+    if names:
+        pattern = r"(?<![\w.])(" + "|".join(map(re.escape, names)) + r")(?![\w])"
+        message = re.sub(pattern, lambda m: keys[m.group(1)], message)
     return SpecError(path, keys.get(e.key, e.key), message)
 
 
