@@ -12,6 +12,7 @@
   ``synthetic_sparse()`` the MLA one with DeepSeek Sparse Attention;
   ``synthetic_window()`` one with two layer kinds (sliding window and full attention);
   ``synthetic_linear()`` one with linear attention (Gated DeltaNet) and full attention layers.
+  ``synthetic_mamba()`` one with Mamba-2 and full attention layers.
 """
 from __future__ import annotations
 
@@ -91,6 +92,19 @@ def synthetic_linear():
                               conv_kernel=4),
         ffn=dict(kind="moe", gated=True, experts=8, top_k=2, expert_intermediate=512,
                  shared_experts=1)), "synthetic:linear-small")
+
+
+def synthetic_mamba():
+    """Nemotron-H-like layer kinds, scaled down: three Mamba-2 layers then one full-attention
+    layer, repeated (each with lts's FFN slot: a dense gated FFN). 8 layers: pp 1, 2 give every
+    stage both kinds alike, pp 4, 8 do not."""
+    return model_from_dict(dict(
+        name="mamba-small", source="test", layers=8, hidden=1024, vocab=16000,
+        attention=dict(kind="gqa", heads=16, kv_heads=2, head_dim=64,
+                       layer_types=["mamba"] * 3 + ["full_attention"]),
+        mamba=dict(heads=16, head_dim=64, state_size=128, groups=2, conv_kernel=4,
+                   chunk_size=128),
+        ffn=dict(kind="dense", gated=True, intermediate=2048)), "synthetic:mamba-small")
 
 
 def synthetic_chunked():

@@ -285,10 +285,14 @@ class _Ctx:
         work = self.work
         self.linear = window == "linear_attention"
         g = self.m.linear
-        if self.linear:   # Gated DeltaNet: q, k, v, z, b, a out of qkv; value_dim at the others
+        if self.linear and hasattr(g, "state_size"):   # Mamba-2: z, x, B, C, dt; intermediate
+            self.qkv_out = 2 * g.heads * g.head_dim + 2 * g.groups * g.state_size + g.heads
+            self.ctx_out = g.heads * g.head_dim
+        elif self.linear:   # Gated DeltaNet: q, k, v, z, b, a out of qkv; value_dim at the others
             self.qkv_out = 2 * g.key_heads * g.key_head_dim \
                 + 2 * g.value_heads * g.value_head_dim + 2 * g.value_heads
             self.ctx_out = g.value_heads * g.value_head_dim
+        if self.linear:
             for point, width in (("qkv", self.qkv_out), ("scores", self.ctx_out),
                                  ("context", self.ctx_out)):
                 self.point_bytes[point] = self.rows * width * self.ab
@@ -410,23 +414,37 @@ def _delta_flops(g, prefill):
     return 6 * dk * dv + 2 * C * dk + 2 * C * dk + 2 * C * (dk + dv) + 2 * C * dv + C * C / 3
 
 
+def _ssd_flops(g, prefill):
+    """Mamba-2 FLOPs per token over all heads: recurrent (decode) decay P N, dt x B^T 2 P N,
+    h C 2 P N; chunked SSD (prefill, chunks of Q): C B^T 2 Q N per group, masked scores x X
+    2 Q P, B^T X 2 P N and C h 2 P N per head."""
+    p, n, q = g.head_dim, g.state_size, g.chunk_size
+    if not prefill:
+        return g.heads * (p * n + 2 * p * n + 2 * p * n)
+    return g.heads * (2 * q * p + 2 * p * n + 2 * p * n) + g.groups * 2 * q * n
+
+
 def _linear_op(c, choice, lin, which):
     """The delta rule (which = "rule": holds the recurrent state) or the conv1d + gated norm
-    ("conv": holds the conv state) of a linear-attention layer, one sequence at a time."""
+    ("conv": holds the conv state) of a linear-attention layer, one sequence at a time; for a
+    Mamba-2 layer the SSM ("rule") or its conv1d + gated norm."""
     g = c.m.linear
-    nv, dk, dv = g.value_heads, g.key_head_dim, g.value_head_dim
-    kd, vd = g.key_heads * dk, nv * dv
-    channels = 2 * kd + vd
-    if which == "rule":
-        state = nv * dk * dv * {"fp32": 4.0, "bf16": 2.0}[g.state_dtype]
-        tok_io = (2 * kd + 2 * vd + 2 * nv) * c.ab          # q, k, v, g, beta in, o out
-        dec_fl, pre_fl = nv * _delta_flops(g, False), nv * _delta_flops(g, True)
-        per_chunk = 2 * state / 64                         # each 64-token chunk's state, w + r
+    if hasattr(g, "state_size"):
+        nv, dv, state, tok_io, dec_fl, pre_fl, per_chunk = _mamba_shape(c, g, which)
     else:
-        state = (g.conv_kernel - 1) * channels * c.kvb
-        tok_io = (2 * channels + 3 * vd) * c.ab            # conv in/out; o, z in, norm out
-        dec_fl = pre_fl = 2.0 * g.conv_kernel * channels
-        per_chunk = 0.0
+        nv, dk, dv = g.value_heads, g.key_head_dim, g.value_head_dim
+        kd, vd = g.key_heads * dk, nv * dv
+        channels = 2 * kd + vd
+        if which == "rule":
+            state = nv * dk * dv * {"fp32": 4.0, "bf16": 2.0}[g.state_dtype]
+            tok_io = (2 * kd + 2 * vd + 2 * nv) * c.ab          # q, k, v, g, beta in, o out
+            dec_fl, pre_fl = nv * _delta_flops(g, False), nv * _delta_flops(g, True)
+            per_chunk = 2 * state / 64                         # each 64-token chunk's state
+        else:
+            state = (g.conv_kernel - 1) * channels * c.kvb
+            tok_io = (2 * channels + 3 * vd) * c.ab            # conv in/out; o, z in, norm out
+            dec_fl = pre_fl = 2.0 * g.conv_kernel * channels
+            per_chunk = 0.0
     if choice == DIM0:
         seqs, fr = c.seqs, frac(nv, c.p)
     elif choice == DIM1:
@@ -444,8 +462,28 @@ def _linear_op(c, choice, lin, which):
     return _Op(c, fl * fr, by * fr, 0.0, seqs * state * fr)
 
 
+def _mamba_shape(c, g, which):
+    """A Mamba-2 layer's SSM ("rule") or conv1d + gated norm ("conv"): (heads, head_dim, state
+    bytes, io bytes a token, decode and prefill FLOPs a token, chunk states' bytes a token)."""
+    nh, p, n = g.heads, g.head_dim, g.state_size
+    inter, bc = nh * p, 2 * g.groups * n
+    channels = inter + bc
+    if which == "rule":
+        state = nh * p * n * {"fp32": 4.0, "bf16": 2.0}[g.state_dtype]
+        return (nh, p, state, (2 * inter + bc + nh) * c.ab,     # x, B, C, dt in, y out
+                _ssd_flops(g, False), _ssd_flops(g, True), 2 * state / g.chunk_size)
+    state = (g.conv_kernel - 1) * channels * c.kvb
+    conv_fl = 2.0 * g.conv_kernel * channels
+    return nh, p, state, (2 * channels + 3 * inter) * c.ab, conv_fl, conv_fl, 0.0
+
+
 def _linear_qkv(c, choice, lin):
     g, h = c.m.linear, c.h
+    if hasattr(g, "state_size"):    # Mamba-2: z, x, dt by heads; B, C by groups
+        inter, bc = g.heads * g.head_dim, 2 * g.groups * g.state_size
+        col_out = (2 * inter + g.heads) * frac(g.heads, c.p) + bc * frac(g.groups, c.p)
+        return plain_gemm(c, choice, lin, h, 2 * inter + bc + g.heads, c.rows, c.rows_t,
+                          col=(h * col_out, col_out))
     kd, vd, nv = g.key_heads * g.key_head_dim, g.value_heads * g.value_head_dim, g.value_heads
     n = 2 * kd + 2 * vd + 2 * nv
     fk, fv = frac(g.key_heads, c.p), frac(nv, c.p)
@@ -518,7 +556,9 @@ def context(c, choice, lin):
 
 
 def out_proj(c, choice, lin):
-    heads = c.m.linear.value_heads if c.linear else c.m.attention.heads
+    g = c.m.linear
+    heads = (g.heads if hasattr(g, "state_size") else g.value_heads) if c.linear \
+        else c.m.attention.heads
     return plain_gemm(c, choice, lin, c.ctx_out, c.h, c.rows, c.rows_t, k_frac=frac(heads, c.p))
 
 

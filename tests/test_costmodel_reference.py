@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import reference as ref
-from generators import (synthetic_chunked, synthetic_dense, synthetic_linear, synthetic_mla,
+from generators import (synthetic_chunked, synthetic_dense, synthetic_linear, synthetic_mamba,
+                        synthetic_mla,
                         synthetic_moe, synthetic_window)
 from lts.cost.model import breakdown, evaluate
 from lts.cost.tables import REASONS
@@ -49,6 +50,8 @@ SYNTHETIC = {"moe-small": synthetic_moe, "mla-small": synthetic_mla, "dense-smal
              "window-small": synthetic_window,
              # linear attention (Gated DeltaNet) and full attention layers
              "linear-small": synthetic_linear,
+             # Mamba-2 and full attention layers
+             "mamba-small": synthetic_mamba,
              # chunked local attention (Llama 4) and full attention layers
              "chunked-small": synthetic_chunked}
 MODEL_NAMES = _shipped_models() + list(SYNTHETIC)

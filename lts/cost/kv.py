@@ -42,13 +42,18 @@ x value_head_dim in the state dtype, plus the causal conv1d's last conv_kernel -
 conv_channels), the same at any context. It is a layer kind of its own (the tables cost its own
 ops and weight them by its share of the layers; ``layer_token_bytes`` lists the attention layers
 only); ``request_bytes`` adds its state to the attention layers' KV.
+
+**Mamba-2** (``mamba`` layers, ``specs.Mamba2Spec``) is the same shape of kind (the same
+``LINEAR`` marker in ``layer_windows``, one recurrent kind a model): its state is heads x
+head_dim x state_size in the state dtype (fp32) plus the conv1d's last conv_kernel - 1 inputs of
+x, B and C (intermediate + 2 groups state_size channels) in the KV cache type.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..specs import ModelSpec
-from ..specs.model import LINEAR, Chunk
+from ..specs.model import LINEAR, Chunk, Mamba2Spec
 from ..specs.units import DTYPE_BYTES
 
 
@@ -75,6 +80,9 @@ def state_bytes(model: ModelSpec) -> tuple:
     g = model.linear
     if g is None:
         return 0.0, 0.0
+    if isinstance(g, Mamba2Spec):   # Mamba-2: heads x head_dim x state_size, conv over x, B, C
+        rec = g.heads * g.head_dim * g.state_size * DTYPE_BYTES[g.state_dtype]
+        return float(rec), float((g.conv_kernel - 1) * g.conv_channels * model.precision.kv_bytes)
     rec = g.value_heads * g.key_head_dim * g.value_head_dim * DTYPE_BYTES[g.state_dtype]
     return float(rec), float((g.conv_kernel - 1) * g.conv_channels * model.precision.kv_bytes)
 

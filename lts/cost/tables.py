@@ -21,7 +21,7 @@ from .layouts import (CONVERSION, F, FFN1_MODES, FFN2_MODES, MAX_MODES, MODE_DIM
                       MODE_EXPERTS, MODE_NONE, MODE_NONE_T, N_LAYOUTS, P, POINTS, PT, SLOT, SLOTS,
                       T)
 from ..specs import WEIGHT_GROUPS, ModelSpec, TopologySpec, attention_params
-from ..specs.model import LINEAR
+from ..specs.model import LINEAR, Mamba2Spec
 from ..specs.units import WEIGHT_FORMATS
 from ..specs.strategy import BATCH, EP, EXPERTS, PP, TP
 from ..specs.workload import Workload, compose_step
@@ -183,7 +183,10 @@ class _Shape:
             # output_gate (Qwen3.5): q_proj also makes the gate, as wide as the queries
             self.qkv_out = (a.heads * (2 if a.output_gate else 1) + 2 * a.kv_heads) * a.head_dim
         self.ctx_out = a.heads * a.v_dim
-        if model.linear is not None:   # Gated DeltaNet: in_proj_qkvz + in_proj_ba, its output
+        if isinstance(model.linear, Mamba2Spec):    # Mamba-2: in_proj, the SSM's output
+            self.lin_qkv_out = model.linear.in_proj_out
+            self.lin_ctx_out = model.linear.intermediate
+        elif model.linear is not None:   # Gated DeltaNet: in_proj_qkvz + in_proj_ba, its output
             g = model.linear
             self.lin_qkv_out = 2 * g.key_dim + 2 * g.value_dim + 2 * g.value_heads
             self.lin_ctx_out = g.value_dim
@@ -442,27 +445,60 @@ def delta_rule_flops(g, prefill: bool) -> float:
     return 6.0 * dk * dv + c * (6.0 * dk + 4.0 * dv) + c * c / 3.0
 
 
+# Mamba-2 (Dao and Gu, arXiv 2405.21060, SSD; the mamba_ssm Triton kernels vLLM and SGLang run:
+# mamba_ssm/ops/triton/selective_state_update.py and ssd_combined.py). Per token and head, with
+# state h [head_dim P, state_size N]:
+# - decode, the recurrent form (selective_state_update): decay h (P N), add dt x B^T (2 P N),
+#   the output h C (2 P N): 5 P N FLOPs; the state read and written once per step;
+# - prefill, the chunked SSD algorithm (§6, "SSD algorithm", and ssd_combined: _bmm_chunk,
+#   _chunk_state, _state_passing, _chunk_scan) over chunks of Q = chunk_size tokens: within a
+#   chunk C B^T (2 Q N a token and group), the masked scores times X (2 Q P a token and head),
+#   each chunk's state B^T X (2 P N) and the output from the previous states C h (2 P N): linear
+#   in the prompt's length; each chunk's state written and read once (2 state / Q per token).
+
+
+def ssd_flops(g, prefill: bool) -> float:
+    """FLOPs of the Mamba-2 SSM per token over all heads (above) for a ``Mamba2Spec``."""
+    p, n, nh = float(g.head_dim), float(g.state_size), float(g.heads)
+    if not prefill:
+        return nh * 5.0 * p * n
+    q = float(g.chunk_size)
+    return nh * (4.0 * p * n + 2.0 * q * p) + g.groups * 2.0 * q * n
+
+
 def _fill_linear(b: _Builder):
-    """The linear-attention (Gated DeltaNet) layers' ops in the attention slots: qkv the input
-    projections (in_proj_qkvz + in_proj_ba), scores the delta rule (holding the recurrent
-    state), context the causal conv1d and the gated norm (holding the conv state), out_proj.
-    Under tp the heads split like qkv/out_proj's (vLLM's ColumnParallelLinear in_proj_qkvz /
-    in_proj_ba, RowParallelLinear out_proj): the key heads' q, k, the value heads' v, z, b, a."""
+    """The linear-attention (Gated DeltaNet) or Mamba-2 layers' ops in the attention slots: qkv
+    the input projections (in_proj_qkvz + in_proj_ba; Mamba-2's in_proj), scores the delta rule
+    or the SSM (holding the recurrent state), context the causal conv1d and the gated norm
+    (holding the conv state), out_proj. Under tp the heads split like qkv/out_proj's (vLLM's
+    ColumnParallelLinear in_proj_qkvz / in_proj_ba, RowParallelLinear out_proj): the key heads'
+    q, k, the value heads' v, z, b, a; Mamba-2's heads their z, x, dt and the groups their B, C
+    (MambaMixer2: a single group replicated on every rank)."""
     s = b.s
     g, h = s.m.linear, s.h
-    fk, fv = _frac(float(g.key_heads), s.tp), _frac(float(g.value_heads), s.tp)
-    col_w = h * (2 * g.key_dim * fk + (2 * g.value_dim + 2 * g.value_heads) * fv)
-    col_out = 2 * g.key_dim * fk + (2 * g.value_dim + 2 * g.value_heads) * fv
-    _fill_gemm(b, "qkv", h, s.lin_qkv_out, col_weights=col_w, col_out=col_out)
+    ab = s.ab
+    if isinstance(g, Mamba2Spec):
+        fv = _frac(float(g.heads), s.tp)
+        fg = _frac(float(g.groups), s.tp)
+        col_out = (2 * g.intermediate + g.heads) * fv + g.group_dim * fg
+        nv, dv, width = float(g.heads), float(g.head_dim), float(g.intermediate)
+        fl_tok, pf_tok = ssd_flops(g, False), ssd_flops(g, True)
+        io_tok = (2 * g.intermediate + g.group_dim + g.heads) * ab   # x, B, C, dt in; y out
+        chunk_len = float(g.chunk_size)
+    else:
+        fk, fv = _frac(float(g.key_heads), s.tp), _frac(float(g.value_heads), s.tp)
+        col_out = 2 * g.key_dim * fk + (2 * g.value_dim + 2 * g.value_heads) * fv
+        nv, dv, width = float(g.value_heads), float(g.value_head_dim), float(g.value_dim)
+        fl_tok = nv * delta_rule_flops(g, prefill=False)                 # a decoding token
+        pf_tok = nv * delta_rule_flops(g, prefill=True)                  # a prompt token
+        io_tok = (2 * g.key_dim + 2 * g.value_dim + 2 * nv) * ab         # q, k, v, g, beta; o
+        chunk_len = float(DELTA_CHUNK)
+    _fill_gemm(b, "qkv", h, s.lin_qkv_out, col_weights=h * col_out, col_out=col_out)
     rec, conv = kv.state_bytes(s.m)
-    nv, ab = float(g.value_heads), s.ab
     decode = s.work.phase in ("decode", "mixed")
-    fl_tok = nv * delta_rule_flops(g, prefill=False)                 # a decoding token
-    pf_tok = nv * delta_rule_flops(g, prefill=True)                  # a prompt token
-    io_tok = (2 * g.key_dim + 2 * g.value_dim + 2 * nv) * ab         # q, k, v, g, beta in; o out
     conv_fl = 2.0 * g.conv_kernel * g.conv_channels                  # depthwise taps per token
     # conv1d in and out, the gated norm's o and z in, its output out
-    conv_io = (2 * g.conv_channels + 3 * g.value_dim) * ab
+    conv_io = (2 * g.conv_channels + 3 * width) * ab
 
     def per_seq(tok_fl, state, tok_io, tok_extra_fl, chunked):
         """(FLOPs, bytes) of one sequence's step: s.tps tokens; a decode step reads and writes
@@ -471,9 +507,9 @@ def _fill_linear(b: _Builder):
         fl = s.tps * (tok_fl + tok_extra_fl)
         if decode:
             return fl, 2.0 * state + s.tps * tok_io
-        return fl, state + s.tps * (tok_io + chunked * 2.0 * state / DELTA_CHUNK)
+        return fl, state + s.tps * (tok_io + chunked * 2.0 * state / chunk_len)
 
-    fdv = _frac(float(g.value_head_dim), s.tp)
+    fdv = _frac(dv, s.tp)
     modes = {MODE_DIM0: (s.seqs, fv), MODE_DIM1: (s.seqs, fdv), MODE_NONE: (s.seqs, 1.0),
              MODE_NONE_T: (s.seqs_t, 1.0)}     # heads; value head dim; whole; own sequences
     for slot, tok_fl, state, tok_io, extra in (
@@ -486,11 +522,11 @@ def _fill_linear(b: _Builder):
             if s.chunk is not None:   # mixed step: the prefill chunk's tokens, its prompt's state
                 ch = s.chunk_t if mode == MODE_NONE_T else s.chunk    # read and written once
                 fl = fl + ch * ((pf_tok if slot == "scores" else 0.0) + extra) * fr
-                by = by + (ch * (tok_io + chunked * 2.0 * state / DELTA_CHUNK)
+                by = by + (ch * (tok_io + chunked * 2.0 * state / chunk_len)
                            + 2.0 * state) * fr
             # every stage holds the state of all pp micro-batches in flight
             b.put(slot, mode, fl, by, 0.0, s.pp * seqs * state * fr)
-    _fill_gemm(b, "out_proj", g.value_dim, h, dim0_frac=fv)
+    _fill_gemm(b, "out_proj", s.lin_ctx_out, h, dim0_frac=fv)
 
 
 _MIXER_SLOTS = ("qkv", "scores", "context", "out_proj")

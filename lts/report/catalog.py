@@ -89,7 +89,11 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
     formats = {}
     for group, fmt in r["formats"].items():
         formats.setdefault(fmt, []).append(group)
-    if m.linear is not None:
+    if m.linear is not None and hasattr(m.linear, "state_size"):
+        mb = m.linear
+        rows.append(("mamba", f"Mamba-2: {mb.heads} heads of {mb.head_dim}, state {mb.state_size},"
+                              f" {mb.groups} groups, conv {mb.conv_kernel}, chunk {mb.chunk_size}"))
+    elif m.linear is not None:
         la = m.linear
         rows.append(("linear attention", f"Gated DeltaNet: {la.key_heads} key heads, "
                                          f"{la.value_heads} value heads, dk {la.key_head_dim}, "

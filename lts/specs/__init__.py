@@ -24,7 +24,7 @@ from .model import (DTYPES, FORMATS, MAX_COUNT, MAX_NODES, TOO_DEEP,  # noqa: F4
                     WEIGHT_GROUPS, ModelSpec, PrecisionSpec, _Table, model_from_dict, read_text)
 from .model import (MAX_FILE_BYTES, MAX_NUMBER, MAX_PARAMS, MAX_WIDTH,  # noqa: F401
                         MIN_NUMBER, AttentionSpec, FFNSpec,                    # (re-exported)
-                        LinearAttentionSpec)
+                        LinearAttentionSpec, Mamba2Spec)
 from .units import FORMAT_ALIASES, GB, GIB, KV_DTYPES, TB, TFLOPS, US, WEIGHT_FORMATS
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]     # lts/ (the package holding specs/)
@@ -358,6 +358,11 @@ def linear_params(m: ModelSpec) -> dict:
     g, h = m.linear, m.hidden
     if g is None:
         return {}
+    if isinstance(g, Mamba2Spec):   # Mamba-2 (HF NemotronHMamba2Mixer): in_proj, out_proj, the
+        # conv1d's taps and bias, per head A_log, D and dt_bias, the gated norm's weight
+        return {"qkv": h * g.in_proj_out, "o": g.intermediate * h,
+                "conv": g.conv_channels * (g.conv_kernel + 1),
+                "other": 3 * g.heads + g.intermediate}
     return {"qkv": h * (2 * g.key_dim + 2 * g.value_dim + 2 * g.value_heads),
             "o": g.value_dim * h, "conv": g.conv_channels * g.conv_kernel,
             "other": 2 * g.value_heads + g.value_head_dim}

@@ -723,6 +723,13 @@ def _llama4_ffn(c: _Config, layers: int, top_k: int) -> tuple[dict, dict]:
     return table, keys
 
 
+# Nemotron-H's layers are single-op blocks (hybrid_override_pattern: M a Mamba-2 mixer, * an
+# attention mixer, - an MLP, E a MoE, each a layer of its own); an lts layer is a mixer and an FFN
+NEMOTRON_H = ("is not supported: Nemotron-H's layers are single-op blocks (M Mamba-2, * attention, "
+              "- MLP, E MoE, each a layer of its own) and an lts layer is a token mixer and an "
+              "FFN; Mamba-2 layers can be costed from a model TOML ([mamba])")
+
+
 def _family_view(c: _Config) -> tuple[_Config, str]:
     """(the config to read, the family whose shape rules apply): a multimodal config's
     text_config (its vision tower counted in the source line, not costed), and the ALIASES.
@@ -855,6 +862,8 @@ def model_from_hf_config(path) -> ModelSpec:
     c = _Config(_read_json(path), path)
 
     c, family = _family_view(c)
+    if family == "nemotron_h":    # Nemotron-H and Nemotron Nano 2 (NVIDIA-Nemotron-Nano-9B-v2)
+        raise c.error("hybrid_override_pattern", NEMOTRON_H)
     if family not in FAMILIES:
         raise c.error("model_type", f"{family!r} is not a supported family "
                                     f"({', '.join(FAMILIES + tuple(ALIASES) + tuple(MULTIMODAL))})")

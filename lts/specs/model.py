@@ -118,6 +118,46 @@ class LinearAttentionSpec:
         return 2 * self.key_dim + self.value_dim
 
 
+@dataclass(frozen=True)
+class Mamba2Spec:
+    """A Mamba-2 layer (Dao and Gu, "Transformers are SSMs", arXiv 2405.21060; HF
+    Mamba2Mixer / NemotronHMamba2Mixer, vLLM's MambaMixer2): in_proj [hidden, 2 intermediate +
+    2 groups state_size + heads] (the gate z, the input x, B and C of n_groups groups, dt per
+    head), a depthwise causal conv1d of ``conv_kernel`` taps over x, B and C, the selective state
+    space model over a heads x head_dim x state_size state per request, a gated RMSNorm,
+    out_proj [intermediate, hidden]; intermediate = heads x head_dim."""
+    heads: int                # mamba_num_heads
+    head_dim: int             # mamba_head_dim
+    state_size: int           # ssm_state_size
+    groups: int               # n_groups (B and C shared by heads / groups heads, like GQA)
+    conv_kernel: int          # conv_kernel
+    chunk_size: int = 256     # the SSD prefill's chunk (HF Mamba2Config.chunk_size default 256)
+    # The SSM state's dtype: fp32. vLLM's MambaStateDtypeCalculator.mamba2_state_dtype keeps the
+    # conv state in the model (KV cache) dtype and the temporal state in mamba_ssm_cache_dtype
+    # when set (NemotronH's config hook: --mamba-ssm-cache-dtype float32 is the documented
+    # setting for Nemotron-H and Nano-v2), and the selective_state_update kernel accumulates in
+    # fp32. (vllm/model_executor/layers/mamba/mamba_utils.py)
+    state_dtype: str = "fp32"
+
+    @property
+    def intermediate(self) -> int:
+        return self.heads * self.head_dim
+
+    @property
+    def group_dim(self) -> int:
+        """B and C together: 2 groups x state_size."""
+        return 2 * self.groups * self.state_size
+
+    @property
+    def conv_channels(self) -> int:
+        """Channels of the causal conv1d: x, B and C (intermediate + 2 groups state_size)."""
+        return self.intermediate + self.group_dim
+
+    @property
+    def in_proj_out(self) -> int:
+        return 2 * self.intermediate + self.group_dim + self.heads
+
+
 # the op groups a checkpoint can leave unquantized (``PrecisionSpec.unquantized``); the op tables
 # cost each group's weights in its own format
 WEIGHT_GROUPS = ("embedding", "attention", "router", "experts", "shared_experts", "dense_ffn",
@@ -175,7 +215,8 @@ class ModelSpec:
     # counted apart (specs.param_counts' params_mtp), neither loaded nor run (speculative
     # decoding is not costed)
     mtp_layers: int = 0
-    linear: LinearAttentionSpec | None = None    # the linear_attention layers' shapes
+    # the linear_attention layers' shapes, or the mamba layers' (Mamba2Spec)
+    linear: LinearAttentionSpec | Mamba2Spec | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -188,13 +229,14 @@ class ModelSpec:
         if not self.layer_types:
             return (self.attention.window,) * self.layers
         chunk = Chunk(self.attention.chunk) if self.attention.chunk else None
-        return tuple(self.attention.window if t == SLIDING else LINEAR if t == LINEAR else
+        return tuple(self.attention.window if t == SLIDING else LINEAR if t in RECURRENT else
                      chunk if t == CHUNKED else None for t in self.layer_types)
 
     @property
     def linear_layers(self) -> int:
-        """Layers of linear attention (``linear``); the others softmax attention."""
-        return sum(t == LINEAR for t in self.layer_types)
+        """Layers of linear attention or Mamba-2 (``linear``: one of the two kinds a model); the
+        others softmax attention."""
+        return sum(t in RECURRENT for t in self.layer_types)
 
     @property
     def kind_groups(self) -> tuple:
@@ -228,7 +270,11 @@ FULL, SLIDING, LINEAR = "full_attention", "sliding_attention", "linear_attention
 CHUNKED = "chunked_attention"
 # attention.layer_types values (HF config.json's spelling; chunked_attention: transformers'
 # Llama4TextConfig.layer_types, the layers no_rope_layers marks as RoPE layers)
-LAYER_TYPES = (FULL, SLIDING, LINEAR, CHUNKED)
+# mamba: a Mamba-2 layer (Mamba2Spec); lts's own name (Nemotron-H's hybrid_override_pattern "M")
+MAMBA = "mamba"
+LAYER_TYPES = (FULL, SLIDING, LINEAR, CHUNKED, MAMBA)
+# the kinds with a fixed state per request and no KV cache: the LINEAR marker of layer_windows
+RECURRENT = (LINEAR, MAMBA)
 
 
 @dataclass(frozen=True)
@@ -488,6 +534,8 @@ def model_from_dict(data: dict, path) -> ModelSpec:
 def _linear(t: _Table, path, layer_types: tuple, kind: str):
     """[linear_attention]: the Gated DeltaNet shapes (``LinearAttentionSpec``) of the
     linear_attention layers, required exactly when attention.layer_types has some."""
+    if MAMBA in layer_types or t.has("mamba"):
+        return _mamba(t, path, layer_types, kind)
     has = LINEAR in layer_types
     if not has:
         if t.has("linear_attention"):
@@ -511,6 +559,29 @@ def _linear(t: _Table, path, layer_types: tuple, kind: str):
         raise SpecError(path, "linear_attention.key_heads",
                         f"{spec.key_heads} does not divide linear_attention.value_heads = "
                         f"{spec.value_heads}")
+    return spec
+
+
+def _mamba(t: _Table, path, layer_types: tuple, kind: str):
+    """[mamba]: the Mamba-2 shapes (``Mamba2Spec``) of the mamba layers, required exactly when
+    attention.layer_types has some."""
+    if MAMBA not in layer_types:
+        raise SpecError(path, "mamba", "is set but attention.layer_types has no mamba layers")
+    if kind == "mla":
+        raise SpecError(path, "attention.layer_types", "mamba layers with mla attention are not "
+                                                       "supported (gqa only)")
+    if not t.has("mamba"):
+        raise SpecError(path, "mamba", "missing table (attention.layer_types has mamba layers)")
+    g = t.table("mamba")
+    w = dict(positive=True, maximum=MAX_WIDTH)
+    spec = Mamba2Spec(g.get("heads", int, positive=True), g.get("head_dim", int, **w),
+                      g.get("state_size", int, **w), g.get("groups", int, positive=True),
+                      g.get("conv_kernel", int, positive=True, maximum=64),
+                      g.get("chunk_size", int, 256, positive=True, maximum=MAX_WIDTH))
+    g.finish()
+    if spec.heads % spec.groups:
+        raise SpecError(path, "mamba.groups", f"{spec.groups} does not divide mamba.heads = "
+                                              f"{spec.heads}")
     return spec
 
 
@@ -568,9 +639,12 @@ def _layer_types(a: _Table, path, layers: int, window, chunk=None) -> tuple:
     if chunk is not None and CHUNKED not in kinds:
         raise SpecError(path, "attention.chunk_size", "is set but attention.layer_types has no "
                                                       "chunked_attention layers")
-    if set(kinds) == {LINEAR}:
-        raise SpecError(path, key, "every layer is linear_attention (lts needs at least one "
+    if set(kinds) <= set(RECURRENT):
+        raise SpecError(path, key, f"every layer is {kinds[0]} (lts needs at least one "
                                    "full_attention or sliding_attention layer)")
+    if LINEAR in kinds and MAMBA in kinds:
+        raise SpecError(path, key, "has both linear_attention and mamba layers (lts costs one "
+                                   "recurrent kind a model)")
     if len(set(kinds)) == 1 and CHUNKED not in kinds:
         return ()                  # every layer alike: attention.window says which
     return tuple(kinds) * (layers // len(kinds))
