@@ -132,11 +132,13 @@ class Mamba2Spec:
     groups: int               # n_groups (B and C shared by heads / groups heads, like GQA)
     conv_kernel: int          # conv_kernel
     chunk_size: int = 256     # the SSD prefill's chunk (HF Mamba2Config.chunk_size default 256)
-    # The SSM state's dtype: fp32. vLLM's MambaStateDtypeCalculator.mamba2_state_dtype keeps the
-    # conv state in the model (KV cache) dtype and the temporal state in mamba_ssm_cache_dtype
-    # when set (NemotronH's config hook: --mamba-ssm-cache-dtype float32 is the documented
-    # setting for Nemotron-H and Nano-v2), and the selective_state_update kernel accumulates in
-    # fp32. (vllm/model_executor/layers/mamba/mamba_utils.py)
+    # The SSM state's dtype: fp32. vLLM's MambaStateDtypeCalculator.mamba2_state_dtype
+    # (_mamba_state_dtype) keeps the conv state in the KV cache dtype and the temporal state in
+    # mamba_ssm_cache_dtype, "auto" (its default) meaning the conv's, the model dtype
+    # (vllm/model_executor/layers/mamba/mamba_utils.py); SGLang's mamba2_state_dtype takes
+    # SGLANG_MAMBA_SSM_DTYPE, else the config's mamba_ssm_dtype, else float32
+    # (python/sglang/srt/configs/mamba_utils.py). lts costs fp32, SGLang's default and the
+    # larger: under vLLM without --mamba-ssm-cache-dtype float32 the state is half of it.
     state_dtype: str = "fp32"
 
     @property
