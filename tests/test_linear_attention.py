@@ -126,6 +126,14 @@ def linear_models(draw):
 def test_a_requests_state_does_not_grow_with_context(m, c1, c2):
     """request bytes minus the attention layers' KV is the linear layers' state at any context;
     the tables hold the same state per sequence at both contexts."""
+    check_state_is_constant(m, c1, c2)
+
+
+def check_state_is_constant(m, c1, c2):
+    """The check of ``test_a_requests_state_does_not_grow_with_context`` for any model whose
+    recurrent layers (Gated DeltaNet or Mamba-2) hold a fixed state: ``kv.request_bytes`` less
+    the attention layers' KV, and the tables' held bytes of the recurrent op, are the same at
+    contexts c1 and c2 and equal ``kv.state_bytes`` per layer."""
     attn = full_only(m)
     n_attn = m.layers - m.linear_layers
     state = [kv.request_bytes(m, c) - kv.request_bytes(attn, c) * n_attn / m.layers

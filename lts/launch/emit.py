@@ -189,35 +189,38 @@ def model_reference(model_arg: str) -> tuple:
 # commands
 
 def _precision_flags(engine: str, model: ModelSpec, key, precision) -> tuple:
-    """(flags, notes) for an lts --precision override."""
+    """(flags, notes) for an lts --precision override of the weights (the KV cache's flag is
+    ``_kv_cache_flags``'s)."""
     if not precision:
         return [], []
     native = NATIVE_WEIGHTS.get(key, "bf16")
+    kv = model.precision.kv_cache
+    what = "weights and KV cache" if kv == precision else f"weights and a {kv} KV cache"
     # --quantization fp8: vllm 0.33.0 vllm/model_executor/layers/quantization/__init__.py,
-    # sglang 0.5.23 sglang/srt/arg_groups/choices.py; --kv-cache-dtype fp8 (vllm/config/cache.py
-    # CacheDType) and fp8_e4m3 (sglang/srt/arg_groups/fields/model.py kv_cache_dtype choices):
-    # the engines with an fp8_kv_dtype
-    kv_dtype = get(engine).fp8_kv_dtype
-    if precision == "fp8" and kv_dtype:
-        flags = [] if native == "fp8" else ["--quantization fp8"]
-        flags.append("--kv-cache-dtype " + kv_dtype)
-        return flags, [f"lts costed {precision} weights and KV cache (--precision): the command "
-                       "quantizes " + ("the KV cache" if native == "fp8" else
-                                       "the weights on load and the KV cache")]
-    return [], [f"lts costed {precision} weights and a {model.precision.kv_cache} KV cache "
-                f"(--precision): the command does not set that; serve a checkpoint stored in "
-                f"{precision}"]
+    # sglang 0.5.23 sglang/srt/arg_groups/choices.py: the engines with an fp8_kv_dtype
+    if precision == "fp8" and get(engine).fp8_kv_dtype:
+        quantized = ([] if native == "fp8" else ["the weights on load"]) + \
+                    (["the KV cache"] if kv == "fp8" else [])
+        return ([] if native == "fp8" else ["--quantization fp8"]), (
+            [f"lts costed {precision} {what} (--precision): the command quantizes "
+             f"{' and '.join(quantized)}"] if quantized else [])
+    return [], [f"lts costed {precision} {what} (--precision): the command does not set that; "
+                f"serve a checkpoint stored in {precision}"]
 
 
-def _kv_cache_flags(engine: str, model: ModelSpec, extra: list) -> tuple:
-    """(flags, notes) for an fp8 KV cache that lts costed (``--kv-cache-dtype fp8`` or the
-    checkpoint's ``kv_cache_quant_algo``/``kv_cache_scheme``) and ``extra`` does not set yet:
-    the engine's own flag (vLLM ``fp8``, SGLang ``fp8_e4m3``: the sources above), else a note."""
-    if model.precision.kv_cache != "fp8" or any(f.startswith("--kv-cache-dtype") for f in extra):
+def _kv_cache_flags(engine: str, model: ModelSpec, precision) -> tuple:
+    """(flags, notes) for an fp8 KV cache that lts costed (``--precision fp8``,
+    ``--kv-cache-dtype fp8`` or the checkpoint's ``kv_cache_quant_algo``/``kv_cache_scheme``):
+    the engine's own flag (--kv-cache-dtype: vLLM ``fp8``, vllm/config/cache.py CacheDType;
+    SGLang ``fp8_e4m3``, sglang/srt/arg_groups/fields/model.py kv_cache_dtype choices), else a
+    note (left to ``_precision_flags``' note when --precision was given)."""
+    if model.precision.kv_cache != "fp8":
         return [], []
     kv_dtype = get(engine).fp8_kv_dtype
     if kv_dtype:
         return ["--kv-cache-dtype " + kv_dtype], []
+    if precision:
+        return [], []
     return [], [f"lts costed an fp8 KV cache: the command does not set it; give "
                 f"{get(engine).label} a checkpoint whose quantization config declares it"]
 
@@ -232,7 +235,7 @@ def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, 
     key = _model_key(model_arg)
     ref = shlex.quote(ref)
     extra, notes = _precision_flags(engine, model, key, precision)
-    kv_flags, kv_notes = _kv_cache_flags(engine, model, extra)
+    kv_flags, kv_notes = _kv_cache_flags(engine, model, precision)
     extra, notes = extra + kv_flags, notes + kv_notes
     max_len = max_len or work.context
     cmds, more = LAUNCHERS[engine].command(model, topo, work, row, ref, extra, max_len, key,
