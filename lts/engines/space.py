@@ -188,3 +188,49 @@ def project(engine: str, model: ModelSpec, rows: np.ndarray) -> np.ndarray:
                        np.where(dp[:, None], np.asarray(DP_ATTENTION), out))
     rows[:, N_COARSE:] = out
     return rows
+
+
+def from_layout(model: ModelSpec, attention_tp: int, attention_dp: int, moe_tp: int,
+                moe_ep: int) -> tuple:
+    """An engine's own layout (attention tensor- and data-parallel sizes, MoE tensor- and
+    expert-parallel sizes: the columns benchmark records carry, e.g. shared/data/serving_moe.csv)
+    -> lts's (tp, ep, per-op choices); ValueError with the reason where lts has no such layout.
+
+    attention_tp x attention_dp = moe_tp x moe_ep GPUs. lts's ep > 1 is attention DP over ep
+    groups of tp GPUs with the experts spread over the groups, so:
+    dp 1: tp = attention_tp with Megatron's experts (moe_ep 1) or whole experts over the group
+    (moe_tp 1); dp > 1 and attention_tp 1: ep = dp (moe_ep = dp), or tp = dp with data-parallel
+    attention (moe_tp = dp), or tp = moe_tp, ep = moe_ep with data-parallel attention; dp > 1
+    and attention_tp > 1: tp = attention_tp, ep = dp, the experts Megatron's (moe_tp =
+    attention_tp) or whole over the group (moe_tp 1). A dense model: tp = attention_tp x
+    attention_dp's Megatron only when dp is 1."""
+    atp, adp, mtp, mep = (int(v) for v in (attention_tp, attention_dp, moe_tp, moe_ep))
+    if min(atp, adp, mtp, mep) < 1:
+        raise ValueError("every size must be at least 1")
+    if atp * adp != mtp * mep:
+        raise ValueError(f"attention_tp x attention_dp = {atp * adp} GPUs but moe_tp x moe_ep "
+                         f"= {mtp * mep}")
+    if not model.is_moe:
+        if adp == 1:
+            return atp, 1, MEGATRON
+        raise ValueError(f"attention_dp {adp} on a dense model: replicas are separate "
+                         "instances (one row each)")
+    if adp == 1:
+        if mep == 1:
+            return atp, 1, MEGATRON
+        if mtp == 1:
+            return atp, 1, EXPERT_CHOICES
+    elif atp == 1:
+        if mtp == 1:
+            return 1, adp, MEGATRON
+        if mep == 1:
+            return adp, 1, DP_ATTENTION
+        return mtp, mep, DP_ATTENTION
+    else:
+        if mtp == atp:
+            return atp, adp, MEGATRON
+        if mtp == 1:
+            return atp, adp, EXPERT_CHOICES
+    raise ValueError(f"attention tp {atp} x dp {adp} with experts over moe tp {mtp} x ep {mep} "
+                     "is not a layout lts costs (its experts are split over the attention "
+                     "group either by tensor or by expert, not both)")

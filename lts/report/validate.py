@@ -101,7 +101,7 @@ def render_validate(console: Console, d: dict) -> None:
         + _summary_line(s) + ", "
         f"Spearman within parallel-config groups: mean {_fmt_opt(sp['mean'], '.3f')} "
         f"(per GPU {_fmt_opt(sp['mean_per_gpu'], '.3f')}) over {len(sp['groups'])} groups")
-    for key, label in (("by_metric", "metric"), ("by_engine", "engine")):
+    for key, label in (("by_metric", "metric"), ("by_engine", "engine"), ("by_model", "model")):
         parts = s.get(key) or {}
         if len(parts) > 1:
             for name, sub in parts.items():

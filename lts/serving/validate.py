@@ -8,8 +8,15 @@ and an optional ``strategy``. How each row is mapped:
   with the reason (never dropped silently). ``precision`` (empty: the model file's) overrides the
   weight and KV-cache type (``specs.with_precision``).
 - The strategy is ``strategy`` when present (an ``--strategy`` string; unnamed ops take Megatron's
-  choice), else Megatron's per-op sharding at ``tp``, ``ep``, ``pp``. A row whose tp·ep·pp is not
-  ``gpus`` is skipped.
+  choice), else the engine's own layout when the optional columns ``attention_tp``,
+  ``attention_dp``, ``moe_tp``, ``moe_ep`` are filled (``engines.space.from_layout``; a layout
+  lts does not cost is skipped with the reason), else Megatron's per-op sharding at ``tp``,
+  ``ep``, ``pp``. A row whose tp·ep·pp is not ``gpus`` is skipped.
+- The optional ``gemm_quant`` and ``moe_quant`` (equal where both are filled) name the weights'
+  format and take the place of ``precision``: a checkpoint whose format is of the same kind is
+  costed as it ships, another kind replaces the quantized weights' format, the KV cache stays
+  the model's (``_model_for``). ``engine_version`` is carried into the rows (the profile is the
+  engine's current one).
 - The batch is the concurrency, ``concurrency``; when empty, a ``batch=`` named in
   ``strategy``; else the integer one up to the KV capacity with the highest output tokens/s
   (``serve(best_batch=True)``), as an engine's max-throughput run picks.
@@ -45,16 +52,24 @@ from pathlib import Path
 import numpy as np
 
 from ..engines import ENGINE_NAMES, ENGINES, GENERIC, engine_for_source
+from ..engines.space import from_layout
 from ..specs.errors import SpecError, StrategyError
 from ..specs.limits import (MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED, MAX_TOKENS,
                      MIN_MEASURED)
 from .serve import serve
 from ..specs import load_model, load_topology, read_text, shipped_names, with_precision
-from ..specs.strategy import BATCH, EP, PP, TP, megatron_row, parse_strategy
+from ..specs.strategy import BATCH, EP, N_COARSE, PP, TP, megatron_row, parse_strategy
 from ..specs.units import DTYPE_BYTES
 
 COLUMNS = ("id", "model", "topology", "gpus", "tp", "ep", "pp", "precision", "isl", "osl",
            "concurrency", "metric", "value", "source")
+# optional: an engine's own layout (all four or none; engines.space.from_layout maps it) and the
+# quantization of the GEMMs and the experts (shared/data/serving_moe.csv)
+LAYOUT = ("attention_tp", "attention_dp", "moe_tp", "moe_ep")
+QUANT_COLUMNS = ("gemm_quant", "moe_quant")
+# their values -> lts weight formats (shared/data/README.md: "fp8 per tensor, fp8_block, nvfp4")
+QUANT_FORMATS = {"fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4", "mxfp4": "mxfp4",
+                 "bf16": "bf16", "fp16": "fp16"}
 METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_ms", "tpot_ms")
 # the profile each engine serves with (scripts/calibrate.py replaces them while it fits)
 PROFILES = {name: e.profile for name, e in ENGINES.items()}
@@ -80,13 +95,17 @@ class Measurement:
     metric: str
     value: float
     source: str
-    strategy: str            # "" = Megatron at tp/ep/pp
+    strategy: str            # "" = the layout's, else Megatron at tp/ep/pp
     engine: str              # an lts.engines profile name
+    layout: tuple = ()       # (attention_tp, attention_dp, moe_tp, moe_ep) or () when not given
+    quant: str = ""          # the weight format gemm_quant/moe_quant name ("" = precision's)
+    engine_version: str = ""
 
 
 # the largest value of each integer column (lts.specs.limits)
 MAX_CELL = {"tp": MAX_DEGREE, "ep": MAX_DEGREE, "pp": MAX_DEGREE, "gpus": MAX_GPUS,
-            "isl": MAX_TOKENS, "osl": MAX_TOKENS, "concurrency": MAX_CONCURRENCY}
+            "isl": MAX_TOKENS, "osl": MAX_TOKENS, "concurrency": MAX_CONCURRENCY,
+            **{c: MAX_GPUS for c in LAYOUT}}
 
 
 def _int(file, n, col, text, allow_empty=False, default=0):
@@ -139,7 +158,9 @@ def read_measurements(path) -> list:
                 raise SpecError(file, f"row {n}", f"{k}: {v!r} contains control characters "
                                                   "(expected plain text)")
         strategy = r.get("strategy", "")
-        tp = _int(file, n, "tp", r["tp"], allow_empty=bool(strategy), default=1)
+        layout = tuple(_int(file, n, c, r.get(c, "")) for c in LAYOUT) \
+            if any(r.get(c) for c in LAYOUT) else ()
+        tp = _int(file, n, "tp", r["tp"], allow_empty=bool(strategy or layout), default=1)
         ep = _int(file, n, "ep", r["ep"], allow_empty=True, default=1)
         pp = _int(file, n, "pp", r["pp"], allow_empty=True, default=1)
         gpus = _int(file, n, "gpus", r["gpus"])
@@ -166,26 +187,67 @@ def read_measurements(path) -> list:
             raise SpecError(file, f"row {n}", f"engine: {engine!r} is not one of "
                                               f"{', '.join(ENGINE_NAMES)} (or empty)")
         engine = engine or engine_for_source(r["source"]) or GENERIC
+        quants = {r.get(c, "").lower() for c in QUANT_COLUMNS} - {""}
+        for q in quants:
+            if q not in QUANT_FORMATS:
+                raise SpecError(file, f"row {n}", f"{q!r} is not a quantization lts knows "
+                                                  f"(expected one of {', '.join(QUANT_FORMATS)})")
+        if len(quants) > 1:
+            raise SpecError(file, f"row {n}", f"gemm_quant {r['gemm_quant']!r} and moe_quant "
+                                              f"{r['moe_quant']!r} differ: lts costs one "
+                                              "format for the quantized weights")
+        quant = QUANT_FORMATS[quants.pop()] if quants else ""
         out.append(Measurement(n, r["id"], r["model"], r["topology"], gpus, tp, ep, pp,
                                r["precision"], isl, osl, conc, r["metric"], value, r["source"],
-                               strategy, engine))
+                               strategy, engine, layout, quant, r.get("engine_version", "")))
     return out
 
 
-def _strategy_row(file, m: Measurement, is_moe: bool) -> tuple:
-    """(strategy row, best batch?) for a measurement."""
+class _Skip(Exception):
+    """A row lts cannot predict, with the reason (it is listed as skipped, not dropped)."""
+
+
+def _strategy_row(file, m: Measurement, model) -> tuple:
+    """(strategy row, best batch?) for a measurement: its ``strategy``, else its engine layout,
+    else Megatron's at tp/ep/pp. _Skip where the layout is not one lts costs."""
     if m.strategy:
         try:
-            row = parse_strategy(m.strategy, is_moe)
+            row = parse_strategy(m.strategy, model.is_moe)
         except StrategyError as e:
             raise SpecError(file, f"row {m.row}", f"strategy: {m.strategy!r}: "
                             f"{str(e).split(': ', 1)[1]}") from None
         named_batch = any(p.split("=", 1)[0].strip() == "batch" for p in m.strategy.split(","))
+    elif m.layout:
+        try:
+            tp, ep, choices = from_layout(model, *m.layout)
+        except ValueError as e:
+            raise _Skip(f"layout {'/'.join(map(str, m.layout))} (attention tp/dp, moe tp/ep): "
+                        f"{e}") from None
+        row, named_batch = megatron_row(tp, ep, 1, 1), False
+        row[N_COARSE:] = choices
     else:
         row, named_batch = megatron_row(m.tp, m.ep, m.pp, 1), False
     if m.concurrency:
         row[BATCH] = m.concurrency
     return row, not (m.concurrency or named_batch)
+
+
+# weight formats of one kind: a row's quantization names the kind a checkpoint's format is of
+_KIND = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"}
+
+
+def _model_for(spec, precision: str, quant: str):
+    """The model a row's ``precision`` or quantization columns describe. The quantization
+    columns name the weights only: a checkpoint whose own format is of the same kind (fp8 per
+    tensor or block-scaled; NVFP4 or MXFP4) is costed as it ships (gpt-oss-120b's MXFP4 in a
+    row saying nvfp4); another kind replaces the quantized groups' format
+    (``specs.with_precision``) and the KV cache stays the model's (the rows do not record it;
+    the engines' default, "auto", is the model's)."""
+    if quant:
+        if _KIND.get(quant, quant) == _KIND.get(spec.precision.weights, spec.precision.weights):
+            return spec
+        return with_precision(spec, quant, kv_cache=spec.precision.kv_cache)
+    return with_precision(spec, precision) if precision else spec
 
 
 def _predicted(res, i, metric):
@@ -229,23 +291,28 @@ def validate(path, progress=None) -> dict:
         if m.topology not in topos:
             skipped[m.row] = f"topology {m.topology!r} is not shipped"
             continue
-        key = (m.model, m.precision)
+        key = (m.model, m.precision, m.quant)
         if key not in specs:
-            spec = load_model(m.model)
-            specs[key] = with_precision(spec, m.precision) if m.precision else spec
-        row, best = _strategy_row(file, m, specs[key].is_moe)
+            specs[key] = _model_for(load_model(m.model), m.precision, m.quant)
+        try:
+            row, best = _strategy_row(file, m, specs[key])
+        except _Skip as e:
+            skipped[m.row] = str(e)
+            continue
         used = int(row[TP] * row[EP] * row[PP])
         if used != m.gpus:
             skipped[m.row] = f"tp·ep·pp = {used} but gpus = {m.gpus}"
             continue
-        jobs[(m.model, m.topology, m.precision, m.isl, m.osl, best, m.engine)].append((m, row))
+        jobs[(m.model, m.topology, m.precision, m.quant, m.isl, m.osl, best, m.engine)].append(
+            (m, row))
     topo_specs = {name: load_topology(name) for name in {k[1] for k in jobs}}
     predicted = {}
     if progress:
         progress.set_total(len(jobs))
-    for (model, topo, prec, isl, osl, best, engine), items in jobs.items():
+    for (model, topo, prec, quant, isl, osl, best, engine), items in jobs.items():
         rows = np.stack([row for _, row in items])
-        res = serve(specs[(model, prec)], topo_specs[topo], rows, isl, osl, best_batch=best,
+        spec = specs[(model, prec, quant)]
+        res = serve(spec, topo_specs[topo], rows, isl, osl, best_batch=best,
                     engine=PROFILES[engine])
         if progress:
             progress(1)
@@ -257,14 +324,16 @@ def validate(path, progress=None) -> dict:
             p = float(_predicted(res, i, m.metric))
             predicted[m.row] = {
                 "id": m.id, "model": m.model, "topology": m.topology,
-                "precision": m.precision or specs[(model, prec)].precision.weights,
+                "precision": m.precision or spec.precision.weights,
+                "weights": spec.precision.weights, "kv_cache": spec.precision.kv_cache,
                 "gpus": m.gpus, "tp": int(res.strategies[i, TP]),
                 "ep": int(res.strategies[i, EP]), "pp": int(res.strategies[i, PP]),
                 "batch": int(res.strategies[i, BATCH]), "best_batch": best, "isl": m.isl,
                 "osl": m.osl, "concurrency": m.concurrency or None, "metric": m.metric,
                 "engine": engine, "running": int(res.running[i]),
                 "predicted": p, "measured": m.value, "ratio": p / m.value,
-                "log2_ratio": math.log2(p / m.value), "strategy": m.strategy or None}
+                "log2_ratio": math.log2(p / m.value), "strategy": m.strategy or None,
+                "layout": list(m.layout) or None, "engine_version": m.engine_version or None}
     rows = [predicted[m.row] for m in meas if m.row in predicted]
     skips = [{"id": m.id, "row": m.row, "model": m.model, "topology": m.topology,
               "reason": skipped[m.row]} for m in meas if m.row in skipped]
@@ -274,11 +343,12 @@ def validate(path, progress=None) -> dict:
 
 def summarize(rows: list, split: bool = True) -> dict:
     """count, median |log2 ratio|, share within 2x, Spearman per parallel-config group; with
-    ``split``, the same for each metric (``by_metric``) and each engine (``by_engine``)."""
+    ``split``, the same for each metric (``by_metric``), engine (``by_engine``) and model
+    (``by_model``)."""
     groups = _groups(rows)
     d = _summary(rows, groups)
     if split:
-        for key, name in (("metric", "by_metric"), ("engine", "by_engine")):
+        for key, name in (("metric", "by_metric"), ("engine", "by_engine"), ("model", "by_model")):
             d[name] = {v: _summary([r for r in rows if r[key] == v],
                                    [g for g in groups if g[key] == v])
                        for v in sorted({r[key] for r in rows})}

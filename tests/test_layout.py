@@ -1,0 +1,103 @@
+"""Engine layouts (attention tp/dp, MoE tp/ep) -> lts strategies (engines.space.from_layout) and
+the measurement columns that carry them (`lts validate`, shared/data/serving_moe.csv)."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from lts.cli import cli
+from lts.engines.space import from_layout
+from lts.specs import load_model
+from lts.specs.strategy import DP_ATTENTION, EXPERT_CHOICES, MEGATRON
+
+MOE = load_model("minimax-m2.5")
+DENSE = load_model("llama3.1-8b")
+
+
+@pytest.mark.parametrize("layout, want", [
+    ((1, 1, 1, 1), (1, 1, MEGATRON)),
+    ((4, 1, 4, 1), (4, 1, MEGATRON)),             # tensor-parallel attention and experts
+    ((4, 1, 1, 4), (4, 1, EXPERT_CHOICES)),       # whole experts over the tp group
+    ((1, 4, 1, 4), (1, 4, MEGATRON)),             # attention DP, experts spread over the ranks
+    ((1, 4, 4, 1), (4, 1, DP_ATTENTION)),         # attention DP, experts tensor-parallel
+    ((1, 16, 4, 4), (4, 4, DP_ATTENTION)),        # attention DP over 16, experts tp 4 x ep 4
+    ((2, 2, 2, 2), (2, 2, MEGATRON)),             # tp 2 inside 2 DP groups, experts tp 2 ep 2
+    ((2, 2, 1, 4), (2, 2, EXPERT_CHOICES)),
+    ((4, 4, 1, 16), (4, 4, EXPERT_CHOICES)),
+])
+def test_layouts_lts_costs(layout, want):
+    tp, ep, choices = from_layout(MOE, *layout)
+    assert (tp, ep, tuple(choices)) == want
+    assert tp * ep == layout[0] * layout[1]       # the same GPUs
+
+
+@pytest.mark.parametrize("layout, message", [
+    ((4, 1, 2, 2), "attention tp 4 x dp 1 with experts over moe tp 2 x ep 2 is not a layout lts "
+                   "costs (its experts are split over the attention group either by tensor or "
+                   "by expert, not both)"),
+    ((4, 1, 2, 1), "attention_tp x attention_dp = 4 GPUs but moe_tp x moe_ep = 2"),
+    ((0, 1, 1, 1), "every size must be at least 1"),
+])
+def test_layouts_refused(layout, message):
+    with pytest.raises(ValueError) as e:
+        from_layout(MOE, *layout)
+    assert str(e.value) == message
+
+
+def test_dense_layouts():
+    assert from_layout(DENSE, 8, 1, 8, 1) == (8, 1, MEGATRON)
+    with pytest.raises(ValueError, match="attention_dp 2 on a dense model"):
+        from_layout(DENSE, 4, 2, 8, 1)
+
+
+HEADER = ("id,model,topology,gpus,tp,ep,pp,precision,isl,osl,concurrency,metric,value,source,"
+          "strategy,engine,engine_version,attention_tp,attention_dp,moe_tp,moe_ep,gemm_quant,"
+          "moe_quant")
+
+
+def _validate(tmp_path, *rows):
+    p = tmp_path / "moe.csv"
+    p.write_text("\n".join((HEADER,) + rows) + "\n")
+    return CliRunner().invoke(cli, ["validate", str(p), "--json"], catch_exceptions=False)
+
+
+def test_validate_reads_layouts_and_quantization(tmp_path):
+    r = _validate(
+        tmp_path,
+        "dp,minimax-m2.5,h200_dgx,4,,,,fp8,1024,128,16,tpot_ms,20,x,,vllm,0.19.0,1,4,1,4,fp8,fp8",
+        "tp,minimax-m2.5,h200_dgx,4,,,,fp8,1024,128,16,tpot_ms,20,x,,vllm,0.19.0,4,1,4,1,fp8,fp8",
+        "fp4,minimax-m2.5,b200_dgx,4,,,,fp4,1024,128,16,tpot_ms,20,x,,vllm,,4,1,4,1,nvfp4,nvfp4",
+        "oss,gpt-oss-120b,h200_dgx,1,1,1,1,fp4,1024,128,16,tpot_ms,5,x,\"tp=1,ep=1,pp=1\",vllm,,"
+        "1,1,1,1,nvfp4,nvfp4",
+        "mix,minimax-m2.5,h200_dgx,4,,,,fp8,1024,128,16,tpot_ms,20,x,,vllm,,4,1,2,2,fp8,fp8")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    rows = {row["id"]: row for row in d["rows"]}
+    assert (rows["dp"]["tp"], rows["dp"]["ep"], rows["dp"]["layout"]) == (1, 4, [1, 4, 1, 4])
+    assert (rows["tp"]["tp"], rows["tp"]["ep"]) == (4, 1)
+    assert rows["tp"]["engine_version"] == "0.19.0"
+    # the block-fp8 checkpoint costed as it ships, its KV cache the model's, not fp8
+    assert (rows["tp"]["weights"], rows["tp"]["kv_cache"]) == ("fp8_block", "bf16")
+    assert (rows["fp4"]["weights"], rows["fp4"]["kv_cache"]) == ("nvfp4", "bf16")
+    assert rows["oss"]["weights"] == "mxfp4"         # an fp4 kind: gpt-oss's own MXFP4
+    skipped = {s["id"]: s["reason"] for s in d["skipped"]}
+    assert skipped == {"mix": "layout 4/1/2/2 (attention tp/dp, moe tp/ep): attention tp 4 x "
+                              "dp 1 with experts over moe tp 2 x ep 2 is not a layout lts costs "
+                              "(its experts are split over the attention group either by "
+                              "tensor or by expert, not both)"}
+    assert set(d["summary"]["by_model"]) == {"minimax-m2.5", "gpt-oss-120b"}
+
+
+@pytest.mark.parametrize("quants, message", [
+    ("fp8,nvfp4", "row 1: gemm_quant 'fp8' and moe_quant 'nvfp4' differ: lts costs one format "
+                  "for the quantized weights"),
+    ("int3,int3", "row 1: 'int3' is not a quantization lts knows (expected one of fp8, "
+                  "fp8_block, nvfp4, mxfp4, bf16, fp16)"),
+])
+def test_validate_bad_quantization(tmp_path, quants, message):
+    p = tmp_path / "moe.csv"
+    p.write_text(HEADER + "\nq,minimax-m2.5,h200_dgx,4,4,1,1,fp8,1024,128,16,tpot_ms,20,x,,vllm,,"
+                 f"4,1,4,1,{quants}\n")
+    r = CliRunner().invoke(cli, ["validate", str(p)])
+    assert r.exit_code == 1
+    assert r.output == f"Error: {p}: {message}\n"
