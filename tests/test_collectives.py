@@ -1,6 +1,7 @@
 """Alpha-beta collectives (lts/collectives.py): ring closed forms on one tier, groups of one,
 all-reduce = reduce-scatter + all-gather, monotonicity, and hierarchical cases by hand."""
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -289,3 +290,68 @@ def test_shipped_mesh_and_pcie_topologies():
     assert pcie[0].shape == "pcie" and pcie[0].bandwidth_bytes_s == 32e9
     assert coll.all_gather(pcie, S, 8, 1) == pytest.approx(
         7 / 8 * S / bw(pcie[0]) + 7 * pcie[0].latency_s)
+
+
+# ----------------------------------------------------------------------------------------------
+# the engines' one-shot custom all-reduce (small messages inside one switch domain)
+
+ONESHOT = LinkSpec("nvlink", 8, 450e9, 1.4e-6, 0.75, "switch", 3.1e-6, 0.71, 8 * 2**20)
+ENGINE_H100 = (ONESHOT, IB)
+H100_FILE = Path(__file__).resolve().parents[1] / "topologies" / "h100_dgx.toml"
+
+
+@pytest.mark.parametrize("p", [2, 4, 8])
+@pytest.mark.parametrize("nbytes", [8192.0, 131072.0, 1048576.0])
+def test_oneshot_closed_form_fits_the_microbenchmarks(p, nbytes):
+    want = 3.1e-6 + (p - 1) * nbytes / (450e9 * 0.71)
+    assert coll.oneshot(ONESHOT, nbytes, p) == pytest.approx(want, rel=1e-12)
+    # microbenchmarks.csv custom_allreduce (TensorRT-LLM 1.3.0rc20, H100): within 0.35 us
+    measured = {(2, 8192.0): 2.8, (2, 1048576.0): 6.1, (4, 8192.0): 3.14, (4, 1048576.0): 12.91,
+                (8, 8192.0): 3.54, (8, 131072.0): 6.2, (8, 1048576.0): 25.96}
+    if (p, nbytes) in measured:
+        assert abs(want * 1e6 - measured[(p, nbytes)]) < 0.35
+
+
+@given(st.floats(1.0, 1e9), st.sampled_from([2, 3, 4, 8, 16, 64]))
+def test_all_reduce_with_oneshot_is_the_faster_where_it_runs(nbytes, p):
+    ring = coll.all_reduce(H100, nbytes, p, 1.0)
+    got = coll.all_reduce(ENGINE_H100, nbytes, p, 1.0)
+    runs = p <= 8 and nbytes <= 8 * 2**20           # inside the node, under the engine's limit
+    want = min(ring, coll.oneshot(ONESHOT, nbytes, p)) if runs else ring
+    assert got == pytest.approx(want, rel=1e-12)
+    assert got <= ring * (1 + 1e-12)
+
+
+def test_oneshot_replaces_the_ring_for_decode_sized_messages_only():
+    small, large = 131072.0, 48 * 2**20           # a decode step's and a prefill chunk's
+    assert coll.all_reduce(ENGINE_H100, small, 8, 1.0) * 1e6 == pytest.approx(5.97, abs=0.01)
+    assert coll.all_reduce(H100, small, 8, 1.0) * 1e6 > 20          # 14 ring steps of 1.4 us
+    assert coll.all_reduce(ENGINE_H100, large, 8, 1.0) == coll.all_reduce(H100, large, 8, 1.0)
+
+
+def test_engine_links_carry_the_engine_limit():
+    from lts.engines import get
+    topo = load_topology("h100_dgx")
+    assert topo.engine_links[0].oneshot_max_bytes == 0.0          # no engine: NCCL only
+    for engine in ("vllm", "sglang", "trtllm"):
+        links = get(engine).profile.topology(topo).engine_links
+        assert links[0].oneshot_max_bytes == 8 * 2**20
+        assert links[0].oneshot_latency_s == 3.1e-6 and links[0].oneshot_efficiency == 0.71
+    assert get("generic").profile.topology(topo).engine_links[0].oneshot_max_bytes == 0.0
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("oneshot_latency_us = 3.0\n", "link[0].oneshot_efficiency: missing: oneshot_latency_us "
+                                   "and oneshot_efficiency come together"),
+    ("oneshot_latency_us = 3.0\noneshot_efficiency = 0.7\nshape = \"mesh\"\n",
+     "link[0].oneshot_latency_us: only with shape = \"switch\" (this link's shape is 'mesh')"),
+])
+def test_oneshot_keys_are_checked(tmp_path, extra, message):
+    lines = [line for line in H100_FILE.read_text().splitlines(keepends=True)
+             if not line.startswith("oneshot_")]
+    text = "".join(lines).replace("[[link]]\n", "[[link]]\n" + extra, 1)
+    p = tmp_path / "t.toml"
+    p.write_text(text)
+    with pytest.raises(Exception) as e:
+        load_topology(str(p))
+    assert message in str(e.value)

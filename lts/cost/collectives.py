@@ -23,6 +23,18 @@ pays 7 * log2(q) / 3 steps for all-gather and reduce-scatter (hence all-reduce):
 q = 8, where the per-step alpha was fitted on 8-GPU NCCL rows (topology files), growing like a
 tree beyond (72 ranks: 14.4 steps per half, not 71). All-to-all and send keep their steps.
 
+One-shot all-reduce (issue 23: collectives by message size). The engines (vLLM, SGLang,
+TensorRT-LLM) reduce small messages with their own one-step kernel, not NCCL's ring: each rank
+reads all p - 1 peers' buffers through its NVLink port at once, alpha_1 + (p-1) S / (B e_1).
+Fitted to shared/data/microbenchmarks.csv (h100_dgx.toml): 3.1 us and 0.71, where NCCL's ring
+pays 14 alpha (~20 us) at 8 GPUs. It runs where the group lies inside the innermost (switch)
+domain, the message is at most the engine's limit (``EngineProfile.custom_allreduce_bytes``,
+vLLM's 8 MiB) and it is faster than the ring: below ~1 MiB at 8 GPUs, up to the limit at 2.
+Large messages keep the ring at the link's efficiency times the topology's
+``collective_efficiency``: calibration.csv still fits 0.40-0.45 for it with the one-shot kernel
+in place (scripts/calibrate.py), so that residual stays, and NCCL's NVLS is not modelled apart
+(microbenchmarks.csv's 64 MiB all-reduce reaches 0.59-0.80 of the link, the ring's range).
+
 B_i is the per-GPU one-direction bandwidth times the link's efficiency. A group of one costs 0.
 Every function broadcasts over NumPy arrays of bytes, group sizes and strides.
 
@@ -106,10 +118,34 @@ reduce_scatter = all_gather   # the same hierarchy walked in reverse; identical 
 
 
 def all_reduce(links, nbytes, p, stride, levels_=None):
-    """Seconds for an all-reduce of ``nbytes``: reduce-scatter then all-gather."""
+    """Seconds for an all-reduce of ``nbytes``: reduce-scatter then all-gather (the ring), or
+    the engine's one-shot custom all-reduce where it is faster (below)."""
     levels_ = levels_ or levels(links, p, stride)
-    return reduce_scatter(links, nbytes, p, stride, levels_) + \
+    t = reduce_scatter(links, nbytes, p, stride, levels_) + \
         all_gather(links, nbytes, p, stride, levels_)
+    inner = links[0]
+    if not (inner.oneshot_max_bytes and inner.oneshot_latency_s):
+        return t
+    return np.where(_oneshot_runs(inner, nbytes, p, levels_[0][2]),
+                    np.minimum(t, oneshot(inner, nbytes, p)), t)
+
+
+def oneshot(link, nbytes, p):
+    """Seconds for a one-shot all-reduce of ``nbytes`` over p ranks of one switch domain: each
+    rank reads the p - 1 peers' whole buffers at once through its port and sums them, one
+    step (vLLM csrc/custom_all_reduce.cuh cross_device_reduce_1stage; TensorRT-LLM's ONESHOT
+    strategy): alpha + (p-1) S / (B e). Fitted to shared/data/microbenchmarks.csv's
+    custom_allreduce rows (h100_dgx.toml)."""
+    p = np.asarray(p, dtype=np.float64)
+    return link.oneshot_latency_s + (p - 1.0) * nbytes / (link.bandwidth_bytes_s
+                                                          * link.oneshot_efficiency)
+
+
+def _oneshot_runs(link, nbytes, p, inner_members):
+    """Where the engine runs its custom all-reduce: a group of > 1 rank wholly inside the
+    innermost domain (its ``inner_members`` are all p) and a message up to the engine's limit."""
+    p = np.asarray(p, dtype=np.float64)
+    return (p > 1) & (inner_members >= p) & (np.asarray(nbytes) <= link.oneshot_max_bytes)
 
 
 def all_to_all(links, nbytes, p, stride, levels_=None):

@@ -35,6 +35,7 @@ class EngineProfile:
     cohort_base: float = 1.0    # mixed engines: requests prefilled together = base + share x
     cohort_share: float = 0.0   #   running requests (specs.workload.compose_step)
     collective_efficiency: float = 0.0   # in-engine share of each link's rate (0: the topology's)
+    custom_allreduce_bytes: float = 0.0  # one-shot custom all-reduce up to this message size (0: NCCL only)
     budget_per_rank: bool = True   # attention DP: each rank's steps get step_tokens (False: the
                                    # ranks share them; workload.compose_step)
     notes: tuple = ()           # the source of every value above, one line each
@@ -45,9 +46,11 @@ class EngineProfile:
 
     def topology(self, topo: TopologySpec) -> TopologySpec:
         """The topology as this engine's collectives see it."""
-        if not self.collective_efficiency:
-            return topo
-        return replace(topo, collective_efficiency=self.collective_efficiency)
+        if self.collective_efficiency:
+            topo = replace(topo, collective_efficiency=self.collective_efficiency)
+        if self.custom_allreduce_bytes:
+            topo = replace(topo, custom_allreduce_bytes=self.custom_allreduce_bytes)
+        return topo
 
     def kv_pool_bytes(self, topo: TopologySpec, fixed_bytes, parallel=1):
         """KV-cache bytes per GPU once ``fixed_bytes`` (weights and lts's workspace) are held;

@@ -11,13 +11,20 @@ from ..specs.units import MS, US
 from .engine import Engine
 from .profiles import EngineProfile
 
+CUSTOM_AR_BYTES = 8 * 2**20   # see the profile's notes
+
 # scheduler profile per release
 PROFILES = {
     "0.12": EngineProfile(
         name="vllm", title="vLLM 0.12 (vllm serve)",
         step_tokens=8192, mixed=True, max_running=1024, memory="utilization", memory_fraction=0.9,
-        step_overhead_s=1000 * US, request_overhead_s=0.0 * MS, cohort_base=2.5, cohort_share=0.06,
-        notes=("max_num_batched_tokens 8192: vllm/engine/arg_utils.py get_batch_defaults, "
+        step_overhead_s=2000 * US, request_overhead_s=0.0 * MS, cohort_base=2.5, cohort_share=0.06,
+        custom_allreduce_bytes=CUSTOM_AR_BYTES,
+        notes=("custom all-reduce up to 8 MiB: vllm 0.19.0 vllm/distributed/device_communicators/"
+               "custom_all_reduce.py CustomAllreduce max_size=8192 * 1024 (its per-GPU table "
+               "all_reduce_utils.py CUSTOM_ALL_REDUCE_MAX_SIZES caps it lower at tp 8; lts runs "
+               "the one-shot kernel only where it beats the ring, below 1 MiB at tp 8)",
+               "max_num_batched_tokens 8192: vllm/engine/arg_utils.py get_batch_defaults, "
                "device_memory >= 70 GiB and not A100: UsageContext.OPENAI_API_SERVER: 8192 "
                "(2048 on smaller GPUs)",
                "max_num_seqs 1024: same place, default_max_num_seqs OPENAI_API_SERVER: 1024",
@@ -31,10 +38,11 @@ PROFILES = {
                "data parallelism (lts ep > 1): one engine core, with its own scheduler and "
                "max_num_batched_tokens, per DP rank (vllm 0.33.0 vllm/v1/engine/core.py "
                "DPEngineCoreProc; docs/serving/data_parallel_deployment.md)",
-               "FITTED on serving_calibration.csv's training half (scripts/calibrate.py): 1.0 ms "
-               "per step (grid 0-2 ms; the CPU schedules between steps without async scheduling) "
-               "and cohort 2.5 + 0.06 n (grid 1.5-3.5 x 0.03-0.07); held-out vLLM rows: median "
-               "|log2| 0.117, 95.5% within 2x (docs/validation.md)")),
+               "FITTED on serving_calibration.csv's training half (scripts/calibrate.py): 2.0 ms "
+               "per step (grid 0-3 ms by 0.5, refitted once small all-reduces cost the one-shot "
+               "kernel's 3-6 us instead of the ring's 20: the CPU schedules between steps without "
+               "async scheduling) and cohort 2.5 + 0.06 n (grid 1.5-3.5 x 0.03-0.07); held-out "
+               "vLLM rows: median |log2| 0.128, 95.5% within 2x (docs/validation.md)")),
 }
 
 # the release whose source the launch flags were read from (the accepted flags are listed in

@@ -34,6 +34,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections import OrderedDict
+from dataclasses import replace
 
 import numpy as np
 
@@ -98,6 +99,10 @@ class _Loop:
         self.memory = p.evaluator.cache(serve.memory_workload(p.isl, p.osl, gpus))
         # the time of a step outside the kernels: the topology's and the engine's (serve.py)
         self.overhead = self.topo.step_overhead_s + p.engine.step_overhead_s
+        # an engine's space schedules the data-parallel-attention rows per rank (serve.py
+        # _closed_loop): their bounds take the better of both schedules
+        self.dp_mixed_work = replace(self.mixed_work, attn_dp_tp=True) \
+            if p.in_engine_space and p.model.is_moe else None
         self.tpot_limit = p.tpot_slo_ms * 1e-3 if p.tpot_slo_ms and p.osl > 1 else np.inf
         self.ttft_limit = p.ttft_slo_ms * 1e-3 if p.ttft_slo_ms else np.inf
         self.grids = OrderedDict()      # triple -> n(x) over its grid (int32, flat), recent last
@@ -173,6 +178,16 @@ class _Loop:
                     s[i:i + chunk] = self.ex.least(tab, g)
             least.append(np.where(s < INVALID_S, coarse[:, PP] * s + self.overhead, np.inf))
         latency, tpot, ttft = self.figures(coarse[:, 3], coarse[:, 1], *least)
+        if self.dp_mixed_work is not None and len(coarse):
+            # the same rows with every tp rank its own scheduler (the DP-attention variant in
+            # an engine's space): the cheap least mixed step of that workload, dp = tp * ep
+            s = np.concatenate([self.ex.least(build_tables(self.p.model, self.topo,
+                                                           self.dp_mixed_work, part),
+                                              np.arange(len(part)))
+                                for part in np.array_split(coarse, max(1, -(-len(coarse) // chunk)))])
+            t_mix = np.where(s < INVALID_S, coarse[:, PP] * s + self.overhead, np.inf)
+            other = self.figures(coarse[:, 3], coarse[:, 1] * coarse[:, TP], t_mix, least[1])
+            latency, tpot, ttft = (np.minimum(a, b) for a, b in zip((latency, tpot, ttft), other))
         ok = (tpot <= self.tpot_limit) & (ttft <= self.ttft_limit) & np.isfinite(latency)
         return (np.where(ok, coarse[:, 3] * self.p.osl / latency / gpus, -np.inf), tpot,
                 latency, ttft)

@@ -197,7 +197,7 @@ def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
     return best_concurrency(loop, strategies, engine.holds(cap))
 
 
-WINDOW = 16      # concurrencies below the largest within the SLOs that best_concurrency also tries
+WINDOW = 16      # concurrencies on each side of the largest within the SLOs that best_concurrency also tries
 
 
 def best_concurrency(loop, strategies, limit) -> ServeResult:
@@ -207,10 +207,10 @@ def best_concurrency(loop, strategies, limit) -> ServeResult:
     memory figures are those of the strategies ``take``.
 
     The loop's TTFT and TPOT rise with C, so the concurrencies within the SLOs are 1..C_max:
-    C_max is found by bisection (about log2(limit) vectorized rounds). Output tokens/s rises
-    with C too, but not strictly everywhere (whole prefill steps and micro-batches round), so
-    C_max, the WINDOW integers below it and the powers of two below it are all costed and the
-    best kept (ties: the smaller C, less TTFT). ``tests/test_serve.py`` checks this against
+    C_max is found by bisection (about log2(limit) vectorized rounds). Neither rises strictly
+    everywhere (whole prefill steps and micro-batches round: a TPOT at its limit can cross it
+    and come back a few C later), so C_max, the WINDOW integers on each side of it and the
+    powers of two below it are all costed and the best kept (ties: the smaller C, less TTFT). ``tests/test_serve.py`` checks this against
     every integer on small spaces."""
     strategies = np.atleast_2d(np.asarray(strategies, dtype=np.int64))
     n = len(strategies)
@@ -228,9 +228,9 @@ def best_concurrency(loop, strategies, limit) -> ServeResult:
         hi[todo] = np.where(ok, hi[todo], mid)
     top = np.maximum(lo, 1.0)
     powers = 2.0 ** np.arange(int(np.log2(max(top.max(initial=1.0), 1.0))) + 1)
-    cand = np.concatenate([top[:, None] - np.arange(WINDOW + 1)[None, :],
+    cand = np.concatenate([top[:, None] + np.arange(-WINDOW, WINDOW + 1)[None, :],
                            np.broadcast_to(powers, (n, len(powers)))], axis=1)
-    cand = np.where((cand >= 1) & (cand <= top[:, None]), cand, top[:, None])
+    cand = np.where((cand >= 1) & (cand <= np.floor(limit)[:, None]), cand, top[:, None])
     k = cand.shape[1]
     res = loop(_with_batch(np.repeat(strategies, k, axis=0), cand.ravel()),
                np.repeat(everyone, k))

@@ -45,6 +45,13 @@ class LinkSpec:
     # x16 per GPU through the host (bandwidth already capped by what the GPUs share). Costs:
     # cost.collectives; docs/gpus.md.
     shape: str = "switch"
+    # one-shot custom all-reduce inside this link's domain (the engines' kernels: each rank reads
+    # every peer's whole buffer over the link, one step): alpha and the fraction of bandwidth it
+    # reaches (0: not measured, ring only), and the largest message an engine runs it for
+    # (set from the engine profile by TopologySpec.engine_links; 0: the engine has none)
+    oneshot_latency_s: float = 0.0
+    oneshot_efficiency: float = 0.0
+    oneshot_max_bytes: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -70,15 +77,17 @@ class TopologySpec:
     collective_efficiency: float = 1.0    # share of each link's rate collectives reach in a serving step
     vendor: str = "nvidia"                # "nvidia" or "amd": which engines run on it (Engine.vendors)
     fp4_compute_efficiency: float = 0.0   # fraction of the fp4 peak for fp4 GEMMs (0: compute_efficiency)
+    custom_allreduce_bytes: float = 0.0   # the engine's one-shot all-reduce up to this size (0: none)
 
     @cached_property
     def engine_links(self) -> tuple:
         """The links as collectives see them inside a serving step: each link's efficiency (what
-        nccl-tests reach alone) times ``collective_efficiency`` (fitted on serving measurements)."""
-        if self.collective_efficiency == 1.0:
+        nccl-tests reach alone) times ``collective_efficiency`` (fitted on serving measurements),
+        and the engine's custom all-reduce size limit (``custom_allreduce_bytes``)."""
+        if self.collective_efficiency == 1.0 and not self.custom_allreduce_bytes:
             return self.links
-        return tuple(replace(l, efficiency=l.efficiency * self.collective_efficiency)
-                     for l in self.links)
+        return tuple(replace(l, efficiency=l.efficiency * self.collective_efficiency,
+                             oneshot_max_bytes=self.custom_allreduce_bytes) for l in self.links)
 
     def compute_efficiency_for(self, dtype: str) -> float:
         """Achievable fraction of ``peak_for(dtype)``: fp8 GEMMs on fp8 tensor cores reach less of
@@ -320,7 +329,16 @@ def _link(lt) -> LinkSpec:
         raise SpecError(lt.file, lt._key("span_gpus"), f"{span}: a mesh connects at least 2 GPUs")
     if shared:
         bw = min(bw, shared * GB / span)
-    return LinkSpec(name, span, bw, latency, eff, shape)
+    os_latency = lt.get("oneshot_latency_us", float, 0.0, required=False, positive=True) * US
+    os_eff = lt.get("oneshot_efficiency", float, 0.0, required=False, positive=True, maximum=1.0)
+    if bool(os_latency) != bool(os_eff):
+        missing = "oneshot_efficiency" if os_latency else "oneshot_latency_us"
+        raise SpecError(lt.file, lt._key(missing), "missing: oneshot_latency_us and "
+                                                   "oneshot_efficiency come together")
+    if os_latency and shape != "switch":
+        raise SpecError(lt.file, lt._key("oneshot_latency_us"),
+                        f"only with shape = \"switch\" (this link's shape is {shape!r})")
+    return LinkSpec(name, span, bw, latency, eff, shape, os_latency, os_eff)
 
 
 # ----------------------------------------------------------------------------------------------
