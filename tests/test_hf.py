@@ -370,7 +370,7 @@ BAD_QUANT = [
     ({"quant_method": "awq", "bits": 4, "group_size": 64}, "quantization_config.group_size",
      "64 is not supported (expected 128)"),
     ({"quant_method": "modelopt", "quant_algo": "W4A8_AWQ"}, "quantization_config.quant_algo",
-     "'W4A8_AWQ' is not supported (supported: FP8, NVFP4)"),
+     "'W4A8_AWQ' is not supported (supported: FP8, NVFP4, MIXED_PRECISION)"),
     ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {
         "num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16}}}},
      "quantization_config.config_groups.g.weights",
@@ -383,7 +383,7 @@ BAD_QUANT = [
      "(expected all of them or none)"),
     ({"quant_method": "fp8", "modules_to_not_convert": ["model.layers.3.block_sparse_moe"]},
      "quantization_config.modules_to_not_convert",
-     "'model.layers.3.block_sparse_moe' is not a module lts can place (expected attention, "
+     "'model.layers.3.block_sparse_moe' is not a module lts can place (expected a whole layer, attention, "
      "router/gate, experts, shared experts, MLP, lm_head, embeddings)"),
 ]
 

@@ -212,17 +212,19 @@ def with_precision(spec: ModelSpec, precision: str | None, kv_cache: str | None 
     None: unchanged) and its KV cache in ``kv_cache`` (None or "auto": the model's, except that
     the names in ``_KV_TOO`` also set the KV cache, as ``--precision`` always did). The groups
     the model leaves unquantized stay so; the formats not in ``_KV_TOO`` also leave ``_KEPT``
-    unquantized (a checkpoint's own list when its format is asked for again)."""
+    unquantized (a checkpoint's own list when its format is asked for again); another format
+    than the model's puts every quantized group in it (a mixed checkpoint's ``formats`` go)."""
     p = spec.precision
     if precision is not None:
         if precision not in FORMATS:
             raise SpecError("--precision", "", f"{precision!r} is not one of {', '.join(FORMATS)}")
         weights = FORMAT_ALIASES.get(precision, precision)
         if weights in _KV_TOO:
-            p = replace(p, weights=weights, kv_cache=weights)
+            p = replace(p, weights=weights, kv_cache=weights, formats=())
         elif weights != p.weights:
             kept = set(p.unquantized) | set(_KEPT)
-            p = replace(p, weights=weights, unquantized=tuple(g for g in WEIGHT_GROUPS if g in kept))
+            p = replace(p, weights=weights, unquantized=tuple(g for g in WEIGHT_GROUPS if g in kept),
+                        formats=())
     if kv_cache not in (None, "auto"):
         if kv_cache not in KV_DTYPES:
             raise SpecError("--kv-cache-dtype", "",

@@ -205,16 +205,76 @@ def _precision(c: _Config, layers: int, ffn: dict) -> tuple[dict, dict]:
     q = _quantization(c)
     if q is not None:
         qc, fmt, kv, exclude, exclude_key, linear_only = q
-        table["weights"] = fmt
         table["kv_cache"] = kv or act
         kept = _unquantized(qc, exclude, exclude_key, layers, ffn, linear_only)
+        if isinstance(fmt, tuple):     # ModelOpt MIXED_PRECISION: (its key, quantized_layers)
+            groups = _mixed_formats(qc, *fmt, layers, ffn)
+            both = [g for g in groups if g in kept and g not in ("embedding", "norm")]
+            if both:
+                raise qc.error(exclude_key, f"excludes {both[0]}, which {fmt[0]} quantizes "
+                                            f"({groups[both[0]]})")
+            fmt = _main_format(groups, act)
+            kept = [g for g in WEIGHT_GROUPS if g in kept or g not in groups]
+            table["formats"] = {g: f for g, f in groups.items() if f != fmt and g not in kept}
+        table["weights"] = fmt
         if c.data.get("model_type") in DEEPSEEK + ("kimi_k2",) and "router" not in kept:
             # DeepSeek's router is never quantized: vLLM 0.11 deepseek_v2.py DeepseekV2MoE.gate
             # is ReplicatedLinear(..., quant_config=None) (the checkpoints keep it in bf16)
             kept = [g for g in WEIGHT_GROUPS if g in kept or g == "router"]
         table["unquantized"] = kept
     return (table, {"precision.weights": key, "precision.kv_cache": key,
-                    "precision.activations": key})
+                    "precision.activations": key, "precision.formats": key})
+
+
+# ModelOpt MIXED_PRECISION: quantized_layers' per-module quant_algo -> a WEIGHT_FORMATS name
+# (vllm/model_executor/layers/quantization/modelopt.py ModelOptMixedPrecisionConfig: FP8,
+# NVFP4, W4A16_NVFP4 and MXFP8 sub-configs; lts has no mxfp8 format)
+MIXED_ALGOS = {"FP8": "fp8", "NVFP4": "nvfp4", "W4A16_NVFP4": "w4a16_nvfp4"}
+
+
+def _mixed_formats(c: _Config, key: str, modules: dict, layers: int, ffn: dict) -> dict:
+    """{group: format} of a ModelOpt MIXED_PRECISION checkpoint's ``quantized_layers`` ({module:
+    {quant_algo, group_size}}; a module not listed stays in the checkpoint's dtype): each module
+    mapped to its op group (``_module_group``). A group quantized in some of its layers only, or
+    to two formats, is refused (lts costs one format per op group)."""
+    by_format = {}
+    for name, spec in modules.items():
+        mk = f"{key}.{name}"
+        if not isinstance(spec, dict):
+            raise c.error(mk, f"{_show(spec)} is not {_name_of(dict)}")
+        algo = _q(c, spec, mk, "quant_algo", str)
+        if algo.upper() not in MIXED_ALGOS:
+            raise c.error(f"{mk}.quant_algo", f"{algo!r} is not supported (supported: "
+                                              f"{', '.join(MIXED_ALGOS)})")
+        fmt = MIXED_ALGOS[algo.upper()]
+        if "nvfp4" in fmt and spec.get("group_size", NVFP4_GROUP) != NVFP4_GROUP:
+            raise c.error(f"{mk}.group_size", f"{_show(spec['group_size'])} is not supported "
+                                              f"(NVFP4 scales groups of {NVFP4_GROUP})")
+        by_format.setdefault(fmt, []).append(name)
+    where = _group_layers(layers, ffn)
+    formats, covered = {}, {}
+    for fmt, names in by_format.items():
+        for g, idxs in _module_layers(c, key, names, layers, ffn).items():
+            if g in formats and formats[g] != fmt:
+                raise c.error(key, f"quantizes {g} to both {formats[g]} and {fmt}; lts costs "
+                                   "one format per op group")
+            formats[g] = fmt
+            covered[g] = None if idxs is None or covered.get(g, set()) is None \
+                else covered.get(g, set()) | idxs
+    for g, idxs in covered.items():
+        every = where.get(g)
+        if idxs is not None and every and not every <= idxs:
+            raise c.error(key, f"quantizes {g} ({formats[g]}) in {len(idxs & every)} of its "
+                               f"{len(every)} layers, the others unquantized; lts costs one "
+                               "format per op group (expected all of them or none)")
+    return formats
+
+
+def _main_format(formats: dict, act: str) -> str:
+    """The format of a mixed checkpoint's FFN weights, the bulk of its parameters (the first of
+    experts, dense_ffn, shared_experts, attention, lm_head it quantizes): precision.weights."""
+    return next((formats[g] for g in ("experts", "dense_ffn", "shared_experts", "attention",
+                                      "lm_head", "router") if g in formats), act)
 
 
 # quantization_config.quant_method values lts reads (lower case, as HF's QuantizationMethod), and
@@ -311,10 +371,13 @@ def _modelopt(c: _Config, q: dict, p: str, algo_key: str, kv_key: str, skip_key:
     (or compressed-tensors' kv_cache_scheme in config.json's copy); exclude_modules / ignore."""
     pre = f"{p}." if p else ""
     algo = _q(c, q, p, algo_key, str)
-    if algo.upper() not in MODELOPT_ALGOS:
+    mixed = algo.upper() == "MIXED_PRECISION"
+    if not mixed and algo.upper() not in MODELOPT_ALGOS:
         raise c.error(f"{pre}{algo_key}", f"{algo!r} is not supported (supported: "
-                                          f"{', '.join(MODELOPT_ALGOS)})")
-    fmt = MODELOPT_ALGOS[algo.upper()]
+                                          f"{', '.join(MODELOPT_ALGOS)}, MIXED_PRECISION)")
+    # MIXED_PRECISION: each module's own quant_algo in quantized_layers (_mixed_formats)
+    fmt = (f"{pre}quantized_layers", _q(c, q, p, "quantized_layers", dict)) if mixed \
+        else MODELOPT_ALGOS[algo.upper()]
     if fmt == "nvfp4" and q.get("group_size", NVFP4_GROUP) != NVFP4_GROUP:
         raise c.error(f"{pre}group_size", f"{_show(q['group_size'])} is not supported (NVFP4 "
                                           f"scales groups of {NVFP4_GROUP})")
@@ -389,22 +452,40 @@ def _compressed_tensors(c: _Config, q: dict, p: str):
 _NOT_TEXT = ("vision", "visual", "mm_projector", "multi_modal", "audio", "image")
 _ATTN_PROJ = ("q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "q_a_proj", "q_b_proj",
               "kv_a_proj_with_mqa", "kv_b_proj")
+# the token mixer's module: softmax attention, or a Gated DeltaNet layer's (Qwen3-Next / Qwen3.5:
+# transformers Qwen3NextDecoderLayer.linear_attn, costed in the attention group)
+_MIXER = ("self_attn", "attn", "attention", "linear_attn")
 _FFN_PROJ = ("mlp", "gate_proj", "up_proj", "down_proj", "gate_up_proj", "w1", "w2", "w3")
+# modules of the multi-token-prediction layer only (DeepSeek-V3 / GLM-5 model.layers.<layers>:
+# eh_proj, enorm, hnorm, shared_head; HF DeepseekV3 checkpoints, vLLM deepseek_mtp.py), which
+# lts counts apart and does not run
+_MTP_ONLY = ("eh_proj", "enorm", "hnorm", "shared_head")
+# the sparse-attention indexer's per-head weights (DeepSeek-V3.2 indexer.weights_proj, GLM-5's
+# self_attn.indexers_proj: [hidden -> index_n_heads], 6144 x 32 = 0.2M of GLM-5's ~0.2B attention
+# weights a layer, 0.1%): kept bf16 by zai-org/GLM-5-FP8 and costed in attention's format
+_INDEX_SCALES = ("indexers_proj", "weights_proj")
 
 
 def _module_group(name: str):
-    """(group or None to skip, layer index: int, "*" or None for every layer) of one name: a
-    module path, a glob (``model.layers.*.self_attn``) or compressed-tensors' ``re:`` regex."""
+    """(group or None to skip, layers) of one name: a module path, a glob
+    (``model.layers.*.self_attn``) or compressed-tensors' ``re:`` regex. group "layer": the
+    name is a whole decoder layer (``model.layers.0*``, ``model.layers.1.*``). layers: None for
+    every layer (no index), "*" (any index), or the index as written, digits with a trailing "*"
+    when a glob (``0*``: the layers whose number starts 0; ``_layer_set``)."""
     if name.startswith("re:"):         # re:.*mlp.gate$ -> *mlp.gate
         name = name[3:].replace(".*", "*").replace("\\.", ".").strip("^$")
-    parts = [s.strip("*") for s in name.lower().split(".")]
-    idx = None
+    raw = name.lower().split(".")
+    parts = [s.strip("*") for s in raw]
+    idx, at = None, len(parts)
     for i, s in enumerate(parts[:-1]):
         if s == "layers":
-            idx = int(parts[i + 1]) if parts[i + 1].isdigit() else "*"
+            idx, at = (raw[i + 1] if re.fullmatch(r"\d+\*?", raw[i + 1]) else "*"), i + 1
     if any(w in name.lower() for w in _NOT_TEXT) or "mtp" in parts or "e_score_correction_bias" \
-            in parts or parts[-1] == "bias":
+            in parts or parts[-1] == "bias" or any(s in _MTP_ONLY for s in parts) or \
+            parts[-1] in _INDEX_SCALES:
         return None, idx                   # not the text model's weights, or not a matrix
+    if idx not in (None, "*") and not any(parts[at + 1:]):
+        return "layer", idx
     if "lm_head" in parts:
         return "lm_head", idx
     if any("embed" in s for s in parts):
@@ -413,7 +494,7 @@ def _module_group(name: str):
         return "norm", idx
     if any(s.startswith("shared_expert") for s in parts):
         return "shared_experts", idx
-    if any(s in ("self_attn", "attn", "attention") for s in parts) or parts[-1] in _ATTN_PROJ:
+    if any(s in _MIXER for s in parts) or parts[-1] in _ATTN_PROJ:
         return "attention", idx
     if any(s in ("gate", "router") for s in parts):
         return "router", idx
@@ -424,40 +505,81 @@ def _module_group(name: str):
     return "?", idx
 
 
-def _unquantized(c: _Config, names: list, key: str, layers: int, ffn: dict,
-                 linear_only: bool) -> list:
-    """The WEIGHT_GROUPS a checkpoint leaves unquantized: embeddings and norms always (quantizers
-    touch Linear layers only), the LM head too for HF's own quantizers (``linear_only``:
-    transformers' get_keys_to_not_convert keeps the output embedding), and each group its
-    exclude list names in every layer that has it. A group excluded in some of its layers only,
-    or a name lts cannot place, is refused (lts costs one format per op group)."""
+def _layer_set(idx, layers: int):
+    """The layers (a set of indices < layers) a name's index covers, or None for every layer: an
+    index as written ("12"), or a glob on it ("1*": 1, 10-19, 100-...; fnmatch's reading of
+    ``model.layers.1*``). Indices from ``layers`` on are the MTP layers (not costed)."""
+    if idx is None or idx == "*":
+        return None
+    if idx.endswith("*"):
+        return {i for i in range(layers) if str(i).startswith(idx[:-1])}
+    return {int(idx)} & set(range(layers))
+
+
+def _group_layers(layers: int, ffn: dict) -> dict:
+    """The layers each WEIGHT_GROUPS group of a decoder layer is in (router, experts and shared
+    experts the MoE layers, dense_ffn the dense ones)."""
     moe = ffn["kind"] == "moe"
     dense = ffn.get("dense_layers", 0) if moe else layers
-    applies = {"attention": range(layers), "router": range(dense, layers) if moe else range(0),
-               "experts": range(dense, layers) if moe else range(0),
-               "shared_experts": range(dense, layers) if moe and ffn.get("shared_experts")
-               else range(0), "dense_ffn": range(dense)}
+    every = ffn.get("moe_every", 1) if moe else 1
+    moe_layers = {i for i in range(dense, layers) if i % every == every - 1} if moe else set()
+    return {"attention": set(range(layers)), "router": moe_layers, "experts": moe_layers,
+            "shared_experts": moe_layers if ffn.get("shared_experts") else set(),
+            "dense_ffn": set(range(layers)) - moe_layers}
+
+
+def _module_layers(c: _Config, key: str, names, layers: int, ffn: dict) -> dict:
+    """{group: the layers (None: every one) the names place it in}: each name of ``names``
+    mapped by ``_module_group``; a whole layer names each group in it; names of the MTP layers
+    (indices from ``layers`` on), of the vision tower and biases are skipped; a name lts cannot
+    place is refused."""
+    where = _group_layers(layers, ffn)
     seen = {}
     for n in names:
         if not isinstance(n, str):
             raise c.error(key, f"{_show(n)} is not a string (expected module names)")
         group, idx = _module_group(n)
-        if group == "?":
-            raise c.error(key, f"{n!r} is not a module lts can place (expected attention, "
-                               "router/gate, experts, shared experts, MLP, lm_head, embeddings)")
-        if group is None or (isinstance(idx, int) and idx >= layers):
+        covered = _layer_set(idx, layers)
+        if group is None or covered == set():
             continue                       # not costed (vision tower, MTP layers beyond layers)
-        if group == "dense_ffn" and moe and isinstance(idx, int) and idx >= dense:
+        if group == "?":
+            raise c.error(key, f"{n!r} is not a module lts can place (expected a whole layer, "
+                               "attention, router/gate, experts, shared experts, MLP, lm_head, "
+                               "embeddings)")
+        if group == "dense_ffn" and covered is not None and covered & where["router"]:
             raise c.error(key, f"{n!r} excludes a whole MoE block; lts costs one format per op "
                                "group (expected its experts, gate or shared experts by name)")
-        seen.setdefault(group, set()).add(idx)
+        groups = [g for g in where if covered is None or where[g] & covered] \
+            if group == "layer" else [group]
+        for g in groups:
+            if covered is None or seen.get(g, set()) is None:
+                seen[g] = None
+            else:
+                seen[g] = seen.get(g, set()) | (covered & where[g] if g in where else covered)
+    return seen
+
+
+_BY_SIZE = ("experts", "shared_experts", "dense_ffn", "attention", "router")
+
+
+def _unquantized(c: _Config, names: list, key: str, layers: int, ffn: dict,
+                 linear_only: bool) -> list:
+    """The WEIGHT_GROUPS a checkpoint leaves unquantized: embeddings and norms always (quantizers
+    touch Linear layers only), the LM head too for HF's own quantizers (``linear_only``:
+    transformers' get_keys_to_not_convert keeps the output embedding), and each group its
+    exclude list names in every layer that has it (by name, or as part of a whole layer:
+    ``model.layers.0*``). A group excluded in some of its layers only, or a name lts cannot
+    place, is refused (lts costs one format per op group)."""
+    where = _group_layers(layers, ffn)
     kept = {"embedding", "norm"} | ({"lm_head"} if linear_only else set())
-    for group, idxs in seen.items():
-        every = range(1) if group not in applies else applies[group]
-        if None in idxs or "*" in idxs or group not in applies or set(every) <= idxs:
+    seen = _module_layers(c, key, names, layers, ffn)
+    # the largest groups first: a whole MoE layer's refusal names its experts
+    for group in sorted(seen, key=lambda g: _BY_SIZE.index(g) if g in _BY_SIZE else 9):
+        idxs, every = seen[group], where.get(group)
+        if idxs is None or every is None or every and every <= idxs:
             kept.add(group)
-        elif len(every):
-            raise c.error(key, f"leaves {group} unquantized in {len(idxs & set(every))} of its "
+        elif every:
+            raise c.error(key, f"leaves {group} unquantized in {len(idxs & every)} of its "
                                f"{len(every)} layers; lts costs one format per op group "
                                "(expected all of them or none)")
     return [g for g in WEIGHT_GROUPS if g in kept]

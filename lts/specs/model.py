@@ -173,6 +173,8 @@ class PrecisionSpec:
     activations: str = "bf16"
     unquantized: tuple = ()        # WEIGHT_GROUPS kept in the activation type (the checkpoint's
     #                                exclude list: attention, router, lm_head, ...)
+    formats: tuple = ()            # (group, format) pairs: groups quantized to another format
+    #                                than ``weights`` (a ModelOpt MIXED_PRECISION checkpoint)
 
     @property
     def weight_bytes(self) -> float:
@@ -181,8 +183,10 @@ class PrecisionSpec:
 
     def format_of(self, group: str) -> str:
         """The format of one op group's weights: the activation type if the checkpoint left it
-        unquantized, else ``weights``."""
-        return self.activations if group in self.unquantized else self.weights
+        unquantized, else its own format (``formats``) or ``weights``."""
+        if group in self.unquantized:
+            return self.activations
+        return dict(self.formats).get(group, self.weights)
 
     def bytes_of(self, group: str) -> float:
         return WEIGHT_FORMATS[self.format_of(group)][0]
@@ -436,6 +440,27 @@ def _unquantized(p: _Table) -> tuple:
     return tuple(g for g in WEIGHT_GROUPS if g in groups)
 
 
+def _group_formats(p: _Table) -> tuple:
+    """precision.formats: a table {group = format} of WEIGHT_GROUPS quantized to another format
+    than precision.weights (a mixed-precision checkpoint), as (group, format) pairs in
+    WEIGHT_GROUPS order."""
+    p.used.add("formats")
+    table = p.data.get("formats", {})
+    if not isinstance(table, dict):
+        raise SpecError(p.file, p._key("formats"), f"{table!r} is not a table (expected "
+                                                   "{group = format, ...})")
+    out = {}
+    for g, fmt in table.items():
+        if g not in WEIGHT_GROUPS:
+            raise SpecError(p.file, p._key(f"formats.{g}"),
+                            f"is not one of {', '.join(map(repr, WEIGHT_GROUPS))}")
+        if fmt not in FORMATS:
+            raise SpecError(p.file, p._key(f"formats.{g}"),
+                            f"{fmt!r} is not one of {', '.join(FORMATS)}")
+        out[g] = FORMAT_ALIASES.get(fmt, fmt)
+    return tuple((g, out[g]) for g in WEIGHT_GROUPS if g in out)
+
+
 def model_from_dict(data: dict, path) -> ModelSpec:
     t = _Table(data, path)
     name = t.get("name", str)
@@ -525,7 +550,7 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     precision = PrecisionSpec(FORMAT_ALIASES.get(weights, weights),
                               p.get("kv_cache", str, "bf16", choices=DTYPES),
                               p.get("activations", str, "bf16", choices=("bf16", "fp16", "fp32")),
-                              _unquantized(p))
+                              _unquantized(p), _group_formats(p))
     p.finish()
     mtp = t.get("mtp_layers", int, 0, minimum=0)
     t.finish()

@@ -54,6 +54,13 @@ WEIGHT_FORMATS = {
     # (huggingface.co/moonshotai/Kimi-K2.5: compressed-tensors "group_size": 32, "symmetric":
     # true; its safetensors hold weight_scale bf16 [n, k/32] beside weight_packed int32)
     "w4a16_g32": (0.5 + 2.0 / W4A16_GROUP_32, ("bf16",)),        # 0.5625
+    # NVFP4 weights with bf16 activations (weight-only): ModelOpt's quant_algo "W4A16_NVFP4"
+    # (modelopt/torch/export/model_config.py QUANTIZATION_W4A16_NVFP4; a MIXED_PRECISION
+    # checkpoint's quantized_layers, huggingface.co/nvidia/Qwen3.6-35B-A3B-NVFP4
+    # hf_quant_config.json); vLLM runs it as FP4 Marlin into bf16 math
+    # (vllm/model_executor/layers/quantization/modelopt.py ModelOptNvFp4W4A16LinearMethod, under
+    # ModelOptMixedPrecisionConfig): NVFP4's bytes, bf16 math on every GPU
+    "w4a16_nvfp4": (0.5 + 1.0 / NVFP4_GROUP, ("bf16",)),         # 0.5625
 }
 # earlier names of two formats (--precision fp4 / int4, a model file's precision.weights)
 FORMAT_ALIASES = {"fp4": "nvfp4", "int4": "w4a16"}
