@@ -74,7 +74,10 @@ Rules (docs/design.md §1, "nothing is guessed"):
   ``quantization_config`` with ``quant_method`` (any case; a one-element list) ``fp8`` (with
   ``weight_block_size`` [128, 128]: fp8_block), ``fbgemm_fp8``, ``mxfp4``, ``awq``, ``gptq``
   (4 bits, groups of 128: w4a16), ``compressed-tensors`` (its config groups' weights scheme) or
-  ``modelopt`` (``quant_algo`` NVFP4 or FP8). Anything else is one error line listing these.
+  ``modelopt`` (``quant_algo`` NVFP4 or FP8, or MIXED_PRECISION: each module's format from
+  ``quantized_layers``, ``_mixed_formats``). Anything else is one error line listing these.
+  Exclude-list names (``_module_group``): module paths, globs, ``re:`` regexes and whole layers
+  (``model.layers.0*``); the MTP layer's names are skipped.
 - ``name``: the config's ``_name_or_path`` if set, else the folder name for a file called
   ``config.json``, else the file name without ``.json``. ``params_published`` is unknown (0).
 
