@@ -271,3 +271,19 @@ def test_toml_precision_formats_errors(tmp_path, line, key, message):
     with pytest.raises(SpecError) as e:
         load_model(_toml(tmp_path, line))
     assert f": {key}: {message}" in str(e.value)
+
+
+def test_attention_kept_without_o_proj_says_so_in_the_source_line(tmp_path):
+    """nvidia/DeepSeek-V3.1-NVFP4 names q_a, q_b, kv_a and kv_b in every layer, not o_proj: lts
+    costs the attention group in bf16 (one format per group), o_proj included, and says so."""
+    proj = [f"model.layers.{i}.self_attn.{s}" for i in range(61)
+            for s in ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj")]
+    m = load_model(_deepseek(tmp_path, ["lm_head", "model.layers.61*"] + proj))
+    assert "attention" in m.precision.unquantized
+    assert m.source.endswith("; attention costed in bf16 as its exclude list names its other "
+                             "projections: o_proj is nvfp4 in the checkpoint (an upper bound); 1 "
+                             "multi-token-prediction layer (num_nextn_predict_layers) counted "
+                             "apart (params_mtp), not run")
+    assert "attention costed" not in load_model(_deepseek(tmp_path, ATTN)).source
+    assert "attention costed" not in load_model(
+        _deepseek(tmp_path, proj + [f"model.layers.{i}.self_attn.o_proj" for i in range(61)])).source

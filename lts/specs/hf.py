@@ -220,6 +220,8 @@ def _precision(c: _Config, layers: int, ffn: dict) -> tuple[dict, dict]:
             kept = [g for g in WEIGHT_GROUPS if g in kept or g not in groups]
             table["formats"] = {g: f for g, f in groups.items() if f != fmt and g not in kept}
         table["weights"] = fmt
+        if "attention" in kept and "attention" not in table.get("formats", {}):
+            c.note += _attention_note(exclude, act, fmt)
         if c.data.get("model_type") in DEEPSEEK + ("kimi_k2",) and "router" not in kept:
             # DeepSeek's router is never quantized: vLLM 0.11 deepseek_v2.py DeepseekV2MoE.gate
             # is ReplicatedLinear(..., quant_config=None) (the checkpoints keep it in bf16)
@@ -227,6 +229,24 @@ def _precision(c: _Config, layers: int, ffn: dict) -> tuple[dict, dict]:
         table["unquantized"] = kept
     return (table, {"precision.weights": key, "precision.kv_cache": key,
                     "precision.activations": key, "precision.formats": key})
+
+
+def _attention_note(names: list, act: str, fmt: str) -> str:
+    """The source line's note when an exclude list keeps attention unquantized by naming its
+    projections but not o_proj (nvidia/DeepSeek-V3.1-NVFP4: q_a, q_b, kv_a, kv_b in every layer):
+    lts costs the whole group, o_proj included, in the activation type (an upper bound)."""
+    leaves = set()
+    for n in names:
+        group = _module_group(n)[0] if isinstance(n, str) else None
+        if group == "attention":
+            leaf = n.lower().strip("*").rstrip(".*").split(".")[-1]
+            if leaf in _MIXER:
+                return ""                  # the whole mixer is named
+            leaves.add(leaf)
+    if not leaves & set(_ATTN_PROJ) or "o_proj" in leaves:
+        return ""
+    return (f"; attention costed in {act} as its exclude list names its other projections: "
+            f"o_proj is {fmt} in the checkpoint (an upper bound)")
 
 
 # ModelOpt MIXED_PRECISION: quantized_layers' per-module quant_algo -> a WEIGHT_FORMATS name
