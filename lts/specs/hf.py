@@ -222,9 +222,11 @@ def _precision(c: _Config, layers: int, ffn: dict) -> tuple[dict, dict]:
         table["weights"] = fmt
         if "attention" in kept and "attention" not in table.get("formats", {}):
             c.note += _attention_note(exclude, act, fmt)
-        if c.data.get("model_type") in DEEPSEEK + ("kimi_k2",) and "router" not in kept:
+        if c.data.get("model_type") in DEEPSEEK + ("kimi_k2",) + HYBRID and "router" not in kept:
             # DeepSeek's router is never quantized: vLLM 0.11 deepseek_v2.py DeepseekV2MoE.gate
-            # is ReplicatedLinear(..., quant_config=None) (the checkpoints keep it in bf16)
+            # is ReplicatedLinear(..., quant_config=None) (the checkpoints keep it in bf16); nor
+            # Qwen3-Next / Qwen3.5's (vLLM qwen3_next.py Qwen3NextSparseMoeBlock.gate, the same;
+            # nvidia/Qwen3.5-397B-A17B-NVFP4's exclude list names its shared_expert_gate only)
             kept = [g for g in WEIGHT_GROUPS if g in kept or g == "router"]
         table["unquantized"] = kept
     return (table, {"precision.weights": key, "precision.kv_cache": key,
