@@ -34,6 +34,9 @@ qwen3_next         hybrid: Gated DeltaNet layers (``linear_num_key_heads``,
                    ``linear_conv_kernel_dim``) and every ``full_attention_interval``-th layer full
                    GQA attention with an output gate (``layer_types`` where given); MoE as
                    qwen2_moe with one shared expert; ``mtp_num_hidden_layers`` counted apart
+qwen3_vl,          multimodal (Qwen3-VL): the text model from ``text_config`` (qwen3_vl_text:
+qwen3_vl_moe       Qwen3's shape; qwen3_vl_moe_text: Qwen3-MoE's), the vision tower's parameters
+                   (``qwen3_vl_vision_params``) said in the source line, not costed
 qwen3_5_moe,       multimodal (Qwen3.5 / 3.6): the text model from ``text_config``
 qwen3_5            (qwen3_5_moe_text: qwen3_next's shape; qwen3_5_text: the same layers with a
                    dense FFN of ``intermediate_size``); the vision tower is not counted
@@ -110,10 +113,18 @@ SPARSE = ("deepseek_v32", "glm_moe_dsa")
 # its own model_type (huggingface.co/moonshotai/Kimi-K2-Instruct config.json: "model_type":
 # "kimi_k2", DeepseekV3ForCausalLM keys); MiniMax-M2's keys are Mixtral's (num_local_experts of
 # intermediate_size) with full GQA attention and per-layer q/k norms (not modelled, as Qwen3's)
-ALIASES = {"kimi_k2": "deepseek_v3", "minimax_m2": "mixtral"}
+ALIASES = {"kimi_k2": "deepseek_v3", "minimax_m2": "mixtral",
+           # Qwen3-VL's text models: transformers 4.57 modeling_qwen3_vl.py Qwen3VLTextDecoderLayer
+           # is Qwen3's (GQA with q/k norms, SwiGLU of intermediate_size); modeling_qwen3_vl_moe.py
+           # Qwen3VLMoeTextSparseMoeBlock is Qwen3-MoE's (num_experts of moe_intermediate_size,
+           # no shared expert, decoder_sparse_step / mlp_only_layers); their rope (mrope) and
+           # deepstack additions of visual features do not change the text model's cost
+           "qwen3_vl_text": "qwen3", "qwen3_vl_moe_text": "qwen3_moe"}
 # multimodal configs whose text model is text_config (its model_type one of these)
 MULTIMODAL = {"kimi_k25": ("kimi_k2", "deepseek_v3"), "qwen3_5_moe": ("qwen3_5_moe_text",),
-              "qwen3_5": ("qwen3_5_text",), "llama4": ("llama4_text",)}
+              "qwen3_5": ("qwen3_5_text",), "llama4": ("llama4_text",),
+              # huggingface.co/Qwen/Qwen3-VL-8B-Instruct, Qwen3-VL-30B-A3B-Instruct config.json
+              "qwen3_vl": ("qwen3_vl_text",), "qwen3_vl_moe": ("qwen3_vl_moe_text",)}
 # hybrid linear / full attention (Gated DeltaNet): huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct
 # config.json, huggingface.co/Qwen/Qwen3.5-397B-A17B config.json (text_config)
 HYBRID = ("qwen3_next", "qwen3_5_moe_text", "qwen3_5_text")
@@ -886,8 +897,11 @@ def _family_view(c: _Config) -> tuple[_Config, str]:
     if family in MULTIMODAL:
         text = c.get("text_config", dict)
         top = c.data
-        # the checkpoint's quantization and dtype may sit at the top level only (Kimi-K2.5)
-        inherited = {k: top[k] for k in ("quantization_config", "torch_dtype", "dtype")
+        # the checkpoint's quantization and dtype may sit at the top level only (Kimi-K2.5), and
+        # so may tie_word_embeddings (Qwen3-VL-8B: top level only; transformers 4.57
+        # Qwen3VLConfig takes it at the top level)
+        inherited = {k: top[k] for k in ("quantization_config", "torch_dtype", "dtype",
+                                         "tie_word_embeddings")
                      if k in top and k not in text}
         view = _Config({**text, **inherited}, c.path, "text_config.")
         view.note = _vision_note(c)
@@ -928,6 +942,8 @@ def vision_params(v: dict):
     kernel's area)."""
     if v.get("model_type") == "llama4_vision_model":
         return llama4_vision_params(v)
+    if v.get("model_type") in ("qwen3_vl", "qwen3_vl_moe"):
+        return qwen3_vl_vision_params(v)
     keys = ("vt_hidden_size", "vt_intermediate_size", "vt_num_hidden_layers", "patch_size",
             "merge_kernel_size", "text_hidden_size", "init_pos_emb_height", "init_pos_emb_width")
     if not all(isinstance(v.get(k), (int, list)) for k in keys):
@@ -964,6 +980,32 @@ def llama4_vision_params(v: dict, text_hidden: int | None = None):
         + v["projector_output_dim"] * v["projector_input_dim"]
     projector = (text_hidden or 0) * v["vision_output_dim"]
     return n * block + embed + adapter + projector
+
+
+def qwen3_vl_vision_params(v: dict):
+    """Parameters of Qwen3-VL's vision tower (transformers 4.57
+    src/transformers/models/qwen3_vl/modeling_qwen3_vl.py Qwen3VLVisionModel; the MoE models'
+    Qwen3VLMoeVisionModel is the same), or None when ``vision_config`` does not give the shape.
+    Patch embedding (Qwen3VLVisionPatchEmbed: Conv3d of in_channels x temporal_patch_size x
+    patch_size^2 -> h, with bias), position table (nn.Embedding num_position_embeddings x h),
+    ``depth`` blocks (Qwen3VLVisionBlock: qkv [3h, h] and proj [h, h] with biases, linear_fc1
+    [I, h] and linear_fc2 [h, I] with biases, two LayerNorms: 4h^2 + 2hI + 9h + I), the merger
+    (Qwen3VLVisionPatchMerger: a LayerNorm of h, linear_fc1 [hm, hm] and linear_fc2 [out, hm]
+    with biases, m = spatial_merge_size^2, out = out_hidden_size) and one deepstack merger per
+    ``deepstack_visual_indexes`` entry (the same with its LayerNorm of hm, use_postshuffle_norm).
+    The rotary embedding holds no parameters."""
+    keys = ("hidden_size", "intermediate_size", "depth", "patch_size", "temporal_patch_size",
+            "in_channels", "num_position_embeddings", "spatial_merge_size", "out_hidden_size")
+    if not all(isinstance(v.get(k), int) for k in keys) or \
+            not isinstance(v.get("deepstack_visual_indexes", []), list):
+        return None
+    h, i, n, p, t, ch, pos, merge, out = (v[k] for k in keys)
+    hm = h * merge * merge
+    block = 4 * h * h + 2 * h * i + 9 * h + i
+    embed = ch * t * p * p * h + h + pos * h
+    merger = hm * hm + hm + out * hm + out
+    deepstack = len(v.get("deepstack_visual_indexes", []))
+    return embed + n * block + (2 * h + merger) + deepstack * (2 * hm + merger)
 
 
 def _vision_note(c: _Config) -> str:
