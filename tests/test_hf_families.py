@@ -1,9 +1,11 @@
 """Families added for issue 22's real configs (lts/specs/hf.py): Qwen3-VL (qwen3_vl,
-qwen3_vl_moe: the text model from text_config, the vision tower counted apart), their totals
+qwen3_vl_moe: the text model from text_config, the vision tower counted apart), MiMo (Qwen2 with
+MTP layers sharing the embedding and head), their totals
 against the published ones within 2%, closed forms of the counted parts, exact refusals.
 
 tests/data/hf/qwen3-vl-*.json: verbatim copies of huggingface.co/Qwen/Qwen3-VL-<size>-Instruct
-config.json (235B-A22B, 30B-A3B, 32B, 8B, 4B, 2B).
+config.json (235B-A22B, 30B-A3B, 32B, 8B, 4B, 2B); mimo-7b-base.json: huggingface.co/XiaomiMiMo/
+MiMo-7B-Base config.json.
 """
 import json
 
@@ -98,3 +100,49 @@ def test_qwen3_vl_wrong_text_model_is_refused(tmp_path):
     assert one_error_line(run("models", "--show", p), p, "text_config.model_type") == \
         "'qwen3_vl_text' is not the text model of a qwen3_vl_moe config (expected " \
         "qwen3_vl_moe_text)"
+
+
+# ----------------------------------------------------------------------------------------------
+# MiMo
+
+def test_mimo_is_qwen2_with_mtp_counted_apart(tmp_path):
+    """MiMo-7B-Base: 36 Qwen2 layers (GQA 32/8 of 128, SwiGLU 11008), vocab 151,680 untied, and
+    one MTP layer (modeling_mimo.py MiMoMTPLayers: a Qwen2 attention and MLP, input_proj
+    [2h -> h], five RMSNorms) using the model's embedding and LM head (no copies)."""
+    m = load_model(f"{DATA}/mimo-7b-base.json")
+    h, v = 4096, 151680
+    attn = h * (32 + 2 * 8) * 128 + 32 * 128 * h
+    layer = attn + 3 * h * 11008 + 2 * h
+    c = param_counts(m)
+    assert c["params_total"] == 36 * layer + 2 * v * h + h == 7_622_397_952
+    assert c["params_mtp"] == layer + 2 * h * h + 3 * h == 210_784_256
+    assert m.mtp_layers == 1 and m.mtp_shared_embeddings
+    assert m.source.endswith("; 1 multi-token-prediction layer (num_nextn_predict_layers) "
+                             "counted apart (params_mtp), not run")
+    # published: the model card (huggingface.co/XiaomiMiMo/MiMo-7B-Base) and the report (arXiv
+    # 2505.07608) name it 7B; its checkpoint, text model and MTP layer in bf16, is 15.67 GB (the
+    # four shards of a MiMo-7B-Base fine-tune, huggingface.co/CodeDPO/mimo-7b-base-combined-
+    # 100steps: 4.99 + 4.97 + 4.47 + 1.24 GB), 7.83B parameters; copies of the embedding and
+    # head in the MTP module would add 2.5 GB
+    assert abs((c["params_total"] + c["params_mtp"]) / 7.835e9 - 1) < 0.02
+    # the same config as qwen2 is the same model without MTP
+    cfg = json.load(open(f"{DATA}/mimo-7b-base.json"))
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({**cfg, "model_type": "qwen2"}))
+    q = load_model(p)
+    assert param_counts(q)["params_total"] == c["params_total"] and q.mtp_layers == 0
+
+
+def test_mtp_shared_embeddings_toml_key(tmp_path):
+    """A model file's mtp_shared_embeddings = true: params_mtp holds no embedding and head
+    copies (DeepSeek-V3's own: 2 x 129,280 x 7168 fewer)."""
+    base = load_model("deepseek-v3")
+    text = open(base.path).read().replace("\nmtp_layers = 1", "\nmtp_shared_embeddings = true"
+                                          "\nmtp_layers = 1")
+    p = tmp_path / "m.toml"
+    p.write_text(text)
+    shared = load_model(p)
+    assert shared.mtp_shared_embeddings and not base.mtp_shared_embeddings
+    assert param_counts(base)["params_mtp"] - param_counts(shared)["params_mtp"] == \
+        2 * 129280 * 7168
+    assert param_counts(base)["params_total"] == param_counts(shared)["params_total"]

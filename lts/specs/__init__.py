@@ -432,8 +432,11 @@ def mtp_params(m: ModelSpec, layer_attention: float, moe_total: float) -> float:
     # Qwen3-Next / Qwen3.5 (the models with linear-attention layers): the MTP module (mtp.fc
     # [2 hidden -> hidden], mtp.layers.0 a full-attention layer, mtp.norm, mtp.pre_fc_norm_hidden
     # and _embedding) shares the model's embedding and LM head (vLLM qwen3_next_mtp.py loads them
-    # from the model's), so no copies are counted
-    copies = 0 if m.linear is not None else 2 * m.vocab * h
+    # from the model's), so no copies are counted; nor for MiMo (mtp_shared_embeddings:
+    # huggingface.co/XiaomiMiMo/MiMo-7B-Base modeling_mimo.py MiMoMTPLayers holds norms, an
+    # input_proj [2 hidden -> hidden], a Qwen2 attention and MLP; the embedding and head are the
+    # model's)
+    copies = 0 if m.linear is not None or m.mtp_shared_embeddings else 2 * m.vocab * h
     return layer_attention + ffn + 2 * h * h + 3 * h + copies
 
 

@@ -5,6 +5,9 @@ Families, chosen by ``model_type``:
 =================  ============================================================================
 llama, mistral     dense: GQA attention, SwiGLU MLP of ``intermediate_size``
 qwen2, qwen3       dense, as above (Qwen3: explicit ``head_dim``)
+mimo               MiMo-7B: Qwen2's shape plus ``num_nextn_predict_layers`` MTP layers (each a
+                   Qwen2 decoder layer, norms and an input projection, sharing the model's
+                   embedding and LM head), counted apart
 mixtral            MoE in every layer: ``num_local_experts`` experts of ``intermediate_size``
 qwen2_moe          MoE: ``num_experts`` of ``moe_intermediate_size`` + ONE shared expert of
                    ``shared_expert_intermediate_size``; dense layers from ``mlp_only_layers`` /
@@ -102,8 +105,10 @@ from .units import FP8_BLOCK, NVFP4_GROUP, W4A16_GROUP, W4A16_GROUP_32
 
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
             "deepseek_v2", "deepseek_v3", "gpt_oss", "deepseek_v32", "glm_moe_dsa",
-            "qwen3_next", "qwen3_5_moe_text", "qwen3_5_text", "llama4_text")
-DENSE = ("llama", "mistral", "qwen2", "qwen3")
+            "qwen3_next", "qwen3_5_moe_text", "qwen3_5_text", "llama4_text", "mimo")
+# mimo: huggingface.co/XiaomiMiMo/MiMo-7B-Base config.json and modeling_mimo.py (MiMoModel is
+# Qwen2Model with mtp_layers; MiMoConfig is Qwen2Config with num_nextn_predict_layers)
+DENSE = ("llama", "mistral", "qwen2", "qwen3", "mimo")
 QWEN_MOE = ("qwen2_moe", "qwen3_moe")
 DEEPSEEK = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa")
 # DeepSeek Sparse Attention (config keys index_topk, index_n_heads, index_head_dim):
@@ -1076,7 +1081,7 @@ def model_from_hf_config(path) -> ModelSpec:
 
     mtp_key = "mtp_num_hidden_layers" if family in HYBRID else "num_nextn_predict_layers"
     mtp = c.get(mtp_key, int, default=0, minimum=0, nullable=True) \
-        if family in DEEPSEEK + HYBRID else 0
+        if family in DEEPSEEK + HYBRID + ("mimo",) else 0
     if mtp:
         c.note += (f"; {mtp} multi-token-prediction layer{'s' if mtp > 1 else ''} "
                    f"({mtp_key}) counted apart (params_mtp), not run")
@@ -1087,7 +1092,8 @@ def model_from_hf_config(path) -> ModelSpec:
     data = {"name": _display_name(c, path), "source": f"HuggingFace config.json: {path}{c.note}",
             "layers": layers, "hidden": hidden, "vocab": vocab, "tie_embeddings": tie,
             "attention": attention, "ffn": ffn, "precision": precision, "mtp_layers": mtp,
-            **({"linear_attention": linear} if linear else {})}
+            **({"linear_attention": linear} if linear else {}),
+            **({"mtp_shared_embeddings": True} if mtp and family == "mimo" else {})}
     keys = {"layers": "num_hidden_layers", "hidden": "hidden_size", "vocab": "vocab_size",
             "tie_embeddings": "tie_word_embeddings", **akeys, **fkeys, **pkeys}
     try:

@@ -223,6 +223,9 @@ class ModelSpec:
     mtp_layers: int = 0
     # the linear_attention layers' shapes, or the mamba layers' (Mamba2Spec)
     linear: LinearAttentionSpec | Mamba2Spec | None = None
+    # the MTP layers use the model's embedding and LM head (MiMo) instead of holding copies
+    # (DeepSeek-V3); Qwen3-Next / Qwen3.5 share theirs too (specs.mtp_params)
+    mtp_shared_embeddings: bool = False
 
     @property
     def is_moe(self) -> bool:
@@ -553,9 +556,10 @@ def model_from_dict(data: dict, path) -> ModelSpec:
                               _unquantized(p), _group_formats(p))
     p.finish()
     mtp = t.get("mtp_layers", int, 0, minimum=0)
+    mtp_shared = t.get("mtp_shared_embeddings", bool, False)
     t.finish()
     return ModelSpec(name, source, layers, hidden, vocab, attention, ffn, precision, tie,
-                     params_pub, active_pub, str(path), layer_types, mtp, linear)
+                     params_pub, active_pub, str(path), layer_types, mtp, linear, mtp_shared)
 
 
 def _linear(t: _Table, path, layer_types: tuple, kind: str):
