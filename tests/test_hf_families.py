@@ -146,3 +146,39 @@ def test_mtp_shared_embeddings_toml_key(tmp_path):
     assert param_counts(base)["params_mtp"] - param_counts(shared)["params_mtp"] == \
         2 * 129280 * 7168
     assert param_counts(base)["params_total"] == param_counts(shared)["params_total"]
+
+
+# ----------------------------------------------------------------------------------------------
+# families lts cannot cost: one line naming the feature, the supported families listed
+
+REFUSED = {
+    "step3p7": "Step-3.7's sliding-window layers have their own query heads "
+               "(attention_other_setting: 96 on the sliding layers, 64 on the full ones) and a "
+               "head-wise output gate (g_proj); lts costs one attention shape on every layer",
+    "deepseek_v4": "DeepSeek-V4's compressed attention (compress_ratios: each layer's KV "
+                   "compressed 4x or 128x, with an indexer), hyper-connections (hc_mult residual "
+                   "streams) and grouped low-rank output projections (o_groups, o_lora_rank) are "
+                   "not costed by lts",
+    "deepseek_ref": "a DeepSeek-V4 reference config (sgl-project; DeepseekV4ForCausalLM): its "
+                    "compressed attention (compress_ratios), hyper-connections (hc_mult) and "
+                    "grouped output projections (o_groups) are not costed by lts",
+    "kimi_k3": "Kimi-K3 mixes Kimi Delta Attention layers (text_config.linear_attn_config."
+               "kda_layers) with MLA layers (full_attn_layers); lts's linear attention is Gated "
+               "DeltaNet beside GQA layers, and KDA beside MLA is not costed",
+    "minimax_m3": "MiniMax-M3's block-sparse attention (sparse_attention_config: an indexer of "
+                  "sparse_num_index_heads heads picks sparse_topk_blocks blocks of "
+                  "sparse_block_size keys) is not costed by lts",
+}
+REFUSED["minimax_m3_vl"] = REFUSED["minimax_m3"]
+
+
+@pytest.mark.parametrize("family", sorted(REFUSED))
+def test_unsupported_family_names_its_feature(tmp_path, family):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps({"model_type": family, "num_hidden_layers": 4}))
+    message = one_error_line(run("models", "--show", p), p, "model_type")
+    assert message.startswith(f"{family!r} is not supported: {REFUSED[family]} (supported: "
+                              "llama, mistral, mixtral, qwen2, qwen3, ")
+    assert "qwen3_vl" in message and message.endswith(")")
+    r = run("estimate", p, "h100_dgx", "--strategy", "tp=8,ep=1,pp=1,batch=1")
+    assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1

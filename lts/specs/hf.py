@@ -893,12 +893,53 @@ NEMOTRON_H = ("is not supported: Nemotron-H's layers are single-op blocks (M Mam
               "FFN; Mamba-2 layers can be costed from a model TOML ([mamba])")
 
 
+# model_types lts reads but cannot cost: the architectural feature, one line each (the configs'
+# keys; the sources named beside each)
+UNSUPPORTED = {
+    # Step-3.7-Flash: sliding-window layers project q to 96 x 128 (attention_other_setting's
+    # num_attention_heads for the layers of its attention_type "sliding_attention"), the
+    # full-attention layers to 64 x 128, both with 8 KV heads of 128, and a head-wise sigmoid
+    # output gate (g_proj) (a public MLX port's step3p7 package notes, "MFA per-layer head count";
+    # vLLM's Step3p5 attention reads attention_other_setting per layer the same way); the
+    # public copies of its config.json may omit the key, so the family is refused as a whole
+    "step3p7": "Step-3.7's sliding-window layers have their own query heads "
+               "(attention_other_setting: 96 on the sliding layers, 64 on the full ones) and a "
+               "head-wise output gate (g_proj); lts costs one attention shape on every layer",
+    # huggingface.co/deepseek-ai/DeepSeek-V4-Flash config.json (compress_ratios, hc_mult, o_groups,
+    # o_lora_rank)
+    "deepseek_v4": "DeepSeek-V4's compressed attention (compress_ratios: each layer's KV "
+                   "compressed 4x or 128x, with an indexer), hyper-connections (hc_mult residual "
+                   "streams) and grouped low-rank output projections (o_groups, o_lora_rank) are "
+                   "not costed by lts",
+    "deepseek_ref": "a DeepSeek-V4 reference config (sgl-project; DeepseekV4ForCausalLM): its "
+                    "compressed attention (compress_ratios), hyper-connections (hc_mult) and "
+                    "grouped output projections (o_groups) are not costed by lts",
+    # huggingface.co/moonshotai/Kimi-K3 config.json: text_config "model_type": "kimi_linear",
+    # linear_attn_config kda_layers / full_attn_layers
+    "kimi_k3": "Kimi-K3 mixes Kimi Delta Attention layers (text_config.linear_attn_config."
+               "kda_layers) with MLA layers (full_attn_layers); lts's linear attention is Gated "
+               "DeltaNet beside GQA layers, and KDA beside MLA is not costed",
+    # huggingface.co/MiniMaxAI/MiniMax-M3 config.json sparse_attention_config
+    "minimax_m3": "MiniMax-M3's block-sparse attention (sparse_attention_config: an indexer of "
+                  "sparse_num_index_heads heads picks sparse_topk_blocks blocks of "
+                  "sparse_block_size keys) is not costed by lts",
+}
+UNSUPPORTED["minimax_m3_vl"] = UNSUPPORTED["minimax_m3"]
+
+
+def _supported() -> str:
+    return ", ".join(FAMILIES + tuple(ALIASES) + tuple(MULTIMODAL))
+
+
 def _family_view(c: _Config) -> tuple[_Config, str]:
     """(the config to read, the family whose shape rules apply): a multimodal config's
     text_config (its vision tower counted in the source line, not costed), and the ALIASES.
     MiniMax-M2 is read only with full attention on every layer (``attn_type_list`` all 1;
     MiniMax-01's 0 is lightning attention, a linear layer lts lacks) and no shared expert."""
     family = c.get("model_type", str)
+    if family in UNSUPPORTED:
+        raise c.error("model_type", f"{family!r} is not supported: {UNSUPPORTED[family]} "
+                                    f"(supported: {_supported()})")
     if family in MULTIMODAL:
         text = c.get("text_config", dict)
         top = c.data
@@ -1059,8 +1100,7 @@ def model_from_hf_config(path) -> ModelSpec:
     if family == "nemotron_h":    # Nemotron-H and Nemotron Nano 2 (NVIDIA-Nemotron-Nano-9B-v2)
         raise c.error("hybrid_override_pattern", NEMOTRON_H)
     if family not in FAMILIES:
-        raise c.error("model_type", f"{family!r} is not a supported family "
-                                    f"({', '.join(FAMILIES + tuple(ALIASES) + tuple(MULTIMODAL))})")
+        raise c.error("model_type", f"{family!r} is not a supported family ({_supported()})")
     layers = c.get("num_hidden_layers", int, positive=True)
     hidden = c.get("hidden_size", int, positive=True)
     vocab = c.get("vocab_size", int, positive=True)
