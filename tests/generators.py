@@ -68,6 +68,21 @@ def synthetic_sparse(index_topk=256):
                  shared_experts=1, dense_layers=1, intermediate=2048)), "synthetic:sparse-small")
 
 
+def synthetic_shared_index(index_topk=256):
+    """``synthetic_sparse`` over 8 layers with GLM-5.2's shared indexers (attention.indexer_types):
+    the indexer on layers 0 and 4 only, layers 1-3 and 5-7 attending over their top-k. pp 1, 2
+    give every stage the same indexer layers, pp 4, 8 do not."""
+    return model_from_dict(dict(
+        name="shared-index-small", source="test", layers=8, hidden=1024, vocab=16000,
+        attention=dict(kind="mla", heads=16, kv_heads=16, head_dim=96, q_lora_rank=384,
+                       kv_lora_rank=256, qk_nope_head_dim=64, qk_rope_head_dim=32,
+                       v_head_dim=64, index_topk=index_topk, index_heads=8, index_head_dim=64,
+                       indexer_types=["full", "shared", "shared", "shared"] * 2),
+        ffn=dict(kind="moe", gated=True, experts=32, top_k=4, expert_intermediate=256,
+                 shared_experts=1, dense_layers=2, intermediate=2048)),
+        "synthetic:shared-index-small")
+
+
 def synthetic_window():
     """gpt-oss-like layer kinds, scaled down: a sliding window of 512 tokens on every other
     layer (the first of each pair), full attention on the others; MoE in every layer. 8 layers:

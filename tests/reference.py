@@ -238,6 +238,7 @@ class _Ctx:
             self.lm_rows += self.chunk_done
         self.h = model.hidden
         self.idx_tok = self.idx_fl = 0.0   # no sparse-attention indexer (set below for MLA)
+        self.indexed = True                # the layer being walked runs its indexer: walk
         if a.kind == "mla":       # absorbed MLA: scores/context over the shared latent
             self.qk_dim = a.kv_lora_rank + a.qk_rope_head_dim
             self.v_dim = a.kv_lora_rank
@@ -502,7 +503,8 @@ def qkv(c, choice, lin):
         down = h * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
         col_w = down + (qkv_w - down) * frac(heads, c.p)
         col_out = heads * qk * frac(heads, c.p) + a.kv_lora_rank + a.qk_rope_head_dim
-        if a.index_topk:   # the indexer's wq_b, wk, k_norm, weights_proj: replicated
+        if a.index_topk and c.indexed:   # the indexer's wq_b, wk, k_norm, weights_proj:
+            # replicated, in the layers that run one (not GLM-5.2's "shared" ones)
             idx = (a.q_lora_rank or h) * a.index_heads * a.index_head_dim \
                 + h * a.index_head_dim + 2 * a.index_head_dim + h * a.index_heads
             qkv_w, col_w = qkv_w + idx, col_w + idx
@@ -544,7 +546,7 @@ def _attention(c, choice, lin, dim, cache_tok, dim1_frac, index=False):
 def scores(c, choice, lin):
     if c.linear:
         return _linear_op(c, choice, lin, "rule"), {DIM0: F, DIM1: P}.get(choice, lin)
-    op = _attention(c, choice, lin, c.qk_dim, c.k_tok, frac(c.qk_dim, c.p), index=True)
+    op = _attention(c, choice, lin, c.qk_dim, c.k_tok, frac(c.qk_dim, c.p), index=c.indexed)
     return op, {DIM0: F, DIM1: P}.get(choice, lin)
 
 
@@ -777,8 +779,10 @@ def evaluate(model, topo, work, row, compat=()):
         # ... and MoE FFNs in the same numbers on every moe_every-th layer (the leading dense
         # layers are costed stage by stage)
         lm = model.layer_moe if model.ffn.moe_every > 1 else (False,) * model.layers
+        li = model.layer_indexed          # ... and layers running an indexer in the same numbers
         per = {(tuple(sorted(map(str, lw[s * (model.layers // pp):(s + 1) * (model.layers // pp)]))),
-                sum(lm[s * (model.layers // pp):(s + 1) * (model.layers // pp)]))
+                sum(lm[s * (model.layers // pp):(s + 1) * (model.layers // pp)]),
+                sum(li[s * (model.layers // pp):(s + 1) * (model.layers // pp)]))
                for s in range(pp)}
         if len(per) > 1:
             reasons.add("divisibility")
@@ -813,6 +817,7 @@ def evaluate(model, topo, work, row, compat=()):
             op, _ = norm(c, ch["attn_norm"])
             w.run("attn_norm", op)
             c.layer(model.layer_windows[layer])          # this layer's attention kind
+            c.indexed = model.layer_indexed[layer]       # and whether it runs an indexer
             cur = l2
             for name, fn, kind, point in (("qkv", qkv, "gemm", "hidden"),
                                           ("scores", scores, "scores", "qkv"),

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from generators import synthetic_mla, synthetic_sparse
+from generators import synthetic_mla, synthetic_shared_index, synthetic_sparse
 from lts.cli import cli
 from lts.cost import kv
 from lts.cost.layouts import MODE_NONE, SLOT
@@ -242,13 +242,98 @@ def test_mtp_counted_apart():
     assert param_counts(synthetic_mla())["params_mtp"] == 0
 
 
-def test_glm5_shared_indexers_are_refused(tmp_path):
-    p = write(tmp_path, GLM5, indexer_types=["full"] * 3 + ["shared"] * 75)
+def test_glm5_2_shared_indexers(tmp_path):
+    """GLM-5.2's indexer_types (huggingface.co/zai-org/GLM-5.2 config.json, tests/data/hf/
+    glm-5.2.json): the indexer on the 21 "full" layers (0-2 and every 4th from 6), none on the 57
+    "shared" ones, which hold no indexer weights; all "full" reads as GLM-5."""
+    m = load_model("tests/data/hf/glm-5.2.json")
+    full = [0, 1, 2] + list(range(6, 78, 4))
+    assert [i for i, ix in enumerate(m.layer_indexed) if ix] == full and len(full) == 21
+    assert m.attention_kinds == (((None, True), 21), ((None, False), 57))
+    glm5 = load_model(str(write(tmp_path, GLM5)))
+    idx = attention_params(glm5)["indexer"]
+    assert idx == 2048 * 32 * 128 + 6144 * 128 + 2 * 128 + 6144 * 32
+    # GLM-5.2's shape keys are GLM-5's (max_position_embeddings aside): 57 indexers fewer
+    assert param_counts(glm5)["params_total"] - param_counts(m)["params_total"] == 57 * idx
+    # published: 744B total, 40B active (the GLM-5.2 model card, huggingface.co/zai-org/GLM-5.2,
+    # as quoted by orbital.net.in's and api.treerouter.ai's GLM-5.2 write-ups); its page's 753B
+    # counts the MTP layer too (here 743.4B + 9.95B without the embedding and head copies)
+    c = param_counts(m)
+    assert abs(c["params_total"] / 744e9 - 1) < 0.02
+    assert abs(c["params_active"] / 40e9 - 1) < 0.05
+    assert abs((c["params_total"] + c["params_mtp"] - 2 * 154880 * 6144) / 753e9 - 1) < 0.02
+    # a KV cache of 131,072 tokens: the indexer keys of 21 layers, not 78
+    tokens = 131072
+    assert kv.request_bytes(glm5, tokens) - kv.request_bytes(m, tokens) == \
+        57 * tokens * (128 + 4)
+    all_full = load_model(str(write(tmp_path, GLM5, indexer_types=["full"] * 78)))
+    assert all_full.attention == glm5.attention and all_full.layer_indexed == (True,) * 78
+
+
+BAD_INDEXER_TYPES = [
+    (["full", "shared"], "attention.indexer_types",
+     "has 2 entries (expected one a layer: 8)"),
+    (["shared"] + ["full"] * 7, "attention.indexer_types",
+     "starts with a shared layer (expected \"full\" first: a shared layer reuses an earlier "
+     "layer's top-k)"),
+    (["full", "none"] * 4, "attention.indexer_types",
+     "['full', 'none', 'full', 'none', 'full', 'none', 'full', 'none'] is not a list of \"full\" "
+     "and \"shared\""),
+]
+
+
+@pytest.mark.parametrize("kinds, key, message", BAD_INDEXER_TYPES)
+def test_bad_indexer_types_are_refused(kinds, key, message):
+    data = mla(index_topk=2048, index_heads=64, index_head_dim=128, indexer_types=kinds)
+    data["layers"] = 8
     with pytest.raises(SpecError) as e:
-        load_model(str(p))
-    assert str(e.value) == (f"{p}: indexer_types: has 75 layers other than \"full\" (layers "
-                            "sharing another layer's top-k); lts costs an indexer on every layer")
-    assert load_model(str(write(tmp_path, GLM5, indexer_types=["full"] * 78))).attention.sparse
+        model_from_dict(data, "s.toml")
+    assert str(e.value) == f"s.toml: {key}: {message}"
+    data = mla(indexer_types=["full", "full"])
+    with pytest.raises(SpecError) as e:
+        model_from_dict(data, "s.toml")
+    assert str(e.value) == ("s.toml: attention.indexer_types: is only supported with sparse "
+                            "attention (attention.index_topk)")
+
+
+def test_shared_index_layers_cost_no_indexer():
+    """The closed forms of one decode step's scores op (one sequence, tp 1): every layer reads
+    min(context, topk) latents; the indexer's FLOPs and key reads over the whole context only in
+    the 2 of 8 layers that run one; the KV cache holds 2 layers' indexer keys."""
+    shared = synthetic_shared_index()
+    every = dataclasses.replace(shared, attention=dataclasses.replace(shared.attention,
+                                                                      indexer_types=()))
+    assert sum(shared.layer_indexed) == 2 and sum(every.layer_indexed) == 8
+    context = 4096
+    fs, bs, cs = scores(shared, Workload("decode", context))
+    fe, be, ce = scores(every, Workload("decode", context))
+    idx_flops = 2 * IH * IHD * context               # one query against every key, per layer
+    assert fe - fs == pytest.approx(6 / 8 * idx_flops, rel=1e-12)
+    assert be - bs == pytest.approx(6 / 8 * context * INDEX_BYTES, rel=1e-12)
+    assert ce - cs == pytest.approx(6 / 8 * context * INDEX_BYTES, rel=1e-12)
+    assert kv.request_bytes(every, context) - kv.request_bytes(shared, context) == \
+        6 * context * INDEX_BYTES
+    # parameters: the indexer's projections in 2 layers only
+    idx = attention_params(shared)["indexer"]
+    assert idx == 384 * IH * IHD + 1024 * IHD + 2 * IHD + 1024 * IH
+    assert param_counts(every)["params_total"] - param_counts(shared)["params_total"] == 6 * idx
+    # a pipeline split must give every stage the same indexer layers
+    assert list(kv.even_split(shared, [1, 2, 4, 8])) == [True, True, False, False]
+
+
+@pytest.mark.parametrize("phase", WORKLOADS)
+@pytest.mark.parametrize("topk", [K, 65536])
+def test_shared_index_model_matches_reference(phase, topk):
+    """The tables (a kind of layers without an indexer, weighted by its share) against the scalar
+    reference walking each layer with or without its indexer."""
+    model, work = synthetic_shared_index(topk), WORKLOADS[phase]
+    space = Space.for_model(model, H100.gpus)
+    rows = [megatron_row(tp, 1, pp, b) for tp, pp, b in ((1, 1, 1), (2, 2, 8), (8, 1, 64),
+                                                          (2, 4, 8))]
+    rows = np.concatenate([np.stack(rows), space.decode(
+        space.sample(np.random.default_rng(sum(map(ord, phase)) + topk + 1), 60))])
+    bad = compare(model, H100, work, rows)
+    assert not bad, report(rows, bad)
 
 
 def test_a_missing_index_key_names_the_config_key(tmp_path):
@@ -287,3 +372,24 @@ def test_models_show_says_sparse_attention_and_mtp():
     assert "sparse (DSA): an indexer of 64 heads of 128 picks 2048 keys a query" in text
     assert ("MTP layers 1: 1.348e+10 parameters, counted apart (total with them 6.854e+11), "
             "not loaded or run") in text
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.booleans(), min_size=7, max_size=7), st.sampled_from([256, 65536]),
+       st.sampled_from(["decode", "prefill"]), st.integers(64, 8192))
+def test_fewer_indexers_never_cost_more(shared_flags, topk, phase, context):
+    """Any indexer_types (the first layer full): the scores op's FLOPs, bytes and cache and the
+    KV cache never exceed every layer running its indexer, and the parameters drop by exactly
+    one indexer a shared layer."""
+    base = synthetic_shared_index(topk)
+    kinds = ["full"] + ["shared" if f else "full" for f in shared_flags]
+    m = dataclasses.replace(base, attention=dataclasses.replace(
+        base.attention, indexer_types=tuple(kinds) if any(shared_flags) else ()))
+    every = dataclasses.replace(base, attention=dataclasses.replace(base.attention,
+                                                                    indexer_types=()))
+    work = Workload(phase, context)
+    for a, b in zip(scores(m, work), scores(every, work)):
+        assert a <= b * (1 + 1e-12)
+    assert kv.request_bytes(m, context) <= kv.request_bytes(every, context)
+    assert param_counts(every)["params_total"] - param_counts(m)["params_total"] == \
+        sum(shared_flags) * attention_params(m)["indexer"]

@@ -35,6 +35,10 @@ indexer's key of every token (``index_token_bytes``); a decode step reads the in
 the whole context and the latents of min(context, index_topk) selected keys
 (``selected_tokens``); a prefill query i attends to min(i, index_topk) keys (``mean_keys`` with
 index_topk for the window) and the step reads its whole prompt's latents, as a window does.
+A layer whose ``indexer_types`` entry is "shared" (GLM-5.2) runs no indexer and holds no indexer
+keys: it attends over the top-k an earlier full layer picked, at the same MLA cost; such layers
+are a kind of their own (``ModelSpec.attention_kinds``), and a pipeline split must give every
+stage the same number of indexer layers (``even_split``).
 
 **Linear attention** (``LINEAR`` layers, Gated DeltaNet: ``specs.LinearAttentionSpec``) keeps no
 KV cache: each request holds a fixed state per layer (``state_bytes``: value_heads x key_head_dim
@@ -189,7 +193,9 @@ def even_split(model: ModelSpec, pp) -> np.ndarray:
     # MoE on every n-th layer (ffn.moe_every): the stages must hold the same number of MoE
     # layers too (the leading dense_layers are costed stage by stage: ``cost.model``)
     moe = model.layer_moe if model.ffn.moe_every > 1 else (False,) * model.layers
-    if len(set(windows)) == 1 and len(set(moe)) == 1:
+    # and the layers that run a sparse-attention indexer (attention.indexer_types)
+    indexed = model.layer_indexed
+    if len(set(windows)) == 1 and len(set(moe)) == 1 and len(set(indexed)) == 1:
         return np.ones(len(pp), dtype=bool)
     out = np.zeros(len(pp), dtype=bool)
     for p in np.unique(pp):
@@ -197,7 +203,8 @@ def even_split(model: ModelSpec, pp) -> np.ndarray:
             continue
         lp = model.layers // p
         stages = {(tuple(sorted(windows[i * lp:(i + 1) * lp], key=str)),
-                   sum(moe[i * lp:(i + 1) * lp])) for i in range(p)}
+                   sum(moe[i * lp:(i + 1) * lp]), sum(indexed[i * lp:(i + 1) * lp]))
+                  for i in range(p)}
         out[pp == p] = len(stages) == 1
     return out
 
@@ -209,5 +216,8 @@ def request_bytes(model: ModelSpec, tokens) -> float:
     linear-attention layers' fixed state (``state_bytes``)."""
     k, v = token_bytes(model)
     held = sum(count * held_tokens(w, tokens) for w, count in model.kind_groups if w != LINEAR)
-    return held * ((k if latent(model) else k + v) + index_token_bytes(model)) \
+    # the indexer's keys in the layers that run one (attention.indexer_types)
+    indexed = sum(count * held_tokens(w, tokens) for (w, ix), count in model.attention_kinds
+                  if ix)
+    return held * (k if latent(model) else k + v) + indexed * index_token_bytes(model) \
         + model.linear_layers * sum(state_bytes(model))

@@ -74,8 +74,9 @@ class _Kind:
     (None: full attention), the tokens each sequence's cache holds and a step reads (``ctx``),
     the mean keys a query attends to (``ctx_attn``); a mixed step's chunk sizes are set later."""
 
-    def __init__(self, share, window, work: Workload, decode: bool):
-        self.share, self.window = share, window
+    def __init__(self, share, window, work: Workload, decode: bool, index: bool = False):
+        # index: these layers run the sparse-attention indexer (not GLM-5.2's "shared" ones)
+        self.share, self.window, self.index = share, window, index
         self.ctx = kv.held_tokens(window, float(work.context), decode)
         # average keys a query attends to: decode reads the held context; causal prefill ~ half
         self.ctx_attn = self.ctx if decode else kv.mean_keys(window, self.ctx)
@@ -127,8 +128,8 @@ class _Shape:
         # (the softmax-attention kinds only, their shares of those layers; the linear-attention
         # layers are a kind of their own, ``lin_share`` of the layers: ``_fill_attention``)
         n_attn = model.layers - model.linear_layers
-        self.kinds = [_Kind(count / n_attn, w, work, decode) for w, count in
-                      model.kind_groups if w != LINEAR]
+        self.kinds = [_Kind(count / n_attn, w, work, decode, ix) for (w, ix), count in
+                      model.attention_kinds]
         self.lin_share = model.linear_layers / model.layers
         topk = a.index_topk if a.sparse else None
         for k in self.kinds:
@@ -352,6 +353,22 @@ def _fill_gemm(b: _Builder, slot, k, n, col_weights=None, col_out=None, rows=Non
         b.put(slot, mode, fl, by, w, group=group)
 
 
+def _fill_gemm_kinds(b: _Builder, slot, parts):
+    """A GEMM op whose weights differ by layer kind (the sparse-attention indexer's projections
+    in the layers that run one), ``parts`` [(share, _fill_gemm's keywords)]: in each mode the
+    kinds' times, FLOP and byte rooflines and resident weights weighted by their shares (the mean
+    layer of a stage, as ``_Builder.put_kinds``)."""
+    sl, modes = SLOT[slot], [MODE_DIM0, MODE_DIM1, MODE_NONE, MODE_NONE_T]
+    arrays = (b.compute, b.memory, b.time, b.weights)
+    total = None
+    for share, kw in parts:
+        _fill_gemm(b, slot, **kw)
+        cur = [share * x[:, sl, modes] for x in arrays]
+        total = cur if total is None else [t + c for t, c in zip(total, cur)]
+    for x, t in zip(arrays, total):
+        x[:, sl, modes] = t
+
+
 def _fill_softmax(b: _Builder):
     """The softmax-attention layers' ops (``_fill_attention``)."""
     s = b.s
@@ -367,27 +384,33 @@ def _fill_softmax(b: _Builder):
         col_w = down + up * _frac(heads, s.tp)
         col_out = (heads * qk) * _frac(heads, s.tp) + a.kv_lora_rank + a.qk_rope_head_dim
         if a.sparse:   # the indexer's projections, replicated (vLLM 0.11 deepseek_v2.py Indexer:
-            # ReplicatedLinear wq_b, wk, weights_proj): its queries, its key and head weights
+            # ReplicatedLinear wq_b, wk, weights_proj): its queries, its key and head weights, in
+            # the layers that run one (each kind its own GEMM, weighted by its share)
             idx = attention_params(m)["indexer"]
-            qkv_w, col_w = qkv_w + idx, col_w + idx
-            col_out = col_out + a.index_heads * a.index_head_dim + a.index_head_dim + a.index_heads
+            idx_out = a.index_heads * a.index_head_dim + a.index_head_dim + a.index_heads
+            parts = [(k.share, dict(k=s.h, n=(qkv_w + idx * k.index) / s.h,
+                                    col_weights=col_w + idx * k.index,
+                                    col_out=col_out + idx_out * k.index)) for k in s.kinds]
+            _fill_gemm_kinds(b, "qkv", parts)
+            qkv_w = None
     else:
         q_w = s.h * a.heads * a.head_dim * (2 if a.output_gate else 1)   # with the gate
         col_w = q_w * _frac(heads, s.tp) + (qkv_w - q_w) * _frac(a.kv_heads, s.tp)
         col_out = a.heads * a.head_dim * (2 if a.output_gate else 1) * _frac(heads, s.tp) \
             + 2 * a.kv_heads * a.head_dim * _frac(a.kv_heads, s.tp)
-    _fill_gemm(b, "qkv", s.h, qkv_w / s.h, col_weights=col_w, col_out=col_out)
+    if qkv_w is not None:
+        _fill_gemm(b, "qkv", s.h, qkv_w / s.h, col_weights=col_w, col_out=col_out)
 
     # --- scores Q.K^T (reads the K cache) and context P.V (reads the V cache)
     def attn(slot, dim, cache_tok, modes, index=False):
         # index: the sparse-attention indexer runs with this op (scores), replicated over the
         # tp ranks (vLLM's Indexer): its FLOPs over every held key, its key cache read and held
-        idx_tok = s.idx_tok if index else 0.0
-        idx_fl = s.idx_flops if index else 0.0
         per_seq_io = s.tps * heads * dim * s.ab * 2            # query in, result out
         for mode, (seqs, ffl, fcache) in modes.items():
             parts, held = [], 0.0
             for k in s.kinds:        # each layer kind (full, a window), weighted by its share
+                idx_tok = s.idx_tok if index and k.index else 0.0
+                idx_fl = s.idx_flops if index and k.index else 0.0
                 per_seq_flops = 2.0 * heads * dim * k.sel_attn * s.tps
                 per_seq_read = k.sel * cache_tok                   # the cache read once per step
                 fl = seqs * per_seq_flops * ffl + seqs * idx_fl * k.ctx_attn * s.tps

@@ -75,6 +75,8 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
                 f" v_head {a.v_head_dim}" if a.kind == "mla" else "")
              + (f"; sparse (DSA): an indexer of {a.index_heads} heads of {a.index_head_dim} picks "
                 f"{a.index_topk} keys a query" if a.sparse else "")
+             + (f" (indexer on {sum(m.layer_indexed)} of {m.layers} layers, the others reusing "
+                "the top-k of the last one before them)" if a.indexer_types else "")
              + (f"; chunked_attention layers attend within chunks of {a.chunk} tokens"
                 if a.chunk else ""))]
     if f.kind == "moe":

@@ -392,7 +392,12 @@ def mixer_params(m: ModelSpec) -> int:
     """Weights of every layer's token mixer: softmax attention (``attention_params``) in the
     attention layers, Gated DeltaNet (``linear_params``) in the linear ones."""
     n_lin = m.linear_layers
-    return (m.layers - n_lin) * sum(attention_params(m).values()) \
+    att = attention_params(m)
+    # the layers without their own indexer (attention.indexer_types "shared") hold none of its
+    # weights (a GLM-5.2 checkpoint has model.layers.N.self_attn.indexer.* on the full layers
+    # only)
+    shared = m.layers - n_lin - sum(m.layer_indexed) if m.attention.sparse else 0
+    return (m.layers - n_lin) * sum(att.values()) - shared * att.get("indexer", 0) \
         + n_lin * sum(linear_params(m).values())
 
 

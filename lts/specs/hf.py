@@ -30,8 +30,8 @@ deepseek_v2/v3     MLA attention; MoE of ``n_routed_experts`` of ``moe_intermedi
 deepseek_v32       DeepSeek-V3's shape with DeepSeek Sparse Attention on every layer: an indexer
                    of ``index_n_heads`` heads of ``index_head_dim`` picks ``index_topk`` keys
 glm_moe_dsa        GLM-5: the same keys and shape (MLA, DeepSeek's MoE, sparse attention on every
-                   layer; ``indexer_types`` other than all "full", GLM-5.2's shared indexers, is
-                   refused)
+                   layer); GLM-5.2's ``indexer_types``: the indexer only on the "full" layers,
+                   the "shared" ones attending over the top-k of the full layer before them
 qwen3_next         hybrid: Gated DeltaNet layers (``linear_num_key_heads``,
                    ``linear_num_value_heads``, ``linear_key_head_dim``, ``linear_value_head_dim``,
                    ``linear_conv_kernel_dim``) and every ``full_attention_interval``-th layer full
@@ -645,11 +645,14 @@ def _attention(c: _Config, family: str, hidden: int) -> tuple[dict, dict]:
                 "attention.qk_rope_head_dim": "qk_rope_head_dim",
                 "attention.v_head_dim": "v_head_dim"}
         if family in SPARSE:
+            # GLM-5.2 (huggingface.co/zai-org/GLM-5.2 config.json, transformers 5.12): indexer_types
+            # one a layer, "full" (the layer runs its indexer) or "shared" (it attends over the
+            # top-k of the last full layer before it and holds no indexer weights or keys: 21
+            # full layers, 0-2 and every 4th from 6, of 78); absent or all "full": every layer
             kinds = c.get("indexer_types", list, default=[], nullable=True)
-            if any(k != "full" for k in kinds):
-                raise c.error("indexer_types", f"has {sum(k != 'full' for k in kinds)} layers "
-                              "other than \"full\" (layers sharing another layer's top-k); lts "
-                              "costs an indexer on every layer")
+            if "shared" in kinds:
+                table["indexer_types"] = kinds
+                keys["attention.indexer_types"] = "indexer_types"
             for lts_key, hf_key in (("index_topk", "index_topk"), ("index_heads", "index_n_heads"),
                                     ("index_head_dim", "index_head_dim")):
                 table[lts_key] = c.get(hf_key, int, positive=True)

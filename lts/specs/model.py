@@ -52,6 +52,10 @@ class AttentionSpec:
     index_topk: int = 0
     index_heads: int = 0
     index_head_dim: int = 0
+    # which layers run their own indexer (sparse only): one entry a layer, "full" (its own
+    # indexer) or "shared" (no indexer: it attends over the top-k an earlier full layer picked;
+    # GLM-5.2's indexer_types); () every layer full
+    indexer_types: tuple = ()
 
     @property
     def sparse(self) -> bool:
@@ -254,6 +258,27 @@ class ModelSpec:
         counts = {}
         for w in self.layer_windows:
             counts[w] = counts.get(w, 0) + 1
+        return tuple(counts.items())
+
+    @property
+    def layer_indexed(self) -> tuple:
+        """Whether each layer runs a sparse-attention indexer, over the layers: every layer of a
+        sparse model but those whose attention.indexer_types entry is "shared"; none without
+        sparse attention."""
+        a = self.attention
+        if not a.sparse:
+            return (False,) * self.layers
+        return tuple(t == "full" for t in a.indexer_types) or (True,) * self.layers
+
+    @property
+    def attention_kinds(self) -> tuple:
+        """The softmax-attention layers grouped by (window, runs an indexer): (((window,
+        indexed), count), ...) in order of first appearance; ``kind_groups`` split by
+        ``layer_indexed`` (one group a window without shared-index layers)."""
+        counts = {}
+        for w, ix in zip(self.layer_windows, self.layer_indexed):
+            if w != LINEAR:
+                counts[(w, ix)] = counts.get((w, ix), 0) + 1
         return tuple(counts.items())
 
     @property
@@ -511,7 +536,7 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     if kind == "mla" and (bias or sinks):
         raise SpecError(path, "attention.bias" if bias else "attention.sinks",
                         "true is not supported with mla attention (gqa only)")
-    mla.update(_index(a, path, kind, window, layer_types))
+    mla.update(_index(a, path, kind, window, layer_types, layers))
     a.finish()
     attention = AttentionSpec(kind, heads, kv_heads, head_dim, **mla, window=window, bias=bias,
                               sinks=sinks, output_gate=gate, chunk=chunk)
@@ -619,11 +644,19 @@ def _mamba(t: _Table, path, layer_types: tuple, kind: str):
 INDEX_KEYS = ("index_topk", "index_heads", "index_head_dim")
 
 
-def _index(a: _Table, path, kind: str, window, layer_types) -> dict:
+INDEXER_TYPES = ("full", "shared")
+
+
+def _index(a: _Table, path, kind: str, window, layer_types, layers: int) -> dict:
     """[attention] index_topk / index_heads / index_head_dim (DeepSeek Sparse Attention): all
-    three or none, mla only, on every layer (no sliding window or layer pattern with it)."""
+    three or none, mla only, on every layer (no sliding window or layer pattern with it);
+    indexer_types (one "full" or "shared" a layer, the first full) says which layers run their
+    own indexer."""
     given = [k for k in INDEX_KEYS if a.has(k)]
     if not given:
+        if a.has("indexer_types"):
+            raise SpecError(path, "attention.indexer_types", "is only supported with sparse "
+                                                             "attention (attention.index_topk)")
         return {}
     if kind != "mla":
         raise SpecError(path, f"attention.{given[0]}",
@@ -637,7 +670,21 @@ def _index(a: _Table, path, kind: str, window, layer_types) -> dict:
         raise SpecError(path, "attention.index_topk",
                         "sparse attention with a sliding window or layer_types is not supported "
                         "(lts costs DeepSeek Sparse Attention on every layer)")
-    return {k: a.get(k, int, positive=True, maximum=MAX_WIDTH) for k in INDEX_KEYS}
+    out = {k: a.get(k, int, positive=True, maximum=MAX_WIDTH) for k in INDEX_KEYS}
+    if a.has("indexer_types"):
+        a.used.add("indexer_types")
+        kinds, key = a.data["indexer_types"], "attention.indexer_types"
+        if not isinstance(kinds, list) or any(k not in INDEXER_TYPES for k in kinds):
+            raise SpecError(path, key, f"{kinds!r} is not a list of \"full\" and \"shared\"")
+        if len(kinds) != layers:
+            raise SpecError(path, key, f"has {len(kinds)} entries (expected one a layer: "
+                                       f"{layers})")
+        if kinds[0] != "full":
+            raise SpecError(path, key, "starts with a shared layer (expected \"full\" first: a "
+                                       "shared layer reuses an earlier layer's top-k)")
+        if "shared" in kinds:
+            out["indexer_types"] = tuple(kinds)
+    return out
 
 
 def _layer_types(a: _Table, path, layers: int, window, chunk=None) -> tuple:
