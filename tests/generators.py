@@ -12,7 +12,8 @@
   ``synthetic_sparse()`` the MLA one with DeepSeek Sparse Attention;
   ``synthetic_window()`` one with two layer kinds (sliding window and full attention);
   ``synthetic_linear()`` one with linear attention (Gated DeltaNet) and full attention layers.
-  ``synthetic_mamba()`` one with Mamba-2 and full attention layers.
+  ``synthetic_mamba()`` one with Mamba-2 and full attention layers;
+  ``synthetic_nemotron_h()`` one with layers without an FFN (Nemotron-H's blocks).
 """
 from __future__ import annotations
 
@@ -120,6 +121,22 @@ def synthetic_mamba():
         mamba=dict(heads=16, head_dim=64, state_size=128, groups=2, conv_kernel=4,
                    chunk_size=128),
         ffn=dict(kind="dense", gated=True, intermediate=2048)), "synthetic:mamba-small")
+
+
+def synthetic_nemotron_h():
+    """Nemotron-H-like blocks, scaled down: the pattern M * E M E (Nemotron 3's "MEM*E": a
+    Mamba-2 block with no FFN block after it, then attention + MoE, then Mamba-2 + MoE) as lts
+    layers [mamba alone, full + MoE, mamba + MoE], repeated; MoE of non-gated (relu2) experts
+    with a shared expert. 6 layers: pp 1, 2 give every stage the same layers, ending with an
+    FFN; pp 3 does not (a stage ending with a layer without an FFN), pp 6 neither."""
+    return model_from_dict(dict(
+        name="nemotron-h-small", source="test", layers=6, hidden=1024, vocab=16000,
+        attention=dict(kind="gqa", heads=16, kv_heads=2, head_dim=64,
+                       layer_types=["mamba", "full_attention", "mamba"]),
+        mamba=dict(heads=16, head_dim=64, state_size=128, groups=2, conv_kernel=4,
+                   chunk_size=128),
+        ffn=dict(kind="moe", gated=False, experts=8, top_k=2, expert_intermediate=512,
+                 shared_experts=1, no_ffn_layers=[0, 3])), "synthetic:nemotron-h-small")
 
 
 def synthetic_chunked():

@@ -780,11 +780,12 @@ def evaluate(model, topo, work, row, compat=()):
         # layers are costed stage by stage)
         lm = model.layer_moe if model.ffn.moe_every > 1 else (False,) * model.layers
         li = model.layer_indexed          # ... and layers running an indexer in the same numbers
-        per = {(tuple(sorted(map(str, lw[s * (model.layers // pp):(s + 1) * (model.layers // pp)]))),
-                sum(lm[s * (model.layers // pp):(s + 1) * (model.layers // pp)]),
-                sum(li[s * (model.layers // pp):(s + 1) * (model.layers // pp)]))
-               for s in range(pp)}
-        if len(per) > 1:
+        # ... and layers without an FFN in the same numbers, none of them a stage's last
+        hf = model.layer_has_ffn
+        n = model.layers // pp
+        per = {(tuple(sorted(map(str, lw[s * n:(s + 1) * n]))), sum(lm[s * n:(s + 1) * n]),
+                sum(li[s * n:(s + 1) * n]), sum(hf[s * n:(s + 1) * n])) for s in range(pp)}
+        if len(per) > 1 or not all(hf[(s + 1) * n - 1] for s in range(pp)):
             reasons.add("divisibility")
     uneven = bool(model.layers % pp == 0 and "divisibility" in reasons and len(per) > 1)
     if model.is_moe and model.ffn.experts % ep:
@@ -803,6 +804,7 @@ def evaluate(model, topo, work, row, compat=()):
         moe_out = probe.ffn_block(True, l7)[0]
 
     x = None               # layout of the activation leaving the previous layer
+    res = l7               # ... and of the residual (attn_norm's after a layer without an FFN)
     boundary_sends = []
     for s in range(pp):
         w.stage = s
@@ -813,7 +815,7 @@ def evaluate(model, topo, work, row, compat=()):
         for layer in range(s * lp, (s + 1) * lp):
             if layer > 0:  # layer boundary: FFN output and residual into this attn_norm's layout
                 w.convert("attn_norm", "hidden", x, l2)
-                w.convert("attn_norm", "hidden", l7, l2)
+                w.convert("attn_norm", "hidden", res, l2)
             op, _ = norm(c, ch["attn_norm"])
             w.run("attn_norm", op)
             c.layer(model.layer_windows[layer])          # this layer's attention kind
@@ -826,6 +828,12 @@ def evaluate(model, topo, work, row, compat=()):
                 _, lin, cur = w.gemm_step(name, fn, kind, cur, point)
                 w.lin[name] = lin
             w.mem[s] += w.kv()
+            if not model.layer_has_ffn[layer]:
+                # a token mixer alone (Nemotron-H's mixer block before another mixer block): its
+                # output and the residual (still in attn_norm's layout) go to the next layer
+                x, res = cur, l2
+                continue
+            res = l7
             w.convert("ffn_norm", "hidden", cur, l7)      # attention output
             w.convert("ffn_norm", "hidden", l2, l7)       # residual
             op, _ = norm(c, ch["ffn_norm"])
@@ -838,10 +846,10 @@ def evaluate(model, topo, work, row, compat=()):
         if s < pp - 1:
             nb = c.point_bytes["hidden"]
             boundary_sends.append(sum(
-                c.coll_time("send", "pp", nb / c.p if lo in (T, F) else nb) for lo in (x, l7)))
+                c.coll_time("send", "pp", nb / c.p if lo in (T, F) else nb) for lo in (x, res)))
     # last stage: final norm, LM head, sampled ids on every rank
     w.convert("final_norm", "hidden", x, l11)
-    w.convert("final_norm", "hidden", l7, l11)
+    w.convert("final_norm", "hidden", res, l11)
     op, _ = norm(c, ch["final_norm"])
     w.run("final_norm", op)
     _, _, out12 = w.gemm_step("lm_head", lm_head, "gemm", l11, "hidden")

@@ -13,6 +13,7 @@ import pytest
 
 import reference as ref
 from generators import (synthetic_chunked, synthetic_dense, synthetic_linear, synthetic_mamba,
+                        synthetic_nemotron_h,
                         synthetic_mla,
                         synthetic_moe, synthetic_window)
 from lts.cost.model import breakdown, evaluate
@@ -52,6 +53,8 @@ SYNTHETIC = {"moe-small": synthetic_moe, "mla-small": synthetic_mla, "dense-smal
              "linear-small": synthetic_linear,
              # Mamba-2 and full attention layers
              "mamba-small": synthetic_mamba,
+             # layers without an FFN (Nemotron-H's single-op blocks), non-gated MoE
+             "nemotron-h-small": synthetic_nemotron_h,
              # chunked local attention (Llama 4) and full attention layers
              "chunked-small": synthetic_chunked}
 MODEL_NAMES = _shipped_models() + list(SYNTHETIC)

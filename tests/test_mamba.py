@@ -214,25 +214,3 @@ def test_mamba_layers_hold_less_than_full_attention_at_long_context():
                                   Workload("prefill", context=2048, ttft_slo_ms=300)])
 def test_exact_equals_brute_force_on_mamba_and_full_layers(work):
     exact_equals_brute_force(synthetic_mamba(), work, pp=(1, 2, 4))   # pp 4: uneven, refused
-
-
-# ----------------------------------------------------------------------------------------------
-# Nemotron-H's config.json: refused with one line (its layers are single-op blocks)
-
-def test_nemotron_h_config_is_refused(tmp_path):
-    """A config shaped like NVIDIA-Nemotron-Nano-9B-v2's (transformers' NemotronHConfig keys;
-    the values illustrative): refused before any shape is read."""
-    import json
-    from lts.specs import model_from_hf_config
-    cfg = {"model_type": "nemotron_h", "num_hidden_layers": 56, "hidden_size": 4480,
-           "vocab_size": 131072, "mamba_num_heads": 128, "mamba_head_dim": 80,
-           "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4,
-           "hybrid_override_pattern": "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-"}
-    (tmp_path / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(SpecError) as e:
-        model_from_hf_config(tmp_path / "config.json")
-    assert str(e.value) == (
-        f"{tmp_path / 'config.json'}: hybrid_override_pattern: is not supported: Nemotron-H's "
-        "layers are single-op blocks (M Mamba-2, * attention, - MLP, E MoE, each a layer of its "
-        "own) and an lts layer is a token mixer and an FFN; Mamba-2 layers can be costed from a "
-        "model TOML ([mamba])")

@@ -186,7 +186,8 @@ def chunk_reads(window, chunks, isl):
 
 def even_split(model: ModelSpec, pp) -> np.ndarray:
     """Whether each of ``pp`` pipeline stages (contiguous blocks of layers / pp layers) holds
-    every layer kind (and, with ffn.moe_every, MoE layers) in the same number, [len(pp)] bools
+    every layer kind (and, with ffn.moe_every, MoE layers; layers without an FFN, none of them a
+    stage's last) in the same number, [len(pp)] bools
     (True where every layer is alike; pp not dividing the layers is refused elsewhere)."""
     pp = np.atleast_1d(np.asarray(pp, dtype=np.int64))
     windows = model.layer_windows
@@ -195,7 +196,11 @@ def even_split(model: ModelSpec, pp) -> np.ndarray:
     moe = model.layer_moe if model.ffn.moe_every > 1 else (False,) * model.layers
     # and the layers that run a sparse-attention indexer (attention.indexer_types)
     indexed = model.layer_indexed
-    if len(set(windows)) == 1 and len(set(moe)) == 1 and len(set(indexed)) == 1:
+    # layers without an FFN (model.no_ffn): the same number in every stage, and never a stage's
+    # last layer (its output would leave the stage without the FFN boundary ``stage_max`` costs)
+    has = model.layer_has_ffn
+    if len(set(windows)) == 1 and len(set(moe)) == 1 and len(set(indexed)) == 1 \
+            and not model.no_ffn:
         return np.ones(len(pp), dtype=bool)
     out = np.zeros(len(pp), dtype=bool)
     for p in np.unique(pp):
@@ -203,9 +208,9 @@ def even_split(model: ModelSpec, pp) -> np.ndarray:
             continue
         lp = model.layers // p
         stages = {(tuple(sorted(windows[i * lp:(i + 1) * lp], key=str)),
-                   sum(moe[i * lp:(i + 1) * lp]), sum(indexed[i * lp:(i + 1) * lp]))
-                  for i in range(p)}
-        out[pp == p] = len(stages) == 1
+                   sum(moe[i * lp:(i + 1) * lp]), sum(indexed[i * lp:(i + 1) * lp]),
+                   sum(has[i * lp:(i + 1) * lp]), has[(i + 1) * lp - 1]) for i in range(p)}
+        out[pp == p] = len(stages) == 1 and next(iter(stages))[4]
     return out
 
 

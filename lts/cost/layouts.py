@@ -179,7 +179,9 @@ def _path_fields():
     k6 = NEXT_CTX[k5] * 4 + out_proj             # out_proj
     return dict(att1=k23, att1_w=k23, scores=q, context=k5, out_proj=k6, out_w=k6,
                 kv=MODE_SC[q] * 4 + MODE_CTX[k5], to_norm=NEXT_OP[k6] * 3 + ffn_norm,
-                to_norm_res=NORM_OF[attn_norm] * 3 + ffn_norm, norm=ffn_norm, norm_w=ffn_norm)
+                to_norm_res=NORM_OF[attn_norm] * 3 + ffn_norm, norm=ffn_norm, norm_w=ffn_norm,
+                # a layer without an FFN: the mixer's output into attn_norm's layout
+                to_alone=NEXT_OP[k6] * 3 + attn_norm)
 
 
 PATH = _path_fields()

@@ -56,18 +56,24 @@ class Result:
         return len(self.valid)
 
 
-def stage_max(model, lp, pp, attn, between, ffn, ffn_dense, first, last, send):
+def stage_max(model, lp, pp, attn, between, ffn, ffn_dense, first, last, send, alone=0.0):
     """Slowest pipeline stage plus the stage-to-stage send; arguments broadcast together.
 
     Stage s holds lp layers: the first stage adds the embedding (its first layer has no boundary
     before it), the last the final norm and LM head. Without dense layers all middle stages are
-    equal; with them, see ``_candidates``.
+    equal; with them, see ``_candidates``. Layers without an FFN (``ModelSpec.no_ffn``, the same
+    number in every stage and never a stage's last: ``kv.even_split``) cost ``alone`` each in
+    place of attn + between + ffn.
     """
     head = first - between
     dense = model.dense_ffn_layers if model.is_moe else 0
     send = np.where(pp > 1, send, 0.0)
     if dense == 0:
-        body = lp * (attn + between + ffn)
+        if model.no_ffn:
+            bare = len(model.no_ffn) / pp           # layers without an FFN in each stage
+            body = (lp - bare) * (attn + between + ffn) + bare * alone
+        else:
+            body = lp * (attn + between + ffn)
         extra = np.where(pp == 1, head + last,
                          np.maximum(np.maximum(head, last), np.where(pp >= 3, 0.0, -np.inf)))
         return body + extra + send
@@ -79,11 +85,16 @@ def stage_max(model, lp, pp, attn, between, ffn, ffn_dense, first, last, send):
     return worst + send
 
 
-def stage_memory(model, lp, pp, layer_w, ffn_w, ffn_dense_w, emb_w, tail_w, workspace):
-    """Memory per GPU of the fullest stage; arguments broadcast together."""
+def stage_memory(model, lp, pp, layer_w, ffn_w, ffn_dense_w, emb_w, tail_w, workspace,
+                 alone_w=0.0):
+    """Memory per GPU of the fullest stage; arguments broadcast together (``alone_w``: a layer
+    without an FFN, as in ``stage_max``)."""
     dense = model.dense_ffn_layers if model.is_moe else 0
     if dense == 0:
         extra = np.where(pp == 1, emb_w + tail_w, np.maximum(emb_w, tail_w))
+        if model.no_ffn:
+            bare = len(model.no_ffn) / pp
+            return (lp - bare) * (layer_w + ffn_w) + bare * alone_w + extra + workspace
         return lp * (layer_w + ffn_w) + extra + workspace
     worst = -np.inf
     for cand, n_dense in zip(*_candidates(pp, model)):
@@ -123,9 +134,9 @@ def assemble(model, tab: Tables, g, w: Walk):
     lp = tab.layers_per_stage[g]
     pp = tab.coarse[g, PP].astype(np.float64)
     slowest = stage_max(model, lp, pp, w.attn_s, w.between_s, w.ffn_s, w.ffn_dense_s, w.first_s,
-                        w.last_s, w.send_s)
+                        w.last_s, w.send_s, w.alone_s)
     memory = stage_memory(model, lp, pp, w.layer_w, w.ffn_w, w.ffn_dense_w, w.emb_w, w.tail_w,
-                          tab.workspace_bytes[g])
+                          tab.workspace_bytes[g], w.alone_w)
     return slowest, memory
 
 
@@ -136,11 +147,11 @@ def _times(model, tables, fz, g, at, code):
     """Slowest stage, fullest stage's memory and the choices' reason bits of strategies of coarse
     rows g (rows ``at`` of ``fz``) and packed choices ``code``."""
     (attn, between, ffn, ffn_d, first, last, send,
-     layer_w, ffn_w, ffn_dw, emb_w, tail_w, bad) = fused_walk(fz, at, code, model)
+     layer_w, ffn_w, ffn_dw, emb_w, tail_w, bad, alone, alone_w) = fused_walk(fz, at, code, model)
     lp, pp = tables.layers_per_stage[g], tables.pp[g]
-    slowest = stage_max(model, lp, pp, attn, between, ffn, ffn_d, first, last, send)
+    slowest = stage_max(model, lp, pp, attn, between, ffn, ffn_d, first, last, send, alone)
     memory = stage_memory(model, lp, pp, layer_w, ffn_w, ffn_dw, emb_w, tail_w,
-                          tables.workspace_bytes[g])
+                          tables.workspace_bytes[g], alone_w)
     return slowest, memory, bad
 
 
@@ -402,12 +413,15 @@ def breakdown(model: ModelSpec, topo: TopologySpec, work: Workload, strategy) ->
     res, w, tab = evaluate(model, topo, work, np.asarray(strategy)[None], return_walk=True)
     g = 0
     layers = model.layers
-    moe_layers = model.moe_layers if model.is_moe else layers
+    # layers without an FFN (model.no_ffn) have no ffn_norm, FFN or boundary after the FFN
+    paired = model.ffn_layers
+    moe_layers = model.moe_layers if model.is_moe else paired
     dense_layers = model.dense_ffn_layers if model.is_moe else 0
-    count = {"first": 1, "last": 1, "layer": layers, "between": layers - 1,
-             "ffn": moe_layers, "ffn_dense": dense_layers}
+    count = {"first": 1, "last": 1, "layer": layers, "between": paired - 1,
+             "ffn": moe_layers, "ffn_dense": dense_layers, "alone": layers - paired}
     slot_count = {op: layers for op in OPS}
     slot_count.update(embedding=1, final_norm=1, lm_head=1, router=moe_layers, ffn1=moe_layers,
+                      ffn_norm=paired,
                       ffn2=moe_layers, router_dense=0, ffn1_dense=dense_layers,
                       ffn2_dense=dense_layers)
     ops = []
@@ -427,7 +441,8 @@ def breakdown(model: ModelSpec, topo: TopologySpec, work: Workload, strategy) ->
                 colls.append({"kind": kind, "group": "tp",
                               "bytes": float(nb / tab.coarse[g, TP] if kind == "all-to-all"
                                              else nb),
-                              "time_s": float(t[0]), "count": count[scope],
+                              "time_s": float(t[0]),
+                              "count": paired if feeds == "ffn_norm" else count[scope],
                               "layout": LAYOUT_NAMES[int(src[0])] + "->"
                               + LAYOUT_NAMES[int(dst[0])]})
         if slot == "lm_head":

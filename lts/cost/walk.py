@@ -90,6 +90,7 @@ def piece_attn(x: Gather, model, attn_norm, qkv, scores, context, out_proj, ffn_
                            ("context", "scores", context), ("out_proj", "context", out_proj)):
         dt, cur, _ = x.step(slot, c, cur, point)
         t = t + dt
+    x.mixer_s = t          # the token mixer alone, attn_norm through out_proj (``piece_alone``)
     # the block's output and the residual both move into the layout of ffn_norm
     t = t + x.conv("ffn_norm", "hidden", cur, ffn_layout) \
         + x.conv("ffn_norm", "hidden", attn_layout, ffn_layout) + x.op("ffn_norm", ffn_norm)
@@ -98,6 +99,20 @@ def piece_attn(x: Gather, model, attn_norm, qkv, scores, context, out_proj, ffn_
          + x.weight("out_proj", m["out_proj"])
          + x.weight("ffn_norm", ffn_norm) + x.kv(m["scores"], m["context"]))
     return t, w, cur
+
+
+def piece_alone(x: Gather, attn_norm, out_layout):
+    """What a layer without an FFN (``ModelSpec.no_ffn``) adds to ``piece_attn``'s token mixer
+    (``x.mixer_s``, attn_norm through out_proj, whose output layout is ``out_layout``): its
+    output moves into the layout of the next layer's attn_norm, where its residual already is
+    (no ffn_norm, no FFN, no layer boundary after it): (time, weights + KV cache per GPU without
+    the ffn_norm's)."""
+    x.scope = "alone"
+    m = x.modes
+    t = x.conv("attn_norm", "hidden", out_layout, NORM_OF[attn_norm])
+    w = (x.weight("attn_norm", attn_norm) + x.weight("qkv", m["qkv"])
+         + x.weight("out_proj", m["out_proj"]) + x.kv(m["scores"], m["context"]))
+    return t, w
 
 
 def piece_ffn(x: Gather, model, ffn_layout, router, ffn1, ffn2, dense: bool = False):
@@ -196,6 +211,8 @@ class Walk:
     emb_w: np.ndarray
     tail_w: np.ndarray        # final norm + LM head
     bad: np.ndarray           # reason bits that come from the choices
+    alone_s: object = 0.0     # one layer without an FFN (``piece_alone``; 0 if the model has none)
+    alone_w: object = 0.0
 
 
 def walk(tab: Tables, g: np.ndarray, choices: np.ndarray, model: ModelSpec,
@@ -206,6 +223,11 @@ def walk(tab: Tables, g: np.ndarray, choices: np.ndarray, model: ModelSpec,
     attn_layout, ffn_layout = NORM_OF[c["attn_norm"]], NORM_OF[c["ffn_norm"]]
     first, emb_w = piece_first(x, c["embedding"], attn_layout)
     attn, layer_w, attn_out = piece_attn(x, model, *(c[op] for op in OPS[1:7]))
+    alone_s = alone_w = 0.0
+    if model.no_ffn:
+        mixer = x.mixer_s
+        t_alone, alone_w = piece_alone(x, c["attn_norm"], attn_out)
+        alone_s = mixer + t_alone
     ffn, ffn_w, out, pair_ok = piece_ffn(x, model, ffn_layout, c["router"], c["ffn1"], c["ffn2"])
     zero = np.zeros(len(g))
     ffn_d, ffn_dw = zero, zero
@@ -221,7 +243,8 @@ def walk(tab: Tables, g: np.ndarray, choices: np.ndarray, model: ModelSpec,
     layouts = dict(attn_norm=attn_layout, ffn_norm=ffn_layout, final_norm=NORM_OF[c["final_norm"]],
                    attn_out=attn_out, ffn_out=out, logits=logits)
     return Walk(x.modes, layouts, x.op_s, record if record is not None else [], attn, ffn, ffn_d,
-                between, first, last, send, layer_w, ffn_w, ffn_dw, emb_w, tail_w, bad)
+                between, first, last, send, layer_w, ffn_w, ffn_dw, emb_w, tail_w, bad, alone_s,
+                alone_w)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -273,7 +296,7 @@ class Fused:
         """The lookup tables, once the pieces are in: FFN output layout and reason bits per
         value of the ffn_norm..ffn2 bit field (``layouts.field``)."""
         self.ffn_bad = ffn_bad                            # [ffn_norm..ffn2 field] -> reasons
-        o = dict(self.offset, to_norm_res=self.offset["to_norm"])
+        o = dict(self.offset, to_norm_res=self.offset["to_norm"], to_alone=self.offset["to_norm"])
         self.path = {k: o[k] + v for k, v in PATH.items()}      # [op2..op7 bits] -> position
         embedding, attn_norm = unfield(np.arange(16), "embedding", "attn_norm")
         embedding, attn_norm = np.minimum(embedding, 2), np.minimum(attn_norm, 2)   # 3: never
@@ -373,7 +396,13 @@ def fused_walk(fz: Fused, g, code, model: ModelSpec):
     base = g * fz.width
     b = field(code, "attn_norm", "ffn_norm")
     t = f[base + p["att1"][b]]                      # attention: additions in walk's order
-    for piece in ("scores", "context", "out_proj", "to_norm", "to_norm_res"):
+    for piece in ("scores", "context", "out_proj"):
+        t = t + f[base + p[piece][b]]
+    alone = alone_w = 0.0
+    if model.no_ffn:        # a layer without an FFN: the mixer, its output into attn_norm's layout
+        alone = t + f[base + p["to_alone"][b]]
+        alone_w = f[base + p["att1_w"][b]] + f[base + p["out_w"][b]] + f[base + p["kv"][b]]
+    for piece in ("to_norm", "to_norm_res"):
         t = t + f[base + p[piece][b]]
     attn = t + f[base + p["norm"][b]]
     layer_w = f[base + p["att1_w"][b]] + f[base + p["out_w"][b]] + f[base + p["norm_w"][b]] \
@@ -393,4 +422,5 @@ def fused_walk(fz: Fused, g, code, model: ModelSpec):
     last = f[base + fz.last[kf] + k1112]
     send = f[base + fz.send[kf]]
     return (attn, between, ffn, ffn_d, first, last, send, layer_w, ffn_w, ffn_dw,
-            f[base + fz.emb_w[b12]], f[base + (o["tail_w"] + k1112)], fz.ffn_bad[kf])
+            f[base + fz.emb_w[b12]], f[base + (o["tail_w"] + k1112)], fz.ffn_bad[kf], alone,
+            alone_w)

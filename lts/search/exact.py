@@ -17,7 +17,8 @@ from ..cost.model import dense_in_stage, finish, stage_max, stage_memory
 from ..cost.layouts import NORM_OF, SLOT, SLOT_MODES
 from .problems import Problem, SearchResult, ServeProblem, Tracker
 from ..specs.strategy import PP
-from ..cost.walk import Gather, piece_attn, piece_between, piece_ffn, piece_first, piece_last, piece_send
+from ..cost.walk import (Gather, piece_alone, piece_attn, piece_between, piece_ffn, piece_first,
+                         piece_last, piece_send)
 
 
 INVALID_S = 1e30      # the time of an invalid option inside the exact search
@@ -75,7 +76,8 @@ class _Exact:
         n = self.n
         gg = np.asarray(g)[:, None]
         x = Gather(tab, gg)
-        A, Aw, _ = piece_attn(x, model, *self.a)                       # [C, |a|]
+        A, Aw, cur = piece_attn(x, model, *self.a)                     # [C, |a|]
+        A, Aw, unit = self._with_alone(tab, gg, x, A, Aw, cur)
         ffn_norm, router, ffn1, ffn2 = self.f
         ffn_layout = NORM_OF[ffn_norm]
         ffn, ffn_w, out, ok = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2)   # [C, |f|]
@@ -122,7 +124,22 @@ class _Exact:
         if M is not None:
             M = np.broadcast_to(M, shape).reshape(C, n[0], n2, n7, nf, -1).transpose(
                 0, 2, 3, 1, 4, 5).reshape(C, n2, n7, -1)
-        return lp.reshape(C), A, Aw, G, M
+        return (lp if unit is None else unit).reshape(C), A, Aw, G, M
+
+    def _with_alone(self, tab, gg, x, A, Aw, cur):
+        """(A, Aw, None), or for a model with layers without an FFN (``ModelSpec.no_ffn``) the
+        attention list's time and memory of a whole stage, (lp - bare) attention blocks and bare
+        FFN-less layers (``cost.model.stage_max``: still a function of ops 2-7 alone), with
+        multiplier ones in place of lp (so that lp * A is that sum exactly)."""
+        model = self.model
+        if not model.no_ffn:
+            return A, Aw, None
+        mixer = x.mixer_s
+        t_alone, w_alone = piece_alone(x, self.a[0], cur)
+        lp = tab.layers_per_stage[gg]
+        bare = len(model.no_ffn) / tab.pp[gg]
+        return ((lp - bare) * A + bare * (mixer + t_alone),
+                (lp - bare) * Aw + bare * w_alone, np.ones(len(gg)))
 
     def least(self, tab, g):
         """A lower bound on the slowest stage of every strategy of rows g [C] of tables ``tab``,
@@ -141,6 +158,9 @@ class _Exact:
         ffn = fastest("ffn1", "ffn2", *(("router",) if self.model.is_moe else ()))
         if self.model.is_moe and self.model.dense_ffn_layers:
             ffn = np.minimum(ffn, fastest("ffn1_dense", "ffn2_dense"))
+        if self.model.no_ffn:   # bare layers: the mixer alone, no ffn_norm, no FFN
+            lp, bare = tab.layers_per_stage[g], len(self.model.no_ffn) / tab.pp[g]
+            return lp * (attn - fastest("ffn_norm")) + (lp - bare) * (fastest("ffn_norm") + ffn)
         return tab.layers_per_stage[g] * (attn + ffn)
 
     def least_memory(self, tab, g):
@@ -162,6 +182,10 @@ class _Exact:
         if self.model.is_moe and self.model.dense_ffn_layers:
             dense = dense_in_stage(self.model, tab.pp[g], tab.pp[g] - 1)
             ffn = ffn + dense * (least("ffn1_dense", "ffn2_dense") - ffn / lp)
+        if self.model.no_ffn:   # bare layers: no ffn_norm, no FFN
+            paired = lp - len(self.model.no_ffn) / tab.pp[g]
+            return lp * (layer - least("ffn_norm")) + paired * (least("ffn_norm") + ffn / lp) \
+                + tab.workspace_bytes[g]
         return lp * layer + ffn + tab.workspace_bytes[g]
 
     def least_exact(self, tab, g):
@@ -177,7 +201,8 @@ class _Exact:
         g = np.asarray(g)
         C = len(g)
         x = Gather(tab, g[:, None])
-        A = piece_attn(x, model, *self.a)[0]                                  # [C, |a|]
+        A, Aw, cur = piece_attn(x, model, *self.a)                            # [C, |a|]
+        A, _, unit = self._with_alone(tab, g[:, None], x, A, Aw, cur)
         A = A.reshape(C, n[1], -1, n[6]).min(axis=2)                          # [C, op2, op7]
         ffn_norm, router, ffn1, ffn2 = self.f
         ffn_layout = NORM_OF[ffn_norm]
@@ -200,6 +225,8 @@ class _Exact:
         G = stage_max(model, lp, pp, 0.0, between, ffn[:, None, :], ffn_d[:, None, :],
                       first[:, :, None], last[:, None, :], send[:, None, :])  # [C, op2, |f|]
         G = G.reshape(C, n[1], n[6], -1).min(axis=3)                          # [C, op2, op7]
+        if unit is not None:     # A is a whole stage's attention side already
+            lp = unit[:, None, None]
         return (lp * A + G).min(axis=(1, 2))
 
     def decode(self, grid_shape, g, i2, i7, ia, irest):

@@ -418,8 +418,10 @@ def param_counts(m: ModelSpec) -> dict:
         moe_active = f.top_k * expert + shared + router
     else:
         moe_total = moe_active = 0
-    total = att + m.layers * norms + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_total
-    active = att + m.layers * norms + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_active
+    # a layer without an FFN (``no_ffn``) has its attn_norm only
+    all_norms = m.layers * norms - len(m.no_ffn) * h
+    total = att + all_norms + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_total
+    active = att + all_norms + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_active
     return {"params_total": float(total + embed), "params_active": float(active + embed),
             "params_mtp": float(m.mtp_layers * mtp_params(
                 m, sum(attention_params(m).values()) + norms, moe_total))}
@@ -459,7 +461,7 @@ def weight_params(m: ModelSpec) -> dict:
             if m.is_moe else 0.0,
             "dense_ffn": float(m.dense_ffn_layers * f.n_mats * h * f.intermediate),
             "lm_head": 0.0 if m.tie_embeddings else float(m.vocab * h),
-            "norm": float(m.layers * 2 * h + h)}
+            "norm": float(m.layers * 2 * h - len(m.no_ffn) * h + h)}
 
 
 def weight_bytes(m: ModelSpec) -> dict:

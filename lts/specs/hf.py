@@ -50,9 +50,14 @@ llama4_text        parameters said in the source line, not costed): chunked loca
                    top ``num_experts_per_tok``, one shared expert of ``intermediate_size``) on
                    every ``interleave_moe_layer_step``-th layer, dense FFNs of
                    ``intermediate_size_mlp`` between (``_llama4_layers``, ``_llama4_ffn``)
+nemotron_h         Nemotron-H / Nemotron 3: single-op blocks (``hybrid_override_pattern`` or
+                   ``layers_block_type``), each FFN block paired with the mixer block before
+                   it, a mixer before a mixer an lts layer without an FFN (``_nemotron_h``);
+                   Mamba-2 and GQA mixers, relu2 (non-gated) MLP or MoE with a shared expert;
+                   latent MoE (``moe_latent_size``) refused
 =================  ============================================================================
 
-Every family's FFN is gated (SwiGLU: gate, up and down projections).
+Every family's FFN is gated (SwiGLU: gate, up and down projections), except nemotron_h's.
 
 Rules (docs/design.md §1, "nothing is guessed"):
 
@@ -889,11 +894,157 @@ def _llama4_ffn(c: _Config, layers: int, top_k: int) -> tuple[dict, dict]:
     return table, keys
 
 
-# Nemotron-H's layers are single-op blocks (hybrid_override_pattern: M a Mamba-2 mixer, * an
-# attention mixer, - an MLP, E a MoE, each a layer of its own); an lts layer is a mixer and an FFN
-NEMOTRON_H = ("is not supported: Nemotron-H's layers are single-op blocks (M Mamba-2, * attention, "
-              "- MLP, E MoE, each a layer of its own) and an lts layer is a token mixer and an "
-              "FFN; Mamba-2 layers can be costed from a model TOML ([mamba])")
+# Nemotron-H (model_type nemotron_h: Nemotron-H, Nemotron Nano 2, Nemotron 3): a sequence of
+# single-op blocks, each a residual block of its own with one RMSNorm before its op
+# (transformers models/nemotron_h/modeling_nemotron_h.py NemotronHBlock, MIXER_TYPES): "M" a
+# Mamba-2 mixer (NemotronHMamba2Mixer), "*" GQA attention (NemotronHAttention, no biases), "-" a
+# non-gated MLP (NemotronHMLP: up_proj, down_proj, mlp_hidden_act relu2), "E" a MoE
+# (NemotronHMoE: a sigmoid router [n_routed_experts, hidden] with e_score_correction_bias, not
+# counted, n_routed_experts NemotronHMLP-shaped experts of moe_intermediate_size, top
+# num_experts_per_tok, and one shared NemotronHMLP of moe_shared_expert_intermediate_size).
+# The blocks are given as hybrid_override_pattern (a string of M * - E) or, since transformers
+# 5, layers_block_type (a list of mamba, attention, mlp, moe). lts pairs each FFN block with the
+# mixer block before it (one lts layer: attn_norm, mixer, all-reduce, ffn_norm, FFN, all-reduce:
+# exactly the two blocks' norms, ops and tp collectives), and a mixer block followed by another
+# mixer block is an lts layer without an FFN (ffn.no_ffn_layers: its norm, its op, one
+# all-reduce). docs/design.md §1.
+NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+NEMOTRON_MAMBA = {"heads": "mamba_num_heads", "head_dim": "mamba_head_dim",
+                  "state_size": "ssm_state_size", "groups": "n_groups",
+                  "conv_kernel": "conv_kernel", "chunk_size": "chunk_size"}
+
+
+def _nemotron_blocks(c: _Config) -> tuple[list, str]:
+    """The block kinds (mamba, attention, mlp, moe) and the key that gave them."""
+    if c.data.get("layers_block_type") is not None:
+        key = "layers_block_type"
+        blocks = c.get(key, list)
+        bad = [b for b in blocks if b not in NEMOTRON_BLOCKS.values()]
+        if bad or not blocks:
+            raise c.error(key, f"{_show(bad[0]) if bad else '[]'} is not a block kind (expected "
+                               "a list of 'mamba', 'attention', 'mlp', 'moe')")
+    else:
+        key = "hybrid_override_pattern"
+        pattern = c.get(key, str)
+        bad = [ch for ch in pattern if ch not in NEMOTRON_BLOCKS]
+        if bad or not pattern:
+            raise c.error(key, f"{bad[0]!r} is not a block (expected a string of M Mamba-2, "
+                               "* attention, - MLP, E MoE)" if bad else "is empty")
+        blocks = [NEMOTRON_BLOCKS[ch] for ch in pattern]
+    if c.data.get("num_hidden_layers") is not None:
+        n = c.get("num_hidden_layers", int, positive=True)
+        if n != len(blocks):
+            raise c.error("num_hidden_layers", f"{n} is not the {len(blocks)} blocks of {key}")
+    return blocks, key
+
+
+def _nemotron_layers(c: _Config, blocks: list, key: str) -> tuple[list, list, str]:
+    """(each lts layer's mixer: mamba or full_attention, the lts layers without an FFN, the FFN
+    blocks' kind: mlp or moe): an FFN block joins the mixer block before it; a mixer followed by
+    a mixer is a layer alone. Refused: an FFN block after an FFN block or first, MLP and MoE
+    blocks in one model, a last block that is a mixer (lts needs an FFN on its last layer)."""
+    mixers, alone, ffns = [], [], set()
+    for i, b in enumerate(blocks):
+        if b in ("mamba", "attention"):
+            mixers.append("mamba" if b == "mamba" else "full_attention")
+            alone.append(len(mixers) - 1)          # until an FFN block joins it
+        elif not mixers or not alone or alone[-1] != len(mixers) - 1:
+            raise c.error(key, f"block {i} ({b}) follows {'no block' if not i else blocks[i - 1]}"
+                               "; lts pairs each MLP or MoE block with the mixer block before it")
+        else:
+            alone.pop()
+            ffns.add(b)
+    if len(ffns) > 1:
+        raise c.error(key, "has both MLP and MoE blocks; lts costs one FFN kind in a Nemotron-H "
+                           "model")
+    if not ffns:
+        raise c.error(key, "has no MLP or MoE block")
+    if alone and alone[-1] == len(mixers) - 1:
+        raise c.error(key, f"ends with a {blocks[-1]} block; lts needs an FFN block last (the "
+                           "final norm takes an FFN's output)")
+    return mixers, alone, ffns.pop()
+
+
+def _nemotron_h(c: _Config, path: Path) -> ModelSpec:
+    """A nemotron_h config.json (the comment above NEMOTRON_BLOCKS) -> ModelSpec."""
+    blocks, bkey = _nemotron_blocks(c)
+    mixers, alone, fkind = _nemotron_layers(c, blocks, bkey)
+    layers = len(mixers)
+    hidden = c.get("hidden_size", int, positive=True)
+    vocab = c.get("vocab_size", int, positive=True)
+    tie = c.get("tie_word_embeddings", bool, default=False, nullable=True)
+    for k in ("attention_bias", "mlp_bias", "use_bias", "mamba_proj_bias"):
+        if c.get(k, bool, default=False, nullable=True):
+            raise c.error(k, "true is not supported (lts costs Nemotron-H without biases on its "
+                             "projections)")
+    # HF default: use_conv_bias true (NemotronHConfig); the conv1d's bias is counted
+    if not c.get("use_conv_bias", bool, default=True, nullable=True):
+        raise c.error("use_conv_bias", "false is not supported (lts counts the conv1d's bias)")
+    act = c.get("mlp_hidden_act", str)
+    if act != "relu2":
+        raise c.error("mlp_hidden_act", f"{act!r} is not supported (expected 'relu2': a "
+                                        "non-gated MLP of two matrices)")
+    heads = c.get("num_attention_heads", int, positive=True)
+    # HF default: NemotronHAttention's head_dim = getattr(config, "head_dim", hidden / heads);
+    # Nemotron-H-56B's config names it attention_head_dim
+    hd_key = "head_dim" if c.data.get("head_dim") is not None else "attention_head_dim"
+    head_dim = c.get(hd_key, int, positive=True) if c.data.get(hd_key) is not None \
+        else hidden // heads
+    attention = {"kind": "gqa", "heads": heads,
+                 "kv_heads": c.get("num_key_value_heads", int, positive=True),
+                 "head_dim": head_dim, "layer_types": mixers}
+    if c.data.get("sliding_window") is not None:
+        raise c.error("sliding_window", f"{_show(c.data['sliding_window'])} is not supported "
+                                        "(expected null)")
+    mamba = {k: c.get(hf, int, positive=True) for k, hf in NEMOTRON_MAMBA.items()}
+    if fkind == "mlp":
+        ffn = {"kind": "dense", "gated": False,
+               "intermediate": c.get("intermediate_size", int, positive=True)}
+    else:
+        latent = c.get("moe_latent_size", int, default=0, positive=True, nullable=True)
+        if latent:
+            raise c.error("moe_latent_size", f"{latent} is not supported: a latent MoE runs its "
+                          "experts in a smaller dimension between fc1_latent_proj and "
+                          "fc2_latent_proj (transformers NemotronHMoE), a shape lts does not "
+                          "cost yet (expected null)")
+        shared = c.get("n_shared_experts", int, default=0, minimum=0, nullable=True) or 0
+        if shared > 1:
+            raise c.error("n_shared_experts", f"{shared} is not supported (NemotronHMoE has one "
+                                              "shared expert)")
+        ffn = {"kind": "moe", "gated": False,
+               "experts": c.get("n_routed_experts", int, positive=True),
+               "top_k": c.get("num_experts_per_tok", int, positive=True),
+               "expert_intermediate": c.get("moe_intermediate_size", int, positive=True),
+               "shared_experts": shared,
+               "shared_intermediate": c.get("moe_shared_expert_intermediate_size", int,
+                                            positive=True) if shared else 0}
+    if alone:
+        ffn["no_ffn_layers"] = alone
+    # exclude lists name block indices: checked against the blocks (a group left unquantized
+    # in some blocks only is refused, as for every family)
+    precision, pkeys = _precision(c, len(blocks), {"kind": "dense"} if fkind == "mlp" else ffn)
+    mtp = c.get("num_nextn_predict_layers", int, default=0, minimum=0, nullable=True) or 0
+    c.note += (f"; {len(blocks)} single-op blocks ({bkey}) as {layers} lts layers, "
+               f"{len(alone)} without an FFN")
+    if mtp:
+        c.note += (f"; {mtp} multi-token-prediction layer{'s' if mtp > 1 else ''} "
+                   "(num_nextn_predict_layers) counted apart (params_mtp), not run")
+    data = {"name": _display_name(c, path), "source": f"HuggingFace config.json: {path}{c.note}",
+            "layers": layers, "hidden": hidden, "vocab": vocab, "tie_embeddings": tie,
+            "attention": attention, "mamba": mamba, "ffn": ffn, "precision": precision,
+            "mtp_layers": mtp}
+    keys = {"layers": bkey, "hidden": "hidden_size", "vocab": "vocab_size",
+            "attention.heads": "num_attention_heads", "attention.kv_heads": "num_key_value_heads",
+            "attention.head_dim": hd_key, "attention.layer_types": bkey, "ffn.no_ffn_layers": bkey,
+            "ffn.experts": "n_routed_experts", "ffn.top_k": "num_experts_per_tok",
+            "ffn.expert_intermediate": "moe_intermediate_size",
+            "ffn.shared_intermediate": "moe_shared_expert_intermediate_size",
+            "ffn.intermediate": "intermediate_size",
+            **{f"mamba.{k}": hf for k, hf in NEMOTRON_MAMBA.items()}, **pkeys}
+    try:
+        return model_from_dict(data, path)
+    except SpecError as e:
+        raise _relabel(e, path, keys) from None
 
 
 # model_types lts reads but cannot cost: the architectural feature, one line each (the configs'
@@ -1100,8 +1251,8 @@ def model_from_hf_config(path) -> ModelSpec:
     c = _Config(_read_json(path), path)
 
     c, family = _family_view(c)
-    if family == "nemotron_h":    # Nemotron-H and Nemotron Nano 2 (NVIDIA-Nemotron-Nano-9B-v2)
-        raise c.error("hybrid_override_pattern", NEMOTRON_H)
+    if family == "nemotron_h":    # Nemotron-H, Nemotron Nano 2, Nemotron 3
+        return _nemotron_h(c, path)
     if family not in FAMILIES:
         raise c.error("model_type", f"{family!r} is not a supported family ({_supported()})")
     layers = c.get("num_hidden_layers", int, positive=True)

@@ -230,6 +230,10 @@ class ModelSpec:
     # the MTP layers use the model's embedding and LM head (MiMo) instead of holding copies
     # (DeepSeek-V3); Qwen3-Next / Qwen3.5 share theirs too (specs.mtp_params)
     mtp_shared_embeddings: bool = False
+    # the layers that have no FFN (ffn.no_ffn_layers, ascending indices): a token mixer alone,
+    # its output all-reduced straight into the next layer's attn_norm (Nemotron-H's mixer blocks
+    # not followed by an MLP or MoE block: docs/design.md §1); () when every layer has one
+    no_ffn: tuple = ()
 
     @property
     def is_moe(self) -> bool:
@@ -282,22 +286,38 @@ class ModelSpec:
         return tuple(counts.items())
 
     @property
+    def layer_has_ffn(self) -> tuple:
+        """Whether each layer has an FFN (``no_ffn``: those that do not), over the layers."""
+        none = set(self.no_ffn)
+        return tuple(i not in none for i in range(self.layers))
+
+    @property
     def layer_moe(self) -> tuple:
-        """Whether each layer's FFN is the MoE (else a dense FFN of ffn.intermediate), over the
-        layers: none of a dense model's, a MoE's from dense_layers on, every moe_every-th."""
-        f = self.ffn
-        return tuple(self.is_moe and i >= f.dense_layers and i % f.moe_every == f.moe_every - 1
-                     for i in range(self.layers))
+        """Whether each layer's FFN is the MoE (else a dense FFN of ffn.intermediate, or none:
+        ``no_ffn``), over the layers: none of a dense model's, a MoE's from dense_layers on,
+        every moe_every-th, never a layer without an FFN."""
+        f, has = self.ffn, self.layer_has_ffn
+        return tuple(self.is_moe and has[i] and i >= f.dense_layers
+                     and i % f.moe_every == f.moe_every - 1 for i in range(self.layers))
 
     @property
     def moe_layers(self) -> int:
         if not self.is_moe:
             return 0
+        if self.no_ffn:     # (not with dense_layers or moe_every: model_from_dict refuses it)
+            return self.layers - len(self.no_ffn)
         return (self.layers - self.ffn.dense_layers) // self.ffn.moe_every
 
     @property
     def dense_ffn_layers(self) -> int:
-        return self.layers - self.moe_layers
+        """Layers with a dense FFN (a dense model's layers, a MoE's non-MoE ones), not counting
+        the layers without an FFN."""
+        return self.layers - self.moe_layers - len(self.no_ffn)
+
+    @property
+    def ffn_layers(self) -> int:
+        """Layers with an FFN, dense or MoE."""
+        return self.layers - len(self.no_ffn)
 
 
 FULL, SLIDING, LINEAR = "full_attention", "sliding_attention", "linear_attention"
@@ -571,6 +591,7 @@ def model_from_dict(data: dict, path) -> ModelSpec:
                                                       "the width of the dense layers)")
         ffn = FFNSpec("moe", gated, inter, experts, top_k, expert_inter, shared, shared_inter,
                       dense_layers, every)
+    no_ffn = _no_ffn(f, path, layers, ffn)
     f.finish()
 
     p = t.table("precision", required=False)
@@ -584,7 +605,35 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     mtp_shared = t.get("mtp_shared_embeddings", bool, False)
     t.finish()
     return ModelSpec(name, source, layers, hidden, vocab, attention, ffn, precision, tie,
-                     params_pub, active_pub, str(path), layer_types, mtp, linear, mtp_shared)
+                     params_pub, active_pub, str(path), layer_types, mtp, linear, mtp_shared,
+                     no_ffn)
+
+
+def _no_ffn(f: _Table, path, layers: int, ffn: FFNSpec) -> tuple:
+    """ffn.no_ffn_layers: ascending indices of the layers that have no FFN (a token mixer
+    alone); never the last layer (the final norm takes an FFN's output), not with dense_layers
+    or moe_every (lts costs one FFN pattern a model)."""
+    if not f.has("no_ffn_layers"):
+        return ()
+    f.used.add("no_ffn_layers")
+    key = "ffn.no_ffn_layers"
+    idx = f.data["no_ffn_layers"]
+    if not isinstance(idx, list) or not all(isinstance(i, int) and not isinstance(i, bool)
+                                            for i in idx):
+        raise SpecError(path, key, f"{idx!r} is not a list of integers (expected layer indices "
+                                   f"0 to {layers - 1})")
+    if idx != sorted(set(idx)):
+        raise SpecError(path, key, f"{idx!r} is not in ascending order without repeats")
+    if idx and (idx[0] < 0 or idx[-1] >= layers):
+        raise SpecError(path, key, f"{idx[0] if idx[0] < 0 else idx[-1]} is not a layer index "
+                                   f"(expected 0 to {layers - 1})")
+    if idx and idx[-1] == layers - 1:
+        raise SpecError(path, key, f"{layers - 1} is the last layer (lts needs an FFN on the "
+                                   "last layer: the final norm takes its output)")
+    if ffn.dense_layers or ffn.moe_every > 1:
+        raise SpecError(path, key, "with ffn.dense_layers or ffn.moe_every is not supported "
+                                   "(lts costs one FFN pattern a model)")
+    return tuple(idx)
 
 
 def _linear(t: _Table, path, layer_types: tuple, kind: str):
