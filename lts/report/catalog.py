@@ -88,6 +88,9 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
                             f"{'gated' if f.gated else 'not gated'}"))
     else:
         rows.append(("ffn", f"dense: width {f.intermediate}, {'gated' if f.gated else 'not gated'}"))
+    if m.no_ffn:        # Nemotron-H's mixer blocks followed by a mixer block
+        rows[-1] = ("ffn", rows[-1][1] + f"; {len(m.no_ffn)} of the {m.layers} layers without an "
+                                         "FFN (a token mixer alone)")
     formats = {}
     for group, fmt in r["formats"].items():
         formats.setdefault(fmt, []).append(group)
