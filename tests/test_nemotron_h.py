@@ -11,8 +11,10 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from generators import synthetic_nemotron_h
+from generators import strategy_rows, synthetic_nemotron_h
 from lts.cost import kv
 from lts.cost.layouts import MODE_DIM0, MODE_DIM1, MODE_NONE, SLOT
 from lts.cost.model import breakdown, evaluate
@@ -123,6 +125,21 @@ def test_a_layer_without_an_ffn_saves_its_ffn_norm_and_ffn(phase):
     assert rb.memory_bytes[0] - ra.memory_bytes[0] == pytest.approx(2 * w, rel=1e-12)
     # the FFN weights in closed form: bf16, every expert held at ep 1, the router, the norm
     assert w == (E * 2 * H * EI + 2 * H * EI + H * E + H) * 2.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), phase=st.sampled_from(["decode", "prefill"]))
+def test_a_layer_without_an_ffn_never_holds_more(data, phase):
+    """Any strategy (valid or not), any phase: taking the FFN off layers never adds memory per
+    GPU (its weights, the ffn_norm's; the mixers, their state and the workspace are the same)."""
+    a = model_from_dict(model_dict(), "m.toml")
+    b = model_from_dict(without_bare(model_dict()), "m.toml")
+    rows = np.stack(data.draw(st.lists(strategy_rows(a, H100, max_batch=512), min_size=1,
+                                       max_size=8)))
+    work = Workload(phase, 2048)
+    ra, rb = evaluate(a, H100, work, rows), evaluate(b, H100, work, rows)
+    assert (ra.memory_bytes <= rb.memory_bytes * (1 + 1e-12)).all()
+    assert (ra.gpus == rb.gpus).all()
 
 
 def test_one_tp_all_reduce_per_block():
