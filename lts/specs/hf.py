@@ -896,7 +896,8 @@ def _llama4_ffn(c: _Config, layers: int, top_k: int) -> tuple[dict, dict]:
 
 # Nemotron-H (model_type nemotron_h: Nemotron-H, Nemotron Nano 2, Nemotron 3): a sequence of
 # single-op blocks, each a residual block of its own with one RMSNorm before its op
-# (transformers models/nemotron_h/modeling_nemotron_h.py NemotronHBlock, MIXER_TYPES): "M" a
+# (github.com/huggingface/transformers src/transformers/models/nemotron_h/modeling_nemotron_h.py
+# at 008d9e9577b0eb0149aa6bb0c44da582b10e0b6e: NemotronHBlock, MIXER_TYPES): "M" a
 # Mamba-2 mixer (NemotronHMamba2Mixer), "*" GQA attention (NemotronHAttention, no biases), "-" a
 # non-gated MLP (NemotronHMLP: up_proj, down_proj, mlp_hidden_act relu2), "E" a MoE
 # (NemotronHMoE: a sigmoid router [n_routed_experts, hidden] with e_score_correction_bias, not
