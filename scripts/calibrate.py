@@ -50,8 +50,13 @@ FIELDS = {"step_overhead_us": ("step_overhead_s", US), "fp8_memory_efficiency": 
 DEFAULT_FIT = ["collective_efficiency=" + ",".join(f"{x / 100:.2f}" for x in range(30, 101, 5))]
 
 
-def split(rows):
-    """(train, held_out) rows of a validate result by the (isl, osl) rule above."""
+def split(rows, by=""):
+    """(train, held_out) rows of a validate result by the (isl, osl) rule above, or with
+    ``by`` = "model:NAME" the rows of model NAME for training and every other model's held out
+    (fit on one model, report another)."""
+    if by.startswith("model:"):
+        name = by.split(":", 1)[1]
+        return ([r for r in rows if r["model"] == name], [r for r in rows if r["model"] != name])
     pairs = sorted({(r["isl"], r["osl"]) for r in rows})
     train_pairs = set(pairs[0::2])
     train = [r for r in rows if (r["isl"], r["osl"]) in train_pairs]
@@ -82,12 +87,13 @@ def run(path, overrides):
     """validate() with every topology's [gpu] keys and the engine profiles' keys overridden."""
     orig_topo, orig_engines = v.load_topology, v.PROFILES
     gpu = {k: x for k, x in overrides.items() if "." not in k}
-    engines = dict(orig_engines)
+    engines = {name: dict(releases) for name, releases in orig_engines.items()}
     for key, val in overrides.items():
-        if "." in key:
+        if "." in key:          # ENGINE.KEY: every release of the engine (its rows' profiles)
             name, field = key.split(".", 1)
             attr, scale = ENGINE_FIELDS[field]
-            engines[name] = replace(engines[name], **{attr: val * scale})
+            engines[name] = {rel: replace(prof, **{attr: val * scale})
+                             for rel, prof in engines[name].items()}
 
     def patched(name):
         t = orig_topo(name)
@@ -130,7 +136,12 @@ def main():
     ap.add_argument("--split-out", metavar="DIR", default=None,
                     help="write the training and held-out rows to DIR/train.csv and "
                          "DIR/held-out.csv, and stop")
+    ap.add_argument("--split", default="", metavar="model:NAME",
+                    help="train on model NAME's rows, hold out the other models' (default: the "
+                         "(isl, osl) split above)")
     a = ap.parse_args()
+    if a.split and not a.split.startswith("model:"):
+        ap.error(f"--split {a.split!r}: expected model:NAME")
     if a.split_out:
         write_split(a.file, a.split_out)
         return
@@ -147,14 +158,16 @@ def main():
     for values in itertools.product(*(vals for _, vals in grids)):
         point = dict(zip((k for k, _ in grids), values))
         res = run(a.file, {**fixed, **point})
-        train = counted(split(res["rows"])[0])
+        train = counted(split(res["rows"], a.split)[0])
+        if not train:
+            ap.error("no training rows (check --split and the engine keys)")
         sq = sum(r["log2_ratio"] ** 2 for r in train) / len(train)
         label = " ".join(f"{k}={x:g}" for k, x in point.items())
         print(f"{label}  mean sq log2={sq:.4f}  " + line("train", v.summarize(train)))
         if best is None or sq < best[0]:
             best = (sq, label, res)
     _, label, res = best
-    train, held = (counted(x) for x in split(res["rows"]))
+    train, held = (counted(x) for x in split(res["rows"], a.split))
     print(f"\nbest {label} (train rows only)")
     for name, rows in (("train", train), ("held-out", held), ("all", counted(res["rows"]))):
         print(line(name, v.summarize(rows)))

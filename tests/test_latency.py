@@ -72,3 +72,31 @@ def test_the_closed_loop_is_the_seam_bit_for_bit():
     np.testing.assert_array_equal(r.tpot_s, tpot)
     np.testing.assert_array_equal(r.ttft_s, ttft + wait)
     np.testing.assert_array_equal(r.latency_s, lat + wait)
+
+
+def test_mixed_engine_ttft_is_the_mean_request_of_its_cohort():
+    """issue 23: a cohort of k prompts filling s steps in turn finishes prompt j at step
+    ceil(j a), a = s / k; the TTFT counts a (k + 1) / 2 + 1/2 steps (the mean), not s, and the
+    cohort's later prefill steps fall in the request's decode instead."""
+    from dataclasses import replace
+    from lts.engines import get
+    from lts.specs.workload import compose_step
+    engine = replace(get("vllm").profile, cohort_base=8.0, cohort_share=0.0)
+    isl, osl = 4096, 200
+    work = mixed_workload(isl, osl, engine)
+    n = np.array([8.0, 64.0])
+    mix = compose_step(n, work)
+    k, s = mix.cohort, mix.steps
+    first, mid_mix, mid_dec = step_counts(engine, work, n)
+    mean = s / k * (k + 1) / 2 + 0.5
+    m = n / k
+    queue = np.maximum(m * s - (s + osl - 1), 0.0)
+    np.testing.assert_allclose(first, queue + np.clip(mean, 1.0, s))
+    np.testing.assert_allclose(mid_mix, np.minimum(osl - 1, m * s - np.clip(mean, 1.0, s)))
+    np.testing.assert_allclose(mid_mix + mid_dec, osl - 1)
+    assert (first < queue + s).all()                      # earlier than the cohort's last
+    # brute force: the mean over the cohort of the step each prompt's last token is in
+    for i in range(len(n)):
+        a = isl / (8192 - (n[i] - k[i]))                  # steps a prompt takes beside decodes
+        ends = np.ceil(np.arange(1, int(k[i]) + 1) * a)
+        assert abs(ends.mean() - mean[i]) <= 0.5 + 1e-9

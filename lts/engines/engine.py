@@ -43,7 +43,35 @@ class Engine:
         """The scheduler profile of ``version``."""
         return self.profiles[self.version]
 
+    def release_for(self, version: str) -> str:
+        """The profile release that stands for an engine ``version`` (a measurement's
+        ``engine_version``): the newest release not newer than it, by its numeric dotted prefix
+        ("0.18.0" -> "0.12" of {"0.12", "0.19"}); a version without numbers ("nightly-...", a
+        branch name), or older than every release, the served ``version``; "" the served one."""
+        want = _numbers(version)
+        if not want:
+            return self.version
+        older = [r for r in self.profiles if _numbers(r) and _numbers(r) <= want]
+        return max(older, key=_numbers) if older else self.version
+
     @property
     def whole_space(self) -> bool:
         """True when the engine runs every strategy (no engine space: ``generic``)."""
         return self.ep_variants is None
+
+
+def _numbers(version: str) -> tuple:
+    """The leading dotted integers of a version ("1.2.0rc2.post2" -> (1, 2, 0); "" -> ())."""
+    out = []
+    for part in str(version).split("."):
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        out.append(int(digits))
+        if len(digits) < len(part):
+            break
+    return tuple(out)

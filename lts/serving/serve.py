@@ -23,8 +23,11 @@ model is the loop's steady state, vectorized over strategies (the batch column i
      (fitted; at least n/osl so that prefill keeps pace; ``specs.workload.compose_step``), its prompts
      in the budget left beside the decode tokens; m = n/k cohorts take turns. A cohort's cycle is
      s + osl - 1 steps; if the m*s prefill steps per cycle do not fit in it, the prefill queue
-     stretches the cycle. TTFT = (prefill queue + s) mixed steps; a request's osl - 1 decode
-     steps include the other cohorts' prefill steps, min(osl - 1, (m-1)*s) of them, so
+     stretches the cycle. TTFT = prefill queue + the mixed steps to its own prompt's last
+     chunk: the cohort's prompts fill its s steps in turn, a (k+1)/2 + 1/2 of them on average
+     (a = s/k), the mean request's TTFT rather than the cohort's last (issue 23); a request's
+     osl - 1 decode steps include the rest of its cohort's and the other cohorts' prefill
+     steps, min(osl - 1, m*s - that) of them, so
      TPOT ~ decode step + C x one prefill / osl (docs/design.md §8).
    - Prefill-first engines (SGLang): the whole running batch is one cohort, prefilled in
      prefill-only steps of the whole budget, then decoding together; request i's first token
@@ -257,8 +260,12 @@ def step_counts(engine: EngineProfile, mixed: Workload, n, dp=1):
         m = n / k                                              # cohorts taking turns
         cycle = s + decode_steps                               # steps of one cohort's request
         queue = np.maximum(m * s - cycle, 0.0)                 # prefill steps it waits for
-        others = np.minimum(decode_steps, (m - 1) * s)         # others' prefills in its decode
-        return queue + s, others, decode_steps - others
+        # the cohort's prompts fill its s steps in turn: prompt j of k ends with step
+        # ceil(j a) (a = s / k steps a prompt), a (k + 1) / 2 + 1/2 on average, not all at s
+        done = np.clip(s / k * (k + 1) / 2 + 0.5, 1.0, np.maximum(s, 1.0))
+        # its own cohort's later prefill steps and the other cohorts' fall in its decode
+        others = np.minimum(decode_steps, m * s - done)
+        return queue + done, others, decode_steps - others
     # request i's prefill ends with chunk ceil(i*isl/B): a*(n+1)/2 + 1/2 chunks on average
     # (a = isl/B; per rank: its share of the requests and of the budget); it then waits for the
     # rest of the batch's prefill before decoding on

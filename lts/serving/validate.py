@@ -15,8 +15,10 @@ and an optional ``strategy``. How each row is mapped:
 - The optional ``gemm_quant`` and ``moe_quant`` (equal where both are filled) name the weights'
   format and take the place of ``precision``: a checkpoint whose format is of the same kind is
   costed as it ships, another kind replaces the quantized weights' format, the KV cache stays
-  the model's (``_model_for``). ``engine_version`` is carried into the rows (the profile is the
-  engine's current one).
+  the model's (``_model_for``).
+- The optional ``engine_version`` picks the engine's profile: the newest release lts models that
+  is not newer (``Engine.release_for``; empty or not a number: the engine's served release); the
+  rows say which (``profile``).
 - The batch is the concurrency, ``concurrency``; when empty, a ``batch=`` named in
   ``strategy``; else the integer one up to the KV capacity with the highest output tokens/s
   (``serve(best_batch=True)``), as an engine's max-throughput run picks.
@@ -71,8 +73,9 @@ QUANT_COLUMNS = ("gemm_quant", "moe_quant")
 QUANT_FORMATS = {"fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4", "mxfp4": "mxfp4",
                  "bf16": "bf16", "fp16": "fp16"}
 METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_ms", "tpot_ms")
-# the profile each engine serves with (scripts/calibrate.py replaces them while it fits)
-PROFILES = {name: e.profile for name, e in ENGINES.items()}
+# each engine's profiles by release (scripts/calibrate.py replaces them while it fits); a row's
+# engine_version picks the release (Engine.release_for)
+PROFILES = {name: dict(e.profiles) for name, e in ENGINES.items()}
 MIN_GROUP = 3
 MAX_CSV_BYTES = 2**30     # a measurement file (100,000 rows are about 20 MB)
 
@@ -303,17 +306,18 @@ def validate(path, progress=None) -> dict:
         if used != m.gpus:
             skipped[m.row] = f"tp·ep·pp = {used} but gpus = {m.gpus}"
             continue
-        jobs[(m.model, m.topology, m.precision, m.quant, m.isl, m.osl, best, m.engine)].append(
-            (m, row))
+        release = ENGINES[m.engine].release_for(m.engine_version)
+        jobs[(m.model, m.topology, m.precision, m.quant, m.isl, m.osl, best, m.engine,
+              release)].append((m, row))
     topo_specs = {name: load_topology(name) for name in {k[1] for k in jobs}}
     predicted = {}
     if progress:
         progress.set_total(len(jobs))
-    for (model, topo, prec, quant, isl, osl, best, engine), items in jobs.items():
+    for (model, topo, prec, quant, isl, osl, best, engine, release), items in jobs.items():
         rows = np.stack([row for _, row in items])
         spec = specs[(model, prec, quant)]
         res = serve(spec, topo_specs[topo], rows, isl, osl, best_batch=best,
-                    engine=PROFILES[engine])
+                    engine=PROFILES[engine][release])
         if progress:
             progress(1)
         for i, (m, _) in enumerate(items):
@@ -333,7 +337,8 @@ def validate(path, progress=None) -> dict:
                 "engine": engine, "running": int(res.running[i]),
                 "predicted": p, "measured": m.value, "ratio": p / m.value,
                 "log2_ratio": math.log2(p / m.value), "strategy": m.strategy or None,
-                "layout": list(m.layout) or None, "engine_version": m.engine_version or None}
+                "layout": list(m.layout) or None, "engine_version": m.engine_version or None,
+                "profile": release}
     rows = [predicted[m.row] for m in meas if m.row in predicted]
     skips = [{"id": m.id, "row": m.row, "model": m.model, "topology": m.topology,
               "reason": skipped[m.row]} for m in meas if m.row in skipped]
