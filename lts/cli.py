@@ -224,9 +224,10 @@ def _flag_given(name: str) -> bool:
         click.core.ParameterSource.COMMANDLINE
 
 
-def _profile(engine: str | None, emit: str | None = None):
-    """The engine profile of --engine, else of the --emit engine, else generic."""
-    return ENGINES[engine or emit or GENERIC].profile
+def _profile(topo, engine: str | None, emit: str | None = None):
+    """The engine profile of --engine, else of the --emit engine, else generic, as the engine
+    sets itself up on the topology's GPU (``EngineProfile.for_gpu``)."""
+    return ENGINES[engine or emit or GENERIC].profile.for_gpu(topo)
 
 
 def _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus) -> Workload:
@@ -280,7 +281,7 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
     _serve_flags_only_with_serve(phase)
     if phase == "serve":
         from .serving.serve import decode_workload, serve
-        profile = _profile(engine)
+        profile = _profile(topo, engine)
         named = any(p.strip().startswith("batch=") for p in strategy_text.split(","))
         if concurrency is not None:
             row[BATCH] = concurrency
@@ -369,7 +370,7 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
     _check_budget(budget, [method])
     m, topo = _load(model, topology, precision, kv_cache_dtype)
     problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
-                       _profile(engine, emit))
+                       _profile(topo, engine, emit))
     with progress(None if method == "exact" else budget, method, disable=json_) as advance:
         run = run_search(problem, method, budget, seed, top, progress=advance,
                          request_rate=request_rate)
@@ -445,7 +446,7 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
     _check_budget(budget * seeds, methods, "--seeds x --budget")
     m, topo = _load(model, topology, precision, kv_cache_dtype)
     problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
-                       _profile(engine, None))
+                       _profile(topo, engine, None))
     with progress(seeds * budget * len(methods), "exact", disable=json_) as advance:
         cmp = run_compare(problem, methods, seeds, budget, progress=advance,
                           on_run=advance.describe)

@@ -17,3 +17,26 @@ def test_release_for_picks_the_newest_profile_not_newer_than_the_version():
     # no number, older than every release, or empty: the served release
     for v in ("nightly-5b8c30d62b754b57", "gpt-oss-dev", "0.11.2", ""):
         assert eng.release_for(v) == "0.19"
+
+
+def test_engines_set_themselves_up_by_gpu():
+    """vLLM's get_batch_defaults and SGLang's chunked_prefill_size / mem_fraction_static tiers
+    (vllm 0.12.0 arg_utils.py, sglang 0.5.1 server_args.py), applied by EngineProfile.for_gpu."""
+    from lts.engines.profiles import MIB, sglang_mem_fraction
+    from lts.specs import load_topology
+    vllm, sglang, trtllm = (get(n).profile for n in ("vllm", "sglang", "trtllm"))
+    want_vllm = {"h100_dgx": (8192, 1024), "h20_hgx": (8192, 1024), "b200_dgx": (8192, 1024),
+                 "a100_dgx": (2048, 256), "l40s_pcie": (2048, 256)}
+    for topo, want in want_vllm.items():
+        p = vllm.for_gpu(load_topology(topo))
+        assert (p.step_tokens, p.max_running) == want, topo
+    want_sglang = {"l40s_pcie": 8192, "h100_dgx": 8192, "h200_dgx": 8192, "b200_dgx": 16384,
+                   "b300_dgx": 16384}                     # L40S: 45 GiB, in the 35-160 tier
+    for topo, want in want_sglang.items():
+        assert sglang.for_gpu(load_topology(topo)).step_tokens == want, topo
+    h100 = load_topology("h100_dgx")
+    assert trtllm.for_gpu(h100) is trtllm                     # no GPU rule: as it is
+    # mem_fraction_static by the GPU's memory (MiB): 80 GiB 9.5 + p/2, 141 GiB 12 + p/2, 180: 32
+    for mib, p, reserved in ((81559, 8, 13.5), (143771, 1, 12.5), (143771, 8, 16),
+                             (183359, 8, 32), (24576, 2, 3.0)):
+        assert sglang_mem_fraction(mib * MIB, p) == round((mib - reserved * 1024) / mib, 3)

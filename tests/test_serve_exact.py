@@ -17,14 +17,15 @@ from lts.specs.strategy import Space
 
 H100 = load_topology("h100_dgx")
 CAP = serve.AT_CAPACITY
-# small GPUs, so that memory caps the running batch and each strategy has its own capacity;
+# small GPUs, so that memory caps the running batch and each strategy has its own capacity
+# (SGLang's: its tier below 35 GiB reserves 2.8 + tp*pp/10 GiB, profiles.sglang_mem_fraction);
 # SLOs that bind; each engine's loop (mixed cohorts, SGLang's prefill first, TRT-LLM's memory)
 CASES = {
     "dense-generic": (synthetic_dense(), replace(H100, hbm_bytes=6e9), 2000, 200, 15, 400,
                       ENGINES["generic"].profile,
                       Space(tp=(1, 2, 4), ep=(1,), pp=(1, 2), batch=(1, 8, 64, CAP),
                             choices=(2, 2, 3, 2, 2, 2, 2, 1, 2, 2, 2, 2), gpus=8)),
-    "moe-sglang": (synthetic_moe(), replace(H100, hbm_bytes=13.2e9), 1000, 100, 20, 300,
+    "moe-sglang": (synthetic_moe(), replace(H100, hbm_bytes=5.5e9), 1000, 100, 20, 300,
                    ENGINES["sglang"].profile,
                    Space(tp=(1, 2), ep=(1, 2), pp=(1, 2), batch=(4, 32, CAP),
                          choices=(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 2, 1), gpus=8)),

@@ -12,10 +12,12 @@ release wheels of vLLM 0.12.0 and SGLang 0.5.1 from PyPI; TensorRT-LLM's ``trtll
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import numpy as np
 
 from ..specs import TopologySpec
+from ..specs.units import GIB
 
 MIB = 2**20
 
@@ -38,7 +40,17 @@ class EngineProfile:
     custom_allreduce_bytes: float = 0.0  # one-shot custom all-reduce up to this message size (0: NCCL only)
     budget_per_rank: bool = True   # attention DP: each rank's steps get step_tokens (False: the
                                    # ranks share them; workload.compose_step)
+    # the engine's own defaults by GPU: (GPU memory GiB, GPU name) -> {field: value} replacing
+    # the profile's (for_gpu); None: the same on every GPU
+    gpu_rule: Callable | None = None
     notes: tuple = ()           # the source of every value above, one line each
+
+    def for_gpu(self, topo: TopologySpec) -> "EngineProfile":
+        """The profile as the engine sets itself up on the topology's GPU (its defaults by GPU
+        memory and name: ``gpu_rule``)."""
+        if self.gpu_rule is None:
+            return self
+        return replace(self, **self.gpu_rule(topo.hbm_bytes / GIB, topo.gpu_name))
 
     def holds(self, kv_capacity):
         """Requests the engine runs at once: what the KV cache holds, capped by max_running."""
@@ -75,12 +87,23 @@ class EngineProfile:
         return self.memory_fraction * (hbm - reserve - fixed_bytes)
 
 
-def sglang_mem_fraction(hbm_bytes: float, parallel: int) -> float:
-    """SGLang 0.5.1 ``mem_fraction_static`` (server_args.py, ``__post_init__``): for GPUs of 60 to
-    90 GiB (H100, A100) ``reserved_mem = (9.5 + parallel_size / 2) * 1024`` MiB and the fraction
-    ``round((gpu_mem - reserved_mem) / gpu_mem, 3)``, parallel_size = tp_size * pp_size. The same
-    rule is used for larger GPUs (their branches were not read; an assumption)."""
+def sglang_mem_fraction(hbm_bytes: float, parallel) -> float:
+    """SGLang 0.5.1 ``mem_fraction_static`` (python/sglang/srt/server_args.py ``__post_init__``):
+    ``round((gpu_mem - reserved_mem) / gpu_mem, 3)`` with gpu_mem in MiB, parallel_size =
+    tp_size * pp_size and reserved_mem (MiB) by the GPU's memory: below 35 GiB (A10, L40, 4090)
+    ``(2.8 + parallel_size / 10) * 1024``; below 90 GiB (H100, A100) ``(9.5 + parallel_size / 2)
+    * 1024``; below 160 GiB (H20, H200) ``(12 + parallel_size / 2) * 1024``; else (B200, MI300)
+    ``32 * 1024``. (Its + 4 GiB with enable_dp_attention and + 2 GiB with speculative decoding
+    are not modelled.)"""
     gpu_mib = hbm_bytes / MIB
-    reserved = (9.5 + parallel / 2) * 1024
+    p = np.asarray(parallel, dtype=np.float64)
+    if gpu_mib < 35 * 1024:
+        reserved = (2.8 + p / 10) * 1024
+    elif gpu_mib < 90 * 1024:
+        reserved = (9.5 + p / 2) * 1024
+    elif gpu_mib < 160 * 1024:
+        reserved = (12 + p / 2) * 1024
+    else:
+        reserved = 32 * 1024 + 0.0 * p
     return np.round((gpu_mib - reserved) / gpu_mib, 3)
 

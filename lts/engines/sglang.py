@@ -11,22 +11,30 @@ from ..specs.units import MS, US
 from .engine import Engine
 from .profiles import EngineProfile
 
+def _gpu_defaults(gib: float, gpu: str) -> dict:
+    """sglang 0.5.1 python/sglang/srt/server_args.py __post_init__: chunked_prefill_size 2048
+    below 35 GiB ("A10, L40, 4090"), 8192 below 160 GiB ("H100, H200, A100, H20"), else 16384
+    ("B200, MI300"); gpu_mem is the device's total memory (get_device_memory_capacity)."""
+    return {"step_tokens": 2048 if gib < 35 else 8192 if gib < 160 else 16384}
+
+
 # scheduler profile per release
 PROFILES = {
     "0.5.1": EngineProfile(
         name="sglang", title="SGLang 0.5.1 (sglang.launch_server)",
         step_tokens=8192, mixed=False, max_running=0, memory="static", memory_fraction=0.0,
         step_overhead_s=1000 * US, request_overhead_s=0.0 * MS, budget_per_rank=False,
-        custom_allreduce_bytes=8 * 2**20,
+        custom_allreduce_bytes=8 * 2**20, gpu_rule=_gpu_defaults,
         notes=("custom all-reduce up to 8 MiB: python/sglang/srt/distributed/"
                "device_communicators/custom_all_reduce.py (vLLM's kernel, max_size 8192 * 1024)",
-               "chunked_prefill_size 8192 on 35-160 GB GPUs (H100, H200, A100): "
-               "python/sglang/srt/server_args.py",
+               "chunked_prefill_size 8192 on 35-160 GiB GPUs (H100, H200, A100, H20), 2048 below, "
+               "16384 above: python/sglang/srt/server_args.py (_gpu_defaults)",
                "prefill first, not mixed: enable_mixed_chunk = False; managers/scheduler.py "
                "get_next_batch_to_run 'Run prefill first if possible' else decode",
                "max_running_requests: derived from the KV pool (tp_worker.py), so memory decides",
-               "mem_fraction_static = (gpu_mem - (9.5 + tp*pp/2) GiB) / gpu_mem for 60-90 GB GPUs "
-               "(server_args.py), holding weights and KV cache",
+               "mem_fraction_static = (gpu_mem - reserved) / gpu_mem, reserved by GPU memory "
+               "(9.5 + tp*pp/2 GiB for 35-90 GiB GPUs, 12 + tp*pp/2 below 160, 32 above; "
+               "server_args.py; profiles.sglang_mem_fraction), holding weights and KV cache",
                "overlap scheduler on (disable_overlap_schedule = False); custom all-reduce on",
                "DP attention (lts ep > 1): chunked_prefill_size //= dp_size, the ranks share the "
                "budget (server_args.py __post_init__, 'DP attention is enabled. The chunked prefill "

@@ -13,20 +13,30 @@ from .profiles import EngineProfile
 
 CUSTOM_AR_BYTES = 8 * 2**20   # see the profile's notes
 
+def _gpu_defaults(gib: float, gpu: str) -> dict:
+    """vllm 0.12.0 (and 0.19.0, unchanged) vllm/engine/arg_utils.py get_batch_defaults for
+    ``vllm serve`` (UsageContext.OPENAI_API_SERVER): device_memory >= 70 GiB and not an A100
+    ("Setting large max_num_batched_tokens for A100 reduces throughput, see PR #17885"): 8192
+    tokens, 1024 sequences; otherwise 2048 and 256."""
+    if gib >= 70 and "a100" not in gpu.lower():
+        return {"step_tokens": 8192, "max_running": 1024}
+    return {"step_tokens": 2048, "max_running": 256}
+
+
 # scheduler profile per release
 PROFILES = {
     "0.12": EngineProfile(
         name="vllm", title="vLLM 0.12 (vllm serve)",
         step_tokens=8192, mixed=True, max_running=1024, memory="utilization", memory_fraction=0.9,
         step_overhead_s=2000 * US, request_overhead_s=0.0 * MS, cohort_base=2.5, cohort_share=0.09,
-        custom_allreduce_bytes=CUSTOM_AR_BYTES,
+        custom_allreduce_bytes=CUSTOM_AR_BYTES, gpu_rule=_gpu_defaults,
         notes=("custom all-reduce up to 8 MiB: vllm 0.19.0 vllm/distributed/device_communicators/"
                "custom_all_reduce.py CustomAllreduce max_size=8192 * 1024 (its per-GPU table "
                "all_reduce_utils.py CUSTOM_ALL_REDUCE_MAX_SIZES caps it lower at tp 8; lts runs "
                "the one-shot kernel only where it beats the ring, below 1 MiB at tp 8)",
                "max_num_batched_tokens 8192: vllm/engine/arg_utils.py get_batch_defaults, "
                "device_memory >= 70 GiB and not A100: UsageContext.OPENAI_API_SERVER: 8192 "
-               "(2048 on smaller GPUs)",
+               "(2048 on smaller GPUs and A100s, with 256 sequences: _gpu_defaults)",
                "max_num_seqs 1024: same place, default_max_num_seqs OPENAI_API_SERVER: 1024",
                "mixed steps: v1/core/sched/scheduler.py 'There's no \"decoding phase\" nor "
                "\"prefill phase\" in the scheduler'; running requests first, each decode token "

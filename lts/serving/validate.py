@@ -317,7 +317,7 @@ def validate(path, progress=None) -> dict:
         rows = np.stack([row for _, row in items])
         spec = specs[(model, prec, quant)]
         res = serve(spec, topo_specs[topo], rows, isl, osl, best_batch=best,
-                    engine=PROFILES[engine][release])
+                    engine=PROFILES[engine][release].for_gpu(topo_specs[topo]))
         if progress:
             progress(1)
         for i, (m, _) in enumerate(items):
