@@ -123,20 +123,35 @@ def synthetic_mamba():
         ffn=dict(kind="dense", gated=True, intermediate=2048)), "synthetic:mamba-small")
 
 
-def synthetic_nemotron_h():
+def nemotron_h_like(name, **ffn):
     """Nemotron-H-like blocks, scaled down: the pattern M * E M E (Nemotron 3's "MEM*E": a
     Mamba-2 block with no FFN block after it, then attention + MoE, then Mamba-2 + MoE) as lts
     layers [mamba alone, full + MoE, mamba + MoE], repeated; MoE of non-gated (relu2) experts
-    with a shared expert. 6 layers: pp 1, 2 give every stage the same layers, ending with an
-    FFN; pp 3 does not (a stage ending with a layer without an FFN), pp 6 neither."""
+    with a shared expert (``ffn`` changes its keys). 6 layers: pp 1, 2 give every stage the
+    same layers, ending with an FFN; pp 3 does not (a stage ending with a layer without an
+    FFN), pp 6 neither."""
     return model_from_dict(dict(
-        name="nemotron-h-small", source="test", layers=6, hidden=1024, vocab=16000,
+        name=name, source="test", layers=6, hidden=1024, vocab=16000,
         attention=dict(kind="gqa", heads=16, kv_heads=2, head_dim=64,
                        layer_types=["mamba", "full_attention", "mamba"]),
         mamba=dict(heads=16, head_dim=64, state_size=128, groups=2, conv_kernel=4,
                    chunk_size=128),
         ffn=dict(kind="moe", gated=False, experts=8, top_k=2, expert_intermediate=512,
-                 shared_experts=1, no_ffn_layers=[0, 3])), "synthetic:nemotron-h-small")
+                 shared_experts=1, no_ffn_layers=[0, 3]) | ffn), f"synthetic:{name}")
+
+
+def synthetic_nemotron_h():
+    """nemotron_h_like: 8 experts top-2 of 512, a shared expert of 512."""
+    return nemotron_h_like("nemotron-h-small")
+
+
+def synthetic_latent_moe():
+    """nemotron_h_like with a latent MoE (Nemotron 3 Super's moe_latent_size, scaled down):
+    the experts [256, 512] in a 256-wide latent between fc1_latent_proj [1024 -> 256] and
+    fc2_latent_proj [256 -> 1024]; 16 experts top-4 (ep 2 and 4 split them), a shared expert
+    of 1024."""
+    return nemotron_h_like("latent-moe-small", experts=16, top_k=4, shared_intermediate=1024,
+                           latent=256)
 
 
 def synthetic_chunked():

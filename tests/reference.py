@@ -603,7 +603,9 @@ def ffn(c, which, choice, lin, moe):
     else:
         lout = P if lin == ER else T
     on_t = lin in (T, ET) if choice == EXPERTS else lin == T    # mode "own tokens"
-    # routed (or dense) part on the busiest rank
+    # routed (or dense) part on the busiest rank; a latent MoE's experts read and write the
+    # latent (moe_latent_size), not the hidden state
+    h = f.latent if moe and f.latent else c.h
     mats = up_mats if which == 1 else 1
     w_exp = h * inter * mats
     if choice in (DIM0, DIM1):
@@ -626,6 +628,7 @@ def ffn(c, which, choice, lin, moe):
     flops = 2.0 * npairs * w_exp * fr
     nbytes = act * w_exp * fr * c.wbr + npairs * (in_w * fin + out_w * fout) * c.ab
     weights = ex * w_exp * fr * c.wb
+    h = c.h
     # shared expert(s): dense, in the same op
     if shared:
         w = h * shared * mats
@@ -641,14 +644,31 @@ def ffn(c, which, choice, lin, moe):
         flops += 2.0 * r * w * sfr
         nbytes += w * sfr * c.wbr + r * h * 2 * c.ab
         weights += w * sfr * c.wb
+    # a latent MoE's fc1_latent_proj (FFN1: hidden -> latent) or fc2_latent_proj (FFN2: latent
+    # -> hidden): dense, every token, whole on every tp rank (vLLM's ReplicatedLinear)
+    lat = float(f.latent) if moe else 0.0
+    if lat:
+        w = h * lat
+        if choice in (DIM0, DIM1) or (choice == NONE and not on_t):
+            r = c.rows
+        elif choice == EXPERTS and not on_t:
+            r = c.rows / p
+        else:
+            r = c.rows_t
+        flops += 2.0 * r * w
+        nbytes += w * c.wbr + r * (h + lat) * c.ab
+        weights += w * c.wb
     # collectives the op needs itself: dispatch (FFN1) / combine (FFN2) over ep, and under
     # `experts` on T the tokens travel to the rank of their expert and back (tp all-to-all)
     colls = []
     if moe and c.ep > 1:
         split = (lin != R if which == 1 else lout in (T, F)) or choice == EXPERTS
-        colls.append(("all-to-all", "ep", c.rows * k * h * c.ab / (p if split else 1.0)))
+        # the routed copies travel at the experts' width (a latent MoE's latent)
+        lw = f.latent or h
+        colls.append(("all-to-all", "ep", c.rows * k * lw * c.ab / (p if split else 1.0)))
     if choice == EXPERTS and (lin == T or lout == T):
-        colls.append(("all-to-all", "tp", c.rows_t * k * h * c.ab))
+        colls.append(("all-to-all", "tp", c.rows_t * k * (f.latent if moe and f.latent else h)
+                      * c.ab))
     return _Op(c, flops, nbytes, weights, colls=colls), lout
 
 

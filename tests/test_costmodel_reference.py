@@ -13,7 +13,7 @@ import pytest
 
 import reference as ref
 from generators import (synthetic_chunked, synthetic_dense, synthetic_linear, synthetic_mamba,
-                        synthetic_nemotron_h,
+                        synthetic_latent_moe, synthetic_nemotron_h,
                         synthetic_mla,
                         synthetic_moe, synthetic_window)
 from lts.cost.model import breakdown, evaluate
@@ -55,6 +55,8 @@ SYNTHETIC = {"moe-small": synthetic_moe, "mla-small": synthetic_mla, "dense-smal
              "mamba-small": synthetic_mamba,
              # layers without an FFN (Nemotron-H's single-op blocks), non-gated MoE
              "nemotron-h-small": synthetic_nemotron_h,
+             # a latent MoE (Nemotron 3 Super's moe_latent_size)
+             "latent-moe-small": synthetic_latent_moe,
              # chunked local attention (Llama 4) and full attention layers
              "chunked-small": synthetic_chunked}
 MODEL_NAMES = _shipped_models() + list(SYNTHETIC)

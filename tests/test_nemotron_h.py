@@ -2,9 +2,9 @@
 config.json import. The representation and its errors; the parameters, weights and op times a
 layer without an FFN saves (closed forms at tp 1, where no conversion costs anything); one tp
 all-reduce per single-op block; the pipeline split; the exact solver equal to brute force; the
-real configs with their published totals and the refusals (latent MoE, patterns lts cannot
-pair). The op-by-op comparison with tests/reference.py runs in test_costmodel_reference.py
-(model nemotron-h-small)."""
+real configs with their published totals and the refusals (patterns lts cannot pair); latent
+MoE in test_latent_moe.py. The op-by-op comparison with tests/reference.py runs in
+test_costmodel_reference.py (model nemotron-h-small)."""
 from __future__ import annotations
 
 import json
@@ -210,18 +210,6 @@ def test_nemotron_h_56b_config():
     assert m.layers == 64 and len(m.no_ffn) == 10 and not m.is_moe
     assert (m.ffn.gated, m.ffn.intermediate, m.attention.head_dim) == (False, 32768, 128)
     assert param_counts(m)["params_total"] == pytest.approx(56e9, rel=0.02)
-
-
-def test_latent_moe_is_refused():
-    """Nemotron 3 Super's experts run in a latent dimension (moe_latent_size 1024 between
-    fc1_latent_proj and fc2_latent_proj): refused with one line."""
-    with pytest.raises(SpecError) as e:
-        load_model(f"{DATA}/nemotron-3-super-120b-a12b.json")
-    assert str(e.value) == (
-        f"{DATA}/nemotron-3-super-120b-a12b.json: moe_latent_size: 1024 is not supported: a "
-        "latent MoE runs its experts in a smaller dimension between fc1_latent_proj and "
-        "fc2_latent_proj (transformers NemotronHMoE), a shape lts does not cost yet (expected "
-        "null)")
 
 
 def _config(tmp_path, **change):

@@ -583,9 +583,11 @@ def _fill_empty(b: _Builder, slot, modes):
 
 def dispatch_bytes(s: _Shape, split):
     """Bytes one rank sends in a MoE dispatch (or combine) all-to-all: every routed copy of a
-    token's hidden state (tokens x top_k x hidden), a 1/tp share when the tokens are split over
-    the tp group; nothing without expert parallelism."""
-    return s.rows * s.top_k * s.h * s.ab / (s.tp if split else 1.0) * (s.ep > 1)
+    token's hidden state (tokens x top_k x hidden; a latent MoE's latent, FFNSpec.latent), a
+    1/tp share when the tokens are split over the tp group; nothing without expert
+    parallelism."""
+    lw = s.m.ffn.expert_width(s.h)
+    return s.rows * s.top_k * lw * s.ab / (s.tp if split else 1.0) * (s.ep > 1)
 
 
 def _active(s, experts_rank, tokens):
@@ -623,7 +625,9 @@ def _ffn_layer(s: _Shape, moe: bool) -> _FFN:
 
 def _routed(s: _Shape, x: _FFN, which: int, mode: int):
     """FLOPs, HBM bytes and weights of FFN1 (which = 1) or FFN2 (2) in ``mode``, routed part."""
-    h, inter, up_mats = s.h, x.inter, s.m.ffn.n_mats - 1
+    # a latent MoE's experts read and write the latent (FFNSpec.latent)
+    h = s.m.ffn.expert_width(s.h) if x.moe else s.h
+    inter, up_mats = x.inter, s.m.ffn.n_mats - 1
     mats = up_mats if which == 1 else 1
     w_exp = h * inter * mats                               # one expert's weights in this op
     if mode in (MODE_DIM0, MODE_DIM1):    # FFN1 row / FFN2 column split hidden, else inter
@@ -667,6 +671,29 @@ def _shared(s: _Shape, x: _FFN, which: int, mode: int):
     return 2.0 * r * w * fr, w * fr * wbr + r * h * 2 * s.ab, w * fr * wb
 
 
+def _latent_proj(s: _Shape, x: _FFN, which: int, mode: int):
+    """FLOPs, HBM bytes and weights of a latent MoE's fc1_latent_proj [hidden -> latent] (FFN1,
+    before dispatch) or fc2_latent_proj [latent -> hidden] (FFN2, after combine): a dense GEMM of
+    every token, in the shared experts' format, replicated on every tp rank: vLLM builds both as
+    ReplicatedLinear (vllm/model_executor/models/nemotron_h.py NemotronHMoE, at commit
+    00b08dc44519a82cbdd9061d92d1226985094622), so under a tp split of the FFN (dim 0, dim 1)
+    each rank runs the whole GEMM on all the tokens; `experts` on R a 1/tp share of the tokens,
+    the `none` modes the tokens they hold."""
+    lat = float(s.m.ffn.latent) if x.moe else 0.0
+    if lat == 0:
+        return 0.0, 0.0, 0.0
+    h = s.h
+    w = h * lat
+    if mode in (MODE_DIM0, MODE_DIM1, MODE_NONE):
+        r = s.rows
+    elif mode == MODE_EXPERTS:
+        r = s.rows / s.tp
+    else:
+        r = s.rows_t
+    wb, wbr, _ = s.fmt["shared_experts"]
+    return 2.0 * r * w, w * wbr + r * (h + lat) * s.ab, w * wb
+
+
 def _ffn_collectives(s: _Shape, x: _FFN, which: int, choice, lin, lout) -> list:
     """The all-to-alls FFN1 (which = 1) or FFN2 (2) needs in the mode (choice, lin, lout)."""
     colls = []
@@ -678,7 +705,7 @@ def _ffn_collectives(s: _Shape, x: _FFN, which: int, choice, lin, lout) -> list:
         colls.append(("all-to-all", "ep", dispatch_bytes(s, split)))
     if choice == EXPERTS and (lin == T or lout == T):
         # tokens held per rank (T) travel to the rank holding their expert and back
-        colls.append(("all-to-all", "tp", s.rows_t * x.k * s.h * s.ab))
+        colls.append(("all-to-all", "tp", s.rows_t * x.k * s.m.ffn.expert_width(s.h) * s.ab))
     return colls
 
 
@@ -695,7 +722,8 @@ def _fill_ffn(b: _Builder, moe: bool):
     for which, slot, modes in ((1, "ffn1" + sfx, FFN1_MODES), (2, "ffn2" + sfx, FFN2_MODES)):
         for mode, (choice, lin, lout) in enumerate(modes):
             fl, by, w = _routed(s, x, which, mode)
-            fl2, by2, w2 = _shared(s, x, which, mode)
+            fl2, by2, w2 = (a + b for a, b in zip(_shared(s, x, which, mode),
+                                                   _latent_proj(s, x, which, mode)))
             peak, peak2 = s.fmt[x.group][2], s.fmt["shared_experts"][2]
             if peak2 != peak:   # the shared expert in another format: its FLOPs at its rate
                 fl2 = fl2 * (peak / peak2)

@@ -84,6 +84,8 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
                             f"{f.expert_intermediate}, shared width {f.shared_intermediate}, "
                             f"{m.dense_ffn_layers} dense layers of width {f.intermediate}"
                             + (f" (MoE every {f.moe_every} layers)" if f.moe_every > 1 else "")
+                            + (f", experts in a latent of {f.latent} (fc1/fc2_latent_proj)"
+                               if f.latent else "")
                             + ", "
                             f"{'gated' if f.gated else 'not gated'}"))
     else:

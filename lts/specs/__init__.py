@@ -411,8 +411,10 @@ def param_counts(m: ModelSpec) -> dict:
     dense_ffn = f.n_mats * h * f.intermediate
     embed = m.vocab * h * (1 if m.tie_embeddings else 2) + h       # + final norm
     if m.is_moe:
-        expert = f.n_mats * h * f.expert_intermediate
-        shared = f.n_mats * h * f.shared_intermediate
+        # a latent MoE's experts at the latent width, plus its two latent projections
+        # (FFNSpec.latent), which every token passes, like the shared expert
+        expert = f.n_mats * f.expert_width(h) * f.expert_intermediate
+        shared = f.n_mats * h * f.shared_intermediate + latent_proj_params(m)
         router = h * f.experts
         moe_total = f.experts * expert + shared + router
         moe_active = f.top_k * expert + shared + router
@@ -425,6 +427,12 @@ def param_counts(m: ModelSpec) -> dict:
     return {"params_total": float(total + embed), "params_active": float(active + embed),
             "params_mtp": float(m.mtp_layers * mtp_params(
                 m, sum(attention_params(m).values()) + norms, moe_total))}
+
+
+def latent_proj_params(m: ModelSpec) -> int:
+    """Weights of a latent MoE layer's fc1_latent_proj [hidden, latent] and fc2_latent_proj
+    [latent, hidden] (transformers NemotronHMoE; no biases: mlp_bias false); 0 without."""
+    return 2 * m.hidden * m.ffn.latent
 
 
 def mtp_params(m: ModelSpec, layer_attention: float, moe_total: float) -> float:
@@ -455,10 +463,12 @@ def weight_params(m: ModelSpec) -> dict:
     return {"embedding": float(m.vocab * h),
             "attention": float(mixer_params(m)),
             "router": float(moe * h * f.experts) if m.is_moe else 0.0,
-            "experts": float(moe * f.experts * f.n_mats * h * f.expert_intermediate)
-            if m.is_moe else 0.0,
-            "shared_experts": float(moe * f.n_mats * h * f.shared_intermediate)
-            if m.is_moe else 0.0,
+            "experts": float(moe * f.experts * f.n_mats * f.expert_width(h)
+                             * f.expert_intermediate) if m.is_moe else 0.0,
+            # a latent MoE's fc1/fc2_latent_proj count in the shared experts' group: dense
+            # GEMMs of every token of the MoE layer (docs/design.md §1, "Latent MoE")
+            "shared_experts": float(moe * (f.n_mats * h * f.shared_intermediate
+                                           + latent_proj_params(m))) if m.is_moe else 0.0,
             "dense_ffn": float(m.dense_ffn_layers * f.n_mats * h * f.intermediate),
             "lm_head": 0.0 if m.tie_embeddings else float(m.vocab * h),
             "norm": float(m.layers * 2 * h - len(m.no_ffn) * h + h)}

@@ -54,7 +54,7 @@ nemotron_h         Nemotron-H / Nemotron 3: single-op blocks (``hybrid_override_
                    ``layers_block_type``), each FFN block paired with the mixer block before
                    it, a mixer before a mixer an lts layer without an FFN (``_nemotron_h``);
                    Mamba-2 and GQA mixers, relu2 (non-gated) MLP or MoE with a shared expert;
-                   latent MoE (``moe_latent_size``) refused
+                   latent MoE (``moe_latent_size``: experts at the latent width, FFNSpec.latent)
 =================  ============================================================================
 
 Every family's FFN is gated (SwiGLU: gate, up and down projections), except nemotron_h's.
@@ -243,7 +243,10 @@ def _precision(c: _Config, layers: int, ffn: dict) -> tuple[dict, dict]:
         table["weights"] = fmt
         if "attention" in kept and "attention" not in table.get("formats", {}):
             c.note += _attention_note(exclude, act, fmt)
-        if c.data.get("model_type") in DEEPSEEK + ("kimi_k2",) + HYBRID and "router" not in kept:
+        # nor Nemotron-H's: vLLM nemotron_h.py NemotronHMoE.gate is a GateLinear without a
+        # quant_config (fp32 compute; at commit 00b08dc44519a82cbdd9061d92d1226985094622)
+        if c.data.get("model_type") in DEEPSEEK + ("kimi_k2", "nemotron_h") + HYBRID \
+                and "router" not in kept:
             # DeepSeek's router is never quantized: vLLM 0.11 deepseek_v2.py DeepseekV2MoE.gate
             # is ReplicatedLinear(..., quant_config=None) (the checkpoints keep it in bf16); nor
             # Qwen3-Next / Qwen3.5's (vLLM qwen3_next.py Qwen3NextSparseMoeBlock.gate, the same;
@@ -538,7 +541,8 @@ def _module_group(name: str):
         return "embedding", idx
     if "norm" in parts[-1]:
         return "norm", idx
-    if any(s.startswith("shared_expert") for s in parts):
+    # a latent MoE's fc1/fc2_latent_proj are costed in the shared experts' group (FFNSpec.latent)
+    if any(s.startswith("shared_expert") or s.endswith("latent_proj") for s in parts):
         return "shared_experts", idx
     if any(s in _MIXER for s in parts) or parts[-1] in _ATTN_PROJ:
         return "attention", idx
@@ -570,7 +574,8 @@ def _group_layers(layers: int, ffn: dict) -> dict:
     every = ffn.get("moe_every", 1) if moe else 1
     moe_layers = {i for i in range(dense, layers) if i % every == every - 1} if moe else set()
     return {"attention": set(range(layers)), "router": moe_layers, "experts": moe_layers,
-            "shared_experts": moe_layers if ffn.get("shared_experts") else set(),
+            "shared_experts": moe_layers if ffn.get("shared_experts") or ffn.get("latent")
+            else set(),
             "dense_ffn": set(range(layers)) - moe_layers}
 
 
@@ -1002,12 +1007,9 @@ def _nemotron_h(c: _Config, path: Path) -> ModelSpec:
         ffn = {"kind": "dense", "gated": False,
                "intermediate": c.get("intermediate_size", int, positive=True)}
     else:
-        latent = c.get("moe_latent_size", int, default=0, positive=True, nullable=True)
-        if latent:
-            raise c.error("moe_latent_size", f"{latent} is not supported: a latent MoE runs its "
-                          "experts in a smaller dimension between fc1_latent_proj and "
-                          "fc2_latent_proj (transformers NemotronHMoE), a shape lts does not "
-                          "cost yet (expected null)")
+        # HF default: moe_latent_size null -> experts at hidden width (NemotronHMoE's
+        # fc1/fc2_latent_proj are nn.Identity); else a latent MoE (FFNSpec.latent)
+        latent = c.get("moe_latent_size", int, default=0, positive=True, nullable=True) or 0
         shared = c.get("n_shared_experts", int, default=0, minimum=0, nullable=True) or 0
         if shared > 1:
             raise c.error("n_shared_experts", f"{shared} is not supported (NemotronHMoE has one "
@@ -1019,6 +1021,8 @@ def _nemotron_h(c: _Config, path: Path) -> ModelSpec:
                "shared_experts": shared,
                "shared_intermediate": c.get("moe_shared_expert_intermediate_size", int,
                                             positive=True) if shared else 0}
+        if latent:
+            ffn["latent"] = latent
     if alone:
         ffn["no_ffn_layers"] = alone
     # exclude lists name block indices: checked against the blocks (a group left unquantized
@@ -1040,7 +1044,7 @@ def _nemotron_h(c: _Config, path: Path) -> ModelSpec:
             "ffn.experts": "n_routed_experts", "ffn.top_k": "num_experts_per_tok",
             "ffn.expert_intermediate": "moe_intermediate_size",
             "ffn.shared_intermediate": "moe_shared_expert_intermediate_size",
-            "ffn.intermediate": "intermediate_size",
+            "ffn.intermediate": "intermediate_size", "ffn.latent": "moe_latent_size",
             **{f"mamba.{k}": hf for k, hf in NEMOTRON_MAMBA.items()}, **pkeys}
     try:
         return model_from_dict(data, path)

@@ -82,10 +82,20 @@ class FFNSpec:
     # when i mod moe_every == moe_every - 1), the others dense FFNs of ``intermediate``; 1: every
     # layer from dense_layers on
     moe_every: int = 1
+    # latent MoE (Nemotron 3 Super / Ultra, moe_latent_size): the routed experts run in a
+    # ``latent``-wide space, their matrices [latent, expert_intermediate]; a shared
+    # fc1_latent_proj [hidden -> latent] before dispatch and fc2_latent_proj [latent -> hidden]
+    # after combine; the router and the shared expert stay at hidden width (transformers
+    # modeling_nemotron_h.py NemotronHMoE / NemotronHExperts). 0: experts at hidden width
+    latent: int = 0
 
     @property
     def n_mats(self) -> int:
         return 3 if self.gated else 2
+
+    def expert_width(self, hidden: int) -> int:
+        """The width the routed experts read and write: ``latent``, else ``hidden``."""
+        return self.latent or hidden
 
 
 @dataclass(frozen=True)
@@ -589,8 +599,12 @@ def model_from_dict(data: dict, path) -> ModelSpec:
         if every > 1 and not inter:
             raise SpecError(path, "ffn.intermediate", "missing (needed when ffn.moe_every > 1: "
                                                       "the width of the dense layers)")
+        latent = f.get("latent", int, 0, minimum=0)
+        if latent > hidden:
+            raise SpecError(path, "ffn.latent", f"{latent} is wider than hidden = {hidden} (the "
+                                                "experts' latent width, at most hidden)")
         ffn = FFNSpec("moe", gated, inter, experts, top_k, expert_inter, shared, shared_inter,
-                      dense_layers, every)
+                      dense_layers, every, latent)
     no_ffn = _no_ffn(f, path, layers, ffn)
     f.finish()
 
