@@ -259,3 +259,60 @@ def test_layers_block_type_is_read_like_the_pattern(tmp_path):
     a, b = model_from_hf_config(path), load_model(f"{DATA}/nemotron-3-nano-30b-a3b.json")
     assert (a.layer_types, a.no_ffn, param_counts(a)) == (b.layer_types, b.no_ffn,
                                                          param_counts(b))
+
+
+# ----------------------------------------------------------------------------------------------
+# quantized checkpoints: exclude lists by block index, the Mamba-2 mixers' own group (ssm)
+
+def test_lightning_mixed_precision_gives_mamba_its_own_format():
+    """NVIDIA-Nemotron-3.5-Lightning-30B-A3B-NVFP4 (its config.json; its hf_quant_config.json
+    with the per-expert entries of experts 1-126 left out: every MoE block lists all 128 alike,
+    and lts maps them to one group): ModelOpt MIXED_PRECISION with block indices
+    (backbone.layers.N.mixer.*). The 23 Mamba-2 blocks' in_proj / out_proj FP8 (the ssm
+    group), the 6 attention blocks' q/k/v/o_proj excluded (bf16), the experts, shared experts
+    and LM head W4A16_NVFP4, every gate excluded (router bf16), conv1d skipped. Its shape is
+    Nano's (31.58B; no card found for Lightning: the name's 30B, Nano's card 31.6B)."""
+    m = load_model(f"{DATA}/nemotron-3.5-lightning-30b-a3b-nvfp4")
+    p = m.precision
+    assert p.weights == "w4a16_nvfp4" and p.kv_cache == "fp8"
+    assert {g: p.format_of(g) for g in ("attention", "ssm", "router", "experts",
+                                        "shared_experts", "lm_head", "embedding")} == \
+        {"attention": "bf16", "ssm": "fp8", "router": "bf16", "experts": "w4a16_nvfp4",
+         "shared_experts": "w4a16_nvfp4", "lm_head": "w4a16_nvfp4", "embedding": "bf16"}
+    assert param_counts(m)["params_total"] == pytest.approx(31.6e9, rel=0.02)
+    w = weight_params(m)
+    g = m.linear
+    # the Mamba-2 mixers: in_proj, out_proj, conv1d with its bias, A_log, D, dt_bias, the norm
+    assert w["ssm"] == 23 * (m.hidden * g.in_proj_out + g.intermediate * m.hidden
+                             + g.conv_channels * (g.conv_kernel + 1) + 3 * g.heads
+                             + g.intermediate)
+    assert w["attention"] == 6 * m.hidden * (32 + 2 * 2) * 128 + 6 * 32 * 128 * m.hidden
+
+
+def test_nano_nvfp4_partial_mamba_exclusion_is_refused():
+    """NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4 (its config.json and hf_quant_config.json) keeps
+    the Mamba-2 mixers of the 6 Mamba blocks before an attention block (4, 11, 18, 25, 32, 41)
+    unquantized, the other 17 NVFP4: one line (lts costs one format per op group)."""
+    path = f"{DATA}/nemotron-3-nano-30b-a3b-nvfp4"
+    with pytest.raises(SpecError) as e:
+        load_model(path)
+    assert str(e.value) == (
+        f"{path}/hf_quant_config.json: quantization.exclude_modules: leaves ssm unquantized in 6 "
+        "of its 23 blocks; lts costs one format per op group (expected all of them or none)")
+
+
+def test_ssm_format_costs_the_mamba_projections_only():
+    """[precision] formats = {ssm = "fp8"} on synthetic_nemotron_h (4 Mamba-2 layers of 6):
+    at tp 1 a GPU holds exactly the 4 Mamba layers' in_proj and out_proj in one byte instead
+    of two; the attention layers' projections keep bf16."""
+    d = model_dict()
+    a = model_from_dict(d, "m.toml")
+    b = model_from_dict(d | {"precision": {"weights": "bf16", "formats": {"ssm": "fp8"}}},
+                        "m.toml")
+    assert b.precision.format_of("ssm") == "fp8" and b.precision.format_of("attention") == "bf16"
+    work = Workload("decode", 4096)
+    row = megatron_row(1, 1, 1, 8)[None]
+    ra, rb = evaluate(a, H100, work, row), evaluate(b, H100, work, row)
+    g = a.linear
+    assert ra.memory_bytes[0] - rb.memory_bytes[0] == \
+        pytest.approx(4 * (H * g.in_proj_out + g.intermediate * H) * 1.0, rel=1e-12)

@@ -516,7 +516,9 @@ def _fill_linear(b: _Builder):
         pf_tok = nv * delta_rule_flops(g, prefill=True)                  # a prompt token
         io_tok = (2 * g.key_dim + 2 * g.value_dim + 2 * nv) * ab         # q, k, v, g, beta; o
         chunk_len = float(DELTA_CHUNK)
-    _fill_gemm(b, "qkv", h, s.lin_qkv_out, col_weights=h * col_out, col_out=col_out)
+    # Mamba-2's projections in the "ssm" group's format, Gated DeltaNet's in attention's
+    group = "ssm" if isinstance(g, Mamba2Spec) else "attention"
+    _fill_gemm(b, "qkv", h, s.lin_qkv_out, col_weights=h * col_out, col_out=col_out, group=group)
     rec, conv = kv.state_bytes(s.m)
     decode = s.work.phase in ("decode", "mixed")
     conv_fl = 2.0 * g.conv_kernel * g.conv_channels                  # depthwise taps per token
@@ -549,7 +551,7 @@ def _fill_linear(b: _Builder):
                            + 2.0 * state) * fr
             # every stage holds the state of all pp micro-batches in flight
             b.put(slot, mode, fl, by, 0.0, s.pp * seqs * state * fr)
-    _fill_gemm(b, "out_proj", s.lin_ctx_out, h, dim0_frac=fv)
+    _fill_gemm(b, "out_proj", s.lin_ctx_out, h, dim0_frac=fv, group=group)
 
 
 _MIXER_SLOTS = ("qkv", "scores", "context", "out_proj")

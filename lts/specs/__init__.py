@@ -460,8 +460,11 @@ def weight_params(m: ModelSpec) -> dict:
     format is ``m.precision.format_of(group)``. A tied LM head is the embedding's matrix."""
     h, f = m.hidden, m.ffn
     moe = m.moe_layers
+    ssm = m.linear_layers * sum(linear_params(m).values()) \
+        if isinstance(m.linear, Mamba2Spec) else 0
     return {"embedding": float(m.vocab * h),
-            "attention": float(mixer_params(m)),
+            "attention": float(mixer_params(m) - ssm),
+            "ssm": float(ssm),                  # the Mamba-2 layers' mixers
             "router": float(moe * h * f.experts) if m.is_moe else 0.0,
             "experts": float(moe * f.experts * f.n_mats * f.expert_width(h)
                              * f.expert_intermediate) if m.is_moe else 0.0,

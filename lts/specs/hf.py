@@ -238,7 +238,9 @@ def _precision(c: _Config, layers: int, ffn: dict) -> tuple[dict, dict]:
                 raise qc.error(exclude_key, f"excludes {both[0]}, which {fmt[0]} quantizes "
                                             f"({groups[both[0]]})")
             fmt = _main_format(groups, act)
-            kept = [g for g in WEIGHT_GROUPS if g in kept or g not in groups]
+            # (ssm, the Mamba-2 mixers, a group of Nemotron-H's blocks only)
+            kept = [g for g in WEIGHT_GROUPS if g in kept or g not in groups
+                    and (g != "ssm" or "blocks" in ffn)]
             table["formats"] = {g: f for g, f in groups.items() if f != fmt and g not in kept}
         table["weights"] = fmt
         if "attention" in kept and "attention" not in table.get("formats", {}):
@@ -314,8 +316,9 @@ def _mixed_formats(c: _Config, key: str, modules: dict, layers: int, ffn: dict) 
         every = where.get(g)
         if idxs is not None and every and not every <= idxs:
             raise c.error(key, f"quantizes {g} ({formats[g]}) in {len(idxs & every)} of its "
-                               f"{len(every)} layers, the others unquantized; lts costs one "
-                               "format per op group (expected all of them or none)")
+                               f"{len(every)} {'blocks' if 'blocks' in ffn else 'layers'}, the "
+                               "others unquantized; lts costs one format per op group (expected "
+                               "all of them or none)")
     return formats
 
 
@@ -544,6 +547,13 @@ def _module_group(name: str):
     # a latent MoE's fc1/fc2_latent_proj are costed in the shared experts' group (FFNSpec.latent)
     if any(s.startswith("shared_expert") or s.endswith("latent_proj") for s in parts):
         return "shared_experts", idx
+    # Nemotron-H's blocks name every op "mixer" (backbone.layers.N.mixer.*: N a block index):
+    # a Mamba-2 mixer's in_proj / out_proj are the ssm group; its conv1d, a depthwise
+    # convolution no quantizer converts, is skipped (ModelOpt lists it in every Mamba block)
+    if "mixer" in parts and parts[-1] in ("in_proj", "out_proj"):
+        return "ssm", idx
+    if "mixer" in parts and parts[-1] == "conv1d":
+        return None, idx
     if any(s in _MIXER for s in parts) or parts[-1] in _ATTN_PROJ:
         return "attention", idx
     if any(s in ("gate", "router") for s in parts):
@@ -568,7 +578,15 @@ def _layer_set(idx, layers: int):
 
 def _group_layers(layers: int, ffn: dict) -> dict:
     """The layers each WEIGHT_GROUPS group of a decoder layer is in (router, experts and shared
-    experts the MoE layers, dense_ffn the dense ones)."""
+    experts the MoE layers, dense_ffn the dense ones). Nemotron-H (``ffn["blocks"]``: each
+    single-op block's kind, the indices its checkpoint names): attention the attention blocks,
+    ssm the Mamba-2 blocks, router, experts and shared experts the MoE blocks, dense_ffn the MLP
+    blocks."""
+    if "blocks" in ffn:
+        at = {k: {i for i, b in enumerate(ffn["blocks"]) if b == k}
+              for k in ("attention", "mamba", "moe", "mlp")}
+        return {"attention": at["attention"], "ssm": at["mamba"], "router": at["moe"],
+                "experts": at["moe"], "shared_experts": at["moe"], "dense_ffn": at["mlp"]}
     moe = ffn["kind"] == "moe"
     dense = ffn.get("dense_layers", 0) if moe else layers
     every = ffn.get("moe_every", 1) if moe else 1
@@ -630,8 +648,9 @@ def _unquantized(c: _Config, names: list, key: str, layers: int, ffn: dict,
         if idxs is None or every is None or every and every <= idxs:
             kept.add(group)
         elif every:
+            unit = "blocks" if "blocks" in ffn else "layers"     # Nemotron-H: block indices
             raise c.error(key, f"leaves {group} unquantized in {len(idxs & every)} of its "
-                               f"{len(every)} layers; lts costs one format per op group "
+                               f"{len(every)} {unit}; lts costs one format per op group "
                                "(expected all of them or none)")
     return [g for g in WEIGHT_GROUPS if g in kept]
 
@@ -1025,9 +1044,11 @@ def _nemotron_h(c: _Config, path: Path) -> ModelSpec:
             ffn["latent"] = latent
     if alone:
         ffn["no_ffn_layers"] = alone
-    # exclude lists name block indices: checked against the blocks (a group left unquantized
-    # in some blocks only is refused, as for every family)
-    precision, pkeys = _precision(c, len(blocks), {"kind": "dense"} if fkind == "mlp" else ffn)
+    # exclude lists name block indices: checked against the blocks of each group's kind (a
+    # group left unquantized in some of its blocks only is refused, as for every family; the
+    # Mamba-2 mixers are a group of their own, "ssm")
+    # (each group's blocks: _group_layers)
+    precision, pkeys = _precision(c, len(blocks), {"kind": ffn["kind"], "blocks": blocks})
     mtp = c.get("num_nextn_predict_layers", int, default=0, minimum=0, nullable=True) or 0
     c.note += (f"; {len(blocks)} single-op blocks ({bkey}) as {layers} lts layers, "
                f"{len(alone)} without an FFN")

@@ -176,8 +176,11 @@ class Mamba2Spec:
 
 # the op groups a checkpoint can leave unquantized (``PrecisionSpec.unquantized``); the op tables
 # cost each group's weights in its own format
-WEIGHT_GROUPS = ("embedding", "attention", "router", "experts", "shared_experts", "dense_ffn",
-                 "lm_head", "norm")
+# ("ssm": the Mamba-2 layers' mixers, apart from the softmax attention layers': a checkpoint
+# quantizes them on their own, NVIDIA-Nemotron-3.5-Lightning's Mamba in_proj/out_proj FP8 beside
+# unquantized attention; Gated DeltaNet layers stay in "attention")
+WEIGHT_GROUPS = ("embedding", "attention", "ssm", "router", "experts", "shared_experts",
+                 "dense_ffn", "lm_head", "norm")
 
 
 @dataclass(frozen=True)
