@@ -316,3 +316,45 @@ def test_ssm_format_costs_the_mamba_projections_only():
     g = a.linear
     assert ra.memory_bytes[0] - rb.memory_bytes[0] == \
         pytest.approx(4 * (H * g.in_proj_out + g.intermediate * H) * 1.0, rel=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------
+# Llama-Nemotron NAS (model_type nemotron-nas, DeciLM): refused
+
+NAS = f"{DATA}/llama-3.3-nemotron-super-49b-v1.json"   # nvidia/Llama-3_3-Nemotron-Super-49B-v1
+
+
+def test_nemotron_nas_is_refused_naming_block_configs():
+    """Llama-3_3-Nemotron-Super-49B-v1 (a copy of its config.json): block_configs gives 31 of
+    its 80 layers no attention and the FFNs six widths (ffn_mult 0.5 to 5.25), neither of which
+    lts expresses: one line, exit code 1. (Its weights, by DeciLM's rules, 49.87B; card
+    huggingface.co/nvidia/Llama-3_3-Nemotron-Super-49B-v1: 49.9B.)"""
+    from click.testing import CliRunner
+    from lts.cli import cli
+    message = ("block_configs: 31 of its 80 layers have no attention (attention.no_op); their "
+               "FFNs have 6 widths (ffn_mult): lts costs an attention mixer in every layer and "
+               "one FFN width a model (DeciLM's per-layer blocks are not imported)")
+    with pytest.raises(SpecError) as e:
+        load_model(NAS)
+    assert str(e.value) == f"{NAS}: {message}"
+    r = CliRunner().invoke(cli, ["models", "--show", NAS])
+    assert r.exit_code == 1 and r.output.strip() == f"Error: {NAS}: {message}"
+
+
+def test_nemotron_nas_names_what_its_blocks_hold(tmp_path):
+    """Every per-layer setting lts lacks is named: linear replacements, KV groupings, layers
+    without an FFN."""
+    cfg = json.loads(open(NAS).read())
+    blocks = cfg["block_configs"]
+    blocks[0]["attention"] |= {"no_op": False, "replace_with_linear": True}
+    blocks[1]["attention"]["n_heads_in_group"] = 4
+    blocks[2]["ffn"]["no_op"] = True
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(SpecError) as e:
+        model_from_hf_config(tmp_path / "config.json")
+    assert str(e.value) == (
+        f"{tmp_path / 'config.json'}: block_configs: 31 of its 80 layers have no attention "
+        "(attention.no_op); 1 replace it with a linear layer (replace_with_linear); 2 KV-head "
+        "groupings (n_heads_in_group); 1 have no FFN (ffn.no_op); their FFNs have 6 widths "
+        "(ffn_mult): lts costs an attention mixer in every layer and one FFN width a model "
+        "(DeciLM's per-layer blocks are not imported)")

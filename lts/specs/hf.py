@@ -1107,6 +1107,38 @@ UNSUPPORTED = {
 UNSUPPORTED["minimax_m3_vl"] = UNSUPPORTED["minimax_m3"]
 
 
+def _nemotron_nas(c: _Config):
+    """Llama-Nemotron NAS models (model_type nemotron-nas, DeciLMForCausalLM: nvidia
+    Llama-3_3-Nemotron-Super-49B-v1, Llama-3_1-Nemotron-Ultra-253B-v1) are refused with one line
+    naming what their ``block_configs`` hold that lts lacks: each layer's own attention
+    (``attention.no_op``: no attention; ``replace_with_linear``: a linear layer in its place;
+    ``n_heads_in_group``: its query heads per KV head) and FFN (``ffn.no_op``; ``ffn_mult``: its
+    own width, round_up(int(2 ffn_mult hidden / 3), 256)) (vLLM
+    vllm/model_executor/models/nemotron_nas.py DeciLMDecoderLayer, _ffn_mult_to_intermediate_size;
+    huggingface.co/nvidia/Llama-3_3-Nemotron-Super-49B-v1 modeling_decilm.py). lts costs a token
+    mixer (attention, linear attention or Mamba-2) in every layer, one attention shape and one
+    FFN width a model (the MoE's dense layers aside)."""
+    blocks = c.get("block_configs", list)
+    att = [b.get("attention", {}) if isinstance(b, dict) else {} for b in blocks]
+    ffn = [b.get("ffn", {}) if isinstance(b, dict) else {} for b in blocks]
+    no_att = sum(bool(a.get("no_op")) for a in att)
+    linear = sum(bool(a.get("replace_with_linear")) for a in att)
+    groups = {a.get("n_heads_in_group") for a in att if not a.get("no_op")
+              and not a.get("replace_with_linear")}
+    no_ffn = sum(bool(f.get("no_op")) for f in ffn)
+    widths = {f.get("ffn_mult") for f in ffn if not f.get("no_op")}
+    parts = [text for cond, text in (
+        (no_att, f"{no_att} of its {len(blocks)} layers have no attention (attention.no_op)"),
+        (linear, f"{linear} replace it with a linear layer (replace_with_linear)"),
+        (len(groups) > 1, f"{len(groups)} KV-head groupings (n_heads_in_group)"),
+        (no_ffn, f"{no_ffn} have no FFN (ffn.no_op)"),
+        (len(widths) > 1, f"their FFNs have {len(widths)} widths (ffn_mult)")) if cond]
+    what = "; ".join(parts) or "per-layer attention and FFN settings"
+    raise c.error("block_configs", f"{what}: lts costs an attention mixer in every layer and one "
+                                   "FFN width a model (DeciLM's per-layer blocks are not "
+                                   "imported)")
+
+
 def _supported() -> str:
     return ", ".join(FAMILIES + tuple(ALIASES) + tuple(MULTIMODAL))
 
@@ -1117,6 +1149,8 @@ def _family_view(c: _Config) -> tuple[_Config, str]:
     MiniMax-M2 is read only with full attention on every layer (``attn_type_list`` all 1;
     MiniMax-01's 0 is lightning attention, a linear layer lts lacks) and no shared expert."""
     family = c.get("model_type", str)
+    if family == "nemotron-nas":
+        _nemotron_nas(c)
     if family in UNSUPPORTED:
         raise c.error("model_type", f"{family!r} is not supported: {UNSUPPORTED[family]} "
                                     f"(supported: {_supported()})")
