@@ -154,6 +154,23 @@ def synthetic_latent_moe():
                            latent=256)
 
 
+def synthetic_shapes():
+    """Layer kinds with their own attention shapes, scaled down: Gemma-4-like full layers (128-wide
+    heads, 2 KV heads, V made by k_proj: k_eq_v) between MiMo-V2-Flash-like sliding ones (a V
+    narrower than Q and K, sinks, more KV heads); MoE with a shared expert. 8 layers alternating:
+    pp 1, 2, 4 give every stage both kinds alike, pp 8 does not."""
+    return model_from_dict(dict(
+        name="shapes-small", source="test", layers=8, hidden=1024, vocab=16000,
+        attention=dict(kind="gqa", heads=16, kv_heads=4, head_dim=64, v_head_dim=48,
+                       sliding_window=512, sinks=True,
+                       layer_types=["sliding_attention", "full_attention"],
+                       full=dict(kv_heads=2, head_dim=128, v_head_dim=0, k_eq_v=True,
+                                 sinks=False)),
+        ffn=dict(kind="moe", gated=True, experts=8, top_k=2, expert_intermediate=512,
+                 shared_experts=1, shared_intermediate=768)),
+        "synthetic:shapes-small")
+
+
 def synthetic_chunked():
     """Llama-4-Maverick-like layer kinds, scaled down: chunked local attention of 512 tokens on
     three layers of four, full attention on the fourth; MoE with a shared expert on every other

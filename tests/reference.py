@@ -263,6 +263,16 @@ class _Ctx:
         self.ctx_out = a.heads * a.v_dim
         self.linear = False          # the layer being walked is linear attention: layer()
         self.attn_widths = (self.qkv_out, self.ctx_out)
+        # the shape of the layer being walked (layer()): the model's, or, where the layer kinds
+        # have their own (gqa attention.kinds, a V of its own width or none), its kind's
+        self.a, self.heads = a, a.heads
+        self.general = a.kind == "gqa" and bool(a.kinds or a.v_head_dim or a.k_eq_v)
+        if self.general:   # the workspace holds the widest kind's activations
+            widths = []
+            for w in set(model.layer_windows) - {"linear_attention"}:
+                self._shape(w)
+                widths.append((self.qkv_out, self.ctx_out))
+            self.attn_widths = max(widths, key=sum)
         self.experts, self.top_k = float(f.experts), float(f.top_k)
         # full activation bytes per tp group at each conversion point
         inter_moe = self.rows * self.top_k * f.expert_intermediate + self.rows * f.shared_intermediate
@@ -276,6 +286,19 @@ class _Ctx:
             "router": self.rows * self.experts * self.ab,
             "logits": self.lm_rows * model.vocab * self.ab,
         }
+
+    def _shape(self, window):
+        """Set the attention shape of a layer of ``window``'s kind (``ModelSpec.kind_attention``):
+        Q heads x head_dim, K kv_heads x head_dim, V kv_heads x v_dim (none: k_eq_v), o_proj
+        [heads x v_dim, hidden]."""
+        a = self.a = self.m.kind_attention(window)
+        self.heads, self.k_heads = a.heads, float(a.kv_heads)
+        self.qk_dim, self.v_dim = a.head_dim, a.v_dim
+        self.k_tok = a.kv_heads * a.head_dim * self.kvb
+        self.v_tok = a.kv_heads * a.v_dim * self.kvb
+        self.qkv_out = a.heads * (2 if a.output_gate else 1) * a.head_dim \
+            + a.kv_heads * a.head_dim + (0 if a.k_eq_v else a.kv_heads * a.v_dim)
+        self.ctx_out = a.heads * a.v_dim
 
     def layer(self, window):
         """Set the attention sizes of a layer with sliding ``window`` (None: full attention): a
@@ -299,6 +322,8 @@ class _Ctx:
                 self.point_bytes[point] = self.rows * width * self.ab
             return
         self.qkv_out, self.ctx_out = self.attn_widths
+        if self.general:
+            self._shape(window)
         self.point_bytes["qkv"] = self.rows * self.qkv_out * self.ab
         self.point_bytes["context"] = self.rows * self.ctx_out * self.ab
         chunked = isinstance(window, Chunk)     # chunked local attention: its chunk's keys
@@ -327,7 +352,7 @@ class _Ctx:
             size = self.isl / n                                   # one chunk of one prompt
             self.chunk_read = sum(min(j * size, size + w) for j in range(1, n + 1)) / n / size
             score_rows += self.chunk * self.chunk_sel
-        self.point_bytes["scores"] = score_rows * self.m.attention.heads * self.ab
+        self.point_bytes["scores"] = score_rows * self.heads * self.ab
 
     def group(self, name):
         """(size, stride) of the tp, ep or pp group of one rank (tp innermost, then ep, pp)."""
@@ -495,8 +520,8 @@ def _linear_qkv(c, choice, lin):
 def qkv(c, choice, lin):
     if c.linear:
         return _linear_qkv(c, choice, lin)
-    a, h = c.m.attention, c.h
-    qkv_w = attention_params(c.m)["qkv"]
+    a, h = c.a, c.h
+    qkv_w = attention_params(c.m, a)["qkv"]
     heads = float(a.heads)
     if a.kind == "mla":    # column: q_b, kv_b split by heads; q_a, kv_a replicated
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
@@ -512,15 +537,14 @@ def qkv(c, choice, lin):
     else:                  # column: Q by heads, K and V by KV heads (replicated beyond kv_heads)
         q_w = h * a.heads * a.head_dim * (2 if a.output_gate else 1)    # + the output gate
         col_w = q_w * frac(heads, c.p) + (qkv_w - q_w) * frac(a.kv_heads, c.p)
-        col_out = q_w / h * frac(heads, c.p) \
-            + 2 * a.kv_heads * a.head_dim * frac(a.kv_heads, c.p)
+        col_out = q_w / h * frac(heads, c.p) + (c.qkv_out - q_w / h) * frac(a.kv_heads, c.p)
     return plain_gemm(c, choice, lin, h, qkv_w / h, c.rows, c.rows_t, col=(col_w, col_out))
 
 
 def _attention(c, choice, lin, dim, cache_tok, dim1_frac, index=False):
     """index: the sparse-attention indexer runs in this op (scores): its FLOPs over every key,
     its key cache read and held, on every rank of the tp group alike."""
-    heads = float(c.m.attention.heads)
+    heads = float(c.heads)
     idx_tok, idx_fl = (c.idx_tok, c.idx_fl) if index else (0.0, 0.0)
     per_seq_flops = 2.0 * heads * dim * c.sel_attn * c.tps
     per_seq_read = c.sel * cache_tok                     # the cache is read once per step
@@ -560,7 +584,7 @@ def context(c, choice, lin):
 def out_proj(c, choice, lin):
     g = c.m.linear
     heads = (g.heads if hasattr(g, "state_size") else g.value_heads) if c.linear \
-        else c.m.attention.heads
+        else c.heads
     return plain_gemm(c, choice, lin, c.ctx_out, c.h, c.rows, c.rows_t, k_frac=frac(heads, c.p))
 
 

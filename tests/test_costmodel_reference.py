@@ -13,7 +13,7 @@ import pytest
 
 import reference as ref
 from generators import (synthetic_chunked, synthetic_dense, synthetic_linear, synthetic_mamba,
-                        synthetic_latent_moe, synthetic_nemotron_h,
+                        synthetic_latent_moe, synthetic_nemotron_h, synthetic_shapes,
                         synthetic_mla,
                         synthetic_moe, synthetic_window)
 from lts.cost.model import breakdown, evaluate
@@ -58,7 +58,9 @@ SYNTHETIC = {"moe-small": synthetic_moe, "mla-small": synthetic_mla, "dense-smal
              # a latent MoE (Nemotron 3 Super's moe_latent_size)
              "latent-moe-small": synthetic_latent_moe,
              # chunked local attention (Llama 4) and full attention layers
-             "chunked-small": synthetic_chunked}
+             "chunked-small": synthetic_chunked,
+             # layer kinds with their own attention shapes (heads, KV heads, widths, k_eq_v)
+             "shapes-small": synthetic_shapes}
 MODEL_NAMES = _shipped_models() + list(SYNTHETIC)
 
 

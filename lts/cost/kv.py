@@ -10,11 +10,12 @@ layers). A windowed layer holds and reads min(context, window) tokens when decod
 writes and reads every token of its prompt, each query attending to min(position, window) keys
 (``mean_keys``). The tables cost one layer of each kind and weight it by its share of the
 layers, which is what a pipeline stage holds when the kinds split evenly over the stages
-(``even_split``; an uneven split is refused as indivisible). **Every attention layer keeps the
-same bytes per token** (one ``AttentionSpec``): ``layer_token_bytes`` is per layer so that a kind
-keeping other bytes per token would land here; ``uniform`` would then turn false and
-``token_bytes`` (what the tables cost) and ``require_uniform`` (the exact solver's check)
-refuse the model instead of costing every layer as the first.
+(``even_split``; an uneven split is refused as indivisible). **A kind may have its own
+attention shape** (``AttentionSpec.kinds``: Gemma 4's full layers 512-wide heads with fewer KV
+heads, MiMo-V2-Flash's sliding layers more KV heads): ``kind_token_bytes`` gives each kind's
+bytes per token, ``layer_token_bytes`` each layer's, and the tables cost each kind's cache at its
+own bytes (so does ``request_bytes``); ``uniform`` says whether every layer keeps the same bytes,
+and ``token_bytes`` (the one size of a uniform model) refuses a model whose layers differ.
 
 **Chunked local attention** (Llama 4's chunked_attention layers; a ``specs.model.Chunk`` of C
 tokens in ``layer_windows``): the context is cut into chunks of C tokens and a query attends
@@ -64,15 +65,24 @@ from ..specs.units import DTYPE_BYTES
 def layer_token_bytes(model: ModelSpec) -> list:
     """Bytes of one token's keys and values in each attention layer's cache, [(K, V)] over the
     layers that have one (linear-attention layers keep a fixed state instead: ``state_bytes``):
-    GQA kv_heads x head_dim each; MLA one latent (kv_lora_rank + qk_rope_head_dim) that the
+    GQA kv_heads x head_dim each (V: kv_heads x v_dim), in the shape of the layer's kind
+    (``ModelSpec.kind_attention``); MLA one latent (kv_lora_rank + qk_rope_head_dim) that the
     values are read from (V: its kv_lora_rank part, the same bytes)."""
-    a, kvb = model.attention, model.precision.kv_bytes
+    if not model.attention.kinds:
+        return [kind_token_bytes(model, None)] * (model.layers - model.linear_layers)
+    return [kind_token_bytes(model, w) for w in model.layer_windows if w != LINEAR]
+
+
+def kind_token_bytes(model: ModelSpec, window) -> tuple:
+    """(K, V) bytes of one token in one layer of the kind with ``layer_windows`` entry
+    ``window``. Gemma 4's k_eq_v layers still cache V apart from K (transformers
+    modeling_gemma4.py: V = v_norm(k_proj(x)), K is also k_norm'ed and rotated; both go to
+    past_key_values.update)."""
+    a, kvb = model.kind_attention(window), model.precision.kv_bytes
     if a.kind == "mla":
-        one = (a.kv_lora_rank + a.qk_rope_head_dim) * kvb, a.kv_lora_rank * kvb
-    else:
-        k = a.kv_heads * a.head_dim * kvb
-        one = k, k
-    return [one] * (model.layers - model.linear_layers)
+        return (a.kv_lora_rank + a.qk_rope_head_dim) * kvb, a.kv_lora_rank * kvb
+    k = a.kv_heads * a.head_dim * kvb
+    return k, (a.kv_heads * a.v_dim * kvb if a.v_head_dim else k)
 
 
 def state_bytes(model: ModelSpec) -> tuple:
@@ -219,10 +229,13 @@ def request_bytes(model: ModelSpec, tokens) -> float:
     once (MLA: the latent only), each layer holding its kind's tokens (``held_tokens``), plus
     the sparse-attention indexer's key of every token (``index_token_bytes``) and the
     linear-attention layers' fixed state (``state_bytes``)."""
-    k, v = token_bytes(model)
-    held = sum(count * held_tokens(w, tokens) for w, count in model.kind_groups if w != LINEAR)
     # the indexer's keys in the layers that run one (attention.indexer_types)
     indexed = sum(count * held_tokens(w, tokens) for (w, ix), count in model.attention_kinds
                   if ix)
-    return held * (k if latent(model) else k + v) + indexed * index_token_bytes(model) \
-        + model.linear_layers * sum(state_bytes(model))
+    rest = indexed * index_token_bytes(model) + model.linear_layers * sum(state_bytes(model))
+    if not uniform(model):     # each kind's tokens at its own bytes (AttentionSpec.kinds)
+        return sum(count * held_tokens(w, tokens) * sum(kind_token_bytes(model, w))
+                   for w, count in model.kind_groups if w != LINEAR) + rest
+    k, v = token_bytes(model)
+    held = sum(count * held_tokens(w, tokens) for w, count in model.kind_groups if w != LINEAR)
+    return held * (k if latent(model) else k + v) + rest

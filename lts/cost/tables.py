@@ -165,7 +165,12 @@ class _Shape:
             self.mb_tokens = self.mb_tokens + ch_mb
         h = model.hidden
         self.h = h
-        self.k_tok, self.v_tok = kv.token_bytes(model)          # one token in one layer's cache
+        # gqa whose layer kinds differ in shape, or with a V of its own width or none
+        # (AttentionSpec.kinds, v_head_dim, k_eq_v): each kind costed in its own shape
+        # (``_kind_shape``, ``_fill_softmax_kinds``); the others as before, one shape
+        self.general = a.kind == "gqa" and bool(a.kinds or a.v_head_dim or a.k_eq_v)
+        # one token in one layer's cache (each kind's own: _Kind.k_tok, v_tok)
+        self.k_tok, self.v_tok = kv.token_bytes(model) if kv.uniform(model) else (None, None)
         self.idx_tok = kv.index_token_bytes(model)              # its indexer key (sparse only)
         # indexer FLOPs per query per key: index_heads dot products of index_head_dim
         self.idx_flops = 2.0 * a.index_heads * a.index_head_dim
@@ -184,6 +189,8 @@ class _Shape:
             # output_gate (Qwen3.5): q_proj also makes the gate, as wide as the queries
             self.qkv_out = (a.heads * (2 if a.output_gate else 1) + 2 * a.kv_heads) * a.head_dim
         self.ctx_out = a.heads * a.v_dim
+        for k in self.kinds:
+            _kind_shape(self, k, model)
         if isinstance(model.linear, Mamba2Spec):    # Mamba-2: in_proj, the SSM's output
             self.lin_qkv_out = model.linear.in_proj_out
             self.lin_ctx_out = model.linear.intermediate
@@ -199,6 +206,25 @@ class _Shape:
         topo, wb = self.topo, WEIGHT_FORMATS[fmt][0]
         return (wb, wb * topo.memory_efficiency / topo.weight_memory_efficiency_for(fmt),
                 topo.peak_for(fmt) * topo.compute_efficiency_for(fmt))
+
+
+def _kind_shape(s: _Shape, k: _Kind, model: ModelSpec):
+    """A layer kind's attention shape on ``k``: heads, KV heads (``k_heads``), Q/K and V head
+    widths, bytes per token of its K and V caches, the widths out of its qkv projection and
+    into its output projection: the model's (``_Shape``) unless ``s.general``, else its own
+    (``ModelSpec.kind_attention``: Q of heads x head_dim, K of kv_heads x head_dim, V of
+    kv_heads x v_dim unless k_eq_v; o_proj [heads x v_dim, hidden])."""
+    if not s.general:
+        k.heads, k.k_heads, k.qk_dim, k.v_dim = model.attention.heads, s.k_heads, s.qk_dim, s.v_dim
+        k.k_tok, k.v_tok, k.qkv_out, k.ctx_out = s.k_tok, s.v_tok, s.qkv_out, s.ctx_out
+        return
+    a = model.kind_attention(k.window)
+    k.attention = a
+    k.heads, k.k_heads, k.qk_dim, k.v_dim = a.heads, float(a.kv_heads), a.head_dim, a.v_dim
+    k.k_tok, k.v_tok = kv.kind_token_bytes(model, k.window)
+    k.q_out = a.heads * (2 if a.output_gate else 1) * a.head_dim     # with the output gate
+    k.qkv_out = k.q_out + a.kv_heads * a.head_dim + (0 if a.k_eq_v else a.kv_heads * a.v_dim)
+    k.ctx_out = a.heads * a.v_dim
 
 
 def _roofline(s: _Shape, flops, nbytes, peak=None):
@@ -369,9 +395,59 @@ def _fill_gemm_kinds(b: _Builder, slot, parts):
         x[:, sl, modes] = t
 
 
+def _fill_softmax_kinds(b: _Builder):
+    """The softmax-attention ops of a gqa model whose layer kinds have their own shapes
+    (``_Shape.general``): each kind's qkv and output projections (``_fill_gemm_kinds``), scores
+    and context (``put_kinds``) in its own shape, weighted by its share of the layers, split as
+    ``_fill_softmax`` splits one shape (Q by heads, K and V by KV heads, replicated beyond them;
+    o_proj rows by heads)."""
+    s = b.s
+    m, h = s.m, s.h
+    parts = []
+    for k in s.kinds:
+        qkv_w = attention_params(m, k.attention)["qkv"]
+        q_w = h * k.q_out
+        heads = float(k.heads)
+        col_w = q_w * _frac(heads, s.tp) + (qkv_w - q_w) * _frac(k.k_heads, s.tp)
+        col_out = k.q_out * _frac(heads, s.tp) + (k.qkv_out - k.q_out) * _frac(k.k_heads, s.tp)
+        parts.append((k.share, dict(k=h, n=qkv_w / h, col_weights=col_w, col_out=col_out)))
+    _fill_gemm_kinds(b, "qkv", parts)
+
+    def attn(slot, dim_of, tok_of):
+        for mode in (MODE_DIM0, MODE_DIM1, MODE_NONE, MODE_NONE_T):
+            parts, held = [], 0.0
+            for k in s.kinds:
+                heads, dim, cache_tok, kh = float(k.heads), dim_of(k), tok_of(k), k.k_heads
+                seqs, ffl, fcache = {
+                    MODE_DIM0: (s.seqs, _frac(heads, s.tp), _frac(kh, s.tp) if kh > 1 else 1.0),
+                    MODE_DIM1: (s.seqs, _frac(dim, s.tp), _frac(dim, s.tp)),
+                    MODE_NONE: (s.seqs, 1.0, 1.0),
+                    MODE_NONE_T: (s.seqs_t, 1.0, 1.0)}[mode]
+                per_seq_io = s.tps * heads * dim * s.ab * 2            # query in, result out
+                fl = seqs * 2.0 * heads * dim * k.sel_attn * s.tps * ffl
+                by = seqs * (k.sel * cache_tok * fcache + per_seq_io * ffl)
+                if s.chunk is not None:   # mixed step: the prefill chunk's queries, cache reads
+                    ch = s.chunk_t if mode == MODE_NONE_T else s.chunk
+                    fl = fl + ch * 2.0 * heads * dim * k.chunk_sel * ffl
+                    by = by + ch * (k.chunk_read * cache_tok * fcache + heads * dim * s.ab * 2 * ffl)
+                parts.append((k.share, fl, by))
+                # every stage holds the cache of all pp micro-batches in flight
+                held = held + k.share * s.pp * seqs * k.ctx * cache_tok * fcache
+            b.put_kinds(slot, mode, parts, held)
+
+    attn("scores", lambda k: k.qk_dim, lambda k: k.k_tok)
+    attn("context", lambda k: k.v_dim, lambda k: k.v_tok)
+    _fill_gemm_kinds(b, "out_proj", [(k.share, dict(k=k.ctx_out, n=h,
+                                                    dim0_frac=_frac(float(k.heads), s.tp)))
+                                     for k in s.kinds])
+
+
 def _fill_softmax(b: _Builder):
     """The softmax-attention layers' ops (``_fill_attention``)."""
     s = b.s
+    if s.general:
+        _fill_softmax_kinds(b)
+        return
     m, a = s.m, s.m.attention
     heads = float(a.heads)
     # --- QKV projection
@@ -758,10 +834,25 @@ def _linear_points(s: _Shape) -> dict:
     kind's weighted by its share of the layers (the delta rule's and the gated norm's output:
     value_dim wide)."""
     a, la = 1.0 - s.lin_share, s.lin_share
+    if s.general:    # each softmax kind's own widths
+        return {"qkv": [(a * k.share, s.rows * k.qkv_out) for k in s.kinds]
+                + [(la, s.rows * s.lin_qkv_out)],
+                "scores": [(a * k.share, k.score_rows * k.heads) for k in s.kinds]
+                + [(la, s.rows * s.lin_ctx_out)],
+                "context": [(a * k.share, s.rows * k.ctx_out) for k in s.kinds]
+                + [(la, s.rows * s.lin_ctx_out)]}
     return {"qkv": [(a, s.rows * s.qkv_out), (la, s.rows * s.lin_qkv_out)],
             "scores": [(a * k.share, k.score_rows * s.m.attention.heads) for k in s.kinds]
             + [(la, s.rows * s.lin_ctx_out)],
             "context": [(a, s.rows * s.ctx_out), (la, s.rows * s.lin_ctx_out)]}
+
+
+def _kind_points(s: _Shape) -> dict:
+    """The activations at qkv, scores and context when the layer kinds have their own shapes
+    (``_Shape.general``): each kind's, weighted by its share of the layers."""
+    return {"qkv": [(k.share, s.rows * k.qkv_out) for k in s.kinds],
+            "scores": [(k.share, k.score_rows * k.heads) for k in s.kinds],
+            "context": [(k.share, s.rows * k.ctx_out) for k in s.kinds]}
 
 
 def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -> Tables:
@@ -790,6 +881,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
         "hidden": s.rows * s.h, "qkv": s.rows * s.qkv_out,
         "scores": [(k.share, k.score_rows * model.attention.heads) for k in s.kinds],
         "context": s.rows * s.ctx_out,
+        **(_kind_points(s) if s.general else {}),
         **(_linear_points(s) if s.lin_share else {}),
         "inter": inter_moe, "inter_dense": s.rows * f.intermediate,
         "router": s.rows * s.experts, "logits": s.lm_rows * model.vocab,
@@ -826,8 +918,10 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     # logits), double-buffered
     inter_w = (s.top_k * f.expert_intermediate + f.shared_intermediate) if model.is_moe \
         else f.intermediate
-    mixer = s.qkv_out + s.ctx_out if not s.lin_share else \
-        max(s.qkv_out + s.ctx_out, s.lin_qkv_out + s.lin_ctx_out)   # the wider kind's
+    mixer = s.qkv_out + s.ctx_out if not s.general else \
+        max(k.qkv_out + k.ctx_out for k in s.kinds)                  # the widest kind's
+    if s.lin_share:
+        mixer = max(mixer, s.lin_qkv_out + s.lin_ctx_out)
     workspace = 2.0 * s.ab * (s.rows * (3 * s.h + mixer + inter_w * (f.n_mats - 1))
                               + s.lm_rows * model.vocab)
     # coarse-only validity

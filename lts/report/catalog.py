@@ -77,6 +77,9 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
                 f"{a.index_topk} keys a query" if a.sparse else "")
              + (f" (indexer on {sum(m.layer_indexed)} of {m.layers} layers, the others reusing "
                 "the top-k of the last one before them)" if a.indexer_types else "")
+             + _gqa_widths(a)
+             + "".join(f"; {t} layers: {k.heads} heads, {k.kv_heads} kv heads, head_dim "
+                       f"{k.head_dim}{_gqa_widths(k)}" for t, k in a.kinds)
              + (f"; chunked_attention layers attend within chunks of {a.chunk} tokens"
                 if a.chunk else ""))]
     if f.kind == "moe":
@@ -154,3 +157,11 @@ def render_topologies(console: Console, rows: list) -> None:
                       f"{r['gpus']} ({r['nodes']}×{r['gpus_per_node']})",
                       f"{r['hbm_gib']:.0f} GiB", escape(links))
     console.print(table)
+
+
+def _gqa_widths(a) -> str:
+    """A gqa shape's V width where it is its own, and its k_eq_v ("V from k_proj")."""
+    if a.kind != "gqa":
+        return ""
+    return (f", v_head {a.v_dim}" if a.v_head_dim else "") + (", V from k_proj" if a.k_eq_v else "")
+

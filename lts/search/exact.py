@@ -12,7 +12,6 @@ import time
 
 import numpy as np
 
-from ..cost import kv
 from ..cost.model import dense_in_stage, finish, stage_max, stage_memory
 from ..cost.layouts import NORM_OF, SLOT, SLOT_MODES
 from .problems import Problem, SearchResult, ServeProblem, Tracker
@@ -34,8 +33,9 @@ class _Exact:
     """Factorized costs of every fine strategy for a block of coarse rows.
 
     Why this is exact. Fix the coarse part (tp, ep, pp, batch). Every layer makes the same choices
-    and keeps the same KV bytes per token (``kv.uniform``, checked here: a model whose layers
-    differ, e.g. some with a sliding window, is refused), and the cost model's step is built
+    and the tables cost the mean layer of a stage (each layer kind, with its own window, shape
+    and KV bytes per token, weighted by its share: every stage holds the kinds in the same
+    numbers, ``kv.even_split``, or the row is invalid), and the cost model's step is built
     from pieces (walk.piece_*), each depending on few choices: the attention block on ops 2-7,
     the FFN block on ops 7-10, the layer boundary on the FFN output layout and ops 2 and 7, the
     first stage's extra on ops 1-2, the last stage's on the FFN output layout and ops 7, 11, 12.
@@ -58,7 +58,6 @@ class _Exact:
     """
 
     def __init__(self, model, choices):
-        kv.require_uniform(model, "the exact solver (lp * attention memory per stage)")
         self.model = model
         n = choices
         self.n = n

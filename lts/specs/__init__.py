@@ -25,6 +25,7 @@ from .model import (DTYPES, FORMATS, MAX_COUNT, MAX_NODES, TOO_DEEP,  # noqa: F4
 from .model import (MAX_FILE_BYTES, MAX_NUMBER, MAX_PARAMS, MAX_WIDTH,  # noqa: F401
                         MIN_NUMBER, AttentionSpec, FFNSpec,                    # (re-exported)
                         LinearAttentionSpec, Mamba2Spec)
+from .model import LINEAR
 from .units import FORMAT_ALIASES, GB, GIB, KV_DTYPES, TB, TFLOPS, US, WEIGHT_FORMATS
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]     # lts/ (the package holding specs/)
@@ -346,13 +347,14 @@ def _link(lt) -> LinkSpec:
 # ----------------------------------------------------------------------------------------------
 # parameter counts (used by `lts models`, the JSON `model` block and the graph)
 
-def attention_params(m: ModelSpec) -> dict:
+def attention_params(m: ModelSpec, a=None) -> dict:
     """Weights of one attention block by matrix group: {"qkv": n, "o": n}, {"bias": n} for
     GQA with biases or sinks (``AttentionSpec.bias``, ``sinks``), {"indexer": n} for sparse
     attention: wq_b [q_lora_rank -> index_heads x index_head_dim], wk [hidden ->
     index_head_dim], k_norm (a LayerNorm, weight and bias), weights_proj [hidden -> index_heads]
-    (deepseek-ai/DeepSeek-V3.2-Exp inference/model.py, class Indexer)."""
-    a, h = m.attention, m.hidden
+    (deepseek-ai/DeepSeek-V3.2-Exp inference/model.py, class Indexer). ``a``: the shape of one
+    layer kind (``ModelSpec.kind_attention``; default the model's ``attention``)."""
+    a, h = (m.attention if a is None else a), m.hidden
     if a.kind == "mla":
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
         q = (h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * a.heads * qk) if a.q_lora_rank \
@@ -364,11 +366,31 @@ def attention_params(m: ModelSpec) -> dict:
             ih, d = a.index_heads, a.index_head_dim
             out["indexer"] = (a.q_lora_rank or h) * ih * d + h * d + 2 * d + h * ih
         return out
+    if a.v_head_dim or a.k_eq_v:
+        # V of its own width (MiMo-V2-Flash: vLLM mimo_v2_flash.py QKVParallelLinear(...,
+        # v_head_size)), or none (k_eq_v, Gemma 4's full layers: transformers
+        # modeling_gemma4.py Gemma4TextAttention v_proj None); o_proj [heads v_dim, hidden]
+        v = 0 if a.k_eq_v else a.kv_heads * a.v_dim
+        out = {"qkv": h * (a.heads * (2 if a.output_gate else 1) * a.head_dim
+                           + a.kv_heads * a.head_dim + v), "o": a.heads * a.v_dim * h}
+        if a.bias or a.sinks:
+            out["bias"] = a.bias * (a.heads * a.head_dim + a.kv_heads * a.head_dim + v + h) \
+                + a.sinks * a.heads
+        return out
     out = {"qkv": h * (a.heads * (2 if a.output_gate else 1) + 2 * a.kv_heads) * a.head_dim,
            "o": a.heads * a.head_dim * h}     # output_gate: q_proj also makes the gate (Qwen3.5)
     if a.bias or a.sinks:   # gpt-oss: q, k, v, o biases and a sink logit per head (not costed)
         out["bias"] = a.bias * ((a.heads + 2 * a.kv_heads) * a.head_dim + h) + a.sinks * a.heads
     return out
+
+
+def attention_layer_params(m: ModelSpec) -> int:
+    """Weights of the softmax-attention blocks of all layers: each kind's own shape
+    (``ModelSpec.kind_attention``) times its layers."""
+    if not m.attention.kinds:
+        return (m.layers - m.linear_layers) * sum(attention_params(m).values())
+    return sum(count * sum(attention_params(m, m.kind_attention(w)).values())
+               for w, count in m.kind_groups if w != LINEAR)
 
 
 def linear_params(m: ModelSpec) -> dict:
@@ -397,7 +419,7 @@ def mixer_params(m: ModelSpec) -> int:
     # weights (a GLM-5.2 checkpoint has model.layers.N.self_attn.indexer.* on the full layers
     # only)
     shared = m.layers - n_lin - sum(m.layer_indexed) if m.attention.sparse else 0
-    return (m.layers - n_lin) * sum(att.values()) - shared * att.get("indexer", 0) \
+    return attention_layer_params(m) - shared * att.get("indexer", 0) \
         + n_lin * sum(linear_params(m).values())
 
 

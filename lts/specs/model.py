@@ -10,6 +10,7 @@ Callers import these names from ``specs``, which re-exports them; this module ex
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import stat
@@ -34,7 +35,8 @@ class AttentionSpec:
     kv_lora_rank: int = 0
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
-    v_head_dim: int = 0       # mla: value head width; gqa: equals head_dim
+    v_head_dim: int = 0       # value head width (mla; gqa: 0 means head_dim, else its own width:
+                              # MiMo-V2-Flash's 128 against q/k 192)
     window: int | None = None     # sliding window (tokens a query attends to, itself included)
                                   # of the layers that have one (ModelSpec.layer_types); None: none
     chunk: int | None = None      # chunked local attention (Llama 4 attention_chunk_size): a
@@ -56,6 +58,17 @@ class AttentionSpec:
     # indexer) or "shared" (no indexer: it attends over the top-k an earlier full layer picked;
     # GLM-5.2's indexer_types); () every layer full
     indexer_types: tuple = ()
+    # gqa: V made by k_proj (no v_proj weights); the cache still holds K and V apart (Gemma 4's
+    # full-attention layers: attention_k_eq_v)
+    k_eq_v: bool = False
+    # gqa: the shapes of the layers of one kind where they differ from this one's
+    # ((layer type, AttentionSpec), ...), from [attention.sliding] / [attention.full]
+    # (docs/design.md §1, "Attention shapes by layer kind"); () every layer this shape
+    kinds: tuple = ()
+
+    def of_type(self, layer_type: str) -> "AttentionSpec":
+        """The attention shape of the layers of ``layer_type`` (FULL, SLIDING, CHUNKED)."""
+        return dict(self.kinds).get(layer_type, self)
 
     @property
     def sparse(self) -> bool:
@@ -64,7 +77,7 @@ class AttentionSpec:
 
     @property
     def v_dim(self) -> int:   # width of one value head
-        return self.v_head_dim if self.kind == "mla" else self.head_dim
+        return self.v_head_dim if self.kind == "mla" else (self.v_head_dim or self.head_dim)
 
 
 @dataclass(frozen=True)
@@ -261,6 +274,16 @@ class ModelSpec:
         chunk = Chunk(self.attention.chunk) if self.attention.chunk else None
         return tuple(self.attention.window if t == SLIDING else LINEAR if t in RECURRENT else
                      chunk if t == CHUNKED else None for t in self.layer_types)
+
+    def kind_attention(self, window) -> AttentionSpec:
+        """The attention shape of the layers of one kind, by its ``layer_windows`` entry (None:
+        full attention, a ``Chunk``: chunked, a window: sliding): ``attention`` itself unless
+        the model gives that kind its own (``AttentionSpec.kinds``)."""
+        a = self.attention
+        if not a.kinds:
+            return a
+        return a.of_type(FULL if window is None else CHUNKED if isinstance(window, Chunk)
+                         else SLIDING)
 
     @property
     def linear_layers(self) -> int:
@@ -570,9 +593,13 @@ def model_from_dict(data: dict, path) -> ModelSpec:
         raise SpecError(path, "attention.bias" if bias else "attention.sinks",
                         "true is not supported with mla attention (gqa only)")
     mla.update(_index(a, path, kind, window, layer_types, layers))
+    if kind == "gqa":
+        mla.update(_gqa_shape(a, path, head_dim))
+    base = AttentionSpec(kind, heads, kv_heads, head_dim, **mla, window=window, bias=bias,
+                         sinks=sinks, output_gate=gate, chunk=chunk)
+    kinds = _kind_shapes(a, path, base, layer_types, layers)
     a.finish()
-    attention = AttentionSpec(kind, heads, kv_heads, head_dim, **mla, window=window, bias=bias,
-                              sinks=sinks, output_gate=gate, chunk=chunk)
+    attention = dataclasses.replace(base, kinds=kinds) if kinds else base
     linear = _linear(t, path, layer_types, kind)
 
     f = t.table("ffn")
@@ -751,6 +778,52 @@ def _index(a: _Table, path, kind: str, window, layer_types, layers: int) -> dict
         if "shared" in kinds:
             out["indexer_types"] = tuple(kinds)
     return out
+
+
+def _gqa_shape(a: _Table, path, head_dim: int, base: AttentionSpec | None = None) -> dict:
+    """A gqa [attention] table's (or a per-kind table's) v_head_dim (0: head_dim) and k_eq_v,
+    each defaulting to ``base``'s (a per-kind table's model shape)."""
+    v = a.get("v_head_dim", int, base.v_head_dim if base else 0, minimum=0, maximum=MAX_WIDTH)
+    k_eq_v = a.get("k_eq_v", bool, base.k_eq_v if base else False)
+    if k_eq_v and v not in (0, head_dim):
+        raise SpecError(path, a._key("k_eq_v"), f"true needs v_head_dim = head_dim ({head_dim}): "
+                                                "V is made by k_proj")
+    return dict(v_head_dim=0 if v == head_dim else v, k_eq_v=k_eq_v)
+
+
+# the layer kinds that may have their own attention shape ([attention.sliding], [attention.full])
+# and the keys such a table may set (the others are the model's: bias, output_gate, windows)
+KIND_TABLES = {"sliding": SLIDING, "full": FULL}
+KIND_KEYS = ("heads", "kv_heads", "head_dim", "v_head_dim", "k_eq_v", "sinks")
+
+
+def _kind_shapes(a: _Table, path, base: AttentionSpec, layer_types: tuple, layers: int) -> tuple:
+    """[attention.sliding] / [attention.full]: the shape of the layers of one kind where it
+    differs from [attention]'s (heads, kv_heads, head_dim, v_head_dim, k_eq_v, sinks; each
+    defaults to [attention]'s), gqa only, for a kind the model has. ((layer type, spec), ...)."""
+    types = set(layer_types) or {SLIDING if base.window is not None else FULL}
+    out = []
+    for name, ltype in KIND_TABLES.items():
+        if not a.has(name):
+            continue
+        key = f"attention.{name}"
+        if base.kind != "gqa":
+            raise SpecError(path, key, "is only supported with gqa attention")
+        if ltype not in types:
+            raise SpecError(path, key, f"is set but the model has no {ltype} layers")
+        k = a.table(name)
+        heads = k.get("heads", int, base.heads, positive=True)
+        kv_heads = k.get("kv_heads", int, base.kv_heads, positive=True)
+        head_dim = k.get("head_dim", int, base.head_dim, positive=True, maximum=MAX_WIDTH)
+        if heads % kv_heads:
+            raise SpecError(path, f"{key}.kv_heads",
+                            f"{kv_heads} does not divide {key}.heads = {heads}")
+        shape = _gqa_shape(k, path, head_dim, base)
+        sinks = k.get("sinks", bool, base.sinks)
+        k.finish()
+        out.append((ltype, dataclasses.replace(base, heads=heads, kv_heads=kv_heads,
+                                               head_dim=head_dim, sinks=sinks, **shape)))
+    return tuple(out)
 
 
 def _layer_types(a: _Table, path, layers: int, window, chunk=None) -> tuple:
