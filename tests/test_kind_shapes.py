@@ -188,3 +188,139 @@ def test_exact_solver_takes_two_shapes():
 def test_exact_equals_brute_force_on_two_shapes(work):
     exact_equals_brute_force(synthetic_shapes(), work, pp=(1, 2, 8))
 
+
+# ----------------------------------------------------------------------------------------------
+# HuggingFace configs: Gemma 4 and MiMo-V2-Flash
+#
+# tests/data/hf/gemma-4-26b-a4b.json: huggingface.co/google/gemma-4-26B-A4B config.json;
+# gemma-4-26b-a4b-nvfp4/, gemma-4-31b-it-nvfp4/: huggingface.co/nvidia/Gemma-4-26B-A4B-NVFP4 and
+# nvidia/Gemma-4-31B-IT-NVFP4 config.json and hf_quant_config.json; mimo-v2-flash.json:
+# huggingface.co/XiaomiMiMo/MiMo-V2-Flash config.json (verbatim copies)
+
+DATA = "tests/data/hf"
+
+# published totals (text model; the vision encoder, "~550M", apart): Gemma 4 26B A4B "25.2B
+# total / 3.8B active" (the model card as quoted by vast.ai/model/gemma-4-26b-a4b-it and
+# llmradar.eu/models/gemma-4-26b-a4b-it), 31B "30.7B" (ccm-design-engineer.netlify.app's model
+# card summary); MiMo-V2-Flash "309B total parameters and 15B active" (MiMo-V2-Flash Technical
+# Report, arXiv 2601.02780, abstract)
+PUBLISHED = {"gemma-4-26b-a4b.json": 25.2e9, "gemma-4-26b-a4b-nvfp4": 25.2e9,
+             "gemma-4-31b-it-nvfp4": 30.7e9, "mimo-v2-flash.json": 309e9}
+
+
+def hf(name):
+    from lts.specs import load_model
+    return load_model(f"{DATA}/{name}")
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_totals_within_2pct_of_published(name):
+    total = param_counts(hf(name))["params_total"]
+    assert abs(total / PUBLISHED[name] - 1) < 0.02, (total, PUBLISHED[name])
+
+
+def test_gemma4_26b_shapes():
+    m = hf("gemma-4-26b-a4b.json")
+    a, full = m.attention, m.kind_attention(None)
+    assert (a.heads, a.kv_heads, a.head_dim, a.v_dim, a.k_eq_v, a.window) == (16, 8, 256, 256,
+                                                                               False, 1024)
+    assert (full.heads, full.kv_heads, full.head_dim, full.k_eq_v) == (16, 2, 512, True)
+    assert m.layer_types.count("full_attention") == 5 and m.layer_types[5] == "full_attention"
+    f = m.ffn      # every layer: the MLP (a shared expert) beside 128 experts, top 8
+    assert (f.experts, f.top_k, f.expert_intermediate, f.shared_experts, f.shared_intermediate,
+            f.dense_layers) == (128, 8, 704, 1, 2112, 0)
+    h = 2816
+    assert attention_params(m) == {"qkv": h * (16 * 256 + 2 * 8 * 256), "o": 16 * 256 * h}
+    assert attention_params(m, full) == {"qkv": h * (16 * 512 + 2 * 512), "o": 16 * 512 * h}
+    # bf16: sliding 2 x 8 x 256, full 2 x 2 x 512 (K and V cached apart) per token
+    assert kv.layer_token_bytes(m)[:6] == [(8 * 256 * 2, 8 * 256 * 2)] * 5 + [(2048, 2048)]
+    assert kv.request_bytes(m, 4096) == 25 * 1024 * 8192 + 5 * 4096 * 4096
+    counts = param_counts(m)
+    assert counts["params_active"] == pytest.approx(3.8e9, rel=0.02)
+    assert "its vision tower (vision_config) has 0.57B parameters" in m.source
+
+
+def test_gemma4_nvfp4_checkpoints():
+    m = hf("gemma-4-26b-a4b-nvfp4")       # only the routed experts in NVFP4
+    p = m.precision
+    assert (p.weights, p.kv_cache) == ("nvfp4", "fp8")
+    assert set(p.unquantized) >= {"attention", "router", "shared_experts", "lm_head"}
+    assert p.format_of("experts") == "nvfp4"
+    m = hf("gemma-4-31b-it-nvfp4")        # dense; attention and the LM head in bf16
+    assert m.ffn.kind == "dense" and m.ffn.intermediate == 21504
+    assert m.precision.format_of("dense_ffn") == "nvfp4"
+    assert set(m.precision.unquantized) >= {"attention", "lm_head"}
+    full = m.kind_attention(None)
+    assert (full.kv_heads, full.head_dim, full.k_eq_v) == (4, 512, True)
+
+
+def test_mimo_v2_flash_shapes():
+    m = hf("mimo-v2-flash.json")
+    a, swa = m.attention, m.kind_attention(128)
+    assert (a.heads, a.kv_heads, a.head_dim, a.v_dim, a.sinks) == (64, 4, 192, 128, False)
+    assert (swa.heads, swa.kv_heads, swa.head_dim, swa.v_dim, swa.sinks) == (64, 8, 192, 128,
+                                                                             True)
+    assert m.layer_types.count("full_attention") == 9 and m.layer_types[0] == "full_attention"
+    assert (m.ffn.dense_layers, m.ffn.intermediate, m.ffn.experts, m.ffn.top_k,
+            m.ffn.shared_experts) == (1, 16384, 256, 8, 0)
+    h = 4096
+    assert attention_params(m) == {"qkv": h * (64 * 192 + 4 * 192 + 4 * 128), "o": 64 * 128 * h}
+    assert attention_params(m, swa) == {"qkv": h * (64 * 192 + 8 * 192 + 8 * 128),
+                                        "o": 64 * 128 * h, "bias": 64}
+    # bf16 KV: full K 4 x 192, V 4 x 128; sliding K 8 x 192, V 8 x 128
+    assert set(kv.layer_token_bytes(m)) == {(4 * 192 * 2, 4 * 128 * 2), (8 * 192 * 2, 8 * 128 * 2)}
+    assert kv.request_bytes(m, 1000) == 9 * 1000 * 1280 * 2 + 39 * 128 * 2560 * 2
+    assert m.precision.weights == "fp8_block"
+
+
+def write_hf(tmp_path, base, **changes):
+    import json
+    cfg = json.load(open(f"{DATA}/{base}"))
+    cfg.get("text_config", cfg).update(changes)
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    return p
+
+
+@pytest.mark.parametrize("base, changes, key, message", [
+    ("gemma-4-26b-a4b.json", dict(num_kv_shared_layers=10), "text_config.num_kv_shared_layers",
+     "10 is not supported (expected 0: layers that reuse an earlier layer's keys and values are "
+     "not costed by lts)"),
+    ("gemma-4-26b-a4b.json", dict(hidden_size_per_layer_input=256),
+     "text_config.hidden_size_per_layer_input",
+     "256 is not supported (expected 0: per-layer input embeddings are not costed by lts)"),
+    ("gemma-4-26b-a4b.json", dict(use_double_wide_mlp=True), "text_config.use_double_wide_mlp",
+     "true is not supported (expected false: double-wide MLPs are not costed by lts)"),
+    ("gemma-4-26b-a4b.json", dict(attention_bias=True), "text_config.attention_bias",
+     "true is not supported (expected false: the checkpoints' q/k/v/o projections have no "
+     "biases)"),
+    ("gemma-4-26b-a4b.json", dict(num_global_key_value_heads=3),
+     "num_global_key_value_heads", "3 does not divide num_attention_heads = 16"),
+    ("mimo-v2-flash.json", dict(hybrid_layer_pattern=[0, 1]), "hybrid_layer_pattern",
+     "[0, 1] is not 48 entries of 0 (full attention) or 1 (sliding window)"),
+    ("mimo-v2-flash.json", dict(moe_layer_freq=[1] * 47 + [0]), "moe_layer_freq",
+     "is not supported (expected 48 entries: 0 for the leading dense layers, then 1)"),
+    ("mimo-v2-flash.json", dict(swa_num_key_value_heads=None), "swa_num_key_value_heads",
+     "null is not an integer"),
+    ("mimo-v2-flash.json", dict(swa_num_key_value_heads=5), "swa_num_key_value_heads",
+     "5 does not divide swa_num_attention_heads = 64"),
+])
+def test_bad_configs_are_refused_naming_the_key(tmp_path, base, changes, key, message):
+    from click.testing import CliRunner
+    from lts.cli import cli
+    p = write_hf(tmp_path, base, **changes)
+    r = CliRunner().invoke(cli, ["models", "--show", str(p)], catch_exceptions=False)
+    assert r.exit_code == 1, r.output
+    line, = r.output.strip().splitlines()
+    assert line.startswith(f"Error: {p}: {key}: ") and message in line, line
+
+
+def test_gemma4_vision_tower_closed_form():
+    import json
+    from lts.specs.hf import gemma4_vision_params
+    v = json.load(open(f"{DATA}/gemma-4-26b-a4b.json"))["vision_config"]
+    h, i = 1152, 4304          # 27 layers of 16 heads of 72; patch 16, 10240 positions
+    block = 4 * h * 16 * 72 + 3 * h * i + 2 * 72 + 4 * h
+    want = 27 * block + 3 * 16 * 16 * h + 2 * 10240 * h + 2 * h
+    assert gemma4_vision_params(v) == want
+    assert gemma4_vision_params(v, 2816) == want + h * 2816

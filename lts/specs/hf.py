@@ -110,7 +110,8 @@ from .units import FP8_BLOCK, NVFP4_GROUP, W4A16_GROUP, W4A16_GROUP_32
 
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
             "deepseek_v2", "deepseek_v3", "gpt_oss", "deepseek_v32", "glm_moe_dsa",
-            "qwen3_next", "qwen3_5_moe_text", "qwen3_5_text", "llama4_text", "mimo")
+            "qwen3_next", "qwen3_5_moe_text", "qwen3_5_text", "llama4_text", "mimo",
+            "gemma4_text", "mimo_v2_flash")
 # mimo: huggingface.co/XiaomiMiMo/MiMo-7B-Base config.json and modeling_mimo.py (MiMoModel is
 # Qwen2Model with mtp_layers; MiMoConfig is Qwen2Config with num_nextn_predict_layers)
 DENSE = ("llama", "mistral", "qwen2", "qwen3", "mimo")
@@ -134,7 +135,18 @@ ALIASES = {"kimi_k2": "deepseek_v3", "minimax_m2": "mixtral",
 MULTIMODAL = {"kimi_k25": ("kimi_k2", "deepseek_v3"), "qwen3_5_moe": ("qwen3_5_moe_text",),
               "qwen3_5": ("qwen3_5_text",), "llama4": ("llama4_text",),
               # huggingface.co/Qwen/Qwen3-VL-8B-Instruct, Qwen3-VL-30B-A3B-Instruct config.json
-              "qwen3_vl": ("qwen3_vl_text",), "qwen3_vl_moe": ("qwen3_vl_moe_text",)}
+              "qwen3_vl": ("qwen3_vl_text",), "qwen3_vl_moe": ("qwen3_vl_moe_text",),
+              # huggingface.co/google/gemma-4-26B-A4B, nvidia/Gemma-4-31B-IT-NVFP4 config.json
+              "gemma4": ("gemma4_text",)}
+# layer kinds with their own attention shapes ([attention.sliding] / [attention.full]):
+# Gemma 4 (transformers modeling_gemma4.py, huggingface/transformers commit 0246b4f3,
+# Gemma4TextAttention: full-attention layers of global_head_dim with num_global_key_value_heads
+# and V made by k_proj when attention_k_eq_v; sliding ones of head_dim, num_key_value_heads) and
+# MiMo-V2-Flash (vLLM mimo_v2_flash.py, vllm-project/vllm commit 01ed47b4, MiMoV2FlashDecoderLayer:
+# hybrid_layer_pattern 1 the sliding layers, of swa_num_attention_heads, swa_num_key_value_heads,
+# swa_head_dim, swa_v_head_dim and a sink logit per head; the others of num_attention_heads,
+# num_key_value_heads, head_dim, v_head_dim)
+KIND_SHAPED = ("gemma4_text", "mimo_v2_flash")
 # hybrid linear / full attention (Gated DeltaNet): huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct
 # config.json, huggingface.co/Qwen/Qwen3.5-397B-A17B config.json (text_config)
 HYBRID = ("qwen3_next", "qwen3_5_moe_text", "qwen3_5_text")
@@ -230,6 +242,11 @@ def _precision(c: _Config, layers: int, ffn: dict) -> tuple[dict, dict]:
     if q is not None:
         qc, fmt, kv, exclude, exclude_key, linear_only = q
         table["kv_cache"] = kv or act
+        if c.data.get("model_type") == "gemma4_text" and ffn["kind"] == "moe":
+            # Gemma 4's MLP runs beside the routed experts in every layer: lts's shared expert
+            # (_gemma4_ffn), so an excluded model.language_model.layers.N.mlp is that group
+            exclude = [re.sub(r"\.mlp\b", ".shared_expert", n) if isinstance(n, str) else n
+                       for n in exclude]
         kept = _unquantized(qc, exclude, exclude_key, layers, ffn, linear_only)
         if isinstance(fmt, tuple):     # ModelOpt MIXED_PRECISION: (its key, quantized_layers)
             groups = _mixed_formats(qc, *fmt, layers, ffn)
@@ -714,7 +731,66 @@ def _attention(c: _Config, family: str, hidden: int) -> tuple[dict, dict]:
         table["sinks"] = True
     keys = {"attention.heads": "num_attention_heads", "attention.kv_heads": "num_key_value_heads",
             "attention.head_dim": "head_dim"}
+    if family in KIND_SHAPED:
+        if c.get("attention_bias", bool, default=False, nullable=True):
+            raise c.error("attention_bias", "true is not supported (expected false: the "
+                                            "checkpoints' q/k/v/o projections have no biases)")
+        kind_table, kind_keys = (_gemma4_attention if family == "gemma4_text"
+                                 else _mimo_v2_attention)(c, table)
+        table.update(kind_table)
+        keys.update(kind_keys)
     return table, keys
+
+
+def _gemma4_attention(c: _Config, table: dict) -> tuple[dict, dict]:
+    """Gemma 4's full-attention layers ([attention.full]; the model's shape, [attention], is the
+    sliding layers'): global_head_dim (null: head_dim) wide heads; with attention_k_eq_v,
+    num_global_key_value_heads KV heads whose V is made by k_proj (no v_proj; the cache keeps V
+    apart from K: cost.kv); without it, num_key_value_heads as the sliding layers. Refused: KV
+    shared across layers (num_kv_shared_layers, Gemma-3n/E2B/E4B style), per-layer input
+    embeddings (hidden_size_per_layer_input), use_double_wide_mlp."""
+    for key, typ in (("num_kv_shared_layers", int), ("hidden_size_per_layer_input", int),
+                     ("use_double_wide_mlp", bool)):
+        value = c.get(key, typ, default=0 if typ is int else False, nullable=True)
+        if value:
+            what = {"num_kv_shared_layers": "layers that reuse an earlier layer's keys and values",
+                    "hidden_size_per_layer_input": "per-layer input embeddings",
+                    "use_double_wide_mlp": "double-wide MLPs"}[key]
+            raise c.error(key, f"{_show(value)} is not supported (expected "
+                               f"{'0' if typ is int else 'false'}: {what} are not costed by lts)")
+    k_eq_v = c.get("attention_k_eq_v", bool, default=False, nullable=True)
+    head_dim = c.get("global_head_dim", int, positive=True, nullable=True) or table["head_dim"]
+    full = {"head_dim": head_dim, "k_eq_v": k_eq_v}
+    keys = {"attention.full.head_dim": "global_head_dim", "attention.full.k_eq_v":
+            "attention_k_eq_v", "attention.full.kv_heads": "num_global_key_value_heads",
+            "attention.full.heads": "num_attention_heads", "attention.full": "layer_types"}
+    if k_eq_v:
+        full["kv_heads"] = c.get("num_global_key_value_heads", int, positive=True)
+    return {"full": full}, keys
+
+
+def _mimo_v2_attention(c: _Config, table: dict) -> tuple[dict, dict]:
+    """MiMo-V2-Flash's attention: full layers Q/K of head_dim, V of v_head_dim (HF default:
+    head_dim); sliding layers ([attention.sliding]) of their own swa_ heads, KV heads and widths,
+    and a sink logit per head where add_swa_attention_sink_bias (full layers:
+    add_full_attention_sink_bias)."""
+    table["v_head_dim"] = c.get("v_head_dim", int, positive=True, nullable=True) \
+        or table["head_dim"]
+    table["sinks"] = c.get("add_full_attention_sink_bias", bool, default=False, nullable=True)
+    sliding = {"heads": c.get("swa_num_attention_heads", int, positive=True),
+               "kv_heads": c.get("swa_num_key_value_heads", int, positive=True),
+               "head_dim": c.get("swa_head_dim", int, positive=True)}
+    sliding["v_head_dim"] = c.get("swa_v_head_dim", int, positive=True, nullable=True) \
+        or sliding["head_dim"]
+    sliding["sinks"] = c.get("add_swa_attention_sink_bias", bool, default=False, nullable=True)
+    keys = {"attention.v_head_dim": "v_head_dim", "attention.sliding.heads":
+            "swa_num_attention_heads", "attention.sliding.kv_heads": "swa_num_key_value_heads",
+            "attention.sliding.head_dim": "swa_head_dim",
+            "attention.sliding.v_head_dim": "swa_v_head_dim",
+            "attention.sliding.sinks": "add_swa_attention_sink_bias",
+            "attention.sinks": "add_full_attention_sink_bias",
+            "attention.sliding": "hybrid_layer_pattern"}
+    return {"sliding": sliding}, keys
 
 
 def _sliding(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
@@ -736,6 +812,22 @@ def _sliding(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
             "full_attention" if (i + 1) % every == 0 else "linear_attention"
             for i in range(layers)])
         return {"layer_types": kinds}, keys
+    if family == "gemma4_text":
+        # Gemma4TextConfig: layer_types (sliding_attention / full_attention) and sliding_window
+        return {"sliding_window": c.get("sliding_window", int, positive=True),
+                "layer_types": c.get("layer_types", list)}, keys
+    if family == "mimo_v2_flash":
+        # vLLM MiMoV2FlashDecoderLayer.is_compressed_softmax_layer: hybrid_layer_pattern[i] == 1
+        # is a sliding layer of sliding_window_size tokens (the config's sliding_window agrees)
+        pattern = c.get("hybrid_layer_pattern", list)
+        if len(pattern) != layers or any(p not in (0, 1) for p in pattern):
+            raise c.error("hybrid_layer_pattern", f"{_show(pattern)} is not {layers} entries of "
+                                                  "0 (full attention) or 1 (sliding window)")
+        keys.update({"attention.sliding_window": "sliding_window_size",
+                     "attention.layer_types": "hybrid_layer_pattern"})
+        return {"sliding_window": c.get("sliding_window_size", int, positive=True),
+                "layer_types": ["sliding_attention" if p else "full_attention"
+                                for p in pattern]}, keys
     if family == "gpt_oss":
         # HF default (GptOssConfig, transformers 4.55): sliding_window 128, layer_types
         # alternating sliding_attention, full_attention from the first layer
@@ -826,6 +918,10 @@ def _qwen_dense_prefix(c: _Config, layers: int, experts: int) -> int:
 
 
 def _ffn(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
+    if family == "gemma4_text":
+        return _gemma4_ffn(c)
+    if family == "mimo_v2_flash":
+        return _mimo_v2_ffn(c, layers)
     if family in DENSE or family == "qwen3_5_text":
         return ({"kind": "dense", "gated": True,
                  "intermediate": c.get("intermediate_size", int, positive=True)},
@@ -888,6 +984,51 @@ def _ffn(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
                 "ffn.intermediate": "intermediate_size"}
     keys.update({"ffn.experts": experts_key, "ffn.top_k": "num_experts_per_tok"})
     return table, keys
+
+
+def _gemma4_ffn(c: _Config) -> tuple[dict, dict]:
+    """Gemma 4's FFN (transformers modeling_gemma4.py Gemma4TextDecoderLayer): every layer runs
+    its gated MLP (Gemma4TextMLP, gate/up/down of intermediate_size) and, with enable_moe_block,
+    beside it a routed MoE (Gemma4TextRouter, Gemma4TextExperts: num_experts of
+    moe_intermediate_size, top_k_experts a token), the two outputs summed: costed as a MoE whose
+    one shared expert is the MLP (the model cards' "1 shared expert"); the router's scale and
+    per-expert scale vectors and the extra norms are not counted (hidden + num_experts + 3 hidden
+    a layer)."""
+    inter = c.get("intermediate_size", int, positive=True)
+    if not c.get("enable_moe_block", bool, default=False, nullable=True):
+        return {"kind": "dense", "gated": True, "intermediate": inter}, \
+            {"ffn.intermediate": "intermediate_size"}
+    return ({"kind": "moe", "gated": True, "experts": c.get("num_experts", int, positive=True),
+             "top_k": c.get("top_k_experts", int, positive=True),
+             "expert_intermediate": c.get("moe_intermediate_size", int, positive=True),
+             "shared_experts": 1, "shared_intermediate": inter},
+            {"ffn.experts": "num_experts", "ffn.top_k": "top_k_experts",
+             "ffn.expert_intermediate": "moe_intermediate_size",
+             "ffn.shared_intermediate": "intermediate_size"})
+
+
+def _mimo_v2_ffn(c: _Config, layers: int) -> tuple[dict, dict]:
+    """MiMo-V2-Flash's FFNs (vLLM mimo_v2_flash.py MiMoV2FlashDecoderLayer.is_moe_layer):
+    moe_layer_freq[i] 1 is a MoE layer (n_routed_experts of moe_intermediate_size, top
+    num_experts_per_tok, no shared expert unless n_shared_experts), 0 a dense MLP of
+    intermediate_size; lts reads the dense layers as a leading block (dense_layers)."""
+    freq = c.get("moe_layer_freq", list)
+    dense = next((i for i, f in enumerate(freq) if f), len(freq))
+    if len(freq) != layers or any(f not in (0, 1) for f in freq) or not all(freq[dense:]):
+        raise c.error("moe_layer_freq", f"{_show(freq)} is not supported (expected {layers} "
+                                        "entries: 0 for the leading dense layers, then 1)")
+    expert_inter = c.get("moe_intermediate_size", int, positive=True)
+    shared = c.get("n_shared_experts", int, minimum=0, nullable=True) or 0
+    table = {"kind": "moe", "gated": True, "experts": c.get("n_routed_experts", int, positive=True),
+             "top_k": c.get("num_experts_per_tok", int, positive=True),
+             "expert_intermediate": expert_inter, "shared_experts": shared,
+             "shared_intermediate": shared * expert_inter, "dense_layers": dense}
+    if dense:
+        table["intermediate"] = c.get("intermediate_size", int, positive=True)
+    return table, {"ffn.experts": "n_routed_experts", "ffn.top_k": "num_experts_per_tok",
+                   "ffn.expert_intermediate": "moe_intermediate_size",
+                   "ffn.dense_layers": "moe_layer_freq", "ffn.intermediate": "intermediate_size",
+                   "ffn.shared_experts": "n_shared_experts"}
 
 
 def _llama4_ffn(c: _Config, layers: int, top_k: int) -> tuple[dict, dict]:
@@ -1080,11 +1221,15 @@ UNSUPPORTED = {
     # num_attention_heads for the layers of its attention_type "sliding_attention"), the
     # full-attention layers to 64 x 128, both with 8 KV heads of 128, and a head-wise sigmoid
     # output gate (g_proj) (a public MLX port's step3p7 package notes, "MFA per-layer head count";
-    # vLLM's Step3p5 attention reads attention_other_setting per layer the same way); the
-    # public copies of its config.json may omit the key, so the family is refused as a whole
-    "step3p7": "Step-3.7's sliding-window layers have their own query heads "
-               "(attention_other_setting: 96 on the sliding layers, 64 on the full ones) and a "
-               "head-wise output gate (g_proj); lts costs one attention shape on every layer",
+    # vLLM's Step3p5 attention reads attention_other_setting per layer the same way, vllm-project/
+    # vllm commit 01b50b9e step3p5.py Step3p5DecoderLayer; g_proj = ColumnParallelLinear(hidden,
+    # heads) when use_head_wise_attn_gate); the per-kind heads would be [attention.sliding], but
+    # the public copies of its config.json omit the key and lts has no head-wise gate op, so the
+    # family is refused as a whole
+    "step3p7": "Step-3.7's head-wise output gate (g_proj: a sigmoid per query head) is not "
+               "costed by lts, and the public copies of its config.json omit "
+               "attention_other_setting (the sliding layers' 96 query heads against 64 on the "
+               "full ones)",
     # huggingface.co/deepseek-ai/DeepSeek-V4-Flash config.json (compress_ratios, hc_mult, o_groups,
     # o_lora_rank)
     "deepseek_v4": "DeepSeek-V4's compressed attention (compress_ratios: each layer's KV "
@@ -1202,6 +1347,8 @@ def vision_params(v: dict):
     kernel's area)."""
     if v.get("model_type") == "llama4_vision_model":
         return llama4_vision_params(v)
+    if v.get("model_type") == "gemma4_vision":
+        return gemma4_vision_params(v)
     if v.get("model_type") in ("qwen3_vl", "qwen3_vl_moe"):
         return qwen3_vl_vision_params(v)
     keys = ("vt_hidden_size", "vt_intermediate_size", "vt_num_hidden_layers", "patch_size",
@@ -1215,6 +1362,26 @@ def vision_params(v: dict):
     embed = h * 3 * p * p + h + v["init_pos_emb_height"] * v["init_pos_emb_width"] * h
     projector = 2 * h + (h * m) ** 2 + h * m + t * h * m + t
     return n * block + embed + 2 * h + projector
+
+
+def gemma4_vision_params(v: dict, text_hidden: int | None = None):
+    """Parameters of Gemma 4's vision tower (transformers modeling_gemma4.py, commit 0246b4f3:
+    Gemma4VisionPatchEmbedder input_proj [3 p^2 -> h] and position_embedding_table [2,
+    position_embedding_size, h]; per Gemma4VisionEncoderLayer q/k/v/o of num_attention_heads /
+    num_key_value_heads x head_dim, q_norm and k_norm of head_dim, a gated MLP [h, I] x 3, four
+    RMSNorms of h; std_bias and std_scale of h when standardize), plus its projection to the
+    text model's hidden size where given ([h -> text_hidden]; its norm not counted), or None
+    when ``vision_config`` does not give the shape."""
+    keys = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+            "patch_size", "position_embedding_size")
+    if not all(isinstance(v.get(k), int) for k in keys):
+        return None
+    h, i, n, heads, p, pos = (v[k] for k in keys)
+    kv = v.get("num_key_value_heads") if isinstance(v.get("num_key_value_heads"), int) else heads
+    hd = v.get("head_dim") if isinstance(v.get("head_dim"), int) else h // heads
+    block = 2 * h * heads * hd + 2 * h * kv * hd + 3 * h * i + 2 * hd + 4 * h
+    embed = 3 * p * p * h + 2 * pos * h
+    return n * block + embed + 2 * h * bool(v.get("standardize")) + h * (text_hidden or 0)
 
 
 def llama4_vision_params(v: dict, text_hidden: int | None = None):
@@ -1273,10 +1440,12 @@ def _vision_note(c: _Config) -> str:
     if not isinstance(v, dict):
         return "; text model from text_config"
     n = vision_params(v)
-    if n is not None and v.get("model_type") == "llama4_vision_model":   # + the projector to text
-        text = c.data.get("text_config")
+    if n is not None and v.get("model_type") in ("llama4_vision_model", "gemma4_vision"):
+        text = c.data.get("text_config")       # + the projector to the text model
         hidden = text.get("hidden_size") if isinstance(text, dict) else None
-        n = llama4_vision_params(v, hidden if isinstance(hidden, int) else None)
+        fn = llama4_vision_params if v["model_type"] == "llama4_vision_model" \
+            else gemma4_vision_params
+        n = fn(v, hidden if isinstance(hidden, int) else None)
     if n is None:
         return ("; text model from text_config; its vision tower (vision_config) is not counted "
                 "(no shape given) and not costed")
