@@ -136,9 +136,10 @@ def test_serving_calibration_accuracy_train_and_held_out():
     """The closed-loop model on the measured TTFT/TPOT points (serving_calibration.csv: Qwen3-32B
     on 1-8 H100, TensorRT-LLM 1.0, vLLM 0.12, SGLang 0.5, fixed concurrency), on both halves of
     the same (isl, osl) split. Fitted on the training half (scripts/calibrate.py): the cohort
-    constants of vLLM and TensorRT-LLM and vLLM's time per step. Measured (train / held-out):
-    TTFT within 2x 96.6% / 93.5%, TPOT 100% / 99.2%, median |log2| 0.118 / 0.140 (docs/validation.md); the issue's bar is TTFT >= 80%, TPOT >= 95%, median <= 0.3 on the held-out
-    half. The thresholds sit a little outside the measured figures."""
+    constants of vLLM and TensorRT-LLM and the engines' time per step. Measured (train /
+    held-out): TTFT within 2x 97.4% / 94.4%, TPOT 100% / 99.2%, median |log2| 0.127 / 0.143
+    (docs/validation.md); the issue's bar is TTFT >= 80%, TPOT >= 95%, median <= 0.3 on the
+    held-out half. The thresholds sit a little outside the measured figures."""
     from lts.serving.validate import summarize, validate
     d = validate(SERVING)
     assert not d["skipped"] and d["summary"]["count"] == d["total"] == 714
@@ -154,6 +155,26 @@ def test_serving_calibration_accuracy_train_and_held_out():
         assert s["by_metric"]["ttft_ms"]["within_2x"] >= 0.9, (name, s["by_metric"]["ttft_ms"])
         assert s["by_metric"]["tpot_ms"]["within_2x"] >= 0.97, (name, s["by_metric"]["tpot_ms"])
         assert s["spearman_by_group"]["mean"] >= 0.9, (name, s["spearman_by_group"]["mean"])
+
+
+MOE = DATA / "serving_moe.csv"
+
+
+def test_serving_moe_held_out_floor():
+    """serving_moe.csv (two MoE models, H100-B300, vLLM 0.15-0.19 and TensorRT-LLM 1.2-1.3) is
+    held out: no constant is fitted to it. Every row is predicted but the 74 whose engine
+    layout lts does not cost (attention tp over experts split both by tensor and by expert),
+    each skipped with that reason. The floor guards what lts reaches today (docs/validation.md:
+    within 2x 79.2%, TPOT 98.0%); issue 23's bar (TTFT >= 90%, TPOT >= 97%, median <= 0.25 on
+    the held-out model) is not met yet."""
+    from lts.serving.validate import validate
+    d = validate(MOE)
+    assert d["total"] == 1916 and d["summary"]["count"] == 1842 and len(d["skipped"]) == 74
+    assert all("is not a layout lts costs" in s["reason"] for s in d["skipped"])
+    s = d["summary"]
+    assert set(s["by_model"]) == {"gpt-oss-120b", "minimax-m2.5"}
+    assert s["within_2x"] >= 0.75, s["within_2x"]
+    assert s["by_metric"]["tpot_ms"]["within_2x"] >= 0.95, s["by_metric"]["tpot_ms"]
 
 
 def test_validate_engine_cells_take_the_profile_names_and_their_spellings(tmp_path):
