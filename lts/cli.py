@@ -511,10 +511,26 @@ def bench(model, topology, evaluations, seed, no_search, json_, no_color):
            render_bench)
 
 
+def _by_keys(ctx, param, value):
+    from .serving.validate import BY_KEYS
+    if not value:
+        return ()
+    keys = tuple(k.strip() for k in value.split(","))
+    bad = [k for k in keys if k not in BY_KEYS]
+    if bad or len(set(keys)) < len(keys):
+        raise click.BadParameter(f"{value!r}: expected distinct row keys of "
+                                 f"{', '.join(BY_KEYS)}, comma-separated")
+    return keys
+
+
 @cli.command()
 @click.argument("measurements", metavar="MEASUREMENTS.csv")
+@click.option("--by", "by", default="", callback=_by_keys, metavar="KEY[,KEY...]",
+              help="Also print the residual log2(predicted/measured) by these row keys and the "
+                   "metric: median (signed), median |.|, within 2x (e.g. --by concurrency, "
+                   "--by tp,isl, --by model,topology,engine).")
 @output_options
-def validate(measurements, json_, no_color):
+def validate(measurements, by, json_, no_color):
     """Predict published serving measurements with the serve phase (requests of isl input and
     osl output tokens back to back) and compare: per row predicted, measured and their ratio;
     rows whose model or topology is not shipped, or whose prediction is invalid, are listed as
@@ -526,11 +542,12 @@ def validate(measurements, json_, no_color):
     Examples:
       lts validate ../shared/data/calibration.csv
       lts validate measurements.csv --json
+      lts validate tests/data/measurements/serving_moe.csv --by model,metric
     """
     from .serving.validate import validate as run_validate
     try:
         with progress(None, "predicting", disable=json_) as advance:
-            d = run_validate(measurements, progress=advance)
+            d = run_validate(measurements, progress=advance, by=by)
     except LtsError as e:
         raise click.ClickException(str(e)) from None
     _print(json_, no_color, d, render_validate)

@@ -101,3 +101,28 @@ def test_validate_bad_quantization(tmp_path, quants, message):
     r = CliRunner().invoke(cli, ["validate", str(p)])
     assert r.exit_code == 1
     assert r.output == f"Error: {p}: {message}\n"
+
+
+def test_validate_by_prints_residuals(tmp_path):
+    r = _validate(
+        tmp_path,
+        "a,minimax-m2.5,h200_dgx,4,,,,fp8,1024,128,16,tpot_ms,20,x,,vllm,0.19.0,4,1,4,1,fp8,fp8",
+        "b,minimax-m2.5,h200_dgx,4,,,,fp8,1024,128,32,tpot_ms,20,x,,vllm,0.19.0,4,1,4,1,fp8,fp8",
+        "c,minimax-m2.5,h200_dgx,4,,,,fp8,1024,128,32,ttft_ms,90,x,,vllm,0.19.0,4,1,4,1,fp8,fp8")
+    assert "residuals" not in json.loads(r.output)
+    p = str(tmp_path / "moe.csv")
+    r = CliRunner().invoke(cli, ["validate", p, "--json", "--by", "concurrency"])
+    d = json.loads(r.output)
+    rows = {row["id"]: row for row in d["rows"]}
+    groups = d["residuals"]["groups"]
+    assert d["residuals"]["by"] == ["concurrency"]
+    assert [(g["metric"], g["key"], g["count"]) for g in groups] == [
+        ("tpot_ms", {"concurrency": 16}, 1), ("tpot_ms", {"concurrency": 32}, 1),
+        ("ttft_ms", {"concurrency": 32}, 1)]
+    assert groups[0]["median_log2_ratio"] == rows["a"]["log2_ratio"]
+    assert groups[2]["median_abs_log2_ratio"] == abs(rows["c"]["log2_ratio"])
+    bad = CliRunner().invoke(cli, ["validate", p, "--by", "tp,colour"])
+    assert bad.exit_code == 2
+    assert "Invalid value for '--by': 'tp,colour': expected distinct row keys of model, " \
+        "topology, engine, profile, precision, weights, gpus, tp, ep, pp, isl, osl, " \
+        "concurrency, comma-separated" in bad.output

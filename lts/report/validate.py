@@ -107,6 +107,8 @@ def render_validate(console: Console, d: dict) -> None:
             for name, sub in parts.items():
                 console.print(f"  {label} {escape(name)}: {sub['count']} rows, "
                               + _summary_line(sub))
+    if d.get("residuals"):
+        _render_residuals(console, d["residuals"])
     if sp["groups"]:
         groups = Table(title="Spearman rank correlation per group (rows differing only in "
                              "tp/ep/pp)", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
@@ -127,3 +129,19 @@ def render_validate(console: Console, d: dict) -> None:
         if len(worst) > VALIDATE_WORST:
             groups.caption = f"the {VALIDATE_WORST} lowest of {len(worst)} (all: --json)"
         console.print(groups, crop=False)
+
+
+def _render_residuals(console: Console, res: dict) -> None:
+    """``--by``: the residual per group of the row keys and the metric."""
+    by = res["by"]
+    table = Table(title="residual log2(predicted / measured) by " + ", ".join(by),
+                  box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False)
+    for col in ["metric"] + by:
+        table.add_column(col, no_wrap=True)
+    for col in ("rows", "median", "median |.|", "within 2x"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for g in res["groups"]:
+        table.add_row(METRIC_SHORT[g["metric"]], *(escape(str(g["key"][k])) for k in by),
+                      str(g["count"]), f"{g['median_log2_ratio']:+.2f}",
+                      f"{g['median_abs_log2_ratio']:.2f}", f"{100 * g['within_2x']:.0f}%")
+    console.print(table, crop=False)

@@ -277,8 +277,9 @@ def spearman(x, y) -> float:
     return float(rx @ ry) / den if den > 0 else math.nan
 
 
-def validate(path, progress=None) -> dict:
-    """Predict every row of a measurement file; the JSON dict of ``lts validate --json``.
+def validate(path, progress=None, by: tuple = ()) -> dict:
+    """Predict every row of a measurement file; the JSON dict of ``lts validate --json``
+    (with ``by``, row keys of ``BY_KEYS``: the residuals by those keys and the metric).
 
     ``progress``: a progress bar's callback (``report.format.progress``): ``set_total(groups)`` once,
     then ``progress(1)`` after each prediction group."""
@@ -342,8 +343,36 @@ def validate(path, progress=None) -> dict:
     rows = [predicted[m.row] for m in meas if m.row in predicted]
     skips = [{"id": m.id, "row": m.row, "model": m.model, "topology": m.topology,
               "reason": skipped[m.row]} for m in meas if m.row in skipped]
-    return {"file": file, "rows": rows, "skipped": skips, "summary": summarize(rows),
-            "total": len(meas)}
+    out = {"file": file, "rows": rows, "skipped": skips, "summary": summarize(rows),
+           "total": len(meas)}
+    if by:
+        out["residuals"] = {"by": list(by), "groups": residuals(rows, tuple(by))}
+    return out
+
+
+# the row keys ``lts validate --by`` groups the residuals by
+BY_KEYS = ("model", "topology", "engine", "profile", "precision", "weights", "gpus", "tp", "ep",
+           "pp", "isl", "osl", "concurrency")
+
+
+def residuals(rows: list, by: tuple) -> list:
+    """The signed residual log2(predicted / measured) of the rows grouped by the ``by`` keys and
+    the metric: [{"metric", "key": {k: value}, "count", "median_log2_ratio" (signed: > 0
+    predicted high), "median_abs_log2_ratio", "within_2x"}], in order of metric then key."""
+    groups = defaultdict(list)
+    for r in rows:
+        groups[(r["metric"],) + tuple(r[k] for k in by)].append(r["log2_ratio"])
+
+    def order(item):
+        return tuple((v is None, v if isinstance(v, (int, float)) else str(v)) for v in item[0])
+    out = []
+    for key, v in sorted(groups.items(), key=order):
+        a = np.asarray(v)
+        out.append({"metric": key[0], "key": dict(zip(by, key[1:])), "count": len(v),
+                    "median_log2_ratio": float(np.median(a)),
+                    "median_abs_log2_ratio": float(np.median(np.abs(a))),
+                    "within_2x": float(np.mean(np.abs(a) <= 1.0))})
+    return out
 
 
 def summarize(rows: list, split: bool = True) -> dict:
