@@ -249,6 +249,16 @@ def synthetic_topologies(draw):
                    step_overhead_us=draw(st.floats(0.0, 10000.0)),
                    roofline_exponent=draw(st.sampled_from([1.0, 2.0, 3.0, 8.0])),
                    collective_efficiency=draw(st.floats(0.1, 1.0)))
+    if draw(st.booleans()):
+        # per-format dense GEMM rates and grouped MoE GEMM rates ramping with tokens per expert
+        eff = st.floats(0.05, 1.0)
+        n = draw(st.integers(1, 4))
+        points = sorted(set(draw(st.lists(st.floats(1.0, 4096.0), min_size=n, max_size=n))))
+        gpu["gemm"] = {f: {"compute": draw(eff), "memory": draw(eff)}
+                       for f in draw(st.sets(st.sampled_from(["bf16", "fp8_block", "nvfp4"])))}
+        gpu["grouped_gemm"] = {"tokens_per_expert": points, **{
+            f: {"compute": [draw(eff) for _ in points], "memory": draw(eff)}
+            for f in ("bf16", "fp8", "fp8_block", "nvfp4")}}
     return topology_from_dict(dict(name="synthetic", source="hypothesis", gpu=gpu,
                                    node=dict(gpus=per_node, count=nodes), link=links),
                               "hypothesis")

@@ -190,6 +190,12 @@ class _Ctx:
         self.hbm = topo.hbm_bandwidth_bytes_s * topo.memory_efficiency
         # weight reads of GEMMs at the weight dtype's own HBM efficiency, as effective bytes
         self.wbr = self.wb * topo.memory_efficiency / topo.weight_memory_efficiency_for(prec.weights)
+        # routed experts run a grouped GEMM: its own weight-read rate and a compute rate by the
+        # tokens each expert gets (topology [gpu.grouped_gemm]; grouped_peak)
+        # (the model's one format, as every other op here)
+        self.grouped_points, self.grouped_compute, g_mem = topo.grouped_efficiency(prec.weights)
+        self.grouped_wbr = self.wb * topo.memory_efficiency / g_mem
+        self.grouped_format_peak = topo.peak_for(prec.weights)
         self.overhead = topo.kernel_overhead_s
         decode = work.phase in ("decode", "mixed")
         self.decode = decode
@@ -366,11 +372,30 @@ class _Ctx:
         return COLLECTIVE[kind](links, nbytes, p, stride)
 
 
-class _Op:
-    """The cost of one op instance in one mode."""
+def grouped_peak(c, tokens_per_expert):
+    """FLOP/s of a grouped expert GEMM whose experts get ``tokens_per_expert`` rows each: the
+    format's peak times the compute efficiency read off the topology's points, linearly in
+    log(tokens) between the two points around it, the end point's beyond them."""
+    pts, eff = c.grouped_points, c.grouped_compute
+    t = max(tokens_per_expert, 1.0)
+    if t <= pts[0]:
+        e = eff[0]
+    elif t >= pts[-1]:
+        e = eff[-1]
+    else:
+        i = next(j for j in range(1, len(pts)) if t <= pts[j])
+        u = (math.log(t) - math.log(pts[i - 1])) / (math.log(pts[i]) - math.log(pts[i - 1]))
+        e = eff[i - 1] + u * (eff[i] - eff[i - 1])
+    return c.grouped_format_peak * e
 
-    def __init__(self, c, flops, nbytes, weights=0.0, kv=0.0, colls=(), launch=True):
-        self.compute_s = flops / c.peak
+
+class _Op:
+    """The cost of one op instance in one mode (``compute_s``: its FLOP-bound time when its
+    FLOPs do not all run at the model's rate)."""
+
+    def __init__(self, c, flops, nbytes, weights=0.0, kv=0.0, colls=(), launch=True,
+                 compute_s=None):
+        self.compute_s = flops / c.peak if compute_s is None else compute_s
         self.memory_s = nbytes / c.hbm
         p = c.topo.roofline_exponent          # DESIGN: max(c, m); with p, the p-norm of the two
         both = (self.compute_s ** p + self.memory_s ** p) ** (1.0 / p) if p else None
@@ -650,7 +675,12 @@ def ffn(c, which, choice, lin, moe):
     fin = fr if choice == DIM0 else 1.0
     fout = fr if choice == DIM1 else 1.0
     flops = 2.0 * npairs * w_exp * fr
-    nbytes = act * w_exp * fr * c.wbr + npairs * (in_w * fin + out_w * fout) * c.ab
+    if moe:   # routed experts: a grouped GEMM, compute by tokens per active expert
+        compute_s = flops / grouped_peak(c, npairs / act) if flops else 0.0
+        nbytes = act * w_exp * fr * c.grouped_wbr + npairs * (in_w * fin + out_w * fout) * c.ab
+    else:
+        compute_s = flops / c.peak
+        nbytes = act * w_exp * fr * c.wbr + npairs * (in_w * fin + out_w * fout) * c.ab
     weights = ex * w_exp * fr * c.wb
     h = c.h
     # shared expert(s): dense, in the same op
@@ -666,6 +696,7 @@ def ffn(c, which, choice, lin, moe):
         else:
             sfr, r = 1.0, c.rows_t
         flops += 2.0 * r * w * sfr
+        compute_s += 2.0 * r * w * sfr / c.peak
         nbytes += w * sfr * c.wbr + r * h * 2 * c.ab
         weights += w * sfr * c.wb
     # a latent MoE's fc1_latent_proj (FFN1: hidden -> latent) or fc2_latent_proj (FFN2: latent
@@ -680,6 +711,7 @@ def ffn(c, which, choice, lin, moe):
         else:
             r = c.rows_t
         flops += 2.0 * r * w
+        compute_s += 2.0 * r * w / c.peak
         nbytes += w * c.wbr + r * (h + lat) * c.ab
         weights += w * c.wb
     # collectives the op needs itself: dispatch (FFN1) / combine (FFN2) over ep, and under
@@ -693,7 +725,7 @@ def ffn(c, which, choice, lin, moe):
     if choice == EXPERTS and (lin == T or lout == T):
         colls.append(("all-to-all", "tp", c.rows_t * k * (f.latent if moe and f.latent else h)
                       * c.ab))
-    return _Op(c, flops, nbytes, weights, colls=colls), lout
+    return _Op(c, flops, nbytes, weights, colls=colls, compute_s=compute_s), lout
 
 
 # ----------------------------------------------------------------------------------------------

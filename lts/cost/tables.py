@@ -106,6 +106,13 @@ class _Shape:
         # each op group's weights in its own format (a checkpoint leaves some unquantized:
         # PrecisionSpec.unquantized): (bytes per weight, effective bytes read, achievable FLOP/s)
         self.fmt = {g: self._format(prec.format_of(g)) for g in WEIGHT_GROUPS}
+        # the routed experts' grouped GEMMs (``grouped_compute``): effective bytes per weight
+        # read, the format's peak, log tokens per expert and the compute efficiency at each
+        fmt = prec.format_of("experts")
+        points, compute, memory = topo.grouped_efficiency(fmt)
+        self.grouped = (WEIGHT_FORMATS[fmt][0] * topo.memory_efficiency / memory,
+                        topo.peak_for(fmt), np.log(np.asarray(points, dtype=np.float64)),
+                        np.asarray(compute, dtype=np.float64))
         self.overhead = topo.kernel_overhead_s
         decode = work.phase in ("decode", "mixed")
         seqs = self.batch
@@ -227,6 +234,17 @@ def _kind_shape(s: _Shape, k: _Kind, model: ModelSpec):
     k.ctx_out = a.heads * a.v_dim
 
 
+def grouped_compute(s: _Shape, tokens_per_expert):
+    """Achievable FLOP/s of the routed experts' grouped GEMM when each expert's GEMM gets
+    ``tokens_per_expert`` rows: the format's peak times the topology's compute efficiency at that
+    size, linear in log(tokens per expert) between the measured points and constant outside them
+    (``[gpu.grouped_gemm]``: microbenchmarks.csv moe_grouped_gemm rows at 4/64/256/1024 tokens per
+    expert, topologies/h100_dgx.toml). A format without a grouped table: its dense rate."""
+    _, peak, log_points, compute = s.grouped
+    tpe = np.maximum(tokens_per_expert, 1.0)
+    return peak * np.interp(np.log(tpe), log_points, compute)
+
+
 def _roofline(s: _Shape, flops, nbytes, peak=None):
     compute = flops / (s.peak if peak is None else peak)
     memory = nbytes / s.hbm
@@ -285,12 +303,14 @@ class _Builder:
         self.levels = {g: coll.levels(links, *rs) for g, rs in self.groups.items()}
 
     def put(self, slot, mode, flops, nbytes, weights=0.0, cache=0.0, colls=(), launch=True,
-            group=None):
-        """``group``: the op group whose weight format sets the FLOP rate (None: the model's)."""
+            group=None, peak=None):
+        """``group``: the op group whose weight format sets the FLOP rate (None: the model's);
+        ``peak``: the achievable FLOP/s itself ([G] or a number), in place of the group's."""
         s = self.s
         sl = SLOT[slot]
-        c, m = _roofline(s, _full(flops, s.tp.shape), _full(nbytes, s.tp.shape),
-                         None if group is None else s.fmt[group][2])
+        if peak is None and group is not None:
+            peak = s.fmt[group][2]
+        c, m = _roofline(s, _full(flops, s.tp.shape), _full(nbytes, s.tp.shape), peak)
         self.compute[:, sl, mode] = c
         self.memory[:, sl, mode] = m
         self.time[:, sl, mode] = roofline_time(c, m, s.topo.roofline_exponent) + \
@@ -726,9 +746,12 @@ def _routed(s: _Shape, x: _FFN, which: int, mode: int):
     out_w = inter * up_mats if which == 1 else h
     fin = fr if mode == MODE_DIM0 else 1.0        # row split: the input is split
     fout = fr if mode == MODE_DIM1 else 1.0       # column split: the output is split
-    wb, wbr, _ = s.fmt[x.group]
+    wb, wbr, peak = s.fmt[x.group]
+    if x.moe:   # a grouped GEMM: its own weight-read rate; compute by tokens per active expert
+        wbr = s.grouped[0]
+        peak = grouped_compute(s, npairs / np.maximum(act, 1e-30))
     nbytes = act * w_exp * fr * wbr + npairs * (in_w * fin + out_w * fout) * s.ab
-    return flops, nbytes, ex * w_exp * fr * wb
+    return flops, nbytes, ex * w_exp * fr * wb, peak
 
 
 def _shared(s: _Shape, x: _FFN, which: int, mode: int):
@@ -799,14 +822,15 @@ def _fill_ffn(b: _Builder, moe: bool):
     x = _ffn_layer(s, moe)
     for which, slot, modes in ((1, "ffn1" + sfx, FFN1_MODES), (2, "ffn2" + sfx, FFN2_MODES)):
         for mode, (choice, lin, lout) in enumerate(modes):
-            fl, by, w = _routed(s, x, which, mode)
+            fl, by, w, peak = _routed(s, x, which, mode)
             fl2, by2, w2 = (a + b for a, b in zip(_shared(s, x, which, mode),
                                                    _latent_proj(s, x, which, mode)))
-            peak, peak2 = s.fmt[x.group][2], s.fmt["shared_experts"][2]
-            if peak2 != peak:   # the shared expert in another format: its FLOPs at its rate
-                fl2 = fl2 * (peak / peak2)
+            peak2 = s.fmt["shared_experts"][2]
+            if x.shared or s.m.ffn.latent:   # the shared expert and the latent projections
+                fl2 = fl2 * (peak / peak2)   # (dense GEMMs, maybe in another format): their
+                #                              FLOPs at their own rate
             b.put(slot, mode, fl + fl2, by + by2, w + w2,
-                  colls=_ffn_collectives(s, x, which, choice, lin, lout), group=x.group)
+                  colls=_ffn_collectives(s, x, which, choice, lin, lout), peak=peak)
 
 
 # how a mode of the scores or context op stores the KV cache of MLA's one latent: heads and R

@@ -79,6 +79,14 @@ class TopologySpec:
     vendor: str = "nvidia"                # "nvidia" or "amd": which engines run on it (Engine.vendors)
     fp4_compute_efficiency: float = 0.0   # fraction of the fp4 peak for fp4 GEMMs (0: compute_efficiency)
     custom_allreduce_bytes: float = 0.0   # the engine's one-shot all-reduce up to this size (0: none)
+    # dense GEMM rates by weight format ([gpu.gemm]): format -> (fraction of its peak, fraction of
+    # HBM for its weight reads); 0 in either place: the keys above (``compute_efficiency_for``)
+    gemm: dict = field(default_factory=dict)
+    # MoE experts' grouped GEMMs by weight format ([gpu.grouped_gemm]): format -> (compute at each
+    # of ``grouped_tokens`` tokens per expert, fraction of HBM for weight reads); a format not
+    # listed runs at its dense rates (``grouped_efficiency``)
+    grouped: dict = field(default_factory=dict)
+    grouped_tokens: tuple = ()            # tokens per expert the grouped compute rates are given at
 
     @cached_property
     def engine_links(self) -> tuple:
@@ -91,19 +99,42 @@ class TopologySpec:
                              oneshot_max_bytes=self.custom_allreduce_bytes) for l in self.links)
 
     def compute_efficiency_for(self, dtype: str) -> float:
-        """Achievable fraction of ``peak_for(dtype)``: fp8 GEMMs on fp8 tensor cores reach less of
-        their own peak than bf16 (``fp8_compute_efficiency`` when set)."""
-        cls = self.peak_class(dtype)
+        """Achievable fraction of ``peak_for(dtype)`` by a dense GEMM with ``dtype`` weights: the
+        format's own ``[gpu.gemm]`` rate when the file gives one (fp8_block's kernels reach less
+        than per-tensor fp8's), else its compute class's (``fp8_compute_efficiency``,
+        ``fp4_compute_efficiency`` when set), else ``compute_efficiency``."""
+        fmt = FORMAT_ALIASES.get(dtype, dtype)
+        own = self.gemm.get(fmt, (0.0, 0.0))[0]
+        if own:
+            return own
+        cls = self.peak_class(fmt)
         if cls == "fp4" and self.fp4_compute_efficiency:
             return self.fp4_compute_efficiency
         return self.fp8_compute_efficiency if cls == "fp8" and self.fp8_compute_efficiency \
             else self.compute_efficiency
 
     def weight_memory_efficiency_for(self, dtype: str) -> float:
-        """Achievable fraction of HBM bandwidth when GEMMs read ``dtype`` weights (fp8:
-        ``fp8_memory_efficiency`` when set; activations and KV cache keep memory_efficiency)."""
-        return self.fp8_memory_efficiency if dtype == "fp8" and self.fp8_memory_efficiency \
+        """Achievable fraction of HBM bandwidth when dense GEMMs read ``dtype`` weights: the
+        format's ``[gpu.gemm]`` rate when given, else (per-tensor fp8) ``fp8_memory_efficiency``
+        when set, else memory_efficiency (activations and KV cache always keep memory_efficiency)."""
+        fmt = FORMAT_ALIASES.get(dtype, dtype)
+        own = self.gemm.get(fmt, (0.0, 0.0))[1]
+        if own:
+            return own
+        return self.fp8_memory_efficiency if fmt == "fp8" and self.fp8_memory_efficiency \
             else self.memory_efficiency
+
+    def grouped_efficiency(self, dtype: str) -> tuple:
+        """A MoE grouped GEMM's rates with ``dtype`` weights: (tokens per expert, the fraction of
+        ``peak_for(dtype)`` reached at each, the fraction of HBM its weight reads reach). Compute
+        ramps with the tokens each expert's GEMM gets (small groups fill the tensor-core tiles
+        less: ``cost.tables.grouped_compute``); a format ``[gpu.grouped_gemm]`` does not list
+        runs at its dense rates, whatever the tokens per expert."""
+        fmt = FORMAT_ALIASES.get(dtype, dtype)
+        if fmt in self.grouped:
+            compute, memory = self.grouped[fmt]
+            return self.grouped_tokens, compute, memory
+        return (1.0,), (self.compute_efficiency_for(fmt),), self.weight_memory_efficiency_for(fmt)
 
     @property
     def gpus(self) -> int:
@@ -269,6 +300,12 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
     rexp = g.get("roofline_exponent", float, 0.0, required=False, minimum=1.0)
     coll_eff = g.get("collective_efficiency", float, 1.0, required=False, positive=True,
                      maximum=1.0)
+    gemm, grouped, grouped_tokens = _format_rates(g, path)
+    for key, fmt, i in (("fp8_compute_efficiency", "fp8", 0), ("fp8_memory_efficiency", "fp8", 1),
+                        ("fp4_compute_efficiency", "nvfp4", 0)):
+        if g.has(key) and gemm.get(fmt, (0.0, 0.0))[i]:
+            raise SpecError(path, f"gpu.gemm.{fmt}", f"gives the rate gpu.{key} gives: "
+                                                     "give one of them")
     reserve = g.get("hbm_reserve_gib", float, minimum=0.0) * GIB
     if reserve >= hbm:
         raise SpecError(path, "gpu.hbm_reserve_gib",
@@ -304,7 +341,69 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
     t.finish()
     return TopologySpec(name, source, gpu_name, peaks, hbm, hbm_bw, eff_c, eff_m, overhead,
                         reserve, per_node, nodes, tuple(links), str(path), fp8_eff_c, fp8_eff_m,
-                        step_overhead, rexp, coll_eff, vendor, fp4_eff_c)
+                        step_overhead, rexp, coll_eff, vendor, fp4_eff_c, gemm=gemm,
+                        grouped=grouped, grouped_tokens=grouped_tokens)
+
+
+MAX_GROUPED_POINTS = 16    # [gpu.grouped_gemm] tokens_per_expert: at most this many points
+
+
+def _format_rates(g, path) -> tuple:
+    """[gpu.gemm] and [gpu.grouped_gemm]: each weight format's (compute, memory) efficiencies.
+
+    ``[gpu.gemm]``: ``fp8_block = {compute = 0.57, memory = 0.65}`` (either may be left out:
+    the format's class keys then apply, ``TopologySpec.compute_efficiency_for``).
+    ``[gpu.grouped_gemm]``: ``tokens_per_expert = [64, 256, 1024]`` (increasing) and per format
+    ``bf16 = {compute = [0.19, 0.46, 0.60], memory = 0.78}``: compute one number (at every size) or
+    one per point, memory one number; both required."""
+    gemm = {}
+    gt = g.table("gemm", required=False)
+    for fmt in list(gt.data):
+        _check_format(gt, fmt)
+        e = gt.table(fmt)
+        gemm[fmt] = (e.get("compute", float, 0.0, required=False, positive=True, maximum=1.0),
+                     e.get("memory", float, 0.0, required=False, positive=True, maximum=1.0))
+        e.finish()
+    gt.finish()
+    grouped, tokens = {}, ()
+    gg = g.table("grouped_gemm", required=False)
+    if gg.data:
+        raw = gg.data.get("tokens_per_expert")
+        gg.used.add("tokens_per_expert")
+        key = f"{gg.prefix}tokens_per_expert"
+        if (not isinstance(raw, list) or not 1 <= len(raw) <= MAX_GROUPED_POINTS
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw)):
+            raise SpecError(path, key, f"{raw!r} is not a list of 1 to {MAX_GROUPED_POINTS} "
+                                       "numbers (tokens per expert)")
+        tokens = tuple(float(v) for v in raw)
+        if not all(1.0 <= v <= MAX_COUNT for v in tokens) or \
+                any(b <= a for a, b in zip(tokens, tokens[1:])):
+            raise SpecError(path, key, f"{raw!r} must increase, each from 1 to {MAX_COUNT:,}")
+        for fmt in [k for k in gg.data if k != "tokens_per_expert"]:
+            _check_format(gg, fmt)
+            e = gg.table(fmt)
+            c = e.data.get("compute")
+            if isinstance(c, list):
+                e.used.add("compute")
+                if len(c) != len(tokens) or not all(
+                        isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1
+                        for v in c):
+                    raise SpecError(path, f"{e.prefix}compute",
+                                    f"{c!r} must be {len(tokens)} numbers in (0, 1], one per "
+                                    f"{gg.prefix}tokens_per_expert point")
+                compute = tuple(float(v) for v in c)
+            else:
+                compute = (e.get("compute", float, positive=True, maximum=1.0),) * len(tokens)
+            grouped[fmt] = (compute, e.get("memory", float, positive=True, maximum=1.0))
+            e.finish()
+    gg.finish()
+    return gemm, grouped, tokens
+
+
+def _check_format(t, fmt):
+    if fmt not in WEIGHT_FORMATS:
+        raise SpecError(t.file, f"{t.prefix}{fmt}",
+                        f"is not a weight format (one of {', '.join(WEIGHT_FORMATS)})")
 
 
 VENDORS = ("nvidia", "amd")                   # [gpu] vendor: which engines run on it
