@@ -68,6 +68,8 @@ import math
 from dataclasses import replace
 
 from lts.specs import attention_params
+from lts.specs.model import WEIGHT_GROUPS
+from lts.specs.units import WEIGHT_FORMATS
 from lts.specs.model import Chunk
 from lts.specs.strategy import BATCH, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
 
@@ -193,9 +195,18 @@ class _Ctx:
         # routed experts run a grouped GEMM: its own weight-read rate and a compute rate by the
         # tokens each expert gets (topology [gpu.grouped_gemm]; grouped_peak)
         # (the model's one format, as every other op here)
-        self.grouped_points, self.grouped_compute, g_mem = topo.grouped_efficiency(prec.weights)
-        self.grouped_wbr = self.wb * topo.memory_efficiency / g_mem
-        self.grouped_format_peak = topo.peak_for(prec.weights)
+        fx = prec.format_of("experts")
+        self.grouped_points, self.grouped_compute, g_mem = topo.grouped_efficiency(fx)
+        self.grouped_wbr = WEIGHT_FORMATS[fx][0] * topo.memory_efficiency / g_mem
+        self.grouped_format_peak = topo.peak_for(fx)
+        # each op group's weights in the checkpoint's format for it (PrecisionSpec.format_of):
+        # (bytes per weight, effective bytes read at its HBM efficiency, achievable FLOP/s)
+        self.fmts = {}
+        for g in WEIGHT_GROUPS:
+            gf = prec.format_of(g)
+            b = WEIGHT_FORMATS[gf][0]
+            self.fmts[g] = (b, b * topo.memory_efficiency / topo.weight_memory_efficiency_for(gf),
+                            topo.peak_for(gf) * topo.compute_efficiency_for(gf))
         self.overhead = topo.kernel_overhead_s
         decode = work.phase in ("decode", "mixed")
         self.decode = decode
@@ -409,50 +420,55 @@ class _Op:
 # ----------------------------------------------------------------------------------------------
 # op costs: (choice, input layout) -> (_Op, output layout)
 
-def _gemm(c, rows, k, n, k_frac=1.0, n_frac=1.0, w_total=None):
-    """rows x [k, n] with shares k_frac, n_frac: FLOPs, HBM bytes (weights + act in/out), weights."""
+def _gemm(c, rows, k, n, k_frac=1.0, n_frac=1.0, w_total=None, group="attention"):
+    """rows x [k, n] with shares k_frac, n_frac: FLOPs, HBM bytes (weights + act in/out), weights,
+    the weights in op ``group``'s format."""
+    wb, wbr, _ = c.fmts[group]
     w = k * n * k_frac * n_frac if w_total is None else w_total
-    return 2.0 * rows * w, w * c.wbr + rows * (k * k_frac + n * n_frac) * c.ab, w * c.wb
+    return 2.0 * rows * w, w * wbr + rows * (k * k_frac + n * n_frac) * c.ab, w * wb
 
 
 def embedding(c, choice):
-    v, h, rows = c.m.vocab, c.h, c.rows
+    v, h, rows, wb = c.m.vocab, c.h, c.rows, c.fmts["embedding"][0]
     if choice == DIM0:     # vocab-parallel: each rank looks up its own ids, writes partial rows
-        return _Op(c, 0.0, rows * h * c.wb / c.p + rows * h * c.ab, v * h * frac(v, c.p) * c.wb), P
+        return _Op(c, 0.0, rows * h * wb / c.p + rows * h * c.ab, v * h * frac(v, c.p) * wb), P
     if choice == DIM1:
-        return _Op(c, 0.0, rows * h * (c.wb + c.ab) * frac(h, c.p), v * h * frac(h, c.p) * c.wb), F
-    return _Op(c, 0.0, rows * h * (c.wb + c.ab), v * h * c.wb), R
+        return _Op(c, 0.0, rows * h * (wb + c.ab) * frac(h, c.p), v * h * frac(h, c.p) * wb), F
+    return _Op(c, 0.0, rows * h * (wb + c.ab), v * h * wb), R
 
 
 def norm(c, choice):
     """RMSNorm + residual add; its choice fixes the layout (T, F or R)."""
-    h = c.h
+    h, wb = c.h, c.fmts["norm"][0]
     if choice == DIM0:
-        return _Op(c, 8.0 * c.rows_t * h, 4.0 * c.rows_t * h * c.ab, h * c.wb), T
+        return _Op(c, 8.0 * c.rows_t * h, 4.0 * c.rows_t * h * c.ab, h * wb), T
     if choice == DIM1:     # hidden split: per-token sums of squares all-reduced in fp32
         fh = frac(h, c.p)
-        return _Op(c, 8.0 * c.rows * h * fh, 4.0 * c.rows * h * fh * c.ab, h * fh * c.wb,
+        return _Op(c, 8.0 * c.rows * h * fh, 4.0 * c.rows * h * fh * c.ab, h * fh * wb,
                    colls=[("all-reduce", "tp", c.rows * 4.0)]), F
-    return _Op(c, 8.0 * c.rows * h, 4.0 * c.rows * h * c.ab, h * c.wb), R
+    return _Op(c, 8.0 * c.rows * h, 4.0 * c.rows * h * c.ab, h * wb), R
 
 
-def plain_gemm(c, choice, lin, k, n, rows, rows_t, k_frac=None, col=None):
-    """A GEMM rows x [k, n]: dim 0 row-parallel (F -> P), dim 1 column (R -> F), none (R/T).
+def plain_gemm(c, choice, lin, k, n, rows, rows_t, k_frac=None, col=None, group="attention"):
+    """A GEMM rows x [k, n]: dim 0 row-parallel (F -> P), dim 1 column (R -> F), none (R/T),
+    its weights in op ``group``'s format and its FLOPs at that format's rate.
 
     ``col`` = (weights, output width) per rank of a column split that replicates some parts."""
+    wb, wbr, peak = c.fmts[group]
     if choice == DIM0:
-        fl, by, w = _gemm(c, rows, k, n, k_frac=frac(k, c.p) if k_frac is None else k_frac)
-        return _Op(c, fl, by, w), P
+        fl, by, w = _gemm(c, rows, k, n, k_frac=frac(k, c.p) if k_frac is None else k_frac,
+                          group=group)
+        return _Op(c, fl, by, w, compute_s=fl / peak), P
     if choice == DIM1:
         if col is None:
-            fl, by, w = _gemm(c, rows, k, n, n_frac=frac(n, c.p))
+            fl, by, w = _gemm(c, rows, k, n, n_frac=frac(n, c.p), group=group)
         else:
             wc, out = col
-            fl, by, w = 2.0 * rows * wc, wc * c.wbr + rows * (k + out) * c.ab, wc * c.wb
-        return _Op(c, fl, by, w), F
+            fl, by, w = 2.0 * rows * wc, wc * wbr + rows * (k + out) * c.ab, wc * wb
+        return _Op(c, fl, by, w, compute_s=fl / peak), F
     r = rows_t if lin == T else rows
-    fl, by, w = _gemm(c, r, k, n)
-    return _Op(c, fl, by, w), lin
+    fl, by, w = _gemm(c, r, k, n, group=group)
+    return _Op(c, fl, by, w, compute_s=fl / peak), lin
 
 
 def _delta_flops(g, prefill):
@@ -534,7 +550,7 @@ def _linear_qkv(c, choice, lin):
         inter, bc = g.heads * g.head_dim, 2 * g.groups * g.state_size
         col_out = (2 * inter + g.heads) * frac(g.heads, c.p) + bc * frac(g.groups, c.p)
         return plain_gemm(c, choice, lin, h, 2 * inter + bc + g.heads, c.rows, c.rows_t,
-                          col=(h * col_out, col_out))
+                          col=(h * col_out, col_out), group="ssm")
     kd, vd, nv = g.key_heads * g.key_head_dim, g.value_heads * g.value_head_dim, g.value_heads
     n = 2 * kd + 2 * vd + 2 * nv
     fk, fv = frac(g.key_heads, c.p), frac(nv, c.p)
@@ -610,15 +626,18 @@ def out_proj(c, choice, lin):
     g = c.m.linear
     heads = (g.heads if hasattr(g, "state_size") else g.value_heads) if c.linear \
         else c.heads
-    return plain_gemm(c, choice, lin, c.ctx_out, c.h, c.rows, c.rows_t, k_frac=frac(heads, c.p))
+    group = "ssm" if c.linear and hasattr(g, "state_size") else "attention"
+    return plain_gemm(c, choice, lin, c.ctx_out, c.h, c.rows, c.rows_t, k_frac=frac(heads, c.p),
+                      group=group)
 
 
 def router(c, choice, lin):
-    return plain_gemm(c, choice, lin, c.h, c.experts, c.rows, c.rows_t)
+    return plain_gemm(c, choice, lin, c.h, c.experts, c.rows, c.rows_t, group="router")
 
 
 def lm_head(c, choice, lin):
-    return plain_gemm(c, choice, lin, c.h, c.m.vocab, c.lm_rows, math.ceil(c.lm_rows / c.p))
+    return plain_gemm(c, choice, lin, c.h, c.m.vocab, c.lm_rows, math.ceil(c.lm_rows / c.p),
+                      group="lm_head")
 
 
 def ffn(c, which, choice, lin, moe):
@@ -675,13 +694,16 @@ def ffn(c, which, choice, lin, moe):
     fin = fr if choice == DIM0 else 1.0
     fout = fr if choice == DIM1 else 1.0
     flops = 2.0 * npairs * w_exp * fr
+    wb, wbr, peak = c.fmts["experts" if moe else "dense_ffn"]
     if moe:   # routed experts: a grouped GEMM, compute by tokens per active expert
         compute_s = flops / grouped_peak(c, npairs / act) if flops else 0.0
         nbytes = act * w_exp * fr * c.grouped_wbr + npairs * (in_w * fin + out_w * fout) * c.ab
     else:
-        compute_s = flops / c.peak
-        nbytes = act * w_exp * fr * c.wbr + npairs * (in_w * fin + out_w * fout) * c.ab
-    weights = ex * w_exp * fr * c.wb
+        compute_s = flops / peak
+        nbytes = act * w_exp * fr * wbr + npairs * (in_w * fin + out_w * fout) * c.ab
+    weights = ex * w_exp * fr * wb
+    # the shared expert and a latent MoE's projections: dense, in the shared experts' format
+    swb, swbr, speak = c.fmts["shared_experts"]
     h = c.h
     # shared expert(s): dense, in the same op
     if shared:
@@ -696,9 +718,9 @@ def ffn(c, which, choice, lin, moe):
         else:
             sfr, r = 1.0, c.rows_t
         flops += 2.0 * r * w * sfr
-        compute_s += 2.0 * r * w * sfr / c.peak
-        nbytes += w * sfr * c.wbr + r * h * 2 * c.ab
-        weights += w * sfr * c.wb
+        compute_s += 2.0 * r * w * sfr / speak
+        nbytes += w * sfr * swbr + r * h * 2 * c.ab
+        weights += w * sfr * swb
     # a latent MoE's fc1_latent_proj (FFN1: hidden -> latent) or fc2_latent_proj (FFN2: latent
     # -> hidden): dense, every token, whole on every tp rank (vLLM's ReplicatedLinear)
     lat = float(f.latent) if moe else 0.0
@@ -711,9 +733,9 @@ def ffn(c, which, choice, lin, moe):
         else:
             r = c.rows_t
         flops += 2.0 * r * w
-        compute_s += 2.0 * r * w / c.peak
-        nbytes += w * c.wbr + r * (h + lat) * c.ab
-        weights += w * c.wb
+        compute_s += 2.0 * r * w / speak
+        nbytes += w * swbr + r * (h + lat) * c.ab
+        weights += w * swb
     # collectives the op needs itself: dispatch (FFN1) / combine (FFN2) over ep, and under
     # `experts` on T the tokens travel to the rank of their expert and back (tp all-to-all)
     colls = []

@@ -33,7 +33,8 @@ WORKLOADS = {"decode": Workload("decode", context=16384),
                                step_tokens=8192, cohort_base=3.0, cohort_share=0.07),
              "prefill-first": Workload("mixed", context=3000, tpot_slo_ms=1e9, isl=3000, osl=64,
                                        step_tokens=4096, mixed=False)}
-PREFERRED = ("llama3.1-8b", "mixtral-8x7b", "deepseek-v3")   # dense GQA, MoE GQA, MLA MoE
+PREFERRED = ("llama3.1-8b", "mixtral-8x7b", "deepseek-v3", "gpt-oss-120b")   # dense GQA, MoE
+# GQA, MLA MoE, and a checkpoint whose groups differ in format (MXFP4 experts, bf16 attention)
 N_RANDOM = 300      # random strategies per synthetic model (small: the reference walks them fast)
 N_SHIPPED = 40      # per shipped model: a few rows check its shapes; the synthetic ones cover
                     # the same kinds (dense GQA, MoE, MLA) at full count
