@@ -277,6 +277,19 @@ class _Ctx:
             self.v_tok = self.k_tok
             self.k_heads = float(a.kv_heads)
             self.qkv_out = (a.heads * (2 if a.output_gate else 1) + 2 * a.kv_heads) * a.head_dim
+        # prefill tokens (a prefill step's, a mixed step's chunk): dense MLA un-absorbed, as
+        # multi-head attention over keys and values kv_b_proj up-projects from the latent (vLLM
+        # mla/common.py _forward_prefill): qk dim qk_nope + qk_rope, v dim v_head_dim; a chunk's
+        # earlier context up-projected again, 2 kv_lora_rank heads qk_nope (K) and v_head_dim
+        # (V) FLOPs a key, its K or V written and read. Sparse MLA, GQA: as decode (None)
+        self.pre_qk_dim = self.pre_v_dim = None
+        self.up_k = self.up_v = 0.0           # FLOPs a chunk's earlier key costs to up-project
+        self.up_k_el = self.up_v_el = 0.0     # elements a key it makes: K_nope, V of all heads
+        if a.kind == "mla" and not a.index_topk:
+            self.pre_qk_dim = a.qk_nope_head_dim + a.qk_rope_head_dim
+            self.pre_v_dim = a.v_head_dim
+            self.up_k_el, self.up_v_el = a.heads * a.qk_nope_head_dim, a.heads * a.v_head_dim
+            self.up_k, self.up_v = (2.0 * a.kv_lora_rank * n for n in (self.up_k_el, self.up_v_el))
         self.ctx_out = a.heads * a.v_dim
         self.linear = False          # the layer being walked is linear attention: layer()
         self.attn_widths = (self.qkv_out, self.ctx_out)
@@ -582,43 +595,53 @@ def qkv(c, choice, lin):
     return plain_gemm(c, choice, lin, h, qkv_w / h, c.rows, c.rows_t, col=(col_w, col_out))
 
 
-def _attention(c, choice, lin, dim, cache_tok, dim1_frac, index=False):
-    """index: the sparse-attention indexer runs in this op (scores): its FLOPs over every key,
-    its key cache read and held, on every rank of the tp group alike."""
+def _attention(c, choice, lin, dims, cache_tok, index=False):
+    """dims: (head dim, of the prefill tokens, FLOPs and elements up-projecting one of a chunk's
+    earlier keys). index: the sparse-attention indexer runs in this op (scores): its FLOPs over
+    every key, its key cache read and held, on every rank of the tp group alike."""
+    dim, pre, up, up_el = dims
+    pre = dim if pre is None else pre
     heads = float(c.heads)
     idx_tok, idx_fl = (c.idx_tok, c.idx_fl) if index else (0.0, 0.0)
-    per_seq_flops = 2.0 * heads * dim * c.sel_attn * c.tps
+    own = dim if c.decode else pre                       # the decoders' or the prompts' queries
+    per_seq_flops = 2.0 * heads * own * c.sel_attn * c.tps
     per_seq_read = c.sel * cache_tok                     # the cache is read once per step
-    per_seq_io = c.tps * heads * dim * c.ab * 2          # query in, result out
+    per_seq_io = c.tps * heads * own * c.ab * 2          # query in, result out
     if choice == DIM0:     # heads; the cache splits by KV heads (MLA: one latent, not split)
         seqs, ffl = c.seqs, frac(heads, c.p)
+        fpre = ffl
         fcache = frac(c.k_heads, c.p) if c.k_heads > 1 else 1.0
-    elif choice == DIM1:
-        seqs, ffl, fcache = c.seqs, dim1_frac, dim1_frac
+    elif choice == DIM1:   # the head dim: the cache as the decode shape's
+        seqs, ffl, fpre, fcache = c.seqs, frac(dim, c.p), frac(pre, c.p), frac(dim, c.p)
     else:
-        seqs, ffl, fcache = (c.seqs_t if lin == T else c.seqs), 1.0, 1.0
-    fl = seqs * per_seq_flops * ffl + seqs * idx_fl * c.ctx_attn * c.tps
-    by = seqs * (per_seq_read * fcache + per_seq_io * ffl) + seqs * c.ctx * idx_tok
-    # a mixed step's prefill chunk: its queries, and the cache its prompts have so far
+        seqs, ffl, fpre, fcache = (c.seqs_t if lin == T else c.seqs), 1.0, 1.0, 1.0
+    fown = ffl if c.decode else fpre
+    fl = seqs * per_seq_flops * fown + seqs * idx_fl * c.ctx_attn * c.tps
+    by = seqs * (per_seq_read * fcache + per_seq_io * fown) + seqs * c.ctx * idx_tok
+    # a mixed step's prefill chunk: its queries, and the cache its prompts have so far, whose
+    # keys before the chunk are up-projected again (dense MLA)
     chunk = c.chunk_t if (choice not in (DIM0, DIM1) and lin == T) else c.chunk
     if chunk:
-        fl += chunk * 2.0 * heads * dim * c.chunk_sel * ffl + chunk * idx_fl * c.chunk_keys
-        by += chunk * (c.chunk_read * cache_tok * fcache + heads * dim * c.ab * 2 * ffl) \
-            + chunk * c.chunk_read * idx_tok
+        before = chunk * max(c.chunk_read - 1.0, 0.0)
+        fl += chunk * 2.0 * heads * pre * c.chunk_sel * fpre + chunk * idx_fl * c.chunk_keys \
+            + before * up * fpre
+        by += chunk * (c.chunk_read * cache_tok * fcache + heads * pre * c.ab * 2 * fpre) \
+            + chunk * c.chunk_read * idx_tok + before * up_el * c.ab * 2 * fpre
     return _Op(c, fl, by, 0.0, seqs * c.ctx * cache_tok * fcache + seqs * c.ctx * idx_tok)
 
 
 def scores(c, choice, lin):
     if c.linear:
         return _linear_op(c, choice, lin, "rule"), {DIM0: F, DIM1: P}.get(choice, lin)
-    op = _attention(c, choice, lin, c.qk_dim, c.k_tok, frac(c.qk_dim, c.p), index=c.indexed)
+    op = _attention(c, choice, lin, (c.qk_dim, c.pre_qk_dim, c.up_k, c.up_k_el), c.k_tok,
+                    index=c.indexed)
     return op, {DIM0: F, DIM1: P}.get(choice, lin)
 
 
 def context(c, choice, lin):
     if c.linear:
         return _linear_op(c, choice, lin, "conv"), {DIM0: F, DIM1: F}.get(choice, lin)
-    op = _attention(c, choice, lin, c.v_dim, c.v_tok, frac(c.v_dim, c.p))
+    op = _attention(c, choice, lin, (c.v_dim, c.pre_v_dim, c.up_v, c.up_v_el), c.v_tok)
     return op, {DIM0: F, DIM1: F}.get(choice, lin)
 
 

@@ -183,10 +183,7 @@ def model_flops(model, work, tp, ep, pp, batch):
     ctx_attn = work.context if decode else (work.context + 1) / 2
     up = f.n_mats - 1
     att = attention_params(model)
-    if a.kind == "mla":     # absorbed MLA: scores over latent + rope key, values from the latent
-        qk, v = a.kv_lora_rank + a.qk_rope_head_dim, a.kv_lora_rank
-    else:
-        qk = v = a.head_dim
+    qk, v = _attention_dims(a, decode)
     out = {"qkv": 2 * rows * att["qkv"], "out_proj": 2 * rows * att["o"],
            "scores": 2 * rows * a.heads * qk * ctx_attn, "context": 2 * rows * a.heads * v * ctx_attn,
            "lm_head": 2 * seqs * h * model.vocab}
@@ -202,14 +199,24 @@ def model_flops(model, work, tp, ep, pp, batch):
     return out, seqs
 
 
-def split_dims(model, slot, choice, lin):
+def _attention_dims(a, decode):
+    """(qk, v) head widths of the scores and context ops: MLA decodes absorbed (the latent + rope
+    key, values from the latent) and prefills un-absorbed unless sparse (qk_nope + qk_rope,
+    v_head_dim per head); GQA head_dim both."""
+    if a.kind != "mla":
+        return a.head_dim, a.head_dim
+    if decode or a.sparse:
+        return a.kv_lora_rank + a.qk_rope_head_dim, a.kv_lora_rank
+    return a.qk_nope_head_dim + a.qk_rope_head_dim, a.v_head_dim
+
+
+def split_dims(model, slot, choice, lin, decode=True):
     """The dimensions a mode divides over tp (None: a mode with replicated parts)."""
     a, f, h = model.attention, model.ffn, model.hidden
     moe = model.is_moe and slot in ("ffn1", "ffn2")
     inter = (f.expert_intermediate, f.shared_intermediate) if moe else (f.intermediate,)
     inter = tuple(i for i in inter if i)
-    qk = a.kv_lora_rank + a.qk_rope_head_dim if a.kind == "mla" else a.head_dim
-    v = a.kv_lora_rank if a.kind == "mla" else a.head_dim
+    qk, v = _attention_dims(a, decode)
     if choice == NONE:
         return ("seqs",) if lin == 1 else ()
     if choice == EXPERTS:
@@ -247,7 +254,7 @@ def test_flops_summed_over_shards_equal_model_flops(model, topo, work, data):
                 assert flops[m] == pytest.approx(full, rel=1e-9), what
                 continue
             assert tp * flops[m] >= full * (1 - 1e-9), what
-            dims = split_dims(model, slot, choice, lin)
+            dims = split_dims(model, slot, choice, lin, work.phase == "decode")
             if dims is None:
                 continue
             sizes = {"seqs": seqs, "experts_per_ep": model.ffn.experts // ep}

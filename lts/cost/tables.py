@@ -195,6 +195,9 @@ class _Shape:
             self.k_heads = float(a.kv_heads)
             # output_gate (Qwen3.5): q_proj also makes the gate, as wide as the queries
             self.qkv_out = (a.heads * (2 if a.output_gate else 1) + 2 * a.kv_heads) * a.head_dim
+        # the prefill tokens' attention (mla_prefill_shape): MLA un-absorbed, the others as above
+        self.pre_qk_dim, self.pre_v_dim, self.up_k, self.up_v = \
+            mla_prefill_shape(a) or (self.qk_dim, self.v_dim, 0.0, 0.0)
         self.ctx_out = a.heads * a.v_dim
         for k in self.kinds:
             _kind_shape(self, k, model)
@@ -213,6 +216,28 @@ class _Shape:
         topo, wb = self.topo, WEIGHT_FORMATS[fmt][0]
         return (wb, wb * topo.memory_efficiency / topo.weight_memory_efficiency_for(fmt),
                 topo.peak_for(fmt) * topo.compute_efficiency_for(fmt))
+
+
+def mla_prefill_shape(a):
+    """(qk dim, v dim, kv_b FLOPs of K per key, of V per key) of the attention of a step's
+    prefill tokens. Dense MLA runs them un-absorbed (vLLM vllm/v1/attention/backends/mla/common.py
+    at 00a817ad, module docstring, "_forward_prefill" and "Chunked Prefill"; SGLang
+    python/sglang/srt/models/deepseek_common/attention_backend_handler.py, MHA / MHA_CHUNKED_KV):
+    kv_b_proj up-projects each key's latent into K_nope (qk_nope) and V (v_head_dim) per head and
+    attention is multi-head with qk dim qk_nope + qk_rope and v dim v_head_dim. The step's own
+    tokens' up-projection is kv_b in the qkv GEMM (absorbed decode spends the same FLOPs on W_UK
+    and W_UV per query); a chunk's earlier context, read from the latent cache, is up-projected
+    again each chunk (``_compute_prefill_context``): 2 kv_lora heads qk_nope FLOPs a key for K,
+    2 kv_lora heads v_head_dim for V, its weights already read. Decode stays absorbed (MQA over
+    the latent: ``_Shape``). Not costed: SGLang runs a chunk whose batch has under 8,192 prefix
+    tokens absorbed (SGLANG_CHUNKED_PREFIX_CACHE_THRESHOLD). Sparse MLA (index_topk) runs prefill
+    absorbed over its top-k latents (vLLM flashmla_sparse.py, flash_mla_sparse_fwd): None, as
+    for GQA, whose prefill and decode shapes are one (the caller keeps its decode shape)."""
+    if a.kind != "mla" or a.sparse:
+        return None
+    up = 2.0 * a.kv_lora_rank * a.heads
+    return (a.qk_nope_head_dim + a.qk_rope_head_dim, a.v_head_dim,
+            up * a.qk_nope_head_dim, up * a.v_head_dim)
 
 
 def _kind_shape(s: _Shape, k: _Kind, model: ModelSpec):
@@ -498,25 +523,34 @@ def _fill_softmax(b: _Builder):
         _fill_gemm(b, "qkv", s.h, qkv_w / s.h, col_weights=col_w, col_out=col_out)
 
     # --- scores Q.K^T (reads the K cache) and context P.V (reads the V cache)
-    def attn(slot, dim, cache_tok, modes, index=False):
+    prefill = s.work.phase == "prefill"
+
+    def attn(slot, dim, cache_tok, modes, pre_dim, up, index=False):
         # index: the sparse-attention indexer runs with this op (scores), replicated over the
-        # tp ranks (vLLM's Indexer): its FLOPs over every held key, its key cache read and held
-        per_seq_io = s.tps * heads * dim * s.ab * 2            # query in, result out
-        for mode, (seqs, ffl, fcache) in modes.items():
+        # tp ranks (vLLM's Indexer): its FLOPs over every held key, its key cache read and held.
+        # The prefill tokens (a prefill step's, a mixed step's chunk) attend with head dim
+        # pre_dim; a chunk's earlier keys are up-projected again at ``up`` FLOPs a key, their
+        # K or V written and read once (mla_prefill_shape: MLA un-absorbed; else dim and 0)
+        up_io = up / (2.0 * max(a.kv_lora_rank, 1)) * s.ab * 2
+        for mode, (seqs, ffl, fpre, fcache) in modes.items():
+            sdim, sfl = (pre_dim, fpre) if prefill else (dim, ffl)
+            per_seq_io = s.tps * heads * sdim * s.ab * 2           # query in, result out
             parts, held = [], 0.0
             for k in s.kinds:        # each layer kind (full, a window), weighted by its share
                 idx_tok = s.idx_tok if index and k.index else 0.0
                 idx_fl = s.idx_flops if index and k.index else 0.0
-                per_seq_flops = 2.0 * heads * dim * k.sel_attn * s.tps
+                per_seq_flops = 2.0 * heads * sdim * k.sel_attn * s.tps
                 per_seq_read = k.sel * cache_tok                   # the cache read once per step
-                fl = seqs * per_seq_flops * ffl + seqs * idx_fl * k.ctx_attn * s.tps
-                by = seqs * (per_seq_read * fcache + per_seq_io * ffl) + seqs * k.ctx * idx_tok
+                fl = seqs * per_seq_flops * sfl + seqs * idx_fl * k.ctx_attn * s.tps
+                by = seqs * (per_seq_read * fcache + per_seq_io * sfl) + seqs * k.ctx * idx_tok
                 if s.chunk is not None:   # mixed step: the prefill chunk's queries, cache reads
                     ch = s.chunk_t if mode == MODE_NONE_T else s.chunk
-                    fl = fl + ch * 2.0 * heads * dim * k.chunk_sel * ffl \
-                        + ch * idx_fl * k.chunk_keys
+                    earlier = ch * np.maximum(k.chunk_read - 1.0, 0.0)   # keys before the chunk
+                    fl = fl + ch * 2.0 * heads * pre_dim * k.chunk_sel * fpre \
+                        + ch * idx_fl * k.chunk_keys + earlier * up * fpre
                     by = by + ch * (k.chunk_read * cache_tok * fcache
-                                    + heads * dim * s.ab * 2 * ffl) + ch * k.chunk_read * idx_tok
+                                    + heads * pre_dim * s.ab * 2 * fpre) \
+                        + ch * k.chunk_read * idx_tok + earlier * up_io * fpre
                 parts.append((k.share, fl, by))
                 # every stage holds the cache of all pp micro-batches in flight, not only one
                 one = s.pp * seqs * k.ctx * cache_tok * fcache + s.pp * seqs * k.ctx * idx_tok
@@ -525,18 +559,21 @@ def _fill_softmax(b: _Builder):
 
     kh = s.k_heads
     fdim_k = _frac(s.qk_dim, s.tp) if a.kind == "mla" else _frac(a.head_dim, s.tp)
-    # per mode: (sequences, share of the FLOPs, share of the cache) on the busiest rank
+    fh = _frac(heads, s.tp)
+    # per mode: (sequences, share of the FLOPs, of the prefill tokens' FLOPs, of the cache) on
+    # the busiest rank
+    fkv = _frac(kh, s.tp) if kh > 1 else 1.0
     attn("scores", s.qk_dim, s.k_tok, {
-        MODE_DIM0: (s.seqs, _frac(heads, s.tp), _frac(kh, s.tp) if kh > 1 else 1.0),   # heads
-        MODE_DIM1: (s.seqs, _frac(s.qk_dim, s.tp), fdim_k),                           # head dim
-        MODE_NONE: (s.seqs, 1.0, 1.0),
-        MODE_NONE_T: (s.seqs_t, 1.0, 1.0)}, index=a.sparse)
+        MODE_DIM0: (s.seqs, fh, fh, fkv),                                              # heads
+        MODE_DIM1: (s.seqs, _frac(s.qk_dim, s.tp), _frac(s.pre_qk_dim, s.tp), fdim_k),  # head dim
+        MODE_NONE: (s.seqs, 1.0, 1.0, 1.0),
+        MODE_NONE_T: (s.seqs_t, 1.0, 1.0, 1.0)}, s.pre_qk_dim, s.up_k, index=a.sparse)
     fdim_v = _frac(s.v_dim, s.tp)
     attn("context", s.v_dim, s.v_tok, {
-        MODE_DIM0: (s.seqs, _frac(heads, s.tp), _frac(kh, s.tp) if kh > 1 else 1.0),
-        MODE_DIM1: (s.seqs, fdim_v, fdim_v),
-        MODE_NONE: (s.seqs, 1.0, 1.0),
-        MODE_NONE_T: (s.seqs_t, 1.0, 1.0)})
+        MODE_DIM0: (s.seqs, fh, fh, fkv),
+        MODE_DIM1: (s.seqs, fdim_v, _frac(s.pre_v_dim, s.tp), fdim_v),
+        MODE_NONE: (s.seqs, 1.0, 1.0, 1.0),
+        MODE_NONE_T: (s.seqs_t, 1.0, 1.0, 1.0)}, s.pre_v_dim, s.up_v)
     # --- output projection [heads*v_dim, hidden]: row split by heads
     _fill_gemm(b, "out_proj", s.ctx_out, s.h, dim0_frac=_frac(heads, s.tp))
 
