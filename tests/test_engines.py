@@ -14,9 +14,20 @@ def test_release_for_picks_the_newest_profile_not_newer_than_the_version():
     assert eng.release_for("0.19") == "0.19"
     assert eng.release_for("0.33.0") == "0.19"
     assert eng.release_for("1.2.0rc2.post2") == "0.19"
-    # no number, older than every release, or empty: the served release
-    for v in ("nightly-5b8c30d62b754b57", "gpt-oss-dev", "0.11.2", ""):
+    assert eng.release_for("0.11.2") == "0.12"             # older than all: the oldest
+    for v in ("nightly-5b8c30d62b754b57", "gpt-oss-dev", ""):   # no number: the served one
         assert eng.release_for(v) == "0.19"
+
+
+def test_version_in_source():
+    from lts.engines import version_in_source
+    src = "aiconfigurator-core 0.12 systems/silicon_sample.csv: "
+    assert version_in_source(src + "vllm 0.12.0", "vllm") == "0.12.0"
+    assert version_in_source(src + "trtllm 1.2.0rc2.post2", "trtllm") == "1.2.0rc2.post2"
+    assert version_in_source(src + "sglang 0.5.1.post1", "sglang") == "0.5.1.post1"
+    assert version_in_source(src + "vllm nightly-5b8c30d62b754b57", "vllm") == ""
+    assert version_in_source(src + "trtllm ", "trtllm") == ""
+    assert version_in_source("TensorRT-LLM v0.14 performance overview", "trtllm") == ""
 
 
 def test_engines_set_themselves_up_by_gpu():

@@ -37,3 +37,13 @@ def engine_for_source(text: str) -> str:
     t = text.lower()
     found = [name for name, e in ENGINES.items() if any(k in t for k in e.source_keys)]
     return found[0] if len(found) == 1 else ""
+
+
+def version_in_source(text: str, engine: str) -> str:
+    """The version written after the engine's name in a measurement's ``source`` ("...: vllm
+    0.12.0" -> "0.12.0"; "trtllm 1.2.0rc2.post2" -> "1.2.0rc2.post2"), or ""."""
+    words = text.lower().replace(":", " ").replace(",", " ").split()
+    for i, w in enumerate(words[:-1]):
+        if w in ENGINES[engine].source_keys and words[i + 1][:1].isdigit():
+            return words[i + 1]
+    return ""

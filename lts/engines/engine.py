@@ -46,13 +46,14 @@ class Engine:
     def release_for(self, version: str) -> str:
         """The profile release that stands for an engine ``version`` (a measurement's
         ``engine_version``): the newest release not newer than it, by its numeric dotted prefix
-        ("0.18.0" -> "0.12" of {"0.12", "0.19"}); a version without numbers ("nightly-...", a
-        branch name), or older than every release, the served ``version``; "" the served one."""
+        ("0.18.0" -> "0.12" of {"0.12", "0.19"}); older than every release, the oldest; a
+        version without numbers ("nightly-...", a branch name) or "", the served ``version``."""
         want = _numbers(version)
-        if not want:
+        numbered = [r for r in self.profiles if _numbers(r)]
+        if not want or not numbered:
             return self.version
-        older = [r for r in self.profiles if _numbers(r) and _numbers(r) <= want]
-        return max(older, key=_numbers) if older else self.version
+        older = [r for r in numbered if _numbers(r) <= want]
+        return max(older, key=_numbers) if older else min(numbered, key=_numbers)
 
     @property
     def whole_space(self) -> bool:

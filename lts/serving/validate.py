@@ -16,9 +16,10 @@ and an optional ``strategy``. How each row is mapped:
   format and take the place of ``precision``: a checkpoint whose format is of the same kind is
   costed as it ships, another kind replaces the quantized weights' format, the KV cache stays
   the model's (``_model_for``).
-- The optional ``engine_version`` picks the engine's profile: the newest release lts models that
-  is not newer (``Engine.release_for``; empty or not a number: the engine's served release); the
-  rows say which (``profile``).
+- The optional ``engine_version`` (else the version after the engine's name in ``source``,
+  "vllm 0.12.0") picks the engine's profile: the newest release lts models that is not newer
+  (``Engine.release_for``; older than all: the oldest; empty or not a number: the engine's
+  served release); the rows say which (``profile``).
 - The batch is the concurrency, ``concurrency``; when empty, a ``batch=`` named in
   ``strategy``; else the integer one up to the KV capacity with the highest output tokens/s
   (``serve(best_batch=True)``), as an engine's max-throughput run picks.
@@ -53,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engines import ENGINE_NAMES, ENGINES, GENERIC, engine_for_source
+from ..engines import ENGINE_NAMES, ENGINES, GENERIC, engine_for_source, version_in_source
 from ..engines.space import from_layout
 from ..specs.errors import SpecError, StrategyError
 from ..specs.limits import (MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED, MAX_TOKENS,
@@ -200,9 +201,10 @@ def read_measurements(path) -> list:
                                               f"{r['moe_quant']!r} differ: lts costs one "
                                               "format for the quantized weights")
         quant = QUANT_FORMATS[quants.pop()] if quants else ""
+        version = r.get("engine_version", "") or version_in_source(r["source"], engine)
         out.append(Measurement(n, r["id"], r["model"], r["topology"], gpus, tp, ep, pp,
                                r["precision"], isl, osl, conc, r["metric"], value, r["source"],
-                               strategy, engine, layout, quant, r.get("engine_version", "")))
+                               strategy, engine, layout, quant, version))
     return out
 
 
