@@ -145,15 +145,18 @@ def serve_workload_options(concurrency: bool):
                          show_default=True, help="serve: input tokens per request."),
             click.option("--osl", type=click.IntRange(1, MAX_TOKENS), default=1024,
                          show_default=True, help="serve: output tokens per request."),
-            click.option("--engine", type=click.Choice(ENGINE_NAMES), default=None,
+            click.option("--engine", type=EngineParam(), default=None,
                          help=("serve: the engine profile (scheduler defaults, KV-cache memory, "
-                               "time per step; docs/serving.md). Default: generic."
+                               "time per step; docs/serving.md); NAME@VERSION picks the "
+                               "profile of that release (vllm@0.12). Default: generic."
                                if concurrency else
                                "The engine to deploy on: every method ranks only the strategies "
                                "it runs as written (docs/engines.md; search also reports the "
                                "headroom of the whole per-op space); serve: also its profile "
-                               "(scheduler defaults, KV-cache memory, time per step). Default: "
-                               "the --emit engine if given, else generic (the whole space).")),
+                               "(scheduler defaults, KV-cache memory, time per step; "
+                               "NAME@VERSION: that release's profile, e.g. vllm@0.12; default "
+                               "the newest). Default: the --emit engine if given, else generic "
+                               "(the whole space).")),
         ]
         if concurrency:
             opts.append(click.option(
@@ -224,10 +227,37 @@ def _flag_given(name: str) -> bool:
         click.core.ParameterSource.COMMANDLINE
 
 
+class EngineParam(click.ParamType):
+    """--engine NAME or NAME@VERSION: the engine's name (what the engine space, --emit and the
+    JSON use); the version picks its profile release (``Engine.release_for``), kept in the
+    context for ``_profile``."""
+    name = "[" + "|".join(ENGINE_NAMES) + "][@VERSION]"
+
+    def convert(self, value, param, ctx):
+        name, _, version = str(value).partition("@")
+        if name not in ENGINE_NAMES:
+            self.fail(f"{value!r} is not one of {', '.join(ENGINE_NAMES)} (optionally "
+                      "@VERSION, e.g. vllm@0.12)", param, ctx)
+        if "@" in str(value):
+            engine = ENGINES[name]
+            releases = [r for r in engine.profiles if r]
+            if not releases:
+                self.fail(f"{value!r}: {name} has no releases to pick from", param, ctx)
+            if not version[:1].isdigit():
+                self.fail(f"{value!r}: {version!r} is not a version (releases lts models: "
+                          f"{', '.join(releases)})", param, ctx)
+            if ctx is not None:
+                ctx.meta["lts_engine_release"] = engine.release_for(version)
+        return name
+
+
 def _profile(topo, engine: str | None, emit: str | None = None):
-    """The engine profile of --engine, else of the --emit engine, else generic, as the engine
-    sets itself up on the topology's GPU (``EngineProfile.for_gpu``)."""
-    return ENGINES[engine or emit or GENERIC].profile.for_gpu(topo)
+    """The engine profile of --engine (its NAME@VERSION release, else the newest), else of the
+    --emit engine, else generic, as the engine sets itself up on the topology's GPU
+    (``EngineProfile.for_gpu``)."""
+    e = ENGINES[engine or emit or GENERIC]
+    release = click.get_current_context().meta.get("lts_engine_release") if engine else None
+    return (e.profiles[release] if release else e.profile).for_gpu(topo)
 
 
 def _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus) -> Workload:

@@ -171,8 +171,8 @@ def test_estimate_serve_bad_engine_is_a_usage_error():
     r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--phase", "serve",
             "--engine", "tgi")
     assert r.exit_code == 2
-    assert ("Error: Invalid value for '--engine': 'tgi' is not one of 'generic', 'vllm', "
-            "'sglang', 'trtllm'.") in r.output
+    assert ("Error: Invalid value for '--engine': 'tgi' is not one of generic, vllm, sglang, "
+            "trtllm (optionally @VERSION, e.g. vllm@0.12)") in r.output
 
 
 def test_estimate_serve_engines_differ_and_print_one_set_of_figures():

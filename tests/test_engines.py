@@ -51,3 +51,29 @@ def test_engines_set_themselves_up_by_gpu():
     for mib, p, reserved in ((81559, 8, 13.5), (143771, 1, 12.5), (143771, 8, 16),
                              (183359, 8, 32), (24576, 2, 3.0)):
         assert sglang_mem_fraction(mib * MIB, p) == round((mib - reserved * 1024) / mib, 3)
+
+
+def test_engine_at_version_picks_the_release():
+    """--engine NAME@VERSION: the profile of the newest release not newer (vllm@0.12: 0.12's,
+    no time per request; vllm: the newest, 0.15's 30 ms on every TTFT); bad values exit 2."""
+    import json
+    from click.testing import CliRunner
+    from lts.cli import cli
+    args = ["estimate", "llama3.1-70b", "h100_dgx", "--strategy", "tp=4", "--phase", "serve",
+            "--concurrency", "1", "--json", "--engine"]
+    ttft = {}
+    for e in ("vllm@0.12", "vllm@0.12.0", "vllm@0.19.0", "vllm"):
+        r = CliRunner().invoke(cli, args + [e])
+        assert r.exit_code == 0, r.output
+        ttft[e] = json.loads(r.output)["ttft_ms"]
+    assert ttft["vllm@0.12"] == ttft["vllm@0.12.0"]
+    assert ttft["vllm@0.19.0"] == ttft["vllm"]
+    assert abs(ttft["vllm"] - ttft["vllm@0.12"] - 30.0) < 1e-6   # 0.15: 30 ms per request
+    for bad, message in (("vllm@nightly", "'vllm@nightly': 'nightly' is not a version (releases "
+                                          "lts models: 0.12, 0.15)"),
+                         ("tgi", "'tgi' is not one of generic, vllm, sglang, trtllm (optionally "
+                                 "@VERSION, e.g. vllm@0.12)"),
+                         ("generic@1", "'generic@1': generic has no releases to pick from")):
+        r = CliRunner().invoke(cli, args + [bad])
+        assert r.exit_code == 2
+        assert f"Invalid value for '--engine': {message}" in r.output
