@@ -318,3 +318,38 @@ def test_guide_bounds_are_upper_bounds(case):
         best = float(problem.score(problem.evaluate(idx, count=False)).max())
         assert best <= ub[g] * (1 + 1e-12) and ub[g] <= cheap[g], (c, best, ub[g])
     assert np.isfinite(ub).any()
+
+
+@pytest.mark.parametrize("phase", ["decode", "prefill"])
+def test_cheap_least_counts_a_moes_dense_layers_per_stage(phase):
+    """``_Exact.least`` (the cheap bound every exact search and the agent's guide start from) is
+    below the least slowest stage (``least_exact``) and counts the last stage's layers as they
+    are: its leading dense FFNs (none past the first stage at pp = 2 of 8 layers, 2 at pp = 1)
+    at the dense FFN's fastest, the others at the MoE FFN's. It once took the cheaper FFN for
+    every layer: DeepSeek-V3's (3 dense of 61) cheap bound fell ~6x below its least step and the
+    agent's guide, mostly cheap bounds on a large serve grid, pointed it at nothing."""
+    from lts.cost.layouts import SLOT, SLOT_MODES
+    from lts.cost.tables import build_tables
+    from lts.search.exact import _Exact
+    model = synthetic_moe()           # 8 layers, the first 2 dense, the dense FFN 8x wider
+    sp = CASES["moe-decode"][2]
+    ex = _Exact(model, sp.choices)
+    coarse = np.array([[tp, ep, pp, b] for tp in (1, 2, 4) for ep in (1, 2) for pp in (1, 2)
+                       for b in (1, 16, 256)])
+    tab = build_tables(model, load_topology("h100_dgx"), Workload(phase, context=2048), coarse)
+    g = np.arange(len(coarse))
+    least, exact = ex.least(tab, g), ex.least_exact(tab, g)
+    ok = exact < 1e29
+    assert ok.sum() > 10
+    assert (least[ok] <= exact[ok] * (1 + 1e-12)).all()
+    op = tab.op_total_s
+
+    def fastest(*slots):
+        return sum(op[:, SLOT[s], :len(SLOT_MODES[s])].min(axis=1) for s in slots)
+
+    attn = fastest("attn_norm", "qkv", "scores", "context", "out_proj", "ffn_norm")
+    moe, dense = fastest("router", "ffn1", "ffn2"), fastest("ffn1_dense", "ffn2_dense")
+    d = np.where(coarse[:, 2] == 1, 2.0, 0.0)        # dense layers in the last stage
+    lp = 8.0 / coarse[:, 2]
+    assert (moe != dense).all()       # (the cheaper of the two for all 8 layers is another sum)
+    np.testing.assert_allclose(least, lp * attn + (lp - d) * moe + d * dense, rtol=1e-12)

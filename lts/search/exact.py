@@ -155,12 +155,22 @@ class _Exact:
 
         attn = fastest("attn_norm", "qkv", "scores", "context", "out_proj", "ffn_norm")
         ffn = fastest("ffn1", "ffn2", *(("router",) if self.model.is_moe else ()))
-        if self.model.is_moe and self.model.dense_ffn_layers:
-            ffn = np.minimum(ffn, fastest("ffn1_dense", "ffn2_dense"))
+        lp = tab.layers_per_stage[g]
+        dense = self.model.is_moe and self.model.dense_ffn_layers
         if self.model.no_ffn:   # bare layers: the mixer alone, no ffn_norm, no FFN
-            lp, bare = tab.layers_per_stage[g], len(self.model.no_ffn) / tab.pp[g]
+            if dense:
+                ffn = np.minimum(ffn, fastest("ffn1_dense", "ffn2_dense"))
+            bare = len(self.model.no_ffn) / tab.pp[g]
             return lp * (attn - fastest("ffn_norm")) + (lp - bare) * (fastest("ffn_norm") + ffn)
-        return tab.layers_per_stage[g] * (attn + ffn)
+        if dense:
+            # the slowest stage takes at least the last stage's time (``stage_max``'s candidates
+            # include it): its lp layers hold the fewest dense FFNs, the leading dense layers
+            # (``dense_in_stage``; MoE every k-th layer: as many in every stage). Counting each
+            # layer as the cheaper of the two FFNs instead left DeepSeek-V3's bound ~6x below
+            # its least step (61 dense-width FFNs where 58 of its 61 layers are MoE)
+            d = dense_in_stage(self.model, tab.pp[g].astype(np.float64), tab.pp[g] - 1)
+            return lp * attn + (lp - d) * ffn + d * fastest("ffn1_dense", "ffn2_dense")
+        return lp * (attn + ffn)
 
     def least_memory(self, tab, g):
         """A lower bound on the fullest stage's memory per GPU of every strategy of rows g [C]:
