@@ -44,3 +44,22 @@ def test_proposer_masks_sweeps_and_proves():
     prop.start(sweep=sweep)
     assert env.calls == 1 and env.best == 1.0       # row (0, 0, 0, 0): bound 5 reached
     assert prop.restart() is None
+
+
+def test_climb_goes_on_to_a_local_optimum():
+    """An aimed restart's climb moves while a sweep improves, not a fixed number of sweeps: a
+    strategy 5 single changes from where it starts, each change a step up, is reached
+    (issue 23: serve-mixtral22-h200-trtllm's optimum is 7 sweeps from Megatron's choices at its
+    row; 2 sweeps, the old cap, left the agent at Megatron's best, 0.954); ``bound_sweeps``
+    still caps it when given."""
+    sizes = (1, 1, 1, 1) + (3,) * 5
+
+    def evaluate(idx):              # one more head at choice 2: one step up
+        return 1.0 + (idx[:, 4:] == 2).sum(axis=1), np.ones(len(idx), bool)
+
+    for cfg, best in ((PPOConfig(bound_moves=False), 6.0),
+                      (PPOConfig(bound_moves=False, bound_sweeps=2), 3.0)):
+        env = Env(evaluate, sizes, 1000, cfg)
+        prop = Proposer(env, cfg)
+        prop._climb(np.zeros(len(sizes), dtype=np.int64))
+        assert env.best * env.ref == best

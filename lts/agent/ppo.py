@@ -79,7 +79,10 @@ class PPOConfig:
     bound_mask: bool = True        # degrees and batches no row of which can be valid: never drawn
     bound_restarts: bool = True    # the first network and every global restart aim at the next
                                    # best-bound (tp, ep, pp); stop once no row can beat the best
-    bound_sweeps: int = 2          # climbs at each aimed restart: sweeps of single per-op changes
+    bound_sweeps: int | None = None  # climbs at each aimed restart: sweeps of single per-op
+                                   # changes, None: until a sweep finds nothing better (a local
+                                   # optimum; 2 left issue 23's serve-mixtral22-h200-trtllm
+                                   # at 0.954, 7 sweeps from Megatron's choices); 0: no climbs
     bound_moves: bool = True       # ... and of the batch one step either way and of train's
                                    # ``groups`` (several changes at once)
 

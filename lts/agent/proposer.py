@@ -236,14 +236,18 @@ class Proposer:
         return raw, valid
 
     def _climb(self, row):
-        """Up to ``bound_sweeps`` sweeps of single per-op changes from ``row`` (with
-        ``bound_moves`` also the batch one step either way, every joint change of a pair of
-        ``groups`` and a larger group set to one value; one call each, all of a sweep at once),
-        moving to the best valid one while it improves."""
-        sizes = self.env.sizes
+        """Sweeps of single per-op changes from ``row`` (with ``bound_moves`` also the batch
+        one step either way, every joint change of a pair of ``groups`` and a larger group set to
+        one value; one call each, all of a sweep at once), moving to the best valid one while it
+        improves: to a local optimum, or ``bound_sweeps`` sweeps at most when given. Each sweep
+        that goes on raises the best, so the climb ends (or the budget does)."""
+        sizes, env = self.env.sizes, self.env
         r0, v0 = self._probe(row[None])
         here = float(r0[0]) if len(r0) and v0[0] else -np.inf
-        for _ in range(self.cfg.bound_sweeps):
+        sweeps = self.cfg.bound_sweeps
+        for _ in (itertools.count() if sweeps is None else range(sweeps)):
+            if env.calls >= env.budget:
+                return
             near = [np.r_[row[:h], v, row[h + 1:]] for h in range(4, len(sizes))
                     for v in range(sizes[h]) if v != row[h]]
             if self.cfg.bound_moves:
