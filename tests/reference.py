@@ -190,6 +190,9 @@ class _Ctx:
         self.wb, self.kvb, self.ab = prec.weight_bytes, prec.kv_bytes, prec.act_bytes
         self.peak = topo.peak_for(prec.weights) * topo.compute_efficiency_for(prec.weights)
         self.hbm = topo.hbm_bandwidth_bytes_s * topo.memory_efficiency
+        # attention math in the activations' type, or fp8 over an fp8 KV cache
+        att = "fp8" if prec.kv_cache == "fp8" else prec.activations
+        self.attn_peak = topo.peak_for(att) * topo.compute_efficiency_for(att)
         # weight reads of GEMMs at the weight dtype's own HBM efficiency, as effective bytes
         self.wbr = self.wb * topo.memory_efficiency / topo.weight_memory_efficiency_for(prec.weights)
         # routed experts run a grouped GEMM: its own weight-read rate and a compute rate by the
@@ -539,7 +542,7 @@ def _linear_op(c, choice, lin, which):
     if chunk:   # a mixed step's prefill chunk: its tokens, its prompt's state read and written
         fl += chunk * pre_fl
         by += chunk * (tok_io + per_chunk) + 2 * state
-    return _Op(c, fl * fr, by * fr, 0.0, seqs * state * fr)
+    return _Op(c, fl * fr, by * fr, 0.0, seqs * state * fr, compute_s=fl * fr / c.attn_peak)
 
 
 def _mamba_shape(c, g, which):
@@ -627,7 +630,8 @@ def _attention(c, choice, lin, dims, cache_tok, index=False):
             + before * up * fpre
         by += chunk * (c.chunk_read * cache_tok * fcache + heads * pre * c.ab * 2 * fpre) \
             + chunk * c.chunk_read * idx_tok + before * up_el * c.ab * 2 * fpre
-    return _Op(c, fl, by, 0.0, seqs * c.ctx * cache_tok * fcache + seqs * c.ctx * idx_tok)
+    return _Op(c, fl, by, 0.0, seqs * c.ctx * cache_tok * fcache + seqs * c.ctx * idx_tok,
+               compute_s=fl / c.attn_peak)
 
 
 def scores(c, choice, lin):

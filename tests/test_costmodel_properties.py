@@ -245,9 +245,13 @@ def test_flops_summed_over_shards_equal_model_flops(model, topo, work, data):
     tab = build_tables(model, topo, work, row[None, :N_COARSE])
     w = model.precision.weights
     peak = topo.peak_for(w) * topo.compute_efficiency_for(w)
+    # attention math at its own rate: the activations' type, fp8 over an fp8 KV cache
+    att = "fp8" if model.precision.kv_cache == "fp8" else model.precision.activations
+    attn_peak = topo.peak_for(att) * topo.compute_efficiency_for(att)
     want, seqs = model_flops(model, work, tp, ep, pp, batch)
     for slot, full in want.items():
-        flops = tab.compute_s[0, SLOT[slot]] * peak                 # [modes]
+        rate = attn_peak if slot in ("scores", "context") else peak
+        flops = tab.compute_s[0, SLOT[slot]] * rate                 # [modes]
         for m, (choice, lin, lout) in enumerate(SLOT_MODES[slot]):
             what = f"{slot} mode {m} ({choice}, {LAYOUT_NAMES[lin]}->{LAYOUT_NAMES[lout]}) tp={tp}"
             if choice == NONE and lin == 0:                         # unsharded: the model's FLOPs

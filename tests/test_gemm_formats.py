@@ -198,3 +198,25 @@ def test_shipped_topologies_keep_their_legacy_keys():
     assert b300.compute_efficiency_for("fp8_block") == 0.66
     assert b300.compute_efficiency_for("nvfp4") == 0.39
     assert math.isclose(H100.weight_memory_efficiency_for("fp8"), 0.53)
+
+
+def test_attention_math_runs_in_the_activations_type_not_the_weights():
+    """An fp8 or fp4 checkpoint still attends in bf16 (scores and context at the bf16 rate);
+    with an fp8 KV cache, attention runs in fp8 (TensorRT-LLM's fp8 context FMHA)."""
+    from lts.cost.tables import SLOT, build_tables
+    from lts.specs import load_model, load_topology, with_precision
+    from lts.specs.workload import Workload
+    topo = load_topology("b200_dgx")
+    row = np.array([[8, 1, 1, 16]])
+    work = Workload("prefill", 8192)
+    base = load_model("llama3.1-70b")
+    bf16 = build_tables(base, topo, work, row)
+    for weights, kv, rate in (("nvfp4", "bf16", "bf16"), ("fp8_block", "bf16", "bf16"),
+                              ("fp8_block", "fp8", "fp8")):
+        m = with_precision(base, weights, kv_cache=kv)
+        tab = build_tables(m, topo, work, row)
+        for slot in ("scores", "context"):
+            flops = bf16.compute_s[0, SLOT[slot]] * topo.peak_for("bf16") \
+                * topo.compute_efficiency_for("bf16")
+            want = flops / (topo.peak_for(rate) * topo.compute_efficiency_for(rate))
+            np.testing.assert_allclose(tab.compute_s[0, SLOT[slot]], want, rtol=1e-12)

@@ -98,6 +98,11 @@ class _Shape:
         prec = model.precision
         self.wb, self.kvb, self.ab = prec.weight_bytes, prec.kv_bytes, prec.act_bytes
         self.peak = topo.peak_for(prec.weights) * topo.compute_efficiency_for(prec.weights)
+        # attention math (scores, context, the recurrent scans) runs in the activations' type,
+        # not the weights' (an fp8 or fp4 checkpoint attends in bf16), or in fp8 over an fp8 KV
+        # cache (TensorRT-LLM's fp8 context FMHA, FlashInfer/FA3 fp8 attention)
+        att = "fp8" if prec.kv_cache == "fp8" else prec.activations
+        self.attn_peak = topo.peak_for(att) * topo.compute_efficiency_for(att)
         self.hbm = topo.hbm_bandwidth_bytes_s * topo.memory_efficiency
         # GEMM weight reads at their own efficiency (fp8 kernels read weights slower than bf16):
         # counted as wb * eta_memory / eta_weights effective bytes per weight element read
@@ -352,16 +357,18 @@ class _Builder:
         self.intrinsic[(sl, mode)] = recs
 
     def put_kinds(self, slot, mode, parts, cache):
-        """An op whose cost differs by layer kind, ``parts`` [(share, flops, bytes)]: each kind's
-        roofline weighted by its share of the layers (the mean layer of a stage; ``kv``)."""
+        """An attention op whose cost differs by layer kind, ``parts`` [(share, flops, bytes)]:
+        each kind's roofline weighted by its share of the layers (the mean layer of a stage;
+        ``kv``), its FLOPs at the attention rate (``_Shape.attn_peak``)."""
         if len(parts) == 1:
             (_, flops, nbytes), = parts
-            self.put(slot, mode, flops, nbytes, 0.0, cache)
+            self.put(slot, mode, flops, nbytes, 0.0, cache, peak=self.s.attn_peak)
             return
         s, sl = self.s, SLOT[slot]
         c = m = t = 0.0
         for share, flops, nbytes in parts:
-            ck, mk = _roofline(s, _full(flops, s.tp.shape), _full(nbytes, s.tp.shape))
+            ck, mk = _roofline(s, _full(flops, s.tp.shape), _full(nbytes, s.tp.shape),
+                               s.attn_peak)
             c, m = c + share * ck, m + share * mk
             t = t + share * roofline_time(ck, mk, s.topo.roofline_exponent)
         self.compute[:, sl, mode], self.memory[:, sl, mode] = c, m
@@ -683,7 +690,7 @@ def _fill_linear(b: _Builder):
                 by = by + (ch * (tok_io + chunked * 2.0 * state / chunk_len)
                            + 2.0 * state) * fr
             # every stage holds the state of all pp micro-batches in flight
-            b.put(slot, mode, fl, by, 0.0, s.pp * seqs * state * fr)
+            b.put(slot, mode, fl, by, 0.0, s.pp * seqs * state * fr, peak=s.attn_peak)
     _fill_gemm(b, "out_proj", s.lin_ctx_out, h, dim0_frac=fv, group=group)
 
 
