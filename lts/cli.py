@@ -231,10 +231,15 @@ class EngineParam(click.ParamType):
     """--engine NAME or NAME@VERSION: the engine's name (what the engine space, --emit and the
     JSON use); the version picks its profile release (``Engine.release_for``), kept in the
     context for ``_profile``."""
-    name = "[" + "|".join(ENGINE_NAMES) + "][@VERSION]"
+    name = "engine"
+
+    def get_metavar(self, param, *args, **kwargs):
+        return "[" + "|".join(ENGINE_NAMES) + "][@VERSION]"
 
     def convert(self, value, param, ctx):
         name, _, version = str(value).partition("@")
+        if "@" in version:
+            self.fail(f"{value!r}: one @VERSION at most (e.g. vllm@0.12)", param, ctx)
         if name not in ENGINE_NAMES:
             self.fail(f"{value!r} is not one of {', '.join(ENGINE_NAMES)} (optionally "
                       "@VERSION, e.g. vllm@0.12)", param, ctx)
@@ -546,6 +551,9 @@ def _by_keys(ctx, param, value):
     if not value:
         return ()
     keys = tuple(k.strip() for k in value.split(","))
+    if value.strip() == "":
+        raise click.BadParameter(f"{value!r}: expected row keys of {', '.join(BY_KEYS)}, "
+                                 "comma-separated")
     bad = [k for k in keys if k not in BY_KEYS]
     if bad or len(set(keys)) < len(keys):
         raise click.BadParameter(f"{value!r}: expected distinct row keys of "
@@ -557,8 +565,9 @@ def _by_keys(ctx, param, value):
 @click.argument("measurements", metavar="MEASUREMENTS.csv")
 @click.option("--by", "by", default="", callback=_by_keys, metavar="KEY[,KEY...]",
               help="Also print the residual log2(predicted/measured) by these row keys and the "
-                   "metric: median (signed), median |.|, within 2x (e.g. --by concurrency, "
-                   "--by tp,isl, --by model,topology,engine).")
+                   "metric: median (signed), median |.|, within 2x. Keys: model, topology, "
+                   "engine, profile, precision, weights, gpus, tp, ep, pp, isl, osl, "
+                   "concurrency (e.g. --by concurrency, --by tp,isl).")
 @output_options
 def validate(measurements, by, json_, no_color):
     """Predict published serving measurements with the serve phase (requests of isl input and
@@ -572,7 +581,7 @@ def validate(measurements, by, json_, no_color):
     Examples:
       lts validate ../shared/data/calibration.csv
       lts validate measurements.csv --json
-      lts validate tests/data/measurements/serving_moe.csv --by model,metric
+      lts validate tests/data/measurements/serving_moe.csv --by model,topology
     """
     from .serving.validate import validate as run_validate
     try:

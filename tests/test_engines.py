@@ -15,6 +15,7 @@ def test_release_for_picks_the_newest_profile_not_newer_than_the_version():
     assert eng.release_for("0.33.0") == "0.19"
     assert eng.release_for("1.2.0rc2.post2") == "0.19"
     assert eng.release_for("0.11.2") == "0.12"             # older than all: the oldest
+    assert eng.release_for("v0.15.1") == "0.15"            # a leading v is read
     for v in ("nightly-5b8c30d62b754b57", "gpt-oss-dev", ""):   # no number: the served one
         assert eng.release_for(v) == "0.19"
 
@@ -26,8 +27,10 @@ def test_version_in_source():
     assert version_in_source(src + "trtllm 1.2.0rc2.post2", "trtllm") == "1.2.0rc2.post2"
     assert version_in_source(src + "sglang 0.5.1.post1", "sglang") == "0.5.1.post1"
     assert version_in_source(src + "vllm nightly-5b8c30d62b754b57", "vllm") == ""
+    assert version_in_source("vLLM v0.12.0", "vllm") == "0.12.0"
+    assert version_in_source("vllm==0.12.0", "vllm") == "0.12.0"
     assert version_in_source(src + "trtllm ", "trtllm") == ""
-    assert version_in_source("TensorRT-LLM v0.14 performance overview", "trtllm") == ""
+    assert version_in_source("TensorRT-LLM v0.14 performance overview", "trtllm") == "0.14"
 
 
 def test_engines_set_themselves_up_by_gpu():
@@ -73,7 +76,8 @@ def test_engine_at_version_picks_the_release():
                                           "lts models: 0.12, 0.15)"),
                          ("tgi", "'tgi' is not one of generic, vllm, sglang, trtllm (optionally "
                                  "@VERSION, e.g. vllm@0.12)"),
-                         ("generic@1", "'generic@1': generic has no releases to pick from")):
+                         ("generic@1", "'generic@1': generic has no releases to pick from"),
+                         ("vllm@0.12@1", "'vllm@0.12@1': one @VERSION at most (e.g. vllm@0.12)")):
         r = CliRunner().invoke(cli, args + [bad])
         assert r.exit_code == 2
         assert f"Invalid value for '--engine': {message}" in r.output

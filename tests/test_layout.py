@@ -91,8 +91,8 @@ def test_validate_reads_layouts_and_quantization(tmp_path):
 @pytest.mark.parametrize("quants, message", [
     ("fp8,nvfp4", "row 1: gemm_quant 'fp8' and moe_quant 'nvfp4' differ: lts costs one format "
                   "for the quantized weights"),
-    ("int3,int3", "row 1: 'int3' is not a quantization lts knows (expected one of fp8, "
-                  "fp8_block, nvfp4, mxfp4, bf16, fp16)"),
+    ("int3,int3", "row 1: gemm_quant: 'int3' is not a quantization lts knows (expected one of "
+                  "fp8, fp8_block, nvfp4, mxfp4, bf16, fp16)"),
 ])
 def test_validate_bad_quantization(tmp_path, quants, message):
     p = tmp_path / "moe.csv"
@@ -126,3 +126,20 @@ def test_validate_by_prints_residuals(tmp_path):
     assert "Invalid value for '--by': 'tp,colour': expected distinct row keys of model, " \
         "topology, engine, profile, precision, weights, gpus, tp, ep, pp, isl, osl, " \
         "concurrency, comma-separated" in bad.output
+
+
+def test_validate_partial_layout_is_one_line(tmp_path):
+    p = tmp_path / "moe.csv"
+    p.write_text(HEADER + "\nq,minimax-m2.5,h200_dgx,4,4,1,1,fp8,1024,128,16,tpot_ms,20,x,,vllm,,"
+                 "4,,4,1,fp8,fp8\n")
+    r = CliRunner().invoke(cli, ["validate", str(p)])
+    assert r.exit_code == 1
+    assert r.output == (f"Error: {p}: row 1: attention_dp: empty, but attention_tp is given (the "
+                        "layout is all of attention_tp, attention_dp, moe_tp, moe_ep or none)\n")
+
+
+def test_validate_by_empty_is_a_usage_error(tmp_path):
+    p = tmp_path / "moe.csv"
+    p.write_text(HEADER + "\n")
+    r = CliRunner().invoke(cli, ["validate", str(p), "--by", " "])
+    assert r.exit_code == 2 and "Invalid value for '--by': ' ': expected row keys" in r.output

@@ -42,8 +42,10 @@ def engine_for_source(text: str) -> str:
 def version_in_source(text: str, engine: str) -> str:
     """The version written after the engine's name in a measurement's ``source`` ("...: vllm
     0.12.0" -> "0.12.0"; "trtllm 1.2.0rc2.post2" -> "1.2.0rc2.post2"), or ""."""
-    words = text.lower().replace(":", " ").replace(",", " ").split()
+    words = text.lower().replace("==", " ").replace(":", " ").replace(",", " ").split()
     for i, w in enumerate(words[:-1]):
-        if w in ENGINES[engine].source_keys and words[i + 1][:1].isdigit():
-            return words[i + 1]
+        nxt = words[i + 1]
+        nxt = nxt[1:] if nxt.startswith("v") else nxt
+        if w in ENGINES[engine].source_keys and nxt[:1].isdigit():
+            return nxt
     return ""

@@ -62,9 +62,12 @@ class Engine:
 
 
 def _numbers(version: str) -> tuple:
-    """The leading dotted integers of a version ("1.2.0rc2.post2" -> (1, 2, 0); "" -> ())."""
+    """The leading dotted integers of a version ("1.2.0rc2.post2" -> (1, 2, 0); "v0.12" ->
+    (0, 12); "" -> ())."""
     out = []
-    for part in str(version).split("."):
+    text = str(version).strip().lower()
+    text = text[1:] if text.startswith("v") and text[1:2].isdigit() else text
+    for part in text.split("."):
         digits = ""
         for ch in part:
             if not ch.isdigit():

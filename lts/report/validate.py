@@ -141,7 +141,9 @@ def _render_residuals(console: Console, res: dict) -> None:
     for col in ("rows", "median", "median |.|", "within 2x"):
         table.add_column(col, justify="right", no_wrap=True)
     for g in res["groups"]:
-        table.add_row(METRIC_SHORT[g["metric"]], *(escape(str(g["key"][k])) for k in by),
+        table.add_row(METRIC_SHORT[g["metric"]],
+                      *(escape("-" if g["key"][k] in (None, "") else str(g["key"][k]))
+                        for k in by),
                       str(g["count"]), f"{g['median_log2_ratio']:+.2f}",
                       f"{g['median_abs_log2_ratio']:.2f}", f"{100 * g['within_2x']:.0f}%")
     console.print(table, crop=False)

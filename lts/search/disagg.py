@@ -224,8 +224,11 @@ def deployment(problem: ServeProblem, prefill, decode, x: int, y: int) -> Disagg
     r_p, r_d = pool_rates(problem, prefill, decode)
     used, served = x * g_p + y * g_d, min(x * r_p, y * r_d)
     move = transfer_s(problem, used, min(g_p, g_d))
+    # the engine's time per request (HTTP, tokenization: EngineProfile.request_overhead_s) is
+    # on a two-pool request's TTFT as on one pool's
     return Disagg(prefill, decode, x, y, used, served, served * problem.osl / used,
-                  pool_ttft_s(float(prefill.ttft_s[0]), move), float(decode.tpot_s[0]), move)
+                  pool_ttft_s(float(prefill.ttft_s[0]), move + problem.engine.request_overhead_s),
+                  float(decode.tpot_s[0]), move)
 
 
 def pair(problem: ServeProblem, prefill, decode, budget: int | None = None):
@@ -264,7 +267,8 @@ def _prefill_limit(problem: ServeProblem):
     ttft = problem.ttft_slo_ms
     if not (ttft and math.isfinite(ttft)):
         return 0.0
-    limit = pool_pass_limit(ttft, transfer_s(problem, problem.work.budget(problem.topo), 1) * 1e3)
+    limit = pool_pass_limit(ttft, (transfer_s(problem, problem.work.budget(problem.topo), 1)
+                                   + problem.engine.request_overhead_s) * 1e3)
     return limit if limit > 0 else None
 
 

@@ -138,7 +138,9 @@ def read_measurements(path) -> list:
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise SpecError(file, "header", f"{missing[0]}: missing column (expected columns: "
-                                        f"{', '.join(COLUMNS)}, optional strategy)")
+                                        f"{', '.join(COLUMNS)}; optional strategy, engine, "
+                                        f"engine_version, {', '.join(LAYOUT)}, "
+                                        f"{', '.join(QUANT_COLUMNS)})")
     reader.fieldnames = header
     out = []
     rows = iter(reader)
@@ -162,8 +164,13 @@ def read_measurements(path) -> list:
                 raise SpecError(file, f"row {n}", f"{k}: {v!r} contains control characters "
                                                   "(expected plain text)")
         strategy = r.get("strategy", "")
-        layout = tuple(_int(file, n, c, r.get(c, "")) for c in LAYOUT) \
-            if any(r.get(c) for c in LAYOUT) else ()
+        given = [c for c in LAYOUT if r.get(c)]
+        if given and len(given) < len(LAYOUT):
+            missing = [c for c in LAYOUT if c not in given]
+            raise SpecError(file, f"row {n}", f"{missing[0]}: empty, but {given[0]} is given "
+                                              f"(the layout is all of {', '.join(LAYOUT)} or "
+                                              "none)")
+        layout = tuple(_int(file, n, c, r.get(c, "")) for c in LAYOUT) if given else ()
         tp = _int(file, n, "tp", r["tp"], allow_empty=bool(strategy or layout), default=1)
         ep = _int(file, n, "ep", r["ep"], allow_empty=True, default=1)
         pp = _int(file, n, "pp", r["pp"], allow_empty=True, default=1)
@@ -192,9 +199,10 @@ def read_measurements(path) -> list:
                                               f"{', '.join(ENGINE_NAMES)} (or empty)")
         engine = engine or engine_for_source(r["source"]) or GENERIC
         quants = {r.get(c, "").lower() for c in QUANT_COLUMNS} - {""}
-        for q in quants:
-            if q not in QUANT_FORMATS:
-                raise SpecError(file, f"row {n}", f"{q!r} is not a quantization lts knows "
+        for c in QUANT_COLUMNS:
+            q = r.get(c, "").lower()
+            if q and q not in QUANT_FORMATS:
+                raise SpecError(file, f"row {n}", f"{c}: {q!r} is not a quantization lts knows "
                                                   f"(expected one of {', '.join(QUANT_FORMATS)})")
         if len(quants) > 1:
             raise SpecError(file, f"row {n}", f"gemm_quant {r['gemm_quant']!r} and moe_quant "
