@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..cost import kv
-from ..specs import ModelSpec, param_counts, weight_bytes
+from ..specs import ModelSpec, param_counts, weight_bytes, weight_params
 from ..specs.model import FULL, WEIGHT_GROUPS
 from ..specs.units import GB, GIB, TFLOPS, US
 from .format import fmt_params
@@ -46,15 +46,17 @@ def render_models(console: Console, rows: list) -> None:
 
 def model_show_dict(name: str, m: ModelSpec, contexts) -> dict:
     """The JSON of ``lts models --show``: the model's ``models_rows`` row plus its layer kinds
-    (HF's names, counted), each op group's weight format, the KV-cache dtype and the KV (or
+    (HF's names, counted), the weight format of each op group it has weights in, the KV-cache dtype and the KV (or
     state) bytes one decoding request holds at each of ``contexts`` (``cost.kv.request_bytes``:
     the bytes the op tables, memory and two pools cost)."""
+    params = weight_params(m)
     kinds = {}
     for t in m.layer_types or (FULL,) * m.layers:
         kinds[t] = kinds.get(t, 0) + 1
     return {**models_rows([(name, m)])[0],
             "layer_kinds": kinds,
-            "formats": {g: m.precision.format_of(g) for g in WEIGHT_GROUPS},
+            # the groups the model has weights in (no `ssm` without Mamba-2 layers, ...)
+            "formats": {g: m.precision.format_of(g) for g in WEIGHT_GROUPS if params[g] > 0},
             "kv_cache": m.precision.kv_cache,
             "kv_per_request": [{"context": int(c), "bytes": float(kv.request_bytes(m, c))}
                                for c in contexts]}
