@@ -15,6 +15,7 @@ from .profiles import EngineProfile
 
 CUSTOM_AR_BYTES = 8 * 2**20   # see the profile's notes
 
+
 def _gpu_defaults(gib: float, gpu: str) -> dict:
     """vllm 0.12.0 (and 0.19.0, unchanged) vllm/engine/arg_utils.py get_batch_defaults for
     ``vllm serve`` (UsageContext.OPENAI_API_SERVER): device_memory >= 70 GiB and not an A100
