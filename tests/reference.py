@@ -190,8 +190,8 @@ class _Ctx:
         self.wb, self.kvb, self.ab = prec.weight_bytes, prec.kv_bytes, prec.act_bytes
         self.peak = topo.peak_for(prec.weights) * topo.compute_efficiency_for(prec.weights)
         self.hbm = topo.hbm_bandwidth_bytes_s * topo.memory_efficiency
-        # attention math in the activations' type, or fp8 over an fp8 KV cache
-        att = "fp8" if prec.kv_cache == "fp8" else prec.activations
+        # attention math in its own type (the activations', or fp8 over an fp8 KV cache)
+        att = prec.attention_dtype
         self.attn_peak = topo.peak_for(att) * topo.compute_efficiency_for(att)
         # weight reads of GEMMs at the weight dtype's own HBM efficiency, as effective bytes
         self.wbr = self.wb * topo.memory_efficiency / topo.weight_memory_efficiency_for(prec.weights)

@@ -246,7 +246,7 @@ def test_flops_summed_over_shards_equal_model_flops(model, topo, work, data):
     w = model.precision.weights
     peak = topo.peak_for(w) * topo.compute_efficiency_for(w)
     # attention math at its own rate: the activations' type, fp8 over an fp8 KV cache
-    att = "fp8" if model.precision.kv_cache == "fp8" else model.precision.activations
+    att = model.precision.attention_dtype
     attn_peak = topo.peak_for(att) * topo.compute_efficiency_for(att)
     want, seqs = model_flops(model, work, tp, ep, pp, batch)
     for slot, full in want.items():

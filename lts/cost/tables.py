@@ -98,10 +98,8 @@ class _Shape:
         prec = model.precision
         self.wb, self.kvb, self.ab = prec.weight_bytes, prec.kv_bytes, prec.act_bytes
         self.peak = topo.peak_for(prec.weights) * topo.compute_efficiency_for(prec.weights)
-        # attention math (scores, context, the recurrent scans) runs in the activations' type,
-        # not the weights' (an fp8 or fp4 checkpoint attends in bf16), or in fp8 over an fp8 KV
-        # cache (TensorRT-LLM's fp8 context FMHA, FlashInfer/FA3 fp8 attention)
-        att = "fp8" if prec.kv_cache == "fp8" else prec.activations
+        # attention math at its own type's rate (PrecisionSpec.attention_dtype)
+        att = prec.attention_dtype
         self.attn_peak = topo.peak_for(att) * topo.compute_efficiency_for(att)
         self.hbm = topo.hbm_bandwidth_bytes_s * topo.memory_efficiency
         # GEMM weight reads at their own efficiency (fp8 kernels read weights slower than bf16):

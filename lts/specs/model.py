@@ -229,6 +229,13 @@ class PrecisionSpec:
     def act_bytes(self) -> float:
         return DTYPE_BYTES[self.activations]
 
+    @property
+    def attention_dtype(self) -> str:
+        """The type attention's math (scores, context, recurrent scans) runs in: the
+        activations', not the weights' (an fp8 or NVFP4 checkpoint attends in bf16), or fp8 over
+        an fp8 KV cache (TensorRT-LLM's fp8 context FMHA)."""
+        return "fp8" if self.kv_cache == "fp8" else self.activations
+
 
 @dataclass(frozen=True)
 class ModelSpec:
