@@ -12,7 +12,8 @@ held-out summaries.
 
 A key is a topology ``[gpu]`` key (set on every shipped topology) or ``ENGINE.KEY``, a field of
 one engine profile (``lts.engines``: cohort_base, cohort_share, step_overhead_us,
-request_overhead_ms, collective_efficiency); the objective then counts that engine's rows only.
+request_overhead_ms, collective_efficiency, handoff_ms); the objective then counts that engine's
+rows only.
 
 Split (deterministic, no randomness): the distinct (isl, osl) pairs of the file sorted
 ascending; pairs at even positions (0, 2, 4, ...) are the training rows, odd positions held out.
@@ -42,7 +43,8 @@ from lts.specs.units import MS, US             # noqa: E402
 ENGINE_FIELDS = {"cohort_base": ("cohort_base", 1.0), "cohort_share": ("cohort_share", 1.0),
                  "step_overhead_us": ("step_overhead_s", US),
                  "request_overhead_ms": ("request_overhead_s", MS),
-                 "collective_efficiency": ("collective_efficiency", 1.0)}
+                 "collective_efficiency": ("collective_efficiency", 1.0),
+                 "handoff_ms": ("handoff_s", MS)}
 FIELDS = {"step_overhead_us": ("step_overhead_s", US), "fp8_memory_efficiency": (None, 1.0),
           "fp8_compute_efficiency": (None, 1.0), "memory_efficiency": (None, 1.0),
           "compute_efficiency": (None, 1.0), "kernel_overhead_us": ("kernel_overhead_s", US),
@@ -57,11 +59,22 @@ def split(rows, by=""):
     if by.startswith("model:"):
         name = by.split(":", 1)[1]
         return ([r for r in rows if r["model"] == name], [r for r in rows if r["model"] != name])
+    if by == "alternate":
+        points = sorted({_point(r["id"]) for r in rows})
+        train_points = set(points[0::2])
+        return ([r for r in rows if _point(r["id"]) in train_points],
+                [r for r in rows if _point(r["id"]) not in train_points])
     pairs = sorted({(r["isl"], r["osl"]) for r in rows})
     train_pairs = set(pairs[0::2])
     train = [r for r in rows if (r["isl"], r["osl"]) in train_pairs]
     held = [r for r in rows if (r["isl"], r["osl"]) not in train_pairs]
     return train, held
+
+
+def _point(row_id: str) -> str:
+    """A measured point's rows share their id up to the metric ("...c36_cfg392-ttft_ms")."""
+    head, _, tail = row_id.rpartition("-")
+    return head if head and tail in v.METRICS else row_id
 
 
 def write_split(path, outdir):
@@ -136,12 +149,19 @@ def main():
     ap.add_argument("--split-out", metavar="DIR", default=None,
                     help="write the training and held-out rows to DIR/train.csv and "
                          "DIR/held-out.csv, and stop")
-    ap.add_argument("--split", default="", metavar="model:NAME",
-                    help="train on model NAME's rows, hold out the other models' (default: the "
-                         "(isl, osl) split above)")
+    ap.add_argument("--split", default="", metavar="model:NAME|alternate",
+                    help="model:NAME: train on model NAME's rows, hold out the other models'; "
+                         "alternate: the measured points (rows sharing an id up to the metric) "
+                         "in id order, even positions trained, odd held out (a file with too "
+                         "few (isl, osl) pairs for the default rule); default: the (isl, osl) "
+                         "split above")
+    ap.add_argument("--max-concurrency", type=int, default=0, metavar="C",
+                    help="fit on the training rows at concurrency <= C only (a constant that "
+                         "shows alone at low load, e.g. a time per request: the queues of high "
+                         "load do not pull it); the summaries still show every row")
     a = ap.parse_args()
-    if a.split and not a.split.startswith("model:"):
-        ap.error(f"--split {a.split!r}: expected model:NAME")
+    if a.split and not (a.split.startswith("model:") or a.split == "alternate"):
+        ap.error(f"--split {a.split!r}: expected model:NAME or alternate")
     if a.split_out:
         write_split(a.file, a.split_out)
         return
@@ -158,7 +178,8 @@ def main():
     for values in itertools.product(*(vals for _, vals in grids)):
         point = dict(zip((k for k, _ in grids), values))
         res = run(a.file, {**fixed, **point})
-        train = counted(split(res["rows"], a.split)[0])
+        train = [r for r in counted(split(res["rows"], a.split)[0])
+                 if not a.max_concurrency or (r["concurrency"] or 0) <= a.max_concurrency]
         if not train:
             ap.error("no training rows (check --split and the engine keys)")
         sq = sum(r["log2_ratio"] ** 2 for r in train) / len(train)

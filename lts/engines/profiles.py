@@ -40,6 +40,8 @@ class EngineProfile:
     custom_allreduce_bytes: float = 0.0  # one-shot custom all-reduce up to this message size (0: NCCL only)
     budget_per_rank: bool = True   # attention DP: each rank's steps get step_tokens (False: the
                                    # ranks share them; workload.compose_step)
+    handoff_s: float = 0.0      # two pools: per request, between the prefill and the decode pool
+                                # (bootstrap, the decode side's admission, the router; two_pool.py)
     # the engine's own defaults by GPU: (GPU memory GiB, GPU name) -> {field: value} replacing
     # the profile's (for_gpu); None: the same on every GPU
     gpu_rule: Callable | None = None

@@ -24,7 +24,7 @@ PROFILES = {
         name="sglang", title="SGLang 0.5.1 (sglang.launch_server)",
         step_tokens=8192, mixed=False, max_running=0, memory="static", memory_fraction=0.0,
         step_overhead_s=1000 * US, request_overhead_s=0.0 * MS, budget_per_rank=False,
-        custom_allreduce_bytes=8 * 2**20, gpu_rule=_gpu_defaults,
+        custom_allreduce_bytes=8 * 2**20, gpu_rule=_gpu_defaults, handoff_s=275 * MS,
         notes=("custom all-reduce up to 8 MiB: python/sglang/srt/distributed/"
                "device_communicators/custom_all_reduce.py (vLLM's kernel, max_size 8192 * 1024)",
                "chunked_prefill_size 8192 on 35-160 GiB GPUs (H100, H200, A100, H20), 2048 below, "
@@ -42,7 +42,8 @@ PROFILES = {
                "FITTED on serving_calibration.csv's training half (scripts/calibrate.py): time "
                "per step 1.0 ms (grid 0-3 ms by 0.5, with the one-shot all-reduce; it was flat "
                "at 0-750 us with the ring's); held-out SGLang rows: median |log2| 0.140, 96.4% "
-               "within 2x; the cohort is the whole running batch (no constant)")),
+               "within 2x; the cohort is the whole running batch (no constant)",
+               "FITTED on shared/data/serving_disagg.csv (scripts/calibrate.py --split alternate --max-concurrency 16): two pools' time per request between the pools, 275 ms (bootstrap, the decode side's admission, the router; grid 0-800 ms; the 10 rows, 5 TTFT, at concurrency <= 16 of the alternate half); training half TTFT 53% within 2x (median |log2| 0.67); held-out half TTFT 50% (0.998), TPOT 100% (0.40) (serving/two_pool.py; docs/validation.md)")),
 }
 
 # the release whose source the launch flags were read from (the accepted flags are listed in

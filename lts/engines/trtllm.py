@@ -17,7 +17,7 @@ PROFILES = {
         name="trtllm", title="TensorRT-LLM 1.0 (trtllm-serve, PyTorch backend)",
         step_tokens=8192, mixed=True, max_running=2048, memory="free", memory_fraction=0.9,
         step_overhead_s=1000 * US, request_overhead_s=0.0 * MS, cohort_base=3.5, cohort_share=0.14,
-        custom_allreduce_bytes=8 * 2**20,
+        custom_allreduce_bytes=8 * 2**20, handoff_s=450 * MS,
         notes=("custom all-reduce: AllReduceStrategy AUTO runs one-shot on small messages "
                "(microbenchmarks.csv custom_allreduce rows, trtllm 1.3.0rc20); its 8 MiB limit "
                "is vLLM's, assumed",
@@ -37,7 +37,8 @@ PROFILES = {
                "3.5 + 0.14 n (grid 2.5-8 x 0.06-0.20, refitted for the mean request's TTFT; "
                "was 0.07 n for the cohort's last); time per step 1.0 ms (grid 0-3 ms by "
                "0.5, refitted with the one-shot all-reduce); held-out TensorRT-LLM rows: median "
-               "|log2| 0.158, 97.6% within 2x (docs/validation.md)")),
+               "|log2| 0.158, 97.6% within 2x (docs/validation.md)",
+               "FITTED on shared/data/serving_disagg.csv (scripts/calibrate.py --split alternate --max-concurrency 16): two pools' time per request between the pools, 450 ms (bootstrap, the decode side's admission, the router; grid 0-800 ms; the 8 rows, 4 TTFT, at concurrency <= 16 of the alternate half); training half TTFT 13% within 2x (median |log2| 1.33); held-out half TTFT 47% (1.32), TPOT 100% (0.46) (serving/two_pool.py; docs/validation.md)")),
 }
 
 # the release whose source the launch flags were read from (the accepted flags are listed in

@@ -46,6 +46,15 @@ def _summary_line(s: dict) -> str:
             f"within 2x {_fmt_opt(None if s['within_2x'] is None else 100 * s['within_2x'], '.1f')}%")
 
 
+def _parallel(r: dict) -> str:
+    """tp/ep/pp, or two pools' instances x GPUs each: "P 2x8 D 1x32"."""
+    if not r.get("pools"):
+        return f"{r['tp']}/{r['ep']}/{r['pp']}"
+    return " ".join(f"{name[0].upper()} {p['num_workers']}x"
+                    f"{p['tp_size'] * p['attention_dp_size'] * p['pp_size']}"
+                    for name, p in r["pools"].items())
+
+
 def render_validate(console: Console, d: dict) -> None:
     """Predicted vs measured per row (the furthest ones of a large file), the skipped rows with
     their reasons, and the summary: overall, per metric, per engine, per parallel-config group."""
@@ -77,7 +86,7 @@ def render_validate(console: Console, d: dict) -> None:
         colour = "green" if abs(r["log2_ratio"]) <= 1.0 else "red"
         metric = [METRIC_SHORT[r["metric"]]] if len(metrics) > 1 else []
         table.add_row(escape(r["id"]), escape(r["model"]), escape(r["topology"]),
-                      f"{r['tp']}/{r['ep']}/{r['pp']}", f"{r['isl']}/{r['osl']}",
+                      _parallel(r), f"{r['isl']}/{r['osl']}",
                       f"{r['batch']}{'*' if r['best_batch'] else ''}", *metric,
                       _fmt_value(r["predicted"]), _fmt_value(r["measured"]),
                       f"[{colour}]{r['ratio']:.2f}[/]")

@@ -12,10 +12,17 @@ and an optional ``strategy``. How each row is mapped:
   ``attention_dp``, ``moe_tp``, ``moe_ep`` are filled (``engines.space.from_layout``; a layout
   lts does not cost is skipped with the reason), else Megatron's per-op sharding at ``tp``,
   ``ep``, ``pp``. A row whose tp·ep·pp is not ``gpus`` is skipped.
-- The optional ``gemm_quant`` and ``moe_quant`` (equal where both are filled) name the weights'
-  format and take the place of ``precision``: a checkpoint whose format is of the same kind is
-  costed as it ships, another kind replaces the quantized weights' format, the KV cache stays
-  the model's (``_model_for``).
+- The optional ``gemm_quant`` and ``moe_quant`` (of one kind where both are filled: fp8 per
+  tensor or block-scaled, NVFP4 or MXFP4; the experts' is taken) name the weights' format and
+  take the place of ``precision``: a checkpoint whose format is of the same kind is costed as it
+  ships, another kind replaces the quantized weights' format, the KV cache stays the model's
+  (``_model_for``).
+- **Two pools**: a row that fills ``prefill_`` and ``decode_`` ``num_workers``, ``batch_size``,
+  ``tp_size``, ``pp_size``, ``attention_dp_size``, ``moe_tp_size``, ``moe_ep_size``
+  (shared/data/serving_disagg.csv; then ``gpus``, ``tp``, ``ep``, ``pp`` may be absent) is one
+  two-pool deployment at its ``concurrency``: each pool's layout as above, predicted by
+  ``lts.serving.two_pool`` (batch_size: prompts per attention-DP rank in a prefill pass, running
+  requests per rank at most in decode).
 - The optional ``engine_version`` (else the version after the engine's name in ``source``,
   "vllm 0.12.0") picks the engine's profile: the newest release lts models that is not newer
   (``Engine.release_for``; older than all: the oldest; empty or not a number: the engine's
@@ -59,6 +66,7 @@ from ..engines.space import from_layout
 from ..specs.errors import SpecError, StrategyError
 from ..specs.limits import (MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED, MAX_TOKENS,
                      MIN_MEASURED)
+from . import two_pool
 from .serve import serve
 from ..specs import load_model, load_topology, read_text, shipped_names, with_precision
 from ..specs.strategy import BATCH, EP, N_COARSE, PP, TP, megatron_row, parse_strategy
@@ -70,6 +78,14 @@ COLUMNS = ("id", "model", "topology", "gpus", "tp", "ep", "pp", "precision", "is
 # quantization of the GEMMs and the experts (shared/data/serving_moe.csv)
 LAYOUT = ("attention_tp", "attention_dp", "moe_tp", "moe_ep")
 QUANT_COLUMNS = ("gemm_quant", "moe_quant")
+# optional: a two-pool deployment (shared/data/serving_disagg.csv), each pool's instances, the
+# requests per attention-DP rank (prefill: prompts in one pass; decode: running at most) and the
+# engine layout of one instance; with them gpus, tp, ep, pp may be absent (the pools say)
+POOL_KEYS = ("num_workers", "batch_size", "tp_size", "pp_size", "attention_dp_size",
+             "moe_tp_size", "moe_ep_size")
+POOLS = ("prefill", "decode")
+POOL_COLUMNS = tuple(f"{p}_{k}" for p in POOLS for k in POOL_KEYS)
+POOL_OPTIONAL = ("gpus", "tp", "ep", "pp")
 # their values -> lts weight formats (shared/data/README.md: "fp8 per tensor, fp8_block, nvfp4")
 QUANT_FORMATS = {"fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4", "mxfp4": "mxfp4",
                  "bf16": "bf16", "fp16": "fp16"}
@@ -104,12 +120,15 @@ class Measurement:
     layout: tuple = ()       # (attention_tp, attention_dp, moe_tp, moe_ep) or () when not given
     quant: str = ""          # the weight format gemm_quant/moe_quant name ("" = precision's)
     engine_version: str = ""
+    pools: tuple = ()        # two pools: ((prefill POOL_KEYS values), (decode ...)) or ()
 
 
 # the largest value of each integer column (lts.specs.limits)
 MAX_CELL = {"tp": MAX_DEGREE, "ep": MAX_DEGREE, "pp": MAX_DEGREE, "gpus": MAX_GPUS,
             "isl": MAX_TOKENS, "osl": MAX_TOKENS, "concurrency": MAX_CONCURRENCY,
-            **{c: MAX_GPUS for c in LAYOUT}}
+            **{c: MAX_GPUS for c in LAYOUT},
+            **{c: MAX_CONCURRENCY if c.endswith("batch_size") else MAX_GPUS
+               for c in POOL_COLUMNS}}
 
 
 def _int(file, n, col, text, allow_empty=False, default=0):
@@ -135,12 +154,16 @@ def read_measurements(path) -> list:
     twice = [h for i, h in enumerate(header) if h and h in header[:i]]
     if twice:
         raise SpecError(file, "header", f"{twice[0]}: duplicate column")
-    missing = [c for c in COLUMNS if c not in header]
+    two_pools = any(c in header for c in POOL_COLUMNS)
+    missing = [c for c in COLUMNS + (POOL_COLUMNS if two_pools else ())
+               if c not in header and not (two_pools and c in POOL_OPTIONAL)]
     if missing:
         raise SpecError(file, "header", f"{missing[0]}: missing column (expected columns: "
                                         f"{', '.join(COLUMNS)}; optional strategy, engine, "
                                         f"engine_version, {', '.join(LAYOUT)}, "
-                                        f"{', '.join(QUANT_COLUMNS)})")
+                                        f"{', '.join(QUANT_COLUMNS)}; for two pools all of "
+                                        f"prefill_/decode_ {', '.join(POOL_KEYS)}, "
+                                        f"then {', '.join(POOL_OPTIONAL)} may be absent)")
     reader.fieldnames = header
     out = []
     rows = iter(reader)
@@ -171,10 +194,23 @@ def read_measurements(path) -> list:
                                               f"(the layout is all of {', '.join(LAYOUT)} or "
                                               "none)")
         layout = tuple(_int(file, n, c, r.get(c, "")) for c in LAYOUT) if given else ()
-        tp = _int(file, n, "tp", r["tp"], allow_empty=bool(strategy or layout), default=1)
-        ep = _int(file, n, "ep", r["ep"], allow_empty=True, default=1)
-        pp = _int(file, n, "pp", r["pp"], allow_empty=True, default=1)
-        gpus = _int(file, n, "gpus", r["gpus"])
+        pooled = [c for c in POOL_COLUMNS if r.get(c)]
+        if pooled and len(pooled) < len(POOL_COLUMNS):
+            missing = [c for c in POOL_COLUMNS if c not in pooled]
+            raise SpecError(file, f"row {n}", f"{missing[0]}: empty, but {pooled[0]} is given "
+                                              "(a two-pool row fills every prefill_ and "
+                                              "decode_ column)")
+        if pooled and (layout or strategy):
+            raise SpecError(file, f"row {n}", f"{'strategy' if strategy else LAYOUT[0]}: "
+                                              "given with the two pools' columns (a row is one "
+                                              "pool or two)")
+        pools = tuple(tuple(_int(file, n, f"{p}_{k}", r[f"{p}_{k}"]) for k in POOL_KEYS)
+                      for p in POOLS) if pooled else ()
+        tp = _int(file, n, "tp", r.get("tp", ""), allow_empty=bool(strategy or layout or pools),
+                  default=1)
+        ep = _int(file, n, "ep", r.get("ep", ""), allow_empty=True, default=1)
+        pp = _int(file, n, "pp", r.get("pp", ""), allow_empty=True, default=1)
+        gpus = _int(file, n, "gpus", r.get("gpus", ""), allow_empty=bool(pools), default=0)
         isl, osl = _int(file, n, "isl", r["isl"]), _int(file, n, "osl", r["osl"])
         conc = _int(file, n, "concurrency", r["concurrency"], allow_empty=True, default=0)
         if r["metric"] not in METRICS:
@@ -204,15 +240,17 @@ def read_measurements(path) -> list:
             if q and q not in QUANT_FORMATS:
                 raise SpecError(file, f"row {n}", f"{c}: {q!r} is not a quantization lts knows "
                                                   f"(expected one of {', '.join(QUANT_FORMATS)})")
-        if len(quants) > 1:
+        if len({_KIND.get(QUANT_FORMATS[q], q) for q in quants}) > 1:
             raise SpecError(file, f"row {n}", f"gemm_quant {r['gemm_quant']!r} and moe_quant "
                                               f"{r['moe_quant']!r} differ: lts costs one "
                                               "format for the quantized weights")
-        quant = QUANT_FORMATS[quants.pop()] if quants else ""
+        # two of one kind (fp8 GEMMs beside block-scaled fp8 experts): the experts' (_model_for
+        # keeps a checkpoint of that kind as it ships)
+        quant = QUANT_FORMATS[r.get("moe_quant", "").lower() or quants.pop()] if quants else ""
         version = r.get("engine_version", "") or version_in_source(r["source"], engine)
         out.append(Measurement(n, r["id"], r["model"], r["topology"], gpus, tp, ep, pp,
                                r["precision"], isl, osl, conc, r["metric"], value, r["source"],
-                               strategy, engine, layout, quant, version))
+                               strategy, engine, layout, quant, version, pools))
     return out
 
 
@@ -249,6 +287,24 @@ def _strategy_row(file, m: Measurement, model) -> tuple:
 _KIND = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"}
 
 
+def _pool_rows(m: Measurement, model) -> tuple:
+    """(prefill row, decode row) of a two-pool measurement: each pool's engine layout
+    (``engines.space.from_layout``); _Skip where lts does not cost it."""
+    rows = []
+    for name, (workers, batch, tp, pp, adp, mtp, mep) in zip(POOLS, m.pools):
+        if pp != 1:
+            raise _Skip(f"{name} pool: pp {pp} (lts costs the engine layouts of one stage)")
+        try:
+            t, e, choices = from_layout(model, tp, adp, mtp, mep)
+        except ValueError as err:
+            raise _Skip(f"{name} pool layout {tp}/{adp}/{mtp}/{mep} (attention tp/dp, moe "
+                        f"tp/ep): {err}") from None
+        row = megatron_row(t, e, 1, 1)
+        row[N_COARSE:] = choices
+        rows.append(row)
+    return tuple(rows)
+
+
 def _model_for(spec, precision: str, quant: str):
     """The model a row's ``precision`` or quantization columns describe. The quantization
     columns name the weights only: a checkpoint whose own format is of the same kind (fp8 per
@@ -261,6 +317,24 @@ def _model_for(spec, precision: str, quant: str):
             return spec
         return with_precision(spec, quant, kv_cache=spec.precision.kv_cache)
     return with_precision(spec, precision) if precision else spec
+
+
+def _record(m: Measurement, spec, engine: str, release: str, p: float, **parallel) -> dict:
+    """One predicted row of ``validate``'s output: the measurement, the model's formats, the
+    prediction and its ratio, and ``parallel`` (gpus, tp, ep, pp, batch, best_batch, running,
+    strategy, layout; two pools: tp/ep/pp None and their ``pools``), in that order."""
+    out = {"id": m.id, "model": m.model, "topology": m.topology,
+           "precision": m.precision or spec.precision.weights,
+           "weights": spec.precision.weights, "kv_cache": spec.precision.kv_cache}
+    out.update({k: parallel.pop(k) for k in ("gpus", "tp", "ep", "pp", "batch", "best_batch")})
+    out.update({"isl": m.isl, "osl": m.osl, "concurrency": m.concurrency or None,
+                "metric": m.metric, "engine": engine, "running": parallel.pop("running"),
+                "predicted": p, "measured": m.value, "ratio": p / m.value,
+                "log2_ratio": math.log2(p / m.value), "strategy": parallel.pop("strategy"),
+                "layout": parallel.pop("layout"), "engine_version": m.engine_version or None,
+                "profile": release})
+    out.update(parallel)
+    return out
 
 
 def _predicted(res, i, metric):
@@ -297,6 +371,7 @@ def validate(path, progress=None, by: tuple = ()) -> dict:
     meas = read_measurements(path)
     models, topos = set(shipped_names("models")), set(shipped_names("topologies"))
     skipped, jobs = {}, defaultdict(list)    # (model, topo, precision, isl, osl, best, engine)
+    pooled = defaultdict(list)               # two-pool rows, by (model, ..., engine, release)
     specs = {}
     for m in meas:
         if m.model not in models:
@@ -308,6 +383,23 @@ def validate(path, progress=None, by: tuple = ()) -> dict:
         key = (m.model, m.precision, m.quant)
         if key not in specs:
             specs[key] = _model_for(load_model(m.model), m.precision, m.quant)
+        release = ENGINES[m.engine].release_for(m.engine_version)
+        if m.pools:
+            if not m.concurrency:
+                skipped[m.row] = "two pools are predicted at a concurrency: the cell is empty"
+                continue
+            try:
+                pre, dec = _pool_rows(m, specs[key])
+            except _Skip as e:
+                skipped[m.row] = str(e)
+                continue
+            used = sum(w * int(r[TP] * r[EP] * r[PP]) for (w, *_), r in zip(m.pools, (pre, dec)))
+            if m.gpus and used != m.gpus:
+                skipped[m.row] = f"the pools use {used} GPUs but gpus = {m.gpus}"
+                continue
+            pooled[(m.model, m.topology, m.precision, m.quant, m.isl, m.osl, m.engine,
+                    release)].append((m, pre, dec))
+            continue
         try:
             row, best = _strategy_row(file, m, specs[key])
         except _Skip as e:
@@ -317,13 +409,31 @@ def validate(path, progress=None, by: tuple = ()) -> dict:
         if used != m.gpus:
             skipped[m.row] = f"tp·ep·pp = {used} but gpus = {m.gpus}"
             continue
-        release = ENGINES[m.engine].release_for(m.engine_version)
         jobs[(m.model, m.topology, m.precision, m.quant, m.isl, m.osl, best, m.engine,
               release)].append((m, row))
-    topo_specs = {name: load_topology(name) for name in {k[1] for k in jobs}}
+    topo_specs = {name: load_topology(name) for name in {k[1] for k in (*jobs, *pooled)}}
     predicted = {}
     if progress:
-        progress.set_total(len(jobs))
+        progress.set_total(len(jobs) + len(pooled))
+    for (model, topo, prec, quant, isl, osl, engine, release), items in pooled.items():
+        spec, t = specs[(model, prec, quant)], topo_specs[topo]
+        pick = lambda j, w: np.array([m.pools[j][w] for m, _, _ in items])  # noqa: E731
+        res = two_pool.estimate(spec, t, PROFILES[engine][release].for_gpu(t),
+                                np.stack([p for _, p, _ in items]), pick(0, 0), pick(0, 1),
+                                np.stack([d for _, _, d in items]), pick(1, 0), pick(1, 1),
+                                isl, osl, [m.concurrency for m, _, _ in items])
+        if progress:
+            progress(1)
+        for i, (m, pre, dec) in enumerate(items):
+            if not res.valid[i]:
+                skipped[m.row] = "prediction invalid: " + ", ".join(res.reason_list(i))
+                continue
+            predicted[m.row] = _record(
+                m, spec, engine, release, float(_predicted(res, i, m.metric)),
+                gpus=int(res.gpus[i]), tp=None, ep=None, pp=None, batch=m.concurrency,
+                best_batch=False, running=int(round(float(res.running[i]))), strategy=None,
+                layout=None, pools={name: dict(zip(POOL_KEYS, vals))
+                                    for name, vals in zip(POOLS, m.pools)})
     for (model, topo, prec, quant, isl, osl, best, engine, release), items in jobs.items():
         rows = np.stack([row for _, row in items])
         spec = specs[(model, prec, quant)]
@@ -336,20 +446,12 @@ def validate(path, progress=None, by: tuple = ()) -> dict:
                 skipped[m.row] = ("prediction invalid: " + ", ".join(res.reason_list(i))
                                  + f" (batch {int(res.strategies[i, BATCH])})")
                 continue
-            p = float(_predicted(res, i, m.metric))
-            predicted[m.row] = {
-                "id": m.id, "model": m.model, "topology": m.topology,
-                "precision": m.precision or spec.precision.weights,
-                "weights": spec.precision.weights, "kv_cache": spec.precision.kv_cache,
-                "gpus": m.gpus, "tp": int(res.strategies[i, TP]),
-                "ep": int(res.strategies[i, EP]), "pp": int(res.strategies[i, PP]),
-                "batch": int(res.strategies[i, BATCH]), "best_batch": best, "isl": m.isl,
-                "osl": m.osl, "concurrency": m.concurrency or None, "metric": m.metric,
-                "engine": engine, "running": int(res.running[i]),
-                "predicted": p, "measured": m.value, "ratio": p / m.value,
-                "log2_ratio": math.log2(p / m.value), "strategy": m.strategy or None,
-                "layout": list(m.layout) or None, "engine_version": m.engine_version or None,
-                "profile": release}
+            predicted[m.row] = _record(
+                m, spec, engine, release, float(_predicted(res, i, m.metric)), gpus=m.gpus,
+                tp=int(res.strategies[i, TP]), ep=int(res.strategies[i, EP]),
+                pp=int(res.strategies[i, PP]), batch=int(res.strategies[i, BATCH]),
+                best_batch=best, running=int(res.running[i]), strategy=m.strategy or None,
+                layout=list(m.layout) or None)
     rows = [predicted[m.row] for m in meas if m.row in predicted]
     skips = [{"id": m.id, "row": m.row, "model": m.model, "topology": m.topology,
               "reason": skipped[m.row]} for m in meas if m.row in skipped]

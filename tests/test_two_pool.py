@@ -1,0 +1,142 @@
+"""A given two-pool deployment under a closed loop (lts.serving.two_pool, issue 24): its limits
+by hand, the invariants of a closed loop, and lts validate on two-pool measurements."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from lts.engines import ENGINES
+from lts.engines.space import from_layout
+from lts.serving import two_pool
+from lts.serving.serve import Evaluator, decode_workload
+from lts.specs import load_model, load_topology
+from lts.specs.strategy import BATCH, N_COARSE, megatron_row
+from test_validate import run, write
+
+DATA = Path(__file__).parent / "data" / "measurements"
+MODEL, TOPO = load_model("deepseek-v3"), load_topology("gb300_nvl72")
+ENGINE = ENGINES["sglang"].profile.for_gpu(TOPO)
+
+
+def layout(*sizes):
+    tp, ep, choices = from_layout(MODEL, *sizes)
+    row = megatron_row(tp, ep, 1, 1)
+    row[N_COARSE:] = choices
+    return row
+
+
+PRE, DEC = layout(4, 1, 4, 1), layout(1, 8, 1, 8)     # tp 4 prefill; 8 attention-DP ranks
+
+
+def estimate(conc, x=1, y=1, b_p=1, b_d=16, isl=1024, osl=256):
+    return two_pool.estimate(MODEL, TOPO, ENGINE, [PRE], x, b_p, [DEC], y, b_d, isl, osl, conc)
+
+
+def test_one_client_waits_for_nothing():
+    """C = 1: TTFT = one pass + the KV transfer + the handoff and the time per request; TPOT =
+    the decode step of one request (plus the engine's time per step)."""
+    r = estimate(1)
+    ev = Evaluator(MODEL, ENGINE.topology(TOPO))
+    one = np.array([DEC])
+    step = ev(decode_workload(1024, 256), one).step_s[0] + ENGINE.step_overhead_s
+    assert r.tpot_s[0] == pytest.approx(step)
+    fixed = r.transfer_s[0] + ENGINE.handoff_s + ENGINE.request_overhead_s
+    assert r.ttft_s[0] == pytest.approx(r.pass_s[0] + fixed, rel=1e-9)
+    assert r.prefill_wait_s[0] == pytest.approx(0.0, abs=1e-12)
+    assert r.decode_wait_s[0] == pytest.approx(0.0, abs=1e-12)
+    assert r.valid[0] and r.gpus[0] == 4 + 8
+
+
+def test_transfer_is_the_kv_cache_over_the_link_joining_the_pools():
+    """DeepSeek-V3's KV cache of 1024 tokens (MLA latent 576 values x 61 layers, bf16) from the
+    4 GPUs of the prefill instance over NVLink 5 (900 GB/s x 0.64, 2.5 us)."""
+    nbytes = 1024 * 61 * (512 + 64) * 2
+    want = nbytes / 4 / (900e9 * 0.64) + 2.5e-6
+    assert estimate(1).transfer_s[0] == pytest.approx(want, rel=1e-6)
+
+
+def test_many_clients_run_at_the_slower_pool():
+    """C far beyond both pools: the rate is the prefill pool's (k prompts per pass) or the
+    decode pool's (slots per decode time), whichever is lower, and TTFT takes the rest of the
+    loop (C / X - D)."""
+    for x, y in ((1, 1), (1, 6), (4, 1)):
+        r = estimate(100_000, x=x, y=y)
+        prefill = x * 1 / r.pass_s[0]                       # tp 4: one prompt per pass
+        decode = r.decode_slots[0] / (255 * r.tpot_s[0])
+        assert r.requests_per_s[0] == pytest.approx(min(prefill, decode), rel=0.02)
+        d = 255 * r.tpot_s[0]
+        assert r.ttft_s[0] == pytest.approx(100_000 / r.requests_per_s[0] - d, rel=1e-6)
+        assert r.decode_slots[0] == y * 16 * 8
+
+
+@given(st.integers(1, 3000), st.integers(1, 3), st.integers(1, 3))
+def test_closed_loop_invariants(conc, x, y):
+    """Little's law over the loop (C = X x (TTFT + D)) where the decode pool holds every
+    client, the decode pool never over its slots, and more clients never lower TTFT."""
+    r, more = estimate(conc, x=x, y=y), estimate(conc + 50, x=x, y=y)
+    d = 255 * r.tpot_s[0]
+    assert r.running[0] <= r.decode_slots[0] + 1e-9
+    assert r.requests_per_s[0] * (r.ttft_s[0] + d) == pytest.approx(conc, rel=1e-3)
+    assert more.ttft_s[0] >= r.ttft_s[0] * (1 - 1e-9)
+    assert r.output_tokens_per_s[0] == pytest.approx(r.requests_per_s[0] * 256)
+
+
+def test_decode_cap_beyond_the_kv_cache_is_memory_invalid():
+    """A decode layout whose KV cache cannot hold one request is refused, not costed."""
+    small = two_pool.estimate(MODEL, load_topology("h100_dgx"), ENGINE, [PRE], 1, 1, [layout(1, 1, 1, 1)],
+                              1, 16, 1024, 256, 8)
+    assert not small.valid[0] and "memory" in small.reason_list(0)
+
+
+def test_validate_reads_two_pool_rows():
+    """serving_disagg.csv: every row predicted through the two-pool loop; TPOT holds, TTFT is
+    far off at high load (docs/validation.md says why): the floor guards today's figures."""
+    r = run("validate", str(DATA / "serving_disagg.csv"), "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["total"] == 118 and d["summary"]["count"] == 118 and not d["skipped"]
+    s = d["summary"]["by_metric"]
+    assert s["tpot_ms"]["within_2x"] >= 0.95, s["tpot_ms"]
+    assert s["ttft_ms"]["within_2x"] >= 0.35, s["ttft_ms"]
+    row = d["rows"][0]
+    assert row["pools"]["decode"]["num_workers"] >= 1 and row["tp"] is None
+
+
+POOL_HEADER = ("id,model,topology,precision,isl,osl,concurrency,metric,value,source,engine,"
+               "prefill_num_workers,prefill_batch_size,prefill_tp_size,prefill_pp_size,"
+               "prefill_attention_dp_size,prefill_moe_tp_size,prefill_moe_ep_size,"
+               "decode_num_workers,decode_batch_size,decode_tp_size,decode_pp_size,"
+               "decode_attention_dp_size,decode_moe_tp_size,decode_moe_ep_size")
+
+
+def test_validate_two_pool_rows_refuse_a_half_filled_pool(tmp_path):
+    row = "a,deepseek-v3,gb300_nvl72,,1024,1024,8,tpot_ms,10,x,sglang,1,1,4,1,1,4,1,1,8,1,1,8,1,"
+    r = run("validate", write(tmp_path, POOL_HEADER + "\n" + row + "\n"))
+    assert r.exit_code == 1
+    assert "row 1: decode_moe_ep_size: empty, but prefill_num_workers is given" in r.output
+
+
+def test_validate_two_pool_header_needs_every_pool_column(tmp_path):
+    header = POOL_HEADER.replace(",decode_moe_ep_size", "")
+    row = "a,deepseek-v3,gb300_nvl72,,1024,1024,8,tpot_ms,10,x,sglang,1,1,4,1,1,4,1,1,8,1,1,8,1"
+    r = run("validate", write(tmp_path, header + "\n" + row + "\n"))
+    assert r.exit_code == 1
+    assert "header: decode_moe_ep_size: missing column" in r.output
+
+
+def test_validate_two_pool_row_with_a_pipeline_is_skipped_with_the_reason(tmp_path):
+    row = "a,deepseek-v3,gb300_nvl72,,1024,1024,8,tpot_ms,10,x,sglang,1,1,4,2,1,4,1,1,8,1,1,8,1,8"
+    r = run("validate", write(tmp_path, POOL_HEADER + "\n" + row + "\n"), "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["skipped"][0]["reason"] == "prefill pool: pp 2 (lts costs the engine layouts of one stage)"
+
+
+def test_rows_batch_column_is_ignored():
+    a = two_pool.estimate(MODEL, TOPO, ENGINE, [PRE], 1, 1, [DEC], 1, 16, 1024, 256, 64)
+    pre, dec = PRE.copy(), DEC.copy()
+    pre[BATCH], dec[BATCH] = 7, 99
+    b = two_pool.estimate(MODEL, TOPO, ENGINE, [pre], 1, 1, [dec], 1, 16, 1024, 256, 64)
+    assert a.ttft_s[0] == b.ttft_s[0] and a.tpot_s[0] == b.tpot_s[0]
