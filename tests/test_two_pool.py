@@ -30,7 +30,7 @@ def layout(*sizes):
 PRE, DEC = layout(4, 1, 4, 1), layout(1, 8, 1, 8)     # tp 4 prefill; 8 attention-DP ranks
 
 
-def estimate(conc, x=1, y=1, b_p=1, b_d=16, isl=1024, osl=256):
+def estimate(conc, x=1, y=1, b_p=1, b_d=128, isl=1024, osl=256):
     return two_pool.estimate(MODEL, TOPO, ENGINE, [PRE], x, b_p, [DEC], y, b_d, isl, osl, conc)
 
 
@@ -68,7 +68,7 @@ def test_many_clients_run_at_the_slower_pool():
         assert r.requests_per_s[0] == pytest.approx(min(prefill, decode), rel=0.02)
         d = 255 * r.tpot_s[0]
         assert r.ttft_s[0] == pytest.approx(100_000 / r.requests_per_s[0] - d, rel=1e-6)
-        assert r.decode_slots[0] == y * 16 * 8
+        assert r.decode_slots[0] == y * 128
 
 
 @given(st.integers(1, 3000), st.integers(1, 3), st.integers(1, 3))
@@ -135,8 +135,8 @@ def test_validate_two_pool_row_with_a_pipeline_is_skipped_with_the_reason(tmp_pa
 
 
 def test_rows_batch_column_is_ignored():
-    a = two_pool.estimate(MODEL, TOPO, ENGINE, [PRE], 1, 1, [DEC], 1, 16, 1024, 256, 64)
+    a = two_pool.estimate(MODEL, TOPO, ENGINE, [PRE], 1, 1, [DEC], 1, 128, 1024, 256, 64)
     pre, dec = PRE.copy(), DEC.copy()
     pre[BATCH], dec[BATCH] = 7, 99
-    b = two_pool.estimate(MODEL, TOPO, ENGINE, [pre], 1, 1, [dec], 1, 16, 1024, 256, 64)
+    b = two_pool.estimate(MODEL, TOPO, ENGINE, [pre], 1, 1, [dec], 1, 128, 1024, 256, 64)
     assert a.ttft_s[0] == b.ttft_s[0] and a.tpot_s[0] == b.tpot_s[0]

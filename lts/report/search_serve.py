@@ -37,7 +37,8 @@ def disagg_dict(dg) -> dict | None:
             "gpus": dg.gpus, "tokens_per_s_per_gpu": num(dg.tokens_per_s_per_gpu),
             "tokens_per_s_per_cluster_gpu": num(dg.tokens_per_s_per_cluster_gpu),
             "ttft_ms": num(dg.ttft_s * 1e3), "tpot_ms": num(dg.tpot_s * 1e3),
-            "requests_per_s": num(dg.requests_per_s), "transfer_ms": num(dg.transfer_s * 1e3)}
+            "requests_per_s": num(dg.requests_per_s), "transfer_ms": num(dg.transfer_s * 1e3),
+            "concurrency": dg.concurrency or None}
 
 
 def disagg_point(dg) -> dict:
@@ -59,7 +60,8 @@ def disagg_text(d: dict) -> str:
             f"{d['tokens_per_s_per_gpu']:,.1f} output tokens/s per GPU used"
             + (f" ({d['tokens_per_s_per_cluster_gpu']:,.1f} per GPU of the budget)"
                if d["tokens_per_s_per_cluster_gpu"] else "")
-            + f", TTFT {d['ttft_ms']:,.0f} ms, TPOT {d['tpot_ms']:.1f} ms")
+            + f", TTFT {d['ttft_ms']:,.0f} ms, TPOT {d['tpot_ms']:.1f} ms"
+            + (f" at {d['concurrency']:,} clients" if d.get("concurrency") else ""))
 
 
 def sizing_dict(sizing, run) -> dict | None:

@@ -18,7 +18,12 @@ its own strategy, against one pool that does both (docs/design.md §8; issue 12)
   output tokens/s per GPU used wins (ties: fewer GPUs).
 
 Each pool's strategy is the optimum of its own phase (the most tokens/s per GPU); the pairing is
-then exhaustive. ``disaggregate`` also traces the two-pool frontier: the same under tighter TPOT
+then exhaustive. **The recommendation is the closed loop's** (issue 24): every rate-matched pair
+is run through ``serving.two_pool`` at the concurrency that fills its decode pool (the prefill
+queue, the pass, the KV transfer, the engine's two-pool handoff, the decode step of the running
+batch), and the most output tokens/s per GPU of the budget within the SLOs wins: its figures are
+what ``lts estimate`` and ``lts validate`` compute for that deployment. Sizing for a request
+rate stays rate matching (an open rate, no clients). ``disaggregate`` also traces the two-pool frontier: the same under tighter TPOT
 limits, then their Pareto front. Both pools run on the engine profile's topology (its collective efficiency) with
 the engine's time per step added; with an engine named, each pool is the optimum of the engine's
 space. ``pool_candidates`` keeps each problem's pool strategies, so that sizing for a request
@@ -54,9 +59,9 @@ from ..engines.profiles import EngineProfile
 from ..engines import GENERIC
 from .exact import search_exact
 from .exact_engine import search_engine_exact
-from ..cost import kv
 from ..cost.latency import pool_pass_limit, pool_ttft_s
 from ..cost.tables import Tables
+from ..serving import two_pool
 from ..serving.pareto import pareto_front
 from .problems import Problem, ServeProblem
 from ..specs import ModelSpec, TopologySpec
@@ -74,21 +79,72 @@ class Disagg:
     gpus: int
     requests_per_s: float
     tokens_per_s_per_gpu: float         # output tokens/s per GPU used
-    ttft_s: float                       # queue (half a pass) + pass + KV transfer
+    ttft_s: float                       # the closed loop's (best_pair); rate matching: 1.5
+                                        # passes + KV transfer + handoff + time per request
     tpot_s: float
     transfer_s: float
     tokens_per_s_per_cluster_gpu: float = 0.0   # per GPU of the budget (the objective; 0:
                                                 # not within a budget, e.g. sizing)
+    concurrency: int = 0                # clients of the closed loop the figures are from (0:
+                                        # rate matching, e.g. sizing)
 
 
 def transfer_s(problem: ServeProblem, gpus_used: int, shard_gpus: int) -> float:
     """Seconds to move one request's KV cache (isl tokens) from its prefill to its decode
-    instance: over the innermost link tier spanning ``gpus_used`` GPUs, each of ``shard_gpus``
-    GPUs sending its share."""
-    topo = problem.engine.topology(problem.topo)
-    link = next((l for l in topo.links if l.span_gpus >= gpus_used), topo.links[-1])
-    nbytes = kv.request_bytes(problem.model, problem.isl) / shard_gpus
-    return nbytes / (link.bandwidth_bytes_s * link.efficiency) + link.latency_s
+    instance (``serving.two_pool.transfer_s`` on the engine's view of the topology)."""
+    return float(two_pool.transfer_s(problem.model, problem.engine.topology(problem.topo),
+                                     problem.isl, gpus_used, shard_gpus))
+
+
+def fixed_s(problem: ServeProblem, move: float) -> float:
+    """A two-pool request's time beside its pass: the KV transfer, the engine's handoff
+    between the pools and its time per request (HTTP, tokenization), as ``two_pool`` counts."""
+    return move + problem.engine.handoff_s + problem.engine.request_overhead_s
+
+
+def closed_loop(problem: ServeProblem, pairs, concurrency=None) -> two_pool.TwoPoolResult:
+    """The two-pool closed loop (``serving.two_pool``) of deployments ``pairs`` [(prefill,
+    decode, x, y)] at ``concurrency`` clients [N] (default: as many as their decode pool holds,
+    y instances of the decode strategy's batch): what ``lts estimate`` and ``lts validate``
+    compute for them."""
+    pre = np.stack([p.strategies[0] for p, _, _, _ in pairs])
+    dec = np.stack([d.strategies[0] for _, d, _, _ in pairs])
+    x = np.array([x for _, _, x, _ in pairs])
+    y = np.array([y for _, _, _, y in pairs])
+    conc = y * dec[:, BATCH] if concurrency is None else concurrency
+    return two_pool.estimate(problem.model, problem.topo, problem.engine, pre, x, pre[:, BATCH],
+                             dec, y, dec[:, BATCH], problem.isl, problem.osl, conc,
+                             problem.work.gpus)
+
+
+def _meets(problem: ServeProblem, loop) -> np.ndarray:
+    """The loop's deployments within the problem's SLOs [N] bool."""
+    ok = loop.valid.copy()
+    if problem.ttft_slo_ms and math.isfinite(problem.ttft_slo_ms):
+        ok &= loop.ttft_s <= problem.ttft_slo_ms * 1e-3
+    if problem.tpot_slo_ms and math.isfinite(problem.tpot_slo_ms) and problem.osl > 1:
+        ok &= loop.tpot_s <= problem.tpot_slo_ms * 1e-3
+    return ok
+
+
+def loop_concurrency(problem: ServeProblem, pairs) -> tuple:
+    """(concurrency [N], loop result) of deployments ``pairs``: the most clients up to what
+    their decode pool holds that meet the SLOs (TTFT and TPOT rise with the clients, output
+    tokens/s does not fall: the largest such C serves the most), found by bisection; where
+    not even one client meets them, C = 1 (the result says it fails)."""
+    full = np.array([y * d.strategies[0][BATCH] for _, d, _, y in pairs], dtype=np.float64)
+    loop = closed_loop(problem, pairs, full)
+    ok = _meets(problem, loop)
+    lo, hi = np.where(ok, full, 0.0), np.where(ok, full + 1, full)
+    while True:
+        todo = np.flatnonzero(hi - lo > 1)
+        if not len(todo):
+            break
+        mid = np.floor((lo[todo] + hi[todo]) / 2)
+        good = _meets(problem, closed_loop(problem, [pairs[i] for i in todo], mid))
+        lo[todo], hi[todo] = np.where(good, mid, lo[todo]), np.where(good, hi[todo], mid)
+    conc = np.maximum(lo, 1.0)
+    return conc, closed_loop(problem, pairs, conc)
 
 
 def memory_rule(engine: EngineProfile, topo: TopologySpec, parallel) -> tuple:
@@ -224,10 +280,8 @@ def deployment(problem: ServeProblem, prefill, decode, x: int, y: int) -> Disagg
     r_p, r_d = pool_rates(problem, prefill, decode)
     used, served = x * g_p + y * g_d, min(x * r_p, y * r_d)
     move = transfer_s(problem, used, min(g_p, g_d))
-    # the engine's time per request (HTTP, tokenization: EngineProfile.request_overhead_s) is
-    # on a two-pool request's TTFT as on one pool's
     return Disagg(prefill, decode, x, y, used, served, served * problem.osl / used,
-                  pool_ttft_s(float(prefill.ttft_s[0]), move + problem.engine.request_overhead_s),
+                  pool_ttft_s(float(prefill.ttft_s[0]), fixed_s(problem, move)),
                   float(decode.tpot_s[0]), move)
 
 
@@ -267,27 +321,39 @@ def _prefill_limit(problem: ServeProblem):
     ttft = problem.ttft_slo_ms
     if not (ttft and math.isfinite(ttft)):
         return 0.0
-    limit = pool_pass_limit(ttft, (transfer_s(problem, problem.work.budget(problem.topo), 1)
-                                   + problem.engine.request_overhead_s) * 1e3)
+    limit = pool_pass_limit(ttft, fixed_s(problem, transfer_s(
+        problem, problem.work.budget(problem.topo), 1)) * 1e3)
     return limit if limit > 0 else None
 
 
 def best_pair(problem: ServeProblem, prefills, decodes, budget: int | None = None) -> Disagg | None:
-    """The best pairing of the pools' strategies (``pair``) within ``budget`` GPUs (default: the
-    problem's), as a Disagg (None: no pair fits)."""
-    best = None
+    """The best deployment of the pools' strategies within ``budget`` GPUs (default: the
+    problem's), as a Disagg (None: no pair fits). Each pair of strategies gets its instance
+    counts by rate matching (``pair``); every such deployment is then run through the two-pool
+    closed loop at the most clients its decode pool holds within the SLOs
+    (``loop_concurrency``) and the one with the most output tokens/s per GPU of the budget
+    wins (ties: the fewest GPUs). Its figures are the loop's."""
+    budget = budget or problem.work.budget(problem.topo)
+    cands = []
     for prefill in prefills:
         for decode in decodes:
             got = pair(problem, prefill, decode, budget)
-            if got is not None and (best is None or (got[0], -got[1]) > (best[0][0],
-                                                                         -best[0][1])):
-                best = (got, prefill, decode)
-    if best is None:
+            if got is not None:
+                cands.append((prefill, decode, got[2], got[3]))
+    if not cands:
         return None
-    (per_budget_gpu, used, x, y, served), prefill, decode = best
-    return replace(deployment(problem, prefill, decode, x, y), requests_per_s=served,
-                   tokens_per_s_per_gpu=served * problem.osl / used,
-                   tokens_per_s_per_cluster_gpu=per_budget_gpu)
+    conc, loop = loop_concurrency(problem, cands)
+    ok = _meets(problem, loop)
+    if not ok.any():
+        return None
+    score = np.where(ok, loop.output_tokens_per_s / budget, -np.inf)
+    near = np.flatnonzero(score >= score.max() * (1 - 1e-12))
+    j = int(near[np.argmin(loop.gpus[near])])
+    prefill, decode, x, y = cands[j]
+    return Disagg(prefill, decode, x, y, int(loop.gpus[j]), float(loop.requests_per_s[j]),
+                  float(loop.output_tokens_per_s_per_gpu[j]), float(loop.ttft_s[j]),
+                  float(loop.tpot_s[j]), float(loop.transfer_s[j]), float(score[j]),
+                  int(conc[j]))
 
 
 def decode_pool(problem: ServeProblem, tpot_ms: float | None = None, tables=None,

@@ -6,15 +6,14 @@ request of ``isl`` input and ``osl`` output tokens and send the next when it end
 the loop's steady state, a closed queueing network of two stations and fixed delays (Lazowska
 et al., *Quantitative System Performance*, 1984, ch. 6: mean value analysis):
 
-- **Prefill station.** An instance runs passes of up to ``batch`` prompts per attention-DP rank
-  (all ranks together, the MoE dispatch joining them); a pass of ``k`` = batch x dp prompts
-  takes ``T_p`` (the evaluator's prefill phase at context isl, plus the engine's time per step
+- **Prefill station.** An instance runs passes of ``k`` prompts, as many on each attention-DP
+  rank (all ranks together, the MoE dispatch joining them); a pass takes ``T_p`` (the evaluator's prefill phase at context isl, plus the engine's time per step
   for each chunk of its token budget). The pool is ``m`` = x k servers of service time T_p,
   taken as one queue of demand ``T_p / m`` plus a delay of the rest, ``T_p (m - 1) / m``
   (Seidmann et al. 1987's multi-server approximation), so at low load a request's pass takes
   T_p and at saturation the pool completes m / T_p requests per second.
-- **Decode pool.** ``y`` instances hold at most ``batch`` requests per attention-DP rank
-  each, and no more than their KV cache holds (``serve.capacity`` under the engine's memory
+- **Decode pool.** ``y`` instances hold at most ``decode_slots`` running requests each, and no
+  more than their KV cache holds (``serve.capacity`` under the engine's memory
   rule): ``slots`` in all. A request's decode time is D = (osl - 1) x TPOT, TPOT the decode
   step of the running batch at the mean context (``serve.decode_workload``) plus the engine's
   time per step. Below its slots the pool is a pure delay (a request decodes at once); it
@@ -112,7 +111,7 @@ def _with_batch(rows, batch):
 
 
 def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefill_rows,
-             prefill_workers, prefill_batch, decode_rows, decode_workers, decode_batch,
+             prefill_workers, prefill_prompts, decode_rows, decode_workers, decode_slots,
              isl: int, osl: int, concurrency, gpus: int = 0) -> TwoPoolResult:
     """Figures of N two-pool deployments (see the module docstring).
 
@@ -120,9 +119,10 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
         prefill_rows, decode_rows: strategy rows [N, 16] of one instance of each pool (their
             batch columns are ignored).
         prefill_workers, decode_workers: instances of each pool [N].
-        prefill_batch: prompts per attention-DP rank in one pass [N].
-        decode_batch: running requests per attention-DP rank at most [N] (0: what the KV cache
-            holds).
+        prefill_prompts: prompts one prefill instance runs in a pass [N] (over its attention-DP
+            ranks; at least one per rank).
+        decode_slots: running requests one decode instance holds at most [N] (0: what the KV
+            cache and the engine hold; the KV cache bounds it either way).
         isl, osl: tokens per request; concurrency: clients [N].
     """
     if isl < 1 or osl < 1:
@@ -132,28 +132,30 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
     n = len(pre)
     arr = lambda v: np.broadcast_to(np.asarray(v, dtype=np.float64), (n,)).copy()  # noqa: E731
     x, y = arr(prefill_workers), arr(decode_workers)
-    b_p, b_d, conc = arr(prefill_batch), arr(decode_batch), np.maximum(arr(concurrency), 1.0)
+    prompts, cap_d = arr(prefill_prompts), arr(decode_slots)
+    conc = np.maximum(arr(concurrency), 1.0)
     ev = Evaluator(model, engine.topology(topo))
     g_p = (pre[:, TP] * pre[:, EP] * pre[:, PP]).astype(np.float64)
     g_d = (dec[:, TP] * dec[:, EP] * dec[:, PP]).astype(np.float64)
     used = x * g_p + y * g_d
 
-    # prefill: k prompts per pass per instance; the engine's time per step once per chunk of
-    # its token budget on each rank
+    # prefill: k prompts per pass per instance, a whole number on each rank; the engine's time
+    # per step once per chunk of its token budget on each rank
     dp_p = ranks(model, pre).astype(np.float64)
-    k = np.maximum(b_p, 1.0) * dp_p
+    per_rank = np.maximum(np.ceil(prompts / dp_p), 1.0)
+    k = per_rank * dp_p
     passes = ev(prefill_workload(isl, gpus), _with_batch(pre, k))
     rank_budget = engine.step_tokens / (1.0 if engine.budget_per_rank else dp_p)
-    chunks = np.ceil(np.maximum(b_p, 1.0) * isl / rank_budget)
+    chunks = np.ceil(per_rank * isl / rank_budget)
     t_pass = passes.step_s + chunks * engine.step_overhead_s
     reasons = passes.reasons & ~REASON_BIT["slo"]
 
     # decode: slots per instance (the deployment's cap per rank, at most what the KV cache holds)
-    dp_d = ranks(model, dec).astype(np.float64)
-    cap, _, _, fixed_reasons = capacity(ev, engine, _with_batch(dec, dp_d), isl, osl, gpus)
+    cap, _, _, fixed_reasons = capacity(ev, engine, _with_batch(dec, ranks(model, dec)), isl, osl,
+                                        gpus)
     # the deployment's own cap replaces the engine's default one (max_running); the KV cache
     # bounds both
-    per_instance = np.where(b_d > 0, np.minimum(b_d * dp_d, cap), engine.holds(cap))
+    per_instance = np.where(cap_d > 0, np.minimum(cap_d, cap), engine.holds(cap))
     reasons |= fixed_reasons | np.where(per_instance < 1, REASON_BIT["memory"], 0)
     per_instance = np.maximum(per_instance, 1.0)
     slots = y * per_instance

@@ -417,10 +417,12 @@ def validate(path, progress=None, by: tuple = ()) -> dict:
         progress.set_total(len(jobs) + len(pooled))
     for (model, topo, prec, quant, isl, osl, engine, release), items in pooled.items():
         spec, t = specs[(model, prec, quant)], topo_specs[topo]
+        pre, dec = (np.stack([r[j] for _, *r in items]) for j in (0, 1))
         pick = lambda j, w: np.array([m.pools[j][w] for m, _, _ in items])  # noqa: E731
+        # batch_size is per attention-DP rank: an instance's prompts per pass and slots
         res = two_pool.estimate(spec, t, PROFILES[engine][release].for_gpu(t),
-                                np.stack([p for _, p, _ in items]), pick(0, 0), pick(0, 1),
-                                np.stack([d for _, _, d in items]), pick(1, 0), pick(1, 1),
+                                pre, pick(0, 0), pick(0, 1) * two_pool.ranks(spec, pre),
+                                dec, pick(1, 0), pick(1, 1) * two_pool.ranks(spec, dec),
                                 isl, osl, [m.concurrency for m, _, _ in items])
         if progress:
             progress(1)
