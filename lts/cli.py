@@ -20,7 +20,8 @@ from .report.bench import render_bench
 from .report.catalog import (model_show_dict, models_rows, render_model_show, render_models, render_topologies,
                              topologies_rows)
 from .report.compare import compare_dict, render_compare
-from .report.estimate import estimate_dict, render_estimate, render_serve, serve_dict
+from .report.estimate import (estimate_dict, render_estimate, render_serve, render_two_pool, serve_dict,
+                              two_pool_dict)
 from .report.format import json_safe, make_console, progress
 from .report.launch import emit_disagg_dict, render_emit, render_emit_disagg
 from .report.results import slo_text, workload_dict
@@ -34,7 +35,7 @@ from .launch.emit import launch as emit_launch
 from .launch.emit_disagg import launch_disagg
 from .engines import ENGINE_NAMES, ENGINES, GENERIC, REAL_ENGINES
 from .specs.errors import LtsError, StrategyError
-from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_REQUEST_RATE, MAX_SEED, MAX_SEEDS, MAX_TOKENS,
+from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_GPUS, MAX_REQUEST_RATE, MAX_SEED, MAX_SEEDS, MAX_TOKENS,
                      MAX_TOP)
 from .search.problems import Problem, ServeProblem
 from .search.methods import MAX_BUDGET, SEARCHERS, STOCHASTIC, compare as run_compare, run as run_search
@@ -291,24 +292,56 @@ def cli():
 @cli.command()
 @click.argument("model")
 @click.argument("topology")
-@click.option("--strategy", "strategy_text", required=True,
+@click.option("--strategy", "strategy_text", default=None,
               help='Degrees, batch and per-op choices, e.g. "tp=8,ep=16,pp=4,batch=64,ffn2=1". '
                    "Ops not named take Megatron's choice; ops: embedding, attn_norm, qkv, scores, "
                    "context, out_proj, ffn_norm, router, ffn1, ffn2, final_norm, lm_head; "
-                   "choices: 0, 1, none, experts.")
+                   "choices: 0, 1, none, experts. Required, unless two pools are given "
+                   "(--prefill and --decode).")
+@click.option("--prefill", "prefill_text", default=None, metavar="STRATEGY",
+              help="serve, two pools: one prefill instance's strategy (as --strategy); batch= "
+                   "the prompts it runs in one pass (default: one per attention-DP rank).")
+@click.option("--prefill-workers", type=click.IntRange(1, MAX_GPUS), default=1,
+              show_default=True, help="serve, two pools: prefill instances.")
+@click.option("--decode", "decode_text", default=None, metavar="STRATEGY",
+              help="serve, two pools: one decode instance's strategy; batch= the requests it "
+                   "runs at most (default: what its KV cache and the engine hold).")
+@click.option("--decode-workers", type=click.IntRange(1, MAX_GPUS), default=1,
+              show_default=True, help="serve, two pools: decode instances.")
 @serve_workload_options(concurrency=True)
 @output_options
-def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_slo_ms, gpus,
-             precision, kv_cache_dtype, isl, osl, engine, concurrency, json_, no_color):
+def estimate(model, topology, strategy_text, prefill_text, prefill_workers, decode_text,
+             decode_workers, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, precision,
+             kv_cache_dtype, isl, osl, engine, concurrency, json_, no_color):
     """Cost one strategy: per-op compute, memory and collectives, then throughput, latency and
     memory per GPU. Exit status 1 if the strategy is invalid (memory, SLO, budget, ...).
 
     With --phase serve: the closed loop an engine runs under a benchmark at --concurrency C
     (C requests in flight, each of --isl input and --osl output tokens, a finished one replaced
     at once): output tokens/s (instance, per GPU, per user), TTFT, TPOT and request latency, the
-    running batch the KV cache holds; the per-op table is one decode step of the running batch."""
+    running batch the KV cache holds; the per-op table is one decode step of the running batch.
+
+    Two pools (--phase serve --prefill STRATEGY --decode STRATEGY, with --prefill-workers and
+    --decode-workers instances): the same loop across both, the prefill queue and pass, the KV
+    transfer over the link joining the pools, the engine's handoff and the decode pool's steps
+    (default concurrency: what the decode pool holds; docs/serving.md)."""
     m, topo = _load(model, topology, precision, kv_cache_dtype)
     from .specs.strategy import BATCH, parse_strategy
+    pooled = prefill_text is not None or decode_text is not None
+    if pooled:
+        _two_pool_flags(strategy_text, prefill_text, decode_text, phase)
+    elif strategy_text is None:
+        raise click.UsageError("--strategy is required (or two pools: --prefill and --decode "
+                               "with --phase serve)")
+    for flag in ("prefill_workers", "decode_workers"):
+        if not pooled and _flag_given(flag):
+            raise click.UsageError(f"--{flag.replace('_', '-')}: only with --prefill and "
+                                   "--decode (two pools)")
+    if pooled:
+        _serve_flags_only_with_serve(phase)
+        _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, decode_workers,
+                            isl, osl, engine, concurrency, gpus, json_, no_color)
+        return
     try:
         row = parse_strategy(strategy_text, m.is_moe)
     except StrategyError as e:
@@ -338,6 +371,56 @@ def estimate(model, topology, strategy_text, phase, context, tpot_slo_ms, ttft_s
     res, ops = breakdown(m, topo, work, row)
     _print(json_, no_color, estimate_dict(m, res, ops, gpus or topo.gpus), render_estimate, topo,
            phase)
+    if not res.valid[0]:
+        sys.exit(1)
+
+
+def _two_pool_flags(strategy_text, prefill_text, decode_text, phase) -> None:
+    """The flags of a two-pool estimate go together and with --phase serve only."""
+    if strategy_text is not None:
+        raise click.UsageError("--strategy: not with --prefill/--decode (one pool or two)")
+    if prefill_text is None or decode_text is None:
+        raise click.UsageError("--prefill and --decode go together (two pools)")
+    if phase != "serve":
+        raise click.UsageError("--prefill, --decode: only with --phase serve")
+    for flag in ("tpot_slo_ms", "ttft_slo_ms"):
+        if _flag_given(flag):
+            raise click.UsageError(f"--{flag.replace('_', '-')}: not with two pools (estimate "
+                                   "reports their TTFT and TPOT; lts search --phase serve "
+                                   "applies SLOs)")
+
+
+def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, decode_workers,
+                        isl, osl, engine, concurrency, gpus, json_, no_color) -> None:
+    """``lts estimate`` of a given two-pool deployment (``serving.two_pool``)."""
+    from .serving import two_pool
+    from .specs.strategy import BATCH, EP, PP, TP, parse_strategy
+    rows, named = [], []
+    for text, flag in ((prefill_text, "--prefill"), (decode_text, "--decode")):
+        try:
+            rows.append(parse_strategy(text, m.is_moe))
+        except StrategyError as e:
+            raise click.BadParameter(str(e).split(": ", 1)[1], param_hint=f"'{flag}'") from None
+        named.append(any(p.split("=", 1)[0].strip() == "batch" for p in text.split(",")))
+    pre, dec = rows
+    profile = _profile(topo, engine)
+    prompts = pre[BATCH] if named[0] else 0
+    slots = dec[BATCH] if named[1] else 0
+    used = (prefill_workers * int(pre[TP] * pre[EP] * pre[PP])
+            + decode_workers * int(dec[TP] * dec[EP] * dec[PP]))
+    budget = gpus or topo.gpus
+    if used > budget:
+        raise click.UsageError(f"the pools use {used:,} GPUs, more than the budget of "
+                               f"{budget:,} (--gpus, or the topology's)")
+    est = lambda c: two_pool.estimate(m, topo, profile, [pre], prefill_workers, prompts,  # noqa: E731
+                                      [dec], decode_workers, slots, isl, osl, c, gpus or 0)
+    conc = concurrency or max(int(est(1).decode_slots[0]), 1)
+    res = est(conc)
+    pre[BATCH] = res.prompts[0]                     # what the loop ran: per instance
+    dec[BATCH] = res.decode_slots[0] // decode_workers
+    _print(json_, no_color, two_pool_dict(m, res, pre, dec, (prefill_workers, decode_workers),
+                                          isl, osl, conc, profile),
+           render_two_pool, topo, profile)
     if not res.valid[0]:
         sys.exit(1)
 

@@ -12,7 +12,7 @@ from lts.engines.space import from_layout
 from lts.serving import two_pool
 from lts.serving.serve import Evaluator, decode_workload
 from lts.specs import load_model, load_topology
-from lts.specs.strategy import BATCH, N_COARSE, megatron_row
+from lts.specs.strategy import BATCH, N_COARSE, megatron_row, parse_strategy
 from test_validate import run, write
 
 DATA = Path(__file__).parent / "data" / "measurements"
@@ -140,3 +140,53 @@ def test_rows_batch_column_is_ignored():
     pre[BATCH], dec[BATCH] = 7, 99
     b = two_pool.estimate(MODEL, TOPO, ENGINE, [pre], 1, 1, [dec], 1, 128, 1024, 256, 64)
     assert a.ttft_s[0] == b.ttft_s[0] and a.tpot_s[0] == b.tpot_s[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# lts estimate with two pools
+
+POOLS = ("estimate", "deepseek-v3", "h200_dgx", "--phase", "serve", "--isl", "4000", "--osl",
+         "1000", "--prefill", "tp=1,ep=8,batch=8", "--decode", "tp=8,batch=64")
+
+
+def test_estimate_two_pools_is_the_loop():
+    """lts estimate --prefill --decode prints the two-pool loop's figures, and at the default
+    concurrency fills the decode pool (64 slots)."""
+    r = run(*POOLS, "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["mode"] == "disagg" and d["concurrency"] == 64 and d["gpus"] == 16
+    assert d["prefill"]["batch"] == 8 and d["decode"]["batch"] == 64
+    m = load_model("deepseek-v3")
+    want = two_pool.estimate(m, load_topology("h200_dgx"),
+                             ENGINES["generic"].profile.for_gpu(load_topology("h200_dgx")),
+                             [parse_strategy("tp=1,ep=8,batch=8")], 1, 8,
+                             [parse_strategy("tp=8,batch=64")], 1, 64,
+                             4000, 1000, 64)
+    assert d["ttft_ms"] == pytest.approx(want.ttft_s[0] * 1e3)
+    assert d["tpot_ms"] == pytest.approx(want.tpot_s[0] * 1e3)
+    assert d["output_tokens_per_s"] == pytest.approx(want.output_tokens_per_s[0])
+    text = run(*POOLS).output
+    assert "two pools, 16 GPUs" in text and "TTFT = prefill queue" in text
+
+
+@pytest.mark.parametrize("extra, message", [
+    (("--strategy", "tp=8"), "--strategy: not with --prefill/--decode (one pool or two)"),
+    (("--phase", "decode"), "--prefill, --decode: only with --phase serve"),
+    (("--ttft-slo-ms", "500"), "--ttft-slo-ms: not with two pools"),
+    (("--gpus", "8"), "the pools use 16 GPUs, more than the budget of 8"),
+    (("--prefill", "tp=x"), "Invalid value for '--prefill'"),
+])
+def test_estimate_two_pools_refuses(extra, message):
+    r = run(*POOLS, *extra)
+    assert r.exit_code == 2 and message in r.output, r.output
+
+
+def test_estimate_needs_a_strategy_or_two_pools():
+    r = run("estimate", "llama3.1-8b", "h100_dgx")
+    assert r.exit_code == 2
+    assert "--strategy is required (or two pools: --prefill and --decode" in r.output
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--phase", "serve", "--prefill", "tp=1")
+    assert r.exit_code == 2 and "--prefill and --decode go together (two pools)" in r.output
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--decode-workers", "2")
+    assert r.exit_code == 2 and "--decode-workers: only with --prefill and --decode" in r.output

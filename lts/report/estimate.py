@@ -152,3 +152,62 @@ def render_serve(console: Console, d: dict, topo: TopologySpec, engine) -> None:
         f"steps: decode {d['decode_step_ms']:.2f} ms, with a prefill chunk "
         f"{d['mixed_step_ms']:.2f} ms; {d['memory_gib_per_gpu']:.1f} GiB per GPU with "
         f"{d['running']} request{'s' if d['running'] != 1 else ''} of {isl + osl} tokens")
+
+
+def two_pool_dict(m: ModelSpec, res, prefill_row, decode_row, workers: tuple, isl: int,
+                  osl: int, concurrency: int, engine=None) -> dict:
+    """JSON of ``lts estimate --phase serve --prefill ... --decode ...``: both pools (strategy,
+    instances) and the two-pool closed loop's figures (``serving.two_pool``; docs/json.md)."""
+    i = 0
+    return {
+        "phase": "serve", "mode": "disagg", "isl": int(isl), "osl": int(osl),
+        "concurrency": int(concurrency), "valid": bool(res.valid[i]),
+        "reasons": res.reason_list(i), "engine": engine.name if engine is not None else None,
+        "model": model_dict(m),
+        "prefill": {**strategy_dict(prefill_row), "instances": int(workers[0])},
+        "decode": {**strategy_dict(decode_row), "instances": int(workers[1])},
+        "gpus": int(res.gpus[i]),
+        "output_tokens_per_s": num(res.output_tokens_per_s[i]),
+        "output_tokens_per_s_per_gpu": num(res.output_tokens_per_s_per_gpu[i]),
+        "tokens_per_s_per_user": num(1.0 / res.tpot_s[i]) if osl > 1 else None,
+        "requests_per_s": num(res.requests_per_s[i]),
+        "ttft_ms": num(res.ttft_s[i] * 1e3),
+        "tpot_ms": num(res.tpot_s[i] * 1e3) if osl > 1 else None,
+        "request_latency_ms": num(res.latency_s[i] * 1e3),
+        "prefill_pass_ms": num(res.pass_s[i] * 1e3),
+        "transfer_ms": num(res.transfer_s[i] * 1e3),
+        "decode_step_ms": num(res.decode_step_s[i] * 1e3),
+        "prefill_wait_ms": num(res.prefill_wait_s[i] * 1e3),
+        "decode_wait_ms": num(res.decode_wait_s[i] * 1e3),
+        "running": num(res.running[i]), "decode_slots": int(res.decode_slots[i])}
+
+
+def render_two_pool(console: Console, d: dict, topo: TopologySpec, engine) -> None:
+    """``lts estimate`` of a two-pool deployment from its ``two_pool_dict``."""
+    m = d["model"]
+    pools = "\n".join(
+        f"  {name} pool: {d[name]['instances']} instance{'s' if d[name]['instances'] != 1 else ''}"
+        f" of tp={d[name]['tp']} ep={d[name]['ep']} pp={d[name]['pp']}"
+        + (f" ({d[name]['batch']} prompt{'s' if d[name]['batch'] != 1 else ''} a pass)"
+           if name == "prefill" else "")
+        for name in ("prefill", "decode"))
+    tpot = (f"TPOT {d['tpot_ms']:.2f} ms, {d['tokens_per_s_per_user']:.1f} tokens/s per user"
+            if d["tpot_ms"] is not None else "no TPOT (one output token)")
+    console.print(
+        f"[bold]{escape(m['name'])}[/] ({fmt_params(m['params_total'])} params, "
+        f"{fmt_params(m['params_active'])} active) on {escape(topo.name)}, two pools, "
+        f"{d['gpus']} GPUs:\n{pools}\n"
+        f"[bold]serve[/] on {escape(engine.title)}: {d['isl']} in / {d['osl']} out tokens per "
+        f"request, concurrency {d['concurrency']:,} ({d['running']:,.0f} decoding of "
+        f"{d['decode_slots']:,} slots): {_status(d)}\n"
+        f"{_rate(d['output_tokens_per_s'])} output tokens/s, "
+        f"{_rate(d['output_tokens_per_s_per_gpu'])} per GPU, "
+        f"{d['requests_per_s']:,.3g} requests/s; TTFT {_ms(d['ttft_ms'])}, {tpot}, "
+        f"request latency {d['request_latency_ms'] / 1e3:,.2f} s\n"
+        f"TTFT = prefill queue {_ms(d['prefill_wait_ms'])} + pass {_ms(d['prefill_pass_ms'])} + "
+        f"KV transfer {d['transfer_ms']:.3f} ms + handoff {engine.handoff_s * 1e3:.0f} ms"
+        + (f" + time per request {engine.request_overhead_s * 1e3:.0f} ms"
+           if engine.request_overhead_s else "")
+        + (f" + wait for a decode slot {_ms(d['decode_wait_ms'])}" if d["decode_wait_ms"] > 0.05
+           else "")
+        + f"; decode step {d['decode_step_ms']:.2f} ms", overflow="fold")

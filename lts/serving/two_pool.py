@@ -63,6 +63,7 @@ class TwoPoolResult:
     output_tokens_per_s_per_gpu: np.ndarray
     gpus: np.ndarray
     pass_s: np.ndarray            # one prefill pass of the instance's prompts
+    prompts: np.ndarray           # prompts in one pass of a prefill instance
     transfer_s: np.ndarray        # one request's KV cache between the pools
     decode_step_s: np.ndarray     # one decode step of an instance's running batch
     running: np.ndarray           # requests decoding (pool-wide)
@@ -188,4 +189,4 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
     tokens = rate * osl
     tpot = t_dec if osl > 1 else np.full(n, np.nan)
     return TwoPoolResult(reasons == 0, reasons, ttft, tpot, latency, rate, tokens, tokens / used,
-                         used, t_pass, move, t_dec, running, slots, wait_p, wait_d)
+                         used, t_pass, k, move, t_dec, running, slots, wait_p, wait_d)
