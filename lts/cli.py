@@ -24,7 +24,7 @@ from .report.estimate import (estimate_dict, render_estimate, render_serve, rend
                               two_pool_dict)
 from .report.format import json_safe, make_console, progress
 from .report.launch import emit_disagg_dict, render_emit, render_emit_disagg
-from .report.results import slo_text, workload_dict
+from .report.results import slo_text, spec_dict, workload_dict
 from .report.search import render_search, search_dict
 from .report.search_serve import disagg_dict, disagg_text, pareto_svg
 from .report.validate import render_validate
@@ -41,6 +41,7 @@ from .search.problems import Problem, ServeProblem
 from .search.methods import MAX_BUDGET, SEARCHERS, STOCHASTIC, compare as run_compare, run as run_search
 from .specs import load_model, load_topology, shipped_names
 from .specs.model import FORMATS
+from .serving.spec import MAX_SPEC_TOKENS
 from .specs.units import KV_DTYPES
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -127,6 +128,53 @@ def output_options(fn):
     return fn
 
 
+def spec_options(fn):
+    """Speculative decoding in the serve phase (``serving.spec``; docs/serving.md)."""
+    opts = [
+        click.option("--spec", "spec_text", default=None, metavar="mtp|eagle|draft:MODEL",
+                     help="serve: speculative decoding: the model's multi-token-prediction "
+                          "layers (mtp), an EAGLE-3 head (eagle) or a draft model "
+                          "(draft:MODEL, a shipped name or file); each step verifies "
+                          "--spec-tokens drafts per request (docs/serving.md)."),
+        click.option("--spec-tokens", type=click.IntRange(1, MAX_SPEC_TOKENS), default=None,
+                     help="serve, with --spec: tokens drafted per step (default: mtp the "
+                          "model's MTP layers, else 3)."),
+        click.option("--acceptance", type=click.FloatRange(0, 1), default=None,
+                     help="serve, with --spec: the chance each drafted token is accepted "
+                          "(default for mtp 0.85, DeepSeek-V3 report; required otherwise, or "
+                          "--accepted-length)."),
+        click.option("--accepted-length", type=click.FloatRange(1, MAX_SPEC_TOKENS + 1),
+                     default=None, metavar="L",
+                     help="serve, with --spec: a measured mean of tokens per step (1 to "
+                          "--spec-tokens + 1) instead of --acceptance."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length):
+    """The Speculation the flags name (None without --spec); one-line usage errors."""
+    from .serving.spec import speculation
+    given = [f"--{n.replace('_', '-')}" for n in ("spec_tokens", "acceptance", "accepted_length")
+             if _flag_given(n)]
+    if spec_text is None:
+        if given:
+            raise click.UsageError(f"{', '.join(given)}: only with --spec")
+        return None
+    if phase != "serve":
+        raise click.UsageError("--spec: only with --phase serve")
+    method, _, name = spec_text.partition(":")
+    if (method == "draft") != bool(name):
+        raise click.BadParameter(f"{spec_text!r} is not one of mtp, eagle, draft:MODEL",
+                                 param_hint="'--spec'")
+    draft = load_model(name) if name else None
+    try:
+        return speculation(m, method, spec_tokens, acceptance, accepted_length, draft)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="'--spec'") from None
+
+
 def workload_options(fn):
     """Flags describing what is served (docs/design.md §1 Workload)."""
     return _workload_flags(fn, PHASES, "decode: one token per sequence per step; prefill: whole "
@@ -198,14 +246,16 @@ def _workload_flags(fn, phases, phase_help):
     return fn
 
 
-def _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl, engine):
+def _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl, engine,
+             spec=None):
     """The search problem of the flags: the serve phase's closed loop (its SLOs only when given
-    on the command line), else one decode or prefill step. A named engine (``engine`` is its
-    profile) restricts the space to what it runs (``Problem.engine_space``)."""
+    on the command line; ``spec``: speculative decoding), else one decode or prefill step. A
+    named engine (``engine`` is its profile) restricts the space to what it runs
+    (``Problem.engine_space``)."""
     if phase == "serve":
         return ServeProblem(m, topo, isl, osl,
                             tpot_slo_ms if _flag_given("tpot_slo_ms") else None, ttft_slo_ms,
-                            gpus or 0, engine=engine, engine_space=engine.name)
+                            gpus or 0, engine=engine, engine_space=engine.name, spec=spec)
     return Problem(m, topo, _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus),
                    engine_space=engine.name)
 
@@ -309,10 +359,12 @@ def cli():
 @click.option("--decode-workers", type=click.IntRange(1, MAX_GPUS), default=1,
               show_default=True, help="serve, two pools: decode instances.")
 @serve_workload_options(concurrency=True)
+@spec_options
 @output_options
 def estimate(model, topology, strategy_text, prefill_text, prefill_workers, decode_text,
              decode_workers, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, precision,
-             kv_cache_dtype, isl, osl, engine, concurrency, json_, no_color):
+             kv_cache_dtype, isl, osl, engine, concurrency, spec_text, spec_tokens, acceptance,
+             accepted_length, json_, no_color):
     """Cost one strategy: per-op compute, memory and collectives, then throughput, latency and
     memory per GPU. Exit status 1 if the strategy is invalid (memory, SLO, budget, ...).
 
@@ -327,6 +379,7 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
     (default concurrency: what the decode pool holds; docs/serving.md)."""
     m, topo = _load(model, topology, precision, kv_cache_dtype)
     from .specs.strategy import BATCH, parse_strategy
+    spec = _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length)
     pooled = prefill_text is not None or decode_text is not None
     if pooled:
         _two_pool_flags(strategy_text, prefill_text, decode_text, phase)
@@ -340,7 +393,7 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
     if pooled:
         _serve_flags_only_with_serve(phase)
         _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, decode_workers,
-                            isl, osl, engine, concurrency, gpus, json_, no_color)
+                            isl, osl, engine, concurrency, gpus, json_, no_color, spec)
         return
     try:
         row = parse_strategy(strategy_text, m.is_moe)
@@ -356,13 +409,14 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
         res = serve(m, topo, row, isl, osl, best_batch=concurrency is None and not named,
                     tpot_slo_ms=tpot_slo_ms if _flag_given("tpot_slo_ms") else None,
                     ttft_slo_ms=ttft_slo_ms, gpus=gpus or 0, engine=profile,
-                    attention_dp=profile.name != GENERIC)
+                    attention_dp=profile.name != GENERIC, spec=spec)
         step_row = res.strategies[0].copy()
         step_row[BATCH] = res.running[0]
         _, ops = breakdown(m, profile.topology(topo), decode_workload(isl, osl, gpus or 0),
                            step_row)
         _print(json_, no_color, {**serve_dict(m, res, ops, isl, osl, profile, gpus or topo.gpus),
-                                 "concurrency_chosen": concurrency is None and not named},
+                                 "concurrency_chosen": concurrency is None and not named,
+                                 "speculation": spec_dict(spec)},
                render_serve, topo, profile)
         if not res.valid[0]:
             sys.exit(1)
@@ -391,7 +445,7 @@ def _two_pool_flags(strategy_text, prefill_text, decode_text, phase) -> None:
 
 
 def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, decode_workers,
-                        isl, osl, engine, concurrency, gpus, json_, no_color) -> None:
+                        isl, osl, engine, concurrency, gpus, json_, no_color, spec=None) -> None:
     """``lts estimate`` of a given two-pool deployment (``serving.two_pool``)."""
     from .serving import two_pool
     from .specs.strategy import BATCH, EP, PP, TP, parse_strategy
@@ -413,13 +467,15 @@ def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, dec
         raise click.UsageError(f"the pools use {used:,} GPUs, more than the budget of "
                                f"{budget:,} (--gpus, or the topology's)")
     est = lambda c: two_pool.estimate(m, topo, profile, [pre], prefill_workers, prompts,  # noqa: E731
-                                      [dec], decode_workers, slots, isl, osl, c, gpus or 0)
+                                      [dec], decode_workers, slots, isl, osl, c, gpus or 0,
+                                      spec)
     conc = concurrency or max(int(est(1).decode_slots[0]), 1)
     res = est(conc)
     pre[BATCH] = res.prompts[0]                     # what the loop ran: per instance
     dec[BATCH] = res.decode_slots[0] // decode_workers
-    _print(json_, no_color, two_pool_dict(m, res, pre, dec, (prefill_workers, decode_workers),
-                                          isl, osl, conc, profile),
+    _print(json_, no_color, {**two_pool_dict(m, res, pre, dec, (prefill_workers, decode_workers),
+                                             isl, osl, conc, profile),
+                             "speculation": spec_dict(spec)},
            render_two_pool, topo, profile)
     if not res.valid[0]:
         sys.exit(1)
@@ -463,10 +519,11 @@ def _infeasible(problem, what: str) -> click.ClickException:
               help="--phase serve: also the fewest GPUs whose instances serve R requests/s "
                    "within the SLOs, among the strategies found.")
 @serve_workload_options(concurrency=False)
+@spec_options
 @output_options
 def search(model, topology, method, budget, seed, top, emit, plot, request_rate, phase, context,
-           tpot_slo_ms, ttft_slo_ms, gpus, precision, kv_cache_dtype, isl, osl, engine, json_,
-           no_color):
+           tpot_slo_ms, ttft_slo_ms, gpus, precision, kv_cache_dtype, isl, osl, engine,
+           spec_text, spec_tokens, acceptance, accepted_length, json_, no_color):
     """Search the strategy space for the highest tokens/s per GPU that fits memory and the SLO;
     print the best strategies against Megatron's and why the best one wins. Exit status 1 if
     nothing is feasible.
@@ -487,8 +544,9 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
         raise click.UsageError("--request-rate sizes a serving deployment: it needs --phase serve")
     _check_budget(budget, [method])
     m, topo = _load(model, topology, precision, kv_cache_dtype)
+    spec = _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length)
     problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
-                       _profile(topo, engine, emit))
+                       _profile(topo, engine, emit), spec)
     with progress(None if method == "exact" else budget, method, disable=json_) as advance:
         run = run_search(problem, method, budget, seed, top, progress=advance,
                          request_rate=request_rate)

@@ -127,11 +127,14 @@ class _Shape:
         # ep groups (each takes whole sequences); the busiest group sets the pace (ceil)
         self.mb = np.ceil(seqs / self.pp)
         self.seqs = np.ceil(self.mb / self.ep)                       # sequences per tp group
-        self.tps = 1.0 if decode else float(work.context)           # tokens per sequence per step
+        # tokens per sequence per step: decode one, or the query tokens speculative decoding
+        # verifies (Workload.query_tokens); prefill the whole prompt
+        self.tps = float(work.query_tokens) if decode else float(work.context)
         self.rows = self.seqs * self.tps                            # tokens per tp group
         self.seqs_t = np.ceil(self.seqs / self.tp)                   # sequences per rank under T
         self.rows_t = self.seqs_t * self.tps
-        self.lm_rows = self.seqs                                    # one next token per sequence
+        # next-token logits per sequence: one, or one per verified position
+        self.lm_rows = self.seqs * (self.tps if decode else 1.0)
         self.mb_tokens = self.mb * self.tps                         # tokens of one micro-batch
         # one _Kind per layer kind (full attention, a sliding window), each with its share of
         # the layers: the attention ops are costed per kind and weighted (``kv`` module docstring)

@@ -151,7 +151,20 @@ def render_serve(console: Console, d: dict, topo: TopologySpec, engine) -> None:
         f"request latency {d['request_latency_ms'] / 1e3:,.2f} s\n"
         f"steps: decode {d['decode_step_ms']:.2f} ms, with a prefill chunk "
         f"{d['mixed_step_ms']:.2f} ms; {d['memory_gib_per_gpu']:.1f} GiB per GPU with "
-        f"{d['running']} request{'s' if d['running'] != 1 else ''} of {isl + osl} tokens")
+        f"{d['running']} request{'s' if d['running'] != 1 else ''} of {isl + osl} tokens"
+        + _spec_line(d.get("speculation")))
+
+
+def _spec_line(sp: dict | None) -> str:
+    """How a serve estimate decodes speculatively (empty without --spec)."""
+    if not sp:
+        return ""
+    given = (f"acceptance {sp['acceptance']:g} per drafted token"
+             if sp["acceptance"] is not None else "a measured mean")
+    return (f"\n[bold]speculative decoding[/] {sp['method']} ({escape(sp['draft'])}): each step "
+            f"runs {sp['tokens']} draft pass{'es' if sp['tokens'] != 1 else ''} and verifies "
+            f"{sp['tokens'] + 1} tokens per request ({given}: {sp['accepted_length']:.2f} "
+            "tokens per step)")
 
 
 def two_pool_dict(m: ModelSpec, res, prefill_row, decode_row, workers: tuple, isl: int,
@@ -210,4 +223,5 @@ def render_two_pool(console: Console, d: dict, topo: TopologySpec, engine) -> No
            if engine.request_overhead_s else "")
         + (f" + wait for a decode slot {_ms(d['decode_wait_ms'])}" if d["decode_wait_ms"] > 0.05
            else "")
-        + f"; decode step {d['decode_step_ms']:.2f} ms", overflow="fold")
+        + f"; decode step {d['decode_step_ms']:.2f} ms" + _spec_line(d.get("speculation")),
+        overflow="fold")

@@ -95,7 +95,11 @@ def slo_text(w: dict) -> str:
     """The workload in words (context or request shape, and the SLOs) of a ``workload_dict``."""
     if w["phase"] == "serve":
         slos = [slo("TPOT", w["tpot_slo_ms"]), slo("TTFT", w["ttft_slo_ms"])]
-        return f"{w['isl']} in / {w['osl']} out tokens per request, " + \
+        sp = w.get("speculation")
+        spec = "" if not sp else (f", speculative {sp['method']} {sp['tokens']} token"
+                                  f"{'s' if sp['tokens'] != 1 else ''} "
+                                  f"({sp['accepted_length']:.2f} a step)")
+        return f"{w['isl']} in / {w['osl']} out tokens per request{spec}, " + \
             (", ".join(x for x in slos if x) or "no SLO")
     if w["phase"] == "decode":
         return f"context {w['context']}, " + (slo("TPOT", w["tpot_slo_ms"]) or "no TPOT SLO")
@@ -109,6 +113,15 @@ def workload_dict(problem) -> dict:
         return {"phase": "serve", "isl": problem.isl, "osl": problem.osl,
                 "tpot_slo_ms": limit_ms(problem.tpot_slo_ms),
                 "ttft_slo_ms": limit_ms(problem.ttft_slo_ms),
-                "gpus": w.budget(topo), "engine": problem.engine.name}
+                "gpus": w.budget(topo), "engine": problem.engine.name,
+                "speculation": spec_dict(getattr(problem, "spec", None))}
     return {"phase": w.phase, "context": w.context, "tpot_slo_ms": limit_ms(w.tpot_slo_ms),
             "ttft_slo_ms": limit_ms(w.ttft_slo_ms), "gpus": w.budget(topo)}
+
+
+def spec_dict(spec) -> dict | None:
+    """The ``speculation`` object of a serve estimate or search (null without --spec)."""
+    if spec is None:
+        return None
+    return {"method": spec.method, "draft": spec.draft_name, "tokens": spec.tokens,
+            "acceptance": spec.acceptance, "accepted_length": num(spec.accepted_length)}

@@ -61,7 +61,7 @@ from .exact import search_exact
 from .exact_engine import search_engine_exact
 from ..cost.latency import pool_pass_limit, pool_ttft_s
 from ..cost.tables import Tables
-from ..serving import two_pool
+from ..serving import serve, two_pool
 from ..serving.pareto import pareto_front
 from .problems import Problem, ServeProblem
 from ..specs import ModelSpec, TopologySpec
@@ -114,7 +114,7 @@ def closed_loop(problem: ServeProblem, pairs, concurrency=None) -> two_pool.TwoP
     conc = y * dec[:, BATCH] if concurrency is None else concurrency
     return two_pool.estimate(problem.model, problem.topo, problem.engine, pre, x, pre[:, BATCH],
                              dec, y, dec[:, BATCH], problem.isl, problem.osl, conc,
-                             problem.work.gpus)
+                             problem.work.gpus, getattr(problem, "spec", None))
 
 
 def _meets(problem: ServeProblem, loop) -> np.ndarray:
@@ -265,11 +265,33 @@ def pools(pool: Problem) -> list:
     return out
 
 
+def spec_factor(problem: ServeProblem, decode) -> float:
+    """A decode pool strategy's TPOT with speculative decoding (``problem.spec``) over its
+    plain one: its step's verification of k + 1 tokens and k draft steps over the plain step
+    (both at the pool's context, isl + osl), divided by the mean accepted length; 1 without."""
+    spec = getattr(problem, "spec", None)
+    if spec is None:
+        return 1.0
+    row = decode.strategies[:1]
+    ctx = problem.isl + problem.osl
+    plain, verify = (problem.evaluator(Workload("decode", ctx, tpot_slo_ms=serve.NO_SLO,
+                                                gpus=problem.work.gpus, query_tokens=q),
+                                       row).step_s[0] for q in (1, spec.tokens + 1))
+    drafts = serve.draft_s(problem.draft, spec, problem.isl, problem.osl, problem.work.gpus,
+                           row)[0]
+    return float((verify + drafts) / plain / spec.accepted_length)
+
+
+def decode_tpot(problem: ServeProblem, decode) -> float:
+    """The decode pool strategy's TPOT (``spec_factor`` times its plain one)."""
+    return float(decode.tpot_s[0]) * spec_factor(problem, decode)
+
+
 def pool_rates(problem: ServeProblem, prefill, decode) -> tuple:
     """Requests/s one instance of each pool completes: (prefill: batch / pass, decode:
-    batch / (osl x step))."""
+    batch / (osl x TPOT), ``decode_tpot``)."""
     return (float(prefill.strategies[0][BATCH] / prefill.ttft_s[0]),
-            float(decode.strategies[0][BATCH] / (problem.osl * decode.tpot_s[0])))
+            float(decode.strategies[0][BATCH] / (problem.osl * decode_tpot(problem, decode))))
 
 
 def deployment(problem: ServeProblem, prefill, decode, x: int, y: int) -> Disagg:
@@ -390,7 +412,7 @@ def pool_candidates(problem: ServeProblem) -> tuple:
     frontier and the sizing pair the same strategies without solving them again."""
     key = (problem.model, problem.topo, problem.isl, problem.osl, problem.tpot_slo_ms,
            problem.ttft_slo_ms, problem.engine, problem.engine_space,
-           problem.work.budget(problem.topo))
+           problem.work.budget(problem.topo), getattr(problem, "spec", None))
     kept = _CANDIDATES.get(problem)
     if kept is not None and kept[0] == key:
         return kept[1]
@@ -400,6 +422,13 @@ def pool_candidates(problem: ServeProblem) -> tuple:
     else:
         decode = decode_pool(problem)
         decodes = pools(decode)
+        if decodes and getattr(problem, "spec", None) is not None and problem.tpot_slo_ms:
+            # speculative decoding: a plain step may take the TPOT limit times what the spec
+            # makes of it (spec_factor, at the plain optimum); those pools too
+            relaxed = problem.tpot_slo_ms / spec_factor(problem, decodes[0])
+            decodes = decodes + [d for d in pools(decode_pool(problem, relaxed, decode.tables))
+                                 if not any(np.array_equal(d.strategies[0], e.strategies[0])
+                                            for e in decodes)]
         out = pools(prefill_pool(problem, limit)) if decodes else [], decodes, decode
     _CANDIDATES[problem] = (key, out)
     return out
@@ -419,9 +448,11 @@ def disaggregate(problem: ServeProblem, tpot_limits_ms=()) -> tuple:
     if best is None:
         return None, []
     points = [best]
+    factor = spec_factor(problem, decodes[0]) if decodes else 1.0
     for ms in sorted(set(tpot_limits_ms)):
         # the same tables (and exact bounds) as the SLO's decode pool: only the limit differs
-        d = best_pair(problem, prefills, pools(decode_pool(problem, ms, decode.tables)))
+        # (a plain step's, with speculative decoding: spec_factor)
+        d = best_pair(problem, prefills, pools(decode_pool(problem, ms / factor, decode.tables)))
         if d is not None:
             points.append(d)
     front = pareto_front([1 / d.tpot_s for d in points], [d.tokens_per_s_per_gpu for d in points],

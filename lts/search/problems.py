@@ -190,7 +190,7 @@ class ServeProblem(Problem):
     def __init__(self, model: ModelSpec, topo: TopologySpec, isl: int, osl: int,
                  tpot_slo_ms: float | None = None, ttft_slo_ms: float | None = None,
                  gpus: int = 0, space: Space | None = None, engine=None,
-                 engine_space: str = GENERIC):
+                 engine_space: str = GENERIC, spec=None):
         work = serve.memory_workload(isl, osl, gpus)
         if space is None:      # concurrencies: the powers of two, then each strategy's capacity
             space = Space.for_model(model, work.budget(topo))
@@ -201,7 +201,11 @@ class ServeProblem(Problem):
         self.engine = engine or ENGINES[GENERIC].profile
         self.step_work = serve.decode_workload(isl, osl, gpus)
         self.evaluator = serve.Evaluator(model, self.engine.topology(topo), cached=True)
-        serve.warm(self.evaluator, self.engine, self.grid, isl, osl, gpus)
+        # speculative decoding (serving.spec): the draft costed beside the target, cached too
+        self.spec = spec
+        self.draft = serve.Evaluator(spec.draft, self.engine.topology(topo), cached=True) \
+            if spec is not None else None
+        serve.warm(self.evaluator, self.engine, self.grid, isl, osl, gpus, spec)
 
     @property
     def phase(self) -> str:
@@ -216,7 +220,7 @@ class ServeProblem(Problem):
         return serve.serve(self.model, self.topo, np.atleast_2d(rows), self.isl, self.osl,
                            tpot_slo_ms=self.tpot_slo_ms, ttft_slo_ms=self.ttft_slo_ms,
                            gpus=self.work.gpus, engine=self.engine, evaluator=self.evaluator,
-                           attention_dp=self.in_engine_space)
+                           attention_dp=self.in_engine_space, spec=self.spec, draft=self.draft)
 
     def evaluate(self, idx: np.ndarray, count: bool = True) -> Result:
         idx = self.canonical(idx)
@@ -234,7 +238,8 @@ class ServeProblem(Problem):
         res = serve.serve(self.model, self.topo, np.atleast_2d(rows), self.isl, self.osl,
                           best_batch=True, tpot_slo_ms=self.tpot_slo_ms,
                           ttft_slo_ms=self.ttft_slo_ms, gpus=self.work.gpus, engine=self.engine,
-                          evaluator=self.evaluator, attention_dp=self.in_engine_space)
+                          evaluator=self.evaluator, attention_dp=self.in_engine_space,
+                          spec=self.spec, draft=self.draft)
         return self.restrict(serve.as_result(res))
 
     def score(self, res: Result) -> np.ndarray:

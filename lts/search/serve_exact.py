@@ -94,8 +94,8 @@ class _Loop:
         self.ex = _Exact(p.model, p.space.choices)
         self.engine, self.topo = p.engine, p.evaluator.topo
         gpus = p.work.gpus
-        self.mixed_work = serve.mixed_workload(p.isl, p.osl, p.engine, gpus)
-        self.decode_work = serve.decode_workload(p.isl, p.osl, gpus)
+        self.decode_work, self.mixed_work = serve.step_workloads(p.isl, p.osl, p.engine, gpus,
+                                                                 p.spec)
         self.memory = p.evaluator.cache(serve.memory_workload(p.isl, p.osl, gpus))
         # the time of a step outside the kernels: the topology's and the engine's (serve.py)
         self.overhead = self.topo.step_overhead_s + p.engine.step_overhead_s
@@ -107,6 +107,15 @@ class _Loop:
         self.ttft_limit = p.ttft_slo_ms * 1e-3 if p.ttft_slo_ms else np.inf
         self.grids = OrderedDict()      # triple -> n(x) over its grid (int32, flat), recent last
         self.held = {}                  # row -> the tables of its two steps (tight bounds)
+
+    def draft_s(self, coarse) -> np.ndarray:
+        """Speculative decoding's draft steps of each row (tp, ep, pp, n) [R] (0 without): the
+        same for every x of a row (``serve.draft_rows``: the draft runs Megatron's sharding)."""
+        coarse = np.atleast_2d(coarse)
+        if self.p.spec is None or not len(coarse):
+            return np.zeros(len(coarse))
+        return serve.draft_s(self.p.draft, self.p.spec, self.p.isl, self.p.osl, self.p.work.gpus,
+                             coarse)
 
     def counts(self, n, dp):
         """(mixed steps to the first token, mixed and decode steps after it) for batches n over
@@ -123,6 +132,11 @@ class _Loop:
         tab, T = self.memory.tables, len(triples)
         lp, _, w1, _, m1 = self.ex.block(tab, idx[:T])
         _, _, w2, _, m2 = self.ex.block(tab, idx[T:])
+        # a speculative draft's memory beside the target (serve.capacity): one pair per triple
+        d_fixed, d_request = np.zeros(T), np.zeros(T)
+        if self.p.spec is not None and T:
+            d_fixed, d_request = serve.draft_memory(self.p.draft, self.p.isl, self.p.osl,
+                                                    self.p.work.gpus, np.c_[triples, u])
         out = []
         for i in range(T):
             # serve.capacity on the grid: from the bytes at u and 2u requests, the fixed bytes
@@ -132,8 +146,8 @@ class _Loop:
             fm, pm = 2 * m1[i] - m2[i], m2[i] - m1[i]
             (fa, pa), ia = _unique_pairs(fa, pa)
             (fm, pm), jf = _unique_pairs(fm, pm)
-            fixed = fa[:, None] + fm[None, :]
-            per_request = (pa[:, None] + pm[None, :]) / u[i]
+            fixed = fa[:, None] + fm[None, :] + d_fixed[i]
+            per_request = (pa[:, None] + pm[None, :]) / u[i] + d_request[i]
             pool = self.engine.kv_pool_bytes(self.topo, fixed, triples[i, TP] * triples[i, PP])
             cap = np.floor(np.maximum(pool, 0.0) / per_request)
             out.append(_Capacity(self.engine.holds(cap).astype(np.int32), ia, jf))
@@ -159,6 +173,7 @@ class _Loop:
         evaluator caches; with ``tight`` they are held for the rows' solves. -inf where no x
         can meet the SLOs."""
         least = []
+        drafts = self.draft_s(coarse)
         for k, work in enumerate((self.mixed_work, self.decode_work)):
             s = np.empty(len(rows))
             for i in range(0, len(rows), chunk):
@@ -176,7 +191,8 @@ class _Loop:
                         self.held.setdefault(int(r), [None, None])[k] = (tab, j)
                 else:
                     s[i:i + chunk] = self.ex.least(tab, g)
-            least.append(np.where(s < INVALID_S, coarse[:, PP] * s + self.overhead, np.inf))
+            least.append(np.where(s < INVALID_S, coarse[:, PP] * s + self.overhead + drafts,
+                                  np.inf))
         latency, tpot, ttft = self.figures(coarse[:, 3], coarse[:, 1], *least)
         if self.dp_mixed_work is not None and len(coarse):
             # the same rows with every tp rank its own scheduler (the DP-attention variant in
@@ -185,17 +201,18 @@ class _Loop:
                                                            self.dp_mixed_work, part),
                                               np.arange(len(part)))
                                 for part in np.array_split(coarse, max(1, -(-len(coarse) // chunk)))])
-            t_mix = np.where(s < INVALID_S, coarse[:, PP] * s + self.overhead, np.inf)
+            t_mix = np.where(s < INVALID_S, coarse[:, PP] * s + self.overhead + drafts, np.inf)
             other = self.figures(coarse[:, 3], coarse[:, 1] * coarse[:, TP], t_mix, least[1])
             latency, tpot, ttft = (np.minimum(a, b) for a, b in zip((latency, tpot, ttft), other))
         ok = (tpot <= self.tpot_limit) & (ttft <= self.ttft_limit) & np.isfinite(latency)
         return (np.where(ok, coarse[:, 3] * self.p.osl / latency / gpus, -np.inf), tpot,
                 latency, ttft)
 
-    def grid_times(self, r, pp, x):
+    def grid_times(self, r, row, x):
         """(t_mix, t_dec) of the choices x (indices into the flat grid (op2, op7, a, f)) of row
-        r, from its tables held by ``bounds`` (then let go)."""
+        r (coarse ``row``: tp, ep, pp, n), from its tables held by ``bounds`` (then let go)."""
         out = []
+        pp, extra = row[PP], self.overhead + self.draft_s(row)[0]
         for tab, j in self.held.pop(int(r)):
             lp, A, _, G, _ = self.ex.block(tab, [j], memory=False)
             A, G = A[0], G[0]
@@ -205,7 +222,7 @@ class _Loop:
                 i27, ia, jf = np.unravel_index(x, (A.shape[0] * A.shape[1], A.shape[2],
                                                    G.shape[2]))
                 s = lp[0] * A.reshape(-1, A.shape[2])[i27, ia] + G.reshape(-1, G.shape[2])[i27, jf]
-            out.append(np.where(s < INVALID_S, pp * s + self.overhead, np.inf))
+            out.append(np.where(s < INVALID_S, pp * s + extra, np.inf))
         return out
 
     def figures(self, n, dp, t_mix, t_dec):
@@ -303,7 +320,7 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
         solved += 1
         grid = loop.running(triples[t], caps[t])
         x = np.flatnonzero(grid == n) if at_cap else np.flatnonzero(grid >= n)
-        t_mix, t_dec = loop.grid_times(r, coarse[r, PP], x)
+        t_mix, t_dec = loop.grid_times(r, coarse[r], x)
         lat, tp_, tt = loop.figures(n, coarse[r, 1], t_mix, t_dec)
         good = np.flatnonzero((tp_ <= loop.tpot_limit) & (tt <= loop.ttft_limit)
                               & np.isfinite(lat))

@@ -55,7 +55,7 @@ from ..cost.model import Result, TableCache, evaluate
 from ..cost.tables import REASON_BIT, REASONS
 from ..engines import ENGINES, GENERIC
 from ..engines.profiles import EngineProfile
-from ..specs.strategy import BATCH, EP, PP, TP
+from ..specs.strategy import BATCH, EP, PP, TP, megatron_row
 from ..specs.workload import Workload, compose_step
 
 AT_CAPACITY = 0      # a batch column of 0: the concurrency the KV cache and the engine hold
@@ -97,20 +97,36 @@ def memory_workload(isl: int, osl: int, gpus: int = 0) -> Workload:
     return Workload("decode", int(isl) + int(osl), tpot_slo_ms=NO_SLO, gpus=gpus)
 
 
-def decode_workload(isl: int, osl: int, gpus: int = 0) -> Workload:
+def decode_workload(isl: int, osl: int, gpus: int = 0, query_tokens: int = 1) -> Workload:
     """The decode step of the running batch: the mean context isl + osl/2 (the step the per-op
-    breakdowns of ``lts estimate`` and ``lts search`` show)."""
-    return Workload("decode", int(isl) + int(osl) // 2, tpot_slo_ms=NO_SLO, gpus=gpus)
+    breakdowns of ``lts estimate`` and ``lts search`` show); ``query_tokens`` per sequence
+    (speculative decoding's verification, ``serving.spec``)."""
+    return Workload("decode", int(isl) + int(osl) // 2, tpot_slo_ms=NO_SLO, gpus=gpus,
+                    query_tokens=int(query_tokens))
 
 
 def mixed_workload(isl: int, osl: int, engine: EngineProfile, gpus: int = 0,
-                   attn_dp_tp: bool = False) -> Workload:
+                   attn_dp_tp: bool = False, query_tokens: int = 1) -> Workload:
     """A step that holds a prefill chunk (``specs.workload.compose_step``); ``attn_dp_tp``: of
-    strategies whose tp ranks are attention-DP ranks (each its own scheduler)."""
+    strategies whose tp ranks are attention-DP ranks (each its own scheduler);
+    ``query_tokens``: per decoding sequence (speculative decoding)."""
     return Workload("mixed", int(isl) + int(osl) // 2, tpot_slo_ms=NO_SLO, gpus=gpus, isl=int(isl),
                     osl=int(osl), step_tokens=engine.step_tokens, mixed=engine.mixed,
                     cohort_base=engine.cohort_base, cohort_share=engine.cohort_share,
-                    budget_per_rank=engine.budget_per_rank, attn_dp_tp=attn_dp_tp)
+                    budget_per_rank=engine.budget_per_rank, attn_dp_tp=attn_dp_tp,
+                    query_tokens=int(query_tokens))
+
+
+def step_workloads(isl: int, osl: int, engine: EngineProfile, gpus: int = 0,
+                   spec=None) -> tuple:
+    """(decode, mixed) step workloads of the loop; with speculative decoding
+    (``serving.spec.Speculation``) each decoding request verifies k + 1 tokens a step and gains
+    its mean accepted length."""
+    q = spec.tokens + 1 if spec is not None else 1
+    mixed = mixed_workload(isl, osl, engine, gpus, query_tokens=q)
+    if spec is not None:
+        mixed = replace(mixed, tokens_per_step=spec.accepted_length)
+    return decode_workload(isl, osl, gpus, q), mixed
 
 
 def _with_batch(strategies, batch) -> np.ndarray:
@@ -139,24 +155,52 @@ class Evaluator:
         return self.caches[work]
 
 
-def warm(ev: Evaluator, engine: EngineProfile, coarse, isl: int, osl: int, gpus: int = 0):
+def warm(ev: Evaluator, engine: EngineProfile, coarse, isl: int, osl: int, gpus: int = 0,
+         spec=None):
     """Fill a cached Evaluator's tables for coarse rows [G, 4] (tp, ep, pp, concurrency) at
     once: their memory points and, for the running batch n = C, their two steps (a search then
     builds tables only for running batches the KV cache caps). One build per workload."""
-    from ..specs.strategy import megatron_row
     coarse = np.asarray(coarse, dtype=np.int64)
     rows = np.stack([megatron_row(*c) for c in coarse]) if len(coarse) else np.zeros((0, 16))
     unit = rows[:, TP] * rows[:, EP] * rows[:, PP]
     ev(memory_workload(isl, osl, gpus), np.concatenate([_with_batch(rows, unit), _with_batch(rows, 2 * unit)]))
     run = rows[rows[:, BATCH] != AT_CAPACITY]
-    ev(decode_workload(isl, osl, gpus), run)
-    ev(mixed_workload(isl, osl, engine, gpus), run)
+    for work in step_workloads(isl, osl, engine, gpus, spec):
+        ev(work, run)
+
+
+def draft_rows(rows) -> np.ndarray:
+    """A speculative draft's rows [N, 16] from strategy rows or coarse rows (tp, ep, pp, batch)
+    [N, >= 4]: Megatron's per-op choices at the target's tp and ep on one stage, the batch kept (engines run the draft on the target's tensor-parallel group and
+    shard it as a plain model; its one layer sits beside the last stage, counted on every GPU)."""
+    rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
+    out = np.tile(megatron_row(1, 1, 1, 1), (len(rows), 1))
+    out[:, TP], out[:, EP], out[:, BATCH] = rows[:, TP], rows[:, EP], rows[:, BATCH]
+    return out
+
+
+def draft_s(draft: Evaluator, spec, isl: int, osl: int, gpus: int, rows) -> np.ndarray:
+    """The k draft steps before each verification of running batches ``rows`` [N]
+    (``serving.spec``): k decode steps of the draft at one token per sequence."""
+    return spec.tokens * draft(decode_workload(isl, osl, gpus), draft_rows(rows)).step_s
+
+
+def draft_memory(draft: Evaluator, isl: int, osl: int, gpus: int, rows) -> tuple:
+    """(fixed bytes per GPU, KV bytes per request per GPU) [N] of a speculative draft beside
+    the target of ``rows``, as ``capacity`` takes them from two memory points."""
+    rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
+    unit = rows[:, TP] * rows[:, EP] * rows[:, PP]
+    work = memory_workload(isl, osl, gpus)
+    d1 = draft(work, draft_rows(_with_batch(rows, unit))).memory_bytes
+    d2 = draft(work, draft_rows(_with_batch(rows, 2 * unit))).memory_bytes
+    return d1 - (d2 - d1), (d2 - d1) / unit
 
 
 def capacity(ev: Evaluator, engine: EngineProfile, strategies, isl: int, osl: int,
-             gpus: int = 0):
+             gpus: int = 0, draft: Evaluator | None = None):
     """(requests whose KV cache fits [N], fixed bytes per GPU [N], KV bytes per request per GPU
-    [N], reason bits that depend on neither [N]) -- see the module docstring, step 1."""
+    [N], reason bits that depend on neither [N]) -- see the module docstring, step 1. With a
+    speculative ``draft`` (its Evaluator), its weights and KV cache per request count too."""
     unit = strategies[:, TP] * strategies[:, EP] * strategies[:, PP]
     work = memory_workload(isl, osl, gpus)
     one = ev(work, _with_batch(strategies, unit))
@@ -164,6 +208,9 @@ def capacity(ev: Evaluator, engine: EngineProfile, strategies, isl: int, osl: in
     per_unit = two.memory_bytes - one.memory_bytes           # KV (+ workspace) of u requests
     fixed = one.memory_bytes - per_unit
     per_request = per_unit / unit
+    if draft is not None:
+        d_fixed, d_request = draft_memory(draft, isl, osl, gpus, strategies)
+        fixed, per_request = fixed + d_fixed, per_request + d_request
     pool = engine.kv_pool_bytes(ev.topo, fixed, strategies[:, TP] * strategies[:, PP])
     cap = np.floor(np.maximum(pool, 0.0) / per_request)
     return cap, fixed, per_request, one.reasons & ~(REASON_BIT["memory"] | REASON_BIT["slo"])
@@ -172,7 +219,8 @@ def capacity(ev: Evaluator, engine: EngineProfile, strategies, isl: int, osl: in
 def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
           tpot_slo_ms: float | None = None, ttft_slo_ms: float | None = None,
           gpus: int = 0, engine: EngineProfile = ENGINES[GENERIC].profile,
-          evaluator: Evaluator | None = None, attention_dp: bool = False) -> ServeResult:
+          evaluator: Evaluator | None = None, attention_dp: bool = False,
+          spec=None, draft: Evaluator | None = None) -> ServeResult:
     """Serve-phase figures of strategies [N, 16] at concurrency C = their batch column.
 
     Args:
@@ -185,18 +233,25 @@ def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
         evaluator: an ``Evaluator`` of the model on ``engine.topology(topo)`` (to reuse its
             table caches across calls); by default a fresh, uncached one.
         attention_dp: schedule the data-parallel-attention rows as engines do (``_closed_loop``).
+        spec: speculative decoding (``serving.spec.Speculation``): each decode step verifies
+            k + 1 tokens per request after k draft steps and yields its mean accepted length.
+        draft: an ``Evaluator`` of ``spec.draft`` on the same topology (to reuse its caches).
     """
     strategies = np.atleast_2d(np.asarray(strategies, dtype=np.int64))
     if isl < 1 or osl < 1:
         raise ValueError(f"isl and osl must be >= 1, got {isl}, {osl}")
     ev = evaluator or Evaluator(model, engine.topology(topo))
-    cap, fixed, per_request, fixed_reasons = capacity(ev, engine, strategies, isl, osl, gpus)
+    if spec is not None and draft is None:
+        draft = Evaluator(spec.draft, ev.topo)
+    cap, fixed, per_request, fixed_reasons = capacity(ev, engine, strategies, isl, osl, gpus,
+                                                      draft)
     if not best_batch:
         return _closed_loop(ev, engine, strategies, isl, osl, cap, fixed, per_request,
-                            fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus, attention_dp)
+                            fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus, attention_dp,
+                            spec, draft)
     loop = lambda rows, take: _closed_loop(                   # noqa: E731
         ev, engine, rows, isl, osl, cap[take], fixed[take], per_request[take],
-        fixed_reasons[take], tpot_slo_ms, ttft_slo_ms, gpus, attention_dp)
+        fixed_reasons[take], tpot_slo_ms, ttft_slo_ms, gpus, attention_dp, spec, draft)
     return best_concurrency(loop, strategies, engine.holds(cap))
 
 
@@ -255,7 +310,7 @@ def step_counts(engine: EngineProfile, mixed: Workload, n, dp=1):
     (``lts.search.serve_exact`` solves on that); the counts are >= 0."""
     mix = compose_step(n, mixed, dp)
     k, s = mix.cohort, mix.steps
-    decode_steps = mixed.osl - 1.0
+    decode_steps = (mixed.osl - 1.0) / mixed.tokens_per_step    # speculative: fewer steps
     if engine.mixed:
         m = n / k                                              # cohorts taking turns
         cycle = s + decode_steps                               # steps of one cohort's request
@@ -277,7 +332,7 @@ def step_counts(engine: EngineProfile, mixed: Workload, n, dp=1):
 
 def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_request,
                  fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus,
-                 attention_dp: bool = False) -> ServeResult:
+                 attention_dp: bool = False, spec=None, draft=None) -> ServeResult:
     """Steps 2-4 of the module docstring for rows whose batch column is the concurrency C
     (``AT_CAPACITY``: as many as the KV cache and the engine hold). ``attention_dp``: the rows
     of the data-parallel-attention variant (``engines.space.attention_dp``) are scheduled as an
@@ -290,8 +345,10 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
     n = np.maximum(np.minimum(conc, limit), 1.0)               # running requests
     rows = _with_batch(strategies, n)
     c0 = engine.step_overhead_s
-    mixed = mixed_workload(isl, osl, engine, gpus)
-    t_dec = ev(decode_workload(isl, osl, gpus), rows).step_s + c0
+    if spec is not None:      # k draft steps before each verification (serving.spec)
+        c0 = c0 + draft_s(draft, spec, isl, osl, gpus, rows)
+    decode, mixed = step_workloads(isl, osl, engine, gpus, spec)
+    t_dec = ev(decode, rows).step_s + c0
     dp = strategies[:, EP].astype(np.float64)              # schedulers: one per ep group
     adp = runs_attention_dp(ev.model, rows) if attention_dp else np.zeros(len(rows), bool)
     t_mix = np.empty(len(rows))

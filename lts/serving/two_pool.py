@@ -13,7 +13,8 @@ et al., *Quantitative System Performance*, 1984, ch. 6: mean value analysis):
   (Seidmann et al. 1987's multi-server approximation), so at low load a request's pass takes
   T_p and at saturation the pool completes m / T_p requests per second.
 - **Decode pool.** ``y`` instances hold at most ``decode_slots`` running requests each, and no
-  more than their KV cache holds (``serve.capacity`` under the engine's memory
+  more than their KV cache holds (with speculative decoding, the draft's weights and KV cache
+  too: ``serving.spec``; a step then yields E tokens per request, TPOT = step / E) (``serve.capacity`` under the engine's memory
   rule): ``slots`` in all. A request's decode time is D = (osl - 1) x TPOT, TPOT the decode
   step of the running batch at the mean context (``serve.decode_workload``) plus the engine's
   time per step. Below its slots the pool is a pure delay (a request decodes at once); it
@@ -44,7 +45,7 @@ from ..engines.space import attention_dp as runs_attention_dp
 from ..specs import ModelSpec, TopologySpec
 from ..specs.strategy import BATCH, EP, PP, TP
 from ..specs.workload import Workload
-from .serve import NO_SLO, Evaluator, capacity, decode_workload
+from .serve import NO_SLO, Evaluator, capacity, decode_workload, draft_s
 
 ROUNDS = 6          # outer rounds: the decode step at the running batch the loop implies
 SWEEPS = 60         # Schweitzer fixed-point sweeps per round (converges in far fewer)
@@ -65,7 +66,8 @@ class TwoPoolResult:
     pass_s: np.ndarray            # one prefill pass of the instance's prompts
     prompts: np.ndarray           # prompts in one pass of a prefill instance
     transfer_s: np.ndarray        # one request's KV cache between the pools
-    decode_step_s: np.ndarray     # one decode step of an instance's running batch
+    decode_step_s: np.ndarray     # one decode step of an instance's running batch (speculative:
+                                  # the drafts and the verification, E tokens per request)
     running: np.ndarray           # requests decoding (pool-wide)
     decode_slots: np.ndarray      # requests the decode pool holds at most
     prefill_wait_s: np.ndarray    # waiting for a prefill pass (queue)
@@ -113,7 +115,7 @@ def _with_batch(rows, batch):
 
 def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefill_rows,
              prefill_workers, prefill_prompts, decode_rows, decode_workers, decode_slots,
-             isl: int, osl: int, concurrency, gpus: int = 0) -> TwoPoolResult:
+             isl: int, osl: int, concurrency, gpus: int = 0, spec=None) -> TwoPoolResult:
     """Figures of N two-pool deployments (see the module docstring).
 
     Args:
@@ -125,6 +127,8 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
         decode_slots: running requests one decode instance holds at most [N] (0: what the KV
             cache and the engine hold; the KV cache bounds it either way).
         isl, osl: tokens per request; concurrency: clients [N].
+        spec: speculative decoding in the decode pool (``serving.spec.Speculation``): each step
+            verifies k + 1 tokens per request after k draft steps and yields E of them.
     """
     if isl < 1 or osl < 1:
         raise ValueError(f"isl and osl must be >= 1, got {isl}, {osl}")
@@ -152,8 +156,10 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
     reasons = passes.reasons & ~REASON_BIT["slo"]
 
     # decode: slots per instance (the deployment's cap per rank, at most what the KV cache holds)
+    draft = Evaluator(spec.draft, ev.topo) if spec is not None else None
     cap, _, _, fixed_reasons = capacity(ev, engine, _with_batch(dec, ranks(model, dec)), isl, osl,
-                                        gpus)
+                                        gpus, draft)
+    q, per_step = (spec.tokens + 1, spec.accepted_length) if spec is not None else (1, 1.0)
     # the deployment's own cap replaces the engine's default one (max_running); the KV cache
     # bounds both
     per_instance = np.where(cap_d > 0, np.minimum(cap_d, cap), engine.holds(cap))
@@ -170,9 +176,11 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
     q_p = np.zeros(n)
     for _ in range(ROUNDS):
         batch = np.clip(np.round(running / y), 1.0, per_instance)
-        t_dec = ev(decode_workload(isl, osl, gpus), _with_batch(dec, batch)).step_s \
-            + engine.step_overhead_s
-        d = (osl - 1) * t_dec
+        rows = _with_batch(dec, batch)
+        t_dec = ev(decode_workload(isl, osl, gpus, q), rows).step_s + engine.step_overhead_s
+        if spec is not None:
+            t_dec = t_dec + draft_s(draft, spec, isl, osl, gpus, rows)
+        d = (osl - 1) / per_step * t_dec              # (osl - 1) / E steps
         delay = (t_pass - s_p) + d + fixed
         for _ in range(SWEEPS):
             r_p = s_p * (1 + q_p * (conc - 1) / conc)
@@ -187,6 +195,6 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
     wait_d = ttft - (wait_p + t_pass + fixed)
     latency = ttft + d
     tokens = rate * osl
-    tpot = t_dec if osl > 1 else np.full(n, np.nan)
+    tpot = t_dec / per_step if osl > 1 else np.full(n, np.nan)
     return TwoPoolResult(reasons == 0, reasons, ttft, tpot, latency, rate, tokens, tokens / used,
                          used, t_pass, k, move, t_dec, running, slots, wait_p, wait_d)

@@ -36,6 +36,12 @@ class Workload:
                                    # steps of step_tokens (False: the ranks share step_tokens)
     attn_dp_tp: bool = False       # mixed: the tp group's ranks are attention-DP ranks too (the
                                    # DP-attention variant in an engine: each its own scheduler)
+    query_tokens: int = 1          # decode, mixed: tokens each running sequence puts through the
+                                   # step (speculative decoding's verification: k drafts + 1;
+                                   # serving.spec), each attending to its context, the KV cache
+                                   # read once per sequence
+    tokens_per_step: float = 1.0   # decode, mixed: output tokens a sequence gains per step (the
+                                   # mean accepted length of speculative decoding; 1 without)
 
     def budget(self, topo: TopologySpec) -> int:
         return self.gpus or topo.gpus
@@ -78,12 +84,14 @@ def compose_step(n, work: Workload, dp=1) -> StepMix:
     isl = float(work.isl)
     budget = float(work.step_tokens) / (1.0 if work.budget_per_rank else dp)
     if work.mixed:
-        # no fewer than n/osl: one cohort per decode step keeps the prefills in pace (prompts
-        # that wait while a step runs are admitted together)
+        # no fewer than n/osl (n per decode step of a request): one cohort per decode step
+        # keeps the prefills in pace (prompts that wait while a step runs are admitted together)
         law = work.cohort_base + work.cohort_share * n
-        cohort = np.clip(np.maximum(law, n / max(work.osl, 1)), 1.0, n)
+        request_steps = max(work.osl / work.tokens_per_step, 1.0)   # decode steps of a request
+        cohort = np.clip(np.maximum(law, n / request_steps), 1.0, n)
         decoders = n - cohort
-        avail = np.maximum(budget - decoders, 1.0)           # budget left after the decode tokens
+        # budget left after the decode tokens (each decoder's query tokens: k + 1 when verifying)
+        avail = np.maximum(budget - decoders * work.query_tokens, 1.0)
         steps = np.ceil(cohort * isl / avail)
         per_prompt = np.ceil(isl / avail)
     else:   # full chunks of the budget (the last one partial: steps counts it in proportion)
