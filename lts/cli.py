@@ -24,7 +24,7 @@ from .report.estimate import (estimate_dict, render_estimate, render_serve, rend
                               two_pool_dict)
 from .report.format import json_safe, make_console, progress
 from .report.launch import emit_disagg_dict, render_emit, render_emit_disagg
-from .report.results import slo_text, spec_dict, workload_dict
+from .report.results import prefix_dict, slo_text, spec_dict, workload_dict
 from .report.search import render_search, search_dict
 from .report.search_serve import disagg_dict, disagg_text, pareto_svg
 from .report.validate import render_validate
@@ -153,6 +153,35 @@ def spec_options(fn):
     return fn
 
 
+def prefix_options(fn):
+    """Prefix caching in the serve phase (``serving.prefix``; docs/serving.md)."""
+    opts = [
+        click.option("--prefix-hit", type=click.FloatRange(0, 1), default=None, metavar="F",
+                     help="serve: the fraction of each prompt's tokens already in the KV cache "
+                          "(prefix caching: not prefilled; at most all but the last token)."),
+        click.option("--prefixes", type=click.IntRange(1, MAX_CONCURRENCY), default=1,
+                     show_default=True,
+                     help="serve, with --prefix-hit: distinct cached prefixes, their KV cache "
+                          "held once each (1: a shared system prompt; one per conversation: "
+                          "as many as the clients)."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def _prefix(phase, prefix_hit, prefixes):
+    """The PrefixCache the flags name (None without --prefix-hit); one-line usage errors."""
+    from .serving.prefix import PrefixCache
+    if prefix_hit is None:
+        if _flag_given("prefixes"):
+            raise click.UsageError("--prefixes: only with --prefix-hit")
+        return None
+    if phase != "serve":
+        raise click.UsageError("--prefix-hit: only with --phase serve")
+    return PrefixCache(float(prefix_hit), int(prefixes))
+
+
 def _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length):
     """The Speculation the flags name (None without --spec); one-line usage errors."""
     from .serving.spec import speculation
@@ -247,15 +276,16 @@ def _workload_flags(fn, phases, phase_help):
 
 
 def _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl, engine,
-             spec=None):
+             spec=None, prefix=None):
     """The search problem of the flags: the serve phase's closed loop (its SLOs only when given
     on the command line; ``spec``: speculative decoding), else one decode or prefill step. A
     named engine (``engine`` is its profile) restricts the space to what it runs
-    (``Problem.engine_space``)."""
+    (``Problem.engine_space``); ``prefix``: prefix caching."""
     if phase == "serve":
         return ServeProblem(m, topo, isl, osl,
                             tpot_slo_ms if _flag_given("tpot_slo_ms") else None, ttft_slo_ms,
-                            gpus or 0, engine=engine, engine_space=engine.name, spec=spec)
+                            gpus or 0, engine=engine, engine_space=engine.name, spec=spec,
+                            prefix=prefix)
     return Problem(m, topo, _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus),
                    engine_space=engine.name)
 
@@ -360,11 +390,12 @@ def cli():
               show_default=True, help="serve, two pools: decode instances.")
 @serve_workload_options(concurrency=True)
 @spec_options
+@prefix_options
 @output_options
 def estimate(model, topology, strategy_text, prefill_text, prefill_workers, decode_text,
              decode_workers, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, precision,
              kv_cache_dtype, isl, osl, engine, concurrency, spec_text, spec_tokens, acceptance,
-             accepted_length, json_, no_color):
+             accepted_length, prefix_hit, prefixes, json_, no_color):
     """Cost one strategy: per-op compute, memory and collectives, then throughput, latency and
     memory per GPU. Exit status 1 if the strategy is invalid (memory, SLO, budget, ...).
 
@@ -380,7 +411,11 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
     m, topo = _load(model, topology, precision, kv_cache_dtype)
     from .specs.strategy import BATCH, parse_strategy
     spec = _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length)
+    prefix = _prefix(phase, prefix_hit, prefixes)
     pooled = prefill_text is not None or decode_text is not None
+    if pooled and prefix is not None:
+        raise click.UsageError("--prefix-hit: not with two pools (lts's two-pool loop prefills "
+                               "whole prompts)")
     if pooled:
         _two_pool_flags(strategy_text, prefill_text, decode_text, phase)
     elif strategy_text is None:
@@ -409,14 +444,15 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
         res = serve(m, topo, row, isl, osl, best_batch=concurrency is None and not named,
                     tpot_slo_ms=tpot_slo_ms if _flag_given("tpot_slo_ms") else None,
                     ttft_slo_ms=ttft_slo_ms, gpus=gpus or 0, engine=profile,
-                    attention_dp=profile.name != GENERIC, spec=spec)
+                    attention_dp=profile.name != GENERIC, spec=spec, prefix=prefix)
         step_row = res.strategies[0].copy()
         step_row[BATCH] = res.running[0]
         _, ops = breakdown(m, profile.topology(topo), decode_workload(isl, osl, gpus or 0),
                            step_row)
         _print(json_, no_color, {**serve_dict(m, res, ops, isl, osl, profile, gpus or topo.gpus),
                                  "concurrency_chosen": concurrency is None and not named,
-                                 "speculation": spec_dict(spec)},
+                                 "speculation": spec_dict(spec),
+                                 "prefix_cache": prefix_dict(prefix, isl)},
                render_serve, topo, profile)
         if not res.valid[0]:
             sys.exit(1)
@@ -520,10 +556,12 @@ def _infeasible(problem, what: str) -> click.ClickException:
                    "within the SLOs, among the strategies found.")
 @serve_workload_options(concurrency=False)
 @spec_options
+@prefix_options
 @output_options
 def search(model, topology, method, budget, seed, top, emit, plot, request_rate, phase, context,
            tpot_slo_ms, ttft_slo_ms, gpus, precision, kv_cache_dtype, isl, osl, engine,
-           spec_text, spec_tokens, acceptance, accepted_length, json_, no_color):
+           spec_text, spec_tokens, acceptance, accepted_length, prefix_hit, prefixes, json_,
+           no_color):
     """Search the strategy space for the highest tokens/s per GPU that fits memory and the SLO;
     print the best strategies against Megatron's and why the best one wins. Exit status 1 if
     nothing is feasible.
@@ -546,7 +584,7 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
     m, topo = _load(model, topology, precision, kv_cache_dtype)
     spec = _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length)
     problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
-                       _profile(topo, engine, emit), spec)
+                       _profile(topo, engine, emit), spec, _prefix(phase, prefix_hit, prefixes))
     with progress(None if method == "exact" else budget, method, disable=json_) as advance:
         run = run_search(problem, method, budget, seed, top, progress=advance,
                          request_rate=request_rate)

@@ -171,10 +171,18 @@ def _mean_keys(length, window):
 
 
 @functools.lru_cache(maxsize=None)
-def _mean_chunk_keys(length, chunk):
+def _mean_chunk_keys(length, chunk, start=0):
     """The same under chunked local attention of ``chunk`` tokens: query i attends to the keys
-    from its chunk's start, ((i - 1) mod chunk) + 1 (summed one query at a time)."""
-    return sum((i - 1) % chunk + 1 for i in range(1, length + 1)) / length
+    from its chunk's start, ((i - 1) mod chunk) + 1 (summed one query at a time); queries
+    start + 1 .. start + length (after a cached prefix of ``start``)."""
+    return sum((i - 1) % chunk + 1 for i in range(start + 1, start + length + 1)) / length
+
+
+@functools.lru_cache(maxsize=None)
+def _mean_keys_after(length, window, start):
+    """``_mean_keys`` over the queries start + 1 .. start + length (a prompt's tokens after a
+    cached prefix of ``start``: prefix caching), one query at a time."""
+    return sum(min(i, window) for i in range(start + 1, start + length + 1)) / length
 
 
 class _Ctx:
@@ -224,13 +232,16 @@ class _Ctx:
             # under attention DP each of the ep ranks schedules its own n / ep requests, with a
             # budget of its own (budget_per_rank) or its share of one; the totals sum the ranks
             dp = self.ep * (self.p if work.attn_dp_tp else 1)   # DP attention: every rank
-            n, isl = max(float(self.batch), 1.0) / dp, float(work.isl)
+            # a prompt prefills its tokens after the cached prefix (prefix caching); a request
+            # takes osl / tokens_per_step decode steps (speculative decoding); each decoder puts
+            # query_tokens through the step
+            n, isl = max(float(self.batch), 1.0) / dp, float(work.isl - work.cached)
             budget = float(work.step_tokens) / (1.0 if work.budget_per_rank else dp)
             if work.mixed:
-                cohort = min(max(work.cohort_base + work.cohort_share * n, n / max(work.osl, 1),
-                                 1.0), n)
+                cohort = min(max(work.cohort_base + work.cohort_share * n,
+                                 n / max(work.osl / work.tokens_per_step, 1.0), 1.0), n)
                 seqs = n - cohort
-                avail = max(budget - seqs, 1.0)
+                avail = max(budget - seqs * work.query_tokens, 1.0)
                 steps, per_prompt = math.ceil(cohort * isl / avail), math.ceil(isl / avail)
             else:
                 cohort, seqs = n, 0.0        # full chunks of the budget, the last in proportion
@@ -246,11 +257,12 @@ class _Ctx:
         # the batch runs as pp micro-batches; each is split over the ep groups (whole sequences)
         self.mb = float(math.ceil(seqs / self.pp))
         self.seqs = float(math.ceil(self.mb / self.ep))          # sequences per tp group
-        self.tps = 1.0 if decode else float(work.context)        # tokens per sequence per step
+        # tokens per sequence per step (decode: the query tokens speculative decoding verifies)
+        self.tps = float(work.query_tokens) if decode else float(work.context)
         self.rows = self.seqs * self.tps
         self.seqs_t = float(math.ceil(self.seqs / self.p))        # sequences per rank under T
         self.rows_t = self.seqs_t * self.tps
-        self.lm_rows = self.seqs
+        self.lm_rows = self.seqs * (self.tps if decode else 1.0)   # logits per verified token
         self.seq_rows = self.rows                                # the decoders' or prompts' rows
         if work.phase == "mixed":
             self.rows += self.chunk
@@ -378,12 +390,14 @@ class _Ctx:
             _mean_keys(int(ctx), min(w, topk))     # (sparse attention has no chunked layers)
         score_rows = self.seq_rows * self.sel_attn
         if work.phase == "mixed":
-            self.chunk_keys = _mean_chunk_keys(int(self.isl), w) if chunked else \
-                _mean_keys(int(self.isl), w)
-            self.chunk_sel = self.chunk_keys if chunked else _mean_keys(int(self.isl), min(w, topk))
+            c = int(work.cached)                                  # the cached prefix
+            self.chunk_keys = _mean_chunk_keys(int(self.isl), w, c) if chunked else \
+                _mean_keys_after(int(self.isl), w, c)
+            self.chunk_sel = self.chunk_keys if chunked else \
+                _mean_keys_after(int(self.isl), min(w, topk), c)
             n = int(self.per_prompt)
             size = self.isl / n                                   # one chunk of one prompt
-            self.chunk_read = sum(min(j * size, size + w) for j in range(1, n + 1)) / n / size
+            self.chunk_read = sum(min(c + j * size, size + w) for j in range(1, n + 1)) / n / size
             score_rows += self.chunk * self.chunk_sel
         self.point_bytes["scores"] = score_rows * self.heads * self.ab
 

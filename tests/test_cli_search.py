@@ -145,7 +145,7 @@ def test_search_serve_phase_json_and_flags():
     d = json.loads(r.output)
     assert d["workload"] == {"phase": "serve", "isl": 128, "osl": 512, "tpot_slo_ms": None,
                              "ttft_slo_ms": None, "gpus": 8, "engine": "generic",
-                             "speculation": None}
+                             "speculation": None, "prefix_cache": None}
     best = d["best"]
     assert best["valid"] and best["tpot_ms"] > 0 and best["ttft_ms"] > 0
     e = json.loads(run("estimate", "llama3.1-8b", "h100_dgx", "--strategy",

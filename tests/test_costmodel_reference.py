@@ -32,7 +32,15 @@ WORKLOADS = {"decode": Workload("decode", context=16384),
              "mixed": Workload("mixed", context=3000, tpot_slo_ms=1e9, isl=2048, osl=512,
                                step_tokens=8192, cohort_base=3.0, cohort_share=0.07),
              "prefill-first": Workload("mixed", context=3000, tpot_slo_ms=1e9, isl=3000, osl=64,
-                                       step_tokens=4096, mixed=False)}
+                                       step_tokens=4096, mixed=False),
+             # speculative decoding's verification step: 4 query tokens per sequence
+             "decode-spec": Workload("decode", context=16384, query_tokens=4),
+             # prefix caching (1,200 of 2,048 prompt tokens cached) with speculative decoding
+             # (3 query tokens per decoder, 2.2 tokens a step): the chunks attend to the prefix
+             "mixed-cached-spec": Workload("mixed", context=3000, tpot_slo_ms=1e9, isl=2048,
+                                           osl=512, step_tokens=8192, cohort_base=3.0,
+                                           cohort_share=0.07, cached=1200, query_tokens=3,
+                                           tokens_per_step=2.2)}
 PREFERRED = ("llama3.1-8b", "mixtral-8x7b", "deepseek-v3", "gpt-oss-120b")   # dense GQA, MoE
 # GQA, MLA MoE, and a checkpoint whose groups differ in format (MXFP4 experts, bf16 attention)
 N_RANDOM = 300      # random strategies per synthetic model (small: the reference walks them fast)

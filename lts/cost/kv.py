@@ -179,19 +179,32 @@ def mean_keys(window, length):
                     (w * (w + 1) / 2 + (length - w) * w) / np.maximum(length, 1.0))
 
 
-def chunk_reads(window, chunks, isl):
+def mean_keys_after(window, start, length):
+    """Mean keys a query attends to over the queries at positions start + 1 .. start + length
+    of a causal prompt: the tokens prefilled after a cached prefix of ``start`` (prefix caching;
+    ``mean_keys`` at start 0), from ``mean_keys`` by differences of the sums."""
+    start, length = np.asarray(start, dtype=np.float64), np.asarray(length, dtype=np.float64)
+    total = (start + length) * mean_keys(window, start + length) \
+        - start * mean_keys(window, start)
+    return total / np.maximum(length, 1.0)
+
+
+def chunk_reads(window, chunks, isl, cached=0.0):
     """Cache a prompt's prefill chunk reads, in chunks of its own size, averaged over the
-    ``chunks`` chunks of a prompt of ``isl`` tokens: chunk j reads the prompt so far, j chunks
-    (a mean of (chunks + 1)/2); with a window w no more than its own chunk and the w tokens
-    before it, min(j, 1 + w / chunk) with chunk = isl / chunks."""
-    full = (chunks + 1) / 2
+    ``chunks`` chunks of the ``isl`` tokens a prompt prefills after ``cached`` tokens already in
+    the cache (prefix caching): chunk j reads the prompt so far, the cached prefix and j chunks
+    (a mean of cached / chunk + (chunks + 1)/2); with a window w no more than its own chunk and
+    the w tokens before it, min(j + cached / chunk, 1 + w / chunk) with chunk = isl / chunks."""
+    off = float(cached) * chunks / float(isl)           # the cached prefix in chunks
+    full = (chunks + 1) / 2 + off
     if window is None:
         return full
     if isinstance(window, Chunk):      # at most a window of C (module docstring)
         window = window.size
     cap = 1.0 + float(window) * chunks / float(isl)      # 1 + w / (isl / chunks)
-    m = np.minimum(chunks, np.floor(cap))                 # chunks j with j <= cap
-    return np.where(cap >= chunks, full, (m * (m + 1) / 2 + (chunks - m) * cap) / chunks)
+    m = np.clip(np.floor(cap - off), 0.0, chunks)       # chunks j with j + off <= cap
+    return np.where(cap - off >= chunks, full,
+                    (m * (m + 1) / 2 + m * off + (chunks - m) * cap) / chunks)
 
 
 def even_split(model: ModelSpec, pp) -> np.ndarray:

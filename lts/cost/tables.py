@@ -157,24 +157,26 @@ class _Shape:
             # the prefill chunk, spread over the micro-batches and ep groups like sequences: a
             # prompt stays whole in one micro-batch of one ep group, so the busiest holds at
             # least one prompt's share of the step (min(chunk, isl) tokens)
-            one = np.minimum(mix.chunk, float(work.isl))
+            new = float(work.isl - work.cached)      # a prompt's tokens to prefill
+            one = np.minimum(mix.chunk, new)
             ch_mb = np.maximum(mix.chunk / self.pp, one)             # busiest micro-batch
             ch = np.maximum(ch_mb / self.ep, one)                    # its busiest ep group
             self.chunk = ch
             self.chunk_t = ch / self.tp                               # per rank under T
             for k in self.kinds:
                 # causal: mean keys per query of a prompt (full attention: (isl + 1)/2)
-                k.chunk_keys = kv.mean_keys(k.window, float(work.isl))
+                k.chunk_keys = kv.mean_keys_after(k.window, float(work.cached), new)
                 # each chunk reads the cache of its prompt so far: (per_prompt + 1)/2 chunks on
                 # average under full attention
-                k.chunk_read = kv.chunk_reads(k.window, mix.per_prompt, work.isl)
+                k.chunk_read = kv.chunk_reads(k.window, mix.per_prompt, new, work.cached)
                 # sparse: each chunk query attends to min(i, index_topk) keys; the chunk reads
                 # its prompt's latents so far (the union of its queries' choices)
-                k.chunk_sel = k.chunk_keys if topk is None else kv.mean_keys(topk, float(work.isl))
+                k.chunk_sel = k.chunk_keys if topk is None else \
+                    kv.mean_keys_after(topk, float(work.cached), new)
                 k.score_rows = k.score_rows + ch * k.chunk_sel
             self.rows = self.rows + ch
             self.rows_t = self.rows_t + self.chunk_t
-            self.lm_rows = self.lm_rows + ch / work.isl              # prompts finishing per step
+            self.lm_rows = self.lm_rows + ch / new                   # prompts finishing per step
             self.mb_tokens = self.mb_tokens + ch_mb
         h = model.hidden
         self.h = h

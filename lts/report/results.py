@@ -95,10 +95,13 @@ def slo_text(w: dict) -> str:
     """The workload in words (context or request shape, and the SLOs) of a ``workload_dict``."""
     if w["phase"] == "serve":
         slos = [slo("TPOT", w["tpot_slo_ms"]), slo("TTFT", w["ttft_slo_ms"])]
-        sp = w.get("speculation")
+        sp, pc = w.get("speculation"), w.get("prefix_cache")
         spec = "" if not sp else (f", speculative {sp['method']} {sp['tokens']} token"
                                   f"{'s' if sp['tokens'] != 1 else ''} "
                                   f"({sp['accepted_length']:.2f} a step)")
+        if pc:
+            spec += (f", {pc['cached_tokens']} prompt tokens cached ({pc['prefixes']} prefix"
+                     f"{'es' if pc['prefixes'] != 1 else ''})")
         return f"{w['isl']} in / {w['osl']} out tokens per request{spec}, " + \
             (", ".join(x for x in slos if x) or "no SLO")
     if w["phase"] == "decode":
@@ -114,7 +117,8 @@ def workload_dict(problem) -> dict:
                 "tpot_slo_ms": limit_ms(problem.tpot_slo_ms),
                 "ttft_slo_ms": limit_ms(problem.ttft_slo_ms),
                 "gpus": w.budget(topo), "engine": problem.engine.name,
-                "speculation": spec_dict(getattr(problem, "spec", None))}
+                "speculation": spec_dict(getattr(problem, "spec", None)),
+                "prefix_cache": prefix_dict(getattr(problem, "prefix", None), problem.isl)}
     return {"phase": w.phase, "context": w.context, "tpot_slo_ms": limit_ms(w.tpot_slo_ms),
             "ttft_slo_ms": limit_ms(w.ttft_slo_ms), "gpus": w.budget(topo)}
 
@@ -125,3 +129,10 @@ def spec_dict(spec) -> dict | None:
         return None
     return {"method": spec.method, "draft": spec.draft_name, "tokens": spec.tokens,
             "acceptance": spec.acceptance, "accepted_length": num(spec.accepted_length)}
+
+
+def prefix_dict(prefix, isl: int) -> dict | None:
+    """The ``prefix_cache`` object of a serve estimate or search (null without --prefix-hit)."""
+    if prefix is None:
+        return None
+    return {"hit": prefix.hit, "prefixes": prefix.prefixes, "cached_tokens": prefix.cached(isl)}

@@ -190,8 +190,10 @@ class ServeProblem(Problem):
     def __init__(self, model: ModelSpec, topo: TopologySpec, isl: int, osl: int,
                  tpot_slo_ms: float | None = None, ttft_slo_ms: float | None = None,
                  gpus: int = 0, space: Space | None = None, engine=None,
-                 engine_space: str = GENERIC, spec=None):
-        work = serve.memory_workload(isl, osl, gpus)
+                 engine_space: str = GENERIC, spec=None, prefix=None):
+        self.prefix = prefix          # prefix caching (serving.prefix), or None
+        self.cached = prefix.cached(isl) if prefix is not None else 0
+        work = serve.memory_workload(isl, osl, gpus, self.cached)
         if space is None:      # concurrencies: the powers of two, then each strategy's capacity
             space = Space.for_model(model, work.budget(topo))
             space = replace(space, batch=space.batch + (serve.AT_CAPACITY,))
@@ -205,7 +207,7 @@ class ServeProblem(Problem):
         self.spec = spec
         self.draft = serve.Evaluator(spec.draft, self.engine.topology(topo), cached=True) \
             if spec is not None else None
-        serve.warm(self.evaluator, self.engine, self.grid, isl, osl, gpus, spec)
+        serve.warm(self.evaluator, self.engine, self.grid, isl, osl, gpus, spec, self.cached)
 
     @property
     def phase(self) -> str:
@@ -220,7 +222,8 @@ class ServeProblem(Problem):
         return serve.serve(self.model, self.topo, np.atleast_2d(rows), self.isl, self.osl,
                            tpot_slo_ms=self.tpot_slo_ms, ttft_slo_ms=self.ttft_slo_ms,
                            gpus=self.work.gpus, engine=self.engine, evaluator=self.evaluator,
-                           attention_dp=self.in_engine_space, spec=self.spec, draft=self.draft)
+                           attention_dp=self.in_engine_space, spec=self.spec, draft=self.draft,
+                           prefix=self.prefix)
 
     def evaluate(self, idx: np.ndarray, count: bool = True) -> Result:
         idx = self.canonical(idx)
@@ -239,7 +242,7 @@ class ServeProblem(Problem):
                           best_batch=True, tpot_slo_ms=self.tpot_slo_ms,
                           ttft_slo_ms=self.ttft_slo_ms, gpus=self.work.gpus, engine=self.engine,
                           evaluator=self.evaluator, attention_dp=self.in_engine_space,
-                          spec=self.spec, draft=self.draft)
+                          spec=self.spec, draft=self.draft, prefix=self.prefix)
         return self.restrict(serve.as_result(res))
 
     def score(self, res: Result) -> np.ndarray:

@@ -95,8 +95,10 @@ class _Loop:
         self.engine, self.topo = p.engine, p.evaluator.topo
         gpus = p.work.gpus
         self.decode_work, self.mixed_work = serve.step_workloads(p.isl, p.osl, p.engine, gpus,
-                                                                 p.spec)
-        self.memory = p.evaluator.cache(serve.memory_workload(p.isl, p.osl, gpus))
+                                                                 p.spec, p.cached)
+        self.memory = p.evaluator.cache(serve.memory_workload(p.isl, p.osl, gpus, p.cached))
+        self.prefix_memory = p.evaluator.cache(serve.prefix_workload(p.cached, gpus)) \
+            if p.cached else None
         # the time of a step outside the kernels: the topology's and the engine's (serve.py)
         self.overhead = self.topo.step_overhead_s + p.engine.step_overhead_s
         # an engine's space schedules the data-parallel-attention rows per rank (serve.py
@@ -137,6 +139,15 @@ class _Loop:
         if self.p.spec is not None and T:
             d_fixed, d_request = serve.draft_memory(self.p.draft, self.p.isl, self.p.osl,
                                                     self.p.work.gpus, np.c_[triples, u])
+        # cached prefixes (serve.shared_prefix_bytes): a request's KV at the prefix's context,
+        # per x as the grid's, held prefixes x ep times
+        if self.prefix_memory is not None and T:
+            idc = self.prefix_memory.index(np.concatenate([np.c_[triples, u],
+                                                           np.c_[triples, 2 * u]]))
+            tc = self.prefix_memory.tables
+            lpc, _, w1c, _, m1c = self.ex.block(tc, idc[:T])
+            _, _, w2c, _, m2c = self.ex.block(tc, idc[T:])
+            share = self.p.prefix.prefixes * triples[:, 1] / u
         out = []
         for i in range(T):
             # serve.capacity on the grid: from the bytes at u and 2u requests, the fixed bytes
@@ -144,6 +155,9 @@ class _Loop:
             # attention term and a rest term; of each list only the distinct terms are costed
             fa, pa = lp[i] * (2 * w1[i] - w2[i]), lp[i] * (w2[i] - w1[i])
             fm, pm = 2 * m1[i] - m2[i], m2[i] - m1[i]
+            if self.prefix_memory is not None:
+                fa = fa + share[i] * lpc[i] * (w2c[i] - w1c[i])
+                fm = fm + share[i] * (m2c[i] - m1c[i])
             (fa, pa), ia = _unique_pairs(fa, pa)
             (fm, pm), jf = _unique_pairs(fm, pm)
             fixed = fa[:, None] + fm[None, :] + d_fixed[i]

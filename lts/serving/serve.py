@@ -91,10 +91,11 @@ class ServeResult:
         return ServeResult(*(getattr(self, f.name)[idx] for f in fields(ServeResult)))
 
 
-def memory_workload(isl: int, osl: int, gpus: int = 0) -> Workload:
+def memory_workload(isl: int, osl: int, gpus: int = 0, cached: int = 0) -> Workload:
     """A decode step at the final context isl + osl: the KV cache is largest there (memory and
-    the engine's context length)."""
-    return Workload("decode", int(isl) + int(osl), tpot_slo_ms=NO_SLO, gpus=gpus)
+    the engine's context length); a request's own tokens only, ``cached`` prompt tokens held
+    apart (prefix caching: ``shared_prefix_bytes``)."""
+    return Workload("decode", int(isl) - int(cached) + int(osl), tpot_slo_ms=NO_SLO, gpus=gpus)
 
 
 def decode_workload(isl: int, osl: int, gpus: int = 0, query_tokens: int = 1) -> Workload:
@@ -118,15 +119,36 @@ def mixed_workload(isl: int, osl: int, engine: EngineProfile, gpus: int = 0,
 
 
 def step_workloads(isl: int, osl: int, engine: EngineProfile, gpus: int = 0,
-                   spec=None) -> tuple:
+                   spec=None, cached: int = 0) -> tuple:
     """(decode, mixed) step workloads of the loop; with speculative decoding
     (``serving.spec.Speculation``) each decoding request verifies k + 1 tokens a step and gains
-    its mean accepted length."""
+    its mean accepted length; ``cached`` prompt tokens are not prefilled (prefix caching)."""
     q = spec.tokens + 1 if spec is not None else 1
-    mixed = mixed_workload(isl, osl, engine, gpus, query_tokens=q)
+    mixed = replace(mixed_workload(isl, osl, engine, gpus, query_tokens=q), cached=int(cached))
     if spec is not None:
         mixed = replace(mixed, tokens_per_step=spec.accepted_length)
     return decode_workload(isl, osl, gpus, q), mixed
+
+
+def prefix_workload(cached: int, gpus: int = 0) -> Workload:
+    """A decode step at the context of a cached prefix: its KV bytes per request (two memory
+    points, ``shared_prefix_bytes``)."""
+    return Workload("decode", int(cached), tpot_slo_ms=NO_SLO, gpus=gpus)
+
+
+def shared_prefix_bytes(ev: "Evaluator", prefix, isl: int, gpus: int, rows) -> np.ndarray:
+    """Bytes per GPU of the cached prefixes (``serving.prefix``) [N]: each prefix's KV cache
+    (a request's at its cached tokens, from two memory points as ``capacity`` takes them) held
+    once on every attention-DP rank (ep group) of ``rows``; 0 without prefix caching."""
+    rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
+    c = prefix.cached(isl) if prefix is not None else 0
+    if c < 1:
+        return np.zeros(len(rows))
+    unit = rows[:, TP] * rows[:, EP] * rows[:, PP]
+    work = prefix_workload(c, gpus)
+    one = ev(work, _with_batch(rows, unit)).memory_bytes
+    two = ev(work, _with_batch(rows, 2 * unit)).memory_bytes
+    return prefix.prefixes * rows[:, EP] * (two - one) / unit
 
 
 def _with_batch(strategies, batch) -> np.ndarray:
@@ -156,16 +178,17 @@ class Evaluator:
 
 
 def warm(ev: Evaluator, engine: EngineProfile, coarse, isl: int, osl: int, gpus: int = 0,
-         spec=None):
+         spec=None, cached: int = 0):
     """Fill a cached Evaluator's tables for coarse rows [G, 4] (tp, ep, pp, concurrency) at
     once: their memory points and, for the running batch n = C, their two steps (a search then
     builds tables only for running batches the KV cache caps). One build per workload."""
     coarse = np.asarray(coarse, dtype=np.int64)
     rows = np.stack([megatron_row(*c) for c in coarse]) if len(coarse) else np.zeros((0, 16))
     unit = rows[:, TP] * rows[:, EP] * rows[:, PP]
-    ev(memory_workload(isl, osl, gpus), np.concatenate([_with_batch(rows, unit), _with_batch(rows, 2 * unit)]))
+    ev(memory_workload(isl, osl, gpus, cached),
+       np.concatenate([_with_batch(rows, unit), _with_batch(rows, 2 * unit)]))
     run = rows[rows[:, BATCH] != AT_CAPACITY]
-    for work in step_workloads(isl, osl, engine, gpus, spec):
+    for work in step_workloads(isl, osl, engine, gpus, spec, cached):
         ev(work, run)
 
 
@@ -197,12 +220,15 @@ def draft_memory(draft: Evaluator, isl: int, osl: int, gpus: int, rows) -> tuple
 
 
 def capacity(ev: Evaluator, engine: EngineProfile, strategies, isl: int, osl: int,
-             gpus: int = 0, draft: Evaluator | None = None):
+             gpus: int = 0, draft: Evaluator | None = None, prefix=None):
     """(requests whose KV cache fits [N], fixed bytes per GPU [N], KV bytes per request per GPU
     [N], reason bits that depend on neither [N]) -- see the module docstring, step 1. With a
-    speculative ``draft`` (its Evaluator), its weights and KV cache per request count too."""
+    speculative ``draft`` (its Evaluator), its weights and KV cache per request count too; with
+    a ``prefix`` cache (``serving.prefix``), a request holds its own tokens and the cached
+    prefixes are held once (``shared_prefix_bytes``)."""
     unit = strategies[:, TP] * strategies[:, EP] * strategies[:, PP]
-    work = memory_workload(isl, osl, gpus)
+    cached = prefix.cached(isl) if prefix is not None else 0
+    work = memory_workload(isl, osl, gpus, cached)
     one = ev(work, _with_batch(strategies, unit))
     two = ev(work, _with_batch(strategies, 2 * unit))
     per_unit = two.memory_bytes - one.memory_bytes           # KV (+ workspace) of u requests
@@ -211,6 +237,7 @@ def capacity(ev: Evaluator, engine: EngineProfile, strategies, isl: int, osl: in
     if draft is not None:
         d_fixed, d_request = draft_memory(draft, isl, osl, gpus, strategies)
         fixed, per_request = fixed + d_fixed, per_request + d_request
+    fixed = fixed + shared_prefix_bytes(ev, prefix, isl, gpus, strategies)
     pool = engine.kv_pool_bytes(ev.topo, fixed, strategies[:, TP] * strategies[:, PP])
     cap = np.floor(np.maximum(pool, 0.0) / per_request)
     return cap, fixed, per_request, one.reasons & ~(REASON_BIT["memory"] | REASON_BIT["slo"])
@@ -220,7 +247,7 @@ def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
           tpot_slo_ms: float | None = None, ttft_slo_ms: float | None = None,
           gpus: int = 0, engine: EngineProfile = ENGINES[GENERIC].profile,
           evaluator: Evaluator | None = None, attention_dp: bool = False,
-          spec=None, draft: Evaluator | None = None) -> ServeResult:
+          spec=None, draft: Evaluator | None = None, prefix=None) -> ServeResult:
     """Serve-phase figures of strategies [N, 16] at concurrency C = their batch column.
 
     Args:
@@ -236,6 +263,8 @@ def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
         spec: speculative decoding (``serving.spec.Speculation``): each decode step verifies
             k + 1 tokens per request after k draft steps and yields its mean accepted length.
         draft: an ``Evaluator`` of ``spec.draft`` on the same topology (to reuse its caches).
+        prefix: prefix caching (``serving.prefix.PrefixCache``): the cached prompt tokens are
+            not prefilled and their KV cache is held once per prefix.
     """
     strategies = np.atleast_2d(np.asarray(strategies, dtype=np.int64))
     if isl < 1 or osl < 1:
@@ -244,14 +273,15 @@ def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
     if spec is not None and draft is None:
         draft = Evaluator(spec.draft, ev.topo)
     cap, fixed, per_request, fixed_reasons = capacity(ev, engine, strategies, isl, osl, gpus,
-                                                      draft)
+                                                      draft, prefix)
+    cached = prefix.cached(isl) if prefix is not None else 0
     if not best_batch:
         return _closed_loop(ev, engine, strategies, isl, osl, cap, fixed, per_request,
                             fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus, attention_dp,
-                            spec, draft)
+                            spec, draft, cached)
     loop = lambda rows, take: _closed_loop(                   # noqa: E731
         ev, engine, rows, isl, osl, cap[take], fixed[take], per_request[take],
-        fixed_reasons[take], tpot_slo_ms, ttft_slo_ms, gpus, attention_dp, spec, draft)
+        fixed_reasons[take], tpot_slo_ms, ttft_slo_ms, gpus, attention_dp, spec, draft, cached)
     return best_concurrency(loop, strategies, engine.holds(cap))
 
 
@@ -332,7 +362,8 @@ def step_counts(engine: EngineProfile, mixed: Workload, n, dp=1):
 
 def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_request,
                  fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus,
-                 attention_dp: bool = False, spec=None, draft=None) -> ServeResult:
+                 attention_dp: bool = False, spec=None, draft=None,
+                 cached: int = 0) -> ServeResult:
     """Steps 2-4 of the module docstring for rows whose batch column is the concurrency C
     (``AT_CAPACITY``: as many as the KV cache and the engine hold). ``attention_dp``: the rows
     of the data-parallel-attention variant (``engines.space.attention_dp``) are scheduled as an
@@ -347,7 +378,7 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
     c0 = engine.step_overhead_s
     if spec is not None:      # k draft steps before each verification (serving.spec)
         c0 = c0 + draft_s(draft, spec, isl, osl, gpus, rows)
-    decode, mixed = step_workloads(isl, osl, engine, gpus, spec)
+    decode, mixed = step_workloads(isl, osl, engine, gpus, spec, cached)
     t_dec = ev(decode, rows).step_s + c0
     dp = strategies[:, EP].astype(np.float64)              # schedulers: one per ep group
     adp = runs_attention_dp(ev.model, rows) if attention_dp else np.zeros(len(rows), bool)

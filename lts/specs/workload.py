@@ -42,6 +42,9 @@ class Workload:
                                    # read once per sequence
     tokens_per_step: float = 1.0   # decode, mixed: output tokens a sequence gains per step (the
                                    # mean accepted length of speculative decoding; 1 without)
+    cached: int = 0                # mixed: tokens at the start of each prompt already in the KV
+                                   # cache (prefix caching: not prefilled; the new tokens attend
+                                   # to them and the chunks read them)
 
     def budget(self, topo: TopologySpec) -> int:
         return self.gpus or topo.gpus
@@ -81,7 +84,7 @@ def compose_step(n, work: Workload, dp=1) -> StepMix:
     """
     dp = np.asarray(dp, dtype=np.float64)
     n = np.maximum(np.asarray(n, dtype=np.float64), 1.0) / dp          # requests of one rank
-    isl = float(work.isl)
+    isl = float(work.isl - work.cached)      # the tokens a prompt prefills (prefix caching)
     budget = float(work.step_tokens) / (1.0 if work.budget_per_rank else dp)
     if work.mixed:
         # no fewer than n/osl (n per decode step of a request): one cohort per decode step
