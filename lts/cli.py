@@ -199,7 +199,7 @@ def _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length):
                                  param_hint="'--spec'")
     draft = load_model(name) if name else None
     try:
-        return speculation(m, method, spec_tokens, acceptance, accepted_length, draft)
+        return speculation(m, method, spec_tokens, acceptance, accepted_length, draft, name)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="'--spec'") from None
 

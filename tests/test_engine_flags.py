@@ -234,6 +234,32 @@ def test_serve_phase_flags_are_accepted(engine):
         assert "--enable_chunked_prefill" in text
 
 
+@pytest.mark.parametrize("engine", REAL_ENGINES)
+@pytest.mark.parametrize("spec", [("mtp", None), ("eagle", 0.7), ("draft:llama3.1-8b", 0.7)])
+def test_speculative_decoding_and_prefix_caching_flags_are_accepted(engine, spec):
+    """--spec (MTP, EAGLE-3, a draft model) and --prefix-hit: the engine's own flags (vLLM's
+    --speculative-config, SGLang's --speculative-*, TensorRT-LLM's speculative_config YAML)."""
+    from lts.serving.prefix import PrefixCache
+    from lts.serving.spec import speculation
+    method, a = spec
+    target = "deepseek-v3" if method == "mtp" else "llama3.1-70b"
+    m = load_model(target)
+    name = method.partition(":")[2]
+    s = speculation(m, method.partition(":")[0], 3, a, None, load_model(name) if name else None,
+                    name)
+    p = ServeProblem(m, load_topology("h100_dgx"), 4096, 512, gpus=16 if method == "mtp" else 8,
+                     spec=s, prefix=PrefixCache(0.5))
+    row = parse_strategy("tp=8,ep=2,batch=64" if method == "mtp" else "tp=8,batch=64", True)
+    cmds, notes = emit.commands(engine, p.model, p.topo, p.work, row, target, serve=p)
+    assert _check(cmds) == [], cmds
+    text = " ".join(c for _, c in cmds)
+    assert {"vllm": "--speculative-config", "sglang": "--speculative-algorithm",
+            "trtllm": "speculative_config"}[engine] in text
+    assert any("prefix caching" in n for n in notes)
+    if name:
+        assert "meta-llama/Llama-3.1-8B" in text        # the draft as the engine loads it
+
+
 @pytest.fixture(scope="module")
 def deployments():
     """Two-pool deployments: Mixtral on one node, Llama-3.1-405B with multi-node instances."""

@@ -21,7 +21,7 @@ from .layouts import (CONVERSION, F, FFN1_MODES, FFN2_MODES, MAX_MODES, MODE_DIM
                       MODE_EXPERTS, MODE_NONE, MODE_NONE_T, N_LAYOUTS, P, POINTS, PT, SLOT, SLOTS,
                       T)
 from ..specs import WEIGHT_GROUPS, ModelSpec, TopologySpec, attention_params
-from ..specs.model import LINEAR, Mamba2Spec
+from ..specs.model import Mamba2Spec
 from ..specs.units import WEIGHT_FORMATS
 from ..specs.strategy import BATCH, EP, EXPERTS, PP, TP
 from ..specs.workload import Workload, compose_step

@@ -68,7 +68,7 @@ from ..specs import ModelSpec, TopologySpec, shipped_names
 from ..specs.strategy import EP, MEGATRON, N_COARSE, PP, TP, format_strategy
 from ..specs.workload import Workload
 from . import sglang, trtllm, vllm
-from .launcher import HEAD_IP, NODE_RANK
+from .launcher import HEAD_IP, NODE_RANK, spec_notes, speculation
 
 
 # shipped short names -> the HuggingFace repository their config.json (and shape) comes from
@@ -238,8 +238,16 @@ def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, 
     kv_flags, kv_notes = _kv_cache_flags(engine, model, precision)
     extra, notes = extra + kv_flags, notes + kv_notes
     max_len = max_len or work.context
-    cmds, more = LAUNCHERS[engine].command(model, topo, work, row, ref, extra, max_len, key,
-                                           serve)
+    launcher, yaml = LAUNCHERS[engine], []
+    info = speculation(serve, lambda k: shlex.quote(model_reference(k)[0]))
+    if info is not None:      # speculative decoding (serving.spec): the engine's own flags
+        flags, yaml, more = launcher.spec_flags(*info)
+        extra, notes = extra + flags, notes + more + spec_notes(serve)
+    if serve is not None and getattr(serve, "prefix", None) is not None:
+        flags, note = launcher.prefix_flags()
+        extra, notes = extra + flags, notes + [note]
+    cmds, more = launcher.command(model, topo, work, row, ref, extra, max_len, key, serve,
+                                  yaml=yaml)
     notes = ([ref_note] if ref_note else []) + more + notes
     if any(HEAD_IP in c for _, c in cmds):
         notes.append("set HEAD_IP to the head node's address on every node"

@@ -23,11 +23,21 @@ class Launcher:
                               # deployment writes its pools' files instead (pool_files)
 
     def command(self, model, topo, work, row, ref: str, extra: list, max_len: int, key=None,
-                serve=None) -> tuple:
+                serve=None, yaml=()) -> tuple:
         """(list of (role, command), notes) that run ``row`` on one instance: ``ref`` the model
         as the engine loads it, ``extra`` flags to append, ``max_len`` the limit on a request's
         tokens, ``key`` the shipped model's short name, ``serve`` the ServeProblem of the serve
-        phase (else None)."""
+        phase (else None), ``yaml`` lines for the instance's options file (``spec_flags``)."""
+        raise NotImplementedError
+
+    def spec_flags(self, method: str, k: int, draft) -> tuple:
+        """(flags, YAML lines of the instance's options file, notes) that run speculative
+        decoding (``serving.spec``): ``method`` mtp, eagle or draft, ``k`` drafted tokens a
+        step, ``draft`` the draft's reference (None for mtp)."""
+        raise NotImplementedError
+
+    def prefix_flags(self) -> tuple:
+        """(flags, note) for prefix caching, on by default in every engine lts launches."""
         raise NotImplementedError
 
     def disagg_command(self, pool: str, cmd: str, first: int, size: int, port: int, k: int,
@@ -77,3 +87,35 @@ def printf(lines, path: str) -> str:
     break; in double quotes, so that the $NODEk_IP in them expand (the lines hold no other
     character the shell reads there)."""
     return 'printf "' + "\\n".join(lines) + '\\n" > ' + path
+
+
+EAGLE_DRAFT = "$EAGLE3_DRAFT"     # the EAGLE-3 head's checkpoint: the user sets it
+
+
+def speculation(serve, ref_of) -> tuple:
+    """(method, k, draft reference or None) of a serve problem's speculative decoding, or None
+    (``serving.spec``): the draft of ``draft:MODEL`` as the engine loads it (``ref_of``), an
+    EAGLE-3 head's path the user sets (EAGLE_DRAFT)."""
+    spec = getattr(serve, "spec", None) if serve is not None else None
+    if spec is None:
+        return None
+    draft = ref_of(spec.draft_key) if spec.method == "draft" else \
+        EAGLE_DRAFT if spec.method == "eagle" else None
+    return spec.method, spec.tokens, draft
+
+
+def spec_notes(serve) -> list:
+    """What the commands assume of speculative decoding and prefix caching (both engines'
+    defaults or flags, in each launcher)."""
+    out = []
+    spec = getattr(serve, "spec", None) if serve is not None else None
+    if spec is not None and spec.method == "eagle":
+        out.append(f"set {EAGLE_DRAFT} to the EAGLE-3 head trained for this model (lts costs it "
+                   "as one decoder layer of the model's shape)")
+    if spec is not None:
+        a = (f"acceptance {spec.acceptance:g} per drafted token" if spec.acceptance is not None
+             else "the measured mean")
+        out.append(f"speculative decoding: {spec.tokens} drafted token"
+                   f"{'s' if spec.tokens != 1 else ''} a step, lts assumes {a} "
+                   f"({spec.accepted_length:.2f} tokens a step)")
+    return out

@@ -18,8 +18,24 @@ class SGLang(Launcher):
     """SGLang: a stage's GPUs as its tp size, lts's ep as attention-DP ranks (docs/engines.md)."""
     name = ENGINE.name
 
+    def spec_flags(self, method: str, k: int, draft) -> tuple:
+        # sglang 0.5.23 sglang/srt/arg_groups/fields/spec.py: --speculative-algorithm (builtins
+        # EAGLE, EAGLE3, NEXTN, STANDALONE, ...), --speculative-num-steps (draft steps),
+        # --speculative-eagle-topk (1: one chain), --speculative-num-draft-tokens (k + 1 with
+        # topk 1), --speculative-draft-model-path
+        algo = {"mtp": "NEXTN", "eagle": "EAGLE3", "draft": "STANDALONE"}[method]
+        flags = [f"--speculative-algorithm {algo}", f"--speculative-num-steps {k}",
+                 "--speculative-eagle-topk 1", f"--speculative-num-draft-tokens {k + 1}"]
+        if draft is not None:
+            flags.append(f"--speculative-draft-model-path {draft}")
+        return flags, [], []
+
+    def prefix_flags(self) -> tuple:
+        return ([], "prefix caching: RadixAttention is on by default (sglang 0.5.23 "
+                    "sglang/srt/arg_groups/fields/memory.py disable_radix_cache = False)")
+
     def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
-                extra: list, max_len: int, key=None, serve=None) -> tuple:
+                extra: list, max_len: int, key=None, serve=None, yaml=()) -> tuple:
         tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
         stage = tp * ep                                   # SGLang's tp size: a whole stage
         experts = tp > 1 and row[OP_COL["ffn1"]] == EXPERTS

@@ -25,8 +25,26 @@ class TRTLLM(Launcher):
     name = ENGINE.name
     instance_file = INSTANCE_YAML
 
+    def spec_flags(self, method: str, k: int, draft) -> tuple:
+        # the LLM API's speculative_config (tensorrt_llm/llmapi/llm_args.py, stored NVIDIA/
+        # TensorRT-LLM: MTPDecodingConfig decoding_type "MTP", num_nextn_predict_layers "N
+        # modules produce N draft tokens"; Eagle3DecodingConfig "Eagle3" and
+        # DraftTargetDecodingConfig "Draft_Target" with max_draft_len and speculative_model)
+        if method == "mtp":
+            lines = ["speculative_config:", "  decoding_type: MTP",
+                     f"  num_nextn_predict_layers: {k}"]
+        else:
+            lines = ["speculative_config:",
+                     f"  decoding_type: {'Eagle3' if method == 'eagle' else 'Draft_Target'}",
+                     f"  max_draft_len: {k}", f"  speculative_model: {draft}"]
+        return [], lines, []
+
+    def prefix_flags(self) -> tuple:
+        return ([], "prefix caching: KV block reuse is on by default (tensorrt_llm/llmapi/"
+                    "llm_args.py KvCacheConfig.enable_block_reuse = True)")
+
     def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
-                extra: list, max_len: int, key=None, serve=None) -> tuple:
+                extra: list, max_len: int, key=None, serve=None, yaml=()) -> tuple:
         tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
         size = tp * ep                # ep > 1 only with tp = 1 or data-parallel attention
         experts = tp > 1 and row[OP_COL["ffn1"]] == EXPERTS
@@ -45,14 +63,16 @@ class TRTLLM(Launcher):
         ep_flag = ""
         if model.is_moe:   # moe_ep x moe_tp = tp_size: data-parallel attention keeps moe_tp = tp
             ep_flag = f"--ep_size {ep if dp_attention else size if (experts or ep > 1) else 1}"
+        lines = (["enable_attention_dp: true"] if adp else []) + list(yaml)
         base = join("trtllm-serve", ref, f"--tp_size {size}", f"--pp_size {pp}" if pp > 1 else "",
                     ep_flag, f"--max_batch_size {per_rank}", f"--max_num_tokens {tokens}",
                     f"--max_seq_len {max_len}",
-                    f"--extra_llm_api_options {INSTANCE_YAML}" if adp else "", *extra)
+                    f"--extra_llm_api_options {INSTANCE_YAML}" if lines else "", *extra)
         cmds, notes = [], []
-        if adp:
+        if lines:
             cmds.append(("config file (every node, before launching)",
-                         f"printf 'enable_attention_dp: true\\n' > {INSTANCE_YAML}"))
+                         printf(lines, INSTANCE_YAML)))
+        if adp:
             what = (f"--ep_size {ep}: experts in {ep} group{'s' if ep > 1 else ''}, each "
                     f"tensor-parallel over {tp} GPUs (lts tp={tp}, ep={ep} with data-parallel "
                     "attention)" if dp_attention else

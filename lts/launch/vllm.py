@@ -21,8 +21,23 @@ class VLLM(Launcher):
     """vLLM: tensor x pipeline parallel, lts's ep as data-parallel ranks (docs/engines.md)."""
     name = ENGINE.name
 
+    def spec_flags(self, method: str, k: int, draft) -> tuple:
+        # vllm 0.33.0 arg_utils.py --speculative-config (a JSON SpeculativeConfig); method
+        # "mtp" for every MTP model type and "eagle3": vllm 0.19.0 vllm/config/speculative.py
+        # (MTPModelTypes, EagleModelTypes; a "model" alone is a draft model)
+        cfg = {"method": "mtp"} if method == "mtp" else \
+            {"method": "eagle3", "model": draft} if method == "eagle" else {"model": draft}
+        cfg["num_speculative_tokens"] = k
+        return [f"--speculative-config {shlex.quote(json.dumps(cfg))}"], [], []
+
+    def prefix_flags(self) -> tuple:
+        return (["--enable-prefix-caching"],
+                "prefix caching: on by default (vllm 0.19.0 vllm/config/cache.py CacheConfig."
+                "enable_prefix_caching = True); --enable-prefix-caching says so for older "
+                "releases")
+
     def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
-                extra: list, max_len: int, key=None, serve=None) -> tuple:
+                extra: list, max_len: int, key=None, serve=None, yaml=()) -> tuple:
         tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
         gpn = topo.gpus_per_node
         dp_attention = bool(attention_dp(model, row)[0])

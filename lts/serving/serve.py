@@ -375,7 +375,7 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
     strategies = _with_batch(strategies, conc)
     n = np.maximum(np.minimum(conc, limit), 1.0)               # running requests
     rows = _with_batch(strategies, n)
-    c0 = engine.step_overhead_s
+    c0 = np.full(len(rows), engine.step_overhead_s)
     if spec is not None:      # k draft steps before each verification (serving.spec)
         c0 = c0 + draft_s(draft, spec, isl, osl, gpus, rows)
     decode, mixed = step_workloads(isl, osl, engine, gpus, spec, cached)
@@ -385,7 +385,7 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
     t_mix = np.empty(len(rows))
     for mask, work in ((~adp, mixed), (adp, replace(mixed, attn_dp_tp=True))):
         if mask.any():
-            t_mix[mask] = ev(work, rows[mask]).step_s + c0
+            t_mix[mask] = ev(work, rows[mask]).step_s + c0[mask]
     dp = np.where(adp, dp * strategies[:, TP], dp)
     ttft, tpot, latency = request_s(*step_counts(engine, mixed, n, dp), t_mix, t_dec, osl,
                                     engine.request_overhead_s)

@@ -48,6 +48,7 @@ class Speculation:
     accepted_length: float
     draft: ModelSpec
     draft_name: str
+    draft_key: str = ""      # draft:MODEL's MODEL as given (its launch reference); "" otherwise
 
 
 def accepted_tokens(k: int, a: float) -> float:
@@ -65,7 +66,7 @@ def one_layer(model: ModelSpec, name: str) -> ModelSpec:
 
 def speculation(model: ModelSpec, method: str, tokens: int | None = None,
                 acceptance: float | None = None, accepted_length: float | None = None,
-                draft_model: ModelSpec | None = None) -> Speculation:
+                draft_model: ModelSpec | None = None, draft_key: str = "") -> Speculation:
     """The setup the flags describe; ValueError with one line where they do not fit."""
     if method not in METHODS:
         raise ValueError(f"{method!r} is not one of mtp, eagle, draft:MODEL")
@@ -105,4 +106,4 @@ def speculation(model: ModelSpec, method: str, tokens: int | None = None,
     if method == "draft" and draft_model.vocab != model.vocab:
         raise ValueError(f"draft {draft_model.name}: vocabulary {draft_model.vocab:,} is not the "
                          f"target's {model.vocab:,}")
-    return Speculation(method, int(k), acceptance, length, draft, name)
+    return Speculation(method, int(k), acceptance, length, draft, name, draft_key)
