@@ -388,12 +388,15 @@ def cli():
                    "runs at most (default: what its KV cache and the engine hold).")
 @click.option("--decode-workers", type=click.IntRange(1, MAX_GPUS), default=1,
               show_default=True, help="serve, two pools: decode instances.")
+@click.option("--decode-topology", default=None, metavar="TOPOLOGY",
+              help="serve, two pools: run the decode pool on this topology (another GPU type; "
+                   "the KV cache then crosses both networks). Default: TOPOLOGY.")
 @serve_workload_options(concurrency=True)
 @spec_options
 @prefix_options
 @output_options
 def estimate(model, topology, strategy_text, prefill_text, prefill_workers, decode_text,
-             decode_workers, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, precision,
+             decode_workers, decode_topology, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, precision,
              kv_cache_dtype, isl, osl, engine, concurrency, spec_text, spec_tokens, acceptance,
              accepted_length, prefix_hit, prefixes, json_, no_color):
     """Cost one strategy: per-op compute, memory and collectives, then throughput, latency and
@@ -421,14 +424,19 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
     elif strategy_text is None:
         raise click.UsageError("--strategy is required (or two pools: --prefill and --decode "
                                "with --phase serve)")
-    for flag in ("prefill_workers", "decode_workers"):
+    for flag in ("prefill_workers", "decode_workers", "decode_topology"):
         if not pooled and _flag_given(flag):
             raise click.UsageError(f"--{flag.replace('_', '-')}: only with --prefill and "
                                    "--decode (two pools)")
     if pooled:
         _serve_flags_only_with_serve(phase)
+        if decode_topology is not None and gpus:
+            raise click.UsageError("--gpus: not with --decode-topology (each pool fits its own "
+                                   "topology)")
+        topo2 = _load(model, decode_topology, precision, kv_cache_dtype)[1] \
+            if decode_topology is not None else None
         _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, decode_workers,
-                            isl, osl, engine, concurrency, gpus, json_, no_color, spec)
+                            isl, osl, engine, concurrency, gpus, json_, no_color, spec, topo2)
         return
     try:
         row = parse_strategy(strategy_text, m.is_moe)
@@ -481,7 +489,8 @@ def _two_pool_flags(strategy_text, prefill_text, decode_text, phase) -> None:
 
 
 def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, decode_workers,
-                        isl, osl, engine, concurrency, gpus, json_, no_color, spec=None) -> None:
+                        isl, osl, engine, concurrency, gpus, json_, no_color, spec=None,
+                        topo2=None) -> None:
     """``lts estimate`` of a given two-pool deployment (``serving.two_pool``)."""
     from .serving import two_pool
     from .specs.strategy import BATCH, EP, PP, TP, parse_strategy
@@ -496,22 +505,27 @@ def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, dec
     profile = _profile(topo, engine)
     prompts = pre[BATCH] if named[0] else 0
     slots = dec[BATCH] if named[1] else 0
-    used = (prefill_workers * int(pre[TP] * pre[EP] * pre[PP])
-            + decode_workers * int(dec[TP] * dec[EP] * dec[PP]))
-    budget = gpus or topo.gpus
-    if used > budget:
-        raise click.UsageError(f"the pools use {used:,} GPUs, more than the budget of "
-                               f"{budget:,} (--gpus, or the topology's)")
+    g_pre = prefill_workers * int(pre[TP] * pre[EP] * pre[PP])
+    g_dec = decode_workers * int(dec[TP] * dec[EP] * dec[PP])
+    if topo2 is None and g_pre + g_dec > (gpus or topo.gpus):
+        raise click.UsageError(f"the pools use {g_pre + g_dec:,} GPUs, more than the budget of "
+                               f"{gpus or topo.gpus:,} (--gpus, or the topology's)")
+    for pool, used, t in (("prefill", g_pre, topo), ("decode", g_dec, topo2)):
+        if t is not None and topo2 is not None and used > t.gpus:
+            raise click.UsageError(f"the {pool} pool uses {used:,} GPUs, more than {t.name} "
+                                   f"has ({t.gpus:,})")
+    profile2 = _profile(topo2, engine) if topo2 is not None else None
     est = lambda c: two_pool.estimate(m, topo, profile, [pre], prefill_workers, prompts,  # noqa: E731
                                       [dec], decode_workers, slots, isl, osl, c, gpus or 0,
-                                      spec)
+                                      spec, topo2, profile2)
     conc = concurrency or max(int(est(1).decode_slots[0]), 1)
     res = est(conc)
     pre[BATCH] = res.prompts[0]                     # what the loop ran: per instance
     dec[BATCH] = res.decode_slots[0] // decode_workers
     _print(json_, no_color, {**two_pool_dict(m, res, pre, dec, (prefill_workers, decode_workers),
                                              isl, osl, conc, profile),
-                             "speculation": spec_dict(spec)},
+                             "speculation": spec_dict(spec),
+                             "decode_topology": topo2.name if topo2 is not None else None},
            render_two_pool, topo, profile)
     if not res.valid[0]:
         sys.exit(1)

@@ -190,3 +190,31 @@ def test_estimate_needs_a_strategy_or_two_pools():
     assert r.exit_code == 2 and "--prefill and --decode go together (two pools)" in r.output
     r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--decode-workers", "2")
     assert r.exit_code == 2 and "--decode-workers: only with --prefill and --decode" in r.output
+
+
+def test_decode_pool_on_another_topology():
+    """Prefill on H200, decode on B200: the decode step is B200's, the KV cache crosses both
+    networks at the slower NIC's rate (H200 DGX 400 Gb/s IB x 0.92, B200's the same class)."""
+    h200, b200 = load_topology("h200_dgx"), load_topology("b200_dgx")
+    eng_h, eng_b = (ENGINES["generic"].profile.for_gpu(t) for t in (h200, b200))
+    pre, dec = parse_strategy("tp=8,batch=1"), parse_strategy("tp=8,batch=1")
+    r = two_pool.estimate(MODEL, h200, eng_h, [pre], 1, 1, [dec], 1, 8, 1024, 256, 1,
+                          decode_topo=b200, decode_engine=eng_b)
+    step = Evaluator(MODEL, eng_b.topology(b200))(decode_workload(1024, 256), np.array([dec]))
+    assert r.tpot_s[0] == pytest.approx(step.step_s[0] + eng_b.step_overhead_s)
+    a, b = h200.links[-1], b200.links[-1]
+    rate = min(a.bandwidth_bytes_s * a.efficiency, b.bandwidth_bytes_s * b.efficiency)
+    want = 1024 * 61 * 576 * 2 / 8 / rate + max(a.latency_s, b.latency_s)
+    assert r.transfer_s[0] == pytest.approx(want, rel=1e-6)
+    same = two_pool.estimate(MODEL, h200, eng_h, [pre], 1, 1, [dec], 1, 8, 1024, 256, 1)
+    assert r.tpot_s[0] < same.tpot_s[0]            # B200 decodes faster than H200
+
+
+def test_estimate_two_topologies_refuses_a_shared_budget():
+    r = run(*POOLS, "--decode-topology", "b200_dgx", "--gpus", "16")
+    assert r.exit_code == 2 and "--gpus: not with --decode-topology" in r.output
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--decode-topology",
+            "b200_dgx")
+    assert r.exit_code == 2 and "--decode-topology: only with --prefill and --decode" in r.output
+    d = json.loads(run(*POOLS, "--decode-topology", "b200_dgx", "--json").output)
+    assert d["decode_topology"] == "b200_dgx"

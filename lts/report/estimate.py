@@ -199,7 +199,10 @@ def render_two_pool(console: Console, d: dict, topo: TopologySpec, engine) -> No
     """``lts estimate`` of a two-pool deployment from its ``two_pool_dict``."""
     m = d["model"]
     pools = "\n".join(
-        f"  {name} pool: {d[name]['instances']} instance{'s' if d[name]['instances'] != 1 else ''}"
+        f"  {name} pool"
+        + (f" on {escape(d['decode_topology'])}" if name == "decode" and d.get("decode_topology")
+           else "")
+        + f": {d[name]['instances']} instance{'s' if d[name]['instances'] != 1 else ''}"
         f" of tp={d[name]['tp']} ep={d[name]['ep']} pp={d[name]['pp']}"
         + (f" ({d[name]['batch']} prompt{'s' if d[name]['batch'] != 1 else ''} a pass)"
            if name == "prefill" else "")

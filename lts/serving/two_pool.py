@@ -102,6 +102,17 @@ def transfer_s(model: ModelSpec, topo: TopologySpec, isl, gpus_used, shard_gpus)
     return kv.request_bytes(model, isl) / np.asarray(shard_gpus, dtype=np.float64) / rate + alpha
 
 
+def transfer_between_s(model: ModelSpec, src: TopologySpec, dst: TopologySpec, isl,
+                       shard_gpus):
+    """Seconds to move one request's KV cache between pools on two topologies (two GPU types,
+    two clusters joined by their networks): over the outermost link of each, at the slower of
+    the two rates, with the larger latency."""
+    a, b = src.links[-1], dst.links[-1]
+    rate = min(a.bandwidth_bytes_s * a.efficiency, b.bandwidth_bytes_s * b.efficiency)
+    return kv.request_bytes(model, isl) / np.asarray(shard_gpus, dtype=np.float64) / rate \
+        + max(a.latency_s, b.latency_s)
+
+
 def prefill_workload(isl: int, gpus: int = 0) -> Workload:
     """A prefill pass of whole prompts of isl tokens."""
     return Workload("prefill", int(isl), tpot_slo_ms=NO_SLO, gpus=gpus)
@@ -115,7 +126,9 @@ def _with_batch(rows, batch):
 
 def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefill_rows,
              prefill_workers, prefill_prompts, decode_rows, decode_workers, decode_slots,
-             isl: int, osl: int, concurrency, gpus: int = 0, spec=None) -> TwoPoolResult:
+             isl: int, osl: int, concurrency, gpus: int = 0, spec=None,
+             decode_topo: TopologySpec | None = None,
+             decode_engine: EngineProfile | None = None) -> TwoPoolResult:
     """Figures of N two-pool deployments (see the module docstring).
 
     Args:
@@ -129,6 +142,10 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
         isl, osl: tokens per request; concurrency: clients [N].
         spec: speculative decoding in the decode pool (``serving.spec.Speculation``): each step
             verifies k + 1 tokens per request after k draft steps and yields E of them.
+        decode_topo, decode_engine: the decode pool on another topology (another GPU type),
+            with the engine's profile as it sets itself up there (default: the prefill pool's
+            topology and ``engine``); the KV cache then crosses both networks
+            (``transfer_between_s``).
     """
     if isl < 1 or osl < 1:
         raise ValueError(f"isl and osl must be >= 1, got {isl}, {osl}")
@@ -140,6 +157,8 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
     prompts, cap_d = arr(prefill_prompts), arr(decode_slots)
     conc = np.maximum(arr(concurrency), 1.0)
     ev = Evaluator(model, engine.topology(topo))
+    d_topo, d_engine = decode_topo or topo, decode_engine or engine
+    ev_d = ev if decode_topo is None else Evaluator(model, d_engine.topology(d_topo))
     g_p = (pre[:, TP] * pre[:, EP] * pre[:, PP]).astype(np.float64)
     g_d = (dec[:, TP] * dec[:, EP] * dec[:, PP]).astype(np.float64)
     used = x * g_p + y * g_d
@@ -156,18 +175,21 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
     reasons = passes.reasons & ~REASON_BIT["slo"]
 
     # decode: slots per instance (the deployment's cap per rank, at most what the KV cache holds)
-    draft = Evaluator(spec.draft, ev.topo) if spec is not None else None
-    cap, _, _, fixed_reasons = capacity(ev, engine, _with_batch(dec, ranks(model, dec)), isl, osl,
-                                        gpus, draft)
+    draft = Evaluator(spec.draft, ev_d.topo) if spec is not None else None
+    cap, _, _, fixed_reasons = capacity(ev_d, d_engine, _with_batch(dec, ranks(model, dec)), isl,
+                                        osl, gpus, draft)
     q, per_step = (spec.tokens + 1, spec.accepted_length) if spec is not None else (1, 1.0)
     # the deployment's own cap replaces the engine's default one (max_running); the KV cache
     # bounds both
-    per_instance = np.where(cap_d > 0, np.minimum(cap_d, cap), engine.holds(cap))
+    per_instance = np.where(cap_d > 0, np.minimum(cap_d, cap), d_engine.holds(cap))
     reasons |= fixed_reasons | np.where(per_instance < 1, REASON_BIT["memory"], 0)
     per_instance = np.maximum(per_instance, 1.0)
     slots = y * per_instance
 
-    move = transfer_s(model, engine.topology(topo), isl, used, np.minimum(g_p, g_d))
+    move = transfer_s(model, engine.topology(topo), isl, used, np.minimum(g_p, g_d)) \
+        if decode_topo is None else \
+        transfer_between_s(model, engine.topology(topo), d_engine.topology(d_topo), isl,
+                           np.minimum(g_p, g_d))
     fixed = move + engine.handoff_s + engine.request_overhead_s
 
     servers = x * k                                   # prompts the prefill pool runs at once
@@ -177,7 +199,7 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
     for _ in range(ROUNDS):
         batch = np.clip(np.round(running / y), 1.0, per_instance)
         rows = _with_batch(dec, batch)
-        t_dec = ev(decode_workload(isl, osl, gpus, q), rows).step_s + engine.step_overhead_s
+        t_dec = ev_d(decode_workload(isl, osl, gpus, q), rows).step_s + d_engine.step_overhead_s
         if spec is not None:
             t_dec = t_dec + draft_s(draft, spec, isl, osl, gpus, rows)
         d = (osl - 1) / per_step * t_dec              # (osl - 1) / E steps
