@@ -568,14 +568,18 @@ def _infeasible(problem, what: str) -> click.ClickException:
               default=None, metavar="R",
               help="--phase serve: also the fewest GPUs whose instances serve R requests/s "
                    "within the SLOs, among the strategies found.")
+@click.option("--decode-topology", default=None, metavar="TOPOLOGY",
+              help="--phase serve: pair the two-pool deployment's prefill pool on TOPOLOGY with "
+                   "a decode pool on this topology (another GPU type); --gpus counts both "
+                   "pools' GPUs.")
 @serve_workload_options(concurrency=False)
 @spec_options
 @prefix_options
 @output_options
-def search(model, topology, method, budget, seed, top, emit, plot, request_rate, phase, context,
-           tpot_slo_ms, ttft_slo_ms, gpus, precision, kv_cache_dtype, isl, osl, engine,
-           spec_text, spec_tokens, acceptance, accepted_length, prefix_hit, prefixes, json_,
-           no_color):
+def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
+           decode_topology, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, precision,
+           kv_cache_dtype, isl, osl, engine, spec_text, spec_tokens, acceptance, accepted_length,
+           prefix_hit, prefixes, json_, no_color):
     """Search the strategy space for the highest tokens/s per GPU that fits memory and the SLO;
     print the best strategies against Megatron's and why the best one wins. Exit status 1 if
     nothing is feasible.
@@ -597,8 +601,16 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
     _check_budget(budget, [method])
     m, topo = _load(model, topology, precision, kv_cache_dtype)
     spec = _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length)
+    prefix = _prefix(phase, prefix_hit, prefixes)
     problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
-                       _profile(topo, engine, emit), spec, _prefix(phase, prefix_hit, prefixes))
+                       _profile(topo, engine, emit), spec, prefix)
+    if decode_topology is not None:
+        if phase != "serve":
+            raise click.UsageError("--decode-topology: only with --phase serve")
+        topo2 = _load(model, decode_topology, precision, kv_cache_dtype)[1]
+        problem.decode_problem = _problem(m, topo2, phase, context, tpot_slo_ms, ttft_slo_ms,
+                                          gpus, isl, osl, _profile(topo2, engine, emit), spec,
+                                          prefix)
     with progress(None if method == "exact" else budget, method, disable=json_) as advance:
         run = run_search(problem, method, budget, seed, top, progress=advance,
                          request_rate=request_rate)
@@ -614,7 +626,7 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
     launch = emit_launch(emit, problem, run.best.strategies[0], model, precision,
                          best_result=run.best) if emit else None
     disagg_launch = launch_disagg(emit, problem, run.disagg, model, precision) \
-        if emit and run.disagg is not None else None
+        if emit and run.disagg is not None and decode_topology is None else None
     if plot is not None:
         try:
             with open(plot, "w", encoding="utf-8") as f:

@@ -218,3 +218,30 @@ def test_estimate_two_topologies_refuses_a_shared_budget():
     assert r.exit_code == 2 and "--decode-topology: only with --prefill and --decode" in r.output
     d = json.loads(run(*POOLS, "--decode-topology", "b200_dgx", "--json").output)
     assert d["decode_topology"] == "b200_dgx"
+
+
+def test_search_pairs_pools_on_two_topologies():
+    """lts search --decode-topology: the decode pool solved on B200, the prefill pool on H200,
+    the figures the two-pool loop's on both (as lts estimate --decode-topology computes)."""
+    r = run("search", "deepseek-v3", "h200_dgx", "--gpus", "16", "--phase", "serve", "--isl",
+            "4000", "--osl", "1000", "--ttft-slo-ms", "2000", "--tpot-slo-ms", "30",
+            "--decode-topology", "b200_dgx", "--json")
+    assert r.exit_code == 0, r.output
+    dg = json.loads(r.output)["disagg"]
+    assert dg["decode_topology"] == "b200_dgx" and dg["gpus"] <= 16
+    est = run("estimate", "deepseek-v3", "h200_dgx", "--phase", "serve", "--isl", "4000",
+              "--osl", "1000", "--prefill", _strategy(dg["prefill"]),
+              "--prefill-workers", str(dg["prefill_instances"]), "--decode",
+              _strategy(dg["decode"]), "--decode-workers", str(dg["decode_instances"]),
+              "--concurrency", str(dg["concurrency"]), "--decode-topology", "b200_dgx", "--json")
+    d = json.loads(est.output)
+    assert d["ttft_ms"] == pytest.approx(dg["ttft_ms"], rel=1e-9)
+    assert d["tpot_ms"] == pytest.approx(dg["tpot_ms"], rel=1e-9)
+    r = run("search", "deepseek-v3", "h200_dgx", "--gpus", "16", "--decode-topology", "b200_dgx")
+    assert r.exit_code == 2 and "--decode-topology: only with --phase serve" in r.output
+
+
+def _strategy(d: dict) -> str:
+    """A result dict's strategy as a --strategy string (its degrees, batch and every op)."""
+    ops = ",".join(f"{op}={choice}" for op, choice in d["ops"].items())
+    return f"tp={d['tp']},ep={d['ep']},pp={d['pp']},batch={d['batch']},{ops}"

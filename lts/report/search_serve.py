@@ -38,7 +38,8 @@ def disagg_dict(dg) -> dict | None:
             "tokens_per_s_per_cluster_gpu": num(dg.tokens_per_s_per_cluster_gpu),
             "ttft_ms": num(dg.ttft_s * 1e3), "tpot_ms": num(dg.tpot_s * 1e3),
             "requests_per_s": num(dg.requests_per_s), "transfer_ms": num(dg.transfer_s * 1e3),
-            "concurrency": dg.concurrency or None}
+            "concurrency": dg.concurrency or None,
+            "decode_topology": getattr(dg, "decode_topology", None)}
 
 
 def disagg_point(dg) -> dict:
@@ -56,7 +57,9 @@ def disagg_text(d: dict) -> str:
     n_pre = d["prefill_instances"]
     return (f"{n_pre} prefill instance{'s' if n_pre != 1 else ''} "
             f"of {strategy_text(d['prefill'])} + {d['decode_instances']} decode of "
-            f"{strategy_text(d['decode'])}: {d['gpus']} GPUs, "
+            f"{strategy_text(d['decode'])}"
+            + (f" on {d['decode_topology']}" if d.get("decode_topology") else "")
+            + f": {d['gpus']} GPUs, "
             f"{d['tokens_per_s_per_gpu']:,.1f} output tokens/s per GPU used"
             + (f" ({d['tokens_per_s_per_cluster_gpu']:,.1f} per GPU of the budget)"
                if d["tokens_per_s_per_cluster_gpu"] else "")

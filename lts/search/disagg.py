@@ -87,11 +87,24 @@ class Disagg:
                                                 # not within a budget, e.g. sizing)
     concurrency: int = 0                # clients of the closed loop the figures are from (0:
                                         # rate matching, e.g. sizing)
+    decode_topology: str | None = None  # the decode pool's topology where not the prefill's
+
+
+def decoder(problem: ServeProblem) -> ServeProblem:
+    """The problem the decode pool is solved on: ``problem.decode_problem`` (the same request
+    on another topology, another GPU type: ``lts search --decode-topology``), else itself."""
+    return getattr(problem, "decode_problem", None) or problem
 
 
 def transfer_s(problem: ServeProblem, gpus_used: int, shard_gpus: int) -> float:
     """Seconds to move one request's KV cache (isl tokens) from its prefill to its decode
-    instance (``serving.two_pool.transfer_s`` on the engine's view of the topology)."""
+    instance (``serving.two_pool.transfer_s`` on the engine's view of the topology; across two
+    topologies ``transfer_between_s``)."""
+    dec = decoder(problem)
+    if dec is not problem:
+        return float(two_pool.transfer_between_s(
+            problem.model, problem.engine.topology(problem.topo), dec.engine.topology(dec.topo),
+            problem.isl, shard_gpus))
     return float(two_pool.transfer_s(problem.model, problem.engine.topology(problem.topo),
                                      problem.isl, gpus_used, shard_gpus))
 
@@ -112,9 +125,12 @@ def closed_loop(problem: ServeProblem, pairs, concurrency=None) -> two_pool.TwoP
     x = np.array([x for _, _, x, _ in pairs])
     y = np.array([y for _, _, _, y in pairs])
     conc = y * dec[:, BATCH] if concurrency is None else concurrency
+    other = decoder(problem)
+    two = other is not problem
     return two_pool.estimate(problem.model, problem.topo, problem.engine, pre, x, pre[:, BATCH],
                              dec, y, dec[:, BATCH], problem.isl, problem.osl, conc,
-                             problem.work.gpus, getattr(problem, "spec", None))
+                             problem.work.gpus, getattr(problem, "spec", None),
+                             other.topo if two else None, other.engine if two else None)
 
 
 def _meets(problem: ServeProblem, loop) -> np.ndarray:
@@ -272,13 +288,13 @@ def spec_factor(problem: ServeProblem, decode) -> float:
     spec = getattr(problem, "spec", None)
     if spec is None:
         return 1.0
+    dec = decoder(problem)
     row = decode.strategies[:1]
     ctx = problem.isl + problem.osl
-    plain, verify = (problem.evaluator(Workload("decode", ctx, tpot_slo_ms=serve.NO_SLO,
-                                                gpus=problem.work.gpus, query_tokens=q),
-                                       row).step_s[0] for q in (1, spec.tokens + 1))
-    drafts = serve.draft_s(problem.draft, spec, problem.isl, problem.osl, problem.work.gpus,
-                           row)[0]
+    plain, verify = (dec.evaluator(Workload("decode", ctx, tpot_slo_ms=serve.NO_SLO,
+                                            gpus=dec.work.gpus, query_tokens=q),
+                                   row).step_s[0] for q in (1, spec.tokens + 1))
+    drafts = serve.draft_s(dec.draft, spec, problem.isl, problem.osl, dec.work.gpus, row)[0]
     return float((verify + drafts) / plain / spec.accepted_length)
 
 
@@ -302,9 +318,11 @@ def deployment(problem: ServeProblem, prefill, decode, x: int, y: int) -> Disagg
     r_p, r_d = pool_rates(problem, prefill, decode)
     used, served = x * g_p + y * g_d, min(x * r_p, y * r_d)
     move = transfer_s(problem, used, min(g_p, g_d))
+    other = decoder(problem)
     return Disagg(prefill, decode, x, y, used, served, served * problem.osl / used,
                   pool_ttft_s(float(prefill.ttft_s[0]), fixed_s(problem, move)),
-                  float(decode.tpot_s[0]), move)
+                  float(decode.tpot_s[0]), move,
+                  decode_topology=other.topo.name if other is not problem else None)
 
 
 def pair(problem: ServeProblem, prefill, decode, budget: int | None = None):
@@ -372,10 +390,11 @@ def best_pair(problem: ServeProblem, prefills, decodes, budget: int | None = Non
     near = np.flatnonzero(score >= score.max() * (1 - 1e-12))
     j = int(near[np.argmin(loop.gpus[near])])
     prefill, decode, x, y = cands[j]
+    other = decoder(problem)
     return Disagg(prefill, decode, x, y, int(loop.gpus[j]), float(loop.requests_per_s[j]),
                   float(loop.output_tokens_per_s_per_gpu[j]), float(loop.ttft_s[j]),
                   float(loop.tpot_s[j]), float(loop.transfer_s[j]), float(score[j]),
-                  int(conc[j]))
+                  int(conc[j]), other.topo.name if other is not problem else None)
 
 
 def decode_pool(problem: ServeProblem, tpot_ms: float | None = None, tables=None,
@@ -386,8 +405,9 @@ def decode_pool(problem: ServeProblem, tpot_ms: float | None = None, tables=None
     that many GPUs (default: the budget)."""
     tpot = problem.tpot_slo_ms if tpot_ms is None else tpot_ms
     tpot = tpot if tpot and math.isfinite(tpot) else 1e9
-    return pool_problem(problem, Workload("decode", problem.isl + problem.osl, tpot_slo_ms=tpot,
-                                          gpus=gpus or problem.work.budget(problem.topo)), tables)
+    dec = decoder(problem)          # (another topology where the search names one)
+    return pool_problem(dec, Workload("decode", problem.isl + problem.osl, tpot_slo_ms=tpot,
+                                      gpus=gpus or dec.work.budget(dec.topo)), tables)
 
 
 def prefill_pool(problem: ServeProblem, limit_ms: float | None = None,
@@ -412,7 +432,8 @@ def pool_candidates(problem: ServeProblem) -> tuple:
     frontier and the sizing pair the same strategies without solving them again."""
     key = (problem.model, problem.topo, problem.isl, problem.osl, problem.tpot_slo_ms,
            problem.ttft_slo_ms, problem.engine, problem.engine_space,
-           problem.work.budget(problem.topo), getattr(problem, "spec", None))
+           problem.work.budget(problem.topo), getattr(problem, "spec", None),
+           decoder(problem).topo.name)
     kept = _CANDIDATES.get(problem)
     if kept is not None and kept[0] == key:
         return kept[1]

@@ -192,6 +192,9 @@ class ServeProblem(Problem):
                  gpus: int = 0, space: Space | None = None, engine=None,
                  engine_space: str = GENERIC, spec=None, prefix=None):
         self.prefix = prefix          # prefix caching (serving.prefix), or None
+        # two pools on two GPU types: the decode pool's problem on its topology (set by the
+        # caller, ``search.disagg.decoder``), else None
+        self.decode_problem = None
         self.cached = prefix.cached(isl) if prefix is not None else 0
         work = serve.memory_workload(isl, osl, gpus, self.cached)
         if space is None:      # concurrencies: the powers of two, then each strategy's capacity
