@@ -416,9 +416,6 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
     spec = _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length)
     prefix = _prefix(phase, prefix_hit, prefixes)
     pooled = prefill_text is not None or decode_text is not None
-    if pooled and prefix is not None:
-        raise click.UsageError("--prefix-hit: not with two pools (lts's two-pool loop prefills "
-                               "whole prompts)")
     if pooled:
         _two_pool_flags(strategy_text, prefill_text, decode_text, phase)
     elif strategy_text is None:
@@ -436,7 +433,8 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
         topo2 = _load(model, decode_topology, precision, kv_cache_dtype)[1] \
             if decode_topology is not None else None
         _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, decode_workers,
-                            isl, osl, engine, concurrency, gpus, json_, no_color, spec, topo2)
+                            isl, osl, engine, concurrency, gpus, json_, no_color, spec, topo2,
+                            prefix)
         return
     try:
         row = parse_strategy(strategy_text, m.is_moe)
@@ -490,7 +488,7 @@ def _two_pool_flags(strategy_text, prefill_text, decode_text, phase) -> None:
 
 def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, decode_workers,
                         isl, osl, engine, concurrency, gpus, json_, no_color, spec=None,
-                        topo2=None) -> None:
+                        topo2=None, prefix=None) -> None:
     """``lts estimate`` of a given two-pool deployment (``serving.two_pool``)."""
     from .serving import two_pool
     from .specs.strategy import BATCH, EP, PP, TP, parse_strategy
@@ -517,7 +515,7 @@ def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, dec
     profile2 = _profile(topo2, engine) if topo2 is not None else None
     est = lambda c: two_pool.estimate(m, topo, profile, [pre], prefill_workers, prompts,  # noqa: E731
                                       [dec], decode_workers, slots, isl, osl, c, gpus or 0,
-                                      spec, topo2, profile2)
+                                      spec, topo2, profile2, prefix)
     conc = concurrency or max(int(est(1).decode_slots[0]), 1)
     res = est(conc)
     pre[BATCH] = res.prompts[0]                     # what the loop ran: per instance
@@ -525,7 +523,8 @@ def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, dec
     _print(json_, no_color, {**two_pool_dict(m, res, pre, dec, (prefill_workers, decode_workers),
                                              isl, osl, conc, profile),
                              "speculation": spec_dict(spec),
-                             "decode_topology": topo2.name if topo2 is not None else None},
+                             "decode_topology": topo2.name if topo2 is not None else None,
+                             "prefix_cache": prefix_dict(prefix, isl)},
            render_two_pool, topo, profile)
     if not res.valid[0]:
         sys.exit(1)

@@ -258,7 +258,7 @@ class _Ctx:
         self.mb = float(math.ceil(seqs / self.pp))
         self.seqs = float(math.ceil(self.mb / self.ep))          # sequences per tp group
         # tokens per sequence per step (decode: the query tokens speculative decoding verifies)
-        self.tps = float(work.query_tokens) if decode else float(work.context)
+        self.tps = float(work.query_tokens) if decode else float(work.context - work.cached)
         self.rows = self.seqs * self.tps
         self.seqs_t = float(math.ceil(self.seqs / self.p))        # sequences per rank under T
         self.rows_t = self.seqs_t * self.tps
@@ -374,20 +374,21 @@ class _Ctx:
         chunked = isinstance(window, Chunk)     # chunked local attention: its chunk's keys
         w = math.inf if window is None else window.size if chunked else window
         ctx = float(work.context)
+        pc = int(work.cached) if work.phase == "prefill" else 0    # a prefill's cached prefix
         if chunked:
             # decode: the token at context c holds and reads its chunk so far; a mixed step's
             # prefill chunk is costed as under a window of the chunk (cost.kv: a bound)
             self.ctx = float((int(ctx) - 1) % w + 1) if self.decode else ctx
-            self.ctx_attn = self.ctx if self.decode else _mean_chunk_keys(int(ctx), w)
+            self.ctx_attn = self.ctx if self.decode else _mean_chunk_keys(int(ctx) - pc, w, pc)
         else:
             self.ctx = min(ctx, w) if self.decode else ctx
-            self.ctx_attn = self.ctx if self.decode else _mean_keys(int(ctx), w)
+            self.ctx_attn = self.ctx if self.decode else _mean_keys_after(int(ctx) - pc, w, pc)
         # sparse attention: query i attends to min(i, index_topk) of the keys the indexer scores;
         # a decode step reads min(context, index_topk) latents, a prefill its whole prompt's
         topk = self.m.attention.index_topk or math.inf
         self.sel = min(self.ctx, topk) if self.decode else self.ctx
         self.sel_attn = self.sel if self.decode else self.ctx_attn if chunked else \
-            _mean_keys(int(ctx), min(w, topk))     # (sparse attention has no chunked layers)
+            _mean_keys_after(int(ctx) - pc, min(w, topk), pc)   # (no chunked sparse layers)
         score_rows = self.seq_rows * self.sel_attn
         if work.phase == "mixed":
             c = int(work.cached)                                  # the cached prefix
@@ -635,6 +636,9 @@ def _attention(c, choice, lin, dims, cache_tok, index=False):
     fown = ffl if c.decode else fpre
     fl = seqs * per_seq_flops * fown + seqs * idx_fl * c.ctx_attn * c.tps
     by = seqs * (per_seq_read * fcache + per_seq_io * fown) + seqs * c.ctx * idx_tok
+    if not c.decode and c.work.cached:    # a prefill's cached prefix, its keys up-projected
+        fl += seqs * c.work.cached * up * fpre
+        by += seqs * c.work.cached * up_el * c.ab * 2 * fpre
     # a mixed step's prefill chunk: its queries, and the cache its prompts have so far, whose
     # keys before the chunk are up-projected again (dense MLA)
     chunk = c.chunk_t if (choice not in (DIM0, DIM1) and lin == T) else c.chunk

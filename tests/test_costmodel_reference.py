@@ -33,6 +33,9 @@ WORKLOADS = {"decode": Workload("decode", context=16384),
                                step_tokens=8192, cohort_base=3.0, cohort_share=0.07),
              "prefill-first": Workload("mixed", context=3000, tpot_slo_ms=1e9, isl=3000, osl=64,
                                        step_tokens=4096, mixed=False),
+             # a prefill after a cached prefix of 1,500 of 2,048 tokens (prefix caching)
+             "prefill-cached": Workload("prefill", context=2048, ttft_slo_ms=2000.0,
+                                        cached=1500),
              # speculative decoding's verification step: 4 query tokens per sequence
              "decode-spec": Workload("decode", context=16384, query_tokens=4),
              # prefix caching (1,200 of 2,048 prompt tokens cached) with speculative decoding

@@ -78,8 +78,11 @@ class _Kind:
         # index: these layers run the sparse-attention indexer (not GLM-5.2's "shared" ones)
         self.share, self.window, self.index = share, window, index
         self.ctx = kv.held_tokens(window, float(work.context), decode)
-        # average keys a query attends to: decode reads the held context; causal prefill ~ half
-        self.ctx_attn = self.ctx if decode else kv.mean_keys(window, self.ctx)
+        # average keys a query attends to: decode reads the held context; causal prefill ~ half,
+        # its queries after a cached prefix (prefix caching: Workload.cached) more
+        self.ctx_attn = self.ctx if decode else kv.mean_keys(window, self.ctx) \
+            if not work.cached else kv.mean_keys_after(window, float(work.cached),
+                                                       self.ctx - work.cached)
         self.score_rows = self.chunk_keys = self.chunk_read = None
         self.sel = self.sel_attn = self.chunk_sel = None     # sparse attention's (``_Shape``)
 
@@ -128,8 +131,8 @@ class _Shape:
         self.mb = np.ceil(seqs / self.pp)
         self.seqs = np.ceil(self.mb / self.ep)                       # sequences per tp group
         # tokens per sequence per step: decode one, or the query tokens speculative decoding
-        # verifies (Workload.query_tokens); prefill the whole prompt
-        self.tps = float(work.query_tokens) if decode else float(work.context)
+        # verifies (Workload.query_tokens); prefill the whole prompt but a cached prefix
+        self.tps = float(work.query_tokens) if decode else float(work.context - work.cached)
         self.rows = self.seqs * self.tps                            # tokens per tp group
         self.seqs_t = np.ceil(self.seqs / self.tp)                   # sequences per rank under T
         self.rows_t = self.seqs_t * self.tps
@@ -150,7 +153,8 @@ class _Shape:
             # keys a query attends to (``sel_attn``) of the held ones; dense: all of them
             k.sel = kv.selected_tokens(model, k.ctx, decode)
             k.sel_attn = k.ctx_attn if topk is None else \
-                (k.sel if decode else kv.mean_keys(topk, k.ctx))
+                (k.sel if decode else kv.mean_keys(topk, k.ctx) if not work.cached else
+                 kv.mean_keys_after(topk, float(work.cached), k.ctx - work.cached))
             k.score_rows = self.rows * k.sel_attn                   # sum of keys over the queries
         self.chunk = None
         if work.phase == "mixed":
@@ -553,6 +557,9 @@ def _fill_softmax(b: _Builder):
                 per_seq_read = k.sel * cache_tok                   # the cache read once per step
                 fl = seqs * per_seq_flops * sfl + seqs * idx_fl * k.ctx_attn * s.tps
                 by = seqs * (per_seq_read * fcache + per_seq_io * sfl) + seqs * k.ctx * idx_tok
+                if prefill and s.work.cached:   # a cached prefix's keys, up-projected again
+                    fl = fl + seqs * s.work.cached * up * fpre
+                    by = by + seqs * s.work.cached * up_io * fpre
                 if s.chunk is not None:   # mixed step: the prefill chunk's queries, cache reads
                     ch = s.chunk_t if mode == MODE_NONE_T else s.chunk
                     earlier = ch * np.maximum(k.chunk_read - 1.0, 0.0)   # keys before the chunk

@@ -165,10 +165,7 @@ def render_capacity(console: Console, d: dict, running: int) -> None:
                   f"{best['tokens_per_s_per_cluster_gpu']:,.1f} output tokens/s per GPU of the "
                   "budget", overflow="fold")
     dg, agg = d["disagg"], best["tokens_per_s_per_cluster_gpu"]     # per GPU of the budget
-    if dg is None and w.get("prefix_cache"):
-        console.print("[bold]Disaggregated[/] not costed with prefix caching (lts's two-pool "
-                      "loop prefills whole prompts)", overflow="fold")
-    elif dg is None:
+    if dg is None:
         console.print("[bold]Disaggregated[/] no prefill pool and decode pool fit the GPU budget"
                       + (" and the SLOs" if w["tpot_slo_ms"] or w["ttft_slo_ms"] else "")
                       + " together" + (" (one output token: no decode)" if w["osl"] < 2 else ""),

@@ -130,7 +130,8 @@ def closed_loop(problem: ServeProblem, pairs, concurrency=None) -> two_pool.TwoP
     return two_pool.estimate(problem.model, problem.topo, problem.engine, pre, x, pre[:, BATCH],
                              dec, y, dec[:, BATCH], problem.isl, problem.osl, conc,
                              problem.work.gpus, getattr(problem, "spec", None),
-                             other.topo if two else None, other.engine if two else None)
+                             other.topo if two else None, other.engine if two else None,
+                             getattr(problem, "prefix", None))
 
 
 def _meets(problem: ServeProblem, loop) -> np.ndarray:
@@ -419,7 +420,8 @@ def prefill_pool(problem: ServeProblem, limit_ms: float | None = None,
     if limit is None:
         return None
     return pool_problem(problem, Workload("prefill", problem.isl, ttft_slo_ms=limit,
-                                          gpus=gpus or problem.work.budget(problem.topo)))
+                                          gpus=gpus or problem.work.budget(problem.topo),
+                                          cached=getattr(problem, "cached", 0)))
 
 
 _CANDIDATES = weakref.WeakKeyDictionary()    # problem -> (its settings, pool_candidates)
@@ -433,7 +435,7 @@ def pool_candidates(problem: ServeProblem) -> tuple:
     key = (problem.model, problem.topo, problem.isl, problem.osl, problem.tpot_slo_ms,
            problem.ttft_slo_ms, problem.engine, problem.engine_space,
            problem.work.budget(problem.topo), getattr(problem, "spec", None),
-           decoder(problem).topo.name)
+           decoder(problem).topo.name, getattr(problem, "prefix", None))
     kept = _CANDIDATES.get(problem)
     if kept is not None and kept[0] == key:
         return kept[1]

@@ -384,9 +384,7 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
         out.pareto = frontier(out.candidates)
         if request_rate is not None:
             out.sizing = size(problem, out.candidates, request_rate)
-    # two pools, also where one pool has nothing feasible (not with prefix caching: the
-    # two-pool loop prefills whole prompts; the report says so)
-    if serving and getattr(problem, "prefix", None) is None:
+    if serving:     # two pools, also where one pool has nothing feasible
         limits = () if out.pareto is None else tpot_limits(out.pareto.tpot_s * 1e3)
         out.disagg, out.disagg_pareto = disaggregate(problem, limits)
         if request_rate is not None:

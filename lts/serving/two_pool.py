@@ -7,7 +7,8 @@ the loop's steady state, a closed queueing network of two stations and fixed del
 et al., *Quantitative System Performance*, 1984, ch. 6: mean value analysis):
 
 - **Prefill station.** An instance runs passes of ``k`` prompts, as many on each attention-DP
-  rank (all ranks together, the MoE dispatch joining them); a pass takes ``T_p`` (the evaluator's prefill phase at context isl, plus the engine's time per step
+  rank (all ranks together, the MoE dispatch joining them; with prefix caching only the tokens
+  after each prompt's cached prefix); a pass takes ``T_p`` (the evaluator's prefill phase at context isl, plus the engine's time per step
   for each chunk of its token budget). The pool is ``m`` = x k servers of service time T_p,
   taken as one queue of demand ``T_p / m`` plus a delay of the rest, ``T_p (m - 1) / m``
   (Seidmann et al. 1987's multi-server approximation), so at low load a request's pass takes
@@ -113,9 +114,10 @@ def transfer_between_s(model: ModelSpec, src: TopologySpec, dst: TopologySpec, i
         + max(a.latency_s, b.latency_s)
 
 
-def prefill_workload(isl: int, gpus: int = 0) -> Workload:
-    """A prefill pass of whole prompts of isl tokens."""
-    return Workload("prefill", int(isl), tpot_slo_ms=NO_SLO, gpus=gpus)
+def prefill_workload(isl: int, gpus: int = 0, cached: int = 0) -> Workload:
+    """A prefill pass of whole prompts of isl tokens, the first ``cached`` of them already in
+    the KV cache (prefix caching: ``serving.prefix``)."""
+    return Workload("prefill", int(isl), tpot_slo_ms=NO_SLO, gpus=gpus, cached=int(cached))
 
 
 def _with_batch(rows, batch):
@@ -128,7 +130,7 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
              prefill_workers, prefill_prompts, decode_rows, decode_workers, decode_slots,
              isl: int, osl: int, concurrency, gpus: int = 0, spec=None,
              decode_topo: TopologySpec | None = None,
-             decode_engine: EngineProfile | None = None) -> TwoPoolResult:
+             decode_engine: EngineProfile | None = None, prefix=None) -> TwoPoolResult:
     """Figures of N two-pool deployments (see the module docstring).
 
     Args:
@@ -146,6 +148,8 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
             with the engine's profile as it sets itself up there (default: the prefill pool's
             topology and ``engine``); the KV cache then crosses both networks
             (``transfer_between_s``).
+        prefix: prefix caching (``serving.prefix.PrefixCache``): a pass prefills the prompts'
+            tokens after their cached prefix; the decode pool holds the prefixes once.
     """
     if isl < 1 or osl < 1:
         raise ValueError(f"isl and osl must be >= 1, got {isl}, {osl}")
@@ -168,16 +172,17 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
     dp_p = ranks(model, pre).astype(np.float64)
     per_rank = np.maximum(np.ceil(prompts / dp_p), 1.0)
     k = per_rank * dp_p
-    passes = ev(prefill_workload(isl, gpus), _with_batch(pre, k))
+    cached = prefix.cached(isl) if prefix is not None else 0
+    passes = ev(prefill_workload(isl, gpus, cached), _with_batch(pre, k))
     rank_budget = engine.step_tokens / (1.0 if engine.budget_per_rank else dp_p)
-    chunks = np.ceil(per_rank * isl / rank_budget)
+    chunks = np.ceil(per_rank * (isl - cached) / rank_budget)
     t_pass = passes.step_s + chunks * engine.step_overhead_s
     reasons = passes.reasons & ~REASON_BIT["slo"]
 
     # decode: slots per instance (the deployment's cap per rank, at most what the KV cache holds)
     draft = Evaluator(spec.draft, ev_d.topo) if spec is not None else None
     cap, _, _, fixed_reasons = capacity(ev_d, d_engine, _with_batch(dec, ranks(model, dec)), isl,
-                                        osl, gpus, draft)
+                                        osl, gpus, draft, prefix)
     q, per_step = (spec.tokens + 1, spec.accepted_length) if spec is not None else (1, 1.0)
     # the deployment's own cap replaces the engine's default one (max_running); the KV cache
     # bounds both
