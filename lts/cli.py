@@ -197,7 +197,11 @@ def _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length):
     if (method == "draft") != bool(name):
         raise click.BadParameter(f"{spec_text!r} is not one of mtp, eagle, draft:MODEL",
                                  param_hint="'--spec'")
-    draft = load_model(name) if name else None
+    try:
+        draft = load_model(name) if name else None
+    except LtsError as e:
+        raise click.BadParameter(f"draft:{name}: {str(e).split(': ', 1)[-1]}",
+                                 param_hint="'--spec'") from None
     try:
         return speculation(m, method, spec_tokens, acceptance, accepted_length, draft, name)
     except ValueError as e:
@@ -432,6 +436,8 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
                                    "topology)")
         topo2 = _load(model, decode_topology, precision, kv_cache_dtype)[1] \
             if decode_topology is not None else None
+        if topo2 is not None and topo2.name == topo.name:
+            topo2 = None                # the same cluster: one topology, as without the flag
         _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, decode_workers,
                             isl, osl, engine, concurrency, gpus, json_, no_color, spec, topo2,
                             prefix)
@@ -607,9 +613,10 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
         if phase != "serve":
             raise click.UsageError("--decode-topology: only with --phase serve")
         topo2 = _load(model, decode_topology, precision, kv_cache_dtype)[1]
-        problem.decode_problem = _problem(m, topo2, phase, context, tpot_slo_ms, ttft_slo_ms,
-                                          gpus, isl, osl, _profile(topo2, engine, emit), spec,
-                                          prefix)
+        if topo2.name != topo.name:     # the same cluster: one topology, as without the flag
+            problem.decode_problem = _problem(m, topo2, phase, context, tpot_slo_ms,
+                                              ttft_slo_ms, gpus, isl, osl,
+                                              _profile(topo2, engine, emit), spec, prefix)
     with progress(None if method == "exact" else budget, method, disable=json_) as advance:
         run = run_search(problem, method, budget, seed, top, progress=advance,
                          request_rate=request_rate)

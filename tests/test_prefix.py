@@ -127,3 +127,11 @@ def test_two_pools_prefill_only_the_uncached_tokens():
     assert hit["ttft_ms"] < plain["ttft_ms"]
     assert hit["running"] > plain["running"]
     assert hit["prefix_cache"]["cached_tokens"] == 2400
+
+
+def test_emit_gives_the_engine_the_whole_context():
+    """With a prefix cache a request still carries isl + osl tokens: the engine's limit."""
+    r = run("search", "llama3.1-70b", "h100_dgx", "--gpus", "8", "--phase", "serve", "--isl",
+            "4000", "--osl", "500", "--emit", "vllm", "--prefix-hit", "0.6", "--json")
+    cmds = " ".join(c["command"] for c in json.loads(r.output)["emit"]["commands"])
+    assert "--max-model-len 4500" in cmds and "--enable-prefix-caching" in cmds

@@ -140,3 +140,32 @@ def test_estimate_and_search_report_the_speculation():
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["workload"]["speculation"]["accepted_length"] == \
         pytest.approx(1.85)
+
+
+def test_a_bad_draft_model_is_one_line():
+    r = run(*SERVE, "--spec", "draft:nosuch", "--acceptance", "0.7")
+    assert r.exit_code == 2 and "draft:nosuch: no such file or shipped model" in r.output
+
+
+def test_a_request_needs_a_whole_step_for_its_last_tokens():
+    """osl 4 and 17 tokens a step: the 3 tokens after the first take one step, not 3/17 of one
+    (TPOT = step / 3)."""
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--phase", "serve", "--isl", "1000", "--osl",
+            "4", "--strategy", "tp=1", "--concurrency", "1", "--spec", "eagle", "--spec-tokens",
+            "16", "--acceptance", "1", "--json")
+    d = json.loads(r.output)
+    assert d["tpot_ms"] == pytest.approx(d["decode_step_ms"] / 3, rel=1e-9)
+
+
+def test_two_pool_emit_and_sizing_carry_the_speculation():
+    """The two pools' decode commands run the drafts the deployment was costed with, and the
+    two-pool sizing's TPOT is the speculative one (within the SLO)."""
+    r = run("search", "deepseek-v3", "h200_dgx", "--gpus", "16", "--phase", "serve", "--isl",
+            "4000", "--osl", "1000", "--ttft-slo-ms", "2000", "--tpot-slo-ms", "30", "--spec",
+            "mtp", "--spec-tokens", "3", "--acceptance", "0.8", "--emit", "sglang",
+            "--request-rate", "20", "--json")
+    d = json.loads(r.output)
+    decode = [c["command"] for c in d["emit_disagg"]["commands"] if "decode" in c["role"]]
+    assert decode and all("--speculative-algorithm NEXTN" in c for c in decode
+                          if "sglang.launch_server" in c)
+    assert d["sizing_disagg"]["deployment"]["tpot_ms"] <= 30.0

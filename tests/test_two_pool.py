@@ -245,3 +245,17 @@ def _strategy(d: dict) -> str:
     """A result dict's strategy as a --strategy string (its degrees, batch and every op)."""
     ops = ",".join(f"{op}={choice}" for op, choice in d["ops"].items())
     return f"tp={d['tp']},ep={d['ep']},pp={d['pp']},batch={d['batch']},{ops}"
+
+
+def test_the_prefill_queue_is_the_capped_loops():
+    """Where the decode pool caps the loop, the prefill pool is lightly loaded: its queue is a
+    fraction of a pass and the wait is for a decode slot (TTFT's total is C / X - D)."""
+    r = estimate(5000, x=4, y=1)          # prefill 4 x 21 requests/s, decode 128 / 5.2 s
+    assert r.requests_per_s[0] == pytest.approx(r.decode_slots[0] / (255 * r.tpot_s[0]))
+    assert r.prefill_wait_s[0] < r.pass_s[0] and r.decode_wait_s[0] > 10 * r.pass_s[0]
+
+
+def test_decode_topology_naming_the_same_cluster_is_one_cluster():
+    a = json.loads(run(*POOLS, "--json").output)
+    b = json.loads(run(*POOLS, "--decode-topology", "h200_dgx", "--json").output)
+    assert a["transfer_ms"] == b["transfer_ms"] and a["ttft_ms"] == b["ttft_ms"]

@@ -227,23 +227,31 @@ def _kv_cache_flags(engine: str, model: ModelSpec, precision) -> tuple:
 
 def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, row,
              model_arg: str, precision: str | None = None, serve=None,
-             max_len: int | None = None) -> tuple:
+             max_len: int | None = None, flags_from=None, speculate: bool = True) -> tuple:
     """(list of (role, command), notes) that run ``row`` on the engine (which must run it);
     ``serve``: the ServeProblem when the row was found for the serve phase; ``max_len``: the
-    engine's limit on a request's tokens (default: the workload's context)."""
+    engine's limit on a request's tokens (default: a serve problem's isl + osl, else the
+    workload's context); ``flags_from``: the ServeProblem whose speculative decoding and prefix
+    caching the command runs (default ``serve``; a two-pool instance's phase has none),
+    ``speculate``: whether this instance runs the drafts (a decode pool's, not a prefill
+    pool's)."""
     ref, ref_note = model_reference(model_arg)
     key = _model_key(model_arg)
     ref = shlex.quote(ref)
     extra, notes = _precision_flags(engine, model, key, precision)
     kv_flags, kv_notes = _kv_cache_flags(engine, model, precision)
     extra, notes = extra + kv_flags, notes + kv_notes
-    max_len = max_len or work.context
+    # a request's whole context (a serve problem's memory workload counts only a request's own
+    # tokens when a prefix cache holds the rest)
+    max_len = max_len or (serve.isl + serve.osl if serve is not None else work.context)
     launcher, yaml = LAUNCHERS[engine], []
-    info = speculation(serve, lambda k: shlex.quote(model_reference(k)[0]))
+    extras = serve if flags_from is None else flags_from
+    info = speculation(extras, lambda k: shlex.quote(model_reference(k)[0])) \
+        if speculate else None
     if info is not None:      # speculative decoding (serving.spec): the engine's own flags
         flags, yaml, more = launcher.spec_flags(*info)
-        extra, notes = extra + flags, notes + more + spec_notes(serve)
-    if serve is not None and getattr(serve, "prefix", None) is not None:
+        extra, notes = extra + flags, notes + more + spec_notes(extras)
+    if extras is not None and getattr(extras, "prefix", None) is not None:
         flags, note = launcher.prefix_flags()
         extra, notes = extra + flags, notes + [note]
     cmds, more = launcher.command(model, topo, work, row, ref, extra, max_len, key, serve,

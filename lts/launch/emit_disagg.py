@@ -188,8 +188,10 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
     for i, (pool, k, row, at, span) in enumerate(places):
         size = int(row[TP] * row[EP] * row[PP])
         node, port = at // gpn, FIRST_PORT + i
+        # speculative decoding runs in the decode pool; prefix caching in both
         roles, _ = emit.commands(engine, problem.model, topo, works[pool], row, model_arg,
-                                 precision, max_len=max_len)
+                                 precision, max_len=max_len, flags_from=problem,
+                                 speculate=pool == "decode")
         count = dg.prefill_instances if pool == "prefill" else dg.decode_instances
         label = f"{pool} instance {k + 1} of {count}"
         where = (f"GPU {at % gpn} of node {node}" if size == 1 else

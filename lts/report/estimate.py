@@ -152,7 +152,16 @@ def render_serve(console: Console, d: dict, topo: TopologySpec, engine) -> None:
         f"steps: decode {d['decode_step_ms']:.2f} ms, with a prefill chunk "
         f"{d['mixed_step_ms']:.2f} ms; {d['memory_gib_per_gpu']:.1f} GiB per GPU with "
         f"{d['running']} request{'s' if d['running'] != 1 else ''} of {isl + osl} tokens"
-        + _spec_line(d.get("speculation")))
+        + _spec_line(d.get("speculation")) + _prefix_line(d.get("prefix_cache")))
+
+
+def _prefix_line(pc: dict | None) -> str:
+    """How a serve estimate's prompts meet a prefix cache (empty without --prefix-hit)."""
+    if not pc:
+        return ""
+    return (f"\n[bold]prefix caching[/] {pc['cached_tokens']} tokens of each prompt cached, "
+            f"not prefilled; {pc['prefixes']} distinct prefix"
+            f"{'es' if pc['prefixes'] != 1 else ''} held once")
 
 
 def _spec_line(sp: dict | None) -> str:
@@ -192,7 +201,10 @@ def two_pool_dict(m: ModelSpec, res, prefill_row, decode_row, workers: tuple, is
         "decode_step_ms": num(res.decode_step_s[i] * 1e3),
         "prefill_wait_ms": num(res.prefill_wait_s[i] * 1e3),
         "decode_wait_ms": num(res.decode_wait_s[i] * 1e3),
-        "running": num(res.running[i]), "decode_slots": int(res.decode_slots[i])}
+        "running": num(res.running[i]), "decode_slots": int(res.decode_slots[i]),
+        "handoff_ms": num(engine.handoff_s * 1e3) if engine is not None else 0.0,
+        "request_overhead_ms": num(engine.request_overhead_s * 1e3) if engine is not None
+        else 0.0}
 
 
 def render_two_pool(console: Console, d: dict, topo: TopologySpec, engine) -> None:
@@ -226,5 +238,5 @@ def render_two_pool(console: Console, d: dict, topo: TopologySpec, engine) -> No
            if engine.request_overhead_s else "")
         + (f" + wait for a decode slot {_ms(d['decode_wait_ms'])}" if d["decode_wait_ms"] > 0.05
            else "")
-        + f"; decode step {d['decode_step_ms']:.2f} ms" + _spec_line(d.get("speculation")),
-        overflow="fold")
+        + f"; decode step {d['decode_step_ms']:.2f} ms" + _spec_line(d.get("speculation"))
+        + _prefix_line(d.get("prefix_cache")), overflow="fold")

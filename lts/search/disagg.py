@@ -322,7 +322,7 @@ def deployment(problem: ServeProblem, prefill, decode, x: int, y: int) -> Disagg
     other = decoder(problem)
     return Disagg(prefill, decode, x, y, used, served, served * problem.osl / used,
                   pool_ttft_s(float(prefill.ttft_s[0]), fixed_s(problem, move)),
-                  float(decode.tpot_s[0]), move,
+                  decode_tpot(problem, decode), move,
                   decode_topology=other.topo.name if other is not problem else None)
 
 

@@ -57,6 +57,7 @@ from ..engines import ENGINES, GENERIC
 from ..engines.profiles import EngineProfile
 from ..specs.strategy import BATCH, EP, PP, TP, megatron_row
 from ..specs.workload import Workload, compose_step
+from .spec import tokens_per_step
 
 AT_CAPACITY = 0      # a batch column of 0: the concurrency the KV cache and the engine hold
 NO_SLO = float("inf")
@@ -126,7 +127,7 @@ def step_workloads(isl: int, osl: int, engine: EngineProfile, gpus: int = 0,
     q = spec.tokens + 1 if spec is not None else 1
     mixed = replace(mixed_workload(isl, osl, engine, gpus, query_tokens=q), cached=int(cached))
     if spec is not None:
-        mixed = replace(mixed, tokens_per_step=spec.accepted_length)
+        mixed = replace(mixed, tokens_per_step=tokens_per_step(spec, osl))
     return decode_workload(isl, osl, gpus, q), mixed
 
 

@@ -51,6 +51,15 @@ class Speculation:
     draft_key: str = ""      # draft:MODEL's MODEL as given (its launch reference); "" otherwise
 
 
+def tokens_per_step(spec, osl: int) -> float:
+    """Tokens a decoding request gains per step: the mean accepted length, but no more than the
+    osl - 1 tokens after its first (a request needs at least one step for them); 1 without a
+    speculation."""
+    if spec is None:
+        return 1.0
+    return float(min(spec.accepted_length, max(osl - 1, 1)))
+
+
 def accepted_tokens(k: int, a: float) -> float:
     """Tokens a verification step yields per sequence: 1 + a + ... + a^k."""
     return float(k + 1) if a >= 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)

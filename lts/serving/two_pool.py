@@ -47,6 +47,7 @@ from ..specs import ModelSpec, TopologySpec
 from ..specs.strategy import BATCH, EP, PP, TP
 from ..specs.workload import Workload
 from .serve import NO_SLO, Evaluator, capacity, decode_workload, draft_s
+from .spec import tokens_per_step
 
 ROUNDS = 6          # outer rounds: the decode step at the running batch the loop implies
 SWEEPS = 60         # Schweitzer fixed-point sweeps per round (converges in far fewer)
@@ -183,7 +184,7 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
     draft = Evaluator(spec.draft, ev_d.topo) if spec is not None else None
     cap, _, _, fixed_reasons = capacity(ev_d, d_engine, _with_batch(dec, ranks(model, dec)), isl,
                                         osl, gpus, draft, prefix)
-    q, per_step = (spec.tokens + 1, spec.accepted_length) if spec is not None else (1, 1.0)
+    q, per_step = (spec.tokens + 1 if spec is not None else 1), tokens_per_step(spec, osl)
     # the deployment's own cap replaces the engine's default one (max_running); the KV cache
     # bounds both
     per_instance = np.where(cap_d > 0, np.minimum(cap_d, cap), d_engine.holds(cap))
@@ -217,6 +218,10 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
         # beyond that the clients wait for a slot
         rate = np.minimum(rate, slots / np.maximum(d, 1e-30))
         running = np.minimum(rate * d, slots)
+    # the prefill queue at the rate the loop runs (where the decode pool caps it, the prefill
+    # pool is less busy than the uncapped solution had it): R = s_p (1 + X R (C - 1) / C)
+    load = np.minimum(rate * s_p * (conc - 1) / conc, 1.0 - 1e-9)
+    r_p = np.minimum(r_p, s_p / (1.0 - load))
     wait_p = r_p - s_p
     ttft = np.maximum(conc / rate - d, wait_p + t_pass + fixed)
     wait_d = ttft - (wait_p + t_pass + fixed)
