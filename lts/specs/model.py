@@ -255,8 +255,8 @@ class ModelSpec:
     # every layer is alike: sliding_attention if attention.window is set, else full_attention
     layer_types: tuple = ()
     # multi-token-prediction layers (DeepSeek's num_nextn_predict_layers): in the checkpoint,
-    # counted apart (specs.param_counts' params_mtp), neither loaded nor run (speculative
-    # decoding is not costed)
+    # counted apart (specs.param_counts' params_mtp), loaded and run only as the draft of
+    # speculative decoding (serving.spec, --spec mtp)
     mtp_layers: int = 0
     # the linear_attention layers' shapes, or the mamba layers' (Mamba2Spec)
     linear: LinearAttentionSpec | Mamba2Spec | None = None
