@@ -782,9 +782,11 @@ def _by_keys(ctx, param, value):
 @output_options
 def validate(measurements, by, json_, no_color):
     """Predict published serving measurements with the serve phase (requests of isl input and
-    osl output tokens back to back) and compare: per row predicted, measured and their ratio;
-    rows whose model or topology is not shipped, or whose prediction is invalid, are listed as
-    skipped with the reason. Summary: median |log2(predicted/measured)|, share within 2x, and
+    osl output tokens back to back) and compare: per row predicted, measured and their ratio.
+    The model and topology columns take shipped names, files or config folders (relative paths
+    resolve against the CSV's folder); rows whose model or topology does not load, or whose
+    prediction is invalid, are listed as skipped with the reason; a file where no row can be
+    predicted exits 1. Summary: median |log2(predicted/measured)|, share within 2x, and
     the Spearman rank correlation inside groups that differ only in the parallel config. Exit
     status 1 for a malformed file (docs/validation.md).
 
@@ -801,6 +803,11 @@ def validate(measurements, by, json_, no_color):
     except LtsError as e:
         raise click.ClickException(str(e)) from None
     _print(json_, no_color, d, render_validate)
+    if d["total"] and not d["rows"]:      # nothing to compare: a failure, not an answer
+        first = d["skipped"][0]
+        raise click.ClickException(f"no row of {measurements} could be predicted "
+                                   f"({len(d['skipped'])} skipped; row {first['row']}: "
+                                   f"{first['reason']})")
 
 
 def main():

@@ -4,8 +4,9 @@ A measurement file is CSV (docs/design.md §5) with the columns
 ``id, model, topology, gpus, tp, ep, pp, precision, isl, osl, concurrency, metric, value, source``
 and an optional ``strategy``. How each row is mapped:
 
-- ``model`` and ``topology`` are shipped short names; a row naming anything else is *skipped*
-  with the reason (never dropped silently). ``precision`` (empty: the model file's) overrides the
+- ``model`` and ``topology`` are shipped short names, or files or config folders (a relative
+  path resolves against the CSV's folder; ``_Loader``); a row whose cell does not load is
+  *skipped* with the reason (never dropped silently). ``precision`` (empty: the model file's) overrides the
   weight and KV-cache type (``specs.with_precision``).
 - The strategy is ``strategy`` when present (an ``--strategy`` string; unnamed ops take Megatron's
   choice), else the engine's own layout when the optional columns ``attention_tp``,
@@ -287,6 +288,35 @@ def _strategy_row(file, m: Measurement, model) -> tuple:
 _KIND = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"}
 
 
+class _Loader:
+    """A measurement file's ``model`` or ``topology`` cells: a shipped name, else a file or
+    config folder (a relative path resolves against the CSV's folder), each loaded once; a cell
+    that does not load is a skip reason (``why``), never a crash."""
+
+    def __init__(self, what: str, kind: str, load, where: Path):
+        self.what, self.load, self.where = what, load, where
+        self.shipped = set(shipped_names(kind))
+        self.loaded, self.errors = {}, {}
+
+    def why(self, cell: str) -> str:
+        """The reason a cell cannot be loaded ("" when it can)."""
+        if cell not in self.loaded and cell not in self.errors:
+            ref = cell if cell in self.shipped or Path(cell).is_absolute() else \
+                str(self.where / cell)
+            if cell not in self.shipped and not Path(ref).exists():
+                self.errors[cell] = (f"{self.what} {cell!r} is not shipped, nor a file or folder "
+                                     f"(relative paths resolve against {self.where})")
+            else:
+                try:
+                    self.loaded[cell] = self.load(ref)
+                except SpecError as e:
+                    self.errors[cell] = f"{self.what} {cell!r}: {e}"
+        return self.errors.get(cell, "")
+
+    def get(self, cell: str):
+        return self.loaded[cell]
+
+
 def _pool_rows(m: Measurement, model) -> tuple:
     """(prefill row, decode row) of a two-pool measurement: each pool's engine layout
     (``engines.space.from_layout``); _Skip where lts does not cost it."""
@@ -369,20 +399,20 @@ def validate(path, progress=None, by: tuple = ()) -> dict:
     then ``progress(1)`` after each prediction group."""
     file = str(path)
     meas = read_measurements(path)
-    models, topos = set(shipped_names("models")), set(shipped_names("topologies"))
+    where = Path(path).resolve().parent
+    models = _Loader("model", "models", load_model, where)
+    topos = _Loader("topology", "topologies", load_topology, where)
     skipped, jobs = {}, defaultdict(list)    # (model, topo, precision, isl, osl, best, engine)
     pooled = defaultdict(list)               # two-pool rows, by (model, ..., engine, release)
     specs = {}
     for m in meas:
-        if m.model not in models:
-            skipped[m.row] = f"model {m.model!r} is not shipped"
-            continue
-        if m.topology not in topos:
-            skipped[m.row] = f"topology {m.topology!r} is not shipped"
+        why = models.why(m.model) or topos.why(m.topology)
+        if why:
+            skipped[m.row] = why
             continue
         key = (m.model, m.precision, m.quant)
         if key not in specs:
-            specs[key] = _model_for(load_model(m.model), m.precision, m.quant)
+            specs[key] = _model_for(models.get(m.model), m.precision, m.quant)
         release = ENGINES[m.engine].release_for(m.engine_version)
         if m.pools:
             if not m.concurrency:
@@ -411,7 +441,7 @@ def validate(path, progress=None, by: tuple = ()) -> dict:
             continue
         jobs[(m.model, m.topology, m.precision, m.quant, m.isl, m.osl, best, m.engine,
               release)].append((m, row))
-    topo_specs = {name: load_topology(name) for name in {k[1] for k in (*jobs, *pooled)}}
+    topo_specs = {name: topos.get(name) for name in {k[1] for k in (*jobs, *pooled)}}
     predicted = {}
     if progress:
         progress.set_total(len(jobs) + len(pooled))
