@@ -129,8 +129,8 @@ def test_validate_two_pool_header_needs_every_pool_column(tmp_path):
 def test_validate_two_pool_row_with_a_pipeline_is_skipped_with_the_reason(tmp_path):
     row = "a,deepseek-v3,gb300_nvl72,,1024,1024,8,tpot_ms,10,x,sglang,1,1,4,2,1,4,1,1,8,1,1,8,1,8"
     r = run("validate", write(tmp_path, POOL_HEADER + "\n" + row + "\n"), "--json")
-    assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    assert r.exit_code == 1, r.output          # no row predicted: a failure (issue 25)
+    d = json.loads(r.stdout)
     assert d["skipped"][0]["reason"] == "prefill pool: pp 2 (lts costs the engine layouts of one stage)"
 
 
