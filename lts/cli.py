@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from pathlib import Path
 from dataclasses import asdict
 
 import click
@@ -41,6 +42,7 @@ from .search.problems import Problem, ServeProblem
 from .search.methods import MAX_BUDGET, SEARCHERS, STOCHASTIC, compare as run_compare, run as run_search
 from .specs import load_model, load_topology, shipped_names
 from .specs.model import FORMATS
+from .serving.imports import FORMATS as IMPORT_FORMATS
 from .serving.spec import MAX_SPEC_TOKENS
 from .specs.units import KV_DTYPES
 
@@ -808,6 +810,84 @@ def validate(measurements, by, json_, no_color):
         raise click.ClickException(f"no row of {measurements} could be predicted "
                                    f"({len(d['skipped'])} skipped; row {first['row']}: "
                                    f"{first['reason']})")
+
+
+@cli.command("import")
+@click.argument("results", nargs=-1, required=True, metavar="RESULT.json...")
+@click.option("--model", "model", required=True,
+              help="The model the benchmark ran: a shipped name, a model file or a config "
+                   "folder (files are written as absolute paths).")
+@click.option("--topology", "topology", required=True,
+              help="The cluster it ran on: a shipped name or a topology file.")
+@click.option("--strategy", "strategy_text", default=None,
+              help='The parallel layout as lts writes it, e.g. "tp=8" or "tp=2,ep=4,ffn1=experts,'
+                   'ffn2=experts" (else --tp/--ep/--pp).')
+@click.option("--tp", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
+              help="Tensor-parallel degree (without --strategy).")
+@click.option("--ep", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
+              help="Expert / attention-data-parallel groups, lts's ep (without --strategy).")
+@click.option("--pp", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
+              help="Pipeline stages (without --strategy).")
+@click.option("--engine", type=click.Choice(ENGINE_NAMES), default=None,
+              help="The engine that served it (its profile in lts validate).")
+@click.option("--engine-version", default="", metavar="VERSION",
+              help="The engine's release (else the one the result names, if any).")
+@click.option("--precision", type=click.Choice(sorted(FORMATS)), default=None,
+              help="The weight format the run served, where not the model file's.")
+@click.option("--format", "fmt", type=click.Choice(("auto",) + IMPORT_FORMATS), default="auto",
+              show_default=True, help="The tool that wrote the results (auto: from their keys).")
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False, writable=True),
+              default=None, metavar="OUT.csv",
+              help="Write the rows here (default: print them).")
+def import_(results, model, topology, strategy_text, tp, ep, pp, engine, engine_version,
+            precision, fmt, output):
+    """Turn benchmark results into measurement rows lts validate reads: vllm bench serve
+    --save-result JSON, SGLang bench_serving JSONL, aiperf's profile_export_aiperf.json or
+    genai-perf's *_genai_perf.json. One row per run and metric (TTFT, TPOT, output tokens/s);
+    what the files do not say (model, cluster, layout, engine) comes from the flags
+    (docs/validation.md "Your own measurements").
+
+    \b
+    Example:
+      lts import result.json --model llama3.1-8b --topology h100_dgx --tp 1 --engine vllm -o m.csv
+      lts validate m.csv
+    """
+    import csv
+    import io
+    from .serving import imports
+    from .specs.strategy import EP, PP, TP, parse_strategy
+    m, topo = _load(model, topology, None, "auto")
+    if strategy_text is not None:
+        for flag in ("tp", "ep", "pp"):
+            if _flag_given(flag):
+                raise click.UsageError(f"--{flag}: not with --strategy (it names the degrees)")
+        try:
+            row = parse_strategy(strategy_text, m.is_moe)
+        except StrategyError as e:
+            raise click.BadParameter(str(e).split(": ", 1)[1], param_hint="'--strategy'") from None
+        tp, ep, pp = int(row[TP]), int(row[EP]), int(row[PP])
+    cell = lambda v, kind: v if v in shipped_names(kind) else str(Path(v).resolve())  # noqa: E731
+    out = []
+    try:
+        for path in results:
+            runs = imports.read(path, fmt)
+            out += imports.rows(path, runs, cell(model, "models"), cell(topology, "topologies"),
+                                tp * ep * pp, tp, ep, pp, strategy_text or "", engine or "",
+                                engine_version, precision or "")
+    except LtsError as e:
+        raise click.ClickException(str(e)) from None
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=imports.HEADER, lineterminator="\n")
+    w.writeheader()
+    w.writerows(out)
+    if output is None:
+        click.echo(buf.getvalue(), nl=False)
+        return
+    try:
+        Path(output).write_text(buf.getvalue(), encoding="utf-8")
+    except OSError as e:
+        raise click.ClickException(f"{output}: {e.strerror or e}") from None
+    click.echo(f"{output}: {len(out)} rows from {len(out) // len(imports.METRICS)} runs")
 
 
 def main():

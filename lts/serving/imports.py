@@ -1,0 +1,189 @@
+"""``lts import``: benchmark outputs -> measurement rows ``lts validate`` reads (issue 25).
+
+Each reader takes the file a benchmark tool writes and returns its runs, one dict each: the
+concurrency, the mean input and output tokens per request and the mean TTFT, TPOT and output
+tokens/s. What the files do not carry (the model, the cluster, the parallel layout, the engine
+and its version) comes from the command line (``rows``). Formats, read from the tools' own
+releases:
+
+- ``vllm``: ``vllm bench serve --save-result`` (vllm 0.19.0 vllm/benchmarks/serve.py: one JSON
+  object, or one a line with ``--append-result``): ``completed``, ``total_input_tokens``,
+  ``total_output_tokens``, ``max_concurrency``, ``mean_ttft_ms``, ``mean_tpot_ms``,
+  ``output_throughput``; the version from ``--metadata`` pairs when given (none by default).
+- ``sglang``: ``python -m sglang.benchmark.serving`` (``sglang.bench_serving``; sglang 0.5.23
+  sglang/benchmark/serving.py: a JSON line appended per run to ``--output-file``): the same
+  keys, and ``server_info.version`` where the server reports it.
+- ``aiperf``: ``profile_export_aiperf.json`` (aiperf 0.13.0 aiperf/exporters/
+  metrics_json_exporter.py, JsonMetricResult ``{"unit", "avg", ...}`` per metric tag):
+  ``time_to_first_token``, ``inter_token_latency``, ``output_token_throughput``,
+  ``input_sequence_length``, ``output_sequence_length``; the concurrency from ``input_config``.
+- ``genai-perf``: ``*_genai_perf.json`` (genai-perf 0.0.16 genai_perf/export_data/
+  json_exporter.py: the metric stats and ``input_config``): the same metric names.
+
+The TPOT of aiperf and genai-perf is their ``inter_token_latency`` (the time between output
+tokens after the first, per request), vLLM's and SGLang's ``mean_tpot_ms`` the same quantity.
+A run without a fixed concurrency (an open request rate) is refused: ``lts validate`` predicts
+closed loops.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..engines import ENGINE_NAMES
+from ..specs.errors import SpecError
+from ..specs import read_text
+
+FORMATS = ("vllm", "sglang", "aiperf", "genai-perf")
+MAX_BYTES = 2**28                 # a benchmark file (detailed per-request vLLM output is MBs)
+TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3}   # -> ms
+
+
+def _objects(path: Path) -> list:
+    """The JSON objects of a file: one document, or one a line (JSONL)."""
+    text = read_text(path, "a benchmark result (.json or .jsonl)", max_bytes=MAX_BYTES)
+    try:
+        data = json.loads(text)
+        return data if isinstance(data, list) else [data]
+    except json.JSONDecodeError:
+        pass
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise SpecError(path, f"line {n}", f"not JSON ({e.msg})") from None
+    if not out:
+        raise SpecError(path, "", "holds no JSON")
+    return out
+
+
+def detect(obj: dict) -> str:
+    """The tool that wrote a result object (one of FORMATS), or ""."""
+    if not isinstance(obj, dict):
+        return ""
+    if "aiperf_version" in obj or "schema_version" in obj and "time_to_first_token" in obj:
+        return "aiperf"
+    if "time_to_first_token" in obj and "input_config" in obj:
+        return "genai-perf"
+    if "mean_ttft_ms" in obj and ("server_info" in obj or "random_input_len" in obj
+                                  or "dataset_name" in obj):
+        return "sglang"
+    if "mean_ttft_ms" in obj:
+        return "vllm"
+    return ""
+
+
+def _num(path, where, obj, key):
+    v = obj.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise SpecError(path, where, f"{key}: {v!r} is not a number (is this a "
+                                     f"{'/'.join(FORMATS)} result?)")
+    return float(v)
+
+
+def _metric(path, where, obj, key, ms: bool):
+    """A JsonMetricResult's average (aiperf, genai-perf), in ms for times."""
+    m = obj.get(key)
+    if not isinstance(m, dict) or not isinstance(m.get("avg"), (int, float)):
+        raise SpecError(path, where, f"{key}: no average (expected {{\"unit\", \"avg\"}})")
+    if not ms:
+        return float(m["avg"])
+    unit = str(m.get("unit", "ms")).lower()
+    if unit not in TIME_UNITS:
+        raise SpecError(path, where, f"{key}: unit {unit!r} is not a time unit")
+    return float(m["avg"]) * TIME_UNITS[unit]
+
+
+def _find(obj, key):
+    """The first integer value of ``key`` anywhere in nested dicts and lists, or None."""
+    if isinstance(obj, dict):
+        if isinstance(obj.get(key), int) and not isinstance(obj.get(key), bool):
+            return obj[key]
+        items = obj.values()
+    elif isinstance(obj, list):
+        items = obj
+    else:
+        return None
+    for v in items:
+        got = _find(v, key)
+        if got is not None:
+            return got
+    return None
+
+
+def read(path, fmt: str = "auto") -> list:
+    """The runs of one benchmark file: [{"format", "concurrency", "isl", "osl", "ttft_ms",
+    "tpot_ms", "output_tokens_per_s", "backend", "version"}]; SpecError naming the file and the
+    run."""
+    path = Path(path)
+    runs = []
+    for i, obj in enumerate(_objects(path), 1):
+        where = f"run {i}"
+        kind = detect(obj) if fmt == "auto" else fmt
+        if kind not in FORMATS:
+            raise SpecError(path, where, "not a result of vllm bench serve, sglang "
+                                         "bench_serving, aiperf or genai-perf (--format names one)")
+        if kind in ("vllm", "sglang"):
+            done = _num(path, where, obj, "completed")
+            if done < 1:
+                raise SpecError(path, where, "completed: 0 requests")
+            conc = obj.get("max_concurrency")
+            run = {"isl": _num(path, where, obj, "total_input_tokens") / done,
+                   "osl": _num(path, where, obj, "total_output_tokens") / done,
+                   "ttft_ms": _num(path, where, obj, "mean_ttft_ms"),
+                   "tpot_ms": _num(path, where, obj, "mean_tpot_ms"),
+                   "output_tokens_per_s": _num(path, where, obj, "output_throughput"),
+                   # the server the benchmark called ("vllm", "sglang", ...) and the version
+                   # an SGLang server reports (server_info); vLLM's result records none
+                   "backend": str(obj.get("backend", "")).lower(),
+                   "version": str(obj["server_info"].get("version", ""))
+                   if isinstance(obj.get("server_info"), dict) else ""}
+        else:
+            conc = _find(obj.get("input_config"), "concurrency")
+            run = {"isl": _metric(path, where, obj, "input_sequence_length", False),
+                   "osl": _metric(path, where, obj, "output_sequence_length", False),
+                   "ttft_ms": _metric(path, where, obj, "time_to_first_token", True),
+                   "tpot_ms": _metric(path, where, obj, "inter_token_latency", True),
+                   "output_tokens_per_s": _metric(path, where, obj, "output_token_throughput",
+                                                  False),
+                   "backend": "", "version": ""}
+        if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
+            raise SpecError(path, where, "no fixed concurrency (max_concurrency / concurrency): "
+                                         "lts validate predicts closed loops of C clients")
+        run.update(format=kind, concurrency=int(conc))
+        runs.append(run)
+    return runs
+
+
+METRICS = ("ttft_ms", "tpot_ms", "output_tokens_per_s")
+HEADER = ("id", "model", "topology", "gpus", "tp", "ep", "pp", "precision", "isl", "osl",
+          "concurrency", "metric", "value", "source", "strategy", "engine", "engine_version")
+
+
+def rows(path, runs: list, model: str, topology: str, gpus: int, tp: int, ep: int, pp: int,
+         strategy: str = "", engine: str = "", engine_version: str = "",
+         precision: str = "") -> list:
+    """Measurement rows (dicts of HEADER) of a file's runs: one per run and metric, isl and osl
+    the runs' means rounded, the deployment facts the flags give."""
+    out = []
+    stem = Path(path).stem
+    for i, run in enumerate(runs, 1):
+        # the engine: the flag, else the server the result names where lts has its profile; a
+        # version the result reports belongs to that server only
+        served = engine or (run["backend"] if run["backend"] in ENGINE_NAMES else "")
+        version = engine_version or (run["version"] if run["backend"] == served else "")
+        tool = {"vllm": "vllm bench serve", "sglang": "sglang bench_serving",
+                "aiperf": "aiperf", "genai-perf": "genai-perf"}[run["format"]]
+        for metric in METRICS:
+            out.append({
+                "id": f"{stem}-{i}-{metric}" if len(runs) > 1 else f"{stem}-{metric}",
+                "model": model, "topology": topology, "gpus": gpus, "tp": tp, "ep": ep,
+                "pp": pp, "precision": precision, "isl": max(int(round(run["isl"])), 1),
+                "osl": max(int(round(run["osl"])), 1), "concurrency": run["concurrency"],
+                "metric": metric, "value": f"{run[metric]:.6g}",
+                "source": f"{tool} {Path(path).name}" + (f" ({served} {version})"
+                                                         if served and version else ""),
+                "strategy": strategy, "engine": served, "engine_version": version})
+    return out

@@ -1,0 +1,80 @@
+"""lts import (issue 25): each benchmark format's example becomes measurement rows that lts
+validate reads; runs without a fixed concurrency and files that are no result are refused."""
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from lts.serving import imports
+from test_validate import run
+
+DATA = Path(__file__).parent / "data" / "imports"
+EXAMPLES = {"vllm": "vllm-bench-serve.json", "sglang": "sglang-bench-serving.jsonl",
+            "aiperf": "profile_export_aiperf.json",
+            "genai-perf": "profile_export_genai_perf.json"}
+# (concurrency, isl, osl, TTFT ms, TPOT ms, output tokens/s) of each file's runs
+WANT = {"vllm": [(16, 1024, 128, 71.32, 11.27, 1347.01)],
+        "sglang": [(8, 1024, 128, 61.7, 9.68, 793.8), (32, 1024, 128, 148.3, 14.68, 2017.7)],
+        "aiperf": [(32, 1024, 128, 152.4, 14.87, 1998.1)],
+        "genai-perf": [(16, 1024, 128, 77.9, 11.39, 1328.6)]}
+
+
+@pytest.mark.parametrize("fmt", sorted(EXAMPLES))
+def test_each_format_reads_its_example(fmt):
+    runs = imports.read(DATA / EXAMPLES[fmt])
+    assert [r["format"] for r in runs] == [fmt] * len(WANT[fmt])
+    got = [(r["concurrency"], round(r["isl"]), round(r["osl"]), r["ttft_ms"], r["tpot_ms"],
+            r["output_tokens_per_s"]) for r in runs]
+    assert got == WANT[fmt]
+
+
+def test_import_writes_rows_lts_validate_predicts(tmp_path):
+    files = [str(DATA / name) for name in EXAMPLES.values()]
+    out = tmp_path / "m.csv"
+    r = run("import", *files, "--model", "llama3.1-8b", "--topology", "h100_dgx", "--tp", "1",
+            "-o", str(out))
+    assert r.exit_code == 0, r.output
+    assert r.output.strip() == f"{out}: 15 rows from 5 runs"
+    rows = list(csv.DictReader(out.open()))
+    sg = [x for x in rows if x["id"].startswith("sglang-bench-serving-2")]
+    assert {x["metric"]: x["value"] for x in sg} == {"ttft_ms": "148.3", "tpot_ms": "14.68",
+                                                    "output_tokens_per_s": "2017.7"}
+    # the engine and version an SGLang result names; vLLM's result names its backend only
+    assert {(x["engine"], x["engine_version"]) for x in sg} == {("sglang", "0.5.23")}
+    assert {x["engine"] for x in rows if x["id"].startswith("vllm-")} == {"vllm"}
+    d = json.loads(run("validate", str(out), "--json").output)
+    assert d["summary"]["count"] == 15 and not d["skipped"]
+
+
+def test_engine_and_strategy_flags_go_into_the_rows():
+    r = run("import", str(DATA / EXAMPLES["sglang"]), "--model", "deepseek-v3", "--topology",
+            "h200_dgx", "--strategy", "tp=8,ep=2", "--engine", "trtllm", "--engine-version",
+            "1.2.1")
+    rows = list(csv.DictReader(io.StringIO(r.output)))
+    assert {(x["gpus"], x["tp"], x["ep"], x["strategy"], x["engine"], x["engine_version"])
+            for x in rows} == {("16", "8", "2", "tp=8,ep=2", "trtllm", "1.2.1")}
+
+
+def test_model_files_are_written_as_absolute_paths(tmp_path):
+    r = run("import", str(DATA / EXAMPLES["vllm"]), "--model", "models/llama3.1-8b.toml",
+            "--topology", "h100_dgx")
+    rows = list(csv.DictReader(io.StringIO(r.output)))
+    assert Path(rows[0]["model"]).is_absolute() and rows[0]["topology"] == "h100_dgx"
+
+
+def test_refusals(tmp_path):
+    rate = json.loads((DATA / EXAMPLES["vllm"]).read_text())
+    rate["max_concurrency"] = None
+    (tmp_path / "rate.json").write_text(json.dumps(rate))
+    r = run("import", str(tmp_path / "rate.json"), "--model", "llama3.1-8b", "--topology",
+            "h100_dgx")
+    assert r.exit_code == 1 and "run 1: no fixed concurrency" in r.output
+    (tmp_path / "other.json").write_text('{"hello": 1}')
+    r = run("import", str(tmp_path / "other.json"), "--model", "llama3.1-8b", "--topology",
+            "h100_dgx")
+    assert r.exit_code == 1 and "not a result of vllm bench serve" in r.output
+    r = run("import", str(DATA / EXAMPLES["vllm"]), "--model", "llama3.1-8b", "--topology",
+            "h100_dgx", "--strategy", "tp=2", "--tp", "2")
+    assert r.exit_code == 2 and "--tp: not with --strategy" in r.output
