@@ -28,7 +28,7 @@ from .report.launch import emit_disagg_dict, render_emit, render_emit_disagg
 from .report.results import prefix_dict, slo_text, spec_dict, workload_dict
 from .report.search import render_search, search_dict
 from .report.search_serve import disagg_dict, disagg_text, pareto_svg
-from .report.validate import render_validate
+from .report.validate import render_calibrate, render_validate
 from .search.bench import measure
 from .cost.model import breakdown
 from .specs.workload import PHASES, Workload
@@ -346,10 +346,44 @@ class EngineParam(click.ParamType):
 def _profile(topo, engine: str | None, emit: str | None = None):
     """The engine profile of --engine (its NAME@VERSION release, else the newest), else of the
     --emit engine, else generic, as the engine sets itself up on the topology's GPU
-    (``EngineProfile.for_gpu``)."""
+    (``EngineProfile.for_gpu``), with an --engine-profile overlay's constants."""
     e = ENGINES[engine or emit or GENERIC]
-    release = click.get_current_context().meta.get("lts_engine_release") if engine else None
-    return (e.profiles[release] if release else e.profile).for_gpu(topo)
+    ctx = click.get_current_context()
+    release = ctx.meta.get("lts_engine_release") if engine else None
+    profile = (e.profiles[release] if release else e.profile).for_gpu(topo)
+    overlay = ctx.meta.get("lts_overlay")
+    if overlay is not None:
+        if overlay["name"] != e.name:
+            raise click.UsageError(f"--engine-profile: the overlay is for {overlay['name']}, "
+                                   f"not {e.name} (name it with --engine {overlay['name']})")
+        profile = _overlaid(profile, overlay)
+    return profile
+
+
+def _overlaid(profile, overlay: dict):
+    """A profile with an overlay's fitted constants (``serving.calibrate.load_overlay``)."""
+    from dataclasses import replace
+    fields = {k: overlay[k] for k in ("step_overhead_s", "request_overhead_s") if k in overlay}
+    return replace(profile, **fields)
+
+
+def _load_overlay(ctx, param, value):
+    if value is None:
+        return None
+    from .serving.calibrate import load_overlay
+    try:
+        ctx.meta["lts_overlay"] = load_overlay(value)
+    except LtsError as e:
+        raise click.BadParameter(str(e)) from None
+    return value
+
+
+def engine_profile_option(fn):
+    return click.option("--engine-profile", "engine_profile", default=None,
+                        metavar="OVERLAY.toml", callback=_load_overlay, expose_value=False,
+                        is_eager=True,
+                        help="serve: an engine profile overlay written by lts calibrate (its "
+                             "fitted time per step and per request replace the engine's).")(fn)
 
 
 def _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus) -> Workload:
@@ -400,6 +434,7 @@ def cli():
 @serve_workload_options(concurrency=True)
 @spec_options
 @prefix_options
+@engine_profile_option
 @output_options
 def estimate(model, topology, strategy_text, prefill_text, prefill_workers, decode_text,
              decode_workers, decode_topology, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, precision,
@@ -582,6 +617,7 @@ def _infeasible(problem, what: str) -> click.ClickException:
 @serve_workload_options(concurrency=False)
 @spec_options
 @prefix_options
+@engine_profile_option
 @output_options
 def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
            decode_topology, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, precision,
@@ -781,6 +817,7 @@ def _by_keys(ctx, param, value):
                    "metric: median (signed), median |.|, within 2x. Keys: model, topology, "
                    "engine, profile, precision, weights, gpus, tp, ep, pp, isl, osl, "
                    "concurrency (e.g. --by concurrency, --by tp,isl).")
+@engine_profile_option
 @output_options
 def validate(measurements, by, json_, no_color):
     """Predict published serving measurements with the serve phase (requests of isl input and
@@ -801,7 +838,10 @@ def validate(measurements, by, json_, no_color):
     from .serving.validate import validate as run_validate
     try:
         with progress(None, "predicting", disable=json_) as advance:
-            d = run_validate(measurements, progress=advance, by=by)
+            overlay = click.get_current_context().meta.get("lts_overlay")
+            tune = None if overlay is None else (
+                lambda t, p: (t, _overlaid(p, overlay) if p.name == overlay["name"] else p))
+            d = run_validate(measurements, progress=advance, by=by, tune=tune)
     except LtsError as e:
         raise click.ClickException(str(e)) from None
     _print(json_, no_color, d, render_validate)
@@ -888,6 +928,73 @@ def import_(results, model, topology, strategy_text, tp, ep, pp, engine, engine_
     except OSError as e:
         raise click.ClickException(f"{output}: {e.strerror or e}") from None
     click.echo(f"{output}: {len(out)} rows from {len(out) // len(imports.METRICS)} runs")
+
+
+@cli.command()
+@click.argument("measurements", metavar="MEASUREMENTS.csv")
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
+              metavar="FITTED.toml",
+              help="The fitted topology file to write (the rows' topology with its fitted "
+                   "rates, each commented).")
+@click.option("--overlay", "overlay", type=click.Path(dir_okay=False), default=None,
+              metavar="OVERLAY.toml",
+              help="Also write the engine profile overlay (its fitted time per step and per "
+                   "request) for --engine-profile; default: FITTED's name with -engine.toml.")
+@click.option("--train", type=click.FloatRange(0.05, 1.0), default=0.5, show_default=True,
+              help="The share of the measured points fitted on (spread evenly in id order); "
+                   "the rest are held out and reported.")
+@output_options
+def calibrate(measurements, output, overlay, train, json_, no_color):
+    """Fit the constants your own measurements identify (one cluster, one engine): the HBM and
+    compute rates of the topology (one scale each over every format's), the engine's time per
+    step and per request. Least squares of log2(predicted/measured) on a share of the points,
+    the rest held out; a constant the rows do not identify is kept and reported. Writes a
+    topology file (--topology FITTED.toml) and an engine overlay (--engine-profile).
+
+    \b
+    Example:
+      lts calibrate mine.csv -o mycluster.toml
+      lts search llama3.1-8b mycluster.toml --phase serve --engine vllm --engine-profile mycluster-engine.toml
+    """
+    from .serving import calibrate as cal
+    from .serving.validate import read_measurements
+    from .specs import resolve
+    try:
+        meas = read_measurements(measurements)
+        base_path = resolve("topologies", meas[0].topology) if meas and meas[0].topology in \
+            shipped_names("topologies") else (Path(measurements).resolve().parent /
+                                             meas[0].topology if meas else None)
+        with progress(None, "fitting", disable=json_) as advance:
+            fit = cal.calibrate(measurements, train, progress=advance)
+    except LtsError as e:
+        raise click.ClickException(str(e)) from None
+    note = (f"FITTED by lts calibrate on {Path(measurements).name} ({fit.train_points} points; "
+            f"held out {fit.held_points}: median |log2| "
+            f"{_f(fit.before['held_out']['median_abs_log2_ratio'])} -> "
+            f"{_f(fit.after['held_out']['median_abs_log2_ratio'])})")
+    overlay = overlay or str(Path(output).with_name(Path(output).stem + "-engine.toml"))
+    try:
+        Path(output).write_text(cal.topology_text(base_path, fit, note), encoding="utf-8")
+        Path(overlay).write_text(cal.overlay_text(fit, note), encoding="utf-8")
+    except OSError as e:
+        raise click.ClickException(f"{e.filename}: {e.strerror or e}") from None
+    d = {"knobs": fit.knobs, "base": fit.base, "identified": fit.identified,
+         "engine": fit.engine, "release": fit.release, "train_points": fit.train_points,
+         "held_points": fit.held_points, "before": _strip(fit.before), "after": _strip(fit.after),
+         "topology_file": output, "overlay_file": overlay}
+    _print(json_, no_color, d, render_calibrate)
+
+
+def _f(x):
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _strip(summaries: dict) -> dict:
+    """Summaries without their Spearman groups (JSON of lts calibrate)."""
+    def one(s):
+        return {k: s[k] for k in ("count", "median_abs_log2_ratio", "within_2x")}
+    return {k: ({m: one(x) for m, x in v.items()} if k.endswith("by_metric") else one(v))
+            for k, v in summaries.items()}
 
 
 def main():

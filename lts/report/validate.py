@@ -156,3 +156,33 @@ def _render_residuals(console: Console, res: dict) -> None:
                       str(g["count"]), f"{g['median_log2_ratio']:+.2f}",
                       f"{g['median_abs_log2_ratio']:.2f}", f"{100 * g['within_2x']:.0f}%")
     console.print(table, crop=False)
+
+
+def render_calibrate(console: Console, d: dict) -> None:
+    """``lts calibrate`` from its JSON: each constant (base, fitted or why not), then median
+    |log2| and within 2x per metric on the training and held-out points, before and after."""
+    t = Table(title=f"lts calibrate: {d['engine']} {d['release']} profile, "
+                    f"{d['train_points']} points fitted, {d['held_points']} held out",
+              box=box.SIMPLE_HEAD)
+    for col in ("constant", "base", "fitted"):
+        t.add_column(col, justify="left" if col == "constant" else "right")
+    for name, value in d["knobs"].items():
+        fitted = f"{value:.4g}" if d["identified"][name] else "[yellow]not identified[/]: kept"
+        t.add_row(name, f"{d['base'][name]:.4g}", fitted)
+    console.print(t)
+    r = Table(title="median |log2(predicted/measured)|, within 2x", box=box.SIMPLE_HEAD)
+    for col in ("rows", "metric", "before", "after"):
+        r.add_column(col, justify="left" if col in ("rows", "metric") else "right")
+    for half, key in (("train", "train_by_metric"), ("held out", "held_by_metric")):
+        for metric, s in d["before"][key].items():
+            a = d["after"][key][metric]
+            r.add_row(half, metric, _half(s), _half(a))
+    console.print(r)
+    console.print(f"wrote {escape(d['topology_file'])} (--topology) and "
+                  f"{escape(d['overlay_file'])} (--engine-profile)", overflow="fold")
+
+
+def _half(s: dict) -> str:
+    if not s["count"]:
+        return "-"
+    return f"{s['median_abs_log2_ratio']:.3f}, {100 * s['within_2x']:.0f}%"

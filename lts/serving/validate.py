@@ -391,12 +391,13 @@ def spearman(x, y) -> float:
     return float(rx @ ry) / den if den > 0 else math.nan
 
 
-def validate(path, progress=None, by: tuple = ()) -> dict:
+def validate(path, progress=None, by: tuple = (), tune=None) -> dict:
     """Predict every row of a measurement file; the JSON dict of ``lts validate --json``
     (with ``by``, row keys of ``BY_KEYS``: the residuals by those keys and the metric).
 
     ``progress``: a progress bar's callback (``report.format.progress``): ``set_total(groups)`` once,
-    then ``progress(1)`` after each prediction group."""
+    then ``progress(1)`` after each prediction group. ``tune``: (topology, engine profile) ->
+    the pair to predict with (``serving.calibrate``'s fitted constants, an engine overlay)."""
     file = str(path)
     meas = read_measurements(path)
     where = Path(path).resolve().parent
@@ -447,10 +448,13 @@ def validate(path, progress=None, by: tuple = ()) -> dict:
         progress.set_total(len(jobs) + len(pooled))
     for (model, topo, prec, quant, isl, osl, engine, release), items in pooled.items():
         spec, t = specs[(model, prec, quant)], topo_specs[topo]
+        prof = PROFILES[engine][release].for_gpu(t)
+        if tune is not None:
+            t, prof = tune(t, prof)
         pre, dec = (np.stack([r[j] for _, *r in items]) for j in (0, 1))
         pick = lambda j, w: np.array([m.pools[j][w] for m, _, _ in items])  # noqa: E731
         # batch_size is per attention-DP rank: an instance's prompts per pass and slots
-        res = two_pool.estimate(spec, t, PROFILES[engine][release].for_gpu(t),
+        res = two_pool.estimate(spec, t, prof,
                                 pre, pick(0, 0), pick(0, 1) * two_pool.ranks(spec, pre),
                                 dec, pick(1, 0), pick(1, 1) * two_pool.ranks(spec, dec),
                                 isl, osl, [m.concurrency for m, _, _ in items])
@@ -468,9 +472,11 @@ def validate(path, progress=None, by: tuple = ()) -> dict:
                                     for name, vals in zip(POOLS, m.pools)})
     for (model, topo, prec, quant, isl, osl, best, engine, release), items in jobs.items():
         rows = np.stack([row for _, row in items])
-        spec = specs[(model, prec, quant)]
-        res = serve(spec, topo_specs[topo], rows, isl, osl, best_batch=best,
-                    engine=PROFILES[engine][release].for_gpu(topo_specs[topo]))
+        spec, t = specs[(model, prec, quant)], topo_specs[topo]
+        prof = PROFILES[engine][release].for_gpu(t)
+        if tune is not None:
+            t, prof = tune(t, prof)
+        res = serve(spec, t, rows, isl, osl, best_batch=best, engine=prof)
         if progress:
             progress(1)
         for i, (m, _) in enumerate(items):

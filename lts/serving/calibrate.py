@@ -1,0 +1,326 @@
+"""``lts calibrate``: fit a few physical constants to a user's own measurements (issue 25).
+
+What one cluster's measurement file (one topology, one engine) can identify, each a knob with
+bounds that keep it physical:
+
+- ``memory_scale``: every HBM rate of the topology (``memory_efficiency``, ``fp8_memory_efficiency``,
+  the ``[gpu.gemm]`` and ``[gpu.grouped_gemm]`` memory shares) times one factor, capped at 1;
+- ``compute_scale``: every compute rate (``compute_efficiency``, ``fp8_``/``fp4_compute_efficiency``,
+  the tables' compute shares) times one factor, capped at 1;
+- ``step_overhead_us``: the engine's time per step outside the kernels;
+- ``request_overhead_ms``: the engine's time per request (HTTP, tokenization), on TTFT.
+
+The fit: robust (soft-L1) least squares of log2(predicted / measured) over the training rows
+(``lts.serving.validate`` with the knobs applied), by Levenberg-Marquardt within each knob's
+bounds (the scales in log space, the overheads in ms), the Jacobian by finite differences. Its
+standard errors (sigma^2 (J^T J)^-1) say what the rows identify: while a knob's error is above
+its threshold (a quarter of a scale, 30% of an overhead), the one furthest above is *not
+identified*: kept at the base value, the others refitted; the report says which. The training rows are a share
+of the measured points (rows sharing an id up to the metric), spread evenly in id order; the
+rest are held out and only reported.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from ..engines.profiles import EngineProfile
+from ..specs import TopologySpec
+from ..specs.errors import SpecError
+from ..specs.units import MS, US
+from . import validate as v
+
+# knob -> (kind, the fitted parameter's transform, its bounds in that space, its identification
+# threshold: the largest standard error, in that space, a fitted knob may have)
+KNOBS = {
+    "memory_scale": ("topology", "log", (math.log(0.25), math.log(2.0)), 0.25),
+    "compute_scale": ("topology", "log", (math.log(0.25), math.log(2.0)), 0.25),
+    "step_overhead_us": ("engine", "ms", (0.0, 20.0), None),
+    "request_overhead_ms": ("engine", "ms", (0.0, 500.0), None),
+}
+ITERATIONS = 25        # Levenberg-Marquardt iterations at most
+STEP = 0.02            # finite-difference step in each parameter's space (log, or ms)
+
+
+def scaled(topo: TopologySpec, memory: float, compute: float) -> TopologySpec:
+    """The topology with every HBM rate times ``memory`` and every compute rate times
+    ``compute``, each capped at 1 (0 keeps meaning "not given")."""
+    m = lambda x: min(x * memory, 1.0) if x else x          # noqa: E731
+    c = lambda x: min(x * compute, 1.0) if x else x         # noqa: E731
+    return replace(topo, memory_efficiency=m(topo.memory_efficiency),
+                   fp8_memory_efficiency=m(topo.fp8_memory_efficiency),
+                   compute_efficiency=c(topo.compute_efficiency),
+                   fp8_compute_efficiency=c(topo.fp8_compute_efficiency),
+                   fp4_compute_efficiency=c(topo.fp4_compute_efficiency),
+                   gemm={f: (c(a), m(b)) for f, (a, b) in topo.gemm.items()},
+                   grouped={f: (tuple(c(x) for x in a), m(b))
+                            for f, (a, b) in topo.grouped.items()})
+
+
+def tuned(knobs: dict):
+    """The ``validate`` tune hook of a knob setting: (topology, profile) -> the tuned pair."""
+    def tune(topo: TopologySpec, profile: EngineProfile):
+        topo = scaled(topo, knobs["memory_scale"], knobs["compute_scale"])
+        profile = replace(profile, step_overhead_s=knobs["step_overhead_us"] * US,
+                          request_overhead_s=knobs["request_overhead_ms"] * MS)
+        return topo, profile
+    return tune
+
+
+def _point(row_id: str) -> str:
+    head, _, tail = row_id.rpartition("-")
+    return head if head and tail in v.METRICS else row_id
+
+
+def split(rows: list, train: float) -> tuple:
+    """(training rows, held-out rows): of the measured points in id order, those at
+    floor(i / train) for i < n x train (spread evenly)."""
+    points = sorted({_point(r["id"]) for r in rows})
+    n = len(points)
+    keep = {points[min(int(i / train), n - 1)] for i in range(max(int(round(n * train)), 1))}
+    return ([r for r in rows if _point(r["id"]) in keep],
+            [r for r in rows if _point(r["id"]) not in keep])
+
+
+def _loss(rows: list) -> float:
+    return float(np.mean([r["log2_ratio"] ** 2 for r in rows])) if rows else math.inf
+
+
+@dataclass
+class Fit:
+    """The result of ``calibrate``."""
+    knobs: dict            # fitted values (base values where not identified)
+    base: dict             # the base values
+    identified: dict       # knob -> bool
+    engine: str            # the engine whose profile was tuned
+    release: str
+    before: dict           # {"train": summary, "held_out": summary} at the base values
+    after: dict
+    train_points: int
+    held_points: int
+
+
+def calibrate(path, train: float = 0.5, progress=None) -> Fit:
+    """Fit the knobs on ``train`` of the measured points of a one-cluster, one-engine file."""
+    meas = v.read_measurements(path)
+    topos = {m.topology for m in meas}
+    engines = {m.engine for m in meas}
+    if len(topos) != 1 or len(engines) != 1:
+        raise SpecError(path, "", f"calibrate fits one cluster and one engine at a time: the "
+                                  f"rows name {len(topos)} topologies ({', '.join(sorted(topos))})"
+                                  f" and {len(engines)} engines ({', '.join(sorted(engines))})")
+    base_rows = v.validate(path)["rows"]
+    if not base_rows:
+        raise SpecError(path, "", "no row can be predicted (lts validate says why)")
+    engine = engines.pop()
+    release = base_rows[0]["profile"]
+    prof = v.PROFILES[engine][release]
+    base = {"memory_scale": 1.0, "compute_scale": 1.0,
+            "step_overhead_us": prof.step_overhead_s / US,
+            "request_overhead_ms": prof.request_overhead_s / MS}
+    train_rows, held_rows = split(base_rows, train)
+    train_ids = {r["id"] for r in train_rows}
+
+    def run(knobs):
+        rows = v.validate(path, tune=tuned(knobs))["rows"]
+        return [r for r in rows if r["id"] in train_ids], rows
+
+    names = list(KNOBS)
+    order = sorted(train_ids)
+
+    def to_theta(knobs):
+        return np.array([math.log(knobs[n]) if KNOBS[n][1] == "log" else
+                         knobs[n] / (1000.0 if n == "step_overhead_us" else 1.0) for n in names])
+
+    def to_knobs(theta):
+        out = {}
+        for n, t in zip(names, theta):
+            out[n] = math.exp(t) if KNOBS[n][1] == "log" else \
+                t * (1000.0 if n == "step_overhead_us" else 1.0)
+        return out
+
+    def residuals(theta):
+        rows = {r["id"]: r["log2_ratio"] for r in run(to_knobs(theta))[0]}
+        if progress:
+            progress(1)
+        # a row the trial cannot predict (memory) counts as 4x off; soft-L1 (Huber-like) so
+        # that a few rows far off (queues the loop does not model) do not drive the fit:
+        # rho(r) = 2 (sqrt(1 + r^2) - 1), least squares of sign(r) sqrt(rho(r))
+        r = np.array([rows.get(i, 2.0) for i in order])
+        return np.sign(r) * np.sqrt(2.0 * (np.sqrt(1.0 + r * r) - 1.0))
+
+    lo = np.array([KNOBS[n][2][0] for n in names])
+    hi = np.array([KNOBS[n][2][1] for n in names])
+    free = np.ones(len(names), bool)
+    theta = to_theta(base)
+    while free.any():     # fit; drop the least identified knob (kept at its base); refit
+        theta, r, jac = _levenberg_marquardt(residuals, theta, lo, hi, free)
+        dof = max(len(r) - int(free.sum()), 1)
+        # a direction the rows do not move (a zero or collinear column) gets a huge variance,
+        # not pinv's zero
+        jtj = jac[:, free].T @ jac[:, free]
+        cov = np.linalg.inv(jtj + 1e-10 * np.eye(len(jtj))) * float(r @ r) / dof
+        se = np.zeros(len(names))
+        se[free] = np.sqrt(np.maximum(np.diag(cov), 0.0))
+        ratio = np.array([se[i] / _threshold(names[i], theta[i]) if free[i] else 0.0
+                          for i in range(len(names))])
+        if ratio.max() <= 1.0:
+            break
+        free[int(np.argmax(ratio))] = False
+        theta = np.where(free, theta, to_theta(base))
+    knobs = {n: float(x) for n, x in to_knobs(theta).items()}
+    identified = {n: bool(free[i]) for i, n in enumerate(names)}
+    for n in names:
+        if not identified[n]:
+            knobs[n] = base[n]
+    _, rows = run(knobs)
+    held_ids = {r["id"] for r in held_rows}
+    return Fit(knobs, base, identified, engine, release,
+               {"train": v.summarize(train_rows, split=False),
+                "held_out": v.summarize(held_rows, split=False),
+                "train_by_metric": _by_metric(train_rows), "held_by_metric": _by_metric(held_rows)},
+               {"train": v.summarize([r for r in rows if r["id"] in train_ids], split=False),
+                "held_out": v.summarize([r for r in rows if r["id"] in held_ids], split=False),
+                "train_by_metric": _by_metric([r for r in rows if r["id"] in train_ids]),
+                "held_by_metric": _by_metric([r for r in rows if r["id"] in held_ids])},
+               len({_point(r["id"]) for r in train_rows}),
+               len({_point(r["id"]) for r in held_rows}))
+
+
+def _threshold(name: str, value: float) -> float:
+    """The largest standard error a fitted knob may have (its parameter's space): a quarter of
+    a scale (in log), 30% of an overhead (at least 0.2 ms)."""
+    fixed = KNOBS[name][3]
+    return fixed if fixed is not None else max(0.3 * abs(value), 0.2)
+
+
+def _levenberg_marquardt(residuals, theta, lo, hi, free):
+    """Least squares of ``residuals(theta)`` over the ``free`` parameters within [lo, hi]
+    (projected Levenberg-Marquardt, the Jacobian by forward differences): (theta, residuals,
+    Jacobian at theta)."""
+    lam = 1e-2
+    r = residuals(theta)
+    jac = _jacobian(residuals, theta, r, lo, hi, free)
+    for _ in range(ITERATIONS):
+        a = jac[:, free].T @ jac[:, free]
+        g = jac[:, free].T @ r
+        step = np.linalg.solve(a + lam * np.diag(np.diag(a) + 1e-12), -g)
+        trial = theta.copy()
+        trial[free] = np.clip(theta[free] + step, lo[free], hi[free])
+        rt = residuals(trial)
+        if rt @ rt < r @ r - 1e-12:
+            gain = (r @ r - rt @ rt) / max(r @ r, 1e-30)
+            theta, r, lam = trial, rt, max(lam / 3, 1e-6)
+            jac = _jacobian(residuals, theta, r, lo, hi, free)
+            if gain < 1e-6:
+                break
+        else:
+            lam *= 5
+            if lam > 1e6:
+                break
+    return theta, r, jac
+
+
+def _jacobian(residuals, theta, r, lo, hi, free):
+    jac = np.zeros((len(r), len(theta)))
+    for i in np.flatnonzero(free):
+        t = theta.copy()
+        h = STEP if t[i] + STEP <= hi[i] else -STEP
+        t[i] = t[i] + h
+        jac[:, i] = (residuals(t) - r) / h
+    return jac
+
+
+def _by_metric(rows: list) -> dict:
+    return {m: v.summarize([r for r in rows if r["metric"] == m], split=False)
+            for m in sorted({r["metric"] for r in rows})}
+
+
+# ----------------------------------------------------------------------------------------------
+# the files it writes
+
+_GPU_MEMORY = ("memory_efficiency", "fp8_memory_efficiency")
+_GPU_COMPUTE = ("compute_efficiency", "fp8_compute_efficiency", "fp4_compute_efficiency")
+
+
+def _scale_number(text: str, factor: float) -> str:
+    return f"{min(float(text) * factor, 1.0):.4g}"
+
+
+def topology_text(base_path, fit: Fit, note: str) -> str:
+    """The base topology file with the fitted rates written in (the scaled numbers, each line
+    commented with ``note``) and its name suffixed ``-fitted``."""
+    ms, cs = fit.knobs["memory_scale"], fit.knobs["compute_scale"]
+    out, section = [], ""
+    for line in Path(base_path).read_text(encoding="utf-8").splitlines():
+        head = line.strip()
+        if head.startswith("[") and not head.startswith("[["):
+            section = head.strip("[]").strip()
+        elif head.startswith("[["):
+            section = head.strip("[]").strip()
+        key = head.split("=", 1)[0].strip() if "=" in head and not head.startswith("#") else ""
+        new = line
+        if section == "" and key == "name":
+            new = re.sub(r'"([^"]*)"', lambda mt: f'"{mt.group(1)}-fitted"', line, count=1)
+        elif section == "gpu" and (key in _GPU_MEMORY and ms != 1.0 or
+                                   key in _GPU_COMPUTE and cs != 1.0):
+            f = ms if key in _GPU_MEMORY else cs
+            code, _, _ = line.partition("#")
+            k, _, val = code.partition("=")
+            new = f"{k}= {_scale_number(val.strip(), f)}   # {note} (x{f:.3g} of {val.strip()})"
+        elif section in ("gpu.gemm", "gpu.grouped_gemm") and key and key != "tokens_per_expert" \
+                and (ms != 1.0 or cs != 1.0):
+            code, hash_, comment = line.partition("#")
+            code = re.sub(r"(compute\s*=\s*)\[([^\]]*)\]", lambda mt: mt.group(1) + "[" + ", ".join(
+                _scale_number(x, cs) for x in mt.group(2).split(",") if x.strip()) + "]", code)
+            code = re.sub(r"(compute\s*=\s*)([0-9.]+)", lambda mt: mt.group(1) + _scale_number(
+                mt.group(2), cs), code)
+            code = re.sub(r"(memory\s*=\s*)([0-9.]+)", lambda mt: mt.group(1) + _scale_number(
+                mt.group(2), ms), code)
+            new = f"{code.rstrip()}   # {note} (compute x{cs:.3g}, memory x{ms:.3g})"
+        out.append(new)
+    return "\n".join(out) + "\n"
+
+
+def overlay_text(fit: Fit, note: str) -> str:
+    """An engine profile overlay (``--engine-profile``): the fitted engine constants."""
+    k = fit.knobs
+    return (f"# lts engine profile overlay written by lts calibrate: {note}\n"
+            "[engine]\n"
+            f'name = "{fit.engine}"\n'
+            f'release = "{fit.release}"          # the profile it overlays\n'
+            f"step_overhead_us = {k['step_overhead_us']:g}   # "
+            f"{'FITTED' if fit.identified['step_overhead_us'] else 'not identified: the base'}\n"
+            f"request_overhead_ms = {k['request_overhead_ms']:g}   # "
+            f"{'FITTED' if fit.identified['request_overhead_ms'] else 'not identified: the base'}"
+            "\n")
+
+
+def load_overlay(path) -> dict:
+    """{"name", "release", "step_overhead_s", "request_overhead_s"} of an overlay file."""
+    from ..specs import _toml
+    from ..specs import read_text
+    try:
+        data = _toml.loads(read_text(Path(path), "an engine profile overlay (.toml)"))
+    except _toml.TOMLDecodeError as e:
+        raise SpecError(path, "", f"invalid TOML ({e})") from None
+    e = data.get("engine")
+    if not isinstance(e, dict) or not isinstance(e.get("name"), str):
+        raise SpecError(path, "engine", "missing table with a name (written by lts calibrate)")
+    out = {"name": e["name"], "release": str(e.get("release", ""))}
+    for key, field, unit, top in (("step_overhead_us", "step_overhead_s", US, 1e6),
+                                  ("request_overhead_ms", "request_overhead_s", MS, 1e5)):
+        val = e.get(key)
+        if val is not None:
+            if isinstance(val, bool) or not isinstance(val, (int, float)) or \
+                    not 0 <= val <= top or not math.isfinite(val):
+                raise SpecError(path, f"engine.{key}", f"{val!r} is not a number from 0 to {top:g}")
+            out[field] = float(val) * unit
+    unknown = set(e) - {"name", "release", "step_overhead_us", "request_overhead_ms"}
+    if unknown:
+        raise SpecError(path, f"engine.{sorted(unknown)[0]}", "unknown key")
+    return out

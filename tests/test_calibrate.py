@@ -1,0 +1,110 @@
+"""lts calibrate (issue 25): a round trip — measurements lts makes from known constants, with
+noise, are fitted back to those constants; the files it writes predict what the fit does; a
+constant the rows cannot identify is kept and said so."""
+import csv
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from lts.engines import ENGINES
+from lts.serving import calibrate as cal
+from lts.serving import validate as v
+from lts.serving.serve import serve
+from lts.specs import load_topology
+from lts.specs.strategy import parse_strategy
+from lts.specs import load_model
+from test_validate import run
+
+HEADER = ["id", "model", "topology", "gpus", "tp", "ep", "pp", "precision", "isl", "osl",
+          "concurrency", "metric", "value", "source", "engine", "engine_version"]
+TRUE = {"memory_scale": 0.8, "compute_scale": 1.0, "step_overhead_us": 3000.0,
+        "request_overhead_ms": 40.0}
+
+
+def synthetic(path, metrics=("ttft_ms", "tpot_ms"), noise=0.03, seed=0):
+    """Llama-3.1-8B on H100 under vLLM 0.15 as lts predicts it with TRUE's constants, each value
+    times exp(N(0, noise))."""
+    rows = [dict(id=f"p{tp}-{isl}-{osl}-{c}-{m}", model="llama3.1-8b", topology="h100_dgx",
+                 gpus=tp, tp=tp, ep=1, pp=1, precision="", isl=isl, osl=osl, concurrency=c,
+                 metric=m, value=1, source="synthetic", engine="vllm", engine_version="0.15.1")
+            for tp, isl, osl, c in itertools.product((1, 2), (512, 2048), (128, 512), (1, 16, 64))
+            for m in metrics]
+
+    def write(rows):
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=HEADER)
+            w.writeheader()
+            w.writerows(rows)
+    write(rows)
+    pred = {r["id"]: r["predicted"] for r in v.validate(path, tune=cal.tuned(TRUE))["rows"]}
+    rng = np.random.default_rng(seed)
+    for r in rows:
+        r["value"] = f"{pred[r['id']] * float(np.exp(rng.normal(0.0, noise))):.6g}"
+    write(rows)
+    return path
+
+
+def test_round_trip_recovers_the_constants(tmp_path):
+    fit = cal.calibrate(synthetic(tmp_path / "m.csv"), train=0.5)
+    assert all(fit.identified.values()), fit.identified
+    assert fit.knobs["memory_scale"] == pytest.approx(0.8, rel=0.05)
+    assert fit.knobs["compute_scale"] == pytest.approx(1.0, rel=0.05)
+    assert fit.knobs["step_overhead_us"] == pytest.approx(3000.0, rel=0.15)
+    assert fit.knobs["request_overhead_ms"] == pytest.approx(40.0, rel=0.15)
+    # held out: from the base constants' error down to the noise's (3%: 0.043 log2)
+    assert fit.before["held_out"]["median_abs_log2_ratio"] > 0.1
+    assert fit.after["held_out"]["median_abs_log2_ratio"] < 0.05
+
+
+def test_rows_that_cannot_tell_keep_the_constant(tmp_path):
+    """TPOT rows alone carry no time per request (it is in TTFT only): not identified, kept at
+    the profile's 30 ms; the rest still fit."""
+    fit = cal.calibrate(synthetic(tmp_path / "m.csv", metrics=("tpot_ms",)), train=0.5)
+    assert not fit.identified["request_overhead_ms"]
+    assert fit.knobs["request_overhead_ms"] == fit.base["request_overhead_ms"] == 30.0
+    assert fit.identified["memory_scale"]
+
+
+def test_the_files_predict_what_the_fit_does(tmp_path):
+    """lts calibrate writes a topology file and an engine overlay; estimate with both equals the
+    fit's own prediction."""
+    path = synthetic(tmp_path / "m.csv")
+    out = tmp_path / "mine.toml"
+    r = run("calibrate", str(path), "-o", str(out), "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["overlay_file"] == str(tmp_path / "mine-engine.toml")
+    topo = load_topology(str(out))
+    assert topo.name == "h100_dgx-fitted"
+    want_topo, want_prof = cal.tuned(d["knobs"])(load_topology("h100_dgx"),
+                                                 ENGINES["vllm"].profiles["0.15"].for_gpu(topo))
+    assert topo.memory_efficiency == pytest.approx(want_topo.memory_efficiency, rel=1e-3)
+    e = json.loads(run("estimate", "llama3.1-8b", str(out), "--strategy", "tp=2", "--phase",
+                       "serve", "--isl", "2048", "--osl", "512", "--concurrency", "16",
+                       "--engine", "vllm@0.15", "--engine-profile", d["overlay_file"],
+                       "--json").output)
+    res = serve(load_model("llama3.1-8b"), want_topo, np.array([parse_strategy("tp=2,batch=16")]),
+                2048, 512, engine=want_prof)
+    assert e["ttft_ms"] == pytest.approx(res.ttft_s[0] * 1e3, rel=1e-3)
+    assert e["tpot_ms"] == pytest.approx(res.tpot_s[0] * 1e3, rel=1e-3)
+
+
+def test_calibrate_refuses_two_clusters(tmp_path):
+    path = synthetic(tmp_path / "m.csv")
+    text = path.read_text().replace("h100_dgx", "h200_dgx", 3)
+    path.write_text(text)
+    r = run("calibrate", str(path), "-o", str(tmp_path / "x.toml"))
+    assert r.exit_code == 1 and "calibrate fits one cluster and one engine at a time" in r.output
+
+
+def test_an_overlay_for_another_engine_is_refused(tmp_path):
+    (tmp_path / "o.toml").write_text('[engine]\nname = "vllm"\nstep_overhead_us = 100\n')
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--phase", "serve",
+            "--engine", "sglang", "--engine-profile", str(tmp_path / "o.toml"))
+    assert r.exit_code == 2 and "the overlay is for vllm, not sglang" in r.output
+    (tmp_path / "bad.toml").write_text('[engine]\nname = "vllm"\nstep_overhead_us = -1\n')
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--phase", "serve",
+            "--engine", "vllm", "--engine-profile", str(tmp_path / "bad.toml"))
+    assert r.exit_code == 2 and "engine.step_overhead_us: -1 is not a number from 0" in r.output
