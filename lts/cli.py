@@ -363,7 +363,8 @@ def _profile(topo, engine: str | None, emit: str | None = None):
 def _overlaid(profile, overlay: dict):
     """A profile with an overlay's fitted constants (``serving.calibrate.load_overlay``)."""
     from dataclasses import replace
-    fields = {k: overlay[k] for k in ("step_overhead_s", "request_overhead_s") if k in overlay}
+    fields = {k: overlay[k] for k in ("step_overhead_s", "request_overhead_s",
+                                      "collective_efficiency") if k in overlay}
     return replace(profile, **fields)
 
 
@@ -975,7 +976,8 @@ def calibrate(measurements, output, overlay, train, json_, no_color):
     overlay = overlay or str(Path(output).with_name(Path(output).stem + "-engine.toml"))
     try:
         Path(output).write_text(cal.topology_text(base_path, fit, note), encoding="utf-8")
-        Path(overlay).write_text(cal.overlay_text(fit, note), encoding="utf-8")
+        Path(overlay).write_text(cal.overlay_text(fit, note, cal.collective_of(fit, base_path)),
+                                 encoding="utf-8")
     except OSError as e:
         raise click.ClickException(f"{e.filename}: {e.strerror or e}") from None
     d = {"knobs": fit.knobs, "base": fit.base, "identified": fit.identified,

@@ -41,9 +41,15 @@ KNOBS = {
     "compute_scale": ("topology", "log", (math.log(0.25), math.log(2.0)), 0.25),
     "step_overhead_us": ("engine", "ms", (0.0, 20.0), None),
     "request_overhead_ms": ("engine", "ms", (0.0, 500.0), None),
+    # per kernel launched (the per-layer fixed costs: a MoE layer's routing, permutation and
+    # activation kernels, each op's launch)
+    "kernel_overhead_us": ("topology", "ms", (0.0, 0.02), None),
+    # collectives: the share of each link's rate reached in a serving step, times one factor
+    "collective_scale": ("topology", "log", (math.log(0.25), math.log(4.0)), 0.25),
 }
 ITERATIONS = 25        # Levenberg-Marquardt iterations at most
-STEP = 0.02            # finite-difference step in each parameter's space (log, or ms)
+STEP = 0.02            # finite-difference step in each parameter's space (log, or ms; a
+KERNEL_STEP = 0.0005   # kernel's launch time: 0.5 us)
 
 
 def scaled(topo: TopologySpec, memory: float, compute: float) -> TopologySpec:
@@ -65,6 +71,12 @@ def tuned(knobs: dict):
     """The ``validate`` tune hook of a knob setting: (topology, profile) -> the tuned pair."""
     def tune(topo: TopologySpec, profile: EngineProfile):
         topo = scaled(topo, knobs["memory_scale"], knobs["compute_scale"])
+        if "kernel_overhead_us" in knobs:
+            topo = replace(topo, kernel_overhead_s=max(knobs["kernel_overhead_us"], 0.0) * US)
+        if "collective_scale" in knobs:
+            profile = replace(profile, collective_efficiency=min(
+                (profile.collective_efficiency or topo.collective_efficiency)
+                * knobs["collective_scale"], 1.0))
         profile = replace(profile, step_overhead_s=knobs["step_overhead_us"] * US,
                           request_overhead_s=knobs["request_overhead_ms"] * MS)
         return topo, profile
@@ -119,9 +131,13 @@ def calibrate(path, train: float = 0.5, progress=None) -> Fit:
     engine = engines.pop()
     release = base_rows[0]["profile"]
     prof = v.PROFILES[engine][release]
+    topo0 = v.load_topology(base_rows[0]["topology"]) if base_rows[0]["topology"] in \
+        v.shipped_names("topologies") else None
     base = {"memory_scale": 1.0, "compute_scale": 1.0,
             "step_overhead_us": prof.step_overhead_s / US,
-            "request_overhead_ms": prof.request_overhead_s / MS}
+            "request_overhead_ms": prof.request_overhead_s / MS,
+            "kernel_overhead_us": (topo0.kernel_overhead_s / US) if topo0 else 3.0,
+            "collective_scale": 1.0}
     train_rows, held_rows = split(base_rows, train)
     train_ids = {r["id"] for r in train_rows}
 
@@ -134,13 +150,13 @@ def calibrate(path, train: float = 0.5, progress=None) -> Fit:
 
     def to_theta(knobs):
         return np.array([math.log(knobs[n]) if KNOBS[n][1] == "log" else
-                         knobs[n] / (1000.0 if n == "step_overhead_us" else 1.0) for n in names])
+                         knobs[n] / (1000.0 if n.endswith("_us") else 1.0) for n in names])
 
     def to_knobs(theta):
         out = {}
         for n, t in zip(names, theta):
             out[n] = math.exp(t) if KNOBS[n][1] == "log" else \
-                t * (1000.0 if n == "step_overhead_us" else 1.0)
+                t * (1000.0 if n.endswith("_us") else 1.0)
         return out
 
     def residuals(theta):
@@ -153,12 +169,13 @@ def calibrate(path, train: float = 0.5, progress=None) -> Fit:
         r = np.array([rows.get(i, 2.0) for i in order])
         return np.sign(r) * np.sqrt(2.0 * (np.sqrt(1.0 + r * r) - 1.0))
 
+    steps = np.array([KERNEL_STEP if n == "kernel_overhead_us" else STEP for n in names])
     lo = np.array([KNOBS[n][2][0] for n in names])
     hi = np.array([KNOBS[n][2][1] for n in names])
     free = np.ones(len(names), bool)
     theta = to_theta(base)
     while free.any():     # fit; drop the least identified knob (kept at its base); refit
-        theta, r, jac = _levenberg_marquardt(residuals, theta, lo, hi, free)
+        theta, r, jac = _levenberg_marquardt(residuals, theta, lo, hi, free, steps)
         dof = max(len(r) - int(free.sum()), 1)
         # a direction the rows do not move (a zero or collinear column) gets a huge variance,
         # not pinv's zero
@@ -193,18 +210,20 @@ def calibrate(path, train: float = 0.5, progress=None) -> Fit:
 
 def _threshold(name: str, value: float) -> float:
     """The largest standard error a fitted knob may have (its parameter's space): a quarter of
-    a scale (in log), 30% of an overhead (at least 0.2 ms)."""
+    a scale (in log), 30% of an overhead (at least 0.2 ms; a kernel's 1 us)."""
     fixed = KNOBS[name][3]
-    return fixed if fixed is not None else max(0.3 * abs(value), 0.2)
+    if fixed is not None:
+        return fixed
+    return max(0.3 * abs(value), 0.001 if name == "kernel_overhead_us" else 0.2)
 
 
-def _levenberg_marquardt(residuals, theta, lo, hi, free):
+def _levenberg_marquardt(residuals, theta, lo, hi, free, steps):
     """Least squares of ``residuals(theta)`` over the ``free`` parameters within [lo, hi]
     (projected Levenberg-Marquardt, the Jacobian by forward differences): (theta, residuals,
     Jacobian at theta)."""
     lam = 1e-2
     r = residuals(theta)
-    jac = _jacobian(residuals, theta, r, lo, hi, free)
+    jac = _jacobian(residuals, theta, r, lo, hi, free, steps)
     for _ in range(ITERATIONS):
         a = jac[:, free].T @ jac[:, free]
         g = jac[:, free].T @ r
@@ -215,7 +234,7 @@ def _levenberg_marquardt(residuals, theta, lo, hi, free):
         if rt @ rt < r @ r - 1e-12:
             gain = (r @ r - rt @ rt) / max(r @ r, 1e-30)
             theta, r, lam = trial, rt, max(lam / 3, 1e-6)
-            jac = _jacobian(residuals, theta, r, lo, hi, free)
+            jac = _jacobian(residuals, theta, r, lo, hi, free, steps)
             if gain < 1e-6:
                 break
         else:
@@ -225,11 +244,11 @@ def _levenberg_marquardt(residuals, theta, lo, hi, free):
     return theta, r, jac
 
 
-def _jacobian(residuals, theta, r, lo, hi, free):
+def _jacobian(residuals, theta, r, lo, hi, free, steps):
     jac = np.zeros((len(r), len(theta)))
     for i in np.flatnonzero(free):
         t = theta.copy()
-        h = STEP if t[i] + STEP <= hi[i] else -STEP
+        h = steps[i] if t[i] + steps[i] <= hi[i] else -steps[i]
         t[i] = t[i] + h
         jac[:, i] = (residuals(t) - r) / h
     return jac
@@ -266,6 +285,10 @@ def topology_text(base_path, fit: Fit, note: str) -> str:
         new = line
         if section == "" and key == "name":
             new = re.sub(r'"([^"]*)"', lambda mt: f'"{mt.group(1)}-fitted"', line, count=1)
+        elif section == "gpu" and key == "kernel_overhead_us" and fit.identified.get(key):
+            code, _, _ = line.partition("#")
+            k, _, val = code.partition("=")
+            new = f"{k}= {fit.knobs[key]:.4g}   # {note} (was {val.strip()})"
         elif section == "gpu" and (key in _GPU_MEMORY and ms != 1.0 or
                                    key in _GPU_COMPUTE and cs != 1.0):
             f = ms if key in _GPU_MEMORY else cs
@@ -286,22 +309,35 @@ def topology_text(base_path, fit: Fit, note: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def overlay_text(fit: Fit, note: str) -> str:
-    """An engine profile overlay (``--engine-profile``): the fitted engine constants."""
+def overlay_text(fit: Fit, note: str, collective_efficiency: float) -> str:
+    """An engine profile overlay (``--engine-profile``): the fitted engine constants, and the
+    share of each link's rate its collectives reach (``collective_efficiency``: the base's
+    times the fitted scale)."""
     k = fit.knobs
+    said = lambda n: "FITTED" if fit.identified[n] else "not identified: the base"  # noqa: E731
     return (f"# lts engine profile overlay written by lts calibrate: {note}\n"
             "[engine]\n"
             f'name = "{fit.engine}"\n'
             f'release = "{fit.release}"          # the profile it overlays\n'
-            f"step_overhead_us = {k['step_overhead_us']:g}   # "
-            f"{'FITTED' if fit.identified['step_overhead_us'] else 'not identified: the base'}\n"
+            f"step_overhead_us = {k['step_overhead_us']:g}   # {said('step_overhead_us')}\n"
             f"request_overhead_ms = {k['request_overhead_ms']:g}   # "
-            f"{'FITTED' if fit.identified['request_overhead_ms'] else 'not identified: the base'}"
-            "\n")
+            f"{said('request_overhead_ms')}\n"
+            f"collective_efficiency = {collective_efficiency:.4g}   # "
+            f"{said('collective_scale')} (x{k['collective_scale']:.3g})\n")
+
+
+def collective_of(fit: Fit, topology_path) -> float:
+    """The collectives' share of each link's rate the fit tunes (``tuned``): the engine
+    profile's own, else the topology's, times the fitted scale, at most 1."""
+    from ..specs import load_topology
+    base = v.PROFILES[fit.engine][fit.release].collective_efficiency or \
+        load_topology(str(topology_path)).collective_efficiency
+    return min(base * fit.knobs["collective_scale"], 1.0)
 
 
 def load_overlay(path) -> dict:
-    """{"name", "release", "step_overhead_s", "request_overhead_s"} of an overlay file."""
+    """{"name", "release", "step_overhead_s", "request_overhead_s", "collective_efficiency"}
+    of an overlay file (the keys it gives)."""
     from ..specs import _toml
     from ..specs import read_text
     try:
@@ -313,14 +349,16 @@ def load_overlay(path) -> dict:
         raise SpecError(path, "engine", "missing table with a name (written by lts calibrate)")
     out = {"name": e["name"], "release": str(e.get("release", ""))}
     for key, field, unit, top in (("step_overhead_us", "step_overhead_s", US, 1e6),
-                                  ("request_overhead_ms", "request_overhead_s", MS, 1e5)):
+                                  ("request_overhead_ms", "request_overhead_s", MS, 1e5),
+                                  ("collective_efficiency", "collective_efficiency", 1.0, 1.0)):
         val = e.get(key)
         if val is not None:
             if isinstance(val, bool) or not isinstance(val, (int, float)) or \
                     not 0 <= val <= top or not math.isfinite(val):
                 raise SpecError(path, f"engine.{key}", f"{val!r} is not a number from 0 to {top:g}")
             out[field] = float(val) * unit
-    unknown = set(e) - {"name", "release", "step_overhead_us", "request_overhead_ms"}
+    unknown = set(e) - {"name", "release", "step_overhead_us", "request_overhead_ms",
+                        "collective_efficiency"}
     if unknown:
         raise SpecError(path, f"engine.{sorted(unknown)[0]}", "unknown key")
     return out
