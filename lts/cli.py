@@ -942,10 +942,15 @@ def import_(results, model, topology, strategy_text, tp, ep, pp, engine, engine_
               help="Also write the engine profile overlay (its fitted time per step and per "
                    "request) for --engine-profile; default: FITTED's name with -engine.toml.")
 @click.option("--train", type=click.FloatRange(0.05, 1.0), default=0.5, show_default=True,
-              help="The share of the measured points fitted on (spread evenly in id order); "
-                   "the rest are held out and reported.")
+              help="--holdout fraction: the share of the measured points fitted on (spread "
+                   "evenly in id order); the rest are held out and reported.")
+@click.option("--holdout", type=click.Choice(("fraction", "isl", "concurrency")),
+              default="fraction", show_default=True,
+              help="What the held-out rows test: fraction (a share of the points, --train), isl "
+                   "(request shapes never fitted: every other (isl, osl) pair) or concurrency "
+                   "(loads never fitted: the concurrencies above the median).")
 @output_options
-def calibrate(measurements, output, overlay, train, json_, no_color):
+def calibrate(measurements, output, overlay, train, holdout, json_, no_color):
     """Fit the constants your own measurements identify (one cluster, one engine): the HBM and
     compute rates of the topology (one scale each over every format's), the engine's time per
     step and per request. Least squares of log2(predicted/measured) on a share of the points,
@@ -966,7 +971,7 @@ def calibrate(measurements, output, overlay, train, json_, no_color):
             shipped_names("topologies") else (Path(measurements).resolve().parent /
                                              meas[0].topology if meas else None)
         with progress(None, "fitting", disable=json_) as advance:
-            fit = cal.calibrate(measurements, train, progress=advance)
+            fit = cal.calibrate(measurements, train, progress=advance, holdout=holdout)
     except LtsError as e:
         raise click.ClickException(str(e)) from None
     note = (f"FITTED by lts calibrate on {Path(measurements).name} ({fit.train_points} points; "

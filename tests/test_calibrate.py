@@ -112,3 +112,18 @@ def test_an_overlay_for_another_engine_is_refused(tmp_path):
     r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--phase", "serve",
             "--engine", "vllm", "--engine-profile", str(tmp_path / "bad.toml"))
     assert r.exit_code == 2 and "engine.step_overhead_us: -1 is not a number from 0" in r.output
+
+
+@pytest.mark.parametrize("holdout", ["isl", "concurrency"])
+def test_held_out_request_shapes_and_loads(tmp_path, holdout):
+    """Fitted on half the (isl, osl) pairs, or on the lower concurrencies, the constants carry
+    to the rest (the rows were made with them: the held-out error falls to the noise's)."""
+    r = run("calibrate", str(synthetic(tmp_path / "m.csv")), "-o", str(tmp_path / "f.toml"),
+            "--holdout", holdout, "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert d["held_points"] > 0 and d["after"]["held_out"]["median_abs_log2_ratio"] < 0.06
+    rows = v.validate(tmp_path / "m.csv")["rows"]
+    train, held = cal.split(rows, 0.5, holdout)
+    key = (lambda r: (r["isl"], r["osl"])) if holdout == "isl" else (lambda r: r["concurrency"])
+    assert not {key(r) for r in train} & {key(r) for r in held}

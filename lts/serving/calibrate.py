@@ -88,14 +88,29 @@ def _point(row_id: str) -> str:
     return head if head and tail in v.METRICS else row_id
 
 
-def split(rows: list, train: float) -> tuple:
-    """(training rows, held-out rows): of the measured points in id order, those at
-    floor(i / train) for i < n x train (spread evenly)."""
-    points = sorted({_point(r["id"]) for r in rows})
-    n = len(points)
-    keep = {points[min(int(i / train), n - 1)] for i in range(max(int(round(n * train)), 1))}
-    return ([r for r in rows if _point(r["id"]) in keep],
-            [r for r in rows if _point(r["id"]) not in keep])
+HOLDOUTS = ("fraction", "isl", "concurrency")
+
+
+def split(rows: list, train: float, holdout: str = "fraction") -> tuple:
+    """(training rows, held-out rows). ``fraction``: of the measured points in id order, those
+    at floor(i / train) for i < n x train (spread evenly); ``isl``: the (isl, osl) pairs in
+    order, even positions trained (do the constants carry to request shapes never fitted?);
+    ``concurrency``: the concurrencies up to the median trained, the higher held out (do they
+    carry to loads never fitted?)."""
+    if holdout == "isl":
+        pairs = sorted({(r["isl"], r["osl"]) for r in rows})
+        keep_pairs = set(pairs[0::2])
+        inside = [(r["isl"], r["osl"]) in keep_pairs for r in rows]
+    elif holdout == "concurrency":
+        levels = sorted({r["concurrency"] or 0 for r in rows})
+        top = levels[(len(levels) - 1) // 2]
+        inside = [(r["concurrency"] or 0) <= top for r in rows]
+    else:
+        points = sorted({_point(r["id"]) for r in rows})
+        n = len(points)
+        keep = {points[min(int(i / train), n - 1)] for i in range(max(int(round(n * train)), 1))}
+        inside = [_point(r["id"]) in keep for r in rows]
+    return ([r for r, k in zip(rows, inside) if k], [r for r, k in zip(rows, inside) if not k])
 
 
 def _loss(rows: list) -> float:
@@ -116,8 +131,9 @@ class Fit:
     held_points: int
 
 
-def calibrate(path, train: float = 0.5, progress=None) -> Fit:
-    """Fit the knobs on ``train`` of the measured points of a one-cluster, one-engine file."""
+def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction") -> Fit:
+    """Fit the knobs on the training rows (``split``: ``train`` of the measured points, or by
+    ``holdout``) of a one-cluster, one-engine file."""
     meas = v.read_measurements(path)
     topos = {m.topology for m in meas}
     engines = {m.engine for m in meas}
@@ -138,7 +154,9 @@ def calibrate(path, train: float = 0.5, progress=None) -> Fit:
             "request_overhead_ms": prof.request_overhead_s / MS,
             "kernel_overhead_us": (topo0.kernel_overhead_s / US) if topo0 else 3.0,
             "collective_scale": 1.0}
-    train_rows, held_rows = split(base_rows, train)
+    train_rows, held_rows = split(base_rows, train, holdout)
+    if not train_rows:
+        raise SpecError(path, "", f"--holdout {holdout} leaves no row to fit")
     train_ids = {r["id"] for r in train_rows}
 
     def run(knobs):
