@@ -32,8 +32,11 @@ def commands(path: Path):
                 line = line[2:]
             m = re.search(r"#\s*exits\s+(\d+)", line)
             status = int(m.group(1)) if m else 0
-            for part in line.split("&&"):
-                part = part.strip()
+            parts = [p.strip() for p in line.split("&&")]
+            if len(parts) > 1 and all(p.startswith("lts ") for p in parts):
+                out.append((line, status))       # a chain: its parts run in order, in one test
+                continue
+            for part in parts:
                 if part.startswith("lts "):
                     out.append((part, status))
     return out
@@ -61,15 +64,20 @@ def test_the_readme_has_examples():
 
 @pytest.mark.parametrize("doc, line, status", COMMANDS, ids=[f"{d}: {c}" for d, c, _ in COMMANDS])
 def test_doc_example_exits_as_the_text_says(doc, line, status):
-    args = shlex.split(line, comments=True)[1:]
-    if not (ROOT.parent / "shared").exists():     # a clone alone: the copies of the files
-        args = [a.replace("../shared/data/", "tests/data/measurements/") for a in args]
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        r = CliRunner().invoke(cli, args)
-    finally:
-        os.chdir(cwd)
-    assert r.exit_code == status, (doc, line, r.output[-2000:])
-    assert "Traceback" not in r.output
-    assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
+    """Each line (or each part of an `lts ... && lts ...` chain, in order: the earlier parts
+    exit 0, the last as the text says)."""
+    parts = [p.strip() for p in line.split("&&")]
+    for i, part in enumerate(parts):
+        want = status if i == len(parts) - 1 else 0
+        args = shlex.split(part, comments=True)[1:]
+        if not (ROOT.parent / "shared").exists():     # a clone alone: the copies of the files
+            args = [a.replace("../shared/data/", "tests/data/measurements/") for a in args]
+        cwd = os.getcwd()
+        os.chdir(ROOT)
+        try:
+            r = CliRunner().invoke(cli, args)
+        finally:
+            os.chdir(cwd)
+        assert r.exit_code == want, (doc, part, r.output[-2000:])
+        assert "Traceback" not in r.output
+        assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
