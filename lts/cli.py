@@ -360,6 +360,16 @@ def _profile(topo, engine: str | None, emit: str | None = None):
     return profile
 
 
+def _fits(profile, overlay: dict) -> bool:
+    """Whether an overlay applies to a profile: its engine, and its release where it names one
+    (the profile's title names the release)."""
+    if profile.name != overlay["name"]:
+        return False
+    return not overlay["release"] or any(
+        p is profile or p.title == profile.title
+        for r, p in ENGINES[profile.name].profiles.items() if r == overlay["release"])
+
+
 def _overlaid(profile, overlay: dict):
     """A profile with an overlay's fitted constants (``serving.calibrate.load_overlay``)."""
     from dataclasses import replace
@@ -713,6 +723,7 @@ def _methods(ctx, param, value):
               callback=_methods,
               help="Comma-separated stochastic methods (megatron and exact always run once).")
 @serve_workload_options(concurrency=False)
+@engine_profile_option
 @output_options
 def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms, ttft_slo_ms,
             gpus, precision, kv_cache_dtype, isl, osl, engine, json_, no_color):
@@ -841,16 +852,27 @@ def validate(measurements, by, json_, no_color):
         with progress(None, "predicting", disable=json_) as advance:
             overlay = click.get_current_context().meta.get("lts_overlay")
             tune = None if overlay is None else (
-                lambda t, p: (t, _overlaid(p, overlay) if p.name == overlay["name"] else p))
+                lambda t, p: (t, _overlaid(p, overlay) if _fits(p, overlay) else p))
             d = run_validate(measurements, progress=advance, by=by, tune=tune)
+            if overlay is not None and not any(
+                    r["engine"] == overlay["name"] and (not overlay["release"] or
+                                                        r["profile"] == overlay["release"])
+                    for r in d["rows"]):
+                raise click.UsageError(
+                    f"--engine-profile: the overlay is for {overlay['name']} "
+                    f"{overlay['release']}".rstrip() + ": no row of the file takes that profile")
     except LtsError as e:
         raise click.ClickException(str(e)) from None
-    _print(json_, no_color, d, render_validate)
-    if d["total"] and not d["rows"]:      # nothing to compare: a failure, not an answer
+    if not d["total"]:
+        raise click.ClickException(f"{measurements} holds no rows (only a header)")
+    if not d["rows"]:          # nothing to compare: a failure, not an answer (no empty table;
+        if json_:              # the JSON still carries each skipped row's reason)
+            _print(json_, no_color, d, render_validate)
         first = d["skipped"][0]
         raise click.ClickException(f"no row of {measurements} could be predicted "
                                    f"({len(d['skipped'])} skipped; row {first['row']}: "
                                    f"{first['reason']})")
+    _print(json_, no_color, d, render_validate)
 
 
 @cli.command("import")
@@ -910,11 +932,11 @@ def import_(results, model, topology, strategy_text, tp, ep, pp, engine, engine_
     cell = lambda v, kind: v if v in shipped_names(kind) else str(Path(v).resolve())  # noqa: E731
     out = []
     try:
-        for path in results:
+        for path, stem in zip(results, imports.stems(results)):
             runs = imports.read(path, fmt)
             out += imports.rows(path, runs, cell(model, "models"), cell(topology, "topologies"),
                                 tp * ep * pp, tp, ep, pp, strategy_text or "", engine or "",
-                                engine_version, precision or "")
+                                engine_version, precision or "", stem)
     except LtsError as e:
         raise click.ClickException(str(e)) from None
     buf = io.StringIO()
@@ -965,6 +987,12 @@ def calibrate(measurements, output, overlay, train, holdout, json_, no_color):
     from .serving import calibrate as cal
     from .serving.validate import read_measurements
     from .specs import resolve
+    overlay = overlay or str(Path(output).with_name(Path(output).stem + "-engine.toml"))
+    if Path(overlay).resolve() == Path(output).resolve():
+        raise click.UsageError("--overlay: the same file as -o (the topology)")
+    for p in (output, overlay):
+        if not Path(p).resolve().parent.is_dir():
+            raise click.UsageError(f"{p}: its folder does not exist")
     try:
         meas = read_measurements(measurements)
         base_path = resolve("topologies", meas[0].topology) if meas and meas[0].topology in \
@@ -978,7 +1006,6 @@ def calibrate(measurements, output, overlay, train, holdout, json_, no_color):
             f"held out {fit.held_points}: median |log2| "
             f"{_f(fit.before['held_out']['median_abs_log2_ratio'])} -> "
             f"{_f(fit.after['held_out']['median_abs_log2_ratio'])})")
-    overlay = overlay or str(Path(output).with_name(Path(output).stem + "-engine.toml"))
     try:
         Path(output).write_text(cal.topology_text(base_path, fit, note), encoding="utf-8")
         Path(overlay).write_text(cal.overlay_text(fit, note, cal.collective_of(fit, base_path)),

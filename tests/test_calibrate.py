@@ -4,6 +4,7 @@ constant the rows cannot identify is kept and said so."""
 import csv
 import itertools
 import json
+import re
 
 import numpy as np
 import pytest
@@ -127,3 +128,57 @@ def test_held_out_request_shapes_and_loads(tmp_path, holdout):
     train, held = cal.split(rows, 0.5, holdout)
     key = (lambda r: (r["isl"], r["osl"])) if holdout == "isl" else (lambda r: r["concurrency"])
     assert not {key(r) for r in train} & {key(r) for r in held}
+
+
+def test_what_calibrate_refuses_before_fitting(tmp_path):
+    """Two releases of one engine, a hold-out that holds nothing, an overlay that is the
+    topology file, a missing output folder: each one line, nothing written."""
+    path = synthetic(tmp_path / "m.csv")
+    out = str(tmp_path / "f.toml")
+    r = run("calibrate", str(path), "-o", out, "--overlay", out)
+    assert r.exit_code == 2 and "--overlay: the same file as -o (the topology)" in r.output
+    r = run("calibrate", str(path), "-o", str(tmp_path / "no" / "f.toml"))
+    assert r.exit_code == 2 and "its folder does not exist" in r.output
+    rows = list(csv.DictReader(path.open()))
+    mixed = tmp_path / "mixed.csv"
+    with mixed.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=HEADER)
+        w.writeheader()
+        w.writerows([dict(r_, engine_version="0.12.0") for r_ in rows[:4]] + rows[4:])
+    r = run("calibrate", str(mixed), "-o", out)
+    assert r.exit_code == 1 and "calibrate one release at a time" in r.output
+    one = tmp_path / "one.csv"
+    with one.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=HEADER)
+        w.writeheader()
+        w.writerows(r_ for r_ in rows if r_["isl"] == "512" and r_["osl"] == "128")
+    r = run("calibrate", str(one), "-o", out, "--holdout", "isl")
+    assert r.exit_code == 1 and "--holdout isl holds nothing out" in r.output
+    assert not (tmp_path / "f.toml").exists()
+
+
+def test_too_few_rows_identify_nothing(tmp_path):
+    """Fewer than two training rows a knob: the fit would pass through them; every knob is kept
+    at its base and said so."""
+    path = synthetic(tmp_path / "m.csv")
+    rows = list(csv.DictReader(path.open()))[:8]
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=HEADER)
+        w.writeheader()
+        w.writerows(rows)
+    fit = cal.calibrate(path, train=1.0)
+    assert not any(fit.identified.values())
+    assert fit.knobs == fit.base
+
+
+def test_the_base_is_the_topology_file_beside_the_csv(tmp_path):
+    """A topology named by a file relative to the CSV: its kernel time is the base."""
+    from lts.specs import resolve
+    body = open(resolve("topologies", "h100_dgx"), encoding="utf-8").read()
+    assert "kernel_overhead_us" in body
+    (tmp_path / "mine.toml").write_text(re.sub(r"kernel_overhead_us\s*=\s*[0-9.e+-]+",
+                                               "kernel_overhead_us = 7.5", body))
+    path = synthetic(tmp_path / "m.csv")
+    path.write_text(path.read_text().replace("h100_dgx", "mine.toml"))
+    fit = cal.calibrate(path, train=0.5)
+    assert fit.base["kernel_overhead_us"] == 7.5

@@ -78,3 +78,39 @@ def test_refusals(tmp_path):
     r = run("import", str(DATA / EXAMPLES["vllm"]), "--model", "llama3.1-8b", "--topology",
             "h100_dgx", "--strategy", "tp=2", "--tp", "2")
     assert r.exit_code == 2 and "--tp: not with --strategy" in r.output
+
+
+def test_results_named_alike_get_distinct_ids(tmp_path):
+    """aiperf names every export profile_export_aiperf.json: their folders tell the runs apart."""
+    paths = []
+    for run_dir in ("c8", "c32"):
+        (tmp_path / run_dir).mkdir()
+        target = tmp_path / run_dir / "profile_export_aiperf.json"
+        target.write_text((DATA / EXAMPLES["aiperf"]).read_text())
+        paths.append(str(target))
+    r = run("import", *paths, "--model", "llama3.1-8b", "--topology", "h100_dgx")
+    ids = [x["id"] for x in csv.DictReader(io.StringIO(r.output))]
+    assert len(ids) == len(set(ids)) == 6 and ids[0].startswith("c8-profile_export_aiperf")
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("mean_ttft_ms", -5, "mean_ttft_ms: -5 is not a positive number"),
+    ("mean_tpot_ms", float("nan"), "mean_tpot_ms: nan is not a positive number"),
+    ("total_output_tokens", 0, "total_output_tokens: 0 is not a positive number"),
+    ("request_rate", 5.0, "request_rate: 5.0 paces the requests"),
+    ("max_concurrency", 16.5, "concurrency: 16.5 is not a positive integer"),
+])
+def test_values_a_measurement_cannot_hold_are_refused(tmp_path, key, value, message):
+    d = json.loads((DATA / EXAMPLES["vllm"]).read_text())
+    d[key] = value
+    (tmp_path / "r.json").write_text(json.dumps(d))
+    r = run("import", str(tmp_path / "r.json"), "--model", "llama3.1-8b", "--topology",
+            "h100_dgx")
+    assert r.exit_code == 1 and message in r.output, r.output
+
+
+def test_an_empty_list_is_no_result(tmp_path):
+    (tmp_path / "e.json").write_text("[]")
+    r = run("import", str(tmp_path / "e.json"), "--model", "llama3.1-8b", "--topology",
+            "h100_dgx")
+    assert r.exit_code == 1 and "holds no runs" in r.output

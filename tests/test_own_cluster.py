@@ -48,5 +48,22 @@ def test_a_file_no_row_of_which_can_be_predicted_fails(tmp_path):
     assert r.exit_code == 1
     assert "no row of" in r.output and "could be predicted (2 skipped; row 1: model 'nosuch'" \
         in " ".join(r.output.split())
-    d = json.loads(run("validate", str(tmp_path / "m.csv"), "--json").stdout)
-    assert d["skipped"][1]["reason"].startswith("topology 'bad.toml': ")
+    r = run("validate", str(tmp_path / "m.csv"), "--json")
+    assert r.exit_code == 1 and json.loads(r.stdout)["rows"] == []   # the reasons, in JSON
+    r = run("validate", str(tmp_path / "m.csv"))
+    assert r.stdout == ""                             # no empty table: the one line says why
+    (tmp_path / "one.csv").write_text("\n".join(rows[:1] + rows[2:] + [
+        "c,llama3.1-8b,h100_dgx,1,1,1,1,,1024,128,8,ttft_ms,100,x"]) + "\n")
+    d = json.loads(run("validate", str(tmp_path / "one.csv"), "--json").stdout)
+    assert d["skipped"][0]["reason"].startswith("topology 'bad.toml': ")
+
+
+def test_duplicate_ids_and_empty_files_are_refused(tmp_path):
+    rows = [HEADER, "a,llama3.1-8b,h100_dgx,1,1,1,1,,1024,128,8,ttft_ms,100,x",
+            "a,llama3.1-8b,h100_dgx,1,1,1,1,,1024,128,8,tpot_ms,10,x"]
+    (tmp_path / "m.csv").write_text("\n".join(rows) + "\n")
+    r = run("validate", str(tmp_path / "m.csv"))
+    assert r.exit_code == 1 and "row 2: id: 'a' is also row 1" in r.output
+    (tmp_path / "h.csv").write_text(HEADER + "\n")
+    r = run("validate", str(tmp_path / "h.csv"))
+    assert r.exit_code == 1 and "holds no rows (only a header)" in r.output

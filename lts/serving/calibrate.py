@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engines import ENGINES
 from ..engines.profiles import EngineProfile
 from ..specs import TopologySpec
 from ..specs.errors import SpecError
@@ -138,25 +139,37 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
     topos = {m.topology for m in meas}
     engines = {m.engine for m in meas}
     if len(topos) != 1 or len(engines) != 1:
+        plural = lambda n, w: f"{n} {w}" + ("s" if n != 1 else "")      # noqa: E731
         raise SpecError(path, "", f"calibrate fits one cluster and one engine at a time: the "
-                                  f"rows name {len(topos)} topologies ({', '.join(sorted(topos))})"
-                                  f" and {len(engines)} engines ({', '.join(sorted(engines))})")
+                                  f"rows name {plural(len(topos), 'topology').replace('ys', 'ies')}"
+                                  f" ({', '.join(sorted(topos))}) and "
+                                  f"{plural(len(engines), 'engine')} ({', '.join(sorted(engines))})")
     base_rows = v.validate(path)["rows"]
     if not base_rows:
         raise SpecError(path, "", "no row can be predicted (lts validate says why)")
     engine = engines.pop()
-    release = base_rows[0]["profile"]
+    releases = {r["profile"] for r in base_rows}
+    if len(releases) != 1:
+        raise SpecError(path, "", f"the rows take {len(releases)} {engine} profiles "
+                                  f"({', '.join(sorted(releases))}: their engine_version): "
+                                  "calibrate one release at a time")
+    release = releases.pop()
     prof = v.PROFILES[engine][release]
-    topo0 = v.load_topology(base_rows[0]["topology"]) if base_rows[0]["topology"] in \
-        v.shipped_names("topologies") else None
+    # the topology as validate loads it (a shipped name, or a file relative to the CSV)
+    loader = v._Loader("topology", "topologies", v.load_topology, Path(path).resolve().parent)
+    loader.why(meas[0].topology)
+    topo0 = loader.get(meas[0].topology)
     base = {"memory_scale": 1.0, "compute_scale": 1.0,
-            "step_overhead_us": prof.step_overhead_s / US,
-            "request_overhead_ms": prof.request_overhead_s / MS,
-            "kernel_overhead_us": (topo0.kernel_overhead_s / US) if topo0 else 3.0,
+            "step_overhead_us": round(prof.step_overhead_s / US, 6),
+            "request_overhead_ms": round(prof.request_overhead_s / MS, 6),
+            "kernel_overhead_us": round(topo0.kernel_overhead_s / US, 6),
             "collective_scale": 1.0}
     train_rows, held_rows = split(base_rows, train, holdout)
     if not train_rows:
         raise SpecError(path, "", f"--holdout {holdout} leaves no row to fit")
+    if holdout != "fraction" and not held_rows:
+        raise SpecError(path, "", f"--holdout {holdout} holds nothing out: the rows have one "
+                                  f"{'(isl, osl) pair' if holdout == 'isl' else 'concurrency'}")
     train_ids = {r["id"] for r in train_rows}
 
     def run(knobs):
@@ -190,7 +203,8 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
     steps = np.array([KERNEL_STEP if n == "kernel_overhead_us" else STEP for n in names])
     lo = np.array([KNOBS[n][2][0] for n in names])
     hi = np.array([KNOBS[n][2][1] for n in names])
-    free = np.ones(len(names), bool)
+    # at least two rows a constant: fewer and the fit passes through them (no error to judge by)
+    free = np.full(len(names), len(order) >= 2 * len(names))
     theta = to_theta(base)
     while free.any():     # fit; drop the least identified knob (kept at its base); refit
         theta, r, jac = _levenberg_marquardt(residuals, theta, lo, hi, free, steps)
@@ -299,7 +313,8 @@ def topology_text(base_path, fit: Fit, note: str) -> str:
             section = head.strip("[]").strip()
         elif head.startswith("[["):
             section = head.strip("[]").strip()
-        key = head.split("=", 1)[0].strip() if "=" in head and not head.startswith("#") else ""
+        key = head.split("=", 1)[0].strip().strip('"').strip("'") \
+            if "=" in head and not head.startswith("#") else ""
         new = line
         if section == "" and key == "name":
             new = re.sub(r'"([^"]*)"', lambda mt: f'"{mt.group(1)}-fitted"', line, count=1)
@@ -366,15 +381,23 @@ def load_overlay(path) -> dict:
     if not isinstance(e, dict) or not isinstance(e.get("name"), str):
         raise SpecError(path, "engine", "missing table with a name (written by lts calibrate)")
     out = {"name": e["name"], "release": str(e.get("release", ""))}
-    for key, field, unit, top in (("step_overhead_us", "step_overhead_s", US, 1e6),
-                                  ("request_overhead_ms", "request_overhead_s", MS, 1e5),
-                                  ("collective_efficiency", "collective_efficiency", 1.0, 1.0)):
+    for key, field, unit, low, top in (("step_overhead_us", "step_overhead_s", US, 0.0, 1e6),
+                                       ("request_overhead_ms", "request_overhead_s", MS, 0.0, 1e5),
+                                       ("collective_efficiency", "collective_efficiency", 1.0,
+                                        1e-3, 1.0)):
         val = e.get(key)
         if val is not None:
             if isinstance(val, bool) or not isinstance(val, (int, float)) or \
-                    not 0 <= val <= top or not math.isfinite(val):
-                raise SpecError(path, f"engine.{key}", f"{val!r} is not a number from 0 to {top:g}")
+                    not low <= val <= top or not math.isfinite(val):
+                raise SpecError(path, f"engine.{key}", f"{val!r} is not a number from {low:g} "
+                                                       f"to {top:g}")
             out[field] = float(val) * unit
+    if out["name"] not in ENGINES:
+        raise SpecError(path, "engine.name", f"{out['name']!r} is not an engine lts knows")
+    if out["release"] and out["release"] not in ENGINES[out["name"]].profiles:
+        raise SpecError(path, "engine.release", f"{out['release']!r} is not a {out['name']} "
+                                                f"profile lts has "
+                                                f"({', '.join(ENGINES[out['name']].profiles)})")
     unknown = set(e) - {"name", "release", "step_overhead_us", "request_overhead_ms",
                         "collective_efficiency"}
     if unknown:

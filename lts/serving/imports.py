@@ -28,13 +28,16 @@ closed loops.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from ..engines import ENGINE_NAMES
 from ..specs.errors import SpecError
 from ..specs import read_text
+from ..specs.limits import MAX_TOKENS
 
 FORMATS = ("vllm", "sglang", "aiperf", "genai-perf")
+MAX_VALUE = 1e15                  # the largest number a result may hold (validate's MAX_MEASURED)
 MAX_BYTES = 2**28                 # a benchmark file (detailed per-request vLLM output is MBs)
 TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3}   # -> ms
 
@@ -76,18 +79,25 @@ def detect(obj: dict) -> str:
 
 
 def _num(path, where, obj, key):
+    """A positive, finite number of a result (a time, a count, a rate)."""
     v = obj.get(key)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise SpecError(path, where, f"{key}: {v!r} is not a number (is this a "
                                      f"{'/'.join(FORMATS)} result?)")
+    if not (math.isfinite(v) and 0 < v <= MAX_VALUE):
+        raise SpecError(path, where, f"{key}: {v!r} is not a positive number up to {MAX_VALUE:g}")
     return float(v)
 
 
 def _metric(path, where, obj, key, ms: bool):
     """A JsonMetricResult's average (aiperf, genai-perf), in ms for times."""
     m = obj.get(key)
-    if not isinstance(m, dict) or not isinstance(m.get("avg"), (int, float)):
+    if not isinstance(m, dict) or isinstance(m.get("avg"), bool) or \
+            not isinstance(m.get("avg"), (int, float)):
         raise SpecError(path, where, f"{key}: no average (expected {{\"unit\", \"avg\"}})")
+    if not (math.isfinite(m["avg"]) and 0 < m["avg"] <= MAX_VALUE):
+        raise SpecError(path, where, f"{key}.avg: {m['avg']!r} is not a positive number up to "
+                                     f"{MAX_VALUE:g}")
     if not ms:
         return float(m["avg"])
     unit = str(m.get("unit", "ms")).lower()
@@ -119,7 +129,10 @@ def read(path, fmt: str = "auto") -> list:
     run."""
     path = Path(path)
     runs = []
-    for i, obj in enumerate(_objects(path), 1):
+    objects = _objects(path)
+    if not objects:
+        raise SpecError(path, "", "holds no runs")
+    for i, obj in enumerate(objects, 1):
         where = f"run {i}"
         kind = detect(obj) if fmt == "auto" else fmt
         if kind not in FORMATS:
@@ -127,8 +140,12 @@ def read(path, fmt: str = "auto") -> list:
                                          "bench_serving, aiperf or genai-perf (--format names one)")
         if kind in ("vllm", "sglang"):
             done = _num(path, where, obj, "completed")
-            if done < 1:
-                raise SpecError(path, where, "completed: 0 requests")
+            rate = obj.get("request_rate")
+            if isinstance(rate, (int, float)) and not isinstance(rate, bool) and \
+                    math.isfinite(rate):
+                raise SpecError(path, where, f"request_rate: {rate!r} paces the requests: a "
+                                             "rate-limited run is not the closed loop lts "
+                                             "validate predicts (run with --request-rate inf)")
             conc = obj.get("max_concurrency")
             run = {"isl": _num(path, where, obj, "total_input_tokens") / done,
                    "osl": _num(path, where, obj, "total_output_tokens") / done,
@@ -149,9 +166,14 @@ def read(path, fmt: str = "auto") -> list:
                    "output_tokens_per_s": _metric(path, where, obj, "output_token_throughput",
                                                   False),
                    "backend": "", "version": ""}
-        if isinstance(conc, bool) or not isinstance(conc, int) or conc < 1:
+        if conc is None:
             raise SpecError(path, where, "no fixed concurrency (max_concurrency / concurrency): "
                                          "lts validate predicts closed loops of C clients")
+        if isinstance(conc, bool) or not isinstance(conc, int) or not 1 <= conc <= MAX_VALUE:
+            raise SpecError(path, where, f"concurrency: {conc!r} is not a positive integer")
+        if run["isl"] > MAX_TOKENS or run["osl"] > MAX_TOKENS:
+            raise SpecError(path, where, f"tokens per request ({run['isl']:.4g} in, "
+                                         f"{run['osl']:.4g} out) above {MAX_TOKENS:,}")
         run.update(format=kind, concurrency=int(conc))
         runs.append(run)
     return runs
@@ -162,13 +184,26 @@ HEADER = ("id", "model", "topology", "gpus", "tp", "ep", "pp", "precision", "isl
           "concurrency", "metric", "value", "source", "strategy", "engine", "engine_version")
 
 
+def stems(paths) -> list:
+    """Each result file's name in its rows' ids, distinct: the stem, with the folder's name
+    where two files share a stem (aiperf and genai-perf name every export alike), then a
+    counter."""
+    names = [Path(p).stem for p in paths]
+    if len(set(names)) < len(names):
+        names = [f"{Path(p).resolve().parent.name}-{Path(p).stem}" for p in paths]
+    if len(set(names)) < len(names):
+        names = [f"{i + 1}-{n}" for i, n in enumerate(names)]
+    return names
+
+
 def rows(path, runs: list, model: str, topology: str, gpus: int, tp: int, ep: int, pp: int,
          strategy: str = "", engine: str = "", engine_version: str = "",
-         precision: str = "") -> list:
+         precision: str = "", stem: str = "") -> list:
     """Measurement rows (dicts of HEADER) of a file's runs: one per run and metric, isl and osl
-    the runs' means rounded, the deployment facts the flags give."""
+    the runs' means rounded, the deployment facts the flags give; ids from ``stem`` (default
+    the file's)."""
     out = []
-    stem = Path(path).stem
+    stem = stem or Path(path).stem
     for i, run in enumerate(runs, 1):
         # the engine: the flag, else the server the result names where lts has its profile; a
         # version the result reports belongs to that server only

@@ -166,7 +166,7 @@ def read_measurements(path) -> list:
                                         f"prefill_/decode_ {', '.join(POOL_KEYS)}, "
                                         f"then {', '.join(POOL_OPTIONAL)} may be absent)")
     reader.fieldnames = header
-    out = []
+    out, seen = [], {}
     rows = iter(reader)
     n = 0
     while True:
@@ -248,6 +248,10 @@ def read_measurements(path) -> list:
         # two of one kind (fp8 GEMMs beside block-scaled fp8 experts): the experts' (_model_for
         # keeps a checkpoint of that kind as it ships)
         quant = QUANT_FORMATS[r.get("moe_quant", "").lower() or quants.pop()] if quants else ""
+        if r["id"] in seen:
+            raise SpecError(file, f"row {n}", f"id: {r['id']!r} is also row {seen[r['id']]} "
+                                              "(each row needs its own id)")
+        seen[r["id"]] = n
         version = r.get("engine_version", "") or version_in_source(r["source"], engine)
         out.append(Measurement(n, r["id"], r["model"], r["topology"], gpus, tp, ep, pp,
                                r["precision"], isl, osl, conc, r["metric"], value, r["source"],
