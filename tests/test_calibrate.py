@@ -24,13 +24,15 @@ TRUE = {"memory_scale": 0.8, "compute_scale": 1.0, "step_overhead_us": 3000.0,
         "request_overhead_ms": 40.0}
 
 
-def synthetic(path, metrics=("ttft_ms", "tpot_ms"), noise=0.03, seed=0):
-    """Llama-3.1-8B on H100 under vLLM 0.15 as lts predicts it with TRUE's constants, each value
-    times exp(N(0, noise))."""
-    rows = [dict(id=f"p{tp}-{isl}-{osl}-{c}-{m}", model="llama3.1-8b", topology="h100_dgx",
-                 gpus=tp, tp=tp, ep=1, pp=1, precision="", isl=isl, osl=osl, concurrency=c,
+def synthetic(path, metrics=("ttft_ms", "tpot_ms"), noise=0.03, seed=0, precisions=("",),
+              tps=(1, 2), true=TRUE):
+    """Llama-3.1-8B on H100 under vLLM 0.15 as lts predicts it with ``true``'s constants, each
+    value times exp(N(0, noise))."""
+    rows = [dict(id=f"{pr}p{tp}-{isl}-{osl}-{c}-{m}", model="llama3.1-8b", topology="h100_dgx",
+                 gpus=tp, tp=tp, ep=1, pp=1, precision=pr, isl=isl, osl=osl, concurrency=c,
                  metric=m, value=1, source="synthetic", engine="vllm", engine_version="0.15.1")
-            for tp, isl, osl, c in itertools.product((1, 2), (512, 2048), (128, 512), (1, 16, 64))
+            for pr, tp, isl, osl, c in itertools.product(precisions, tps, (512, 2048), (128, 512),
+                                                         (1, 16, 64))
             for m in metrics]
 
     def write(rows):
@@ -39,7 +41,7 @@ def synthetic(path, metrics=("ttft_ms", "tpot_ms"), noise=0.03, seed=0):
             w.writeheader()
             w.writerows(rows)
     write(rows)
-    pred = {r["id"]: r["predicted"] for r in v.validate(path, tune=cal.tuned(TRUE))["rows"]}
+    pred = {r["id"]: r["predicted"] for r in v.validate(path, tune=cal.tuned(true))["rows"]}
     rng = np.random.default_rng(seed)
     for r in rows:
         r["value"] = f"{pred[r['id']] * float(np.exp(rng.normal(0.0, noise))):.6g}"
@@ -54,6 +56,8 @@ def test_round_trip_recovers_the_constants(tmp_path):
     assert not fit.identified["kernel_overhead_us"] or \
         fit.knobs["kernel_overhead_us"] == pytest.approx(3.0, rel=0.3)
     assert fit.knobs["collective_scale"] == pytest.approx(1.0, rel=0.1)
+    assert not fit.identified["oneshot_latency_us"] or \
+        fit.knobs["oneshot_latency_us"] == pytest.approx(3.1, rel=0.3)
     assert fit.knobs["memory_scale"] == pytest.approx(0.8, rel=0.05)
     assert fit.knobs["compute_scale"] == pytest.approx(1.0, rel=0.05)
     assert fit.knobs["step_overhead_us"] == pytest.approx(3000.0, rel=0.15)
@@ -157,17 +161,20 @@ def test_what_calibrate_refuses_before_fitting(tmp_path):
     assert not (tmp_path / "f.toml").exists()
 
 
-def test_too_few_rows_identify_nothing(tmp_path):
-    """Fewer than two training rows a knob: the fit would pass through them; every knob is kept
-    at its base and said so."""
+def test_too_few_rows_identify_few_knobs(tmp_path):
+    """At least two training rows a knob (fewer and the fit passes through them): eight rows
+    fit four knobs at most, the ones that move the rows most; one row fits none, every knob
+    kept at its base and said so."""
     path = synthetic(tmp_path / "m.csv")
-    rows = list(csv.DictReader(path.open()))[:8]
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=HEADER)
-        w.writeheader()
-        w.writerows(rows)
-    fit = cal.calibrate(path, train=1.0)
-    assert not any(fit.identified.values())
+    rows = list(csv.DictReader(path.open()))
+    for n, most in ((8, 4), (1, 0)):
+        with path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=HEADER)
+            w.writeheader()
+            w.writerows(rows[:n])
+        fit = cal.calibrate(path, train=1.0)
+        assert sum(fit.identified.values()) <= most
+        assert all(fit.knobs[k] == fit.base[k] for k in fit.knobs if not fit.identified[k])
     assert fit.knobs == fit.base
 
 
@@ -182,3 +189,74 @@ def test_the_base_is_the_topology_file_beside_the_csv(tmp_path):
     path.write_text(path.read_text().replace("h100_dgx", "mine.toml"))
     fit = cal.calibrate(path, train=0.5)
     assert fit.base["kernel_overhead_us"] == 7.5
+
+
+def test_two_formats_get_their_own_rates(tmp_path):
+    """Rows of bf16 and fp8 weights: the commoner format (bf16, first by name at a tie) sets
+    the common scales and fp8 gets its own two; the effective fp8 rates come back within the
+    noise's reach, and the topology file written carries them (the class keys fp8 reads)."""
+    true = dict(TRUE, **{"memory_scale@fp8": 1.25, "compute_scale@fp8": 0.8})
+    path = synthetic(tmp_path / "m.csv", precisions=("bf16", "fp8"), tps=(1, 4), true=true)
+    fit = cal.calibrate(path, train=0.5)
+    assert fit.identified["memory_scale@fp8"] and fit.identified["compute_scale@fp8"]
+    assert "memory_scale@bf16" not in fit.knobs
+    base = load_topology("h100_dgx")
+    want, got = cal.tuned_topology(base, true), cal.tuned_topology(base, fit.knobs)
+    for f in ("bf16", "fp8"):
+        assert got.weight_memory_efficiency_for(f) == pytest.approx(
+            want.weight_memory_efficiency_for(f), rel=0.15)
+        assert got.compute_efficiency_for(f) == pytest.approx(want.compute_efficiency_for(f),
+                                                              rel=0.15)
+    assert fit.after["held_out"]["median_abs_log2_ratio"] < 0.05
+    from lts.specs import resolve
+    (tmp_path / "t.toml").write_text(cal.topology_text(resolve("topologies", "h100_dgx"), fit,
+                                                       "test"))
+    written = load_topology(str(tmp_path / "t.toml"))
+    for f in ("bf16", "fp8", "fp8_block", "nvfp4"):
+        assert written.weight_memory_efficiency_for(f) == pytest.approx(
+            got.weight_memory_efficiency_for(f), rel=1e-3)
+        assert written.compute_efficiency_for(f) == pytest.approx(got.compute_efficiency_for(f),
+                                                                  rel=1e-3)
+        assert written.grouped_efficiency(f)[1] == pytest.approx(got.grouped_efficiency(f)[1],
+                                                                 rel=1e-3)
+
+
+def test_a_format_without_a_line_gets_one(tmp_path):
+    """A format whose rates the file gives by no key of its own (nvfp4 on a topology without
+    it): the written file adds its [gpu.gemm] line, which predicts what the fit does."""
+    from lts.specs import resolve
+    fit = cal.Fit(knobs={"memory_scale": 0.9, "compute_scale": 1.1, "memory_scale@mxfp4": 1.2,
+                         "compute_scale@mxfp4": 0.7},
+                  base={}, identified={"memory_scale": True, "compute_scale": True,
+                                       "memory_scale@mxfp4": True, "compute_scale@mxfp4": True},
+                  engine="vllm", release="0.15", before={}, after={}, train_points=0,
+                  held_points=0)
+    for name in ("h100_dgx", "a100_dgx"):
+        src = resolve("topologies", name)
+        (tmp_path / "t.toml").write_text(cal.topology_text(src, fit, "test"))
+        written = load_topology(str(tmp_path / "t.toml"))
+        got = cal.tuned_topology(load_topology(name), fit.knobs)
+        for f in ("bf16", "mxfp4", "fp8"):
+            assert written.weight_memory_efficiency_for(f) == pytest.approx(
+                got.weight_memory_efficiency_for(f), rel=1e-3)
+            assert written.compute_efficiency_for(f) == pytest.approx(
+                got.compute_efficiency_for(f), rel=1e-3)
+        assert "mxfp4" in written.gemm
+
+
+def test_small_all_reduces_have_their_own_time(tmp_path):
+    """Collectives by message size: rows at tp 1-8 with a one-shot all-reduce of 10 us (the
+    base 3.1) and a 0.3 ms step: the small all-reduce's time comes back beside the large ones'
+    scale; the time per kernel, which one model cannot tell from the time per step, is kept."""
+    true = dict(TRUE, step_overhead_us=300.0, oneshot_latency_us=10.0)
+    fit = cal.calibrate(synthetic(tmp_path / "m.csv", tps=(1, 2, 4, 8), true=true), train=0.5)
+    assert fit.identified["oneshot_latency_us"] and not fit.identified["kernel_overhead_us"]
+    assert fit.knobs["oneshot_latency_us"] == pytest.approx(10.0, rel=0.2)
+    assert fit.knobs["step_overhead_us"] == pytest.approx(300.0, rel=0.3)
+    assert fit.knobs["memory_scale"] == pytest.approx(0.8, rel=0.05)
+    assert fit.after["held_out"]["median_abs_log2_ratio"] < 0.05
+    from lts.specs import resolve
+    (tmp_path / "t.toml").write_text(cal.topology_text(resolve("topologies", "h100_dgx"), fit,
+                                                       "test"))
+    assert load_topology(str(tmp_path / "t.toml")).links[0].oneshot_latency_s == \
+        pytest.approx(fit.knobs["oneshot_latency_us"] * 1e-6, rel=1e-3)

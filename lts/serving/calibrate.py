@@ -32,7 +32,7 @@ from ..engines import ENGINES
 from ..engines.profiles import EngineProfile
 from ..specs import TopologySpec
 from ..specs.errors import SpecError
-from ..specs.units import MS, US
+from ..specs.units import FORMAT_ALIASES, MS, US, WEIGHT_FORMATS
 from . import validate as v
 
 # knob -> (kind, the fitted parameter's transform, its bounds in that space, its identification
@@ -45,9 +45,17 @@ KNOBS = {
     # per kernel launched (the per-layer fixed costs: a MoE layer's routing, permutation and
     # activation kernels, each op's launch)
     "kernel_overhead_us": ("topology", "ms", (0.0, 0.02), None),
-    # collectives: the share of each link's rate reached in a serving step, times one factor
+    # collectives by message size: large ones (the ring) at the share of each link's rate
+    # reached in a serving step, times one factor; small ones (the engines' one-shot all-reduce,
+    # up to its size limit) at the inner link's fixed time per call
     "collective_scale": ("topology", "log", (math.log(0.25), math.log(4.0)), 0.25),
+    "oneshot_latency_us": ("topology", "ms", (0.0, 0.05), None),
+    # per weight format beyond the rows' commonest (``memory_scale@nvfp4``): that format's GEMM
+    # and grouped-GEMM rates relative to the common scales (rows of two formats tell them apart)
+    "memory_scale@": ("topology", "log", (math.log(0.25), math.log(4.0)), 0.25),
+    "compute_scale@": ("topology", "log", (math.log(0.25), math.log(4.0)), 0.25),
 }
+US_KNOBS = ("kernel_overhead_us", "oneshot_latency_us")   # fitted in ms (their step: 0.5 us)
 ITERATIONS = 25        # Levenberg-Marquardt iterations at most
 STEP = 0.02            # finite-difference step in each parameter's space (log, or ms; a
 KERNEL_STEP = 0.0005   # kernel's launch time: 0.5 us)
@@ -68,12 +76,59 @@ def scaled(topo: TopologySpec, memory: float, compute: float) -> TopologySpec:
                             for f, (a, b) in topo.grouped.items()})
 
 
+def _spec(name: str) -> tuple:
+    """A knob's KNOBS entry (a per-format knob: its kind's, ``memory_scale@``)."""
+    return KNOBS[name.split("@")[0] + "@" if "@" in name else name]
+
+
+# a format whose rate a class key of the file gives (no [gpu.gemm] entry of its own may repeat it:
+# specs.topology_from_dict): its per-format scale sets that key, shared by the class's formats
+# without their own entry
+_CLASS_KEYS = {"fp8": ("fp8_compute_efficiency", "fp8_memory_efficiency"),
+               "nvfp4": ("fp4_compute_efficiency", None)}
+
+
+def per_format(topo: TopologySpec, fmt: str, memory: float, compute: float) -> TopologySpec:
+    """The topology with one weight format's dense GEMM rates (its own ``[gpu.gemm]`` entry, a
+    class key that gives them, or else the rates it falls back to, now its own entry) and its
+    grouped-GEMM rates times ``memory`` and ``compute``, each capped at 1."""
+    fmt = FORMAT_ALIASES.get(fmt, fmt)
+    rates = [min(topo.compute_efficiency_for(fmt) * compute, 1.0),
+             min(topo.weight_memory_efficiency_for(fmt) * memory, 1.0)]
+    fields = {}
+    if fmt not in topo.gemm:
+        for i, key in enumerate(_CLASS_KEYS.get(fmt, (None, None))):
+            if key and getattr(topo, key):
+                fields[key], rates[i] = rates[i], 0.0
+    gemm = dict(topo.gemm)
+    if any(rates):
+        gemm[fmt] = tuple(rates)
+    grouped = dict(topo.grouped)
+    if fmt in grouped:
+        a, b = grouped[fmt]
+        grouped[fmt] = (tuple(min(x * compute, 1.0) for x in a), min(b * memory, 1.0))
+    return replace(topo, gemm=gemm, grouped=grouped, **fields)
+
+
+def tuned_topology(topo: TopologySpec, knobs: dict) -> TopologySpec:
+    """The topology with a knob setting's rates and times (``tuned``'s topology half)."""
+    topo = scaled(topo, knobs["memory_scale"], knobs["compute_scale"])
+    for fmt in sorted({k.split("@")[1] for k in knobs if "@" in k}):
+        topo = per_format(topo, fmt, knobs.get(f"memory_scale@{fmt}", 1.0),
+                          knobs.get(f"compute_scale@{fmt}", 1.0))
+    if "kernel_overhead_us" in knobs:
+        topo = replace(topo, kernel_overhead_s=max(knobs["kernel_overhead_us"], 0.0) * US)
+    if "oneshot_latency_us" in knobs and topo.links and topo.links[0].oneshot_latency_s:
+        inner = replace(topo.links[0],
+                        oneshot_latency_s=max(knobs["oneshot_latency_us"], 0.0) * US)
+        topo = replace(topo, links=(inner,) + tuple(topo.links[1:]))
+    return topo
+
+
 def tuned(knobs: dict):
     """The ``validate`` tune hook of a knob setting: (topology, profile) -> the tuned pair."""
     def tune(topo: TopologySpec, profile: EngineProfile):
-        topo = scaled(topo, knobs["memory_scale"], knobs["compute_scale"])
-        if "kernel_overhead_us" in knobs:
-            topo = replace(topo, kernel_overhead_s=max(knobs["kernel_overhead_us"], 0.0) * US)
+        topo = tuned_topology(topo, knobs)
         if "collective_scale" in knobs:
             profile = replace(profile, collective_efficiency=min(
                 (profile.collective_efficiency or topo.collective_efficiency)
@@ -164,7 +219,17 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
             "request_overhead_ms": round(prof.request_overhead_s / MS, 6),
             "kernel_overhead_us": round(topo0.kernel_overhead_s / US, 6),
             "collective_scale": 1.0}
+    if topo0.links and topo0.links[0].oneshot_latency_s:
+        base["oneshot_latency_us"] = round(topo0.links[0].oneshot_latency_s / US, 6)
     train_rows, held_rows = split(base_rows, train, holdout)
+    # rows of several weight formats: each but the commonest gets its own two scales
+    counts = {}
+    for r in train_rows:
+        fmt = FORMAT_ALIASES.get(r["weights"], r["weights"])
+        if fmt in WEIGHT_FORMATS:
+            counts[fmt] = counts.get(fmt, 0) + 1
+    for fmt in sorted(counts, key=lambda f: (-counts[f], f))[1:]:
+        base[f"memory_scale@{fmt}"] = base[f"compute_scale@{fmt}"] = 1.0
     if not train_rows:
         raise SpecError(path, "", f"--holdout {holdout} leaves no row to fit")
     if holdout != "fraction" and not held_rows:
@@ -176,17 +241,17 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
         rows = v.validate(path, tune=tuned(knobs))["rows"]
         return [r for r in rows if r["id"] in train_ids], rows
 
-    names = list(KNOBS)
+    names = list(base)
     order = sorted(train_ids)
 
     def to_theta(knobs):
-        return np.array([math.log(knobs[n]) if KNOBS[n][1] == "log" else
+        return np.array([math.log(knobs[n]) if _spec(n)[1] == "log" else
                          knobs[n] / (1000.0 if n.endswith("_us") else 1.0) for n in names])
 
     def to_knobs(theta):
         out = {}
         for n, t in zip(names, theta):
-            out[n] = math.exp(t) if KNOBS[n][1] == "log" else \
+            out[n] = math.exp(t) if _spec(n)[1] == "log" else \
                 t * (1000.0 if n.endswith("_us") else 1.0)
         return out
 
@@ -200,12 +265,23 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
         r = np.array([rows.get(i, 2.0) for i in order])
         return np.sign(r) * np.sqrt(2.0 * (np.sqrt(1.0 + r * r) - 1.0))
 
-    steps = np.array([KERNEL_STEP if n == "kernel_overhead_us" else STEP for n in names])
-    lo = np.array([KNOBS[n][2][0] for n in names])
-    hi = np.array([KNOBS[n][2][1] for n in names])
-    # at least two rows a constant: fewer and the fit passes through them (no error to judge by)
-    free = np.full(len(names), len(order) >= 2 * len(names))
+    steps = np.array([KERNEL_STEP if n in US_KNOBS else STEP for n in names])
+    lo = np.array([_spec(n)[2][0] for n in names])
+    hi = np.array([_spec(n)[2][1] for n in names])
     theta = to_theta(base)
+    # what the rows can tell at all: a knob that moves no row by more than a hundredth of a
+    # log2 unit over its threshold is not identified; then at least two rows a knob (fewer and
+    # the fit passes through them, with no error left to judge by), keeping the knobs that move
+    # the rows most
+    free = np.ones(len(names), bool)
+    jac = _jacobian(residuals, theta, residuals(theta), lo, hi, free, steps)
+    reach = np.array([np.linalg.norm(jac[:, i]) * _threshold(n, theta[i])
+                      for i, n in enumerate(names)])
+    free = reach > 0.01
+    for i in np.argsort(reach):
+        if free.sum() * 2 <= len(order):
+            break
+        free[i] = False
     while free.any():     # fit; drop the least identified knob (kept at its base); refit
         theta, r, jac = _levenberg_marquardt(residuals, theta, lo, hi, free, steps)
         dof = max(len(r) - int(free.sum()), 1)
@@ -219,7 +295,11 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
                           for i in range(len(names))])
         if ratio.max() <= 1.0:
             break
-        free[int(np.argmax(ratio))] = False
+        # of the knobs above their threshold, the most specific goes first (knobs the rows
+        # cannot tell apart, such as the times per step, per kernel and per small all-reduce
+        # on one model, are all uncertain; the generic one stays)
+        free[max(np.flatnonzero(ratio > 1.0), key=lambda i: (_specific(names[i]), ratio[i]))] \
+            = False
         theta = np.where(free, theta, to_theta(base))
     knobs = {n: float(x) for n, x in to_knobs(theta).items()}
     identified = {n: bool(free[i]) for i, n in enumerate(names)}
@@ -240,13 +320,23 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
                len({_point(r["id"]) for r in held_rows}))
 
 
+# the order in which knobs the rows cannot pin are dropped (most specific first)
+_SPECIFIC = ("memory_scale@", "compute_scale@", "oneshot_latency_us", "kernel_overhead_us",
+             "collective_scale", "request_overhead_ms", "step_overhead_us", "compute_scale",
+             "memory_scale")
+
+
+def _specific(name: str) -> int:
+    return len(_SPECIFIC) - _SPECIFIC.index(name.split("@")[0] + "@" if "@" in name else name)
+
+
 def _threshold(name: str, value: float) -> float:
     """The largest standard error a fitted knob may have (its parameter's space): a quarter of
     a scale (in log), 30% of an overhead (at least 0.2 ms; a kernel's 1 us)."""
-    fixed = KNOBS[name][3]
+    fixed = _spec(name)[3]
     if fixed is not None:
         return fixed
-    return max(0.3 * abs(value), 0.001 if name == "kernel_overhead_us" else 0.2)
+    return max(0.3 * abs(value), 0.001 if name in US_KNOBS else 0.2)
 
 
 def _levenberg_marquardt(residuals, theta, lo, hi, free, steps):
@@ -298,47 +388,56 @@ _GPU_MEMORY = ("memory_efficiency", "fp8_memory_efficiency")
 _GPU_COMPUTE = ("compute_efficiency", "fp8_compute_efficiency", "fp4_compute_efficiency")
 
 
-def _scale_number(text: str, factor: float) -> str:
-    return f"{min(float(text) * factor, 1.0):.4g}"
-
-
 def topology_text(base_path, fit: Fit, note: str) -> str:
-    """The base topology file with the fitted rates written in (the scaled numbers, each line
-    commented with ``note``) and its name suffixed ``-fitted``."""
-    ms, cs = fit.knobs["memory_scale"], fit.knobs["compute_scale"]
-    out, section = [], ""
+    """The base topology file with the fitted values written in (each the tuned topology's,
+    ``tuned_topology``; each line commented with ``note``) and its name suffixed ``-fitted``. A
+    format with its own fitted scales and no line of its own gets a ``[gpu.gemm]`` line."""
+    from ..specs import load_topology
+    old = load_topology(str(base_path))
+    new_t = tuned_topology(old, fit.knobs)
+    fmts = sorted(f for f in new_t.gemm if new_t.gemm[f] != old.gemm.get(f))
+
+    def rate_line(key, line, c, m):
+        body = ", ".join(f"{n} = {x:.4g}" for n, x in (("compute", c), ("memory", m)) if x)
+        return f"{key} = {{ {body} }}   # {note}"
+
+    out, section, link, written = [], "", -1, set()
     for line in Path(base_path).read_text(encoding="utf-8").splitlines():
         head = line.strip()
-        if head.startswith("[") and not head.startswith("[["):
+        if head.startswith("[["):
             section = head.strip("[]").strip()
-        elif head.startswith("[["):
+            link += section == "link"
+        elif head.startswith("["):
             section = head.strip("[]").strip()
         key = head.split("=", 1)[0].strip().strip('"').strip("'") \
             if "=" in head and not head.startswith("#") else ""
+        code, _, _ = line.partition("#")
+        was = code.partition("=")[2].strip()
         new = line
         if section == "" and key == "name":
             new = re.sub(r'"([^"]*)"', lambda mt: f'"{mt.group(1)}-fitted"', line, count=1)
-        elif section == "gpu" and key == "kernel_overhead_us" and fit.identified.get(key):
-            code, _, _ = line.partition("#")
-            k, _, val = code.partition("=")
-            new = f"{k}= {fit.knobs[key]:.4g}   # {note} (was {val.strip()})"
-        elif section == "gpu" and (key in _GPU_MEMORY and ms != 1.0 or
-                                   key in _GPU_COMPUTE and cs != 1.0):
-            f = ms if key in _GPU_MEMORY else cs
-            code, _, _ = line.partition("#")
-            k, _, val = code.partition("=")
-            new = f"{k}= {_scale_number(val.strip(), f)}   # {note} (x{f:.3g} of {val.strip()})"
-        elif section in ("gpu.gemm", "gpu.grouped_gemm") and key and key != "tokens_per_expert" \
-                and (ms != 1.0 or cs != 1.0):
-            code, hash_, comment = line.partition("#")
-            code = re.sub(r"(compute\s*=\s*)\[([^\]]*)\]", lambda mt: mt.group(1) + "[" + ", ".join(
-                _scale_number(x, cs) for x in mt.group(2).split(",") if x.strip()) + "]", code)
-            code = re.sub(r"(compute\s*=\s*)([0-9.]+)", lambda mt: mt.group(1) + _scale_number(
-                mt.group(2), cs), code)
-            code = re.sub(r"(memory\s*=\s*)([0-9.]+)", lambda mt: mt.group(1) + _scale_number(
-                mt.group(2), ms), code)
-            new = f"{code.rstrip()}   # {note} (compute x{cs:.3g}, memory x{ms:.3g})"
+        elif section == "gpu" and key == "kernel_overhead_us" and fit.identified.get(key) or \
+                section == "link" and link == 0 and key == "oneshot_latency_us" and \
+                fit.identified.get(key):
+            new = f"{key} = {fit.knobs[key]:.4g}   # {note} (was {was})"
+        elif section == "gpu" and key in _GPU_MEMORY + _GPU_COMPUTE and \
+                getattr(new_t, key) != getattr(old, key):
+            new = f"{key} = {getattr(new_t, key):.4g}   # {note} (was {was})"
+        elif section == "gpu.gemm" and key in fmts:
+            new = rate_line(key, line, *new_t.gemm[key]) + f" (was {was})"
+            written.add(key)
+        elif section == "gpu.grouped_gemm" and key in new_t.grouped and \
+                new_t.grouped[key] != old.grouped.get(key):
+            a, b = new_t.grouped[key]
+            new = (f"{key} = {{ compute = [{', '.join(f'{x:.4g}' for x in a)}], "
+                   f"memory = {b:.4g} }}   # {note} (was {was})")
         out.append(new)
+        if head.startswith("[gpu.gemm]"):
+            out += [rate_line(f, "", *new_t.gemm[f]) for f in fmts if f not in old.gemm]
+            written |= {f for f in fmts if f not in old.gemm}
+    missing = [f for f in fmts if f not in written]
+    if missing:
+        out += ["", "[gpu.gemm]"] + [rate_line(f, "", *new_t.gemm[f]) for f in missing]
     return "\n".join(out) + "\n"
 
 
