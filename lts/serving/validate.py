@@ -69,7 +69,8 @@ from ..specs.limits import (MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED,
                      MIN_MEASURED)
 from . import two_pool
 from .serve import serve
-from ..specs import load_model, load_topology, read_text, shipped_names, with_precision
+from ..specs import (exists, load_model, load_topology, path_problem, read_text, shipped_names,
+                     with_precision)
 from ..specs.strategy import BATCH, EP, N_COARSE, PP, TP, megatron_row, parse_strategy
 from ..specs.units import DTYPE_BYTES
 
@@ -292,6 +293,11 @@ def _strategy_row(file, m: Measurement, model) -> tuple:
 _KIND = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"}
 
 
+def _short(cell: str) -> str:
+    """A cell as a reason shows it: quoted, a long one cut (its length said)."""
+    return repr(cell) if len(cell) <= 60 else repr(cell[:40]) + f"... ({len(cell)} characters)"
+
+
 class _Loader:
     """A measurement file's ``model`` or ``topology`` cells: a shipped name, else a file or
     config folder (a relative path resolves against the CSV's folder), each loaded once; a cell
@@ -307,14 +313,17 @@ class _Loader:
         if cell not in self.loaded and cell not in self.errors:
             ref = cell if cell in self.shipped or Path(cell).is_absolute() else \
                 str(self.where / cell)
-            if cell not in self.shipped and not Path(ref).exists():
-                self.errors[cell] = (f"{self.what} {cell!r} is not shipped, nor a file or folder "
+            if cell not in self.shipped and path_problem(ref):
+                self.errors[cell] = f"{self.what} {_short(cell)}: {path_problem(ref)}"
+            elif cell not in self.shipped and not exists(ref):
+                self.errors[cell] = (f"{self.what} {_short(cell)} is not shipped, nor a file or "
+                                     "folder "
                                      f"(relative paths resolve against {self.where})")
             else:
                 try:
                     self.loaded[cell] = self.load(ref)
                 except SpecError as e:
-                    self.errors[cell] = f"{self.what} {cell!r}: {e}"
+                    self.errors[cell] = f"{self.what} {_short(cell)}: {e}"
         return self.errors.get(cell, "")
 
     def get(self, cell: str):

@@ -186,13 +186,51 @@ def shipped_names(kind: str) -> list[str]:
     return sorted(p.stem for p in shipped_dir(kind).glob("*.toml"))
 
 
+NAME_MAX = 255    # bytes in one path component (POSIX NAME_MAX on Linux, macOS, ext4, APFS)
+PATH_MAX = 4096   # bytes in a path with its NUL (Linux limits.h PATH_MAX; macOS has 1024)
+
+
+def path_problem(name_or_path) -> str:
+    """Why a string cannot name a file at all ("" when it can): a NUL byte, or a component
+    longer than the filesystem allows (the OSError it would raise, said in one line)."""
+    text = str(name_or_path)
+    if "\0" in text:
+        return "holds a NUL byte, which no file name can"
+    longest = max((len(c.encode("utf-8", "surrogateescape")) for c in text.split(os.sep)),
+                  default=0)
+    total = len(text.encode("utf-8", "surrogateescape"))
+    if total >= PATH_MAX:
+        return f"is not a path: {total} bytes, over the {PATH_MAX - 1} a path may have"
+    if longest > NAME_MAX:
+        return f"is not a file name: a part of it is {longest} bytes, over the {NAME_MAX} a " \
+               "file name may have"
+    return ""
+
+
+def exists(name_or_path) -> bool:
+    """Path.exists that answers False where the string cannot name a file (``path_problem``)
+    or the system refuses to say (an OSError), never raising."""
+    if path_problem(name_or_path):
+        return False
+    try:
+        return Path(name_or_path).exists()
+    except (OSError, ValueError):
+        return False
+
+
 def resolve(kind: str, name_or_path: str) -> Path:
     """A path as given, or a shipped short name (``moe1.6t``) -> its file."""
+    problem = path_problem(name_or_path)
+    if problem:
+        what = "model" if kind == "models" else "topology"
+        shown = str(name_or_path)
+        shown = shown if len(shown) <= 60 else shown[:40] + f"... ({len(shown)} characters)"
+        raise SpecError(shown, "", f"{problem} (nor a shipped {what})")
     p = Path(name_or_path)
-    if p.exists() or os.sep in str(name_or_path) or str(name_or_path).endswith((".toml", ".json")):
+    if exists(p) or os.sep in str(name_or_path) or str(name_or_path).endswith((".toml", ".json")):
         return p
     candidate = shipped_dir(kind) / f"{name_or_path}.toml"
-    if candidate.exists():
+    if exists(candidate):
         return candidate
     names = ", ".join(shipped_names(kind))
     what = "model" if kind == "models" else "topology"
