@@ -73,6 +73,17 @@ class Milliseconds(click.ParamType):
 MS = Milliseconds()
 
 
+class Finite(click.FloatRange):
+    """click.FloatRange refusing nan and infinities (FloatRange lets nan through every bound:
+    each comparison with it is false), the one rule for every bounded float flag."""
+
+    def convert(self, value, param, ctx):
+        x = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(x):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return super().convert(x, param, ctx)
+
+
 def _emit_json(obj) -> None:
     """JSON on stdout, streamed (a 100,000-row validate result is never one string); a value
     that is not finite (an absurd but accepted input can overflow a time) is null."""
@@ -141,11 +152,11 @@ def spec_options(fn):
         click.option("--spec-tokens", type=click.IntRange(1, MAX_SPEC_TOKENS), default=None,
                      help="serve, with --spec: tokens drafted per step (default: mtp the "
                           "model's MTP layers, else 3)."),
-        click.option("--acceptance", type=click.FloatRange(0, 1), default=None,
+        click.option("--acceptance", type=Finite(0, 1), default=None,
                      help="serve, with --spec: the chance each drafted token is accepted "
                           "(default for mtp 0.85, DeepSeek-V3 report; required otherwise, or "
                           "--accepted-length)."),
-        click.option("--accepted-length", type=click.FloatRange(1, MAX_SPEC_TOKENS + 1),
+        click.option("--accepted-length", type=Finite(1, MAX_SPEC_TOKENS + 1),
                      default=None, metavar="L",
                      help="serve, with --spec: a measured mean of tokens per step (1 to "
                           "--spec-tokens + 1) instead of --acceptance."),
@@ -158,7 +169,7 @@ def spec_options(fn):
 def prefix_options(fn):
     """Prefix caching in the serve phase (``serving.prefix``; docs/serving.md)."""
     opts = [
-        click.option("--prefix-hit", type=click.FloatRange(0, 1), default=None, metavar="F",
+        click.option("--prefix-hit", type=Finite(0, 1), default=None, metavar="F",
                      help="serve: the fraction of each prompt's tokens already in the KV cache "
                           "(prefix caching: not prefilled; at most all but the last token)."),
         click.option("--prefixes", type=click.IntRange(1, MAX_CONCURRENCY), default=1,
@@ -296,10 +307,16 @@ def _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl, 
                    engine_space=engine.name)
 
 
-def _serve_flags_only_with_serve(phase: str, any_phase=()) -> None:
-    """Refuse the serve-only flags in another phase (``any_phase``: flags this command takes in
-    every phase)."""
+def _phase_flags(phase: str, any_phase=()) -> None:
+    """Refuse a flag the phase does not use: the serve-only flags in another phase
+    (``any_phase``: flags this command takes in every phase), an SLO on a time the phase has
+    not (a decode step has no TTFT, a prefill pass no TPOT)."""
     params = click.get_current_context().params
+    for flag, other, why in (("ttft_slo_ms", "decode", "a decode step has no TTFT"),
+                             ("tpot_slo_ms", "prefill", "a prefill pass has no TPOT")):
+        if phase == other and flag in params and _flag_given(flag):
+            raise click.UsageError(f"--{flag.replace('_', '-')}: not with --phase {phase} ({why}"
+                                   f"; --phase serve bounds both)")
     given = [f"--{n}" for n in ("isl", "osl", "concurrency", "engine")
              if n in params and n not in any_phase and _flag_given(n)]
     if phase != "serve" and given:
@@ -464,7 +481,7 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
     transfer over the link joining the pools, the engine's handoff and the decode pool's steps
     (default concurrency: what the decode pool holds; docs/serving.md)."""
     m, topo = _load(model, topology, precision, kv_cache_dtype)
-    from .specs.strategy import BATCH, parse_strategy
+    from .specs.strategy import BATCH, named_keys, parse_strategy
     spec = _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length)
     prefix = _prefix(phase, prefix_hit, prefixes)
     pooled = prefill_text is not None or decode_text is not None
@@ -478,7 +495,7 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
             raise click.UsageError(f"--{flag.replace('_', '-')}: only with --prefill and "
                                    "--decode (two pools)")
     if pooled:
-        _serve_flags_only_with_serve(phase)
+        _phase_flags(phase)
         if decode_topology is not None and gpus:
             raise click.UsageError("--gpus: not with --decode-topology (each pool fits its own "
                                    "topology)")
@@ -494,11 +511,11 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
         row = parse_strategy(strategy_text, m.is_moe)
     except StrategyError as e:
         raise click.BadParameter(str(e).split(": ", 1)[1], param_hint="'--strategy'") from None
-    _serve_flags_only_with_serve(phase)
+    _phase_flags(phase)
     if phase == "serve":
         from .serving.serve import decode_workload, serve
         profile = _profile(topo, engine)
-        named = any(p.strip().startswith("batch=") for p in strategy_text.split(","))
+        named = "batch" in named_keys(strategy_text)
         if concurrency is not None:
             row[BATCH] = concurrency
         res = serve(m, topo, row, isl, osl, best_batch=concurrency is None and not named,
@@ -545,14 +562,14 @@ def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, dec
                         topo2=None, prefix=None) -> None:
     """``lts estimate`` of a given two-pool deployment (``serving.two_pool``)."""
     from .serving import two_pool
-    from .specs.strategy import BATCH, EP, PP, TP, parse_strategy
+    from .specs.strategy import BATCH, EP, PP, TP, named_keys, parse_strategy
     rows, named = [], []
     for text, flag in ((prefill_text, "--prefill"), (decode_text, "--decode")):
         try:
             rows.append(parse_strategy(text, m.is_moe))
         except StrategyError as e:
             raise click.BadParameter(str(e).split(": ", 1)[1], param_hint=f"'{flag}'") from None
-        named.append(any(p.split("=", 1)[0].strip() == "batch" for p in text.split(",")))
+        named.append("batch" in named_keys(text))
     pre, dec = rows
     profile = _profile(topo, engine)
     prompts = pre[BATCH] if named[0] else 0
@@ -617,7 +634,7 @@ def _infeasible(problem, what: str) -> click.ClickException:
               help="--phase serve: write the trade-off (for each tokens/s per user the best "
                    "output tokens/s per GPU found, exact with --method exact; the SLO line and "
                    "the chosen point) as SVG.")
-@click.option("--request-rate", type=click.FloatRange(0, MAX_REQUEST_RATE, min_open=True),
+@click.option("--request-rate", type=Finite(0, MAX_REQUEST_RATE, min_open=True),
               default=None, metavar="R",
               help="--phase serve: also the fewest GPUs whose instances serve R requests/s "
                    "within the SLOs, among the strategies found.")
@@ -647,7 +664,7 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
       lts search llama3.1-70b h100_dgx --gpus 8 --phase serve --isl 1000 --osl 1000
       lts search mixtral-8x7b h100_dgx --gpus 8 --phase serve --plot tradeoff.svg
     """
-    _serve_flags_only_with_serve(phase, any_phase=("engine",))
+    _phase_flags(phase, any_phase=("engine",))
     if plot is not None and phase != "serve":
         raise click.UsageError("--plot draws the serving trade-off: it needs --phase serve")
     if request_rate is not None and phase != "serve":
@@ -738,7 +755,7 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
       lts compare llama3.1-8b h100_dgx --gpus 8 --seeds 3 --budget 500 --methods ppo,anneal
       lts compare llama3.1-70b h100_dgx --gpus 8 --phase serve --isl 4000 --osl 1000 --seeds 3
     """
-    _serve_flags_only_with_serve(phase, any_phase=("engine",))
+    _phase_flags(phase, any_phase=("engine",))
     _check_budget(budget * seeds, methods, "--seeds x --budget")
     m, topo = _load(model, topology, precision, kv_cache_dtype)
     problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
@@ -963,7 +980,7 @@ def import_(results, model, topology, strategy_text, tp, ep, pp, engine, engine_
               metavar="OVERLAY.toml",
               help="Also write the engine profile overlay (its fitted time per step and per "
                    "request) for --engine-profile; default: FITTED's name with -engine.toml.")
-@click.option("--train", type=click.FloatRange(0.05, 1.0), default=0.5, show_default=True,
+@click.option("--train", type=Finite(0.05, 1.0), default=0.5, show_default=True,
               help="--holdout fraction: the share of the measured points fitted on (spread "
                    "evenly in id order); the rest are held out and reported.")
 @click.option("--holdout", type=click.Choice(("fraction", "isl", "concurrency")),
@@ -1032,7 +1049,8 @@ def _strip(summaries: dict) -> dict:
 
 
 def main():
-    cli(prog_name="lts")
+    from .streams import run
+    run(lambda: cli(prog_name="lts"))
 
 
 if __name__ == "__main__":

@@ -169,7 +169,7 @@ def test_empty_strategy_tiny_rates_and_compare_totals(tmp_path):
     topo = tmp_path / "t.toml"
     topo.write_text(TOPO.replace("bf16_tflops = 989.4 ", "bf16_tflops = 1e-300 ", 1))
     r = run("estimate", "llama3.1-8b", str(topo), "--strategy", "tp=1")
-    assert r.exit_code == 1 and error(r) == f"Error: {topo}: gpu.bf16_tflops: 1e-300 must be >= 1e-06"
+    assert r.exit_code == 1 and error(r) == f"Error: {topo}: gpu.bf16_tflops: 1e-300 must be >= 1.0"
     r = run("compare", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--seeds", "1000", "--budget",
             "1000000", "--methods", "ppo")
     assert r.exit_code == 2 and error(r) == (

@@ -1,10 +1,18 @@
 """Hard inputs, round two (issue 26): each class that once crashed or was silently accepted,
 with its exact exit status and message."""
 import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from lts.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
 
 HEADER = "id,model,topology,gpus,tp,ep,pp,precision,isl,osl,concurrency,metric,value,source"
 
@@ -39,3 +47,140 @@ def test_a_measurement_cell_no_file_can_have(tmp_path):
     assert d["skipped"][0]["reason"] == (
         f"model '{'9' * 40}'... (3000 characters): is not a file name: a part of it is 3000 "
         "bytes, over the 255 a file name may have")
+
+
+# ----------------------------------------------------------------------------------------------
+# one rule per kind of value
+
+@pytest.mark.parametrize("value", ["nan", "-nan", "NaN", "inf", "-inf"])
+def test_float_flags_refuse_nan_and_infinities(value):
+    """Every bounded float flag (click.FloatRange lets nan through every bound) — it raised
+    ValueError: cannot convert float NaN to integer."""
+    r = run("search", "llama3.1-8b", "h100_dgx", "--phase", "serve", "--request-rate", value)
+    assert r.exit_code == 2
+    assert error(r) == f"Error: Invalid value for '--request-rate': {value!r} is not a finite " \
+                       "number"
+
+
+@pytest.mark.parametrize("command, phase, flag, why", [
+    ("search", "decode", "--ttft-slo-ms", "a decode step has no TTFT"),
+    ("search", "prefill", "--tpot-slo-ms", "a prefill pass has no TPOT"),
+    ("estimate", "decode", "--ttft-slo-ms", "a decode step has no TTFT"),
+    ("estimate", "prefill", "--tpot-slo-ms", "a prefill pass has no TPOT"),
+    ("compare", "decode", "--ttft-slo-ms", "a decode step has no TTFT"),
+    ("compare", "prefill", "--tpot-slo-ms", "a prefill pass has no TPOT"),
+])
+def test_an_slo_the_phase_has_not_is_refused(command, phase, flag, why):
+    """It was accepted and ignored."""
+    extra = ["--strategy", "tp=1"] if command == "estimate" else []
+    r = run(command, "llama3.1-8b", "h100_dgx", "--phase", phase, flag, "100", *extra)
+    assert r.exit_code == 2
+    assert error(r) == f"Error: {flag}: not with --phase {phase} ({why}; --phase serve bounds " \
+                       "both)"
+
+
+def test_a_batch_written_with_spaces_is_the_concurrency():
+    """'tp=8, batch = 5' names the batch as 'tp=8,batch=5' does (the concurrency was chosen
+    anyway: 2,314)."""
+    a = json.loads(run("estimate", "llama3.1-8b", "h100_dgx", "--phase", "serve", "--strategy",
+                       "tp=8, batch = 5", "--json").stdout)
+    b = json.loads(run("estimate", "llama3.1-8b", "h100_dgx", "--phase", "serve", "--strategy",
+                       "tp=8,batch=5", "--json").stdout)
+    assert a["concurrency_chosen"] is False and a == b
+
+
+def test_a_shared_width_without_a_shared_expert(tmp_path):
+    text = (ROOT / "models" / "deepseek-v3.toml").read_text(encoding="utf-8")
+    text = re.sub(r"(?m)^shared_experts = .*$", "shared_experts = 0\nshared_intermediate = 2048",
+                  text)
+    (tmp_path / "m.toml").write_text(text)
+    r = run("estimate", str(tmp_path / "m.toml"), "h100_dgx", "--strategy", "tp=8")
+    assert r.exit_code == 1 and error(r) == (
+        f"Error: {tmp_path / 'm.toml'}: ffn.shared_intermediate: 2048 with ffn.shared_experts "
+        "= 0 (no shared expert has that width: set shared_experts, or drop the width)")
+
+
+def test_measurement_rows_a_metric_or_cell_cannot_hold(tmp_path):
+    """tpot_ms at osl 1 (it was counted with a null prediction); a quoted line break in a cell
+    (it was joined into the id); a header cell over the csv module's limit (a traceback)."""
+    (tmp_path / "a.csv").write_text(
+        HEADER + "\na,llama3.1-8b,h100_dgx,1,1,1,1,,1024,1,8,tpot_ms,10,x\n"
+        "b,llama3.1-8b,h100_dgx,1,1,1,1,,1024,128,8,tpot_ms,10,x\n")
+    d = json.loads(run("validate", str(tmp_path / "a.csv"), "--json").stdout)
+    assert [r["id"] for r in d["rows"]] == ["b"] and d["skipped"][0]["reason"] == \
+        "tpot_ms at osl 1: a request of one output token has no time per output token"
+    (tmp_path / "b.csv").write_text(
+        HEADER + '\n"a\nb",llama3.1-8b,h100_dgx,1,1,1,1,,1024,128,8,tpot_ms,10,x\n')
+    r = run("validate", str(tmp_path / "b.csv"))
+    assert r.exit_code == 1 and error(r) == (
+        f"Error: {tmp_path / 'b.csv'}: row 1: id: 'a\\nb' contains control characters (expected "
+        "plain text)")
+    (tmp_path / "c.csv").write_text("id," + "x" * 200000 + ",model\n")
+    r = run("validate", str(tmp_path / "c.csv"))
+    assert r.exit_code == 1 and error(r) == (
+        f"Error: {tmp_path / 'c.csv'}: header: not CSV (field larger than field limit (131072))")
+
+
+def test_a_topology_of_absurd_rates(tmp_path):
+    """A figure below any accelerator that serves a model is a unit slip (it was costed)."""
+    text = (ROOT / "topologies" / "h100_dgx.toml").read_text(encoding="utf-8")
+    (tmp_path / "t.toml").write_text(re.sub(r"(?m)^bf16_tflops = \S+", "bf16_tflops = 0.000001",
+                                            text))
+    r = run("search", "llama3.1-8b", str(tmp_path / "t.toml"))
+    assert r.exit_code == 1 and error(r) == \
+        f"Error: {tmp_path / 't.toml'}: gpu.bf16_tflops: 1e-06 must be >= 1.0"
+
+
+# ----------------------------------------------------------------------------------------------
+# the process's streams (lts.streams), as a user's shell leaves them: a real process each
+
+def lts(*args, **kw):
+    return subprocess.run([sys.executable, str(ROOT / "lts.py"), *args], capture_output=True,
+                          text=True, timeout=120, **kw)
+
+
+def test_a_closed_pipe_is_not_an_error():
+    """``lts models | true``: the reader stopped reading; exit 0, nothing on stderr (it exited
+    1)."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        p = subprocess.run([sys.executable, str(ROOT / "lts.py"), "models"], stdout=w,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(w)
+    assert p.returncode == 0 and p.stderr == ""
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full here")
+def test_a_full_disk_is_one_line():
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, str(ROOT / "lts.py"), "models"], stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    assert p.returncode == 1
+    assert p.stderr == "Error: cannot write the output: No space left on device\n"
+
+
+def test_closed_stdout_is_one_line():
+    p = subprocess.run([sys.executable, str(ROOT / "lts.py"), "models"], stdout=None,
+                       stderr=subprocess.PIPE, text=True, timeout=120,
+                       preexec_fn=lambda: os.close(1))
+    assert p.returncode == 1
+    assert p.stderr == "Error: standard output is closed: lts has nowhere to write its answer\n"
+
+
+@pytest.mark.parametrize("env", [{"PYTHONIOENCODING": "ascii"},
+                                 {"LANG": "C", "LC_ALL": "C", "PYTHONUTF8": "0",
+                                  "PYTHONIOENCODING": ""}])
+def test_any_output_encoding(env):
+    """Symbols as ASCII (µ, ×, → raised UnicodeEncodeError)."""
+    p = lts("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1",
+            env={**os.environ, **env})
+    assert p.returncode == 0, p.stderr
+    assert "comp us" in p.stdout and "R->F" in p.stdout and p.stdout.isascii()
+
+
+def test_a_narrow_terminal_keeps_the_numbers():
+    """COLUMNS=20: rich laid the table out in 20 columns, eliding every number."""
+    p = lts("search", "llama3.1-8b", "h100_dgx", env={**os.environ, "COLUMNS": "20"})
+    assert p.returncode == 0 and "…" not in p.stdout and "1,100.2" in p.stdout

@@ -13,7 +13,8 @@ import pytest
 
 LTS = Path(__file__).resolve().parents[1] / "lts"
 LAYERS = ["specs", "cost", "engines", "serving", "agent", "search", "launch", "report", "cli"]
-TOP = {"__init__": -1, "__main__": len(LAYERS), "cli": LAYERS.index("cli")}
+TOP = {"__init__": -1, "__main__": len(LAYERS), "cli": LAYERS.index("cli"),
+       "streams": LAYERS.index("cli")}   # the process's output streams: the CLI's own
 
 
 def layer(module: str) -> int:

@@ -13,9 +13,16 @@ from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColum
                            TimeElapsedColumn)
 
 
+MIN_WIDTH = 80   # columns a table is laid out in at least: narrower, rich elides the numbers
+                 # (COLUMNS=20); the terminal wraps the lines instead
+
+
 def make_console(no_color: bool = False, stderr: bool = False) -> Console:
-    """A console on stdout (results) or stderr."""
-    return Console(stderr=stderr, no_color=no_color, highlight=False)
+    """A console on stdout (results) or stderr, at least MIN_WIDTH columns wide."""
+    console = Console(stderr=stderr, no_color=no_color, highlight=False)
+    if console.width < MIN_WIDTH:
+        console.width = MIN_WIDTH
+    return console
 
 
 def num(x):

@@ -54,6 +54,7 @@ few evaluator calls each, vectorized over the group's rows.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import unicodedata
 from collections import defaultdict
@@ -71,7 +72,8 @@ from . import two_pool
 from .serve import serve
 from ..specs import (exists, load_model, load_topology, path_problem, read_text, shipped_names,
                      with_precision)
-from ..specs.strategy import BATCH, EP, N_COARSE, PP, TP, megatron_row, parse_strategy
+from ..specs.strategy import (BATCH, EP, N_COARSE, PP, TP, megatron_row, named_keys,
+                             parse_strategy)
 from ..specs.units import DTYPE_BYTES
 
 COLUMNS = ("id", "model", "topology", "gpus", "tp", "ep", "pp", "precision", "isl", "osl",
@@ -151,8 +153,14 @@ def read_measurements(path) -> list:
     """Parse and check a measurement CSV -> [Measurement]; SpecError on the first bad cell."""
     file = str(path)
     text = read_text(Path(path), "a measurement .csv file", max_bytes=MAX_CSV_BYTES)
-    reader = csv.DictReader(text.splitlines())
-    header = [h.strip().lstrip("\ufeff") for h in (reader.fieldnames or [])]
+    # a stream, not text.splitlines(): a quoted line break stays in its cell (and is refused
+    # below), where splitting first would join the cell's lines silently
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        fieldnames = reader.fieldnames or []
+    except csv.Error as e:
+        raise SpecError(file, "header", f"not CSV ({e})") from None
+    header = [h.strip().lstrip("\ufeff") for h in fieldnames]
     twice = [h for i, h in enumerate(header) if h and h in header[:i]]
     if twice:
         raise SpecError(file, "header", f"{twice[0]}: duplicate column")
@@ -273,7 +281,7 @@ def _strategy_row(file, m: Measurement, model) -> tuple:
         except StrategyError as e:
             raise SpecError(file, f"row {m.row}", f"strategy: {m.strategy!r}: "
                             f"{str(e).split(': ', 1)[1]}") from None
-        named_batch = any(p.split("=", 1)[0].strip() == "batch" for p in m.strategy.split(","))
+        named_batch = "batch" in named_keys(m.strategy)
     elif m.layout:
         try:
             tp, ep, choices = from_layout(model, *m.layout)
@@ -421,6 +429,8 @@ def validate(path, progress=None, by: tuple = (), tune=None) -> dict:
     specs = {}
     for m in meas:
         why = models.why(m.model) or topos.why(m.topology)
+        if m.metric == "tpot_ms" and m.osl < 2:
+            why = "tpot_ms at osl 1: a request of one output token has no time per output token"
         if why:
             skipped[m.row] = why
             continue

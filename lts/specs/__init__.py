@@ -311,19 +311,27 @@ def load_topology(name_or_path) -> TopologySpec:
     return topology_from_dict(_read_toml(path), path)
 
 
+MIN_TFLOPS = 1.0        # TFLOP/s of any tensor-core class (a T4: 65 fp16)
+MIN_HBM_GIB = 1.0       # GiB of device memory (a T4: 16)
+MIN_HBM_TB_S = 0.05     # TB/s of device memory (a T4: 0.32)
+MIN_LINK_GB_S = 0.1     # GB/s a link (1 Gb/s Ethernet: 0.125)
+
+
 def topology_from_dict(data: dict, path) -> TopologySpec:
     t = _Table(data, path)
     name = t.get("name", str)
     source = t.get("source", str)
     g = t.table("gpu")
     gpu_name = g.get("name", str)
-    peaks = {"bf16": g.get("bf16_tflops", float, positive=True) * TFLOPS}
+    # lower bounds far below any accelerator that serves a model (a T4: 65 fp16 TFLOP/s, 16 GiB
+    # at 0.32 TB/s): a smaller figure is a unit slip (GFLOP/s for TFLOP/s, MB for GiB)
+    peaks = {"bf16": g.get("bf16_tflops", float, minimum=MIN_TFLOPS) * TFLOPS}
     for cls in ("fp8", "fp4"):
-        v = g.get(f"{cls}_tflops", float, required=False, positive=True)
+        v = g.get(f"{cls}_tflops", float, required=False, minimum=MIN_TFLOPS)
         if v is not None:
             peaks[cls] = v * TFLOPS
-    hbm = g.get("hbm_gib", float, positive=True) * GIB
-    hbm_bw = g.get("hbm_bandwidth_tb_s", float, positive=True) * TB
+    hbm = g.get("hbm_gib", float, minimum=MIN_HBM_GIB) * GIB
+    hbm_bw = g.get("hbm_bandwidth_tb_s", float, minimum=MIN_HBM_TB_S) * TB
     eff_c = g.get("compute_efficiency", float, positive=True, maximum=1.0)
     eff_m = g.get("memory_efficiency", float, positive=True, maximum=1.0)
     overhead = g.get("kernel_overhead_us", float, minimum=0.0) * US
@@ -457,7 +465,7 @@ def _link(lt) -> LinkSpec:
     shared_gb_s / span_gpus)."""
     name = lt.get("name", str)
     span = lt.get("span_gpus", int, positive=True, maximum=MAX_COUNT * MAX_NODES)
-    bw = lt.get("bandwidth_gb_s", float, positive=True) * GB
+    bw = lt.get("bandwidth_gb_s", float, minimum=MIN_LINK_GB_S) * GB
     latency = lt.get("latency_us", float, minimum=0.0) * US
     eff = lt.get("efficiency", float, positive=True, maximum=1.0)
     shape = lt.get("shape", str, "switch", required=False, choices=LINK_SHAPES)

@@ -392,7 +392,7 @@ def _quantization(c: _Config):
         raise c.error(f"{p}.quant_method", "missing (expected a string)")
     if isinstance(method, list) and len(method) == 1 and isinstance(method[0], str):
         method = method[0]             # one method written as a list
-    elif isinstance(method, list):
+    elif isinstance(method, list) and len(method) != 1:
         raise c.error(f"{p}.quant_method", f"{_show(method)} lists {len(method)} methods; lts "
                       f"costs one format per checkpoint (supported: {', '.join(QUANT_METHODS)})")
     if not isinstance(method, str) or method.lower() not in QUANT_METHODS:

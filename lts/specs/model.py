@@ -622,6 +622,10 @@ def model_from_dict(data: dict, path) -> ModelSpec:
         shared = f.get("shared_experts", int, 0, minimum=0)
         shared_inter = f.get("shared_intermediate", int, shared * expert_inter, minimum=0,
                              maximum=MAX_WIDTH)
+        if shared_inter and not shared:     # a width with no expert to have it: say which
+            raise SpecError(path, "ffn.shared_intermediate",
+                            f"{shared_inter} with ffn.shared_experts = 0 (no shared expert has "
+                            "that width: set shared_experts, or drop the width)")
         dense_layers = f.get("dense_layers", int, 0, minimum=0, maximum=layers - 1)
         every = f.get("moe_every", int, 1, positive=True, maximum=layers)
         need = dense_layers > 0 or every > 1

@@ -88,6 +88,21 @@ def megatron_row(tp, ep, pp, batch) -> np.ndarray:
 MAX_VALUE = {"tp": MAX_DEGREE, "ep": MAX_DEGREE, "pp": MAX_DEGREE, "batch": MAX_CONCURRENCY}
 
 
+def _parts(text: str):
+    """The (key, value) pairs of a strategy text, each stripped of spaces."""
+    for part in filter(None, (s.strip() for s in text.split(","))):
+        if "=" not in part:
+            raise StrategyError(f"--strategy: {part!r} is not key=value")
+        key, value = (s.strip() for s in part.split("=", 1))
+        yield key, value
+
+
+def named_keys(text: str) -> set:
+    """The keys a strategy text names (``"tp=8, batch = 5"`` -> {"tp", "batch"}), read as
+    ``parse_strategy`` reads them."""
+    return {key for key, _ in _parts(text)}
+
+
 def parse_strategy(text: str, is_moe: bool = True) -> np.ndarray:
     """``"tp=8,ep=16,pp=4,batch=64,ffn2=1"`` -> a strategy row; unnamed ops take Megatron's choice.
 
@@ -98,10 +113,7 @@ def parse_strategy(text: str, is_moe: bool = True) -> np.ndarray:
     values = {"tp": 1, "ep": 1, "pp": 1, "batch": 1}
     ops = dict(zip(OPS, MEGATRON))
     seen = set()
-    for part in filter(None, (s.strip() for s in text.split(","))):
-        if "=" not in part:
-            raise StrategyError(f"--strategy: {part!r} is not key=value")
-        key, value = (s.strip() for s in part.split("=", 1))
+    for key, value in _parts(text):
         if key in seen:
             raise StrategyError(f"--strategy: {key!r} given twice")
         seen.add(key)
