@@ -39,7 +39,7 @@ from .specs.errors import LtsError, StrategyError
 from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_GPUS, MAX_REQUEST_RATE, MAX_SEED, MAX_SEEDS, MAX_TOKENS,
                      MAX_TOP)
 from .search.problems import Problem, ServeProblem
-from .search.methods import MAX_BUDGET, SEARCHERS, STOCHASTIC, compare as run_compare, run as run_search
+from .search.methods import BUDGET_SECONDS, MAX_BUDGET, SEARCHERS, STOCHASTIC, compare as run_compare, run as run_search
 from .specs import load_model, load_topology, shipped_names
 from .specs.model import FORMATS
 from .serving.imports import FORMATS as IMPORT_FORMATS
@@ -125,14 +125,15 @@ def _load(model: str, topology: str, precision=None, kv_cache_dtype=None):
     return m, topo
 
 
-def _check_budget(budget: int, methods, flag: str = "--budget") -> None:
-    """A budget above a method's practical maximum (search.MAX_BUDGET) is a bad flag."""
+def _check_budget(budget: int, methods, phase: str, flag: str = "--budget") -> None:
+    """A budget above a method's maximum in the phase (search.MAX_BUDGET) is a bad flag."""
     for method in methods:
-        top = MAX_BUDGET.get(method)
+        top = MAX_BUDGET.get(method, {}).get(phase)
         if top is not None and budget > top:
-            raise click.BadParameter(f"{budget:,} is above the practical maximum of {top:,} "
-                                     f"evaluator calls for --method {method}",
-                                     param_hint=f"'{flag}'")
+            raise click.BadParameter(f"{budget:,} is above the maximum of {top:,} evaluator "
+                                     f"calls for --method {method} --phase {phase} (the "
+                                     f"largest run finishes within {BUDGET_SECONDS} s on a "
+                                     "2-core machine)", param_hint=f"'{flag}'")
 
 
 def output_options(fn):
@@ -669,7 +670,7 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
         raise click.UsageError("--plot draws the serving trade-off: it needs --phase serve")
     if request_rate is not None and phase != "serve":
         raise click.UsageError("--request-rate sizes a serving deployment: it needs --phase serve")
-    _check_budget(budget, [method])
+    _check_budget(budget, [method], phase)
     m, topo = _load(model, topology, precision, kv_cache_dtype)
     spec = _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length)
     prefix = _prefix(phase, prefix_hit, prefixes)
@@ -756,7 +757,7 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
       lts compare llama3.1-70b h100_dgx --gpus 8 --phase serve --isl 4000 --osl 1000 --seeds 3
     """
     _phase_flags(phase, any_phase=("engine",))
-    _check_budget(budget * seeds, methods, "--seeds x --budget")
+    _check_budget(budget * seeds, methods, phase, "--seeds x --budget")
     m, topo = _load(model, topology, precision, kv_cache_dtype)
     problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
                        _profile(topo, engine, None))

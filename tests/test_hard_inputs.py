@@ -36,11 +36,17 @@ def error(r):
     (["--seed", "-1"], "Error: Invalid value for '--seed': -1 is not in the range "
                        "0<=x<=9223372036854775807."),
     (["--method", "random", "--budget", "1000000000"],
-     "Error: Invalid value for '--budget': 1,000,000,000 is above the practical maximum of "
-     "10,000,000 evaluator calls for --method random"),
+     "Error: Invalid value for '--budget': 1,000,000,000 is above the maximum of 10,000,000 "
+     "evaluator calls for --method random --phase decode (the largest run finishes within 60 s "
+     "on a 2-core machine)"),
     (["--method", "ppo", "--budget", str(2**62)],
-     f"Error: Invalid value for '--budget': {2**62:,} is above the practical maximum of "
-     f"{MAX_BUDGET['ppo']:,} evaluator calls for --method ppo"),
+     f"Error: Invalid value for '--budget': {2**62:,} is above the maximum of "
+     f"{MAX_BUDGET['ppo']['decode']:,} evaluator calls for --method ppo --phase decode (the "
+     "largest run finishes within 60 s on a 2-core machine)"),
+    (["--method", "anneal", "--phase", "serve", "--budget", "100000"],
+     "Error: Invalid value for '--budget': 100,000 is above the maximum of 20,000 evaluator "
+     "calls for --method anneal --phase serve (the largest run finishes within 60 s on a "
+     "2-core machine)"),
 ])
 def test_bad_search_flags_exit_2_with_the_limit(args, message):
     r = run("search", "llama3.1-8b", "h100_dgx", *args)
@@ -173,5 +179,6 @@ def test_empty_strategy_tiny_rates_and_compare_totals(tmp_path):
     r = run("compare", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--seeds", "1000", "--budget",
             "1000000", "--methods", "ppo")
     assert r.exit_code == 2 and error(r) == (
-        "Error: Invalid value for '--seeds x --budget': 1,000,000,000 is above the practical "
-        "maximum of 1,000,000 evaluator calls for --method ppo")
+        "Error: Invalid value for '--seeds x --budget': 1,000,000,000 is above the maximum of "
+        "1,000,000 evaluator calls for --method ppo --phase decode (the largest run finishes "
+        "within 60 s on a 2-core machine)")
