@@ -893,6 +893,86 @@ def validate(measurements, by, json_, no_color):
     _print(json_, no_color, d, render_validate)
 
 
+def _sweep_one(problem):
+    """One sweep problem through the search command itself (its flags, its JSON): (problem,
+    exit status, the result or None, the error line or "")."""
+    import contextlib
+    import io
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buf):
+            search.main(args=[problem.model, problem.topology, *problem.args],
+                        prog_name="lts search", standalone_mode=False)
+    except click.ClickException as e:
+        return problem, e.exit_code, None, e.format_message()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+        return problem, code, (json.loads(buf.getvalue()) if buf.getvalue() else None), ""
+    return problem, 0, json.loads(buf.getvalue()), ""
+
+
+@cli.command()
+@click.argument("grid", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "output", default=None, metavar="FILE.jsonl",
+              help="Where the JSON lines go (default: GRID's name with .jsonl); problems "
+                   "already in it are skipped, so a stopped sweep goes on where it stopped.")
+@click.option("--jobs", type=click.IntRange(1, 256), default=1, show_default=True,
+              help="Processes solving problems at once (each search runs on one core).")
+@output_options
+def sweep(grid, output, jobs, json_, no_color):
+    """Solve a grid of search problems (models x topologies x workloads x engines x GPU budgets,
+    from GRID.toml: docs/sweep.md): one `lts search --json` answer per line of the output, then
+    the best per model, GPU and workload, with tokens per dollar where the grid gives prices.
+
+    \b
+    Example:
+      lts sweep scripts/sweep_example.toml --jobs 2
+    """
+    import time
+    from . import sweep as sw
+    try:
+        problems, prices = sw.read_grid(grid)
+    except LtsError as e:
+        raise click.ClickException(str(e)) from None
+    output = output or str(Path(grid).with_suffix(".jsonl"))
+    if Path(output).resolve() == Path(grid).resolve():
+        raise click.UsageError("-o: the same file as the grid")
+    if not Path(output).resolve().parent.is_dir():
+        raise click.UsageError(f"-o {output}: its folder does not exist")
+    done = sw.done_keys(output)
+    todo = [p for p in problems if p.key not in done]
+    t0 = time.perf_counter()
+    try:
+        with open(output, "a", encoding="utf-8") as out, \
+                progress(len(todo), "sweep", disable=json_) as advance:
+            if out.tell() and sw.ends_mid_line(output):   # a line cut short by a stop
+                out.write("\n")
+            if jobs == 1 or len(todo) < 2:
+                answers = map(_sweep_one, todo)
+                pool = None
+            else:
+                import multiprocessing
+                # a fresh worker every 16 problems: memory stays one search's
+                pool = multiprocessing.get_context().Pool(min(jobs, len(todo)),
+                                                          maxtasksperchild=16)
+                answers = pool.imap_unordered(_sweep_one, todo)
+            try:
+                for problem, code, result, error in answers:
+                    out.write(sw.line(problem, code, result, error))
+                    out.flush()
+                    advance(1)
+            finally:
+                if pool is not None:
+                    pool.terminate()
+    except OSError as e:
+        raise click.ClickException(f"-o {output}: {e.strerror or e}") from None
+    d = {**sw.summary(output, prices), "file": output, "ran": len(todo),
+         "skipped": len(problems) - len(todo), "jobs": jobs,
+         "wall_s": time.perf_counter() - t0}
+    from .report.sweep import render_sweep
+    _print(json_, no_color, d, render_sweep)
+
+
 @cli.command("import")
 @click.argument("results", nargs=-1, required=True, metavar="RESULT.json...")
 @click.option("--model", "model", required=True,

@@ -1,8 +1,8 @@
 """Hard inputs and the time and memory bounds of lts, measured (never by a timed test).
 
     python scripts/limits.py              # the hard-input cases: exit status and message line
-    python scripts/limits.py --bounds     # + wall time and peak memory of the large runs
-    python scripts/limits.py --bounds --long   # + a ppo search at its largest budget (~6 min)
+    python scripts/limits.py --bounds     # + each method and phase at its largest budget on
+                                          #   moe1.6t h100_dgx, and the large validates (~8 min)
 
 Each case runs `python lts.py ...` in a child process from the checkout; the peak memory is the
 child's maximum resident set size (getrusage, read by a probe process per run). The files the cases need (a one-node cluster, a
@@ -89,7 +89,6 @@ def run(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bounds", action="store_true", help="also measure the large runs")
-    ap.add_argument("--long", action="store_true", help="also a ppo search at its largest budget")
     a = ap.parse_args()
     d = Path(tempfile.mkdtemp(prefix="lts-limits-"))
     f = write_files(d)
@@ -115,6 +114,14 @@ def main():
         ["estimate", str(f["escape"]), "h100_dgx", "--strategy", "tp=1"],
         ["estimate", "moe1.6t", "h100_dgx", "--strategy", "tp=8,ep=16,pp=4,batch=64"],
         ["estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=x"],
+        # round two (issue 26)
+        ["search", "llama3.1-8b", "h100_dgx", "--phase", "serve", "--request-rate", "nan"],
+        ["search", "llama3.1-8b", "h100_dgx", "--phase", "decode", "--ttft-slo-ms", "100"],
+        ["estimate", "llama3.1-8b", "h100_dgx", "--phase", "prefill", "--tpot-slo-ms", "100",
+         "--strategy", "tp=1"],
+        ["search", "a" * 300, "h100_dgx"],
+        ["search", "moe1.6t", "h100_dgx", "--phase", "serve", "--method", "anneal", "--budget",
+         "100000"],
     ]
     for args in cases:
         rc, last, _, _ = run(args)
@@ -123,15 +130,15 @@ def main():
     if not a.bounds:
         return
     print("\nbounds (wall s, peak RSS MiB):")
-    bounds = [["search", "mixtral-8x7b", "h100_dgx", "--gpus", "8", "--method", "random",
-               "--budget", "100000", "--json"],
-              ["search", "mixtral-8x7b", "h100_dgx", "--gpus", "8", "--method", "random",
-               "--budget", "10000000", "--json"],
-              ["search", "mixtral-8x7b", "h100_dgx", "--gpus", "8", "--method", "ppo",
-               "--budget", "40000", "--json"]]
-    if a.long:
-        bounds.append(["search", "mixtral-8x7b", "h100_dgx", "--gpus", "8", "--method", "ppo",
-                       "--budget", "1000000", "--json"])
+    sys.path.insert(0, str(ROOT))
+    from lts.search.methods import MAX_BUDGET
+    bounds = [["search", "moe1.6t", "h100_dgx", "--phase", phase, "--method", method,
+               "--budget", str(top[phase]), "--json"]
+              for method, top in MAX_BUDGET.items() for phase in ("decode", "prefill", "serve")]
+    # the slowest serve calls: speculative decoding and prefix caching on a MoE model
+    bounds += [["search", "deepseek-v3", "h100_dgx", "--phase", "serve", "--method", method,
+                "--budget", str(MAX_BUDGET[method]["serve"]), "--spec", "mtp", "--prefix-hit",
+                "0.5", "--json"] for method in ("anneal", "ppo-paper")]
     if SHARED.exists():
         big = str(big_csv(d))
         bounds += [["validate", big], ["validate", big, "--json"]]

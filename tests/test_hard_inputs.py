@@ -44,7 +44,7 @@ def error(r):
      f"{MAX_BUDGET['ppo']['decode']:,} evaluator calls for --method ppo --phase decode (the "
      "largest run finishes within 60 s on a 2-core machine)"),
     (["--method", "anneal", "--phase", "serve", "--budget", "100000"],
-     "Error: Invalid value for '--budget': 100,000 is above the maximum of 20,000 evaluator "
+     "Error: Invalid value for '--budget': 100,000 is above the maximum of 15,000 evaluator "
      "calls for --method anneal --phase serve (the largest run finishes within 60 s on a "
      "2-core machine)"),
 ])

@@ -14,7 +14,8 @@ import pytest
 LTS = Path(__file__).resolve().parents[1] / "lts"
 LAYERS = ["specs", "cost", "engines", "serving", "agent", "search", "launch", "report", "cli"]
 TOP = {"__init__": -1, "__main__": len(LAYERS), "cli": LAYERS.index("cli"),
-       "streams": LAYERS.index("cli")}   # the process's output streams: the CLI's own
+       "streams": LAYERS.index("cli"),   # the process's output streams: the CLI's own
+       "sweep": LAYERS.index("search")}  # a grid of search problems (reads specs)
 
 
 def layer(module: str) -> int:

@@ -1,0 +1,121 @@
+"""lts sweep (issue 26): a grid of problems, each answered as `lts search --json` answers it;
+resumable; the same lines with one job or two; the grid's mistakes one line each."""
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lts.cli import cli
+from lts import sweep as sw
+
+GRID = '''models = ["llama3.1-8b", "mixtral-8x7b"]
+topologies = ["h100_dgx"]
+engines = ["", "vllm"]
+gpus = [8]
+
+[[workloads]]
+name = "decode"
+phase = "decode"
+context = 4096
+
+[prices]
+h100_dgx = 2.0
+'''
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+def lines(path):
+    """The whole lines of an output file, by key (a line cut short is none)."""
+    out = []
+    for x in path.read_text().splitlines():
+        try:
+            out.append(json.loads(x))
+        except ValueError:
+            continue
+    return sorted(out, key=lambda d: d["key"])
+
+
+def strip(result):
+    return {k: v for k, v in result.items() if k not in ("wall_s", "stats")}
+
+
+def test_each_line_is_what_search_answers(tmp_path):
+    (tmp_path / "g.toml").write_text(GRID)
+    r = run("sweep", str(tmp_path / "g.toml"), "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert (d["problems"], d["answered"], d["ran"], d["skipped"]) == (4, 4, 4, 0)
+    got = lines(tmp_path / "g.jsonl")
+    assert [x["key"] for x in got] == ["llama3.1-8b|h100_dgx|decode|vllm|8",
+                                       "llama3.1-8b|h100_dgx|decode||8",
+                                       "mixtral-8x7b|h100_dgx|decode|vllm|8",
+                                       "mixtral-8x7b|h100_dgx|decode||8"]
+    want = json.loads(run("search", "mixtral-8x7b", "h100_dgx", "--phase", "decode",
+                          "--context", "4096", "--gpus", "8", "--engine", "vllm",
+                          "--method", "exact", "--json").stdout)
+    assert strip(got[2]["result"]) == strip(want)
+    # the summary: the best per model over the engines, and tokens per dollar at $2/GPU-h
+    best = {row["model"]: row for row in d["rows"]}
+    b = want["best"]
+    per_gpu = b.get("tokens_per_s_per_cluster_gpu", b["tokens_per_s_per_gpu"])
+    assert best["Mixtral-8x7B"]["tokens_per_s_per_gpu"] >= per_gpu
+    row = best["Mixtral-8x7B"]
+    assert row["tokens_per_dollar"] == pytest.approx(row["tokens_per_s_per_gpu"] * 3600 / 2.0)
+
+
+def test_a_sweep_goes_on_where_it_stopped_and_jobs_do_not_change_it(tmp_path):
+    (tmp_path / "g.toml").write_text(GRID)
+    out = tmp_path / "a.jsonl"
+    assert run("sweep", str(tmp_path / "g.toml"), "-o", str(out), "--json").exit_code == 0
+    first = lines(out)
+    text = out.read_text().splitlines()
+    out.write_text("\n".join(text[:2]) + "\n" + text[2][:50])     # stopped mid-line
+    d = json.loads(run("sweep", str(tmp_path / "g.toml"), "-o", str(out), "--json").stdout)
+    assert (d["ran"], d["skipped"]) == (2, 2)
+    again = lines(out)
+    assert [strip(x["result"]) for x in again] == [strip(x["result"]) for x in first]
+    two = tmp_path / "b.jsonl"
+    assert run("sweep", str(tmp_path / "g.toml"), "-o", str(two), "--jobs", "2",
+               "--json").exit_code == 0
+    assert [strip(x["result"]) for x in lines(two)] == [strip(x["result"]) for x in first]
+
+
+def test_an_infeasible_problem_is_a_line_with_its_error(tmp_path):
+    (tmp_path / "g.toml").write_text(GRID.replace('context = 4096', 'context = 4096\n'
+                                                  'tpot_slo_ms = 0.001'))
+    d = json.loads(run("sweep", str(tmp_path / "g.toml"), "--json").stdout)
+    assert d["failed"] == 4 and d["rows"] == []
+    one = lines(tmp_path / "g.jsonl")[0]
+    assert one["exit"] == 1 and one["result"] is None and one["error"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ('models = []\ntopologies = ["h100_dgx"]\n[[workloads]]\n',
+     "models: expected a non-empty list of strings"),
+    ('models = ["a"]\ntopologies = ["h100_dgx"]\n', "workloads: missing: at least one "
+                                                    "[[workloads]] table"),
+    ('models = ["a"]\ntopologies = ["h100_dgx"]\n[[workloads]]\nphase = "train"\n',
+     "workloads[0].phase: 'train' is not one of decode, prefill, serve"),
+    ('models = ["a"]\ntopologies = ["h100_dgx"]\n[[workloads]]\nisl = 0\n',
+     "workloads[0].isl: 0 is not from 1 to 10,000,000"),
+    ('models = ["a"]\ntopologies = ["h100_dgx"]\nspeed = 1\n[[workloads]]\n',
+     "speed: unknown key"),
+    ('models = ["a"]\ntopologies = ["h100_dgx"]\n[prices]\nh100_dgx = -1\n[[workloads]]\n',
+     "prices: expected a table of topology = dollars per GPU-hour"),
+])
+def test_a_bad_grid_is_one_line(tmp_path, text, message):
+    (tmp_path / "g.toml").write_text(text)
+    r = run("sweep", str(tmp_path / "g.toml"))
+    assert r.exit_code == 1 and message in r.output, r.output
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_grid_problems_are_the_product():
+    problems, prices = sw.read_grid(Path(__file__).resolve().parents[1] / "scripts" /
+                                    "sweep_example.toml")
+    assert len(problems) == 60 and len({p.key for p in problems}) == 60
+    assert prices == {"h100_dgx": 3.0, "h200_dgx": 3.7, "b200_dgx": 5.5}
