@@ -17,34 +17,64 @@ from dataclasses import asdict
 
 import click
 
-from .report.bench import render_bench
-from .report.catalog import (model_show_dict, models_rows, render_model_show, render_models, render_topologies,
-                             topologies_rows)
-from .report.compare import compare_dict, render_compare
-from .report.estimate import (estimate_dict, render_estimate, render_serve, render_two_pool, serve_dict,
-                              two_pool_dict)
-from .report.format import json_safe, make_console, progress
-from .report.launch import emit_disagg_dict, render_emit, render_emit_disagg
-from .report.results import prefix_dict, slo_text, spec_dict, workload_dict
-from .report.search import render_search, search_dict
-from .report.search_serve import disagg_dict, disagg_text, pareto_svg
-from .report.validate import render_calibrate, render_validate
-from .search.bench import measure
-from .cost.model import breakdown
-from .specs.workload import PHASES, Workload
-from .launch.emit import launch as emit_launch
-from .launch.emit_disagg import launch_disagg
 from .engines import ENGINE_NAMES, ENGINES, GENERIC, REAL_ENGINES
-from .specs.errors import LtsError, StrategyError
-from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_GPUS, MAX_REQUEST_RATE, MAX_SEED, MAX_SEEDS, MAX_TOKENS,
-                     MAX_TOP)
-from .search.problems import Problem, ServeProblem
-from .search.methods import BUDGET_SECONDS, MAX_BUDGET, SEARCHERS, STOCHASTIC, compare as run_compare, run as run_search
-from .specs import load_model, load_topology, shipped_names
-from .specs.model import FORMATS
+from .report.catalog import (model_show_dict, models_rows, render_model_show, render_models,
+                             render_topologies, topologies_rows)
+from .report.format import json_safe, make_console, progress
+from .search.names import BUDGET_SECONDS, MAX_BUDGET, METHODS, STOCHASTIC
 from .serving.imports import FORMATS as IMPORT_FORMATS
 from .serving.spec import MAX_SPEC_TOKENS
+from .specs import load_model, load_topology, shipped_names
+from .specs.errors import LtsError, StrategyError
+from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_GPUS, MAX_REQUEST_RATE, MAX_SEED,
+                           MAX_SEEDS, MAX_SERVE_TOP, MAX_TOKENS, MAX_TOP)
+from .specs.model import FORMATS
 from .specs.units import KV_DTYPES
+from .specs.workload import PHASES, Workload
+
+
+def _later(module: str, name: str):
+    """``module``'s function ``name``, imported at its first call: start-up imports what every
+    command needs and each command the rest (the cost model, the searches, their reports: about
+    70 ms of a 0.3 s start-up; docs/performance.md)."""
+    def call(*args, **kwargs):
+        import importlib
+        return getattr(importlib.import_module(module, __package__), name)(*args, **kwargs)
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+render_bench = _later(".report.bench", "render_bench")
+compare_dict = _later(".report.compare", "compare_dict")
+render_compare = _later(".report.compare", "render_compare")
+estimate_dict = _later(".report.estimate", "estimate_dict")
+render_estimate = _later(".report.estimate", "render_estimate")
+render_serve = _later(".report.estimate", "render_serve")
+render_two_pool = _later(".report.estimate", "render_two_pool")
+serve_dict = _later(".report.estimate", "serve_dict")
+two_pool_dict = _later(".report.estimate", "two_pool_dict")
+emit_disagg_dict = _later(".report.launch", "emit_disagg_dict")
+render_emit = _later(".report.launch", "render_emit")
+render_emit_disagg = _later(".report.launch", "render_emit_disagg")
+prefix_dict = _later(".report.results", "prefix_dict")
+slo_text = _later(".report.results", "slo_text")
+spec_dict = _later(".report.results", "spec_dict")
+workload_dict = _later(".report.results", "workload_dict")
+render_search = _later(".report.search", "render_search")
+search_dict = _later(".report.search", "search_dict")
+disagg_dict = _later(".report.search_serve", "disagg_dict")
+disagg_text = _later(".report.search_serve", "disagg_text")
+pareto_svg = _later(".report.search_serve", "pareto_svg")
+render_calibrate = _later(".report.validate", "render_calibrate")
+render_validate = _later(".report.validate", "render_validate")
+measure = _later(".search.bench", "measure")
+breakdown = _later(".cost.model", "breakdown")
+emit_launch = _later(".launch.emit", "launch")
+launch_disagg = _later(".launch.emit_disagg", "launch_disagg")
+Problem = _later(".search.problems", "Problem")
+ServeProblem = _later(".search.problems", "ServeProblem")
+run_compare = _later(".search.methods", "compare")
+run_search = _later(".search.methods", "run")
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -126,7 +156,7 @@ def _load(model: str, topology: str, precision=None, kv_cache_dtype=None):
 
 
 def _check_budget(budget: int, methods, phase: str, flag: str = "--budget") -> None:
-    """A budget above a method's maximum in the phase (search.MAX_BUDGET) is a bad flag."""
+    """A budget above a method's maximum in the phase (search.names.MAX_BUDGET) is a bad flag."""
     for method in methods:
         top = MAX_BUDGET.get(method, {}).get(phase)
         if top is not None and budget > top:
@@ -615,7 +645,7 @@ def _infeasible(problem, what: str) -> click.ClickException:
 @cli.command()
 @click.argument("model")
 @click.argument("topology")
-@click.option("--method", type=click.Choice(list(SEARCHERS)), default="exact", show_default=True,
+@click.option("--method", type=click.Choice(list(METHODS)), default="exact", show_default=True,
               help="exact: the optimum of the cost model (the default: as fast as the agent on "
                    "the benchmark, docs/search-quality.md); ppo: the paper's agent, guided "
                    "by the exact solver's bounds; ppo-paper: the paper's agent and settings; "
@@ -671,6 +701,11 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
     if request_rate is not None and phase != "serve":
         raise click.UsageError("--request-rate sizes a serving deployment: it needs --phase serve")
     _check_budget(budget, [method], phase)
+    if phase == "serve" and method == "exact" and top > MAX_SERVE_TOP:
+        raise click.BadParameter(f"{top:,} is above the {MAX_SERVE_TOP} rows an exact serve "
+                                 f"search lists (it proves each; the largest run finishes "
+                                 f"within {BUDGET_SECONDS} s on a 2-core machine)",
+                                 param_hint="'--top'")
     m, topo = _load(model, topology, precision, kv_cache_dtype)
     spec = _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length)
     prefix = _prefix(phase, prefix_hit, prefixes)

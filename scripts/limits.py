@@ -131,7 +131,7 @@ def main():
         return
     print("\nbounds (wall s, peak RSS MiB):")
     sys.path.insert(0, str(ROOT))
-    from lts.search.methods import MAX_BUDGET
+    from lts.search.names import MAX_BUDGET
     bounds = [["search", "moe1.6t", "h100_dgx", "--phase", phase, "--method", method,
                "--budget", str(top[phase]), "--json"]
               for method, top in MAX_BUDGET.items() for phase in ("decode", "prefill", "serve")]

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from lts.cli import cli
-from lts.search.methods import MAX_BUDGET
+from lts.search.names import MAX_BUDGET
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPO = (ROOT / "topologies" / "h100_dgx.toml").read_text(encoding="utf-8")

@@ -184,3 +184,10 @@ def test_a_narrow_terminal_keeps_the_numbers():
     """COLUMNS=20: rich laid the table out in 20 columns, eliding every number."""
     p = lts("search", "llama3.1-8b", "h100_dgx", env={**os.environ, "COLUMNS": "20"})
     assert p.returncode == 0 and "…" not in p.stdout and "1,100.2" in p.stdout
+
+
+def test_a_long_exact_serve_list_is_bounded():
+    r = run("search", "llama3.1-8b", "h100_dgx", "--phase", "serve", "--top", "101")
+    assert r.exit_code == 2 and error(r) == (
+        "Error: Invalid value for '--top': 101 is above the 100 rows an exact serve search lists "
+        "(it proves each; the largest run finishes within 60 s on a 2-core machine)")

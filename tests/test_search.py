@@ -12,7 +12,7 @@ from lts.cost.model import evaluate
 from lts.specs.workload import Workload
 from lts.search.methods import SEARCHERS
 from lts.search.problems import Problem
-from lts.specs import load_topology
+from lts.specs import load_model, load_topology
 from lts.specs.strategy import Space, format_strategy
 
 
@@ -353,3 +353,21 @@ def test_cheap_least_counts_a_moes_dense_layers_per_stage(phase):
     lp = 8.0 / coarse[:, 2]
     assert (moe != dense).all()       # (the cheaper of the two for all 8 layers is another sum)
     np.testing.assert_allclose(least, lp * attn + (lp - d) * moe + d * dense, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["moe1.6t", "llama3.1-8b", "nemotron-3-super-120b-a12b",
+                                  "qwen3.5-397b-a17b"])
+def test_least_exact_is_the_whole_grids_minimum(name):
+    """``_Exact.least_exact(memory=True)``, which ``coarse_bounds`` takes for models without
+    dense layers, is bit for bit the minimum over ``block``'s whole grid of the slowest stage
+    and of the fullest stage's memory (the heads and tails taken at their least first)."""
+    from lts.search.exact import _Exact
+    problem = Problem(load_model(name), load_topology("h100_dgx"),
+                      Workload("decode", context=4096, gpus=64))
+    tab = problem.tables
+    g = np.flatnonzero(tab.fixed_invalid == 0)[:96]
+    ex = _Exact(problem.model, problem.space.choices)
+    lp, A, Aw, G, M = ex.block(tab, g)
+    t, m = ex.least_exact(tab, g, memory=True)
+    assert np.array_equal(t, (lp[:, None, None] * A.min(-1) + G.min(-1)).min((1, 2)))
+    assert np.array_equal(m, (lp[:, None, None] * Aw.min(-1) + M.min(-1)).min((1, 2)))

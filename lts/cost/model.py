@@ -74,9 +74,7 @@ def stage_max(model, lp, pp, attn, between, ffn, ffn_dense, first, last, send, a
             body = (lp - bare) * (attn + between + ffn) + bare * alone
         else:
             body = lp * (attn + between + ffn)
-        extra = np.where(pp == 1, head + last,
-                         np.maximum(np.maximum(head, last), np.where(pp >= 3, 0.0, -np.inf)))
-        return body + extra + send
+        return _with_ends(body, head, last, send, pp, np.where(pp >= 3, 0.0, -np.inf))
     worst = -np.inf
     for cand, n_dense in zip(*_candidates(pp, model)):
         stage = lp * (attn + between) + (lp - n_dense) * ffn + n_dense * ffn_dense \
@@ -85,17 +83,35 @@ def stage_max(model, lp, pp, attn, between, ffn, ffn_dense, first, last, send, a
     return worst + send
 
 
+def _with_ends(body, first, last, after, pp, floor=None):
+    """body + where(pp == 1, first + last, max(first, last[, floor])) + after: a stage's layers
+    and the pipeline's two ends (both in one stage at pp = 1, else the larger; ``floor``, the
+    middle stages at pp >= 3), the same arithmetic as written so but in one full-size buffer
+    instead of seven (the exact search calls it on its whole grid)."""
+    out = np.empty(np.broadcast_shapes(*(np.shape(v) for v in (body, first, last, after, pp))))
+    np.maximum(first, last, out=out)
+    if floor is not None:
+        np.maximum(out, floor, out=out)
+    one = np.broadcast_to(pp == 1, out.shape)
+    if one.any():
+        np.copyto(out, np.broadcast_to(first + last, out.shape), where=one)
+    np.add(body, out, out=out)
+    np.add(out, after, out=out)
+    return out
+
+
 def stage_memory(model, lp, pp, layer_w, ffn_w, ffn_dense_w, emb_w, tail_w, workspace,
                  alone_w=0.0):
     """Memory per GPU of the fullest stage; arguments broadcast together (``alone_w``: a layer
     without an FFN, as in ``stage_max``)."""
     dense = model.dense_ffn_layers if model.is_moe else 0
     if dense == 0:
-        extra = np.where(pp == 1, emb_w + tail_w, np.maximum(emb_w, tail_w))
         if model.no_ffn:
             bare = len(model.no_ffn) / pp
-            return (lp - bare) * (layer_w + ffn_w) + bare * alone_w + extra + workspace
-        return lp * (layer_w + ffn_w) + extra + workspace
+            body = (lp - bare) * (layer_w + ffn_w) + bare * alone_w
+        else:
+            body = lp * (layer_w + ffn_w)
+        return _with_ends(body, emb_w, tail_w, workspace, pp)
     worst = -np.inf
     for cand, n_dense in zip(*_candidates(pp, model)):
         mem = lp * layer_w + (lp - n_dense) * ffn_w + n_dense * ffn_dense_w \

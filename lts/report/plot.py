@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from xml.sax.saxutils import escape
+from html import escape as _html_escape
+
+
+def escape(text: str) -> str:
+    """&, < and > as entities (xml.sax.saxutils.escape's rule; that module imports urllib, 15 ms
+    of every start-up)."""
+    return _html_escape(text, quote=False)
 
 
 @dataclass

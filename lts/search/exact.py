@@ -197,7 +197,7 @@ class _Exact:
                 + tab.workspace_bytes[g]
         return lp * layer + ffn + tab.workspace_bytes[g]
 
-    def least_exact(self, tab, g):
+    def least_exact(self, tab, g, memory: bool = False):
         """The least slowest stage over every strategy of rows g [C] (``block``'s minimum) at a
         fraction of its cost, or a lower bound on it for models with dense layers. The rest
         list's time splits as ``cost.model.stage_max`` builds it: terms of (op2, f), the first
@@ -205,27 +205,35 @@ class _Exact:
         (pp = 1) or a max (pp > 1), both monotone in each term, whose variables are disjoint.
         So the head and the last stage's term can take their least values first: the minimum
         is then over (op2, f) alone. With dense layers the slowest of several candidate stages
-        is taken after those minima, which bounds it from below."""
+        is taken after those minima, which bounds it from below. With ``memory``, also the
+        least fullest stage's memory the same way (``cost.model.stage_memory``: the embedding's
+        weights of (op1, op2) and the last stage's of (f, op11, op12), joined by a sum or a
+        max), exact for models without dense layers: (times [C], memories [C]). Floating-point
+        addition and max are monotone, so each minimum taken first is the same number
+        ``block``'s full grid gives."""
         model, n = self.model, self.n
         g = np.asarray(g)
         C = len(g)
         x = Gather(tab, g[:, None])
         A, Aw, cur = piece_attn(x, model, *self.a)                            # [C, |a|]
-        A, _, unit = self._with_alone(tab, g[:, None], x, A, Aw, cur)
+        A, Aw, unit = self._with_alone(tab, g[:, None], x, A, Aw, cur)
         A = A.reshape(C, n[1], -1, n[6]).min(axis=2)                          # [C, op2, op7]
         ffn_norm, router, ffn1, ffn2 = self.f
         ffn_layout = NORM_OF[ffn_norm]
-        ffn, _, out, ok = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2)    # [C, |f|]
+        ffn, ffn_w, out, ok = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2)  # [C, |f|]
         ffn = np.where(ok, ffn, INVALID_S)
         out = np.broadcast_to(out, ffn.shape)
-        ffn_d = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2, dense=True)[0] \
-            if model.is_moe and model.dense_ffn_layers else np.zeros_like(ffn)
+        dense = model.is_moe and model.dense_ffn_layers
+        ffn_d, ffn_dw = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2, dense=True)[:2] \
+            if dense else (np.zeros_like(ffn),) * 2
         emb, attn_norm = self.once1
-        first = piece_first(x, emb, NORM_OF[attn_norm])[0].reshape(C, n[0], n[1]).min(axis=1)
+        first, emb_w = piece_first(x, emb, NORM_OF[attn_norm])
+        first = first.reshape(C, n[0], n[1]).min(axis=1)                      # [C, op2]
         x3 = Gather(tab, g[:, None, None])
         final_norm, lm_head = self.once2
-        last = piece_last(x3, out[:, :, None], ffn_layout[None, :, None],
-                          final_norm[None, None, :], lm_head[None, None, :])[0].min(axis=2)
+        last, tail_w, _ = piece_last(x3, out[:, :, None], ffn_layout[None, :, None],
+                                     final_norm[None, None, :], lm_head[None, None, :])
+        last = last.min(axis=2)                                                # [C, |f|]
         send = piece_send(x, out, ffn_layout[None, :])                         # [C, |f|]
         between = piece_between(x3, out[:, None, :], ffn_layout[None, None, :],
                                 NORM_OF[np.arange(n[1])][None, :, None])       # [C, op2, |f|]
@@ -234,8 +242,19 @@ class _Exact:
         G = stage_max(model, lp, pp, 0.0, between, ffn[:, None, :], ffn_d[:, None, :],
                       first[:, :, None], last[:, None, :], send[:, None, :])  # [C, op2, |f|]
         G = G.reshape(C, n[1], n[6], -1).min(axis=3)                          # [C, op2, op7]
+        if memory:
+            emb_w = np.broadcast_to(emb_w, (C, n[0] * n[1])).reshape(C, n[0], n[1]).min(axis=1)
+            tail_w = np.broadcast_to(tail_w, last.shape + (tail_w.shape[-1],)).min(axis=2)
+            M = stage_memory(model, lp, pp, 0.0, ffn_w[:, None, :], ffn_dw[:, None, :],
+                             emb_w[:, :, None], tail_w[:, None, :],
+                             tab.workspace_bytes[g][:, None, None])
+            M = np.broadcast_to(M, G.shape[:2] + (ffn.shape[-1],)).reshape(
+                C, n[1], n[6], -1).min(axis=3)                                 # [C, op2, op7]
+            Aw = Aw.reshape(C, n[1], -1, n[6]).min(axis=2)
         if unit is not None:     # A is a whole stage's attention side already
             lp = unit[:, None, None]
+        if memory:
+            return (lp * A + G).min(axis=(1, 2)), (lp * Aw + M).min(axis=(1, 2))
         return (lp * A + G).min(axis=(1, 2))
 
     def decode(self, grid_shape, g, i2, i7, ia, irest):
@@ -261,12 +280,18 @@ def coarse_bounds(problem: Problem, progress=None) -> np.ndarray:
     if bounds is None:
         ex = _Exact(p.model, p.space.choices)
         t_min, m_min = np.full(len(tab.coarse), np.inf), np.full(len(tab.coarse), np.inf)
+        # without dense layers the minima come from the pieces' own minima (least_exact: the
+        # same numbers, a fraction of the work); with them, from the whole grid
+        separable = not (p.model.is_moe and p.model.dense_ffn_layers)
         for i in range(0, len(cand), 256):
             g = cand[i:i + 256]
-            lp, A, Aw, G, M = ex.block(tab, g)
-            t = (lp[:, None, None] * A.min(-1) + G.min(-1)).min((1, 2))
+            if separable:
+                t, m_min[g] = ex.least_exact(tab, g, memory=True)
+            else:
+                lp, A, Aw, G, M = ex.block(tab, g)
+                t = (lp[:, None, None] * A.min(-1) + G.min(-1)).min((1, 2))
+                m_min[g] = (lp[:, None, None] * Aw.min(-1) + M.min(-1)).min((1, 2))
             t_min[g] = np.where(t < INVALID_S, t, np.inf)
-            m_min[g] = (lp[:, None, None] * Aw.min(-1) + M.min(-1)).min((1, 2))
             if progress:
                 progress(0)
         bounds = tab.extra["exact_bounds"] = (t_min, m_min)

@@ -288,15 +288,22 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
         progress(0)
     best_by_slot = {}            # (triple, batch column) -> score
     kth = -np.inf                # the k-th best of best_by_slot
+    # each row's slot and the best score found in each slot so far: a row whose bound does not
+    # beat its own slot's best cannot change the top-k (a slot enters it with its best row)
+    n_cols = len(sp.batch)
+    slot_of = rows[:, 0] * n_cols + rows[:, 2] if len(rows) else np.zeros(0, dtype=np.int64)
+    slot_best = np.full(len(triples) * n_cols, -np.inf)
     found = []                   # (score, index row)
     front_tpot, front_score, front_idx = np.zeros(0), np.zeros(0), []
     solved = 0
 
     def useless(r):
-        """Whether rows r can neither enter the top-k nor add a point to the frontier: a front
-        point at TPOT <= a row's least TPOT with a score >= its bound dominates all of it.
-        (Stays true: the k-th best and the frontier only rise.)"""
-        return (ub[r] <= kth) & (_front_at(front_tpot, front_score, tpot[r]) >= ub[r])
+        """Whether rows r can neither enter the top-k (their bound is at most the k-th best, or
+        at most their own slot's best) nor add a point to the frontier: a front point at TPOT
+        <= a row's least TPOT with a score >= its bound dominates all of it. (Stays true: the
+        k-th best, each slot's best and the frontier only rise.)"""
+        return ((ub[r] <= kth) | (ub[r] <= slot_best[slot_of[r]])) & \
+            (_front_at(front_tpot, front_score, tpot[r]) >= ub[r])
 
     while True:
         while pos < len(order):       # skip the cheap rows that cannot help, a window at once
@@ -359,6 +366,7 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
         slot = (int(t), int(col))
         if score[j] > best_by_slot.get(slot, -np.inf):
             best_by_slot[slot] = float(score[j])
+            slot_best[slot[0] * n_cols + slot[1]] = float(score[j])
             if len(best_by_slot) >= top:
                 kth = sorted(best_by_slot.values(), reverse=True)[top - 1]
             found.append((float(score[j]), _index_row(loop, sp, triples[t], col, x[good[j]])))

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from . import _toml
 from .errors import SpecError
-from .hf import model_from_hf_config
 from .model import (DTYPES, FORMATS, MAX_COUNT, MAX_NODES, TOO_DEEP,  # noqa: F401
                     WEIGHT_GROUPS, ModelSpec, PrecisionSpec, _Table, model_from_dict, read_text)
 from .model import (MAX_FILE_BYTES, MAX_NUMBER, MAX_PARAMS, MAX_WIDTH,  # noqa: F401
@@ -258,6 +257,7 @@ def load_model(name_or_path, precision: str | None = None,
                                       "file, a config.json or a folder holding one)")
         path = path / "config.json"
     if path.suffix == ".json":
+        from .hf import model_from_hf_config     # (imported when a config.json is read)
         spec = model_from_hf_config(path)
     else:
         spec = model_from_dict(_read_toml(path), path)
@@ -649,3 +649,11 @@ def weight_bytes(m: ModelSpec) -> dict:
     out = {g: n * m.precision.bytes_of(g) for g, n in weight_params(m).items()}
     out["total"] = sum(out.values())
     return out
+
+
+def __getattr__(name):
+    """``model_from_hf_config`` without importing ``hf`` at start-up (it is a large module)."""
+    if name == "model_from_hf_config":
+        from .hf import model_from_hf_config
+        return model_from_hf_config
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
