@@ -35,7 +35,9 @@ def render_models(console: Console, rows: list) -> None:
     table = Table(title="Shipped models", box=box.SIMPLE_HEAD)
     for col, just in (("name", "left"), ("kind", "left"), ("layers", "right"),
                       ("params", "right"), ("active", "right"), ("weights", "right")):
-        table.add_column(col, justify=just, no_wrap=True)
+        # names fold onto lines where the terminal is narrow; numbers never elide
+        table.add_column(col, justify=just, no_wrap=col not in ("name", "kind"),
+                         overflow="fold")
     for r in rows:
         kind = f"{r['kind']}/{r['attention']}"
         table.add_row(escape(r["name"]), kind, str(r["layers"]), fmt_params(r["params_total"]),
@@ -69,7 +71,7 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
     total, published = r["params_total"], r["params_published"]
     table = Table(title=escape(r["display_name"]), box=box.SIMPLE_HEAD, show_header=False)
     table.add_column("key", no_wrap=True)
-    table.add_column("value")
+    table.add_column("value", overflow="fold")
     rows = [("source", m.source), ("layers", r["layers"]), ("hidden", r["hidden"]),
             ("vocab", m.vocab),
             ("attention", f"{a.kind}: {a.heads} heads, {a.kv_heads} kv heads, head_dim {a.head_dim}"

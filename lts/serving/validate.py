@@ -412,15 +412,18 @@ def spearman(x, y) -> float:
     return float(rx @ ry) / den if den > 0 else math.nan
 
 
-def validate(path, progress=None, by: tuple = (), tune=None) -> dict:
+def validate(path, progress=None, by: tuple = (), tune=None, only=None) -> dict:
     """Predict every row of a measurement file; the JSON dict of ``lts validate --json``
     (with ``by``, row keys of ``BY_KEYS``: the residuals by those keys and the metric).
 
     ``progress``: a progress bar's callback (``report.format.progress``): ``set_total(groups)`` once,
     then ``progress(1)`` after each prediction group. ``tune``: (topology, engine profile) ->
-    the pair to predict with (``serving.calibrate``'s fitted constants, an engine overlay)."""
+    the pair to predict with (``serving.calibrate``'s fitted constants, an engine overlay).
+    ``only``: the row ids to predict (the others are left out, as if not in the file)."""
     file = str(path)
     meas = read_measurements(path)
+    if only is not None:
+        meas = [m for m in meas if m.id in only]
     where = Path(path).resolve().parent
     models = _Loader("model", "models", load_model, where)
     topos = _Loader("topology", "topologies", load_topology, where)
