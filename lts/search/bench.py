@@ -31,6 +31,9 @@ class Bench:
     exact_wall_s: float | None = None      # the exact optimum
 
 
+CHUNK = 1_000_000      # rows evaluated at once (the Result of 10^7 rows held 3.7 GB)
+
+
 def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, seed: int = 0,
             searches: bool = True) -> Bench:
     """Time the evaluator on ``evaluations`` uniform random strategies (``seed``) of the decode
@@ -43,26 +46,40 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
     rows alone (grouping the coarse rows and building all their tables inside the call)."""
     work = Workload()
     problem = Problem(model, topo, work)
-    idx = problem.space.sample(np.random.default_rng(seed), evaluations)
-    strategies, g = problem.space.decode(idx), problem.coarse_index(idx)
 
-    def per_s(fresh=False, **kw):
-        """Strategies per second of evaluate(strategies, **kw): the median of three calls after
-        one untimed call of the same size (the first call in a process also pays for the memory
-        the allocator maps for its arrays); ``fresh``: the fused pieces dropped before each."""
-        evaluate(model, topo, work, strategies, **kw)
-        times = []
-        for _ in range(3):
-            if fresh:
-                problem.tables.extra.pop("fused", None)
-            t0 = time.perf_counter()
-            evaluate(model, topo, work, strategies, **kw)
-            times.append(time.perf_counter() - t0)
-        return evaluations / float(np.median(times))
+    def rows(k, n):
+        """Chunk k of the rows (n of them): strategies and their coarse indices (chunk 0 from
+        ``seed`` itself, chunk k from (seed, k))."""
+        rng = np.random.default_rng(seed if k == 0 else [seed, k])
+        idx = problem.space.sample(rng, n)
+        return problem.space.decode(idx), problem.coarse_index(idx)
 
-    warm = per_s(tables=problem.tables, coarse_index=g)
-    fusing = per_s(fresh=True, tables=problem.tables, coarse_index=g)
-    cold = per_s()
+    sizes = [min(CHUNK, evaluations - i) for i in range(0, evaluations, CHUNK)]
+
+    def per_s(fresh=False, indexed=True, **kw):
+        """Strategies per second of evaluate(strategies, **kw): per chunk of at most CHUNK rows
+        (memory stays one chunk's), the median of three calls after one untimed call of the
+        same size (the first call in a process also pays for the memory the allocator maps for
+        its arrays), summed over the chunks; ``fresh``: the fused pieces dropped before each;
+        ``indexed``: each row's coarse index given."""
+        total = 0.0
+        for k, n in enumerate(sizes):
+            strategies, g = rows(k, n)
+            extra = {"coarse_index": g} if indexed else {}
+            evaluate(model, topo, work, strategies, **kw, **extra)
+            times = []
+            for _ in range(3):
+                if fresh:
+                    problem.tables.extra.pop("fused", None)
+                t0 = time.perf_counter()
+                evaluate(model, topo, work, strategies, **kw, **extra)
+                times.append(time.perf_counter() - t0)
+            total += float(np.median(times))
+        return evaluations / total
+
+    warm = per_s(tables=problem.tables)
+    fusing = per_s(fresh=True, tables=problem.tables)
+    cold = per_s(indexed=False)
     t0 = time.perf_counter()
     breakdown(model, topo, work, megatron_row(8, 1, 1, 64))
     out = Bench(model.name, topo.name, evaluations, warm, fusing, cold, time.perf_counter() - t0)
