@@ -155,13 +155,14 @@ def _load(model: str, topology: str, precision=None, kv_cache_dtype=None):
     return m, topo
 
 
-def _check_budget(budget: int, methods, phase: str, flag: str = "--budget") -> None:
+def _check_budget(budget: int, methods, phase: str, flag: str = "--budget",
+                  method_flag: str = "--method") -> None:
     """A budget above a method's maximum in the phase (search.names.MAX_BUDGET) is a bad flag."""
     for method in methods:
         top = MAX_BUDGET.get(method, {}).get(phase)
         if top is not None and budget > top:
             raise click.BadParameter(f"{budget:,} is above the maximum of {top:,} evaluator "
-                                     f"calls for --method {method} --phase {phase} (the "
+                                     f"calls for {method_flag} {method} --phase {phase} (the "
                                      f"largest run finishes within {BUDGET_SECONDS} s on a "
                                      "2-core machine)", param_hint=f"'{flag}'")
 
@@ -792,7 +793,7 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
       lts compare llama3.1-70b h100_dgx --gpus 8 --phase serve --isl 4000 --osl 1000 --seeds 3
     """
     _phase_flags(phase, any_phase=("engine",))
-    _check_budget(budget * seeds, methods, phase, "--seeds x --budget")
+    _check_budget(budget * seeds, methods, phase, "--seeds x --budget", "--methods")
     m, topo = _load(model, topology, precision, kv_cache_dtype)
     problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
                        _profile(topo, engine, None))
@@ -943,6 +944,8 @@ def _sweep_one(problem):
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
         return problem, code, (json.loads(buf.getvalue()) if buf.getvalue() else None), ""
+    except Exception as e:      # a bug: the line says so and the sweep goes on with the rest
+        return problem, 1, None, f"internal error (please report): {type(e).__name__}: {e}"
     return problem, 0, json.loads(buf.getvalue()), ""
 
 
@@ -953,11 +956,15 @@ def _sweep_one(problem):
                    "already in it are skipped, so a stopped sweep goes on where it stopped.")
 @click.option("--jobs", type=click.IntRange(1, 256), default=1, show_default=True,
               help="Processes solving problems at once (each search runs on one core).")
+@click.option("--shard", default=None, metavar="I/N",
+              help="Solve only every N-th problem from the I-th (one machine's share; "
+                   "docs/sweep.md).")
 @output_options
-def sweep(grid, output, jobs, json_, no_color):
+def sweep(grid, output, jobs, shard, json_, no_color):
     """Solve a grid of search problems (models x topologies x workloads x engines x GPU budgets,
     from GRID.toml: docs/sweep.md): one `lts search --json` answer per line of the output, then
-    the best per model, GPU and workload, with tokens per dollar where the grid gives prices.
+    the best per model, topology and workload, with tokens per dollar where the grid gives
+    prices. Exit status 1 if no problem has an answer.
 
     \b
     Example:
@@ -969,12 +976,22 @@ def sweep(grid, output, jobs, json_, no_color):
         problems, prices = sw.read_grid(grid)
     except LtsError as e:
         raise click.ClickException(str(e)) from None
+    if shard is not None:
+        try:
+            problems = sw.shard(problems, shard)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="'--shard'") from None
     output = output or str(Path(grid).with_suffix(".jsonl"))
     if Path(output).resolve() == Path(grid).resolve():
         raise click.UsageError("-o: the same file as the grid")
     if not Path(output).resolve().parent.is_dir():
         raise click.UsageError(f"-o {output}: its folder does not exist")
-    done = sw.done_keys(output)
+    if sw.output_problem(output):
+        raise click.UsageError(f"-o {output}: {sw.output_problem(output)}")
+    try:
+        done = sw.done_keys(sw.read_lines(output))
+    except LtsError as e:
+        raise click.ClickException(str(e)) from None
     todo = [p for p in problems if p.key not in done]
     t0 = time.perf_counter()
     try:
@@ -999,13 +1016,18 @@ def sweep(grid, output, jobs, json_, no_color):
             finally:
                 if pool is not None:
                     pool.terminate()
+        lines = sw.read_lines(output)
     except OSError as e:
         raise click.ClickException(f"-o {output}: {e.strerror or e}") from None
-    d = {**sw.summary(output, prices), "file": output, "ran": len(todo),
+    except LtsError as e:
+        raise click.ClickException(str(e)) from None
+    d = {**sw.summary(lines, problems, prices), "file": output, "ran": len(todo),
          "skipped": len(problems) - len(todo), "jobs": jobs,
          "wall_s": time.perf_counter() - t0}
     from .report.sweep import render_sweep
     _print(json_, no_color, d, render_sweep)
+    if problems and not d["answered"]:
+        sys.exit(1)
 
 
 @cli.command("import")

@@ -28,10 +28,15 @@ through its own search command, in a process pool.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import math
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from .engines import ENGINE_NAMES
+from .search.names import METHODS
 from .specs import _toml, read_text
 from .specs.errors import SpecError
 from .specs.limits import MAX_TOKENS
@@ -41,6 +46,9 @@ PHASES = STEP_PHASES + ("serve",)   # what --phase takes
 MAX_PROBLEMS = 100_000     # a grid's problems at most (each seconds of one core)
 WORKLOAD_KEYS = {"name": str, "phase": str, "isl": int, "osl": int, "context": int,
                  "ttft_slo_ms": float, "tpot_slo_ms": float}
+# the workload settings a phase uses (as the search's flags: cli._phase_flags)
+PHASE_KEYS = {"isl": ("serve",), "osl": ("serve",), "context": ("decode", "prefill"),
+              "ttft_slo_ms": ("prefill", "serve"), "tpot_slo_ms": ("decode", "serve")}
 GRID_KEYS = {"models", "topologies", "engines", "gpus", "method", "workloads", "prices"}
 
 
@@ -55,8 +63,12 @@ class Problem:
 
     @property
     def key(self) -> str:
+        """model|topology|workload|engine|gpus|digest: the digest is of the whole search
+        flags (the workload's settings, the method), so an edited grid solves again what
+        changed."""
+        digest = hashlib.sha1("\0".join(self.args).encode("utf-8")).hexdigest()[:10]
         return "|".join((self.model, self.topology, self.workload, self.engine,
-                         str(self.gpus)))
+                         str(self.gpus), digest))
 
 
 def _strings(grid: dict, path, key: str, required: bool) -> list:
@@ -82,19 +94,30 @@ def read_grid(path) -> tuple:
     models = _strings(grid, path, "models", True)
     topologies = _strings(grid, path, "topologies", True)
     engines = _strings(grid, path, "engines", False)
+    bad = [e for e in engines if e and e.split("@")[0] not in ENGINE_NAMES]
+    if bad:
+        raise SpecError(path, "engines", f"{bad[0]!r} is not an engine lts knows "
+                                         f"({', '.join(ENGINE_NAMES)}, with @VERSION)")
     gpus = grid.get("gpus", [0])
     if not isinstance(gpus, list) or not gpus or not all(
             isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gpus):
         raise SpecError(path, "gpus", "expected a non-empty list of positive integers")
+    if len(set(gpus)) != len(gpus):
+        raise SpecError(path, "gpus", "names one budget twice")
     method = grid.get("method", "exact")
-    if not isinstance(method, str):
-        raise SpecError(path, "method", f"{method!r} is not a string")
+    if method not in METHODS:
+        raise SpecError(path, "method", f"{method!r} is not one of {', '.join(METHODS)}")
     prices = grid.get("prices", {})
     if not isinstance(prices, dict) or not all(
             isinstance(p, (int, float)) and not isinstance(p, bool) and 0 < p < 1e6
             for p in prices.values()):
         raise SpecError(path, "prices", "expected a table of topology = dollars per GPU-hour "
                                         "(a positive number)")
+    strays = [k for k in prices if k not in topologies]
+    if strays:
+        raise SpecError(path, f"prices.{strays[0]}", "is not one of the grid's topologies "
+                                                     f"({', '.join(topologies)}), as written "
+                                                     "there")
     loads = grid.get("workloads")
     if not isinstance(loads, list) or not loads or not all(isinstance(w, dict) for w in loads):
         raise SpecError(path, "workloads", "missing: at least one [[workloads]] table")
@@ -112,9 +135,16 @@ def read_grid(path) -> tuple:
                 raise SpecError(path, f"{where}.{k}", f"{v!r} is not {typ.__name__}")
             if typ is int and not 1 <= v <= MAX_TOKENS:
                 raise SpecError(path, f"{where}.{k}", f"{v} is not from 1 to {MAX_TOKENS:,}")
+            if typ is float and not (v > 0 and not math.isnan(v)):
+                raise SpecError(path, f"{where}.{k}", f"{v!r} is not a positive number of "
+                                                      "milliseconds (inf: no limit)")
         phase = w.get("phase", "decode")
         if phase not in PHASES:
             raise SpecError(path, f"{where}.phase", f"{phase!r} is not one of {', '.join(PHASES)}")
+        for k in w:     # a setting the phase has no use for (the search would refuse it)
+            if k in PHASE_KEYS and phase not in PHASE_KEYS[k]:
+                raise SpecError(path, f"{where}.{k}", f"not with phase {phase!r} (only "
+                                                      f"{' or '.join(PHASE_KEYS[k])})")
         name = w.get("name", f"workload-{i + 1}")
         if name in names:
             raise SpecError(path, f"{where}.name", f"{name!r} names two workloads")
@@ -136,20 +166,43 @@ def read_grid(path) -> tuple:
     return problems, {str(k): float(v) for k, v in prices.items()}
 
 
-def done_keys(out_path) -> set:
-    """The keys of the problems the output file already answers (a line cut short by a stop
-    is not one)."""
-    keys = set()
+def output_problem(out_path) -> str:
+    """Why ``out_path`` cannot hold a sweep's lines ("" when it can): an existing path that is
+    not a regular file (a folder, a device, a pipe: lts reads it back to resume)."""
+    p = Path(out_path)
+    try:
+        if p.exists() and not stat.S_ISREG(p.stat().st_mode):
+            return "is not a regular file (a sweep reads its output back to resume)"
+    except OSError as e:
+        return e.strerror or str(e)
+    return ""
+
+
+def read_lines(out_path) -> dict:
+    """The whole lines of an output file by key, the last of a key winning (a line cut short,
+    or one that is not a sweep line, is none); SpecError if the file cannot be read."""
+    out = {}
     p = Path(out_path)
     if not p.exists():
-        return keys
-    with p.open(encoding="utf-8") as f:
-        for line in f:
-            try:
-                keys.add(json.loads(line)["key"])
-            except (ValueError, KeyError, TypeError):
-                continue
-    return keys
+        return out
+    try:
+        with p.open(encoding="utf-8", errors="replace") as f:
+            for text in f:
+                try:
+                    d = json.loads(text)
+                except ValueError:
+                    continue
+                if isinstance(d, dict) and isinstance(d.get("key"), str):
+                    out[d["key"]] = d
+    except OSError as e:
+        raise SpecError(out_path, "", e.strerror or str(e)) from None
+    return out
+
+
+def done_keys(lines: dict) -> set:
+    """The keys the output already answers: lines with a result (a problem that failed, or
+    found nothing feasible, is tried again)."""
+    return {k for k, d in lines.items() if d.get("result")}
 
 
 def ends_mid_line(path) -> bool:
@@ -167,36 +220,49 @@ def line(problem: Problem, code: int, result, error: str) -> str:
                        "error": error or None}, allow_nan=False) + "\n"
 
 
-def summary(out_path, prices: dict) -> dict:
-    """The best answer per (model, topology, workload) over engines and budgets, from every
-    line of the output file: {"rows": [...], "problems", "answered", "failed"}."""
-    best, problems, failed = {}, 0, 0
-    with Path(out_path).open(encoding="utf-8") as f:
-        for text in f:
-            try:
-                d = json.loads(text)
-            except ValueError:
-                continue
-            problems += 1
-            r = d.get("result")
-            if not r or not r.get("best"):
-                failed += 1
-                continue
-            b = r["best"]
-            per_gpu = b.get("tokens_per_s_per_cluster_gpu", b.get("tokens_per_s_per_gpu"))
-            k = (d["model"], d["topology"], d["workload"])
-            if k not in best or (per_gpu, best[k]["key"]) > (best[k]["tokens_per_s_per_gpu"],
-                                                             d["key"]):   # ties: the first key
-                price = prices.get(d["topology"])
-                best[k] = {"key": d["key"],
-                           "model": r["model"]["name"] if isinstance(r.get("model"), dict)
-                           else d["model"], "topology": d["topology"], "workload": d["workload"],
-                           "engine": d["engine"], "gpus": d["gpus"],
-                           "strategy": f"{b['tp']}/{b['ep']}/{b['pp']}/{b['batch']}",
-                           "tokens_per_s_per_gpu": per_gpu,
-                           "price_per_gpu_hour": price,
-                           "tokens_per_dollar": per_gpu * 3600.0 / price if price else None}
+def summary(lines: dict, problems: list, prices: dict) -> dict:
+    """The best answer per (model, topology, workload) over engines and budgets, from the
+    output's lines of this grid's problems (another grid's lines in the file are left out):
+    {"rows": [...], "problems", "answered", "failed", "errors"}; ties go to the grid's first
+    problem."""
+    best, failed, errors = {}, 0, []
+    for order, p in enumerate(problems):
+        d = lines.get(p.key)
+        if d is None:
+            continue
+        r = d.get("result")
+        if not isinstance(r, dict) or not isinstance(r.get("best"), dict):
+            failed += 1
+            if len(errors) < 5:
+                errors.append(f"{p.key.rsplit('|', 1)[0]}: {d.get('error') or 'no answer'}")
+            continue
+        b = r["best"]
+        per_gpu = b.get("tokens_per_s_per_cluster_gpu", b.get("tokens_per_s_per_gpu"))
+        k = (p.model, p.topology, p.workload)
+        if k in best and per_gpu <= best[k]["tokens_per_s_per_gpu"]:
+            continue
+        price = prices.get(p.topology)
+        best[k] = {"key": p.key,
+                   "model": r["model"]["name"] if isinstance(r.get("model"), dict) else p.model,
+                   "topology": p.topology, "workload": p.workload, "engine": p.engine or None,
+                   "gpus": p.gpus or None,
+                   "strategy": f"{b['tp']}/{b['ep']}/{b['pp']}/{b['batch']}",
+                   "tokens_per_s_per_gpu": per_gpu, "price_per_gpu_hour": price,
+                   "tokens_per_dollar": per_gpu * 3600.0 / price if price else None}
     rows = sorted(best.values(), key=lambda r: (r["model"], r["workload"],
                                                 -r["tokens_per_s_per_gpu"]))
-    return {"rows": rows, "problems": problems, "answered": problems - failed,
-            "failed": failed}
+    answered = sum(1 for p in problems if p.key in lines) - failed
+    return {"rows": rows, "problems": len(problems), "answered": answered, "failed": failed,
+            "errors": errors}
+
+
+def shard(problems: list, text: str) -> list:
+    """The problems of shard ``I/N`` (``--shard``): every N-th from the I-th (1 <= I <= N), in
+    the grid's order; ValueError on a bad text."""
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not I/N (e.g. 3/16)") from None
+    if not 1 <= i <= n <= MAX_PROBLEMS:
+        raise ValueError(f"{text!r}: I must be from 1 to N")
+    return problems[i - 1::n]

@@ -180,5 +180,5 @@ def test_empty_strategy_tiny_rates_and_compare_totals(tmp_path):
             "1000000", "--methods", "ppo")
     assert r.exit_code == 2 and error(r) == (
         "Error: Invalid value for '--seeds x --budget': 1,000,000,000 is above the maximum of "
-        "1,000,000 evaluator calls for --method ppo --phase decode (the largest run finishes "
+        "1,000,000 evaluator calls for --methods ppo --phase decode (the largest run finishes "
         "within 60 s on a 2-core machine)")

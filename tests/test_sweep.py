@@ -50,10 +50,9 @@ def test_each_line_is_what_search_answers(tmp_path):
     d = json.loads(r.stdout)
     assert (d["problems"], d["answered"], d["ran"], d["skipped"]) == (4, 4, 4, 0)
     got = lines(tmp_path / "g.jsonl")
-    assert [x["key"] for x in got] == ["llama3.1-8b|h100_dgx|decode|vllm|8",
-                                       "llama3.1-8b|h100_dgx|decode||8",
-                                       "mixtral-8x7b|h100_dgx|decode|vllm|8",
-                                       "mixtral-8x7b|h100_dgx|decode||8"]
+    assert [x["key"].rsplit("|", 1)[0] for x in got] == [
+        "llama3.1-8b|h100_dgx|decode|vllm|8", "llama3.1-8b|h100_dgx|decode||8",
+        "mixtral-8x7b|h100_dgx|decode|vllm|8", "mixtral-8x7b|h100_dgx|decode||8"]
     want = json.loads(run("search", "mixtral-8x7b", "h100_dgx", "--phase", "decode",
                           "--context", "4096", "--gpus", "8", "--engine", "vllm",
                           "--method", "exact", "--json").stdout)
@@ -85,12 +84,56 @@ def test_a_sweep_goes_on_where_it_stopped_and_jobs_do_not_change_it(tmp_path):
 
 
 def test_an_infeasible_problem_is_a_line_with_its_error(tmp_path):
+    """Nothing feasible: each line says why, the summary lists them, the sweep exits 1, and a
+    rerun tries them again."""
     (tmp_path / "g.toml").write_text(GRID.replace('context = 4096', 'context = 4096\n'
                                                   'tpot_slo_ms = 0.001'))
-    d = json.loads(run("sweep", str(tmp_path / "g.toml"), "--json").stdout)
-    assert d["failed"] == 4 and d["rows"] == []
+    r = run("sweep", str(tmp_path / "g.toml"), "--json")
+    assert r.exit_code == 1
+    d = json.loads(r.stdout)
+    assert d["failed"] == 4 and d["rows"] == [] and len(d["errors"]) == 4
     one = lines(tmp_path / "g.jsonl")[0]
     assert one["exit"] == 1 and one["result"] is None and one["error"]
+    d = json.loads(run("sweep", str(tmp_path / "g.toml"), "--json").stdout)
+    assert (d["ran"], d["skipped"], d["failed"]) == (4, 0, 4)
+
+
+def test_an_edited_grid_solves_what_changed_and_sums_only_its_own_lines(tmp_path):
+    """The key holds a digest of the search's flags: a new context is a new problem; the
+    summary counts this grid's problems only, not the old lines beside them."""
+    (tmp_path / "g.toml").write_text(GRID)
+    out = str(tmp_path / "o.jsonl")
+    first = json.loads(run("sweep", str(tmp_path / "g.toml"), "-o", out, "--json").stdout)
+    (tmp_path / "g.toml").write_text(GRID.replace("context = 4096", "context = 65536"))
+    d = json.loads(run("sweep", str(tmp_path / "g.toml"), "-o", out, "--json").stdout)
+    assert (d["ran"], d["skipped"], d["problems"], d["answered"]) == (4, 0, 4, 4)
+    assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 8
+    assert d["rows"][0]["tokens_per_s_per_gpu"] < first["rows"][0]["tokens_per_s_per_gpu"]
+
+
+def test_shards_cover_the_grid_and_the_whole_run_solves_nothing_more(tmp_path):
+    (tmp_path / "g.toml").write_text(GRID)
+    parts = []
+    for i in (1, 2, 3):
+        out = tmp_path / f"p{i}.jsonl"
+        assert run("sweep", str(tmp_path / "g.toml"), "--shard", f"{i}/3", "-o", str(out),
+                   "--json").exit_code == 0
+        parts.append(out.read_text())
+    (tmp_path / "all.jsonl").write_text("".join(parts))
+    d = json.loads(run("sweep", str(tmp_path / "g.toml"), "-o", str(tmp_path / "all.jsonl"),
+                       "--json").stdout)
+    assert (d["ran"], d["skipped"], d["answered"]) == (0, 4, 4)
+    r = run("sweep", str(tmp_path / "g.toml"), "--shard", "4/3")
+    assert r.exit_code == 2 and "'4/3': I must be from 1 to N" in r.output
+
+
+def test_an_output_that_is_not_a_regular_file(tmp_path):
+    (tmp_path / "g.toml").write_text(GRID)
+    r = run("sweep", str(tmp_path / "g.toml"), "-o", str(tmp_path))
+    assert r.exit_code == 2 and "is not a regular file" in r.output
+    (tmp_path / "junk.jsonl").write_bytes(b"\xff\xfe null\n5\n[]\n")
+    r = run("sweep", str(tmp_path / "g.toml"), "-o", str(tmp_path / "junk.jsonl"), "--json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["answered"] == 4
 
 
 @pytest.mark.parametrize("text, message", [
@@ -106,6 +149,20 @@ def test_an_infeasible_problem_is_a_line_with_its_error(tmp_path):
      "speed: unknown key"),
     ('models = ["a"]\ntopologies = ["h100_dgx"]\n[prices]\nh100_dgx = -1\n[[workloads]]\n',
      "prices: expected a table of topology = dollars per GPU-hour"),
+    ('models = ["a"]\ntopologies = ["h100_dgx"]\n[prices]\nh100 = 3\n[[workloads]]\n',
+     "prices.h100: is not one of the grid's topologies (h100_dgx), as written there"),
+    ('models = ["a"]\ntopologies = ["h100_dgx"]\nengines = ["foo"]\n[[workloads]]\n',
+     "engines: 'foo' is not an engine lts knows"),
+    ('models = ["a"]\ntopologies = ["h100_dgx"]\nmethod = "bogus"\n[[workloads]]\n',
+     "method: 'bogus' is not one of ppo"),
+    ('models = ["a"]\ntopologies = ["h100_dgx"]\ngpus = [8, 8]\n[[workloads]]\n',
+     "gpus: names one budget twice"),
+    ('models = ["a"]\ntopologies = ["h100_dgx"]\n[[workloads]]\nphase = "decode"\nisl = 9\n',
+     "workloads[0].isl: not with phase 'decode' (only serve)"),
+    ('models = ["a"]\ntopologies = ["h100_dgx"]\n[[workloads]]\nphase = "prefill"\n'
+     'tpot_slo_ms = 5\n', "workloads[0].tpot_slo_ms: not with phase 'prefill'"),
+    ('models = ["a"]\ntopologies = ["h100_dgx"]\n[[workloads]]\ntpot_slo_ms = nan\n',
+     "workloads[0].tpot_slo_ms: nan is not a positive number of milliseconds"),
 ])
 def test_a_bad_grid_is_one_line(tmp_path, text, message):
     (tmp_path / "g.toml").write_text(text)
