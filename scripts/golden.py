@@ -3,6 +3,7 @@
 
     python scripts/golden.py record DIR      # run every command, write DIR/<name>.json
     python scripts/golden.py check DIR       # run again, compare with DIR, list what differs
+                                             # (each differing output: DIR/<name>.new.json)
 
 The commands: ``lts search`` on the paper's six scenarios (moe1.2t and moe1.6t on h100_dgx at
 contexts 16k, 32k and 64k), exact and ``--method ppo`` with seeds 0-2; ``lts search --phase
@@ -99,6 +100,7 @@ def main(argv) -> int:
             path.write_text(text)
         elif not path.exists() or path.read_text() != text:
             bad += 1
+            (folder / f"{name}.new.json").write_text(text)     # beside it, to diff
             print(f"DIFFERS {name}: lts {' '.join(cmds[name])}")
     if mode == "check":
         print(f"{len(texts) - bad} of {len(texts)} identical")

@@ -11,9 +11,9 @@ from lts.engines import ENGINES
 from lts.serving import serve
 from lts.serving.pareto import pareto_front
 from lts.search.problems import ServeProblem, take
-from lts.search.methods import SEARCHERS, frontier
+from lts.search.methods import SEARCHERS, _distinct_top, frontier
 from lts.specs import load_topology
-from lts.specs.strategy import Space
+from lts.specs.strategy import BATCH, Space
 
 H100 = load_topology("h100_dgx")
 CAP = serve.AT_CAPACITY
@@ -65,6 +65,23 @@ def test_serve_exact_equals_brute_force(case):
     exact = SEARCHERS["exact"](p, 0, None, top=3)
     assert exact.best_score == pytest.approx(score.max(), rel=1e-12)
     assert exact.evaluated.valid[0]
+    # the top-k as listed (``methods._distinct_top``): the k best distinct deployments (all
+    # but the concurrency) among the best strategy of each (tp, ep, pp, concurrency) and the
+    # frontier's
+    slots = np.repeat(np.arange(len(p.grid)), len(score) // len(p.grid))
+    order = np.lexsort((-score, slots))
+    cands = order[np.r_[True, slots[order][1:] != slots[order][:-1]]]
+    cands = np.r_[cands, ok[pareto_front(1 / res.tpot_s[ok], res.tokens_per_s_per_gpu[ok],
+                                         res.ttft_s[ok])]]
+    cands = cands[np.isfinite(score[cands])]
+    _, inverse = np.unique(np.delete(res.strategies[cands], BATCH, axis=1), axis=0,
+                           return_inverse=True)
+    per_deployment = np.full(inverse.max() + 1, -np.inf)
+    np.maximum.at(per_deployment, inverse.ravel(), score[cands])
+    want = np.sort(per_deployment)[::-1][:3]
+    listed = _distinct_top(p, exact)
+    assert len(want) == 3 and len(np.unique(np.delete(listed, BATCH, axis=1), axis=0)) == 3
+    np.testing.assert_allclose(p.score(p.evaluate_rows(listed)), want, rtol=1e-12)
     # the frontier drawn from the exact search's strategies is the frontier of every strategy
     cand = p.evaluate_rows(exact.coarse_best)
     got = frontier(take(cand, np.flatnonzero(cand.valid)))

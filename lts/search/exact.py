@@ -13,14 +13,22 @@ import time
 import numpy as np
 
 from ..cost.model import dense_in_stage, finish, stage_max, stage_memory
-from ..cost.layouts import NORM_OF, SLOT, SLOT_MODES
+from ..cost.layouts import (FIXED_IN, MODE_OF, MODE_OUT, N_LAYOUTS, NORM_OF, PICK, SLOT,
+                            SLOT_MODES)
 from .problems import Problem, SearchResult, ServeProblem, Tracker
-from ..specs.strategy import PP
-from ..cost.walk import (Gather, piece_alone, piece_attn, piece_between, piece_ffn, piece_first,
-                         piece_last, piece_send)
+from ..specs.strategy import NONE, PP
+from ..cost.walk import (Gather, piece_alone, piece_attn, piece_between, piece_ffn, piece_ffn_in,
+                         piece_ffn_out, piece_first, piece_last, piece_send)
 
 
 INVALID_S = 1e30      # the time of an invalid option inside the exact search
+
+
+def _pairs(x, y):
+    """The distinct pairs of two equal-length int arrays: ((x', y'), inverse)."""
+    x, y = np.broadcast_arrays(np.asarray(x).ravel(), np.asarray(y).ravel())
+    code, inv = np.unique(x * 64 + y, return_inverse=True)
+    return (code // 64, code % 64), inv
 
 
 def _grid(*sizes):
@@ -172,6 +180,43 @@ class _Exact:
             return lp * attn + (lp - d) * ffn + d * fastest("ffn1_dense", "ffn2_dense")
         return lp * (attn + ffn)
 
+    def least_layer(self, tab, g):
+        """A lower bound on the slowest stage of every strategy of rows g [C] between ``least``
+        and ``least_exact`` in cost and in value: lp * (the attention block at its least for
+        ops 3-6, conversions included (``_least_attn``) + the FFN block at its least for the
+        same ffn_norm), at the least (op2, op7). Only the layer boundaries and the pipeline's
+        ends are left out, each >= 0 (``least``); with dense layers the last stage's count of
+        them, as in ``least``. Models with layers without an FFN: ``least``."""
+        model, n = self.model, self.n
+        if model.no_ffn:
+            return self.least(tab, g)
+        g = np.asarray(g)
+        C = len(g)
+        x = Gather(tab, g[:, None])
+        A = self._least_attn(x, C)                                            # [C, op2, op7]
+        # the FFN block's least per ffn_norm: FFN1 and the router's side branch over (op7,
+        # router, FFN1), least over the router (FFN2 does not depend on it), then FFN2 over
+        # (op7, FFN1, FFN2): the numbers ``piece_ffn`` gives over its 144 combinations, as
+        # in ``_least_attn``
+        in7, route, in1 = _grid(n[6], n[7], n[8])
+        out7, out1, out2 = _grid(n[6], n[8], n[9])
+        shape = (C, n[6], n[8], n[9])
+
+        def ffn_least(dense):
+            t_in, _, lay1 = piece_ffn_in(x, model, NORM_OF[in7], route, in1, dense=dense)
+            t_in = t_in.reshape(C, n[6], n[7], n[8]).min(axis=2)             # [C, op7, ffn1]
+            lay1 = np.broadcast_to(lay1, in7.shape).reshape(n[6], n[7], n[8])[:, 0]
+            conv, op, _, _, ok = piece_ffn_out(x, lay1[out7, out1], out1, out2, dense=dense)
+            t = t_in[..., None] + conv.reshape(shape) + op.reshape(shape)
+            t = np.where(ok.reshape(shape[1:]), t, INVALID_S)
+            return t.reshape(C, 1, n[6], -1).min(axis=3)                          # [C, 1, op7]
+
+        lp = tab.layers_per_stage[g][:, None, None]
+        if model.is_moe and model.dense_ffn_layers:
+            d = dense_in_stage(model, tab.pp[g].astype(np.float64), tab.pp[g] - 1)[:, None, None]
+            return (lp * A + (lp - d) * ffn_least(False) + d * ffn_least(True)).min(axis=(1, 2))
+        return (lp * (A + ffn_least(False))).min(axis=(1, 2))
+
     def least_memory(self, tab, g):
         """A lower bound on the fullest stage's memory per GPU of every strategy of rows g [C]:
         the last stage's lp layers, each op's weights at its smallest mode and the least KV
@@ -215,9 +260,12 @@ class _Exact:
         g = np.asarray(g)
         C = len(g)
         x = Gather(tab, g[:, None])
-        A, Aw, cur = piece_attn(x, model, *self.a)                            # [C, |a|]
-        A, Aw, unit = self._with_alone(tab, g[:, None], x, A, Aw, cur)
-        A = A.reshape(C, n[1], -1, n[6]).min(axis=2)                          # [C, op2, op7]
+        if memory or model.no_ffn:      # the attention list enumerated (its weights too)
+            A, Aw, cur = piece_attn(x, model, *self.a)                        # [C, |a|]
+            A, Aw, unit = self._with_alone(tab, g[:, None], x, A, Aw, cur)
+            A = A.reshape(C, n[1], -1, n[6]).min(axis=2)                      # [C, op2, op7]
+        else:                           # its least time by layouts, the same numbers
+            A, unit = self._least_attn(x, C), None
         ffn_norm, router, ffn1, ffn2 = self.f
         ffn_layout = NORM_OF[ffn_norm]
         ffn, ffn_w, out, ok = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2)  # [C, |f|]
@@ -231,12 +279,14 @@ class _Exact:
         first = first.reshape(C, n[0], n[1]).min(axis=1)                      # [C, op2]
         x3 = Gather(tab, g[:, None, None])
         final_norm, lm_head = self.once2
-        last, tail_w, _ = piece_last(x3, out[:, :, None], ffn_layout[None, :, None],
+        # the tail depends on f through its two layouts alone: costed once per distinct pair
+        (out_u, lay_u), inv = _pairs(out[0], ffn_layout)
+        last, tail_w, _ = piece_last(x3, out_u[None, :, None], lay_u[None, :, None],
                                      final_norm[None, None, :], lm_head[None, None, :])
-        last = last.min(axis=2)                                                # [C, |f|]
-        send = piece_send(x, out, ffn_layout[None, :])                         # [C, |f|]
-        between = piece_between(x3, out[:, None, :], ffn_layout[None, None, :],
-                                NORM_OF[np.arange(n[1])][None, :, None])       # [C, op2, |f|]
+        last = last.min(axis=2)[:, inv]                                        # [C, |f|]
+        send = piece_send(x, out_u[None, :], lay_u[None, :])[:, inv]          # [C, |f|]
+        between = piece_between(x3, out_u[None, None, :], lay_u[None, None, :],
+                                NORM_OF[np.arange(n[1])][None, :, None])[:, :, inv]  # [C, op2, |f|]
         lp = tab.layers_per_stage[g][:, None, None]
         pp = tab.coarse[g, PP][:, None, None].astype(np.float64)
         G = stage_max(model, lp, pp, 0.0, between, ffn[:, None, :], ffn_d[:, None, :],
@@ -244,7 +294,7 @@ class _Exact:
         G = G.reshape(C, n[1], n[6], -1).min(axis=3)                          # [C, op2, op7]
         if memory:
             emb_w = np.broadcast_to(emb_w, (C, n[0] * n[1])).reshape(C, n[0], n[1]).min(axis=1)
-            tail_w = np.broadcast_to(tail_w, last.shape + (tail_w.shape[-1],)).min(axis=2)
+            tail_w = np.broadcast_to(tail_w, (C, len(out_u), tail_w.shape[-1])).min(axis=2)[:, inv]
             M = stage_memory(model, lp, pp, 0.0, ffn_w[:, None, :], ffn_dw[:, None, :],
                              emb_w[:, :, None], tail_w[:, None, :],
                              tab.workspace_bytes[g][:, None, None])
@@ -256,6 +306,40 @@ class _Exact:
         if memory:
             return (lp * A + G).min(axis=(1, 2)), (lp * Aw + M).min(axis=(1, 2))
         return (lp * A + G).min(axis=(1, 2))
+
+    def _least_attn(self, x: Gather, C: int) -> np.ndarray:
+        """The least time of ``piece_attn`` over ops 3-6 for each (op2, op7) [C, op2, op7], by
+        a shortest path over layouts instead of the 81 combinations: a step's time depends on
+        its choice and incoming layout alone (``Gather.step``), and the block's time is a
+        left-to-right sum, so the least sum of the paths that reach a layout, plus the next
+        step, is the least over those paths of their sums plus it (floating-point addition is
+        monotone): the same number the enumeration gives, at a few lookups per layout."""
+        n = self.n
+        L = np.arange(N_LAYOUTS)
+        # V[C, op2, layout]: the least time from attn_norm to this point in that layout
+        V = np.full((C, n[1], N_LAYOUTS), np.inf)
+        for c2 in range(n[1]):
+            V[:, c2, NORM_OF[c2]] = x.op("attn_norm", c2)[:, 0]
+        for slot, point, k in (("qkv", "hidden", 2), ("scores", "qkv", 3),
+                               ("context", "scores", 4), ("out_proj", "context", 5)):
+            s = SLOT[slot]
+            inc, ch = L[:, None], np.arange(n[k])[None, :]                  # [layout, choice]
+            lin = np.where(ch >= NONE, PICK[inc], FIXED_IN[s, ch])
+            mode = MODE_OF[s, ch, lin]
+            dt = x.conv(slot, point, inc.ravel().repeat(n[k]), lin.ravel()) \
+                + x.op(slot, mode.ravel())                                  # [C, layout*choice]
+            to = MODE_OUT[s, mode].ravel()
+            cand = V.repeat(n[k], axis=2) + dt[:, None, :]                  # [C, op2, l*c]
+            V = np.full_like(V, np.inf)
+            for out in np.unique(to):
+                V[:, :, out] = cand[:, :, to == out].min(axis=2)
+        A = np.empty((C, n[1], n[6]))
+        for c7 in range(n[6]):
+            ffn_layout = NORM_OF[c7]
+            into = (V + x.conv("ffn_norm", "hidden", L, ffn_layout)[:, None, :]).min(axis=2)
+            resid = x.conv("ffn_norm", "hidden", NORM_OF[np.arange(n[1])], ffn_layout)
+            A[:, :, c7] = into + resid + x.op("ffn_norm", c7)
+        return A
 
     def decode(self, grid_shape, g, i2, i7, ia, irest):
         """Indices of the optimum back to a full index row (``g``: a row of the coarse grid of

@@ -48,6 +48,7 @@ from ..specs.strategy import PP, TP
 CACHE_ELEMENTS = 32_000_000     # running batches n(x) kept for revisits (int32: 128 MB)
 TIGHTEN = 256                   # rows whose bounds are tightened together
 WINDOW = 4096                   # rows checked for pruning at once
+SOLVE = 16                      # rows solved together
 WARM_ROWS = 4096                # rows whose step tables guide_bounds puts in the evaluator caches
 
 
@@ -178,11 +179,28 @@ class _Loop:
             self.grids.popitem(last=False)
         return grid
 
-    def bounds(self, rows, coarse, gpus, tight: bool, chunk: int = 2048, cached: bool = False):
+    def choices(self, triple, capacity: _Capacity, n: int, at_capacity: bool) -> np.ndarray:
+        """The choices X of a row (ascending indices into the flat grid (op2, op7, a, f)): those
+        whose running batch n(x) is n (an at-capacity row), or at least n (a concurrency n).
+        An at-capacity row's are found from the few attention terms that can give n: only
+        their part of the grid is read."""
+        if not at_capacity:
+            return np.flatnonzero(self.running(triple, capacity) >= n)
+        small = capacity.small
+        inv_a = capacity.inv_a.reshape(-1, capacity.inv_a.shape[-1])    # [(op2, op7), a]
+        inv_f = capacity.inv_f.reshape(-1, capacity.inv_f.shape[-1])    # [(op2, op7), f]
+        terms = np.flatnonzero((small == n).any(axis=1))            # attention terms giving n
+        pair, a = np.nonzero(np.isin(inv_a, terms))                 # (row-major: ascending)
+        r, f = np.nonzero(small[inv_a[pair, a][:, None], inv_f[pair]] == n)
+        return (pair[r] * inv_a.shape[1] + a[r]) * inv_f.shape[1] + f
+
+    def bounds(self, rows, coarse, gpus, tight: bool, chunk: int = 2048, cached: bool = False,
+               layer: bool = False):
         """Upper bounds on the output tokens/s per GPU of rows ``rows`` (their (tp, ep, pp, n)
         in ``coarse`` [R, 4]), and lower bounds on their TPOT, latency and TTFT (without a
-        queue): every step at its least time over
-        all x (``_Exact.least_exact``; with ``tight=False`` the cheaper ``_Exact.least``). Tables are
+        queue): every step at its least time over all x (``_Exact.least_exact``; with
+        ``tight=False`` a bound below it: ``_Exact.least_layer`` with ``layer``, else the
+        cheapest, ``_Exact.least``). Tables are
         built chunk by chunk, or with ``cached`` taken from (and added to) the problem's
         evaluator caches; with ``tight`` they are held for the rows' solves. -inf where no x
         can meet the SLOs."""
@@ -204,7 +222,7 @@ class _Loop:
                     for j, r in zip(g, rows[i:i + chunk]):
                         self.held.setdefault(int(r), [None, None])[k] = (tab, j)
                 else:
-                    s[i:i + chunk] = self.ex.least(tab, g)
+                    s[i:i + chunk] = (self.ex.least_layer if layer else self.ex.least)(tab, g)
             least.append(np.where(s < INVALID_S, coarse[:, PP] * s + self.overhead + drafts,
                                   np.inf))
         latency, tpot, ttft = self.figures(coarse[:, 3], coarse[:, 1], *least)
@@ -222,22 +240,60 @@ class _Loop:
         return (np.where(ok, coarse[:, 3] * self.p.osl / latency / gpus, -np.inf), tpot,
                 latency, ttft)
 
-    def grid_times(self, r, row, x):
-        """(t_mix, t_dec) of the choices x (indices into the flat grid (op2, op7, a, f)) of row
-        r (coarse ``row``: tp, ep, pp, n), from its tables held by ``bounds`` (then let go)."""
+    def blocks(self, rs, coarse) -> list:
+        """The factorized step times of rows ``rs`` (coarse rows tp, ep, pp, n in ``coarse``):
+        per row, (lp, A [op2, op7, a], G [op2, op7, f]) of the mixed and the decode step, from
+        the tables ``bounds`` held for it (then let go), one ``block`` for the rows held in the
+        same tables (a block's cost is mostly per call)."""
+        held = [self.held.pop(int(r)) for r in rs]
+        out = [[None, None] for _ in rs]
+        for k in range(2):
+            groups = {}
+            for i, h in enumerate(held):
+                groups.setdefault(id(h[k][0]), []).append(i)
+            for members in groups.values():
+                tab = held[members[0]][k][0]
+                lp, A, _, G, _ = self.ex.block(tab, [held[i][k][1] for i in members],
+                                               memory=False)
+                for i, lp_i, A_i, G_i in zip(members, lp, A, G):
+                    out[i][k] = (lp_i, np.ascontiguousarray(A_i), G_i)
+        return out
+
+    def step_s(self, row, s):
+        """A step's time of row ``row`` (tp, ep, pp, n) from its slowest stage s."""
+        return np.where(s < INVALID_S, row[PP] * s + self.overhead + self.draft_s(row)[0], np.inf)
+
+    def times_at(self, row, block, x):
+        """(t_mix, t_dec) of row ``row`` at its choices x (indices into the flat grid (op2,
+        op7, a, f)) from its ``blocks``."""
         out = []
-        pp, extra = row[PP], self.overhead + self.draft_s(row)[0]
-        for tab, j in self.held.pop(int(r)):
-            lp, A, _, G, _ = self.ex.block(tab, [j], memory=False)
-            A, G = A[0], G[0]
+        for lp, A, G in block:
             if len(x) > A.size * G.shape[-1] // 8:      # most of the grid: all of it at once
-                s = (lp[0] * A[..., :, None] + G[..., None, :]).ravel()[x]
+                s = (lp * A[..., :, None] + G[..., None, :]).ravel()[x]
             else:                                       # a few choices: gathered
                 i27, ia, jf = np.unravel_index(x, (A.shape[0] * A.shape[1], A.shape[2],
                                                    G.shape[2]))
-                s = lp[0] * A.reshape(-1, A.shape[2])[i27, ia] + G.reshape(-1, G.shape[2])[i27, jf]
-            out.append(np.where(s < INVALID_S, pp * s + extra, np.inf))
+                s = lp * A.reshape(-1, A.shape[2])[i27, ia] + G.reshape(-1, G.shape[2])[i27, jf]
+            out.append(self.step_s(row, s))
         return out
+
+    def restricted(self, row, block, capacity: _Capacity, at_capacity: bool):
+        """Lower bounds on the (latency, TPOT, TTFT) of row ``row`` over its own choices alone
+        (n(x) = n, or >= n): an x of the row pairs an attention term and a rest term whose
+        running batch is n, so its attention side is one of the attention lists' entries with
+        such a term and its rest side one of the rest lists' entries with such a term; each
+        step is at least the least of the first times lp plus the least of the second, per
+        (op2, op7). Far tighter than the row's bound over every x when its memory rules out
+        the fastest choices, and far cheaper than the row's solve."""
+        n = row[3]
+        hit = capacity.small == n if at_capacity else capacity.small >= n
+        ta, tf = hit.any(axis=1), hit.any(axis=0)
+        steps = []
+        for lp, A, G in block:
+            a_min = np.where(ta[capacity.inv_a], A, np.inf).min(axis=-1)     # [op2, op7]
+            f_min = np.where(tf[capacity.inv_f], G, np.inf).min(axis=-1)
+            steps.append(self.step_s(row, np.atleast_1d((lp * a_min + f_min).min())))
+        return self.figures(n, row[1], *steps)
 
     def figures(self, n, dp, t_mix, t_dec):
         """(latency, TPOT, TTFT) of a running batch n over dp attention-DP ranks:
@@ -279,7 +335,8 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
     triples, caps, rows, coarse, gpus = _rows(p, loop, progress)
 
     # bounds, cheap then tight (module docstring); rows are visited best bound first
-    ub, tpot = (loop.bounds(np.arange(len(rows)), coarse, gpus, tight=False)[:2] if len(rows)
+    ub, tpot = (loop.bounds(np.arange(len(rows)), coarse, gpus, tight=False, layer=True)[:2]
+                if len(rows)
                 else (np.zeros(0),) * 2)
     order = np.argsort(-ub, kind="stable")
     order, pos = order[np.isfinite(ub[order])], 0       # rows with cheap bounds, best first
@@ -287,7 +344,8 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
     if progress:
         progress(0)
     best_by_slot = {}            # (triple, batch column) -> score
-    kth = -np.inf                # the k-th best of best_by_slot
+    by_deployment = {}           # (triple, flat choice) -> its best score as a slot's best
+    kth = -np.inf                # the k-th best of by_deployment
     # each row's slot and the best score found in each slot so far: a row whose bound does not
     # beat its own slot's best cannot change the top-k (a slot enters it with its best row)
     n_cols = len(sp.batch)
@@ -297,13 +355,54 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
     front_tpot, front_score, front_idx = np.zeros(0), np.zeros(0), []
     solved = 0
 
-    def useless(r):
+    def useless(r, bound=None, least_tpot=None):
         """Whether rows r can neither enter the top-k (their bound is at most the k-th best, or
         at most their own slot's best) nor add a point to the frontier: a front point at TPOT
         <= a row's least TPOT with a score >= its bound dominates all of it. (Stays true: the
-        k-th best, each slot's best and the frontier only rise.)"""
-        return ((ub[r] <= kth) | (ub[r] <= slot_best[slot_of[r]])) & \
-            (_front_at(front_tpot, front_score, tpot[r]) >= ub[r])
+        k-th best, each slot's best and the frontier only rise.) ``bound`` and ``least_tpot``:
+        a row's tighter ones than ``ub`` and ``tpot`` hold."""
+        bound = ub[r] if bound is None else bound
+        least_tpot = tpot[r] if least_tpot is None else least_tpot
+        return ((bound <= kth) | (bound <= slot_best[slot_of[r]])) & \
+            (_front_at(front_tpot, front_score, least_tpot) >= bound)
+
+    def take(r, x, t_mix, t_dec):
+        """Row r solved at its choices x: its best point into the top-k and its own front into
+        the frontier."""
+        nonlocal kth, front_tpot, front_score, front_idx
+        t, n, col, _ = rows[r]
+        lat, tp_, tt = loop.figures(n, coarse[r, 1], t_mix, t_dec)
+        good = np.flatnonzero((tp_ <= loop.tpot_limit) & (tt <= loop.ttft_limit)
+                              & np.isfinite(lat))
+        if not len(good):
+            return
+        score = n * osl / lat[good] / gpus[r]
+        j = int(np.argmax(score))
+        # the row's own front: its best point and those of lower TPOT; each joins the frontier
+        # only where no point found so far has a TPOT as low and a score as high
+        maybe = np.flatnonzero(tp_[good] < tp_[good][j])
+        maybe = np.r_[maybe[score[maybe] > _front_at(front_tpot, front_score, tp_[good][maybe])],
+                      j]
+        keep = maybe[_front(tp_[good][maybe], score[maybe])]
+        front_tpot = np.concatenate([front_tpot, tp_[good][keep]])
+        front_score = np.concatenate([front_score, score[keep]])
+        front_idx += [_index_row(loop, sp, triples[t], col, x[good[k]]) for k in keep]
+        merged = _front(front_tpot, front_score)
+        front_tpot, front_score = front_tpot[merged], front_score[merged]
+        front_idx = [front_idx[k] for k in merged]
+        slot = (int(t), int(col))
+        if score[j] > best_by_slot.get(slot, -np.inf):
+            best_by_slot[slot] = float(score[j])
+            slot_best[slot[0] * n_cols + slot[1]] = float(score[j])
+            # the k-th best of the distinct deployments (tp, ep, pp and the per-op choices:
+            # the triple and x) among the slots' bests: a deployment that is the best of
+            # several slots (concurrencies) counts once, so that the top-k holds k of them
+            deployment = (int(t), int(x[good[j]]))
+            by_deployment[deployment] = max(by_deployment.get(deployment, -np.inf),
+                                            float(score[j]))
+            if len(by_deployment) >= top:
+                kth = sorted(by_deployment.values(), reverse=True)[top - 1]
+            found.append((float(score[j]), _index_row(loop, sp, triples[t], col, x[good[j]])))
 
     while True:
         while pos < len(order):       # skip the cheap rows that cannot help, a window at once
@@ -336,40 +435,32 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
             if progress:
                 progress(0)
             continue
-        r = heapq.heappop(heap)[1]
-        t, n, col, at_cap = rows[r]
-        solved += 1
-        grid = loop.running(triples[t], caps[t])
-        x = np.flatnonzero(grid == n) if at_cap else np.flatnonzero(grid >= n)
-        t_mix, t_dec = loop.grid_times(r, coarse[r], x)
-        lat, tp_, tt = loop.figures(n, coarse[r, 1], t_mix, t_dec)
-        good = np.flatnonzero((tp_ <= loop.tpot_limit) & (tt <= loop.ttft_limit)
-                              & np.isfinite(lat))
-        if progress:
-            progress(0)
-        if not len(good):
-            continue
-        score = n * osl / lat[good] / gpus[r]
-        j = int(np.argmax(score))
-        # the row's own front: its best point and those of lower TPOT; each joins the frontier
-        # only where no point found so far has a TPOT as low and a score as high
-        maybe = np.flatnonzero(tp_[good] < tp_[good][j])
-        maybe = np.r_[maybe[score[maybe] > _front_at(front_tpot, front_score, tp_[good][maybe])],
-                      j]
-        keep = maybe[_front(tp_[good][maybe], score[maybe])]
-        front_tpot = np.concatenate([front_tpot, tp_[good][keep]])
-        front_score = np.concatenate([front_score, score[keep]])
-        front_idx += [_index_row(loop, sp, triples[t], col, x[good[k]]) for k in keep]
-        merged = _front(front_tpot, front_score)
-        front_tpot, front_score = front_tpot[merged], front_score[merged]
-        front_idx = [front_idx[k] for k in merged]
-        slot = (int(t), int(col))
-        if score[j] > best_by_slot.get(slot, -np.inf):
-            best_by_slot[slot] = float(score[j])
-            slot_best[slot[0] * n_cols + slot[1]] = float(score[j])
-            if len(best_by_slot) >= top:
-                kth = sorted(best_by_slot.values(), reverse=True)[top - 1]
-            found.append((float(score[j]), _index_row(loop, sp, triples[t], col, x[good[j]])))
+        # the next rows in the order the loop takes them (the heap's, while no cheap row's
+        # bound beats theirs), solved together, each then taken as if alone: a row that
+        # cannot help by then is passed over (the state only rises: the same rows, the same
+        # results as one at a time)
+        batch = [heapq.heappop(heap)[1]]
+        while heap and len(batch) < SOLVE and -heap[0][0] >= cheap:
+            q = heapq.heappop(heap)[1]
+            if useless(q):
+                loop.held.pop(q, None)
+            else:
+                batch.append(q)
+        for r, block in zip(batch, loop.blocks(batch, coarse[batch])):
+            if r != batch[0] and useless(r):
+                continue
+            # a bound over the row's own choices, from its factorized times, before the solve
+            t, n, _, at_cap = rows[r]
+            lat, tp_, tt = loop.restricted(coarse[r], block, caps[t], at_cap)
+            bound = n * osl / lat[0] / gpus[r] if (tp_[0] <= loop.tpot_limit
+                                                  and tt[0] <= loop.ttft_limit) else -np.inf
+            if useless(r, bound, tp_[0]):
+                continue
+            solved += 1
+            x = loop.choices(triples[t], caps[t], n, at_cap)
+            take(r, x, *loop.times_at(coarse[r], block, x))
+            if progress:
+                progress(0)
 
     tr = Tracker(p, top)
     if found:
