@@ -371,3 +371,31 @@ def test_least_exact_is_the_whole_grids_minimum(name):
     t, m = ex.least_exact(tab, g, memory=True)
     assert np.array_equal(t, (lp[:, None, None] * A.min(-1) + G.min(-1)).min((1, 2)))
     assert np.array_equal(m, (lp[:, None, None] * Aw.min(-1) + M.min(-1)).min((1, 2)))
+
+
+@pytest.mark.parametrize("name", ["moe1.6t", "llama3.1-8b", "deepseek-v3", "gpt-oss-120b",
+                                  "nemotron-3-super-120b-a12b"])
+def test_the_exact_searchs_bounds_are_ordered_and_the_layout_paths_exact(name):
+    """The three lower bounds on a row's slowest stage are ordered, least <= least_layer <=
+    least_exact, on rows of every kind (dense, MoE with dense layers, layers without an FFN);
+    and least_exact's attention block by shortest paths over layouts (``_least_attn``, without
+    ``memory``) is bit for bit the 81 combinations' minimum (the ``memory`` path enumerates)."""
+    from lts.cost.tables import build_tables
+    from lts.search.exact import _Exact
+    model, topo = load_model(name), load_topology("h100_dgx")
+    ex = _Exact(model, Space.for_model(model, 64).choices)
+    rng = np.random.default_rng(0)
+    coarse = np.c_[rng.choice([1, 2, 4, 8], 200), rng.choice([1, 2, 4, 8], 200),
+                   rng.choice([1, 2, 4], 200), rng.integers(1, 3000, 200)]
+    for work in (Workload("decode", context=4096, gpus=64),
+                 Workload("prefill", context=2048, gpus=64)):
+        tab = build_tables(model, topo, work, coarse)
+        g = np.flatnonzero(tab.fixed_invalid == 0)
+        least, layer, exact = ex.least(tab, g), ex.least_layer(tab, g), ex.least_exact(tab, g)
+        ok = exact < 1e29
+        assert ok.sum() > 20
+        assert (least[ok] <= layer[ok] * (1 + 1e-12)).all()
+        assert (layer[ok] <= exact[ok] * (1 + 1e-12)).all()
+        if not model.no_ffn:
+            assert (layer[ok] > least[ok]).any()          # (tighter somewhere: not least again)
+        assert np.array_equal(exact, ex.least_exact(tab, g, memory=True)[0])
