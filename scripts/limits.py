@@ -3,6 +3,8 @@
     python scripts/limits.py              # the hard-input cases: exit status and message line
     python scripts/limits.py --bounds     # + each method and phase at its largest budget on
                                           #   moe1.6t h100_dgx, and the large validates (~8 min)
+    python scripts/limits.py --serve      # only the exact serve search of every shipped serve
+                                          #   problem, start-up included (~2 min)
 
 Each case runs `python lts.py ...` in a child process from the checkout; the peak memory is the
 child's maximum resident set size (getrusage, read by a probe process per run). The files the cases need (a one-node cluster, a
@@ -21,6 +23,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -89,7 +93,11 @@ def run(args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bounds", action="store_true", help="also measure the large runs")
+    ap.add_argument("--serve", action="store_true",
+                    help="only the exact serve search of every shipped serve problem")
     a = ap.parse_args()
+    if a.serve:
+        return serve_times()
     d = Path(tempfile.mkdtemp(prefix="lts-limits-"))
     f = write_files(d)
     cases = [
@@ -146,6 +154,27 @@ def main():
         rc, _, wall, peak = run(args)
         shown = " ".join(x if len(x) < 40 else "…" + x[-20:] for x in args)
         print(f"  [exit {rc}] lts {shown}: {wall:.1f} s, {peak:.0f} MiB")
+
+
+def serve_times():
+    """Wall time (start-up included) and peak RSS of ``lts search --phase serve`` (the exact
+    serve search, then the two-pool comparison and the report) on every serve problem of
+    scripts/benchmark.py, the whole-cluster ones and DeepSeek-V3 on a GB200 NVL72 rack."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from golden import commands
+    problems = [v for v in commands().values()
+                if v[0] == "search" and "serve" in v and "--method" not in v]
+    problems += [["search", "moe1.6t", "h100_dgx", "--phase", "serve"],
+                 ["search", "moe1.6t", "h100_dgx", "--phase", "serve", "--ttft-slo-ms", "2000",
+                  "--tpot-slo-ms", "50"],
+                 ["search", "deepseek-v3", "gb200_nvl72", "--phase", "serve", "--gpus", "72",
+                  "--engine", "sglang"]]
+    walls = []
+    for args in problems:
+        rc, _, wall, peak = run(args + ["--json"])
+        walls.append(wall)
+        print(f"  [exit {rc}] {wall:5.1f} s {peak:5.0f} MiB  lts {' '.join(args[1:])}")
+    print(f"{len(walls)} problems: median {np.median(walls):.1f} s, slowest {max(walls):.1f} s")
 
 
 if __name__ == "__main__":
