@@ -75,6 +75,15 @@ class _Exact:
         self.f = _grid(n[6], n[7], n[8], n[9])
         self.once1 = _grid(n[0], n[1])                 # (op1, op2)
         self.once2 = _grid(n[10], n[11])               # (op11, op12)
+        # the modes of the attention list's ops (qkv, scores, context, out_proj): from the
+        # choices and the layouts they lead through alone (``Gather.step``), no coarse row
+        cur, modes = NORM_OF[self.a[0]], []
+        for slot, choice in zip(("qkv", "scores", "context", "out_proj"), self.a[1:5]):
+            s = SLOT[slot]
+            lin = np.where(choice >= NONE, PICK[cur], FIXED_IN[s, choice])
+            modes.append(MODE_OF[s, choice, lin])
+            cur = MODE_OUT[s, modes[-1]]
+        self.attn_modes = tuple(modes)
 
     def block(self, tab, g, memory: bool = True):
         """Times and memories of both lists for rows g [C] of tables ``tab`` (``memory=False``:
@@ -260,12 +269,14 @@ class _Exact:
         g = np.asarray(g)
         C = len(g)
         x = Gather(tab, g[:, None])
-        if memory or model.no_ffn:      # the attention list enumerated (its weights too)
+        if model.no_ffn:                # the attention list enumerated
             A, Aw, cur = piece_attn(x, model, *self.a)                        # [C, |a|]
             A, Aw, unit = self._with_alone(tab, g[:, None], x, A, Aw, cur)
             A = A.reshape(C, n[1], -1, n[6]).min(axis=2)                      # [C, op2, op7]
         else:                           # its least time by layouts, the same numbers
             A, unit = self._least_attn(x, C), None
+            if memory:
+                Aw = self._attn_weights(x)                                    # [C, |a|]
         ffn_norm, router, ffn1, ffn2 = self.f
         ffn_layout = NORM_OF[ffn_norm]
         ffn, ffn_w, out, ok = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2)  # [C, |f|]
@@ -306,6 +317,15 @@ class _Exact:
         if memory:
             return (lp * A + G).min(axis=(1, 2)), (lp * Aw + M).min(axis=(1, 2))
         return (lp * A + G).min(axis=(1, 2))
+
+    def _attn_weights(self, x: Gather) -> np.ndarray:
+        """``piece_attn``'s weights and KV cache of the attention list [C, |a|], alone: its
+        modes follow from the choices (``self.attn_modes``), the same sum in the same order."""
+        attn_norm, *_, ffn_norm = self.a
+        qkv, scores, context, out_proj = self.attn_modes
+        return (x.weight("attn_norm", attn_norm) + x.weight("qkv", qkv)
+                + x.weight("out_proj", out_proj) + x.weight("ffn_norm", ffn_norm)
+                + x.kv(scores, context))
 
     def _least_attn(self, x: Gather, C: int) -> np.ndarray:
         """The least time of ``piece_attn`` over ops 3-6 for each (op2, op7) [C, op2, op7], by
@@ -425,6 +445,51 @@ def _score(problem: Problem, g, slowest, memory):
     return np.where(valid & np.isfinite(slowest), per_gpu * p.fill(p.tables.gpus[g]), -np.inf)
 
 
+def within_memory(lp, A, Aw, G, M, usable):
+    """The least slowest stage lp * A_a + G_f of one coarse row over its grid (op2, op7, a, f)
+    subject to lp * Aw_a + M_f <= usable, and its flat index (the first of equals): what
+    ``argmin`` over the whole grid gives ((inf, 0) where nothing fits), at the cost of a sort
+    of each rest list instead of the grid. For fixed (op2, op7, a) the sum lp * Aw_a + M_f is
+    monotone in M_f, so the fitting f are a prefix of the rest list sorted by M (its end found
+    with the sum itself, as the grid tests it), and the least G over a prefix is a running
+    minimum; the least time of an a is lp * A_a + that minimum (addition is monotone). The
+    index: the first (op2, op7, a) whose least is the row's, then the first fitting f there
+    whose time equals it."""
+    P, F = A.shape[0] * A.shape[1], G.shape[-1]
+    A, Aw = A.reshape(P, -1), Aw.reshape(P, -1)
+    G, M = G.reshape(P, F), M.reshape(P, F)
+    order = np.argsort(M, axis=1, kind="stable")
+    Ms = np.take_along_axis(M, order, axis=1)                        # [P, F] ascending
+    run = np.minimum.accumulate(np.take_along_axis(G, order, axis=1), axis=1)
+    x = lp * Aw                                                      # [P, a]
+    # the fitting prefix of each (pair, a): a guess from the threshold, then moved to where the
+    # sum itself, as the grid computes it, changes from fitting to not (whole runs of equal M)
+    k = np.stack([np.searchsorted(Ms[i], usable - x[i], side="right") for i in range(P)])
+    rows = np.arange(P)[:, None]
+    for _ in range(4):
+        last = np.take_along_axis(Ms, np.maximum(k - 1, 0), axis=1)
+        over = (k > 0) & (x + last > usable)
+        nxt = np.take_along_axis(Ms, np.minimum(k, F - 1), axis=1)
+        under = (k < F) & (x + nxt <= usable)
+        if not (over.any() or under.any()):
+            break
+        for i, a in zip(*np.nonzero(over)):
+            k[i, a] = np.searchsorted(Ms[i], Ms[i, k[i, a] - 1], side="left")
+        for i, a in zip(*np.nonzero(under)):
+            k[i, a] = np.searchsorted(Ms[i], Ms[i, k[i, a]], side="right")
+    else:
+        raise AssertionError("within_memory: the fitting prefix did not settle")
+    least = np.where(k > 0, lp * A + run[rows, np.maximum(k - 1, 0)], np.inf)
+    least = np.where(least < INVALID_S, least, np.inf)               # [P, a]
+    best = least.min()
+    if not np.isfinite(best):
+        return np.inf, 0
+    i, a = divmod(int(np.flatnonzero(least.ravel() == best)[0]), least.shape[1])
+    t = lp * A[i, a] + G[i]
+    f = int(np.flatnonzero((x[i, a] + M[i] <= usable) & (t == best))[0])
+    return best, (i * A.shape[1] + a) * F + f
+
+
 def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
                  progress=None, block: int = 4, max_gpus: int | None = None) -> SearchResult:
     """The optimum of the cost model over the whole space, and the best strategy of each of the
@@ -461,13 +526,10 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
         new = np.array([gj for gj in g if int(gj) not in solved], dtype=np.int64)
         if len(new):
             lp, A, Aw, G, M = ex.block(tab, new)
-            T = lp[:, None, None, None, None] * A[..., :, None] + G[..., None, :]
-            W = lp[:, None, None, None, None] * Aw[..., :, None] + M[..., None, :]
-            T = np.where((W <= p.usable) & (T < INVALID_S), T, np.inf).reshape(len(new), -1)
-            best = T.argmin(axis=1)
             shape = A.shape[1:3] + (A.shape[3], G.shape[3])
             for j, gj in enumerate(new):
-                solved[int(gj)] = (T[j, best[j]], best[j], shape)
+                solved[int(gj)] = (*within_memory(lp[j], A[j], Aw[j], G[j], M[j], p.usable),
+                                   shape)
         t_best = np.array([solved[int(gj)][0] for gj in g])
         visited += len(g)
         scores = _score(p, g, t_best, 0.0)    # memory was checked per strategy above
