@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given, strategies as st
 
 from generators import synthetic_dense, synthetic_mla, synthetic_moe
 from lts.agent import ppo, proposer
@@ -405,3 +406,24 @@ def test_the_exact_searchs_bounds_are_ordered_and_the_layout_paths_exact(name):
             assert (exact[:40] <= whole * (1 + 1e-12)).all()
         else:
             assert np.array_equal(exact[:40], whole)
+
+
+@given(st.integers(0, 2**32 - 1), st.sampled_from([(1, 1, 3, 5), (2, 3, 4, 7), (3, 3, 9, 16)]),
+       st.sampled_from([0.0, 0.3, 0.7, 1.0, 2.0]))
+def test_within_memory_is_the_grids_argmin(seed, shape, fill):
+    """``exact.within_memory`` (a row's least time under the memory limit, from each rest list
+    sorted by memory) gives the value and the first index of argmin over the whole grid, with
+    ties in time and in memory (small integers), invalid times, sums landing on the limit, and
+    nothing fitting."""
+    from lts.search.exact import INVALID_S, within_memory
+    rng = np.random.default_rng(seed)
+    n2, n7, na, nf = shape
+    lp = float(rng.integers(1, 4))
+    A, Aw = rng.integers(0, 5, (n2, n7, na)) * 0.5, rng.integers(0, 4, (n2, n7, na)) * 1.0
+    G, M = rng.integers(0, 6, (n2, n7, nf)) * 0.25, rng.integers(0, 8, (n2, n7, nf)) * 1.0
+    G[rng.random(G.shape) < 0.1] = INVALID_S
+    usable = fill * (lp * Aw.max() + M.max())
+    T = lp * A[..., :, None] + G[..., None, :]
+    W = lp * Aw[..., :, None] + M[..., None, :]
+    T = np.where((W <= usable) & (T < INVALID_S), T, np.inf).ravel()
+    assert within_memory(lp, A, Aw, G, M, usable) == (T[T.argmin()], T.argmin())
