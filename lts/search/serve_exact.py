@@ -46,9 +46,10 @@ from .problems import SearchResult, ServeProblem, Tracker
 from ..specs.strategy import PP, TP
 
 CACHE_ELEMENTS = 32_000_000     # running batches n(x) kept for revisits (int32: 128 MB)
-TIGHTEN = 256                   # rows whose bounds are tightened together
+TIGHTEN = 512                   # rows whose bounds are tightened together
+GUIDE_TIGHTEN = 256             # the same in the agent's guide (guide_bounds)
 WINDOW = 4096                   # rows checked for pruning at once
-SOLVE = 16                      # rows solved together
+SOLVE = 64                      # rows solved together
 WARM_ROWS = 4096                # rows whose step tables guide_bounds puts in the evaluator caches
 
 
@@ -335,7 +336,8 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
     triples, caps, rows, coarse, gpus = _rows(p, loop, progress)
 
     # bounds, cheap then tight (module docstring); rows are visited best bound first
-    ub, tpot = (loop.bounds(np.arange(len(rows)), coarse, gpus, tight=False, layer=True)[:2]
+    ub, tpot = (loop.bounds(np.arange(len(rows)), coarse, gpus, tight=False, layer=True,
+                            chunk=4096)[:2]
                 if len(rows)
                 else (np.zeros(0),) * 2)
     order = np.argsort(-ub, kind="stable")
@@ -489,8 +491,8 @@ def _rows(p: ServeProblem, loop: _Loop, progress=None):
     rows, caps = [], []
     powers = np.array([c for c in sp.batch if c != serve.AT_CAPACITY], dtype=np.int64)
     pow_cols = np.array([sp.batch.index(c) for c in powers], dtype=np.int64)
-    for i in range(0, len(triples), 8):
-        for t, cap in zip(range(i, i + 8), loop.capacities(triples[i:i + 8])):
+    for i in range(0, len(triples), 32):
+        for t, cap in zip(range(i, i + 32), loop.capacities(triples[i:i + 32])):
             caps.append(cap)
             ns = cap.values
             fit = powers <= (ns[-1] if len(ns) else 0)
@@ -508,7 +510,7 @@ def _rows(p: ServeProblem, loop: _Loop, progress=None):
     return triples, caps, rows, coarse, gpus / p.fill(gpus)
 
 
-def guide_bounds(problem: ServeProblem, tighten: int = TIGHTEN, keep: int = 64,
+def guide_bounds(problem: ServeProblem, tighten: int = GUIDE_TIGHTEN, keep: int = 64,
                  rounds: int = 4, warm: int = WARM_ROWS) -> np.ndarray:
     """An upper bound on the output tokens/s per GPU of every strategy of each coarse row of the
     problem's grid (tp, ep, pp, concurrency column) [G] (-inf: none can be valid), for the
