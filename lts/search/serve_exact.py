@@ -23,11 +23,24 @@ The space therefore splits into rows (tp, ep, pp, n), each with its set X of cho
 - ``serve.AT_CAPACITY`` runs n = n(x): one row per distinct value n, X = {x : n(x) = n}.
 
 A row's optimum is the least latency over X within the TPOT and TTFT limits, taken over the whole
-(a, f) grid; no choice is pruned. Rows are visited in order of an upper bound (every step time at
-its unconstrained minimum, ``_bounds``). The search stops once no bound can beat the k-th best or
-add a point to the trade-off frontier (for each tokens/s per user, the best tokens/s per GPU).
-The frontier is collected on the way, from each row's own front. The top-k and the frontier are
-confirmed by the evaluator itself, and tests check them against brute force on small spaces.
+(a, f) grid; no choice is pruned. Rows are visited in order of an upper bound, each bound valid
+for every x of its row and each tighter and dearer than the one before (``_Loop.bounds``):
+
+- every row: each step at ``_Exact.least_layer`` (the attention and FFN blocks at their least,
+  boundaries and pipeline ends left out), ~4 us a row and step;
+- rows that may still help, 512 at a time: each step at ``_Exact.least_exact`` (its least over
+  every x);
+- rows at the head of the queue, before their solve: each step at its least over the x whose
+  attention and rest terms can give the row's running batch (``_Loop.restricted``, from the
+  row's factorized times: memory rules the fastest choices out of most rows).
+
+The search stops once no bound can beat the k-th best or add a point to the trade-off frontier
+(for each tokens/s per user, the best tokens/s per GPU). The top-k is the best strategy of each
+(tp, ep, pp, concurrency) slot until k distinct deployments (tp, ep, pp and x) are among them
+(one best at several concurrencies counts once), so that ``methods.every_concurrency`` lists k
+of them whatever rows the bounds let through. The frontier is collected on the way, from each
+row's own front. The top-k and the frontier are confirmed by the evaluator itself, and tests
+check both against brute force on small spaces.
 """
 from __future__ import annotations
 

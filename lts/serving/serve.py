@@ -215,8 +215,9 @@ def draft_memory(draft: Evaluator, isl: int, osl: int, gpus: int, rows) -> tuple
     rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
     unit = rows[:, TP] * rows[:, EP] * rows[:, PP]
     work = memory_workload(isl, osl, gpus)
-    d1 = draft(work, draft_rows(_with_batch(rows, unit))).memory_bytes
-    d2 = draft(work, draft_rows(_with_batch(rows, 2 * unit))).memory_bytes
+    both = draft(work, draft_rows(np.concatenate([_with_batch(rows, unit),
+                                                  _with_batch(rows, 2 * unit)]))).memory_bytes
+    d1, d2 = both[:len(rows)], both[len(rows):]
     return d1 - (d2 - d1), (d2 - d1) / unit
 
 
@@ -230,10 +231,13 @@ def capacity(ev: Evaluator, engine: EngineProfile, strategies, isl: int, osl: in
     unit = strategies[:, TP] * strategies[:, EP] * strategies[:, PP]
     cached = prefix.cached(isl) if prefix is not None else 0
     work = memory_workload(isl, osl, gpus, cached)
-    one = ev(work, _with_batch(strategies, unit))
-    two = ev(work, _with_batch(strategies, 2 * unit))
-    per_unit = two.memory_bytes - one.memory_bytes           # KV (+ workspace) of u requests
-    fixed = one.memory_bytes - per_unit
+    # both points in one call (one table build: a row's figures do not depend on the others)
+    both = ev(work, np.concatenate([_with_batch(strategies, unit),
+                                    _with_batch(strategies, 2 * unit)]))
+    n = len(strategies)
+    one, two = both.memory_bytes[:n], both.memory_bytes[n:]
+    per_unit = two - one                                     # KV (+ workspace) of u requests
+    fixed = one - per_unit
     per_request = per_unit / unit
     if draft is not None:
         d_fixed, d_request = draft_memory(draft, isl, osl, gpus, strategies)
@@ -241,7 +245,7 @@ def capacity(ev: Evaluator, engine: EngineProfile, strategies, isl: int, osl: in
     fixed = fixed + shared_prefix_bytes(ev, prefix, isl, gpus, strategies)
     pool = engine.kv_pool_bytes(ev.topo, fixed, strategies[:, TP] * strategies[:, PP])
     cap = np.floor(np.maximum(pool, 0.0) / per_request)
-    return cap, fixed, per_request, one.reasons & ~(REASON_BIT["memory"] | REASON_BIT["slo"])
+    return cap, fixed, per_request, both.reasons[:n] & ~(REASON_BIT["memory"] | REASON_BIT["slo"])
 
 
 def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
