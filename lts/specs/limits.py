@@ -13,8 +13,9 @@ MIN_MEASURED = 1e-6           # ... and its least (a nanosecond in ms; a token p
 MAX_REQUEST_RATE = 1e9        # --request-rate, requests/s (a billion: beyond any deployment)
 MAX_SEED = 2**63 - 1          # --seed: numpy's generators take seeds 0 .. 2^63-1 here
 MAX_TOP = 1000                # --top: rows to list
-# --top of an exact serve search, which solves rows until the k-th best slot is proved: moe1.6t
-# on h100_dgx took 20 s at --top 100 and 63 s at 1000 (22,006 rows solved) on a 2-core machine
+# --top of an exact serve search, which solves rows until the k-th best deployment is proved:
+# moe1.6t on h100_dgx, whole command, 2-core machine (2026-11-26, after issue 26's bounds): 6.0 s
+# at --top 100 (7.4 s with --ttft-slo-ms 2000 --tpot-slo-ms 50), 21 s and 42 s at 1000
 MAX_SERVE_TOP = 100
 MAX_SEEDS = 1000              # --seeds of compare
 MAX_BENCH = 10_000_000        # bench --evaluations: the rows are held in memory at once
