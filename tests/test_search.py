@@ -396,8 +396,8 @@ def test_the_exact_searchs_bounds_are_ordered_and_the_layout_paths_exact(name):
         least, layer, exact = ex.least(tab, g), ex.least_layer(tab, g), ex.least_exact(tab, g)
         ok = exact < 1e29
         assert ok.sum() > 20
-        assert (least[ok] <= layer[ok] * (1 + 1e-12)).all()
-        assert (layer[ok] <= exact[ok] * (1 + 1e-12)).all()
+        assert (least[ok] <= layer[ok] * (1 + 1e-9)).all()    # (least_layer is shaved 1e-12)
+        assert (layer[ok] <= exact[ok]).all()
         if not model.no_ffn:
             assert (layer[ok] > least[ok]).any()          # (tighter somewhere: not least again)
         lp, A, _, G, _ = ex.block(tab, g[:40], memory=False)   # the whole grid's minimum
@@ -427,3 +427,17 @@ def test_within_memory_is_the_grids_argmin(seed, shape, fill):
     W = lp * Aw[..., :, None] + M[..., None, :]
     T = np.where((W <= usable) & (T < INVALID_S), T, np.inf).ravel()
     assert within_memory(lp, A, Aw, G, M, usable) == (T[T.argmin()], T.argmin())
+
+
+def test_within_memory_with_many_memories_inside_one_rounding_step():
+    """Sums lp * Aw + M of 80 GB round in steps of ~1.5e-5 B: 64 rest-list memories 2e-6 B
+    apart fall in a few steps, the limit on one of them (a fix-up by runs once raised here)."""
+    from lts.search.exact import within_memory
+    A, Aw = np.zeros((1, 1, 1)), np.full((1, 1, 1), 7.9e10)
+    M = (9e8 + np.arange(64) * 2e-6).reshape(1, 1, -1)
+    G = np.linspace(10, 1, 64).reshape(1, 1, -1)
+    sums = np.unique(Aw[..., :, None] + M[..., None, :])
+    for usable in sums[:6]:
+        W = Aw[..., :, None] + M[..., None, :]
+        T = np.where(W <= usable, A[..., :, None] + G[..., None, :], np.inf).ravel()
+        assert within_memory(1.0, A, Aw, G, M, usable) == (T[T.argmin()], T.argmin())

@@ -223,8 +223,12 @@ class _Exact:
         lp = tab.layers_per_stage[g][:, None, None]
         if model.is_moe and model.dense_ffn_layers:
             d = dense_in_stage(model, tab.pp[g].astype(np.float64), tab.pp[g] - 1)[:, None, None]
-            return (lp * A + (lp - d) * ffn_least(False) + d * ffn_least(True)).min(axis=(1, 2))
-        return (lp * (A + ffn_least(False))).min(axis=(1, 2))
+            t = (lp * A + (lp - d) * ffn_least(False) + d * ffn_least(True)).min(axis=(1, 2))
+        else:
+            t = (lp * (A + ffn_least(False))).min(axis=(1, 2))
+        # its sums are grouped unlike the stage's own: a relative 1e-12 below them, so that
+        # rounding can never lift the bound over the time it bounds
+        return t * (1.0 - 1e-12)
 
     def least_memory(self, tab, g):
         """A lower bound on the fullest stage's memory per GPU of every strategy of rows g [C]:
@@ -451,10 +455,10 @@ def within_memory(lp, A, Aw, G, M, usable):
     ``argmin`` over the whole grid gives ((inf, 0) where nothing fits), at the cost of a sort
     of each rest list instead of the grid. For fixed (op2, op7, a) the sum lp * Aw_a + M_f is
     monotone in M_f, so the fitting f are a prefix of the rest list sorted by M (its end found
-    with the sum itself, as the grid tests it), and the least G over a prefix is a running
-    minimum; the least time of an a is lp * A_a + that minimum (addition is monotone). The
-    index: the first (op2, op7, a) whose least is the row's, then the first fitting f there
-    whose time equals it."""
+    by bisection with the sum itself, as the grid tests it), and the least G over a prefix is
+    a running minimum; the least time of an a is lp * A_a + that minimum (addition is
+    monotone). The index: the first (op2, op7, a) whose least is the row's, then the first
+    fitting f there whose time equals it."""
     P, F = A.shape[0] * A.shape[1], G.shape[-1]
     A, Aw = A.reshape(P, -1), Aw.reshape(P, -1)
     G, M = G.reshape(P, F), M.reshape(P, F)
@@ -462,23 +466,14 @@ def within_memory(lp, A, Aw, G, M, usable):
     Ms = np.take_along_axis(M, order, axis=1)                        # [P, F] ascending
     run = np.minimum.accumulate(np.take_along_axis(G, order, axis=1), axis=1)
     x = lp * Aw                                                      # [P, a]
-    # the fitting prefix of each (pair, a): a guess from the threshold, then moved to where the
-    # sum itself, as the grid computes it, changes from fitting to not (whole runs of equal M)
-    k = np.stack([np.searchsorted(Ms[i], usable - x[i], side="right") for i in range(P)])
-    rows = np.arange(P)[:, None]
-    for _ in range(4):
-        last = np.take_along_axis(Ms, np.maximum(k - 1, 0), axis=1)
-        over = (k > 0) & (x + last > usable)
-        nxt = np.take_along_axis(Ms, np.minimum(k, F - 1), axis=1)
-        under = (k < F) & (x + nxt <= usable)
-        if not (over.any() or under.any()):
-            break
-        for i, a in zip(*np.nonzero(over)):
-            k[i, a] = np.searchsorted(Ms[i], Ms[i, k[i, a] - 1], side="left")
-        for i, a in zip(*np.nonzero(under)):
-            k[i, a] = np.searchsorted(Ms[i], Ms[i, k[i, a]], side="right")
-    else:
-        raise AssertionError("within_memory: the fitting prefix did not settle")
+    # the fitting prefix of each (pair, a): the first f (in memory order) whose sum with x, as
+    # the grid computes it, is over the limit, by bisection on that monotone test
+    lo, hi = np.zeros(x.shape, dtype=np.int64), np.full(x.shape, F)
+    while (lo < hi).any():
+        mid = (lo + hi) // 2
+        fits = x + np.take_along_axis(Ms, np.minimum(mid, F - 1), axis=1) <= usable
+        lo, hi = np.where((lo < hi) & fits, mid + 1, lo), np.where((lo < hi) & ~fits, mid, hi)
+    k, rows = lo, np.arange(P)[:, None]
     least = np.where(k > 0, lp * A + run[rows, np.maximum(k - 1, 0)], np.inf)
     least = np.where(least < INVALID_S, least, np.inf)               # [P, a]
     best = least.min()

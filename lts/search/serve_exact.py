@@ -36,8 +36,9 @@ for every x of its row and each tighter and dearer than the one before (``_Loop.
 
 The search stops once no bound can beat the k-th best or add a point to the trade-off frontier
 (for each tokens/s per user, the best tokens/s per GPU). The top-k is the best strategy of each
-(tp, ep, pp, concurrency) slot until k distinct deployments (tp, ep, pp and x) are among them
-(one best at several concurrencies counts once), so that ``methods.every_concurrency`` lists k
+(tp, ep, pp, concurrency) slot (over the x that do not queue there) until k distinct
+deployments (tp, ep, pp and x) are surely among them (the k-th best triple's best: one x can be
+the best of several concurrencies of its triple), so that ``methods.every_concurrency`` lists k
 of them whatever rows the bounds let through. The frontier is collected on the way, from each
 row's own front. The top-k and the frontier are confirmed by the evaluator itself, and tests
 check both against brute force on small spaces.
@@ -359,8 +360,8 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
     if progress:
         progress(0)
     best_by_slot = {}            # (triple, batch column) -> score
-    by_deployment = {}           # (triple, flat choice) -> its best score as a slot's best
-    kth = -np.inf                # the k-th best of by_deployment
+    by_triple = {}               # triple -> the best of its slots' bests so far
+    kth = -np.inf                # the k-th best of by_triple
     # each row's slot and the best score found in each slot so far: a row whose bound does not
     # beat its own slot's best cannot change the top-k (a slot enters it with its best row)
     n_cols = len(sp.batch)
@@ -409,14 +410,14 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
         if score[j] > best_by_slot.get(slot, -np.inf):
             best_by_slot[slot] = float(score[j])
             slot_best[slot[0] * n_cols + slot[1]] = float(score[j])
-            # the k-th best of the distinct deployments (tp, ep, pp and the per-op choices:
-            # the triple and x) among the slots' bests: a deployment that is the best of
-            # several slots (concurrencies) counts once, so that the top-k holds k of them
-            deployment = (int(t), int(x[good[j]]))
-            by_deployment[deployment] = max(by_deployment.get(deployment, -np.inf),
-                                            float(score[j]))
-            if len(by_deployment) >= top:
-                kth = sorted(by_deployment.values(), reverse=True)[top - 1]
+            # the k-th best over the triples of each triple's best slot: the search must go on
+            # until k distinct deployments (tp, ep, pp and the per-op choices) are among the
+            # slots' bests, and one deployment can be the best of several slots of its triple
+            # (concurrencies) but never of another triple's; a triple's best only rises, so
+            # this threshold does too and never passes the k-th distinct deployment's score
+            by_triple[int(t)] = max(by_triple.get(int(t), -np.inf), float(score[j]))
+            if len(by_triple) >= top:
+                kth = sorted(by_triple.values(), reverse=True)[top - 1]
             found.append((float(score[j]), _index_row(loop, sp, triples[t], col, x[good[j]])))
 
     while True:
