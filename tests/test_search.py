@@ -441,3 +441,22 @@ def test_within_memory_with_many_memories_inside_one_rounding_step():
         W = Aw[..., :, None] + M[..., None, :]
         T = np.where(W <= usable, A[..., :, None] + G[..., None, :], np.inf).ravel()
         assert within_memory(1.0, A, Aw, G, M, usable) == (T[T.argmin()], T.argmin())
+
+
+@pytest.mark.parametrize("name,phase", [("moe1.6t", "decode"), ("deepseek-v3", "prefill"),
+                                        ("llama3.1-70b", "decode")])
+def test_rows_in_bound_order_lazily_are_the_sorted_bounds(name, phase):
+    """``exact._in_bound_order`` (rows tightened lazily from the cheap bounds' order) gives the
+    same rows, bounds and order, ties included, as sorting every row's ``coarse_bounds``."""
+    from lts.search.exact import _in_bound_order, coarse_bounds
+    model = load_model(name)
+    p = Problem(model, load_topology("h100_dgx"), Workload(phase, context=4096, gpus=512))
+    cand = np.flatnonzero(p.tables.fixed_invalid == 0)
+    got = list(_in_bound_order(p, cand))
+    p2 = Problem(model, load_topology("h100_dgx"), Workload(phase, context=4096, gpus=512))
+    ub = coarse_bounds(p2)                               # every row at once, fresh tables
+    order = np.argsort(-ub, kind="stable")
+    order = order[np.isfinite(ub[order])]
+    assert len(got) == len(order) > 100
+    assert [r for r, _ in got] == list(cand[order])
+    assert np.array_equal([b for _, b in got], ub[order])

@@ -7,6 +7,7 @@ evaluator itself. Decode and prefill only: the serve phase sums several steps.
 """
 from __future__ import annotations
 
+import heapq
 import itertools
 import time
 
@@ -377,22 +378,24 @@ class _Exact:
                         dtype=np.int64)
 
 
-def coarse_bounds(problem: Problem, progress=None) -> np.ndarray:
-    """Phase 1 of ``search_exact``: an upper bound on each coarse row's tokens/s/GPU [G] (-inf
-    where no strategy of the row can be valid), from its unconstrained least time and least
-    memory. No evaluator call; the two minima depend on the tables alone, not on the SLO, and
-    are kept with them for the next search."""
+def coarse_bounds(problem: Problem, rows=None, progress=None) -> np.ndarray:
+    """Phase 1 of ``search_exact``: an upper bound on the tokens/s/GPU of coarse rows ``rows``
+    (default: every row the tables do not rule out) [len(rows)] (-inf where no strategy of the
+    row can be valid), from its unconstrained least time and least memory. No evaluator call;
+    the two minima depend on the tables alone, not on the SLO, and are kept with them for the
+    next search (each row's computed once, when first asked for)."""
     p, tab = problem, problem.tables
-    cand = np.flatnonzero(tab.fixed_invalid == 0)
-    bounds = tab.extra.get("exact_bounds")
-    if bounds is None:
+    rows = np.flatnonzero(tab.fixed_invalid == 0) if rows is None else np.asarray(rows)
+    t_min, m_min = tab.extra.setdefault("exact_bounds", (np.full(len(tab.coarse), np.nan),
+                                                         np.full(len(tab.coarse), np.nan)))
+    new = rows[np.isnan(t_min[rows])]
+    if len(new):
         ex = _Exact(p.model, p.space.choices)
-        t_min, m_min = np.full(len(tab.coarse), np.inf), np.full(len(tab.coarse), np.inf)
         # without dense layers the minima come from the pieces' own minima (least_exact: the
         # same numbers, a fraction of the work); with them, from the whole grid
         separable = not (p.model.is_moe and p.model.dense_ffn_layers)
-        for i in range(0, len(cand), 256):
-            g = cand[i:i + 256]
+        for i in range(0, len(new), 256):
+            g = new[i:i + 256]
             if separable:
                 t, m_min[g] = ex.least_exact(tab, g, memory=True)
             else:
@@ -402,10 +405,37 @@ def coarse_bounds(problem: Problem, progress=None) -> np.ndarray:
             t_min[g] = np.where(t < INVALID_S, t, np.inf)
             if progress:
                 progress(0)
-        bounds = tab.extra["exact_bounds"] = (t_min, m_min)
-    ub = np.full(len(tab.coarse), -np.inf)
-    ub[cand] = _score(p, cand, bounds[0][cand], bounds[1][cand])
-    return ub
+    return _score(p, rows, t_min[rows], m_min[rows]) if len(rows) else np.zeros(0)
+
+
+def _in_bound_order(problem: Problem, cand, progress=None):
+    """The rows ``cand`` whose ``coarse_bounds`` are finite, in the order of those bounds, best
+    first (ties: the lower row first), as (row, bound) pairs, tightening lazily: rows are taken
+    in the order of ``cheap_bounds`` (above ``coarse_bounds``, at a hundredth of the cost) and
+    tightened 256 at a time, and a tightened row is given out only once no row still untightened
+    could come before it. The same sequence as sorting every row's ``coarse_bounds``."""
+    p, tab = problem, problem.tables
+    ex = _Exact(p.model, p.space.choices)
+    # (raised by 1e-9: its sums are grouped unlike least_exact's, and rounding must never put
+    # a row's cheap bound under its tight one)
+    cheap = _score(p, cand, ex.least(tab, cand), ex.least_memory(tab, cand)) * (1 + 1e-9) \
+        if len(cand) else np.zeros(0)
+    keep = np.isfinite(cheap)
+    cand, cheap = cand[keep], cheap[keep]
+    order = np.argsort(-cheap, kind="stable")
+    heap, pos = [], 0
+    while True:
+        if pos < len(order) and (not heap or -heap[0][0] <= cheap[order[pos]]):
+            rows = cand[order[pos:pos + 256]]
+            pos += 256
+            for r, b in zip(rows, coarse_bounds(p, rows, progress)):
+                if np.isfinite(b):
+                    heapq.heappush(heap, (-float(b), int(r)))
+            continue
+        if not heap:
+            return
+        b, r = heapq.heappop(heap)
+        yield r, -b
 
 
 def cheap_bounds(problem: Problem) -> np.ndarray:
@@ -502,21 +532,22 @@ def search_exact(problem: Problem, budget: int = 0, rng=None, top: int = 10,
     tab = p.tables
 
     cand = np.flatnonzero(tab.fixed_invalid == 0)
-    ub = coarse_bounds(p, progress)
     if max_gpus is not None:
         cand = cand[tab.gpus[cand] <= max_gpus]
-    order = cand[np.argsort(-ub[cand], kind="stable")]
-    order = order[np.isfinite(ub[order])]
+    ordered = _in_bound_order(p, cand, progress)
     # phase 2: exact per coarse row, best bounds first, until the bound cannot beat the k-th best
     found = []        # (score, index row)
     visited = 0
     # each row's least time within memory and where it is: free of the SLO and of max_gpus, so
     # kept with the tables for the next search on them (another limit or instance-size bound)
     solved = tab.extra.setdefault("exact_rows", {})
-    for i in range(0, len(order), block):
-        g = order[i:i + block]
+    while True:
+        g = list(itertools.islice(ordered, block))
+        if not g:
+            break
+        bound, g = g[0][1], np.array([r for r, _ in g], dtype=np.int64)
         kth = sorted(s for s, _ in found)[-top] if len(found) >= top else -np.inf
-        if ub[g[0]] <= kth:
+        if bound <= kth:
             break
         new = np.array([gj for gj in g if int(gj) not in solved], dtype=np.int64)
         if len(new):
