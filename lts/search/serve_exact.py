@@ -388,21 +388,23 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
         nonlocal kth, front_tpot, front_score, front_idx
         t, n, col, _ = rows[r]
         lat, tp_, tt = loop.figures(n, coarse[r, 1], t_mix, t_dec)
-        good = np.flatnonzero((tp_ <= loop.tpot_limit) & (tt <= loop.ttft_limit)
-                              & np.isfinite(lat))
-        if not len(good):
+        good = np.isfinite(lat)               # (masks, not gathers: x can be most of a grid)
+        if np.isfinite(loop.tpot_limit):
+            good &= tp_ <= loop.tpot_limit
+        if np.isfinite(loop.ttft_limit):
+            good &= tt <= loop.ttft_limit
+        if not good.any():
             return
-        score = n * osl / lat[good] / gpus[r]
+        score = np.where(good, n * osl / lat / gpus[r], -np.inf)
         j = int(np.argmax(score))
         # the row's own front: its best point and those of lower TPOT; each joins the frontier
         # only where no point found so far has a TPOT as low and a score as high
-        maybe = np.flatnonzero(tp_[good] < tp_[good][j])
-        maybe = np.r_[maybe[score[maybe] > _front_at(front_tpot, front_score, tp_[good][maybe])],
-                      j]
-        keep = maybe[_front(tp_[good][maybe], score[maybe])]
-        front_tpot = np.concatenate([front_tpot, tp_[good][keep]])
+        maybe = np.flatnonzero(good & (tp_ < tp_[j]))
+        maybe = np.r_[maybe[score[maybe] > _front_at(front_tpot, front_score, tp_[maybe])], j]
+        keep = maybe[_front(tp_[maybe], score[maybe])]
+        front_tpot = np.concatenate([front_tpot, tp_[keep]])
         front_score = np.concatenate([front_score, score[keep]])
-        front_idx += [_index_row(loop, sp, triples[t], col, x[good[k]]) for k in keep]
+        front_idx += [_index_row(loop, sp, triples[t], col, x[k]) for k in keep]
         merged = _front(front_tpot, front_score)
         front_tpot, front_score = front_tpot[merged], front_score[merged]
         front_idx = [front_idx[k] for k in merged]
@@ -418,7 +420,7 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
             by_triple[int(t)] = max(by_triple.get(int(t), -np.inf), float(score[j]))
             if len(by_triple) >= top:
                 kth = sorted(by_triple.values(), reverse=True)[top - 1]
-            found.append((float(score[j]), _index_row(loop, sp, triples[t], col, x[good[j]])))
+            found.append((float(score[j]), _index_row(loop, sp, triples[t], col, x[j])))
 
     while True:
         while pos < len(order):       # skip the cheap rows that cannot help, a window at once
