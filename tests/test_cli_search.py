@@ -173,3 +173,26 @@ def test_compare_takes_the_serve_phase():
     assert rows["megatron"]["fraction_of_exact_best"] <= 1 + 1e-9
     r = run("compare", "llama3.1-8b", "h100_dgx", "--isl", "100")
     assert r.exit_code == 2 and "--isl: only with --phase serve" in r.output
+
+
+@pytest.mark.parametrize("columns", [80, 99, 100, 160])
+def test_the_ops_vs_megatron_are_never_folded_inside_a_name(columns, monkeypatch):
+    """The ranked table keeps the ops vs Megatron beside each row from 100 columns on; below,
+    where that column would be a few letters wide and fold names like ``attn_norm=1`` in two,
+    they go under the table, a line per rank. Either way every row's changed ops are printed
+    whole, and each number of the table is in it."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    d = search_json(*SMALL, "--top", "3")
+    r = run("search", *SMALL, "--top", "3")
+    assert r.exit_code == 0, r.output
+    beside = re.search(r"ops vs\s+Megatron\s+on", r.output.replace("\n", " ")) is not None
+    assert beside == (columns >= 100)
+    assert ("by rank:" in r.output) == (columns < 100)
+    changed = 0
+    for t in d["top"]:
+        for name, choice in t["ops"].items():
+            if choice != d["megatron_best"]["ops"][name]:
+                assert f"{name}={choice}" in r.output
+                changed += 1
+        assert f"{t['tokens_per_s_per_cluster_gpu']:,.1f}" in r.output
+    assert changed > 0

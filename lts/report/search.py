@@ -154,6 +154,9 @@ def headroom_text(run) -> str | None:
                "it)" if on else "; no engine runs it as written)"))
 
 
+OPS_BESIDE = 100      # columns from which the ops vs Megatron stay in the ranked table
+
+
 def render_search(console: Console, d: dict, run) -> None:
     """The ranked table, "why it wins" and the footer of ``lts search``, from its
     ``search_dict`` (``top``, ``vs_megatron``, ``megatron_best``) and the ``search.methods.SearchRun``
@@ -172,7 +175,11 @@ def render_search(console: Console, d: dict, run) -> None:
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("tp/ep/pp/b", no_wrap=True)
-    table.add_column("ops vs Megatron", overflow="fold", ratio=1, min_width=8)
+    # below OPS_BESIDE columns the ops would fold mid-name in a column a few letters wide:
+    # they go under the table, a line per rank
+    ops_beside = console.width >= OPS_BESIDE
+    if ops_beside:
+        table.add_column("ops vs Megatron", overflow="fold", ratio=1, min_width=8)
     table.add_column("on", no_wrap=True)
     table.add_column("×n", justify="right", no_wrap=True)
     table.add_column("tok/s/GPU", justify="right", no_wrap=True)
@@ -189,11 +196,19 @@ def render_search(console: Console, d: dict, run) -> None:
         lat = t["ttft_ms"] if phase == "prefill" else t["tpot_ms"]
         ratio = f"{tps / mega_score:.3f}" if math.isfinite(mega_score) and mega_score > 0 else "-"
         third = fmt_s(t["ttft_ms"]) if serving else f"{t['memory_gib_per_gpu']:.1f}"
-        table.add_row(str(i + 1), degrees(t), escape(changed_ops(t)),
+        table.add_row(str(i + 1), degrees(t), *([escape(changed_ops(t))] if ops_beside else []),
                       "".join(e[0] for e in t["runnable_on"]) or "-", f"{t['replicas']:,}",
                       f"{tps:,.1f}", f"{t['tokens_per_s_per_gpu']:,.1f}", fmt_ms(lat), third,
                       ratio)
     console.print(table)
+    if not ops_beside and top:
+        ops = Table.grid(padding=(0, 1))
+        ops.add_column(justify="right", no_wrap=True)
+        ops.add_column(overflow="fold", ratio=1)
+        ops.add_row("", "[bold]ops vs Megatron[/], by rank:")
+        for i, t in enumerate(top):
+            ops.add_row(str(i + 1), escape(changed_ops(t)))
+        console.print(ops)
     best, why = d["best"], d["vs_megatron"]
     at = f"tp={best['tp']} ep={best['ep']} pp={best['pp']} batch={best['batch']}"
     grid = Table.grid(padding=(0, 1))
