@@ -196,3 +196,21 @@ def test_the_ops_vs_megatron_are_never_folded_inside_a_name(columns, monkeypatch
                 changed += 1
         assert f"{t['tokens_per_s_per_cluster_gpu']:,.1f}" in r.output
     assert changed > 0
+
+
+def test_strategy_strings_wrap_between_settings_at_80_columns(monkeypatch):
+    """A strategy in a sentence (the disaggregated deployment, the sizing, Megatron's best, the
+    headroom) has a space after each comma, so an 80-column terminal wraps it between settings:
+    every ``key=value`` printed is a whole setting the parser knows, and the text as printed
+    is what ``--strategy`` takes."""
+    from lts.specs.strategy import OPS
+    monkeypatch.setenv("COLUMNS", "80")
+    r = run("search", "llama3.1-70b", "h100_dgx", "--gpus", "8", "--phase", "serve",
+            "--isl", "2000", "--osl", "500", "--ttft-slo-ms", "1000", "--tpot-slo-ms", "25")
+    assert r.exit_code == 0, r.output
+    keys = {"tp", "ep", "pp", "batch", *OPS}
+    pairs = re.findall(r"(?<![\w.])([a-z_0-9]+)=([^\s,]*)", r.output)
+    assert len(pairs) > 10
+    broken = [(k, v) for k, v in pairs if k not in keys or not v]
+    assert not broken
+    assert "tp=" in r.output and ", ep=" in r.output

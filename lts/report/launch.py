@@ -10,7 +10,7 @@ from rich.console import Console
 
 from ..specs.strategy import format_strategy, strategy_dict
 from .format import fmt_ms
-from .results import result_dict, strategy_row, strategy_text
+from .results import result_dict, spaced, strategy_row, strategy_text
 from .search_serve import disagg_dict, disagg_text
 
 
@@ -96,7 +96,7 @@ def render_emit(console: Console, launch, phase: str, width: int = 80) -> None:
                 f"{d['version_checked']}: docs/engines.md)")]
 
     def strat(s):            # spaced so that long strategies wrap between entries
-        return strategy_text(s).replace(",", ", ")
+        return strategy_text(s)
 
     best = strat(strategy_dict(launch.best))
     if d["faithful"]:
@@ -155,7 +155,7 @@ def render_emit_disagg(console: Console, dl, width: int = 80) -> None:
             out.append(para(f"{pool}: faithful, the strategy as found.", "  "))
         else:
             runs = ("nothing" if launch.strategy is None else
-                    format_strategy(launch.strategy, only_changed=True).replace(",", ", "))
+                    spaced(format_strategy(launch.strategy, only_changed=True)))
             out.append(para(f"{pool}: NOT FAITHFUL ({len(reasons)} per-op choice"
                             f"{'s' if len(reasons) != 1 else ''} it cannot run); "
                             f"{name} runs {runs}", "    ", "  "))
