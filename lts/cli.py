@@ -657,7 +657,8 @@ def _infeasible(problem, what: str) -> click.ClickException:
 @click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True,
               help="Random seed.")
 @click.option("--top", type=click.IntRange(1, MAX_TOP), default=10, show_default=True,
-              help="Strategies to list.")
+              help=f"Strategies to list (at most {MAX_SERVE_TOP} with --phase serve and "
+                   "--method exact, which proves each).")
 @click.option("--emit", "emit", type=click.Choice(REAL_ENGINES), default=None,
               help="After the table, print the command line that runs the best strategy on this "
                    "engine, or say it cannot and print the nearest strategy it runs (docs/launch.md).")
