@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from dataclasses import asdict
@@ -388,8 +389,21 @@ class EngineParam(click.ParamType):
                 self.fail(f"{value!r}: {version!r} is not a version (releases lts models: "
                           f"{', '.join(releases)})", param, ctx)
             if ctx is not None:
-                ctx.meta["lts_engine_release"] = engine.release_for(version)
+                release = ctx.meta["lts_engine_release"] = engine.release_for(version)
+                if _release_key(release) != _release_key(version):
+                    # said once, on stderr (a --json answer stays as it is)
+                    ctx.meta["lts_engine_note"] = (
+                        f"Note: {value}: lts has no profile of that release; it uses {release}'s "
+                        f"(of {', '.join(releases)}: the newest not newer than it, else the oldest)")
         return name
+
+
+def _release_key(version: str) -> tuple:
+    """A version's numbers without trailing zeros ("0.12.0" and "v0.12" name one release)."""
+    numbers = [int(n) for n in re.findall(r"\d+", version.split("rc")[0].split("+")[0])]
+    while numbers and numbers[-1] == 0:
+        numbers.pop()
+    return tuple(numbers)
 
 
 def _profile(topo, engine: str | None, emit: str | None = None):
@@ -399,6 +413,9 @@ def _profile(topo, engine: str | None, emit: str | None = None):
     e = ENGINES[engine or emit or GENERIC]
     ctx = click.get_current_context()
     release = ctx.meta.get("lts_engine_release") if engine else None
+    note = ctx.meta.pop("lts_engine_note", None) if engine else None
+    if note:
+        click.echo(note, err=True)
     profile = (e.profiles[release] if release else e.profile).for_gpu(topo)
     overlay = ctx.meta.get("lts_overlay")
     if overlay is not None:

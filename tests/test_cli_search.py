@@ -214,3 +214,26 @@ def test_strategy_strings_wrap_between_settings_at_80_columns(monkeypatch):
     broken = [(k, v) for k, v in pairs if k not in keys or not v]
     assert not broken
     assert "tp=" in r.output and ", ep=" in r.output
+
+
+@pytest.mark.parametrize("version,other", [("99.0", True), ("0.0.1", True), ("0.12.0", False),
+                                           ("0.12", False)])
+def test_an_engine_version_without_its_own_profile_is_said(version, other):
+    """--engine vllm@VERSION takes the profile of the newest release lts models not newer than
+    it (else the oldest); where that is another release, stderr says which, once, and the
+    answer (here --json) is unchanged in form."""
+    from lts.engines import ENGINES
+    engine = ENGINES["vllm"]
+    releases = [r for r in engine.profiles if r]
+    r = run("search", *SMALL, "--phase", "serve", "--engine", f"vllm@{version}", "--json")
+    assert r.exit_code == 0, r.output
+    json.loads(r.stdout)
+    notes = [line for line in r.stderr.splitlines() if line.startswith("Note:")]
+    if not other:
+        assert notes == []
+    else:
+        used = max(releases, key=lambda v: [int(x) for x in v.split(".")]) if version == "99.0" \
+            else min(releases, key=lambda v: [int(x) for x in v.split(".")])
+        assert notes == [f"Note: vllm@{version}: lts has no profile of that release; it uses "
+                         f"{used}'s (of {', '.join(releases)}: the newest not newer than it, "
+                         "else the oldest)"]

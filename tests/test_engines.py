@@ -68,7 +68,7 @@ def test_engine_at_version_picks_the_release():
     for e in ("vllm@0.12", "vllm@0.12.0", "vllm@0.19.0", "vllm"):
         r = CliRunner().invoke(cli, args + [e])
         assert r.exit_code == 0, r.output
-        ttft[e] = json.loads(r.output)["ttft_ms"]
+        ttft[e] = json.loads(r.stdout)["ttft_ms"]        # (a Note on stderr for 0.19.0)
     assert ttft["vllm@0.12"] == ttft["vllm@0.12.0"]
     assert ttft["vllm@0.19.0"] == ttft["vllm"]
     assert abs(ttft["vllm"] - ttft["vllm@0.12"] - 30.0) < 1e-6   # 0.15: 30 ms per request
