@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import sys
 from pathlib import Path
 from dataclasses import asdict
@@ -390,20 +389,12 @@ class EngineParam(click.ParamType):
                           f"{', '.join(releases)})", param, ctx)
             if ctx is not None:
                 release = ctx.meta["lts_engine_release"] = engine.release_for(version)
-                if _release_key(release) != _release_key(version):
+                if not engine.same_release(release, version):
                     # said once, on stderr (a --json answer stays as it is)
                     ctx.meta["lts_engine_note"] = (
                         f"Note: {value}: lts has no profile of that release; it uses {release}'s "
                         f"(of {', '.join(releases)}: the newest not newer than it, else the oldest)")
         return name
-
-
-def _release_key(version: str) -> tuple:
-    """A version's numbers without trailing zeros ("0.12.0" and "v0.12" name one release)."""
-    numbers = [int(n) for n in re.findall(r"\d+", version.split("rc")[0].split("+")[0])]
-    while numbers and numbers[-1] == 0:
-        numbers.pop()
-    return tuple(numbers)
 
 
 def _profile(topo, engine: str | None, emit: str | None = None):

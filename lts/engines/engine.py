@@ -55,6 +55,16 @@ class Engine:
         older = [r for r in numbered if _numbers(r) <= want]
         return max(older, key=_numbers) if older else min(numbered, key=_numbers)
 
+    @staticmethod
+    def same_release(a: str, b: str) -> bool:
+        """Whether two versions name one release ("0.12.0", "v0.12" and "0.12" do)."""
+        def key(v):
+            numbers = list(_numbers(v))
+            while numbers and numbers[-1] == 0:
+                numbers.pop()
+            return numbers
+        return key(a) == key(b)
+
     @property
     def whole_space(self) -> bool:
         """True when the engine runs every strategy (no engine space: ``generic``)."""

@@ -300,7 +300,7 @@ def launch(engine: str, problem: Problem, best, model_arg: str,
                 better.tokens_per_s_per_gpu[0] > 1.005 * out.result.tokens_per_s_per_gpu[0]:
             out.notes.append(
                 f"{out.name} runs a faster strategy than this one: "
-                f"{format_strategy(better.strategies[0], only_changed=True).replace(',', ', ')} at "
+                f"{format_strategy(better.strategies[0], only_changed=True, sep=', ')} at "
                 f"{better.tokens_per_s_per_gpu[0]:,.1f} tokens/s/GPU against "
                 f"{out.result.tokens_per_s_per_gpu[0]:,.1f} (a larger --budget or --method "
                 "exact may find it)")

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from ..specs.strategy import format_strategy, strategy_dict
 from .format import fmt_ms
-from .results import result_dict, spaced, strategy_row, strategy_text
+from .results import result_dict, strategy_row, strategy_text
 from .search_serve import disagg_dict, disagg_text
 
 
@@ -95,10 +95,7 @@ def render_emit(console: Console, launch, phase: str, width: int = 80) -> None:
     out = [para(f"Launch with {name} (flags checked against {name} "
                 f"{d['version_checked']}: docs/engines.md)")]
 
-    def strat(s):            # spaced so that long strategies wrap between entries
-        return strategy_text(s)
-
-    best = strat(strategy_dict(launch.best))
+    best = strategy_text(strategy_dict(launch.best))
     if d["faithful"]:
         out.append(para(f"Faithful: the commands run the best strategy as found ({best})."))
     else:
@@ -110,7 +107,7 @@ def render_emit(console: Console, launch, phase: str, width: int = 80) -> None:
         out += [para(r, "    ", "  - ") for r in d["reasons"]]
         same, runnable = d["same_degrees"], d["best_runnable"]
         if same is not None:
-            out.append(para(f"Same degrees with {name}'s sharding: {strat(same)}", "  "))
+            out.append(para(f"Same degrees with {name}'s sharding: {strategy_text(same)}", "  "))
             out.append(para(_estimate_line(same, phase), "    ", "    "))
         else:
             out.append(para(f"Same degrees: {name} cannot run them at all.", "  "))
@@ -118,7 +115,7 @@ def render_emit(console: Console, launch, phase: str, width: int = 80) -> None:
                 strategy_row(runnable) == strategy_row(same):
             out.append(para(f"It is also the best strategy {name} can run.", "  "))
         elif runnable is not None:
-            out.append(para(f"Best {name} can run: {strat(runnable)}", "  "))
+            out.append(para(f"Best {name} can run: {strategy_text(runnable)}", "  "))
             out.append(para(_estimate_line(runnable, phase), "    ", "    "))
         what = {"same_degrees": f"the same degrees with {name}'s sharding",
                 "best_runnable": f"the best strategy {name} can run",
@@ -155,7 +152,7 @@ def render_emit_disagg(console: Console, dl, width: int = 80) -> None:
             out.append(para(f"{pool}: faithful, the strategy as found.", "  "))
         else:
             runs = ("nothing" if launch.strategy is None else
-                    spaced(format_strategy(launch.strategy, only_changed=True)))
+                    format_strategy(launch.strategy, only_changed=True, sep=", "))
             out.append(para(f"{pool}: NOT FAITHFUL ({len(reasons)} per-op choice"
                             f"{'s' if len(reasons) != 1 else ''} it cannot run); "
                             f"{name} runs {runs}", "    ", "  "))

@@ -37,12 +37,7 @@ def strategy_text(d: dict) -> str:
     """A JSON strategy object as ``lts estimate --strategy`` takes it, the ops that differ
     from Megatron's only, a space after each comma (so that a narrow terminal wraps it
     between settings, never inside one; the parser takes it as it is)."""
-    return spaced(format_strategy(strategy_row(d), only_changed=True))
-
-
-def spaced(strategy: str) -> str:
-    """A strategy string with a space after each comma (``strategy_text``)."""
-    return strategy.replace(",", ", ")
+    return format_strategy(strategy_row(d), only_changed=True, sep=", ")
 
 
 def model_dict(m: ModelSpec) -> dict:

@@ -19,7 +19,7 @@ from ..specs.strategy import DP_ATTENTION, EXPERT_CHOICES, N_COARSE, format_stra
 from .format import SHORT, fmt_ms, fmt_s, fmt_us, json_safe, num
 from .launch import emit_dict
 from .results import (model_dict, result_dict, search_deploy_fields, search_result_dict,
-                      slo_text, spaced, strategy_row, strategy_text, workload_dict)
+                      slo_text, strategy_row, strategy_text, workload_dict)
 from .search_serve import (disagg_dict, disagg_point, pareto_dict, render_capacity,
                            render_frontier, sizing_dict, sizing_disagg_dict)
 
@@ -147,7 +147,7 @@ def headroom_text(run) -> str | None:
             if engine_variants(p.engine_space, p.model, row[0], row[1]) else
             f"a layout {engine} does not run (tp={row[0]} with ep={row[1]})")
     return (f"{what} would add {(run.headroom - 1) * 100:.1f}%: "
-            f"{spaced(format_strategy(any_best.strategies[0], only_changed=True))} at "
+            f"{format_strategy(any_best.strategies[0], only_changed=True, sep=', ')} at "
             f"{float(p.per_cluster_gpu(any_best)[0]):,.1f} tokens/s per GPU of the budget "
             f"(the best of the whole per-op space, {run.any_sharding.method}"
             + (f"; {', '.join(ENGINES[e].label for e in on)} run{'s' if len(on) == 1 else ''} "

@@ -414,12 +414,9 @@ def _in_bound_order(problem: Problem, cand, progress=None):
     in the order of ``cheap_bounds`` (above ``coarse_bounds``, at a hundredth of the cost) and
     tightened 256 at a time, and a tightened row is given out only once no row still untightened
     could come before it. The same sequence as sorting every row's ``coarse_bounds``."""
-    p, tab = problem, problem.tables
-    ex = _Exact(p.model, p.space.choices)
     # (raised by 1e-9: its sums are grouped unlike least_exact's, and rounding must never put
     # a row's cheap bound under its tight one)
-    cheap = _score(p, cand, ex.least(tab, cand), ex.least_memory(tab, cand)) * (1 + 1e-9) \
-        if len(cand) else np.zeros(0)
+    cheap = cheap_bounds(problem)[cand] * (1 + 1e-9)
     keep = np.isfinite(cheap)
     cand, cheap = cand[keep], cheap[keep]
     order = np.argsort(-cheap, kind="stable")
@@ -428,7 +425,7 @@ def _in_bound_order(problem: Problem, cand, progress=None):
         if pos < len(order) and (not heap or -heap[0][0] <= cheap[order[pos]]):
             rows = cand[order[pos:pos + 256]]
             pos += 256
-            for r, b in zip(rows, coarse_bounds(p, rows, progress)):
+            for r, b in zip(rows, coarse_bounds(problem, rows, progress)):
                 if np.isfinite(b):
                     heapq.heappush(heap, (-float(b), int(r)))
             continue

@@ -359,7 +359,6 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
     heap = []                                           # rows with tight bounds: (-bound, row)
     if progress:
         progress(0)
-    best_by_slot = {}            # (triple, batch column) -> score
     by_triple = {}               # triple -> the best of its slots' bests so far
     kth = -np.inf                # the k-th best of by_triple
     # each row's slot and the best score found in each slot so far: a row whose bound does not
@@ -408,10 +407,8 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
         merged = _front(front_tpot, front_score)
         front_tpot, front_score = front_tpot[merged], front_score[merged]
         front_idx = [front_idx[k] for k in merged]
-        slot = (int(t), int(col))
-        if score[j] > best_by_slot.get(slot, -np.inf):
-            best_by_slot[slot] = float(score[j])
-            slot_best[slot[0] * n_cols + slot[1]] = float(score[j])
+        if score[j] > slot_best[slot_of[r]]:
+            slot_best[slot_of[r]] = float(score[j])
             # the k-th best over the triples of each triple's best slot: the search must go on
             # until k distinct deployments (tp, ep, pp and the per-op choices) are among the
             # slots' bests, and one deployment can be the best of several slots of its triple

@@ -143,15 +143,16 @@ def parse_strategy(text: str, is_moe: bool = True) -> np.ndarray:
                      *[ops[o] for o in OPS]], dtype=np.int64)
 
 
-def format_strategy(row, only_changed: bool = False) -> str:
-    """The inverse of parse_strategy (only ops that differ from Megatron if ``only_changed``)."""
+def format_strategy(row, only_changed: bool = False, sep: str = ",") -> str:
+    """The inverse of parse_strategy (only ops that differ from Megatron if ``only_changed``;
+    ``sep`` ", " for prose, where a narrow terminal then wraps between settings)."""
     row = [int(v) for v in row]
     parts = [f"tp={row[TP]}", f"ep={row[EP]}", f"pp={row[PP]}", f"batch={row[BATCH]}"]
     for i, op in enumerate(OPS):
         c = row[N_COARSE + i]
         if not only_changed or c != MEGATRON[i]:
             parts.append(f"{op}={CHOICE_NAMES[c]}")
-    return ",".join(parts)
+    return sep.join(parts)
 
 
 def strategy_dict(row) -> dict:
