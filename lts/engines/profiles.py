@@ -31,7 +31,8 @@ class EngineProfile:
     mixed: bool                 # decodes share a step with prefill (False: prefill-only steps first)
     max_running: int            # running requests at most (0: only memory limits them)
     memory: str                 # how the KV pool is sized (kv_pool_bytes)
-    memory_fraction: float      # the fraction that rule applies (unused by "reserve", "static")
+    memory_fraction: float      # the fraction that rule applies (unused by "reserve"; "static":
+                                # 0 for SGLang's own rule, sglang_mem_fraction)
     step_overhead_s: float      # engine time per step outside the kernels (scheduling, sampling)
     request_overhead_s: float   # per request, on its TTFT (HTTP, tokenization, first detokenize)
     cohort_base: float = 1.0    # mixed engines: requests prefilled together = base + share x
@@ -84,8 +85,8 @@ class EngineProfile:
             return hbm - reserve - fixed_bytes
         if self.memory == "utilization":
             return self.memory_fraction * hbm - reserve - fixed_bytes
-        if self.memory == "static":
-            return sglang_mem_fraction(hbm, parallel) * hbm - fixed_bytes
+        if self.memory == "static":      # a given fraction (a measured run's), else SGLang's rule
+            return (self.memory_fraction or sglang_mem_fraction(hbm, parallel)) * hbm - fixed_bytes
         return self.memory_fraction * (hbm - reserve - fixed_bytes)
 
 

@@ -56,7 +56,7 @@ from ..cost.tables import REASON_BIT, REASONS
 from ..engines import ENGINES, GENERIC
 from ..engines.profiles import EngineProfile
 from ..specs.strategy import BATCH, EP, PP, TP, megatron_row
-from ..specs.workload import Workload, compose_step
+from ..specs.workload import Workload, compose_step, rank_budget
 from .spec import tokens_per_step
 
 AT_CAPACITY = 0      # a batch column of 0: the concurrency the KV cache and the engine hold
@@ -360,8 +360,8 @@ def step_counts(engine: EngineProfile, mixed: Workload, n, dp=1):
     # (a = isl/B; per rank: its share of the requests and of the budget); it then waits for the
     # rest of the batch's prefill before decoding on
     dp = np.asarray(dp, dtype=np.float64)
-    rank_budget = engine.step_tokens / (1.0 if engine.budget_per_rank else dp)
-    done = np.clip(mixed.isl / rank_budget * (n / dp + 1) / 2 + 0.5, 1.0, np.maximum(s, 1.0))
+    budget = rank_budget(engine.step_tokens, engine.budget_per_rank, dp)
+    done = np.clip(mixed.isl / budget * (n / dp + 1) / 2 + 0.5, 1.0, np.maximum(s, 1.0))
     return done, s - done, np.full_like(done, decode_steps)
 
 

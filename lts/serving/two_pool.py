@@ -45,7 +45,7 @@ from ..engines.profiles import EngineProfile
 from ..engines.space import attention_dp as runs_attention_dp
 from ..specs import ModelSpec, TopologySpec
 from ..specs.strategy import BATCH, EP, PP, TP
-from ..specs.workload import Workload
+from ..specs.workload import Workload, rank_budget
 from .serve import NO_SLO, Evaluator, capacity, decode_workload, draft_s
 from .spec import tokens_per_step
 
@@ -175,8 +175,8 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
     k = per_rank * dp_p
     cached = prefix.cached(isl) if prefix is not None else 0
     passes = ev(prefill_workload(isl, gpus, cached), _with_batch(pre, k))
-    rank_budget = engine.step_tokens / (1.0 if engine.budget_per_rank else dp_p)
-    chunks = np.ceil(per_rank * (isl - cached) / rank_budget)
+    chunks = np.ceil(per_rank * (isl - cached) / rank_budget(engine.step_tokens,
+                                                             engine.budget_per_rank, dp_p))
     t_pass = passes.step_s + chunks * engine.step_overhead_s
     reasons = passes.reasons & ~REASON_BIT["slo"]
 

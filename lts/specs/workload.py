@@ -45,9 +45,23 @@ class Workload:
     cached: int = 0                # mixed: tokens at the start of each prompt already in the KV
                                    # cache (prefix caching: not prefilled; the new tokens attend
                                    # to them and the chunks read them)
+    chunk: int = 0                 # mixed: a step the simulator composes (serving.simulate): the
+                                   # batch column counts the requests decoding in it, beside a
+                                   # prefill chunk of exactly ``chunk`` tokens of prompts of
+                                   # ``isl`` tokens split in chunks of ``step_tokens`` (0: the
+                                   # step compose_step composes for the running batch)
 
     def budget(self, topo: TopologySpec) -> int:
         return self.gpus or topo.gpus
+
+
+def rank_budget(step_tokens, per_rank: bool, dp=1):
+    """One attention-DP rank's token budget per step: each rank its own ``step_tokens`` (vLLM
+    runs an engine core per DP rank, TensorRT-LLM's max_num_tokens is per rank) or, when the
+    ranks share it (``per_rank`` False: SGLang divides chunked_prefill_size by the DP size),
+    step_tokens / dp. The one place this rule is written (``compose_step``,
+    ``serving.serve.step_counts``, ``serving.two_pool``, ``serving.scheduler``)."""
+    return float(step_tokens) / (1.0 if per_rank else np.asarray(dp, dtype=np.float64))
 
 
 @dataclass
@@ -83,9 +97,11 @@ def compose_step(n, work: Workload, dp=1) -> StepMix:
     proportion), then it decodes together.
     """
     dp = np.asarray(dp, dtype=np.float64)
+    if work.chunk:      # the simulator's step: n decoders beside a chunk it chose
+        return _given_step(n, work, dp)
     n = np.maximum(np.asarray(n, dtype=np.float64), 1.0) / dp          # requests of one rank
     isl = float(work.isl - work.cached)      # the tokens a prompt prefills (prefix caching)
-    budget = float(work.step_tokens) / (1.0 if work.budget_per_rank else dp)
+    budget = rank_budget(work.step_tokens, work.budget_per_rank, dp)
     if work.mixed:
         # no fewer than n/osl (n per decode step of a request): one cohort per decode step
         # keeps the prefills in pace (prompts that wait while a step runs are admitted together)
@@ -104,3 +120,16 @@ def compose_step(n, work: Workload, dp=1) -> StepMix:
         per_prompt = np.full_like(n, np.ceil(isl / budget))
     return StepMix(dp * decoders, dp * cohort * isl / steps, dp * cohort, steps,
                    per_prompt * np.ones_like(dp))
+
+
+def _given_step(n, work: Workload, dp) -> StepMix:
+    """A step whose content the simulator chose (``Workload.chunk``): n decoding requests (0
+    allowed) and a prefill chunk of ``work.chunk`` tokens of prompts of ``work.isl`` tokens, each
+    prompt split into chunks of at most ``step_tokens`` (how many chunks a prompt spans sets how
+    much of its own cache a chunk reads, ``kv.chunk_reads``)."""
+    decoders = np.maximum(np.asarray(n, dtype=np.float64), 0.0) * np.ones_like(dp)
+    new = float(max(work.isl - work.cached, 1))
+    per_prompt = np.ceil(new / max(float(work.step_tokens), 1.0)) * np.ones_like(dp)
+    chunk = np.full_like(decoders, float(work.chunk))
+    return StepMix(decoders, chunk, np.maximum(chunk / new, 1.0), np.ones_like(decoders),
+                   per_prompt)

@@ -1,0 +1,532 @@
+"""``lts simulate``: a benchmark run of one deployment, request by request (docs/simulate.md).
+
+What a user measures is a finite run, not a steady state: e.g. InferenceX's
+``benchmark_serving.py`` creates 10 x C requests at once behind a semaphore of C, so the timed
+run starts with C prompts on an idle server, and lengths spread over [0.8 L, L]. This module
+runs that: a discrete-event simulation at the granularity of engine steps.
+
+- **Requests** (``Load``): a benchmark (``num_prompts`` behind ``max_concurrency``, all created
+  at t = 0 with ``request_rate`` inf, else arriving by a Poisson or gamma process), or a trace
+  (``serving.traces``). Input and output lengths are each uniform over [int(r L), L] with the
+  range ratio r (InferenceX ``utils/bench_serving/benchmark_serving.py`` ``sample_random_requests``:
+  ``np.random.randint(int(input_len * range_ratio), input_len + 1)``); outputs run to their
+  length (``--ignore-eos``). A request is sent when it has arrived and fewer than C are in flight.
+- **Steps.** The engine's scheduler (``serving.scheduler.Scheduler``) picks each step: which
+  requests decode, which prompts get a chunk, which waiting requests are admitted and which
+  running ones are preempted when KV blocks run out (a preempted request recomputes its prompt
+  and what it generated, as vLLM v1 does). A step's time is the cost model's
+  (``serving.steptime.StepTable``), plus the engine's time per step.
+- **Stretches.** While nothing changes but the decoders' contexts (no prompt to prefill, no
+  request admissible, no finish, no arrival, the KV cache not full), the steps between two
+  events are summed in closed form (a decode step is affine in the context), so the cost grows
+  with the number of events, not of steps.
+- **Outputs** (``SimResult``): per request, when it was sent, its first token and its last; so
+  TTFT, TPOT ((last - first) / (osl - 1)), end-to-end latency, inter-token latencies (the times
+  between the steps each decoding request advances in), each as mean and percentiles (numpy's
+  linear percentile, as ``vllm bench serve`` reports them); output tokens/s over the run (first
+  send to last token), goodput within SLOs, the KV cache's peak use and preemptions; a timeline
+  per step for ``--plot``. The engine's time per request (HTTP, tokenization) is added to each
+  request's TTFT and latency, as in the analytic loop.
+
+Warm-up requests that the benchmark awaits before its timed run (InferenceX ``--num-warmups``)
+leave an idle server behind: they do not change the timed run and are not simulated.
+Deterministic: the same load and seed give the same run.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..specs.errors import LtsError
+from ..specs.strategy import BATCH, EP, PP, TP
+from .scheduler import CLIP_NEW_TOKENS, Scheduler
+
+MAX_SIM_REQUESTS = 1_000_000     # requests one run simulates at most (lts.specs.limits)
+
+
+@dataclass(frozen=True)
+class Load:
+    """The requests of a run. ``arrival``: a benchmark behind a semaphore (``burst``: all at
+    t = 0), an open loop (``poisson``, ``gamma`` with ``burstiness``) or a ``trace``."""
+    isl: int = 1024
+    osl: int = 1024
+    num_prompts: int = 0                 # 0: 10 x max_concurrency (InferenceX's sweep)
+    max_concurrency: int = 0             # 0: no limit (an open loop or a trace)
+    request_rate: float = math.inf       # requests/s; inf: all at t = 0 (a burst)
+    burstiness: float = 1.0              # gamma shape (1: Poisson), as vllm bench serve
+    range_ratio: float = 1.0             # lengths uniform over [int(r L), L]
+    seed: int = 0
+    trace: tuple = ()                    # ((arrival s, isl, osl), ...) replaces the above
+
+    @property
+    def kind(self) -> str:
+        if self.trace:
+            return "trace"
+        if math.isinf(self.request_rate):
+            return "burst"
+        return "poisson" if self.burstiness == 1.0 else "gamma"
+
+    def requests(self) -> tuple:
+        """(arrival s [N], isl [N], osl [N]) of the run's requests, in the order sent."""
+        if self.trace:
+            arr = np.array(self.trace, dtype=np.float64).reshape(-1, 3)
+            order = np.argsort(arr[:, 0], kind="stable")
+            arr = arr[order]
+            return arr[:, 0] - arr[0, 0], arr[:, 1].astype(np.int64), arr[:, 2].astype(np.int64)
+        n = self.num_prompts or 10 * max(self.max_concurrency, 1)
+        rng = np.random.default_rng(self.seed)
+        isl = rng.integers(max(int(self.isl * self.range_ratio), 1), self.isl + 1, size=n)
+        osl = rng.integers(max(int(self.osl * self.range_ratio), 1), self.osl + 1, size=n)
+        if math.isinf(self.request_rate):
+            arrival = np.zeros(n)
+        else:   # vllm bench serve: gamma gaps with shape burstiness, mean 1 / rate
+            theta = 1.0 / (self.request_rate * self.burstiness)
+            gaps = rng.gamma(self.burstiness, theta, size=n)
+            gaps[0] = 0.0
+            arrival = np.cumsum(gaps)
+        return arrival, isl.astype(np.int64), osl.astype(np.int64)
+
+
+@dataclass
+class SimResult:
+    """One simulated run. Per request [N] (seconds from the run's start); a timeline per step."""
+    sent: np.ndarray
+    first: np.ndarray
+    finish: np.ndarray
+    isl: np.ndarray
+    osl: np.ndarray
+    preemptions: np.ndarray
+    request_overhead_s: float
+    itl: np.ndarray                       # inter-token gaps (s), one per decoding request a step
+    timeline: dict = field(default_factory=dict)   # per step: start, duration, running, ...
+    kv_tokens: float = 0.0                # the KV cache's capacity in tokens (all ranks)
+    steps: int = 0
+
+    @property
+    def ttft(self) -> np.ndarray:
+        return self.first - self.sent + self.request_overhead_s
+
+    @property
+    def e2e(self) -> np.ndarray:
+        return self.finish - self.sent + self.request_overhead_s
+
+    @property
+    def tpot(self) -> np.ndarray:
+        """Per request (its osl > 1 only), (last - first token) / (osl - 1)."""
+        more = self.osl > 1
+        return (self.finish[more] - self.first[more]) / (self.osl[more] - 1)
+
+    @property
+    def duration(self) -> float:
+        return float(self.finish.max() - self.sent.min()) if len(self.finish) else 0.0
+
+    def summary(self, ttft_slo_ms: float | None = None, tpot_slo_ms: float | None = None,
+                percentiles=(50, 90, 99)) -> dict:
+        """Means and percentiles in ms; throughputs; goodput within the SLOs given."""
+        out = {"requests": int(len(self.sent)), "duration_s": self.duration,
+               "steps": int(self.steps)}
+        for name, v in (("ttft_ms", self.ttft), ("tpot_ms", self.tpot), ("itl_ms", self.itl),
+                        ("e2e_ms", self.e2e)):
+            v = np.asarray(v, dtype=np.float64) * 1e3
+            out[name] = {"mean": float(v.mean()) if len(v) else float("nan"),
+                         **{f"p{p}": float(np.percentile(v, p)) if len(v) else float("nan")
+                            for p in percentiles}}
+        dur = max(self.duration, 1e-12)
+        out["output_tokens_per_s"] = float(self.osl.sum() / dur)
+        out["requests_per_s"] = len(self.sent) / dur
+        good = np.ones(len(self.sent), bool)
+        if ttft_slo_ms:
+            good &= self.ttft * 1e3 <= ttft_slo_ms
+        if tpot_slo_ms:
+            tp = np.zeros(len(self.sent))
+            more = self.osl > 1
+            tp[more] = (self.finish[more] - self.first[more]) / (self.osl[more] - 1)
+            good &= tp * 1e3 <= tpot_slo_ms
+        out["goodput_requests_per_s"] = float(good.sum() / dur)
+        out["good_share"] = float(good.mean()) if len(good) else float("nan")
+        kv = self.timeline.get("kv_tokens")
+        out["kv_peak_tokens"] = float(max(kv)) if kv else 0.0
+        out["kv_capacity_tokens"] = float(self.kv_tokens)
+        out["kv_peak_share"] = out["kv_peak_tokens"] / self.kv_tokens if self.kv_tokens else 0.0
+        out["preemptions"] = int(self.preemptions.sum())
+        return out
+
+
+class _Run:
+    """The event loop's state (module docstring). Per-request state lives in Python lists (a
+    step touches a few requests; the decoders advance together, their contexts summed)."""
+
+    def __init__(self, sched: Scheduler, table, kv_tokens: float, load: Load, overhead: float):
+        self.s, self.table, self.cap, self.load = sched, table, float(kv_tokens), load
+        arrival, isl, osl = load.requests()
+        n = len(arrival)
+        self.n = n
+        self.arrival, self.isl, self.osl = arrival.tolist(), isl.tolist(), osl.tolist()
+        self.limit = load.max_concurrency or n
+        self.overhead = overhead
+        self.clip_free = max(self.osl) <= CLIP_NEW_TOKENS   # SGLang's clip never applies
+        self.sent = [math.nan] * n
+        self.first = [math.nan] * n
+        self.finish = [math.nan] * n
+        self.preempts = [0] * n
+        self.prompt = list(self.isl)           # tokens to prefill (prompt + generated after a preemption)
+        self.done = [0] * n                    # of them prefilled
+        self.gen_base = [0] * n                # tokens generated before the current decode run
+        self.dec_start = [0] * n               # the tick its current decode run began
+        self.version = [0] * n                 # invalidates heap entries of preempted requests
+        self.next_send = 0                     # requests are sent in order
+        self.inflight = 0
+        self.free_since = 0.0                  # when the concurrency limit last stopped binding
+        self.waiting = []                      # sent, not running (a list used as a deque: small)
+        self.running = []                      # admission order (preemption takes the last)
+        self.prefilling = []                   # running requests with prompt tokens left
+        self.decoders = 0
+        self.key_sum = 0.0                     # sum of (prompt - dec_start) over decoders
+        self.prefilled = 0.0                   # prefilled tokens of the prefilling requests
+        self.reserved = 0.0                    # reserve rule: prompt + output of the running
+        self.left_key = 0.0                    # sum of (osl - gen_base - 1 + dec_start), decoders
+        self.left_pre = 0.0                    # sum of (osl - gen_base), prefilling requests
+        self.heap = []                         # (finish tick, request, version)
+        self.tick = 0                          # steps in which the decoders advanced
+        self.clock = 0.0
+        self.steps = 0
+        self.finished = 0
+        self.ratio_init, self.ratio_min, self.decay = sched.ratio_decay()
+        self.ratio = self.ratio_init            # SGLang's new_token_ratio
+        self.itl_d, self.itl_t = [], []        # per tick: decoders advanced, gap since the last
+        self.last_tick_clock = 0.0
+        self.tl = {k: [] for k in ("start", "duration", "decoders", "prefill_tokens", "running",
+                                   "waiting", "kv_tokens", "steps")}
+
+    # --- KV accounting -------------------------------------------------------------------
+    def kv_used(self) -> float:
+        blocks = (self.s.block - 1) / 2.0 * len(self.running)
+        return self.key_sum + self.decoders * self.tick + self.prefilled + blocks
+
+    def generated(self, i: int) -> int:
+        return self.gen_base[i] + 1 + (self.tick - self.dec_start[i])
+
+    # --- requests in and out -------------------------------------------------------------
+    def release(self):
+        """Send every arrived request while fewer than the limit are in flight."""
+        while self.next_send < self.n and self.inflight < self.limit \
+                and self.arrival[self.next_send] <= self.clock:
+            i = self.next_send
+            self.sent[i] = max(self.arrival[i], self.free_since)
+            self.waiting.append(i)
+            self.inflight += 1
+            self.next_send += 1
+
+    def next_arrival(self) -> float:
+        """When the next request can be sent (inf: none, or the limit is reached)."""
+        if self.next_send >= self.n or self.inflight >= self.limit:
+            return math.inf
+        return self.arrival[self.next_send]
+
+    def start_decoding(self, i: int):
+        self.prefilling.remove(i)
+        self.prefilled -= self.done[i]
+        self.left_pre -= self.osl[i] - self.gen_base[i]
+        if math.isnan(self.first[i]):
+            self.first[i] = self.clock
+        self.dec_start[i] = self.tick
+        left = self.osl[i] - self.gen_base[i] - 1          # ticks to its last token
+        if left <= 0:
+            self.complete(i)
+            return
+        if not self.decoders:                 # its first gap starts at its first token
+            self.last_tick_clock = self.clock
+        self.decoders += 1
+        self.key_sum += self.prompt[i] - self.tick
+        self.left_key += left + self.tick
+        heapq.heappush(self.heap, (self.tick + left, i, self.version[i]))
+
+    def complete(self, i: int):
+        self.finish[i] = self.clock
+        self.running.remove(i)
+        self.reserved -= self.isl[i] + self.osl[i]
+        self.finished += 1
+        if self.inflight == self.limit:       # a client held back by the limit sends now
+            self.free_since = self.clock
+        self.inflight -= 1
+
+    def preempt(self, i: int):
+        """Free request i's KV cache; it waits first in line to recompute what it holds."""
+        self.running.remove(i)
+        self.reserved -= self.isl[i] + self.osl[i]
+        if i in self.prefilling:
+            self.prefilling.remove(i)
+            self.prefilled -= self.done[i]
+            self.left_pre -= self.osl[i] - self.gen_base[i]
+            self.prompt[i] = self.isl[i] + self.gen_base[i]
+        else:
+            g = self.generated(i)
+            self._stop_decoding(i)
+            self.gen_base[i] = g
+            self.prompt[i] = self.isl[i] + g
+            self.version[i] += 1
+        self.done[i] = 0
+        self.preempts[i] += 1
+        self.waiting.insert(0, i)
+
+    def admit(self, i: int):
+        self.waiting.remove(i)
+        self.running.append(i)
+        self.prefilling.append(i)
+        self.reserved += self.isl[i] + self.osl[i]
+        self.left_pre += self.osl[i] - self.gen_base[i]
+
+    def _stop_decoding(self, i: int):
+        self.decoders -= 1
+        self.key_sum -= self.prompt[i] - self.dec_start[i]
+        self.left_key -= self.osl[i] - self.gen_base[i] - 1 + self.dec_start[i]
+
+    # --- one step's plan -------------------------------------------------------------------
+    def plan(self) -> tuple:
+        """(decoders advancing, [(request, chunk tokens)]) of the next step."""
+        if self.s.mixed:
+            return self._plan_mixed()
+        return self._plan_prefill_first()
+
+    def _fits(self, i: int, tokens: float, new: float) -> bool:
+        rule = self.s.kv_rule
+        if rule == "reserve":
+            return self.reserved + self.isl[i] + self.osl[i] <= self.cap
+        if rule == "ratio":
+            rem = self.cap - self.kv_used() - new - self._ratio_offset()
+            return self.prompt[i] - self.done[i] + min(self.osl[i] - self.gen_base[i],
+                                                        CLIP_NEW_TOKENS) < rem
+        return self.kv_used() + new + tokens + self.s.block <= self.cap
+
+    def _ratio_offset(self) -> float:
+        """SGLang's reservation for the running requests' outputs: their tokens left times the
+        new_token_ratio (each clipped at 4096 in SGLang's estimate: the sum is clipped here
+        only where an output is longer, in a loop)."""
+        if self.clip_free:
+            return (self.left_key - self.decoders * self.tick + self.left_pre) * self.ratio
+        tot = 0.0
+        for j in self.running:
+            left = self.osl[j] - (self.generated(j) if j not in self.prefilling else
+                                  self.gen_base[j])
+            tot += min(left, CLIP_NEW_TOKENS)
+        return tot * self.ratio
+
+    def _plan_mixed(self):
+        budget = self.s.budget
+        while True:     # the running requests' tokens first; preempt the last while they do not fit
+            d = min(self.decoders, budget)
+            left = budget - d
+            chunks = []
+            for i in self.prefilling:
+                if left <= 0:
+                    break
+                t = min(self.prompt[i] - self.done[i], left)
+                chunks.append((i, t))
+                left -= t
+            new = d + sum(t for _, t in chunks)
+            if self.s.kv_rule != "demand" or self.kv_used() + new <= self.cap \
+                    or len(self.running) <= 1:
+                break
+            self.preempt(self.running[-1])
+        while self.waiting and left > 0 and self.s.admits(len(self.running)):
+            i = self.waiting[0]
+            t = min(self.prompt[i] - self.done[i], left)
+            if not self._fits(i, t, new):
+                break
+            self.admit(i)
+            chunks.append((i, t))
+            left -= t
+            new += t
+        return d, chunks
+
+    def _plan_prefill_first(self):
+        left = self.s.budget
+        chunks = []
+        for i in self.prefilling:          # the prompt chunked last time goes on first
+            if left <= 0:
+                break
+            t = min(self.prompt[i] - self.done[i], left)
+            chunks.append((i, t))
+            left -= t
+        new = sum(t for _, t in chunks)
+        while self.waiting and left > 0 and self.s.admits(len(self.running)):
+            i = self.waiting[0]
+            t = min(self.prompt[i] - self.done[i], left)
+            if not self._fits(i, t, new) and self.running:
+                break
+            self.admit(i)
+            chunks.append((i, t))
+            left -= t
+            new += t
+        if chunks:
+            return 0, chunks
+        # a decode step: retract the last requests while the step's tokens do not fit
+        while self.decoders > 1 and self.kv_used() + self.decoders > self.cap:
+            self.preempt(self.running[-1])
+            self.ratio = self.ratio_init
+        return self.decoders, chunks
+
+    # --- the loop ----------------------------------------------------------------------------
+    def run(self, progress=None) -> None:
+        while self.finished < self.n:
+            self.release()
+            if not self.running and not self.waiting:
+                nxt = self.next_arrival()
+                if math.isinf(nxt):
+                    raise LtsError("the simulation stalled: no request is running or can come")
+                self.clock = max(self.clock, nxt)
+                continue
+            d, chunks = self.plan()
+            if d == 0 and not chunks:
+                if self.waiting and not self.running:
+                    raise LtsError(
+                        f"not one request fits the KV cache ({self.cap:,.0f} tokens; a request "
+                        f"holds up to {max(self.isl) + max(self.osl):,} tokens)")
+                # blocked: nothing can run until something finishes (cannot happen: a running
+                # request always decodes or prefills)
+                raise LtsError("the simulation stalled: requests wait but none can run")
+            self._step(d, chunks)
+            if progress is not None:
+                progress(self.finished)
+
+    def _step(self, d: int, chunks: list):
+        p = sum(t for _, t in chunks)
+        k = 1
+        if not chunks and d > 0:
+            k = self._stretch(d)
+        mean_ctx = (self.key_sum + self.decoders * (self.tick + 1)) / self.decoders \
+            if self.decoders else 0.0
+        if k == 1:
+            dur = self.table.time(d, mean_ctx, p)
+            first_dur = dur
+            slope = 0.0
+        else:
+            a, b = self.table.decode_line(d)
+            # step j (1..k) reads mean context key_sum/d + tick + j
+            first_dur = a + b * (self.key_sum / d + self.tick + 1)
+            slope = b
+            dur = k * first_dur + b * k * (k - 1) / 2.0
+        start = self.clock
+        tl = self.tl
+        tl["start"].append(start)
+        tl["duration"].append(dur)
+        tl["decoders"].append(d)
+        tl["prefill_tokens"].append(p)
+        tl["running"].append(len(self.running))
+        tl["waiting"].append(len(self.waiting))
+        tl["steps"].append(k)
+        self.clock += dur
+        self.steps += k
+        if d > 0:
+            # the ticks' gaps: the first since the last tick (prefill-only steps between count)
+            gap0 = start - self.last_tick_clock + first_dur
+            self.itl_d.append((d, k, gap0, first_dur, slope))
+            self.tick += k
+            self.last_tick_clock = self.clock
+            if not self.s.mixed:
+                self.ratio = max(self.ratio - k * self.decay, self.ratio_min)
+        for i, t in chunks:
+            self.done[i] += t
+            self.prefilled += t
+        for i, _ in chunks:
+            if self.done[i] >= self.prompt[i]:
+                self.start_decoding(i)
+        while self.heap and self.heap[0][0] <= self.tick:
+            f, i, v = heapq.heappop(self.heap)
+            if v != self.version[i]:
+                continue
+            self._stop_decoding(i)
+            self.complete(i)
+        tl["kv_tokens"].append(self.kv_used())
+
+    def _stretch(self, d: int) -> int:
+        """Decode-only steps that can run before the next event (module docstring)."""
+        if self.s.kv_rule == "ratio" and self.waiting:
+            return 1                   # SGLang's admission changes as its ratio decays
+        k = self.heap[0][0] - self.tick if self.heap else 1
+        if self.s.kv_rule == "demand" or self.s.kv_rule == "ratio":
+            room = self.cap - self.kv_used()
+            k = min(k, max(int(room // d), 1))
+        nxt = self.next_arrival()
+        if not math.isinf(nxt):
+            a, b = self.table.decode_line(d)
+            a1 = a + b * (self.key_sum / d + self.tick)      # step j takes a1 + b j
+            gap = nxt - self.clock
+            if gap <= a1 + b:
+                return 1
+            # the smallest k with k a1 + b k (k + 1) / 2 >= gap
+            if b > 0:
+                q = a1 + b / 2
+                kk = (-q + math.sqrt(q * q + 2 * b * gap)) / b
+            else:
+                kk = gap / a1
+            k = min(k, max(int(math.ceil(kk)), 1))
+        return max(int(k), 1)
+
+    def result(self, kv_tokens: float) -> SimResult:
+        itl = []
+        for d, k, gap0, first, slope in self.itl_d:
+            if k == 1:
+                itl.append(np.full(d, gap0))
+            else:
+                gaps = first + slope * np.arange(k)
+                gaps[0] = gap0
+                itl.append(np.repeat(gaps, d))
+        f = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
+        return SimResult(f(self.sent), f(self.first), f(self.finish), np.asarray(self.isl),
+                         np.asarray(self.osl), np.asarray(self.preempts), self.overhead,
+                         np.concatenate(itl) if itl else np.zeros(0), self.tl, kv_tokens,
+                         self.steps)
+
+
+def ranks_of(model, row) -> int:
+    """The deployment's attention-DP ranks: its ep groups, and its tp ranks too under the
+    DP-attention variant (``engines.space.attention_dp``)."""
+    from ..engines.space import attention_dp
+    row = np.atleast_2d(np.asarray(row, dtype=np.int64))
+    dp = int(row[0, EP])
+    return dp * int(row[0, TP]) if attention_dp(model, row)[0] else dp
+
+
+def simulate(model, topo, row, engine, load: Load, gpus: int = 0, progress=None,
+             table=None) -> SimResult:
+    """Simulate ``load`` on the deployment ``row`` (a strategy row: degrees and per-op
+    choices; its batch column is ignored) served by ``engine`` (an EngineProfile as the engine
+    sets itself up on the topology's GPU). ``table``: a ``StepTable`` built before (to reuse)."""
+    from .serve import Evaluator, capacity
+    from .steptime import StepTable
+    row = np.array(np.atleast_2d(np.asarray(row, dtype=np.int64))[0], copy=True)
+    arrival, isl, osl = load.requests()
+    if len(arrival) > MAX_SIM_REQUESTS:
+        raise LtsError(f"{len(arrival):,} requests: at most {MAX_SIM_REQUESTS:,} a run")
+    if not len(arrival):
+        raise LtsError("the load has no requests")
+    top_isl, top_osl = int(isl.max()), int(osl.max())
+    ev = Evaluator(model, engine.topology(topo))
+    units = int(row[TP] * row[EP] * row[PP])
+    probe = row.copy()
+    probe[BATCH] = units
+    cap, fixed, per_request, reasons = capacity(ev, engine, probe[None, :], top_isl, top_osl, gpus)
+    if reasons[0]:
+        from ..cost.tables import REASONS, REASON_BIT
+        why = [r for r in REASONS if reasons[0] & REASON_BIT[r]]
+        raise LtsError(f"the deployment is invalid: {', '.join(why)}")
+    pool = engine.kv_pool_bytes(ev.topo, fixed, row[TP] * row[PP])
+    per_token = per_request[0] / (top_isl + top_osl)          # bytes per GPU per cached token
+    kv_tokens = float(max(pool[0], 0.0) / per_token) if per_token > 0 else math.inf
+    if kv_tokens < top_isl + top_osl and kv_tokens < float(isl[0] + osl[0]):
+        raise LtsError(f"not one request fits the KV cache: {kv_tokens:,.0f} tokens free per "
+                       f"instance, a request holds up to {top_isl + top_osl:,}")
+    sched = Scheduler.of(engine, ranks_of(model, row))
+    if table is None:
+        most = int(min(len(arrival), load.max_concurrency or len(arrival),
+                       sched.max_running or len(arrival),
+                       max(kv_tokens // max(int(isl.min()), 1), 1)))
+        table = StepTable(ev, engine, row, int(round(isl.mean())), int(round(osl.mean())), most,
+                          sched.budget, int(isl.min()), top_isl + top_osl, gpus)
+    run = _Run(sched, table, kv_tokens, load, float(engine.request_overhead_s))
+    run.run(progress)
+    return run.result(kv_tokens)
