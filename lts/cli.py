@@ -27,7 +27,7 @@ from .serving.spec import MAX_SPEC_TOKENS
 from .specs import load_model, load_topology, shipped_names
 from .specs.errors import LtsError, StrategyError
 from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_GPUS, MAX_REQUEST_RATE, MAX_SEED,
-                           MAX_SEEDS, MAX_SERVE_TOP, MAX_TOKENS, MAX_TOP)
+                           MAX_SEEDS, MAX_SERVE_TOP, MAX_SIM_REQUESTS, MAX_TOKENS, MAX_TOP)
 from .specs.model import FORMATS
 from .specs.units import KV_DTYPES
 from .specs.workload import PHASES, Workload
@@ -892,17 +892,23 @@ def _by_keys(ctx, param, value):
                    "metric: median (signed), median |.|, within 2x. Keys: model, topology, "
                    "engine, profile, precision, weights, gpus, tp, ep, pp, isl, osl, "
                    "concurrency (e.g. --by concurrency, --by tp,isl).")
+@click.option("--steady", is_flag=True,
+              help="Predict every row by the closed loop's steady state, also the rows that "
+                   "say how they were measured (by default those are simulated: docs/"
+                   "simulate.md).")
 @engine_profile_option
 @output_options
-def validate(measurements, by, json_, no_color):
+def validate(measurements, by, steady, json_, no_color):
     """Predict published serving measurements with the serve phase (requests of isl input and
     osl output tokens back to back) and compare: per row predicted, measured and their ratio.
     The model and topology columns take shipped names, files or config folders (relative paths
     resolve against the CSV's folder); rows whose model or topology does not load, or whose
     prediction is invalid, are listed as skipped with the reason; a file where no row can be
-    predicted exits 1. Summary: median |log2(predicted/measured)|, share within 2x, and
-    the Spearman rank correlation inside groups that differ only in the parallel config. Exit
-    status 1 for a malformed file (docs/validation.md).
+    predicted exits 1. Rows that say how they were measured (arrival, num_prompts, range_ratio,
+    ...) are predicted by simulating that benchmark run, request by request (lts simulate).
+    Summary: median |log2(predicted/measured)|, share within 2x, and the Spearman rank
+    correlation inside groups that differ only in the parallel config. Exit status 1 for a
+    malformed file (docs/validation.md).
 
     \b
     Examples:
@@ -916,7 +922,7 @@ def validate(measurements, by, json_, no_color):
             overlay = click.get_current_context().meta.get("lts_overlay")
             tune = None if overlay is None else (
                 lambda t, p: (t, _overlaid(p, overlay) if _fits(p, overlay) else p))
-            d = run_validate(measurements, progress=advance, by=by, tune=tune)
+            d = run_validate(measurements, progress=advance, by=by, tune=tune, steady=steady)
             if overlay is not None and not any(
                     r["engine"] == overlay["name"] and (not overlay["release"] or
                                                         r["profile"] == overlay["release"])
@@ -936,6 +942,136 @@ def validate(measurements, by, json_, no_color):
                                    f"({len(d['skipped'])} skipped; row {first['row']}: "
                                    f"{first['reason']})")
     _print(json_, no_color, d, render_validate)
+
+
+@cli.command()
+@click.argument("model")
+@click.argument("topology")
+@click.option("--strategy", "strategy_text", required=True,
+              help='The deployment: "tp=8,ep=1,pp=1" and per-op choices as in estimate (its '
+                   'batch is ignored: the load sets the concurrency).')
+@click.option("--engine", type=EngineParam(), default=None,
+              help="The engine whose scheduler runs the requests (NAME@VERSION: that release's "
+                   "profile). Default: generic.")
+@click.option("--isl", type=click.IntRange(1, MAX_TOKENS), default=1024, show_default=True,
+              help="Input tokens per request (the longest, with --range-ratio).")
+@click.option("--osl", type=click.IntRange(1, MAX_TOKENS), default=1024, show_default=True,
+              help="Output tokens per request (the longest, with --range-ratio).")
+@click.option("--range-ratio", type=Finite(0.0, 1.0, min_open=True), default=1.0,
+              show_default=True,
+              help="Lengths uniform over [int(r*L), L] (InferenceX benchmark_serving.py "
+                   "--random-range-ratio; its sweeps use 0.8).")
+@click.option("--num-prompts", type=click.IntRange(1, MAX_SIM_REQUESTS), default=None,
+              help="Requests in the run (default: 10 x --max-concurrency, else 1,000).")
+@click.option("--max-concurrency", type=click.IntRange(1, MAX_CONCURRENCY), default=None,
+              help="Requests in flight at most (vllm bench serve --max-concurrency). Without "
+                   "--request-rate: every request is created at once behind this limit, a burst.")
+@click.option("--request-rate", type=Finite(0, MAX_REQUEST_RATE, min_open=True), default=None,
+              help="An open loop: requests arrive at this rate per second.")
+@click.option("--burstiness", type=Finite(0, 1e6, min_open=True), default=1.0,
+              show_default=True,
+              help="With --request-rate: gamma-distributed gaps of this shape (1: Poisson; "
+                   "vllm bench serve --burstiness).")
+@click.option("--warmups", type=click.IntRange(0, MAX_SIM_REQUESTS), default=0,
+              help="Warm-up requests the benchmark runs and awaits first (InferenceX "
+                   "--num-warmups): they leave an idle server, so the timed run is the same.")
+@click.option("--trace", "trace_path", default=None, metavar="FILE",
+              help="Replay a trace: a CSV of arrival_s,isl,osl, Mooncake's JSONL or the Azure "
+                   "LLM inference CSV (docs/simulate.md).")
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True,
+              help="Seed of the lengths and arrival times.")
+@click.option("--ttft-slo-ms", type=MS, default=None, help="Goodput: TTFT at most this.")
+@click.option("--tpot-slo-ms", type=MS, default=None, help="Goodput: TPOT at most this.")
+@click.option("--gpus", type=click.IntRange(1), default=None,
+              help="Device budget (default: every GPU of the topology).")
+@click.option("--precision", type=click.Choice(sorted(FORMATS)), default=None,
+              help="Override the weight format (as in estimate).")
+@click.option("--kv-cache-dtype", type=click.Choice(("auto",) + KV_DTYPES), default="auto",
+              show_default=True, help="KV-cache type (auto: the model's).")
+@click.option("--plot", "plot", type=click.Path(dir_okay=False, writable=True), default=None,
+              metavar="FILE.svg", help="Also write the run over time as an SVG: running and "
+                                       "waiting requests, KV cache in use, step time.")
+@engine_profile_option
+@output_options
+def simulate(model, topology, strategy_text, engine, isl, osl, range_ratio, num_prompts,
+             max_concurrency, request_rate, burstiness, warmups, trace_path, seed, ttft_slo_ms,
+             tpot_slo_ms, gpus, precision, kv_cache_dtype, plot, json_, no_color):
+    """Simulate a benchmark run of one deployment, request by request: the engine's scheduler
+    decides each step (admission, chunked prefill, KV blocks, preemption) and the cost model
+    times it. Reports TTFT, TPOT, inter-token latency and end-to-end latency (mean, p50, p90,
+    p99), output tokens/s, goodput within the SLOs, the KV cache's peak use and preemptions
+    (docs/simulate.md). Exit status 1 if not one request fits.
+
+    \b
+    Examples:
+      lts simulate llama3.1-8b h100_dgx --strategy tp=1 --engine vllm --max-concurrency 64
+      lts simulate gpt-oss-120b h200_dgx --strategy tp=2 --engine vllm --request-rate 20 --num-prompts 2000 --isl 2048 --osl 256
+      lts simulate qwen3-32b h100_dgx --strategy tp=2 --engine sglang --trace tests/data/traces/mooncake.jsonl --plot run.svg
+    """
+    import math as _m
+    from .report.format import progress as bar
+    from .serving.simulate import Load, prepare, run
+    from .serving.traces import read_trace
+    from .specs.strategy import parse_strategy
+    render_simulate = _later(".report.simulate", "render_simulate")
+    simulate_dict = _later(".report.simulate", "simulate_dict")
+    simulate_svg = _later(".report.simulate", "simulate_svg")
+    m, topo = _load(model, topology, precision, kv_cache_dtype)
+    try:
+        row = parse_strategy(strategy_text, m.is_moe)
+    except StrategyError as e:
+        raise click.BadParameter(str(e).split(": ", 1)[1], param_hint="'--strategy'") from None
+    if trace_path is not None:
+        given = [f"--{n.replace('_', '-')}" for n in ("isl", "osl", "range_ratio", "num_prompts",
+                                                      "request_rate", "burstiness")
+                 if _flag_given(n)]
+        if given:
+            raise click.UsageError(f"{', '.join(given)}: not with --trace (the trace gives "
+                                   "each request's arrival and lengths)")
+        try:
+            trace = read_trace(trace_path)
+        except LtsError as e:
+            raise click.ClickException(str(e)) from None
+        load = Load(max_concurrency=max_concurrency or 0, seed=seed, trace=trace)
+    else:
+        if request_rate is None and max_concurrency is None:
+            raise click.UsageError("say how requests come: --max-concurrency C (all created at "
+                                   "once behind C in flight, a benchmark's burst), "
+                                   "--request-rate R (an open loop) or --trace FILE")
+        if request_rate is None and _flag_given("burstiness"):
+            raise click.UsageError("--burstiness: only with --request-rate")
+        load = Load(isl=isl, osl=osl, num_prompts=num_prompts or (0 if max_concurrency else 1000),
+                    max_concurrency=max_concurrency or 0,
+                    request_rate=request_rate if request_rate is not None else _m.inf,
+                    burstiness=burstiness, range_ratio=range_ratio, seed=seed)
+    profile = _profile(topo, engine)
+    try:
+        dep = prepare(m, topo, row, profile, [load], gpus or 0)
+        with bar(len(load.requests()[0]), "simulating", disable=json_) as advance:
+            res = run(dep, load, advance)
+    except LtsError as e:
+        raise click.ClickException(str(e)) from None
+    summary = res.summary(ttft_slo_ms, tpot_slo_ms)
+    slo = " and ".join(f"{n} <= {v:g} ms" for n, v in (("TTFT", ttft_slo_ms),
+                                                      ("TPOT", tpot_slo_ms)) if v)
+    d = {**simulate_dict(m, topo, profile, row, load, res, summary), "slo": slo or None,
+         "warmups": warmups}
+    if plot is not None:
+        _write_file(plot, simulate_svg(d), "--plot", (model, topology, trace_path))
+    _print(json_, no_color, d, render_simulate)
+
+
+def _write_file(path: str, text: str, flag: str, inputs=()) -> None:
+    """Write an output file named by ``flag``; one line if it cannot be, and never over one
+    of the command's ``inputs``."""
+    try:
+        for ref in inputs:
+            if ref and Path(ref).exists() and Path(ref).resolve() == Path(path).resolve():
+                raise click.UsageError(f"{flag} {path}: is an input of this command")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise click.ClickException(f"{flag} {path}: {e.strerror or e}") from None
 
 
 def _sweep_one(problem):

@@ -41,6 +41,10 @@ class EngineProfile:
     custom_allreduce_bytes: float = 0.0  # one-shot custom all-reduce up to this message size (0: NCCL only)
     budget_per_rank: bool = True   # attention DP: each rank's steps get step_tokens (False: the
                                    # ranks share them; workload.compose_step)
+    overlap: bool = False       # the scheduler plans a step while the one before runs (vLLM's
+                                # async scheduling, SGLang's and TensorRT-LLM's overlap
+                                # schedulers): a request that arrives during a step waits for
+                                # the one after it (serving.simulate)
     handoff_s: float = 0.0      # two pools: per request, between the prefill and the decode pool
                                 # (bootstrap, the decode side's admission, the router; two_pool.py)
     # the engine's own defaults by GPU: (GPU memory GiB, GPU name) -> {field: value} replacing

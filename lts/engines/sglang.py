@@ -25,6 +25,7 @@ PROFILES = {
         step_tokens=8192, mixed=False, max_running=0, memory="static", memory_fraction=0.0,
         step_overhead_s=1000 * US, request_overhead_s=0.0 * MS, budget_per_rank=False,
         custom_allreduce_bytes=8 * 2**20, gpu_rule=_gpu_defaults, handoff_s=275 * MS,
+        overlap=True,
         notes=("custom all-reduce up to 8 MiB: python/sglang/srt/distributed/"
                "device_communicators/custom_all_reduce.py (vLLM's kernel, max_size 8192 * 1024)",
                "chunked_prefill_size 8192 on 35-160 GiB GPUs (H100, H200, A100, H20), 2048 below, "

@@ -17,7 +17,7 @@ PROFILES = {
         name="trtllm", title="TensorRT-LLM 1.0 (trtllm-serve, PyTorch backend)",
         step_tokens=8192, mixed=True, max_running=2048, memory="free", memory_fraction=0.9,
         step_overhead_s=1000 * US, request_overhead_s=0.0 * MS, cohort_base=3.5, cohort_share=0.14,
-        custom_allreduce_bytes=8 * 2**20, handoff_s=450 * MS,
+        custom_allreduce_bytes=8 * 2**20, handoff_s=450 * MS, overlap=True,
         notes=("custom all-reduce: AllReduceStrategy AUTO runs one-shot on small messages "
                "(microbenchmarks.csv custom_allreduce rows, trtllm 1.3.0rc20); its 8 MiB limit "
                "is vLLM's, assumed",

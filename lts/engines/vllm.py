@@ -74,7 +74,7 @@ PROFILES = {
 # cost yet, not of the scheduler.
 PROFILES["0.15"] = replace(
     PROFILES["0.12"], title="vLLM 0.15-0.19 (vllm serve, async scheduling)",
-    request_overhead_s=30.0 * MS,
+    request_overhead_s=30.0 * MS, overlap=True,
     notes=PROFILES["0.12"].notes[:5] + (
         "async scheduling on by default: vllm 0.15.1 config/vllm.py (async_scheduling None -> "
         "True); 0.13.0 config/scheduler.py default False",) + PROFILES["0.12"].notes[6:7] + (

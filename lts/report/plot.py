@@ -156,3 +156,64 @@ def frontier_text(points: list, chosen=None, x_limit=None, width: int = 60,
     lo, hi = "0", _fmt(x_hi)
     lines.append(" " * 11 + lo + " " * (width - len(lo) - len(hi)) + hi)
     return lines
+
+
+def timeline_svg(t: list, panels: list, title: str, subtitle: str = "") -> str:
+    """A self-contained SVG (720 wide) of quantities over a run's time ``t`` (seconds): one
+    panel each, stacked, sharing the time axis. ``panels``: [(label with its unit,
+    [(series label, colour, values [len(t)])])]; each series is drawn as a step line (a value
+    holds until the next time)."""
+    W, left, right, top, ph, gap, bottom = 720, 78, 24, 56, 120, 34, 46
+    H = top + len(panels) * (ph + gap) - gap + bottom
+    t_hi = nice_ticks(max(t, default=1.0))[-1] if t else 1.0
+    xt = nice_ticks(t_hi)
+
+    def px(x):
+        return left + (W - left - right) * x / t_hi
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
+           f'viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{W}" height="{H}" fill="white"/>',
+           f'<text x="{W / 2}" y="20" text-anchor="middle" font-size="14">{escape(title)}</text>',
+           f'<text x="{W / 2}" y="38" text-anchor="middle" fill="#555">{escape(subtitle)}</text>']
+    for k, (label, series) in enumerate(panels):
+        y0 = top + k * (ph + gap)
+        hi = max((max(v, default=0.0) for _, _, v in series), default=0.0)
+        yt = nice_ticks(hi * 1.05 if hi > 0 else 1.0, 4)
+        y_hi = yt[-1]
+
+        def py(y, y0=y0, y_hi=y_hi):
+            return y0 + ph - ph * y / y_hi
+        for x in xt:
+            out.append(f'<line x1="{px(x):.1f}" y1="{y0}" x2="{px(x):.1f}" y2="{y0 + ph}" '
+                       f'stroke="#e4e4e4"/>')
+        for y in yt:
+            out.append(f'<line x1="{left}" y1="{py(y):.1f}" x2="{W - right}" y2="{py(y):.1f}" '
+                       f'stroke="#e4e4e4"/>')
+            out.append(f'<text x="{left - 6}" y="{py(y) + 4:.1f}" text-anchor="end">'
+                       f'{_fmt(y)}</text>')
+        out.append(f'<rect x="{left}" y="{y0}" width="{W - left - right}" height="{ph}" '
+                   f'fill="none" stroke="#333"/>')
+        out.append(f'<text transform="translate(16 {y0 + ph / 2}) rotate(-90)" '
+                   f'text-anchor="middle" font-size="11">{escape(label)}</text>')
+        lx = left + 8
+        for name, color, values in series:
+            pts, prev = [], None
+            for x, y in zip(t, values):
+                if prev is not None:
+                    pts.append(f"L{px(x):.1f},{py(prev):.1f}")
+                pts.append(f"{'M' if not pts else 'L'}{px(x):.1f},{py(y):.1f}")
+                prev = y
+            if pts:
+                out.append(f'<path d="{" ".join(pts)}" fill="none" stroke="{color}" '
+                           f'stroke-width="1.5"/>')
+            out.append(f'<text x="{lx}" y="{y0 + 14}" fill="{color}">{escape(name)}</text>')
+            lx += 8 * len(name) + 24
+    y_axis = top + len(panels) * (ph + gap) - gap
+    for x in xt:
+        out.append(f'<text x="{px(x):.1f}" y="{y_axis + 16}" text-anchor="middle">'
+                   f'{_fmt(x)}</text>')
+    out.append(f'<text x="{(left + W - right) / 2}" y="{H - 10}" text-anchor="middle">'
+               f'time since the run started (s)</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"

@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..specs.errors import LtsError
+from ..specs.limits import MAX_SIM_REQUESTS
 from ..specs.strategy import BATCH, EP, PP, TP
 from .scheduler import CLIP_NEW_TOKENS, Scheduler
 
-MAX_SIM_REQUESTS = 1_000_000     # requests one run simulates at most (lts.specs.limits)
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,8 @@ class _Run:
     """The event loop's state (module docstring). Per-request state lives in Python lists (a
     step touches a few requests; the decoders advance together, their contexts summed)."""
 
-    def __init__(self, sched: Scheduler, table, kv_tokens: float, load: Load, overhead: float):
+    def __init__(self, sched: Scheduler, table, kv_tokens: float, load: Load, overhead: float,
+                 overlap: bool = False):
         self.s, self.table, self.cap, self.load = sched, table, float(kv_tokens), load
         arrival, isl, osl = load.requests()
         n = len(arrival)
@@ -167,6 +168,9 @@ class _Run:
         self.arrival, self.isl, self.osl = arrival.tolist(), isl.tolist(), osl.tolist()
         self.limit = load.max_concurrency or n
         self.overhead = overhead
+        self.overlap = overlap                 # the next step is planned while one runs
+        self.last_start = None                 # the running step's start (None: idle)
+        self.cutoff = 0.0                      # requests sent after it wait for a later step
         self.clip_free = max(self.osl) <= CLIP_NEW_TOKENS   # SGLang's clip never applies
         self.sent = [math.nan] * n
         self.first = [math.nan] * n
@@ -334,7 +338,7 @@ class _Run:
         while self.waiting and left > 0 and self.s.admits(len(self.running)):
             i = self.waiting[0]
             t = min(self.prompt[i] - self.done[i], left)
-            if not self._fits(i, t, new):
+            if self.sent[i] > self.cutoff or not self._fits(i, t, new):
                 break
             self.admit(i)
             chunks.append((i, t))
@@ -355,7 +359,7 @@ class _Run:
         while self.waiting and left > 0 and self.s.admits(len(self.running)):
             i = self.waiting[0]
             t = min(self.prompt[i] - self.done[i], left)
-            if not self._fits(i, t, new) and self.running:
+            if self.sent[i] > self.cutoff or not self._fits(i, t, new) and self.running:
                 break
             self.admit(i)
             chunks.append((i, t))
@@ -378,7 +382,11 @@ class _Run:
                 if math.isinf(nxt):
                     raise LtsError("the simulation stalled: no request is running or can come")
                 self.clock = max(self.clock, nxt)
+                self.last_start = None
                 continue
+            # a step is planned when the one before starts (overlap) or ends
+            self.cutoff = self.last_start if self.overlap and self.last_start is not None \
+                and self.running else self.clock
             d, chunks = self.plan()
             if d == 0 and not chunks:
                 if self.waiting and not self.running:
@@ -388,9 +396,10 @@ class _Run:
                 # blocked: nothing can run until something finishes (cannot happen: a running
                 # request always decodes or prefills)
                 raise LtsError("the simulation stalled: requests wait but none can run")
+            before = self.finished
             self._step(d, chunks)
-            if progress is not None:
-                progress(self.finished)
+            if progress is not None and self.finished > before:
+                progress(self.finished - before)
 
     def _step(self, d: int, chunks: list):
         p = sum(t for _, t in chunks)
@@ -410,6 +419,7 @@ class _Run:
             slope = b
             dur = k * first_dur + b * k * (k - 1) / 2.0
         start = self.clock
+        self.last_start = start + dur - (first_dur + slope * (k - 1))   # its last step's start
         tl = self.tl
         tl["start"].append(start)
         tl["duration"].append(dur)
@@ -444,8 +454,8 @@ class _Run:
 
     def _stretch(self, d: int) -> int:
         """Decode-only steps that can run before the next event (module docstring)."""
-        if self.s.kv_rule == "ratio" and self.waiting:
-            return 1                   # SGLang's admission changes as its ratio decays
+        if self.waiting and (self.s.kv_rule == "ratio" or self.sent[self.waiting[0]] > self.cutoff):
+            return 1       # SGLang's admission changes as its ratio decays; a request comes in
         k = self.heap[0][0] - self.tick if self.heap else 1
         if self.s.kv_rule == "demand" or self.s.kv_rule == "ratio":
             room = self.cap - self.kv_used()
@@ -491,42 +501,64 @@ def ranks_of(model, row) -> int:
     return dp * int(row[0, TP]) if attention_dp(model, row)[0] else dp
 
 
-def simulate(model, topo, row, engine, load: Load, gpus: int = 0, progress=None,
-             table=None) -> SimResult:
-    """Simulate ``load`` on the deployment ``row`` (a strategy row: degrees and per-op
-    choices; its batch column is ignored) served by ``engine`` (an EngineProfile as the engine
-    sets itself up on the topology's GPU). ``table``: a ``StepTable`` built before (to reuse)."""
+@dataclass
+class Deployment:
+    """What every run of one deployment shares: its KV cache in tokens, its scheduler and its
+    step-time table (built once for the largest of the loads it will run)."""
+    kv_tokens: float
+    scheduler: Scheduler
+    table: object
+    request_overhead_s: float
+    overlap: bool = False
+
+
+def prepare(model, topo, row, engine, loads, gpus: int = 0) -> Deployment:
+    """The deployment ``row`` (a strategy row: degrees and per-op choices; its batch column is
+    ignored) served by ``engine`` (an EngineProfile as the engine sets itself up on the
+    topology's GPU), ready to run each of ``loads``. LtsError where not one request fits."""
     from .serve import Evaluator, capacity
     from .steptime import StepTable
     row = np.array(np.atleast_2d(np.asarray(row, dtype=np.int64))[0], copy=True)
-    arrival, isl, osl = load.requests()
-    if len(arrival) > MAX_SIM_REQUESTS:
-        raise LtsError(f"{len(arrival):,} requests: at most {MAX_SIM_REQUESTS:,} a run")
-    if not len(arrival):
-        raise LtsError("the load has no requests")
+    reqs = [load.requests() for load in loads]
+    for arrival, _, _ in reqs:
+        if len(arrival) > MAX_SIM_REQUESTS:
+            raise LtsError(f"{len(arrival):,} requests: at most {MAX_SIM_REQUESTS:,} a run")
+        if not len(arrival):
+            raise LtsError("the load has no requests")
+    isl = np.concatenate([r[1] for r in reqs])
+    osl = np.concatenate([r[2] for r in reqs])
     top_isl, top_osl = int(isl.max()), int(osl.max())
     ev = Evaluator(model, engine.topology(topo))
-    units = int(row[TP] * row[EP] * row[PP])
     probe = row.copy()
-    probe[BATCH] = units
-    cap, fixed, per_request, reasons = capacity(ev, engine, probe[None, :], top_isl, top_osl, gpus)
+    probe[BATCH] = int(row[TP] * row[EP] * row[PP])
+    _, fixed, per_request, reasons = capacity(ev, engine, probe[None, :], top_isl, top_osl, gpus)
     if reasons[0]:
         from ..cost.tables import REASONS, REASON_BIT
         why = [r for r in REASONS if reasons[0] & REASON_BIT[r]]
         raise LtsError(f"the deployment is invalid: {', '.join(why)}")
-    pool = engine.kv_pool_bytes(ev.topo, fixed, row[TP] * row[PP])
-    per_token = per_request[0] / (top_isl + top_osl)          # bytes per GPU per cached token
-    kv_tokens = float(max(pool[0], 0.0) / per_token) if per_token > 0 else math.inf
-    if kv_tokens < top_isl + top_osl and kv_tokens < float(isl[0] + osl[0]):
-        raise LtsError(f"not one request fits the KV cache: {kv_tokens:,.0f} tokens free per "
-                       f"instance, a request holds up to {top_isl + top_osl:,}")
+    pool = float(engine.kv_pool_bytes(ev.topo, fixed, row[TP] * row[PP])[0])
+    per_token = float(per_request[0]) / (top_isl + top_osl)    # bytes per GPU a cached token
+    kv_tokens = max(pool, 0.0) / per_token if per_token > 0 else math.inf
+    need = int(isl.min()) + int(osl.min())
+    if kv_tokens < need:
+        raise LtsError(f"not one request fits the KV cache: {kv_tokens:,.0f} tokens free, the "
+                       f"shortest request holds {need:,}")
     sched = Scheduler.of(engine, ranks_of(model, row))
-    if table is None:
-        most = int(min(len(arrival), load.max_concurrency or len(arrival),
-                       sched.max_running or len(arrival),
-                       max(kv_tokens // max(int(isl.min()), 1), 1)))
-        table = StepTable(ev, engine, row, int(round(isl.mean())), int(round(osl.mean())), most,
-                          sched.budget, int(isl.min()), top_isl + top_osl, gpus)
-    run = _Run(sched, table, kv_tokens, load, float(engine.request_overhead_s))
-    run.run(progress)
-    return run.result(kv_tokens)
+    most = max(len(r[0]) if not load.max_concurrency else load.max_concurrency
+               for r, load in zip(reqs, loads))
+    most = int(min(most, sched.max_running or most, max(kv_tokens // max(int(isl.min()), 1), 1)))
+    table = StepTable(ev, engine, row, int(round(isl.mean())), int(round(osl.mean())), most,
+                      sched.budget, int(isl.min()), top_isl + top_osl, gpus)
+    return Deployment(kv_tokens, sched, table, float(engine.request_overhead_s), engine.overlap)
+
+
+def run(dep: Deployment, load: Load, progress=None) -> SimResult:
+    """Simulate ``load`` on a prepared deployment (``prepare``)."""
+    r = _Run(dep.scheduler, dep.table, dep.kv_tokens, load, dep.request_overhead_s, dep.overlap)
+    r.run(progress)
+    return r.result(dep.kv_tokens)
+
+
+def simulate(model, topo, row, engine, load: Load, gpus: int = 0, progress=None) -> SimResult:
+    """``run(prepare(...), load)``: one run of one deployment."""
+    return run(prepare(model, topo, row, engine, [load], gpus), load, progress)

@@ -58,23 +58,23 @@ import io
 import math
 import unicodedata
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from ..engines import ENGINE_NAMES, ENGINES, GENERIC, engine_for_source, version_in_source
 from ..engines.space import from_layout
-from ..specs.errors import SpecError, StrategyError
-from ..specs.limits import (MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED, MAX_TOKENS,
-                     MIN_MEASURED)
+from ..specs.errors import LtsError, SpecError, StrategyError
+from ..specs.limits import (MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED,
+                           MAX_SIM_REQUESTS, MAX_TOKENS, MIN_MEASURED)
 from . import two_pool
 from .serve import serve
 from ..specs import (exists, load_model, load_topology, path_problem, read_text, shipped_names,
                      with_precision)
 from ..specs.strategy import (BATCH, EP, N_COARSE, PP, TP, megatron_row, named_keys,
                              parse_strategy)
-from ..specs.units import DTYPE_BYTES
+from ..specs.units import DTYPE_BYTES, KV_DTYPES
 
 COLUMNS = ("id", "model", "topology", "gpus", "tp", "ep", "pp", "precision", "isl", "osl",
            "concurrency", "metric", "value", "source")
@@ -93,6 +93,11 @@ POOL_OPTIONAL = ("gpus", "tp", "ep", "pp")
 # their values -> lts weight formats (shared/data/README.md: "fp8 per tensor, fp8_block, nvfp4")
 QUANT_FORMATS = {"fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4", "mxfp4": "mxfp4",
                  "bf16": "bf16", "fp16": "fp16"}
+# optional: how the row was measured (shared/data/README.md; docs/simulate.md): a row that says
+# how its requests arrived (``arrival``) and how many it had is predicted by simulating that run
+BENCH_COLUMNS = ("num_prompts", "warmup_requests", "arrival", "range_ratio", "kv_cache_dtype",
+                 "max_num_batched_tokens", "mem_fraction")
+ARRIVALS = ("burst", "poisson")
 METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_ms", "tpot_ms")
 # each engine's profiles by release (scripts/calibrate.py replaces them while it fits); a row's
 # engine_version picks the release (Engine.release_for)
@@ -125,11 +130,24 @@ class Measurement:
     quant: str = ""          # the weight format gemm_quant/moe_quant name ("" = precision's)
     engine_version: str = ""
     pools: tuple = ()        # two pools: ((prefill POOL_KEYS values), (decode ...)) or ()
+    bench: "Bench | None" = None   # how the run was measured (None: not said)
+
+
+@dataclass(frozen=True)
+class Bench:
+    """A measured run's own settings (``BENCH_COLUMNS``): what ``serving.simulate`` replays."""
+    num_prompts: int
+    arrival: str             # "burst": all created at once behind the concurrency limit
+    range_ratio: float       # lengths uniform over [int(r L), L]
+    kv_cache_dtype: str      # "" or "auto": the model's
+    step_tokens: int         # the engine's token budget per step (0: its default)
+    mem_fraction: float      # the engine's memory fraction (0: its default)
 
 
 # the largest value of each integer column (lts.specs.limits)
 MAX_CELL = {"tp": MAX_DEGREE, "ep": MAX_DEGREE, "pp": MAX_DEGREE, "gpus": MAX_GPUS,
             "isl": MAX_TOKENS, "osl": MAX_TOKENS, "concurrency": MAX_CONCURRENCY,
+            "max_num_batched_tokens": MAX_TOKENS, "num_prompts": MAX_SIM_REQUESTS,
             **{c: MAX_GPUS for c in LAYOUT},
             **{c: MAX_CONCURRENCY if c.endswith("batch_size") else MAX_GPUS
                for c in POOL_COLUMNS}}
@@ -262,10 +280,47 @@ def read_measurements(path) -> list:
                                               "(each row needs its own id)")
         seen[r["id"]] = n
         version = r.get("engine_version", "") or version_in_source(r["source"], engine)
+        bench = _bench(file, n, r, conc, pools)
         out.append(Measurement(n, r["id"], r["model"], r["topology"], gpus, tp, ep, pp,
                                r["precision"], isl, osl, conc, r["metric"], value, r["source"],
-                               strategy, engine, layout, quant, version, pools))
+                               strategy, engine, layout, quant, version, pools, bench))
     return out
+
+
+def _fraction(file, n, col, text) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = math.nan
+    if not (0.0 < x <= 1.0):
+        raise SpecError(file, f"row {n}", f"{col}: {text!r} is not a number in (0, 1]")
+    return x
+
+
+def _bench(file, n, r: dict, conc: int, pools) -> "Bench | None":
+    """A row's benchmark settings (``Bench``) when it says how its requests arrived, with a
+    concurrency and one pool (two-pool runs are not simulated yet); else None."""
+    arrival = r.get("arrival", "").lower()
+    if not arrival:
+        return None
+    if arrival not in ARRIVALS:
+        raise SpecError(file, f"row {n}", f"arrival: {arrival!r} is not one of "
+                                          f"{', '.join(ARRIVALS)} (or empty)")
+    if not conc or pools:
+        return None
+    prompts = _int(file, n, "num_prompts", r.get("num_prompts", ""), allow_empty=True,
+                   default=10 * conc)
+    ratio = _fraction(file, n, "range_ratio", r["range_ratio"]) if r.get("range_ratio") else 1.0
+    kv = r.get("kv_cache_dtype", "").lower()
+    kv = "fp8" if kv.startswith("fp8") else "" if kv in ("", "auto") else kv
+    if kv and kv not in KV_DTYPES:
+        raise SpecError(file, f"row {n}", f"kv_cache_dtype: {kv!r} is not one of auto, "
+                                          f"{', '.join(KV_DTYPES)} (or empty)")
+    tokens = _int(file, n, "max_num_batched_tokens", r.get("max_num_batched_tokens", ""),
+                  allow_empty=True, default=0)
+    frac = _fraction(file, n, "mem_fraction", r["mem_fraction"]) if r.get("mem_fraction") \
+        else 0.0
+    return Bench(prompts, arrival, ratio, kv, tokens, frac)
 
 
 class _Skip(Exception):
@@ -388,6 +443,51 @@ def _record(m: Measurement, spec, engine: str, release: str, p: float, **paralle
     return out
 
 
+SIM_METRICS = {"ttft_ms": lambda s: s["ttft_ms"]["mean"], "tpot_ms": lambda s: s["tpot_ms"]["mean"],
+               "output_tokens_per_s": lambda s: s["output_tokens_per_s"]}
+
+
+def _simulated(spec, topo, prof, bench: Bench, items):
+    """(measurement, record fields, skip reason) of the rows of one deployment that say how
+    they were measured: each distinct run (concurrency, number of prompts) simulated once
+    (``serving.simulate``), its mean TTFT, TPOT or output tokens/s compared."""
+    from .simulate import Load, prepare, run
+    from .steptime import with_memory_fraction
+    if bench.kv_cache_dtype:
+        spec = with_precision(spec, None, kv_cache=bench.kv_cache_dtype)
+    if bench.step_tokens:
+        prof = replace(prof, step_tokens=bench.step_tokens)
+    prof = with_memory_fraction(prof, bench.mem_fraction)
+    m0, row = items[0]
+    loads = {}
+    for m, _ in items:
+        prompts = m.bench.num_prompts
+        loads[(m.concurrency, prompts)] = Load(
+            isl=m.isl, osl=m.osl, num_prompts=prompts, max_concurrency=m.concurrency,
+            range_ratio=bench.range_ratio, seed=0)
+    try:
+        dep = prepare(spec, topo, row, prof, list(loads.values()))
+    except LtsError as e:
+        return [(m, None, f"simulation: {e}") for m, _ in items]
+    done = {}
+    out = []
+    for m, _ in items:
+        k = (m.concurrency, m.bench.num_prompts)
+        if k not in done:
+            done[k] = run(dep, loads[k]).summary()
+        s = done[k]
+        if m.metric not in SIM_METRICS:
+            out.append((m, None, f"{m.metric}: not predicted by a simulation yet"))
+            continue
+        out.append((m, {"value": float(SIM_METRICS[m.metric](s)), "running": m.concurrency,
+                        "predicted_by": "simulation",
+                        "simulated": {"requests": s["requests"], "preemptions": s["preemptions"],
+                                      "kv_peak_share": s["kv_peak_share"],
+                                      "p90": s[m.metric]["p90"] if m.metric in s and
+                                      isinstance(s[m.metric], dict) else None}}, ""))
+    return out
+
+
 def _predicted(res, i, metric):
     return {"output_tokens_per_s": res.output_tokens_per_s[i],
             "output_tokens_per_s_per_gpu": res.output_tokens_per_s_per_gpu[i],
@@ -412,14 +512,18 @@ def spearman(x, y) -> float:
     return float(rx @ ry) / den if den > 0 else math.nan
 
 
-def validate(path, progress=None, by: tuple = (), tune=None, only=None) -> dict:
+def validate(path, progress=None, by: tuple = (), tune=None, only=None,
+             steady: bool = False) -> dict:
     """Predict every row of a measurement file; the JSON dict of ``lts validate --json``
     (with ``by``, row keys of ``BY_KEYS``: the residuals by those keys and the metric).
 
     ``progress``: a progress bar's callback (``report.format.progress``): ``set_total(groups)`` once,
     then ``progress(1)`` after each prediction group. ``tune``: (topology, engine profile) ->
     the pair to predict with (``serving.calibrate``'s fitted constants, an engine overlay).
-    ``only``: the row ids to predict (the others are left out, as if not in the file)."""
+    ``only``: the row ids to predict (the others are left out, as if not in the file).
+    A row that says how it was measured (``Bench``) is predicted by simulating its run
+    (``serving.simulate``; its record says ``"predicted_by": "simulation"``), unless ``steady``:
+    then, as every other row, by the closed loop's steady state."""
     file = str(path)
     meas = read_measurements(path)
     if only is not None:
@@ -429,6 +533,7 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None) -> dict:
     topos = _Loader("topology", "topologies", load_topology, where)
     skipped, jobs = {}, defaultdict(list)    # (model, topo, precision, isl, osl, best, engine)
     pooled = defaultdict(list)               # two-pool rows, by (model, ..., engine, release)
+    runs = defaultdict(list)                 # simulated rows, by deployment (_sim_key)
     specs = {}
     for m in meas:
         why = models.why(m.model) or topos.why(m.topology)
@@ -466,12 +571,34 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None) -> dict:
         if used != m.gpus:
             skipped[m.row] = f"tp·ep·pp = {used} but gpus = {m.gpus}"
             continue
+        if m.bench is not None and not steady:
+            runs[(m.model, m.topology, m.precision, m.quant, m.isl, m.osl, m.engine, release,
+                  replace(m.bench, num_prompts=0), tuple(int(v) for v in row[N_COARSE:]),
+                  int(row[TP]), int(row[EP]), int(row[PP]))].append((m, row))
+            continue
         jobs[(m.model, m.topology, m.precision, m.quant, m.isl, m.osl, best, m.engine,
               release)].append((m, row))
-    topo_specs = {name: topos.get(name) for name in {k[1] for k in (*jobs, *pooled)}}
+    topo_specs = {name: topos.get(name) for name in {k[1] for k in (*jobs, *pooled, *runs)}}
     predicted = {}
     if progress:
-        progress.set_total(len(jobs) + len(pooled))
+        progress.set_total(len(jobs) + len(pooled) + len(runs))
+    for key, items in runs.items():
+        model, topo, prec, quant, isl, osl, engine, release, bench = key[:9]
+        spec, t = specs[(model, prec, quant)], topo_specs[topo]
+        prof = PROFILES[engine][release].for_gpu(t)
+        if tune is not None:
+            t, prof = tune(t, prof)
+        for m, rec, why in _simulated(spec, t, prof, bench, items):
+            if why:
+                skipped[m.row] = why
+                continue
+            predicted[m.row] = _record(
+                m, spec, engine, release, rec.pop("value"), gpus=m.gpus, tp=key[-3],
+                ep=key[-2], pp=key[-1], batch=m.concurrency, best_batch=False,
+                running=rec.pop("running"), strategy=m.strategy or None,
+                layout=list(m.layout) or None, **rec)
+        if progress:
+            progress(1)
     for (model, topo, prec, quant, isl, osl, engine, release), items in pooled.items():
         spec, t = specs[(model, prec, quant)], topo_specs[topo]
         prof = PROFILES[engine][release].for_gpu(t)

@@ -19,3 +19,6 @@ MAX_TOP = 1000                # --top: rows to list
 MAX_SERVE_TOP = 100
 MAX_SEEDS = 1000              # --seeds of compare
 MAX_BENCH = 10_000_000        # bench --evaluations: the rows are held in memory at once
+# requests one simulated run holds at most (lts simulate --num-prompts, a trace's rows, a
+# measurement's num_prompts): 10 x C at C = 100,000; the run keeps a few lists of this length
+MAX_SIM_REQUESTS = 1_000_000

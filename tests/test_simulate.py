@@ -1,0 +1,201 @@
+"""The simulator (lts.serving.simulate) against closed forms, the analytic closed loop, and
+itself (determinism); the trace readers; lts simulate's command line."""
+import json
+import math
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from lts.cli import cli
+from lts.engines import ENGINES
+from lts.serving.scheduler import Scheduler
+from lts.serving.serve import serve
+from lts.serving.simulate import Deployment, Load, run, simulate
+from lts.serving.traces import read_trace
+from lts.specs import load_model, load_topology
+from lts.specs.errors import LtsError, SpecError
+from lts.specs.strategy import BATCH, parse_strategy
+
+
+class ConstantSteps:
+    """A step table whose every step takes ``t`` seconds (a closed form's deterministic
+    server), whatever it holds."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def time(self, d, c, p):
+        return self.t
+
+    def decode_line(self, d):
+        return self.t, 0.0
+
+
+def one_at_a_time(t, budget=1024, overlap=False):
+    """A deployment that serves one request at a time, each in one step of t seconds."""
+    sched = Scheduler("generic", budget, 1, True, "demand", 1)
+    return Deployment(1e12, sched, ConstantSteps(t), 0.0, overlap)
+
+
+def test_burst_of_c_prompts_waits_c_plus_one_over_two_passes():
+    # C prompts at once, one prefill pass each, one pass at a time: the i-th first token comes
+    # after i passes, (C + 1) / 2 on average
+    for c in (1, 7, 64):
+        res = run(one_at_a_time(0.01), Load(isl=1024, osl=1, num_prompts=c, max_concurrency=c))
+        assert res.ttft.mean() == pytest.approx((c + 1) / 2 * 0.01, rel=1e-9)
+        assert sorted(res.ttft) == pytest.approx([0.01 * (i + 1) for i in range(c)])
+
+
+def md1_wait_cdf(t, lam, d):
+    """P(W <= t) of an M/D/1 queue (arrival rate lam, service d): (1 - rho) sum over k <= t/d
+    of [lam (k d - t)]^k / k! e^{-lam (k d - t)} (Erlang's formula)."""
+    rho = lam * d
+    total = 0.0
+    for k in range(int(math.floor(t / d)) + 1):
+        x = lam * (k * d - t)
+        total += x ** k / math.factorial(k) * math.exp(-x)
+    return (1 - rho) * total
+
+
+def test_md1_queue_mean_and_p90_wait():
+    lam, d = 50.0, 0.01                       # rho = 0.5
+    res = run(one_at_a_time(d), Load(isl=512, osl=1, num_prompts=100_000, request_rate=lam,
+                                     seed=3))
+    wait = res.ttft - d
+    rho = lam * d
+    assert wait.mean() == pytest.approx(rho * d / (2 * (1 - rho)), rel=0.03)
+    p90 = next(t for t in np.arange(0, 20 * d, d / 1000) if md1_wait_cdf(t, lam, d) >= 0.9)
+    assert np.percentile(wait, 90) == pytest.approx(p90, rel=0.03)
+
+
+def test_overlap_makes_a_request_arriving_during_a_step_wait_for_the_next():
+    # two clients, steps of 10 ms: the first request finishes after 3 steps (at 30 ms) while the
+    # second still runs; the client's next request, sent at 30 ms, enters the next step when the
+    # scheduler plans it at that step's start, and the step after when it planned it while the
+    # step before ran (vLLM's async scheduling, the overlap schedulers)
+    sched = Scheduler("generic", 4096, 2, True, "demand", 1)
+    load = Load(max_concurrency=2, trace=((0, 64, 3), (0, 64, 8), (0, 64, 2)))
+    for overlap, ttft in ((False, 0.01), (True, 0.02)):
+        res = run(Deployment(1e12, sched, ConstantSteps(0.01), 0.0, overlap), load)
+        assert list(res.sent) == pytest.approx([0.0, 0.0, 0.03])
+        assert list(res.ttft) == pytest.approx([0.01, 0.01, ttft])
+
+
+@pytest.fixture(scope="module")
+def llama8b():
+    return load_model("llama3.1-8b"), load_topology("h100_dgx")
+
+
+@pytest.mark.parametrize("c,isl,osl", [(32, 1024, 1024), (16, 512, 4096)])
+def test_steady_closed_loop_matches_the_analytic_model(llama8b, c, isl, osl):
+    # equal lengths keep the burst's cohort in step: a steady closed loop; its output tokens/s
+    # and TPOT are the analytic loop's within 2% (TTFT differs by construction: the analytic
+    # loop's cohorts are the fitted law's, the burst's one cohort is C)
+    m, topo = llama8b
+    eng = ENGINES["generic"].profile.for_gpu(topo)
+    row = parse_strategy("tp=1", False)
+    s = simulate(m, topo, row, eng, Load(isl=isl, osl=osl, max_concurrency=c,
+                                         num_prompts=30 * c)).summary()
+    row[BATCH] = c
+    a = serve(m, topo, row, isl, osl, engine=eng)
+    assert s["output_tokens_per_s"] == pytest.approx(a.output_tokens_per_s[0], rel=0.02)
+    assert s["tpot_ms"]["mean"] == pytest.approx(a.tpot_s[0] * 1e3, rel=0.02)
+
+
+def test_same_seed_same_run_other_seed_other_run(llama8b):
+    m, topo = llama8b
+    eng = ENGINES["vllm"].profile.for_gpu(topo)
+    row = parse_strategy("tp=1", False)
+    load = Load(isl=2048, osl=256, num_prompts=300, request_rate=30.0, burstiness=0.5,
+                range_ratio=0.8, seed=7)
+    a, b = (simulate(m, topo, row, eng, load).summary() for _ in range(2))
+    assert a == b
+    c = simulate(m, topo, row, eng, Load(**{**load.__dict__, "seed": 8})).summary()
+    assert c["ttft_ms"] != a["ttft_ms"]
+
+
+def test_kv_on_demand_preempts_and_reserve_never_does(llama8b):
+    # 512 requests of up to 2048 tokens on one H100 with Llama-3.1-8B: the KV cache holds about
+    # 210 whole requests; vLLM admits on demand and preempts, TensorRT-LLM reserves and queues
+    m, topo = llama8b
+    row = parse_strategy("tp=1", False)
+    load = Load(isl=1024, osl=1024, max_concurrency=512, num_prompts=1024, range_ratio=0.8)
+    v = simulate(m, topo, row, ENGINES["vllm"].profile.for_gpu(topo), load)
+    t = simulate(m, topo, row, ENGINES["trtllm"].profile.for_gpu(topo), load)
+    assert v.preemptions.sum() > 0 and t.preemptions.sum() == 0
+    for r in (v, t):
+        assert max(r.timeline["kv_tokens"]) <= r.kv_tokens * 1.0001
+        assert np.all(r.finish >= r.first) and np.all(r.first >= r.sent)
+
+
+def test_every_request_gets_all_its_tokens(llama8b):
+    m, topo = llama8b
+    row = parse_strategy("tp=1", False)
+    for name in ("vllm", "sglang", "trtllm", "generic"):
+        res = simulate(m, topo, row, ENGINES[name].profile.for_gpu(topo),
+                       Load(isl=700, osl=300, max_concurrency=48, range_ratio=0.5, seed=1))
+        assert len(res.finish) == 480 and np.isfinite(res.finish).all()
+        # a request's decode takes at least osl - 1 steps of the fastest step there is
+        fastest = min(np.asarray(res.timeline["duration"]) /
+                      np.asarray(res.timeline["steps"]))
+        assert np.all(res.finish - res.first >= (res.osl - 1) * fastest * 0.999)
+
+
+def test_not_one_request_fits(llama8b):
+    m, topo = llama8b
+    with pytest.raises(LtsError, match="not one request fits"):
+        simulate(load_model("llama3.1-405b"), topo, parse_strategy("tp=8", False),
+                 ENGINES["vllm"].profile.for_gpu(topo), Load(isl=100_000, osl=100_000,
+                                                             max_concurrency=1))
+
+
+def test_trace_formats(tmp_path):
+    plain = tmp_path / "t.csv"
+    plain.write_text("arrival_s,isl,osl\n0.5,100,10\n0.0,200,20\n")
+    assert read_trace(plain) == ((0.0, 200, 20), (0.5, 100, 10))
+    moon = tmp_path / "m.jsonl"
+    moon.write_text('{"timestamp": 1000, "input_length": 30, "output_length": 3, "hash_ids": []}\n'
+                    '{"timestamp": 1500, "input_length": 40, "output_length": 4}\n')
+    assert read_trace(moon) == ((0.0, 30, 3), (0.5, 40, 4))
+    azure = tmp_path / "a.csv"
+    azure.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                     "2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n")
+    tr = read_trace(azure)
+    assert tr[0] == (0.0, 374, 44) and tr[1][0] == pytest.approx(4.314579, abs=1e-5)
+    bad = tmp_path / "b.csv"
+    bad.write_text("arrival_s,isl,osl\n0,-3,10\n")
+    with pytest.raises(SpecError, match="row 1: isl: '-3' is not a whole number of tokens"):
+        read_trace(bad)
+    bad.write_text("when,isl,osl\n0,3,10\n")
+    with pytest.raises(SpecError, match="arrival_s: missing column"):
+        read_trace(bad)
+
+
+def test_cli_simulate_json_and_plot(tmp_path):
+    svg = tmp_path / "run.svg"
+    r = CliRunner().invoke(cli, ["simulate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1",
+                                 "--engine", "vllm", "--max-concurrency", "16", "--range-ratio",
+                                 "0.8", "--ttft-slo-ms", "200", "--json", "--plot", str(svg)])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["requests"] == 160 and d["load"]["kind"] == "burst"
+    assert d["ttft_ms"]["p50"] <= d["ttft_ms"]["p90"] <= d["ttft_ms"]["p99"]
+    text = svg.read_text()
+    assert text.startswith("<svg") and "KV cache in use" in text
+    import xml.dom.minidom
+    xml.dom.minidom.parseString(text)          # well-formed
+
+
+@pytest.mark.parametrize("args,code,message", [
+    ([], 2, "say how requests come: --max-concurrency C"),
+    (["--max-concurrency", "4", "--burstiness", "2"], 2, "--burstiness: only with --request-rate"),
+    (["--trace", "x.csv", "--isl", "5"], 2, "--isl: not with --trace"),
+    (["--request-rate", "nan"], 2, "'nan' is not a finite number"),
+    (["--trace", "/nonexistent/t.csv"], 1, "Error: /nonexistent/t.csv"),
+])
+def test_cli_simulate_bad_input(args, code, message):
+    r = CliRunner().invoke(cli, ["simulate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1"]
+                           + args)
+    assert r.exit_code == code, r.output
+    assert message in r.output
