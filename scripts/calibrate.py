@@ -12,7 +12,8 @@ held-out summaries.
 
 A key is a topology ``[gpu]`` key (set on every shipped topology) or ``ENGINE.KEY``, a field of
 one engine profile (``lts.engines``: cohort_base, cohort_share, step_overhead_us,
-request_overhead_ms, collective_efficiency, handoff_ms); the objective then counts that engine's
+request_overhead_ms, sim_request_overhead_ms (the simulator's), collective_efficiency,
+handoff_ms); the objective then counts that engine's
 rows only.
 
 Split (deterministic, no randomness): the distinct (isl, osl) pairs of the file sorted
@@ -43,6 +44,7 @@ from lts.specs.units import MS, US             # noqa: E402
 ENGINE_FIELDS = {"cohort_base": ("cohort_base", 1.0), "cohort_share": ("cohort_share", 1.0),
                  "step_overhead_us": ("step_overhead_s", US),
                  "request_overhead_ms": ("request_overhead_s", MS),
+                 "sim_request_overhead_ms": ("sim_request_overhead_s", MS),
                  "collective_efficiency": ("collective_efficiency", 1.0),
                  "handoff_ms": ("handoff_s", MS)}
 FIELDS = {"step_overhead_us": ("step_overhead_s", US), "fp8_memory_efficiency": (None, 1.0),

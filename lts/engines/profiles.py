@@ -41,6 +41,8 @@ class EngineProfile:
     custom_allreduce_bytes: float = 0.0  # one-shot custom all-reduce up to this message size (0: NCCL only)
     budget_per_rank: bool = True   # attention DP: each rank's steps get step_tokens (False: the
                                    # ranks share them; workload.compose_step)
+    sim_request_overhead_s: float | None = None   # the time per request as the simulator
+                                # fits it (serving.simulate; None: request_overhead_s)
     overlap: bool = False       # the scheduler plans a step while the one before runs (vLLM's
                                 # async scheduling, SGLang's and TensorRT-LLM's overlap
                                 # schedulers): a request that arrives during a step waits for

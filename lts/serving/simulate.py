@@ -549,7 +549,9 @@ def prepare(model, topo, row, engine, loads, gpus: int = 0) -> Deployment:
     most = int(min(most, sched.max_running or most, max(kv_tokens // max(int(isl.min()), 1), 1)))
     table = StepTable(ev, engine, row, int(round(isl.mean())), int(round(osl.mean())), most,
                       sched.budget, int(isl.min()), top_isl + top_osl, gpus)
-    return Deployment(kv_tokens, sched, table, float(engine.request_overhead_s), engine.overlap)
+    per_request = engine.request_overhead_s if engine.sim_request_overhead_s is None \
+        else engine.sim_request_overhead_s
+    return Deployment(kv_tokens, sched, table, float(per_request), engine.overlap)
 
 
 def run(dep: Deployment, load: Load, progress=None) -> SimResult:

@@ -479,12 +479,13 @@ def _simulated(spec, topo, prof, bench: Bench, items):
         if m.metric not in SIM_METRICS:
             out.append((m, None, f"{m.metric}: not predicted by a simulation yet"))
             continue
+        spread = s[m.metric] if isinstance(s.get(m.metric), dict) else {}
         out.append((m, {"value": float(SIM_METRICS[m.metric](s)), "running": m.concurrency,
                         "predicted_by": "simulation",
                         "simulated": {"requests": s["requests"], "preemptions": s["preemptions"],
                                       "kv_peak_share": s["kv_peak_share"],
-                                      "p90": s[m.metric]["p90"] if m.metric in s and
-                                      isinstance(s[m.metric], dict) else None}}, ""))
+                                      **{p: spread[p] for p in ("p50", "p90", "p99")
+                                         if p in spread}}}, ""))
     return out
 
 
