@@ -683,15 +683,20 @@ def _infeasible(problem, what: str) -> click.ClickException:
               help="--phase serve: pair the two-pool deployment's prefill pool on TOPOLOGY with "
                    "a decode pool on this topology (another GPU type); --gpus counts both "
                    "pools' GPUs.")
+@click.option("--slo-percentile", type=click.Choice(("50", "90", "99")), default=None,
+              help="--phase serve: the limits are on this percentile, not the mean: the top "
+                   "deployments are checked by simulating a benchmark run (10 x C requests at "
+                   "once) and each concurrency lowered until the simulated percentile meets "
+                   "them; the best checked is the answer (docs/simulate.md).")
 @serve_workload_options(concurrency=False)
 @spec_options
 @prefix_options
 @engine_profile_option
 @output_options
 def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
-           decode_topology, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, precision,
-           kv_cache_dtype, isl, osl, engine, spec_text, spec_tokens, acceptance, accepted_length,
-           prefix_hit, prefixes, json_, no_color):
+           decode_topology, slo_percentile, phase, context, tpot_slo_ms, ttft_slo_ms, gpus,
+           precision, kv_cache_dtype, isl, osl, engine, spec_text, spec_tokens, acceptance,
+           accepted_length, prefix_hit, prefixes, json_, no_color):
     """Search the strategy space for the highest tokens/s per GPU that fits memory and the SLO;
     print the best strategies against Megatron's and why the best one wins. Exit status 1 if
     nothing is feasible.
@@ -711,6 +716,15 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
     if request_rate is not None and phase != "serve":
         raise click.UsageError("--request-rate sizes a serving deployment: it needs --phase serve")
     _check_budget(budget, [method], phase)
+    if slo_percentile is not None:
+        if phase != "serve":
+            raise click.UsageError("--slo-percentile: only with --phase serve")
+        if not (_flag_given("ttft_slo_ms") or _flag_given("tpot_slo_ms")):
+            raise click.UsageError("--slo-percentile: give the limits it applies to "
+                                   "(--ttft-slo-ms, --tpot-slo-ms)")
+        if spec_text is not None or _flag_given("prefix_hit"):
+            raise click.UsageError("--slo-percentile: the simulator does not run speculative "
+                                   "decoding or prefix caching yet")
     if phase == "serve" and method == "exact" and top > MAX_SERVE_TOP:
         raise click.BadParameter(f"{top:,} is above the {MAX_SERVE_TOP} rows an exact serve "
                                  f"search lists (it proves each; the largest run finishes "
@@ -732,6 +746,12 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
     with progress(None if method == "exact" else budget, method, disable=json_) as advance:
         run = run_search(problem, method, budget, seed, top, progress=advance,
                          request_rate=request_rate)
+    if slo_percentile is not None and run.found:
+        from .search.percentile import CHECKED, check
+        with progress(None, f"checking the top at p{slo_percentile}", disable=json_) as advance:
+            run.percentile = check(problem, run.top.strategies[:CHECKED],
+                                   problem.score(run.top)[:CHECKED], int(slo_percentile),
+                                   advance)
     if not run.found:
         dg = run.disagg
         proved = run.result.stats.get("ended") == "on the proof that nothing is feasible"

@@ -199,3 +199,61 @@ def test_cli_simulate_bad_input(args, code, message):
                            + args)
     assert r.exit_code == code, r.output
     assert message in r.output
+
+
+from hypothesis import given, strategies as st   # noqa: E402
+
+from lts.serving.simulate import spread          # noqa: E402
+
+
+@given(st.lists(st.tuples(st.floats(-1e6, 1e6), st.integers(0, 6)), min_size=1, max_size=30))
+def test_spread_is_numpys_percentile_of_the_expanded_values(pairs):
+    v = np.array([a for a, _ in pairs])
+    w = np.array([b for _, b in pairs])
+    if not w.sum():
+        return
+    flat = np.repeat(v, w)
+    s = spread(v, w, (0, 13, 50, 90, 99, 100))
+    for p in (0, 13, 50, 90, 99, 100):
+        assert s[f"p{p}"] == pytest.approx(np.percentile(flat, p), rel=1e-9, abs=1e-6)
+    assert s["mean"] == pytest.approx(flat.mean(), rel=1e-9, abs=1e-6)
+
+
+def test_slo_percentile_answer_meets_its_limits_when_simulated_again():
+    from lts.search.percentile import MARGIN, RANGE_RATIO, RUNS_PER_PROMPT
+    r = CliRunner().invoke(cli, ["search", "llama3.1-70b", "h100_dgx", "--gpus", "8", "--phase",
+                                 "serve", "--isl", "2000", "--osl", "500", "--ttft-slo-ms",
+                                 "1000", "--tpot-slo-ms", "25", "--engine", "vllm",
+                                 "--slo-percentile", "99", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)["slo_percentile"]
+    best = d["best"]
+    assert best["ttft_ms"]["p99"] <= 1000 and best["tpot_ms"]["p99"] <= 25
+    m, topo = load_model("llama3.1-70b"), load_topology("h100_dgx")
+    row = parse_strategy(best["strategy"], False)
+    c = best["concurrency"]
+    again = simulate(m, topo, row, ENGINES["vllm"].profile.for_gpu(topo),
+                     Load(isl=2000, osl=500, num_prompts=RUNS_PER_PROMPT * c, max_concurrency=c,
+                          range_ratio=RANGE_RATIO)).summary()
+    # the same run but for the step table's grid (built up to the search's concurrency there)
+    assert again["ttft_ms"]["p99"] == pytest.approx(best["ttft_ms"]["p99"], rel=1e-3)
+    assert again["ttft_ms"]["p99"] <= 1000 and again["tpot_ms"]["p99"] <= 25
+    ran = [x for x in d["checked"] if not x["skipped"]]
+    assert best["tokens_per_s_per_cluster_gpu"] == max(x["tokens_per_s_per_cluster_gpu"] or 0
+                                                       for x in ran)
+    for x in d["checked"]:
+        if x["skipped"]:
+            assert x["search_tokens_per_s_per_cluster_gpu"] * MARGIN < \
+                best["tokens_per_s_per_cluster_gpu"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--phase", "serve", "--slo-percentile", "90"],
+     "--slo-percentile: give the limits it applies to"),
+    (["--slo-percentile", "90", "--tpot-slo-ms", "20"], "--slo-percentile: only with --phase serve"),
+    (["--phase", "serve", "--slo-percentile", "95", "--tpot-slo-ms", "20"], "'95' is not one of"),
+])
+def test_slo_percentile_bad_flags(args, message):
+    r = CliRunner().invoke(cli, ["search", "llama3.1-8b", "h100_dgx", "--gpus", "8"] + args)
+    assert r.exit_code == 2, r.output
+    assert message in r.output

@@ -20,8 +20,9 @@ from .format import SHORT, fmt_ms, fmt_s, fmt_us, json_safe, num
 from .launch import emit_dict
 from .results import (model_dict, result_dict, search_deploy_fields, search_result_dict,
                       slo_text, strategy_row, strategy_text, workload_dict)
-from .search_serve import (disagg_dict, disagg_point, pareto_dict, render_capacity,
-                           render_frontier, sizing_dict, sizing_disagg_dict)
+from .search_serve import (disagg_dict, disagg_point, pareto_dict, percentile_dict,
+                           render_capacity, render_frontier, render_percentile, sizing_dict,
+                           sizing_disagg_dict)
 
 
 # the engines' variants by name in the table (strategy.py; docs/engines.md)
@@ -127,6 +128,7 @@ def search_dict(run, launch=None) -> dict:
         d["sizing"] = sizing_dict(run.sizing, run)
         d["sizing_disagg"] = sizing_disagg_dict(run.sizing_disagg)
         d["disagg"] = disagg_dict(run.disagg)
+        d["slo_percentile"] = percentile_dict(run.percentile, run)
     if launch is not None:
         d["emit"] = emit_dict(launch)
     return d
@@ -240,6 +242,7 @@ def render_search(console: Console, d: dict, run) -> None:
     if serving:
         render_frontier(console, run)
         render_capacity(console, d, run.best.running[0])
+        render_percentile(console, d.get("slo_percentile"))
     stats = "".join(f", {k.replace('_', ' ')} {v:,}" if isinstance(v, int) else
                     f", {k.replace('_', ' ')} {v}" for k, v in run.result.stats.items())
     console.print(f"[dim]{escape(d['method'])}: {d['evaluations']:,} evaluations, "

@@ -1,16 +1,19 @@
 """The serve phase's part of ``lts search``: the trade-off (``pareto``: the frontier of output
 tokens/s per GPU over tokens/s per user, as JSON, characters or SVG), two pools (``disagg``),
-replicas and sizing for a request rate.
+replicas and sizing for a request rate; with ``--slo-percentile``, the top checked by
+simulation (``percentile_dict``).
 """
 from __future__ import annotations
 
 import math
 
+from rich import box
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
 
 from ..engines import ENGINES
-from ..specs.strategy import strategy_dict
+from ..specs.strategy import format_strategy, strategy_dict
 from .format import num
 from .plot import Series, frontier_svg, frontier_text
 from .results import result_dict, search_deploy_fields, slo, strategy_text
@@ -196,3 +199,61 @@ def render_capacity(console: Console, d: dict, running: int) -> None:
                       f"{two['deployment']['requests_per_s']:,.2f} requests/s{versus}"
                       + ("" if two["fits"] else f": more than the {budget:,} GPUs of the budget"),
                       overflow="fold")
+
+
+def percentile_dict(check, run) -> dict | None:
+    """JSON of a percentile check (``search.percentile``): each checked deployment with the
+    search's figures and the simulation's at the concurrency that meets the percentile."""
+    if check is None:
+        return None
+    p = check.percentile
+    rows = []
+    for c in check.checked:
+        s = c.summary or {"ttft_ms": None, "tpot_ms": None}
+        rows.append({"strategy": ", ".join(
+                         x for x in format_strategy(c.row, only_changed=True, sep=", ")
+                         .split(", ") if not x.startswith("batch=")),
+                     "tp": int(c.row[0]), "ep": int(c.row[1]), "pp": int(c.row[2]),
+                     "search_concurrency": int(c.row[3]),
+                     "search_tokens_per_s_per_cluster_gpu": num(c.analytic_score),
+                     "concurrency": c.concurrency or None,
+                     "tokens_per_s_per_cluster_gpu": num(c.score) if c.concurrency else None,
+                     "ttft_ms": s["ttft_ms"], "tpot_ms": s["tpot_ms"],
+                     "meets": bool(c.concurrency), "skipped": c.skipped,
+                     "simulations": c.simulations})
+    return {"percentile": p, "checked": rows, "wall_s": num(check.wall_s),
+            "best": rows[0] if rows and rows[0]["meets"] else None}
+
+
+def render_percentile(console: Console, d: dict) -> None:
+    """The percentile check's table under a serve search (``percentile_dict``)."""
+    if d is None:
+        return
+    p = d["percentile"]
+    t = Table(title=f"checked by simulation at p{p} (10 x C requests at once behind C in "
+                    "flight, lengths over [0.8 L, L])", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+              caption="b, tok/s/GPU: the search's (the analytic loop's means within the "
+                      f"limits); p{p} b: the largest concurrency whose simulated p{p} TTFT and "
+                      f"TPOT meet the limits, its tok/s/GPU and its p{p} TTFT and TPOT (not "
+                      "run: its search score is over 5% below the best simulated)")
+    for col in ("#", "tp/ep/pp", "b", "tok/s/GPU", f"p{p} b", f"p{p} tok/s/GPU", "TTFT ms",
+                "TPOT ms"):
+        t.add_column(col, justify="left" if col == "tp/ep/pp" else "right", no_wrap=True)
+    for i, r in enumerate(d["checked"]):
+        key = f"p{p}"
+        head = (str(i + 1), f"{r['tp']}/{r['ep']}/{r['pp']}", str(r["search_concurrency"]),
+                f"{r['search_tokens_per_s_per_cluster_gpu']:,.1f}")
+        if r["skipped"]:
+            t.add_row(*head, "-", "not run", "-", "-")
+            continue
+        t.add_row(*head, str(r["concurrency"]) if r["meets"] else "none",
+                  f"{r['tokens_per_s_per_cluster_gpu']:,.1f}" if r["meets"] else "-",
+                  f"{r['ttft_ms'][key]:,.1f}", f"{r['tpot_ms'][key]:,.2f}")
+    console.print(t)
+    b = d["best"]
+    if b is None:
+        console.print(f"[red]none of the checked deployments meets the limits at p{p}[/]")
+    else:
+        console.print(f"[bold]p{p} answer[/]: {escape(b['strategy'])} at concurrency "
+                      f"{b['concurrency']}: {b['tokens_per_s_per_cluster_gpu']:,.1f} tokens/s "
+                      f"per GPU (checked in {d['wall_s']:.2f} s)")

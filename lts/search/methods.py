@@ -302,6 +302,8 @@ class SearchRun:
     disagg_pareto: list = field(default_factory=list)   # serve: two pools' frontier (Disaggs)
     any_sharding: SearchResult | None = None   # engine named: the same method over the whole
                                                # per-op space (the headroom)
+    percentile: object = None              # serve with --slo-percentile: the top checked by
+                                           # simulation (search.percentile.PercentileCheck)
 
     @property
     def found(self) -> bool:

@@ -100,7 +100,7 @@ class SimResult:
     osl: np.ndarray
     preemptions: np.ndarray
     request_overhead_s: float
-    itl: np.ndarray                       # inter-token gaps (s), one per decoding request a step
+    itl: tuple                            # inter-token gaps (s) and how many requests had each
     timeline: dict = field(default_factory=dict)   # per step: start, duration, running, ...
     kv_tokens: float = 0.0                # the KV cache's capacity in tokens (all ranks)
     steps: int = 0
@@ -130,10 +130,9 @@ class SimResult:
                "steps": int(self.steps)}
         for name, v in (("ttft_ms", self.ttft), ("tpot_ms", self.tpot), ("itl_ms", self.itl),
                         ("e2e_ms", self.e2e)):
+            v, w = v if isinstance(v, tuple) else (v, None)
             v = np.asarray(v, dtype=np.float64) * 1e3
-            out[name] = {"mean": float(v.mean()) if len(v) else float("nan"),
-                         **{f"p{p}": float(np.percentile(v, p)) if len(v) else float("nan")
-                            for p in percentiles}}
+            out[name] = spread(v, w, percentiles)
         dur = max(self.duration, 1e-12)
         out["output_tokens_per_s"] = float(self.osl.sum() / dur)
         out["requests_per_s"] = len(self.sent) / dur
@@ -153,6 +152,30 @@ class SimResult:
         out["kv_peak_share"] = out["kv_peak_tokens"] / self.kv_tokens if self.kv_tokens else 0.0
         out["preemptions"] = int(self.preemptions.sum())
         return out
+
+
+def spread(v, w=None, percentiles=(50, 90, 99)) -> dict:
+    """Mean and percentiles of values ``v`` each counted ``w`` times (None: once), the
+    percentiles numpy's linear ones of the expanded values (without expanding them)."""
+    if w is None:
+        w = np.ones(len(v))
+    w = np.asarray(w, dtype=np.float64)
+    keep = w > 0
+    v, w = v[keep], w[keep]
+    total = w.sum()
+    if not len(v):
+        return {"mean": float("nan"), **{f"p{p}": float("nan") for p in percentiles}}
+    order = np.argsort(v, kind="stable")
+    v, w = v[order], w[order]
+    ends = np.cumsum(w)                   # the expanded index past each value's copies
+    out = {"mean": float((v * w).sum() / total)}
+    for p in percentiles:
+        pos = p / 100.0 * (total - 1)     # numpy's linear position in the expanded values
+        lo = int(np.floor(pos))
+        a = v[np.searchsorted(ends, lo, side="right")]
+        b = v[min(np.searchsorted(ends, lo + 1, side="right"), len(v) - 1)]
+        out[f"p{p}"] = float(a + (b - a) * (pos - lo))
+    return out
 
 
 class _Run:
@@ -477,18 +500,17 @@ class _Run:
         return max(int(k), 1)
 
     def result(self, kv_tokens: float) -> SimResult:
-        itl = []
+        gaps, counts = [], []
         for d, k, gap0, first, slope in self.itl_d:
-            if k == 1:
-                itl.append(np.full(d, gap0))
-            else:
-                gaps = first + slope * np.arange(k)
-                gaps[0] = gap0
-                itl.append(np.repeat(gaps, d))
+            g = first + slope * np.arange(k) if k > 1 else np.zeros(1)
+            g[0] = gap0
+            gaps.append(g)
+            counts.append(np.full(k, float(d)))
         f = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
         return SimResult(f(self.sent), f(self.first), f(self.finish), np.asarray(self.isl),
                          np.asarray(self.osl), np.asarray(self.preempts), self.overhead,
-                         np.concatenate(itl) if itl else np.zeros(0), self.tl, kv_tokens,
+                         (np.concatenate(gaps), np.concatenate(counts)) if gaps else
+                         (np.zeros(0), np.zeros(0)), self.tl, kv_tokens,
                          self.steps)
 
 

@@ -98,6 +98,18 @@ QUANT_FORMATS = {"fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4", "mxfp
 BENCH_COLUMNS = ("num_prompts", "warmup_requests", "arrival", "range_ratio", "kv_cache_dtype",
                  "max_num_batched_tokens", "mem_fraction")
 ARRIVALS = ("burst", "poisson")
+# benchmarks whose protocol lts knows, for rows that name one (``benchmark``) without its
+# settings: (arrival, range ratio, prompts per unit of concurrency), each from the tool's source
+PROTOCOLS = {
+    # NVIDIA/srt-slurm src/srtctl/benchmarks/sa_bench.py (build_command: random_range_ratio 0.8,
+    # num_prompts_mult 10, num_warmup_mult 2, req_rate "inf") and scripts/sa-bench/bench.sh
+    # (--max-concurrency C, --request-rate inf); shared/data/README.md says "about 5 x" for
+    # the runs of serving_disagg.csv: the tool's default is taken
+    "srt-slurm sa-bench": ("burst", 0.8, 10),
+    # SemiAnalysisAI/InferenceX benchmarks/benchmark_lib.sh (--num-prompts $((CONC*10)),
+    # --random-range-ratio 0.8, --request-rate inf)
+    "inferencex benchmark_serving": ("burst", 0.8, 10),
+}
 METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_ms", "tpot_ms")
 # each engine's profiles by release (scripts/calibrate.py replaces them while it fits); a row's
 # engine_version picks the release (Engine.release_for)
@@ -298,15 +310,20 @@ def _fraction(file, n, col, text) -> float:
 
 
 def _bench(file, n, r: dict, conc: int, pools) -> "Bench | None":
-    """A row's benchmark settings (``Bench``) when it says how its requests arrived, with a
-    concurrency and one pool (two-pool runs are not simulated yet); else None."""
+    """A row's benchmark settings (``Bench``) when it says how its requests arrived (or names a
+    benchmark whose protocol lts knows, ``PROTOCOLS``) and has a concurrency; else None."""
     arrival = r.get("arrival", "").lower()
+    known = PROTOCOLS.get(r.get("benchmark", "").lower())
+    if not arrival and known is not None:
+        arrival = known[0]
+        r = {**r, "range_ratio": r.get("range_ratio") or str(known[1]),
+             "num_prompts": r.get("num_prompts") or (str(known[2] * conc) if conc else "")}
     if not arrival:
         return None
     if arrival not in ARRIVALS:
         raise SpecError(file, f"row {n}", f"arrival: {arrival!r} is not one of "
                                           f"{', '.join(ARRIVALS)} (or empty)")
-    if not conc or pools:
+    if not conc:
         return None
     prompts = _int(file, n, "num_prompts", r.get("num_prompts", ""), allow_empty=True,
                    default=10 * conc)
@@ -447,11 +464,14 @@ SIM_METRICS = {"ttft_ms": lambda s: s["ttft_ms"]["mean"], "tpot_ms": lambda s: s
                "output_tokens_per_s": lambda s: s["output_tokens_per_s"]}
 
 
-def _simulated(spec, topo, prof, bench: Bench, items):
+def _simulated(spec, topo, prof, bench: Bench, items, two: bool = False):
     """(measurement, record fields, skip reason) of the rows of one deployment that say how
     they were measured: each distinct run (concurrency, number of prompts) simulated once
-    (``serving.simulate``), its mean TTFT, TPOT or output tokens/s compared."""
+    (``serving.simulate``; ``two``: two pools, ``serving.two_pool_sim``, the items' rows a
+    (prefill, decode) pair), its mean TTFT, TPOT or output tokens/s compared."""
     from .simulate import Load, prepare, run
+    from .two_pool import ranks
+    from .two_pool_sim import prepare_pools, run_pools
     from .steptime import with_memory_fraction
     if bench.kv_cache_dtype:
         spec = with_precision(spec, None, kv_cache=bench.kv_cache_dtype)
@@ -465,8 +485,16 @@ def _simulated(spec, topo, prof, bench: Bench, items):
         loads[(m.concurrency, prompts)] = Load(
             isl=m.isl, osl=m.osl, num_prompts=prompts, max_concurrency=m.concurrency,
             range_ratio=bench.range_ratio, seed=0)
+    gpus = 0
     try:
-        dep = prepare(spec, topo, row, prof, list(loads.values()))
+        if two:
+            (pw, _, *_), (dw, dbatch, *_) = m0.pools
+            pre, dec = row
+            dep = prepare_pools(spec, topo, prof, pre, pw, dec, dw,
+                                dbatch * int(ranks(spec, dec[None, :])[0]), list(loads.values()))
+            gpus = sum(w * int(r[TP] * r[EP] * r[PP]) for w, r in ((pw, pre), (dw, dec)))
+        else:
+            dep = prepare(spec, topo, row, prof, list(loads.values()))
     except LtsError as e:
         return [(m, None, f"simulation: {e}") for m, _ in items]
     done = {}
@@ -474,14 +502,14 @@ def _simulated(spec, topo, prof, bench: Bench, items):
     for m, _ in items:
         k = (m.concurrency, m.bench.num_prompts)
         if k not in done:
-            done[k] = run(dep, loads[k]).summary()
+            done[k] = (run_pools(dep, loads[k]) if two else run(dep, loads[k])).summary()
         s = done[k]
         if m.metric not in SIM_METRICS:
             out.append((m, None, f"{m.metric}: not predicted by a simulation yet"))
             continue
         spread = s[m.metric] if isinstance(s.get(m.metric), dict) else {}
         out.append((m, {"value": float(SIM_METRICS[m.metric](s)), "running": m.concurrency,
-                        "predicted_by": "simulation",
+                        "predicted_by": "simulation", **({"gpus": gpus} if two else {}),
                         "simulated": {"requests": s["requests"], "preemptions": s["preemptions"],
                                       "kv_peak_share": s["kv_peak_share"],
                                       **{p: spread[p] for p in ("p50", "p90", "p99")
@@ -560,6 +588,11 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
             if m.gpus and used != m.gpus:
                 skipped[m.row] = f"the pools use {used} GPUs but gpus = {m.gpus}"
                 continue
+            if m.bench is not None and not steady:
+                runs[(m.model, m.topology, m.precision, m.quant, m.isl, m.osl, m.engine,
+                      release, replace(m.bench, num_prompts=0), "pools",
+                      m.pools)].append((m, (pre, dec)))
+                continue
             pooled[(m.model, m.topology, m.precision, m.quant, m.isl, m.osl, m.engine,
                     release)].append((m, pre, dec))
             continue
@@ -589,15 +622,21 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
         prof = PROFILES[engine][release].for_gpu(t)
         if tune is not None:
             t, prof = tune(t, prof)
-        for m, rec, why in _simulated(spec, t, prof, bench, items):
+        two = key[9] == "pools"
+        for m, rec, why in _simulated(spec, t, prof, bench, items, two):
             if why:
                 skipped[m.row] = why
                 continue
+            if two:
+                parallel = dict(gpus=rec.pop("gpus"), tp=None, ep=None, pp=None, strategy=None,
+                                layout=None, pools={name: dict(zip(POOL_KEYS, vals))
+                                                    for name, vals in zip(POOLS, m.pools)})
+            else:
+                parallel = dict(gpus=m.gpus, tp=key[-3], ep=key[-2], pp=key[-1],
+                                strategy=m.strategy or None, layout=list(m.layout) or None)
             predicted[m.row] = _record(
-                m, spec, engine, release, rec.pop("value"), gpus=m.gpus, tp=key[-3],
-                ep=key[-2], pp=key[-1], batch=m.concurrency, best_batch=False,
-                running=rec.pop("running"), strategy=m.strategy or None,
-                layout=list(m.layout) or None, **rec)
+                m, spec, engine, release, rec.pop("value"), batch=m.concurrency,
+                best_batch=False, running=rec.pop("running"), **parallel, **rec)
         if progress:
             progress(1)
     for (model, topo, prec, quant, isl, osl, engine, release), items in pooled.items():
