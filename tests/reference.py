@@ -246,11 +246,14 @@ class _Ctx:
             else:
                 cohort, seqs = n, 0.0        # full chunks of the budget, the last in proportion
                 steps, per_prompt = n * isl / min(budget, n * isl), math.ceil(isl / budget)
+                avail = budget
             chunk, cohort, seqs = dp * cohort * isl / steps, dp * cohort, dp * seqs
-            # a prompt is never split over micro-batches or ep groups: the busiest micro-batch
-            # and group hold an even share of the chunk, or one prompt's part of it if larger
-            self.chunk_mb = max(chunk / self.pp, min(chunk, isl))
-            self.chunk = max(self.chunk_mb / self.ep, min(chunk, isl))   # per tp group
+            # a prompt's chunk is never split over micro-batches or ep groups: the busiest
+            # micro-batch and group hold an even share of the step's prompt tokens, or one
+            # prompt's chunk if larger (a prompt, or what one rank's step holds of it: avail)
+            piece = min(chunk, isl, avail)
+            self.chunk_mb = max(chunk / self.pp, piece)
+            self.chunk = max(self.chunk_mb / self.ep, piece)   # per tp group
             self.chunk_t = self.chunk / self.p                   # per rank under T
             self.isl, self.per_prompt = isl, per_prompt       # chunk keys and reads: layer()
             self.chunk_done = self.chunk / isl                    # prompts finishing per step

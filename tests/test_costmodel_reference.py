@@ -33,6 +33,15 @@ WORKLOADS = {"decode": Workload("decode", context=16384),
                                step_tokens=8192, cohort_base=3.0, cohort_share=0.07),
              "prefill-first": Workload("mixed", context=3000, tpot_slo_ms=1e9, isl=3000, osl=64,
                                        step_tokens=4096, mixed=False),
+             # SGLang's DP ranks share the budget: 4096 / ep each, less than a prompt at ep > 1
+             # (a rank's step holds a chunk of it, not the whole prompt: issue 33)
+             "prefill-first-shared": Workload("mixed", context=3000, tpot_slo_ms=1e9, isl=3000,
+                                              osl=64, step_tokens=4096, mixed=False,
+                                              budget_per_rank=False),
+             # a prompt longer than the budget a step leaves beside its decodes
+             "mixed-long": Workload("mixed", context=13000, tpot_slo_ms=1e9, isl=12000,
+                                    osl=512, step_tokens=8192, cohort_base=3.0,
+                                    cohort_share=0.07),
              # a prefill after a cached prefix of 1,500 of 2,048 tokens (prefix caching)
              "prefill-cached": Workload("prefill", context=2048, ttft_slo_ms=2000.0,
                                         cached=1500),

@@ -7,7 +7,7 @@ callers differ in what they count, and each difference is a parameter here:
   step is the TPOT of its batch, a prefill pass the TTFT of its prompts; no queue.
 - **The closed loop** (``serving.serve._closed_loop``; ``search.serve_exact``, which solves the
   same figures for a fixed running batch): ``request_s`` from the counts of
-  ``serving.serve.step_counts``, plus ``closed_queue_s`` for the clients beyond the running batch.
+  ``serving.scheduler.step_counts``, plus ``closed_queue_s`` for the clients beyond the running batch.
 - **A disaggregated prefill pool** (``search.disagg``): ``pool_ttft_s``, a request waits
   ``QUEUE_PASSES`` passes (half the pass in progress, then its own) and the KV transfer.
 

@@ -159,10 +159,12 @@ class _Shape:
         self.chunk = None
         if work.phase == "mixed":
             # the prefill chunk, spread over the micro-batches and ep groups like sequences: a
-            # prompt stays whole in one micro-batch of one ep group, so the busiest holds at
-            # least one prompt's share of the step (min(chunk, isl) tokens)
+            # prompt's chunk stays whole in one micro-batch of one ep group, so the busiest
+            # holds at least one chunk: min(chunk, isl, what one rank's step holds) tokens (a
+            # prompt longer than a rank's budget is chunked to it: SGLang's DP ranks share 8192
+            # tokens, 256 each on 32 ranks, where a whole 4000-token prompt was costed before)
             new = float(work.isl - work.cached)      # a prompt's tokens to prefill
-            one = np.minimum(mix.chunk, new)
+            one = np.minimum(np.minimum(mix.chunk, new), mix.rank_cap)
             ch_mb = np.maximum(mix.chunk / self.pp, one)             # busiest micro-batch
             ch = np.maximum(ch_mb / self.ep, one)                    # its busiest ep group
             self.chunk = ch

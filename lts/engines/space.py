@@ -75,13 +75,21 @@ def runnable_mask(engine: str, model: ModelSpec, coarse: np.ndarray, choices) ->
     return tp1 | (np.ones_like(ep1) if choices in get(engine).ep_variants else ep1)
 
 
+# the ops whose choices make attention data-parallel over the tp ranks (all but the FFN's: the
+# experts may be split by tensor, DP_ATTENTION's own, or whole over the group, EXPERTS)
+_ATTENTION_OPS = np.array([op not in ("ffn1", "ffn2") for op in OPS])
+
+
 def attention_dp(model: ModelSpec, rows) -> np.ndarray:
-    """Rows [N, 16] whose tp ranks are attention data-parallel ranks too: the DP-attention
-    variant at tp > 1 of a MoE (each rank schedules its own requests in an engine) [N] bool."""
+    """Rows [N, 16] whose tp ranks are attention data-parallel ranks too: DP_ATTENTION's choices
+    for every op but the FFN's, at tp > 1 of a MoE (each rank schedules its own requests in an
+    engine) [N] bool. Attention DP 8 with the experts over the 8 (written tp=8 with those
+    choices, or tp=1,ep=8) is then scheduled as the same 8 ranks either way."""
     rows = np.atleast_2d(np.asarray(rows))
     if not model.is_moe:
         return np.zeros(len(rows), bool)
-    return (rows[:, TP] > 1) & (rows[:, N_COARSE:] == np.asarray(DP_ATTENTION)).all(axis=1)
+    att = rows[:, N_COARSE:][:, _ATTENTION_OPS] == np.asarray(DP_ATTENTION)[_ATTENTION_OPS]
+    return (rows[:, TP] > 1) & att.all(axis=1)
 
 
 def describe_choice(op: str, code: int) -> str:

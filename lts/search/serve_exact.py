@@ -9,7 +9,7 @@ choices x. Three facts reduce the closed loop (``lts.serving.serve``) to the fac
    list a and the rest list f (``exact._Exact``), so the KV capacity of every x of a (tp, ep, pp)
    is one array over the (a, f) grid, and so is its running batch n(x) (the engine's hold).
 2. **For a fixed running batch n the loop is linear in the two step times.** TTFT, TPOT and the
-   request latency are counts of mixed and decode steps (``serve.step_counts``: they depend on n,
+   request latency are counts of mixed and decode steps (``scheduler.step_counts``: they depend on n,
    the ep groups and the engine alone) times t_mix(x) and t_dec(x), and each step time is
    pp * (lp * A_a + G_f) + overhead, from the tables of (tp, ep, pp, n).
 3. **Output tokens/s per GPU is n * osl / latency / GPUs**, so for a fixed n the least latency
@@ -54,6 +54,7 @@ import numpy as np
 
 from ..cost.latency import closed_queue_s, request_s
 from ..serving import serve
+from ..serving.scheduler import step_counts
 from .exact import INVALID_S, _Exact
 from ..cost.tables import build_tables
 from .problems import SearchResult, ServeProblem, Tracker
@@ -138,7 +139,7 @@ class _Loop:
     def counts(self, n, dp):
         """(mixed steps to the first token, mixed and decode steps after it) for batches n over
         dp attention-DP ranks (the ep groups)."""
-        first, mid_mix, mid_dec = serve.step_counts(self.engine, self.mixed_work,
+        first, mid_mix, mid_dec = step_counts(self.engine, self.mixed_work,
                                                     np.asarray(n, dtype=np.float64), dp)
         return first, mid_mix, mid_dec
 

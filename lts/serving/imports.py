@@ -20,6 +20,14 @@ releases:
 - ``genai-perf``: ``*_genai_perf.json`` (genai-perf 0.0.16 genai_perf/export_data/
   json_exporter.py: the metric stats and ``input_config``): the same metric names.
 
+How each run was made, where the file says it (``lts validate`` then simulates that run,
+docs/simulate.md): ``benchmark`` (the tool), ``num_prompts`` (``completed``), ``arrival``
+(``burst``: ``request_rate`` inf behind ``max_concurrency``, every request created at once) and,
+from SGLang's result, ``range_ratio`` with its ``random_input_len`` and ``random_output_len`` as
+isl and osl (lengths uniform over [int(r L), L], sglang/benchmark/serving.py
+``sample_random_requests``; the means of the totals otherwise). vLLM's result records no range
+ratio (its random dataset spreads lengths around L when given one): its rows say none.
+
 The TPOT of aiperf and genai-perf is their ``inter_token_latency`` (the time between output
 tokens after the first, per request), vLLM's and SGLang's ``mean_tpot_ms`` the same quantity.
 A run without a fixed concurrency (an open request rate) is refused: ``lts validate`` predicts
@@ -156,7 +164,8 @@ def read(path, fmt: str = "auto") -> list:
                    # an SGLang server reports (server_info); vLLM's result records none
                    "backend": str(obj.get("backend", "")).lower(),
                    "version": str(obj["server_info"].get("version", ""))
-                   if isinstance(obj.get("server_info"), dict) else ""}
+                   if isinstance(obj.get("server_info"), dict) else "",
+                   "bench": _bench(path, where, obj, kind, done)}
         else:
             conc = _find(obj.get("input_config"), "concurrency")
             run = {"isl": _metric(path, where, obj, "input_sequence_length", False),
@@ -165,7 +174,7 @@ def read(path, fmt: str = "auto") -> list:
                    "tpot_ms": _metric(path, where, obj, "inter_token_latency", True),
                    "output_tokens_per_s": _metric(path, where, obj, "output_token_throughput",
                                                   False),
-                   "backend": "", "version": ""}
+                   "backend": "", "version": "", "bench": {}}
         if conc is None:
             raise SpecError(path, where, "no fixed concurrency (max_concurrency / concurrency): "
                                          "lts validate predicts closed loops of C clients")
@@ -175,13 +184,34 @@ def read(path, fmt: str = "auto") -> list:
             raise SpecError(path, where, f"tokens per request ({run['isl']:.4g} in, "
                                          f"{run['osl']:.4g} out) above {MAX_TOKENS:,}")
         run.update(format=kind, concurrency=int(conc))
+        spread = run["bench"].pop("lengths", None)
+        if spread is not None:          # the longest lengths, which the range ratio spreads
+            run["isl"], run["osl"] = spread
         runs.append(run)
     return runs
 
 
+def _bench(path, where, obj: dict, kind: str, done: float) -> dict:
+    """How a vLLM or SGLang run was made (module docstring): {} where the file does not say."""
+    if obj.get("max_concurrency") is None:
+        return {}
+    out = {"benchmark": "vllm bench serve" if kind == "vllm" else "sglang bench_serving",
+           "num_prompts": int(done), "arrival": "burst"}
+    r = obj.get("random_range_ratio")
+    if kind == "sglang" and obj.get("dataset_name") == "random" and \
+            isinstance(r, (int, float)) and not isinstance(r, bool):
+        if not (math.isfinite(r) and 0 < r <= 1):
+            raise SpecError(path, where, f"random_range_ratio: {r!r} is not in (0, 1]")
+        out["range_ratio"] = float(r)
+        out["lengths"] = (_num(path, where, obj, "random_input_len"),
+                          _num(path, where, obj, "random_output_len"))
+    return out
+
+
 METRICS = ("ttft_ms", "tpot_ms", "output_tokens_per_s")
 HEADER = ("id", "model", "topology", "gpus", "tp", "ep", "pp", "precision", "isl", "osl",
-          "concurrency", "metric", "value", "source", "strategy", "engine", "engine_version")
+          "concurrency", "metric", "value", "source", "strategy", "engine", "engine_version",
+          "benchmark", "num_prompts", "arrival", "range_ratio")
 
 
 def stems(paths) -> list:
@@ -220,5 +250,7 @@ def rows(path, runs: list, model: str, topology: str, gpus: int, tp: int, ep: in
                 "metric": metric, "value": f"{run[metric]:.6g}",
                 "source": f"{tool} {Path(path).name}" + (f" ({served} {version})"
                                                          if served and version else ""),
-                "strategy": strategy, "engine": served, "engine_version": version})
+                "strategy": strategy, "engine": served, "engine_version": version,
+                **{k: run["bench"].get(k, "") for k in ("benchmark", "num_prompts", "arrival",
+                                                        "range_ratio")}})
     return out

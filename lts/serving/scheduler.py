@@ -32,6 +32,10 @@ between engines is data here, each value with the engine file and release it was
   share a step under ``max_num_tokens``. Blocks of 32 tokens (``tokens_per_block``).
 - **generic**: vLLM's policy with blocks of one token.
 
+The analytic loop's view of the same rules is ``step_counts`` below (how many steps of each kind
+a request waits for at steady state) and ``specs.workload.compose_step`` (what one step holds for
+n running requests, which the cost model's tables need and so lives below them).
+
 Attention data parallelism (lts's ep groups, and the DP-attention variant's tp ranks): each rank
 runs its own scheduler in the engines; the simulator pools the ranks into one scheduler whose
 budget and running cap are the ranks' sum (``rank_budget``: each rank its own budget, or SGLang's
@@ -41,8 +45,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..engines.profiles import EngineProfile
-from ..specs.workload import rank_budget
+from ..specs.workload import Workload, compose_step, rank_budget
 
 # KV-cache block (page) size in tokens and the admission rule, per engine (module docstring)
 BLOCK_TOKENS = {"vllm": 16, "sglang": 1, "trtllm": 32, "generic": 1}
@@ -81,3 +87,32 @@ class Scheduler:
         """SGLang's (initial, minimum, decay per decode step) new_token_ratio."""
         low = RATIO_INIT * RATIO_MIN_FACTOR
         return RATIO_INIT, low, (RATIO_INIT - low) / RATIO_DECAY_STEPS
+
+
+def step_counts(engine: EngineProfile, mixed: Workload, n, dp=1):
+    """How many steps of each kind a request waits for, for n running requests [N] over dp
+    attention-DP ranks (the ep groups: each rank schedules its share, ``compose_step``) at the
+    analytic loop's steady state (``serving.serve``'s docstring, step 3): (mixed steps to its first token, mixed steps and decode steps
+    between its first and last token). TTFT and the decode time are these counts times the step
+    times, so for a fixed n and dp every figure of the loop is linear in the two step times
+    (``lts.search.serve_exact`` solves on that); the counts are >= 0."""
+    mix = compose_step(n, mixed, dp)
+    k, s = mix.cohort, mix.steps
+    decode_steps = (mixed.osl - 1.0) / mixed.tokens_per_step    # speculative: fewer steps
+    if engine.mixed:
+        m = n / k                                              # cohorts taking turns
+        cycle = s + decode_steps                               # steps of one cohort's request
+        queue = np.maximum(m * s - cycle, 0.0)                 # prefill steps it waits for
+        # the cohort's prompts fill its s steps in turn: prompt j of k ends with step
+        # ceil(j a) (a = s / k steps a prompt), a (k + 1) / 2 + 1/2 on average, not all at s
+        done = np.clip(s / k * (k + 1) / 2 + 0.5, 1.0, np.maximum(s, 1.0))
+        # its own cohort's later prefill steps and the other cohorts' fall in its decode
+        others = np.minimum(decode_steps, m * s - done)
+        return queue + done, others, decode_steps - others
+    # request i's prefill ends with chunk ceil(i*isl/B): a*(n+1)/2 + 1/2 chunks on average
+    # (a = isl/B; per rank: its share of the requests and of the budget); it then waits for the
+    # rest of the batch's prefill before decoding on
+    dp = np.asarray(dp, dtype=np.float64)
+    budget = rank_budget(engine.step_tokens, engine.budget_per_rank, dp)
+    done = np.clip(mixed.isl / budget * (n / dp + 1) / 2 + 0.5, 1.0, np.maximum(s, 1.0))
+    return done, s - done, np.full_like(done, decode_steps)

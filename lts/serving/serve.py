@@ -56,7 +56,8 @@ from ..cost.tables import REASON_BIT, REASONS
 from ..engines import ENGINES, GENERIC
 from ..engines.profiles import EngineProfile
 from ..specs.strategy import BATCH, EP, PP, TP, megatron_row
-from ..specs.workload import Workload, compose_step, rank_budget
+from ..specs.workload import Workload
+from .scheduler import step_counts
 from .spec import tokens_per_step
 
 AT_CAPACITY = 0      # a batch column of 0: the concurrency the KV cache and the engine hold
@@ -334,35 +335,6 @@ def best_concurrency(loop, strategies, limit) -> ServeResult:
     c = np.where(near, cand, np.inf).min(axis=1)
     pick = np.where(np.isfinite(best[:, 0]), np.argmax(near & (cand == c[:, None]), axis=1), 0)
     return res.take(everyone * k + pick)
-
-
-def step_counts(engine: EngineProfile, mixed: Workload, n, dp=1):
-    """How many steps of each kind a request waits for, for n running requests [N] over dp
-    attention-DP ranks (the ep groups: each rank schedules its share, ``compose_step``) (step 3
-    of the module docstring): (mixed steps to its first token, mixed steps and decode steps
-    between its first and last token). TTFT and the decode time are these counts times the step
-    times, so for a fixed n and dp every figure of the loop is linear in the two step times
-    (``lts.search.serve_exact`` solves on that); the counts are >= 0."""
-    mix = compose_step(n, mixed, dp)
-    k, s = mix.cohort, mix.steps
-    decode_steps = (mixed.osl - 1.0) / mixed.tokens_per_step    # speculative: fewer steps
-    if engine.mixed:
-        m = n / k                                              # cohorts taking turns
-        cycle = s + decode_steps                               # steps of one cohort's request
-        queue = np.maximum(m * s - cycle, 0.0)                 # prefill steps it waits for
-        # the cohort's prompts fill its s steps in turn: prompt j of k ends with step
-        # ceil(j a) (a = s / k steps a prompt), a (k + 1) / 2 + 1/2 on average, not all at s
-        done = np.clip(s / k * (k + 1) / 2 + 0.5, 1.0, np.maximum(s, 1.0))
-        # its own cohort's later prefill steps and the other cohorts' fall in its decode
-        others = np.minimum(decode_steps, m * s - done)
-        return queue + done, others, decode_steps - others
-    # request i's prefill ends with chunk ceil(i*isl/B): a*(n+1)/2 + 1/2 chunks on average
-    # (a = isl/B; per rank: its share of the requests and of the budget); it then waits for the
-    # rest of the batch's prefill before decoding on
-    dp = np.asarray(dp, dtype=np.float64)
-    budget = rank_budget(engine.step_tokens, engine.budget_per_rank, dp)
-    done = np.clip(mixed.isl / budget * (n / dp + 1) / 2 + 0.5, 1.0, np.maximum(s, 1.0))
-    return done, s - done, np.full_like(done, decode_steps)
 
 
 def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_request,

@@ -569,8 +569,10 @@ def prepare(model, topo, row, engine, loads, gpus: int = 0) -> Deployment:
     most = max(len(r[0]) if not load.max_concurrency else load.max_concurrency
                for r, load in zip(reqs, loads))
     most = int(min(most, sched.max_running or most, max(kv_tokens // max(int(isl.min()), 1), 1)))
+    from ..engines.space import attention_dp
     table = StepTable(ev, engine, row, int(round(isl.mean())), int(round(osl.mean())), most,
-                      sched.budget, int(isl.min()), top_isl + top_osl, gpus)
+                      sched.budget, int(isl.min()), top_isl + top_osl, gpus,
+                      bool(attention_dp(model, row[None, :])[0]))
     per_request = engine.request_overhead_s if engine.sim_request_overhead_s is None \
         else engine.sim_request_overhead_s
     return Deployment(kv_tokens, sched, table, float(per_request), engine.overlap)

@@ -41,7 +41,7 @@ class StepTable:
     """Step times of one deployment (a strategy row) on one engine profile."""
 
     def __init__(self, ev, engine, row, isl: int, osl: int, max_decoders: int, budget: int,
-                 context_lo: int, context_hi: int, gpus: int = 0):
+                 context_lo: int, context_hi: int, gpus: int = 0, attn_dp_tp: bool = False):
         row = np.asarray(row, dtype=np.int64)
         self.overhead = float(engine.step_overhead_s)
         self.d = _grid(max(int(max_decoders), 1), 1.4, (0, 1, 2, 3, 4))
@@ -57,8 +57,9 @@ class StepTable:
                     work = Workload("decode", int(c), tpot_slo_ms=float("inf"), gpus=gpus)
                 else:
                     work = Workload("mixed", int(c), tpot_slo_ms=float("inf"), gpus=gpus,
-                                    isl=int(isl), osl=int(osl), step_tokens=int(budget),
-                                    chunk=int(p))
+                                    isl=int(isl), osl=int(osl), step_tokens=engine.step_tokens,
+                                    budget_per_rank=engine.budget_per_rank,
+                                    attn_dp_tp=bool(attn_dp_tp), chunk=int(p))
                 table[ci, pi] = ev(work, rows).step_s
         if not np.isfinite(table).all():
             raise ValueError("a step of this deployment has no finite time")

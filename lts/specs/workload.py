@@ -60,7 +60,7 @@ def rank_budget(step_tokens, per_rank: bool, dp=1):
     runs an engine core per DP rank, TensorRT-LLM's max_num_tokens is per rank) or, when the
     ranks share it (``per_rank`` False: SGLang divides chunked_prefill_size by the DP size),
     step_tokens / dp. The one place this rule is written (``compose_step``,
-    ``serving.serve.step_counts``, ``serving.two_pool``, ``serving.scheduler``)."""
+    ``serving.scheduler.step_counts``, ``serving.two_pool``, ``serving.scheduler.Scheduler``)."""
     return float(step_tokens) / (1.0 if per_rank else np.asarray(dp, dtype=np.float64))
 
 
@@ -72,6 +72,8 @@ class StepMix:
     cohort: np.ndarray       # requests admitted together: prefilled together, finishing together
     steps: np.ndarray        # steps that prefill one cohort (not mixed: a fraction counts the last)
     per_prompt: np.ndarray   # steps one prompt's prefill spans (1: whole prompts)
+    rank_cap: np.ndarray     # prompt tokens one rank's step holds at most (its budget left
+                             # for prefill): a prompt longer than that is chunked to it
 
 
 def compose_step(n, work: Workload, dp=1) -> StepMix:
@@ -118,18 +120,20 @@ def compose_step(n, work: Workload, dp=1) -> StepMix:
         decoders = np.zeros_like(n)
         steps = n * isl / np.minimum(budget, n * isl)
         per_prompt = np.full_like(n, np.ceil(isl / budget))
+        avail = budget * np.ones_like(n)
     return StepMix(dp * decoders, dp * cohort * isl / steps, dp * cohort, steps,
-                   per_prompt * np.ones_like(dp))
+                   per_prompt * np.ones_like(dp), avail * np.ones_like(dp))
 
 
 def _given_step(n, work: Workload, dp) -> StepMix:
     """A step whose content the simulator chose (``Workload.chunk``): n decoding requests (0
     allowed) and a prefill chunk of ``work.chunk`` tokens of prompts of ``work.isl`` tokens, each
-    prompt split into chunks of at most ``step_tokens`` (how many chunks a prompt spans sets how
-    much of its own cache a chunk reads, ``kv.chunk_reads``)."""
+    prompt split into chunks of at most one rank's budget (how many chunks a prompt spans sets
+    how much of its own cache a chunk reads, ``kv.chunk_reads``)."""
     decoders = np.maximum(np.asarray(n, dtype=np.float64), 0.0) * np.ones_like(dp)
     new = float(max(work.isl - work.cached, 1))
-    per_prompt = np.ceil(new / max(float(work.step_tokens), 1.0)) * np.ones_like(dp)
+    budget = np.maximum(rank_budget(work.step_tokens, work.budget_per_rank, dp), 1.0)
+    per_prompt = np.ceil(new / budget) * np.ones_like(dp)
     chunk = np.full_like(decoders, float(work.chunk))
     return StepMix(decoders, chunk, np.maximum(chunk / new, 1.0), np.ones_like(decoders),
-                   per_prompt)
+                   per_prompt, budget * np.ones_like(decoders))
