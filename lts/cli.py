@@ -51,6 +51,7 @@ estimate_dict = _later(".report.estimate", "estimate_dict")
 render_estimate = _later(".report.estimate", "render_estimate")
 render_serve = _later(".report.estimate", "render_serve")
 render_two_pool = _later(".report.estimate", "render_two_pool")
+render_simulated = _later(".report.simulate", "render_simulated")
 serve_dict = _later(".report.estimate", "serve_dict")
 two_pool_dict = _later(".report.estimate", "two_pool_dict")
 emit_disagg_dict = _later(".report.launch", "emit_disagg_dict")
@@ -629,14 +630,30 @@ def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, dec
                                       spec, topo2, profile2, prefix)
     conc = concurrency or max(int(est(1).decode_slots[0]), 1)
     res = est(conc)
+    simulated = None
+    if res.valid[0] and spec is None and prefix is None:
+        # the benchmark run of that deployment, request by request (serving.two_pool_sim)
+        from .serving.simulate import Load
+        from .serving.two_pool_sim import prepare_pools, run_pools
+        load = Load(isl=isl, osl=osl, num_prompts=10 * conc, max_concurrency=conc)
+        try:
+            with progress(None, "simulating", disable=json_):
+                simulated = run_pools(prepare_pools(
+                    m, topo, profile, pre, prefill_workers, dec, decode_workers, slots, [load],
+                    gpus or 0, topo2, profile2), load).summary()
+        except LtsError as e:
+            simulated = {"error": str(e)}
     pre[BATCH] = res.prompts[0]                     # what the loop ran: per instance
     dec[BATCH] = res.decode_slots[0] // decode_workers
     _print(json_, no_color, {**two_pool_dict(m, res, pre, dec, (prefill_workers, decode_workers),
                                              isl, osl, conc, profile),
                              "speculation": spec_dict(spec),
                              "decode_topology": topo2.name if topo2 is not None else None,
-                             "prefix_cache": prefix_dict(prefix, isl)},
-           render_two_pool, topo, profile)
+                             "prefix_cache": prefix_dict(prefix, isl),
+                             "simulated": simulated},
+           lambda console, d, *a: (render_two_pool(console, d, *a),
+                                   render_simulated(console, d["simulated"])),
+           topo, profile)
     if not res.valid[0]:
         sys.exit(1)
 

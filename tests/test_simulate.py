@@ -257,3 +257,16 @@ def test_slo_percentile_bad_flags(args, message):
     r = CliRunner().invoke(cli, ["search", "llama3.1-8b", "h100_dgx", "--gpus", "8"] + args)
     assert r.exit_code == 2, r.output
     assert message in r.output
+
+
+def test_estimate_of_two_pools_adds_their_simulated_run():
+    r = CliRunner().invoke(cli, ["estimate", "deepseek-v3", "h200_dgx", "--phase", "serve",
+                                 "--isl", "4000", "--osl", "1000", "--prefill",
+                                 "tp=1,ep=8,batch=8", "--decode", "tp=8,batch=64",
+                                 "--concurrency", "32", "--json"])
+    assert r.exit_code == 0, r.output
+    s = json.loads(r.output)["simulated"]
+    assert s["requests"] == 320
+    assert s["ttft_ms"]["p50"] <= s["ttft_ms"]["p99"]
+    # the decode pool holds the 32 requests: every step decodes all that arrived
+    assert s["tpot_ms"]["mean"] > 0 and s["output_tokens_per_s"] > 0

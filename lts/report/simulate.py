@@ -102,3 +102,19 @@ def simulate_svg(d: dict) -> str:
         f"{d['model']} on {d['topology']}: {d['strategy']}, {d['engine_title']}",
         f"{d['load']['requests']:,} requests ({d['load']['kind']}); TTFT mean "
         f"{d['ttft_ms']['mean']:,.0f} ms, TPOT mean {d['tpot_ms']['mean']:,.1f} ms")
+
+
+def render_simulated(console: Console, s: dict | None) -> None:
+    """A line of a simulated benchmark run beside an analytic estimate (``lts estimate`` of two
+    pools): 10 x C requests at once behind C in flight."""
+    if s is None:
+        return
+    if "error" in s:
+        console.print(f"[bold]simulated[/]: {escape(s['error'])}")
+        return
+    t, p = s["ttft_ms"], s["tpot_ms"]
+    console.print(f"[bold]simulated[/] benchmark run ({s['requests']:,} requests at once behind "
+                  f"the concurrency, docs/simulate.md): TTFT mean {t['mean']:,.0f} ms (p50 "
+                  f"{t['p50']:,.0f}, p90 {t['p90']:,.0f}, p99 {t['p99']:,.0f}), TPOT mean "
+                  f"{p['mean']:.2f} ms (p90 {p['p90']:.2f}), {s['output_tokens_per_s']:,.0f} "
+                  f"output tokens/s")
