@@ -25,4 +25,7 @@ def render_bench(console: Console, d: dict) -> None:
                        ("exact_wall_s", "exact optimum")):
         if d.get(key) is not None:
             table.add_row(label, f"{d[key]:.2f} s")
+    if d.get("simulate_wall_s") is not None:
+        table.add_row(f"simulate 5,120 requests at C = 512, 0.8-1k/0.8-1k ({escape(d['simulate_strategy'])})",
+                      f"{d['simulate_wall_s']:.2f} s")
     console.print(table)

@@ -29,6 +29,10 @@ class Bench:
     estimate_wall_s: float             # one breakdown (what ``lts estimate`` costs)
     search_wall_s: float | None = None     # ppo, budget 4000 calls, seed 0 (None: not measured)
     exact_wall_s: float | None = None      # the exact optimum
+    simulate_wall_s: float | None = None   # a benchmark run of the exact optimum's degrees
+                                           # (serving.simulate: 10 x 512 requests of 1k/1k, [0.8 L, L], at
+                                           # once behind 512, generic engine; None: not run)
+    simulate_strategy: str | None = None   # that deployment
 
 
 CHUNK = 1_000_000      # rows evaluated at once (the Result of 10^7 rows held 3.7 GB)
@@ -89,6 +93,29 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
         search_ppo(problem, 4000, np.random.default_rng(0))
         out.search_wall_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        search_exact(problem)
+        best = search_exact(problem).best
         out.exact_wall_s = time.perf_counter() - t0
+        if best is not None:
+            out.simulate_wall_s, out.simulate_strategy = _simulate(model, topo, best)
     return out
+
+
+def _simulate(model, topo, best) -> tuple:
+    """Seconds of one benchmark run (docs/design.md §10's target: 10 x C requests at C = 512,
+    1,024 / 1,024 tokens, spread over [0.8 L, L] as InferenceX spreads them: equal lengths keep
+    the first burst in step, a run of few events) of ``best``'s degrees with Megatron's per-op choices, the step table
+    built in the time; (None, None) where not one request fits."""
+    from ..engines import ENGINES, GENERIC
+    from ..serving.simulate import Load, simulate
+    from ..specs.errors import LtsError
+    from ..specs.strategy import format_strategy
+    row = megatron_row(int(best[0]), int(best[1]), int(best[2]), 1)
+    t0 = time.perf_counter()
+    try:
+        simulate(model, topo, row, ENGINES[GENERIC].profile,
+                 Load(isl=1024, osl=1024, num_prompts=5120, max_concurrency=512,
+                      range_ratio=0.8))
+    except LtsError:
+        return None, None
+    text = format_strategy(row, only_changed=True, sep=", ").rsplit(", batch", 1)[0]
+    return time.perf_counter() - t0, text
