@@ -984,9 +984,18 @@ def validate(measurements, by, steady, json_, no_color):
 @cli.command()
 @click.argument("model")
 @click.argument("topology")
-@click.option("--strategy", "strategy_text", required=True,
+@click.option("--strategy", "strategy_text", default=None,
               help='The deployment: "tp=8,ep=1,pp=1" and per-op choices as in estimate (its '
                    'batch is ignored: the load sets the concurrency).')
+@click.option("--prefill", "prefill_text", default=None, metavar="STRATEGY",
+              help="Two pools (with --decode): one prefill instance's strategy.")
+@click.option("--prefill-workers", type=click.IntRange(1, MAX_GPUS), default=1,
+              show_default=True, help="Two pools: prefill instances.")
+@click.option("--decode", "decode_text", default=None, metavar="STRATEGY",
+              help="Two pools: one decode instance's strategy (batch=: its running requests "
+                   "at most).")
+@click.option("--decode-workers", type=click.IntRange(1, MAX_GPUS), default=1,
+              show_default=True, help="Two pools: decode instances.")
 @click.option("--engine", type=EngineParam(), default=None,
               help="The engine whose scheduler runs the requests (NAME@VERSION: that release's "
                    "profile). Default: generic.")
@@ -1030,20 +1039,23 @@ def validate(measurements, by, steady, json_, no_color):
                                        "waiting requests, KV cache in use, step time.")
 @engine_profile_option
 @output_options
-def simulate(model, topology, strategy_text, engine, isl, osl, range_ratio, num_prompts,
-             max_concurrency, request_rate, burstiness, warmups, trace_path, seed, ttft_slo_ms,
-             tpot_slo_ms, gpus, precision, kv_cache_dtype, plot, json_, no_color):
+def simulate(model, topology, strategy_text, prefill_text, prefill_workers, decode_text,
+             decode_workers, engine, isl, osl, range_ratio, num_prompts, max_concurrency,
+             request_rate, burstiness, warmups, trace_path, seed, ttft_slo_ms, tpot_slo_ms, gpus,
+             precision, kv_cache_dtype, plot, json_, no_color):
     """Simulate a benchmark run of one deployment, request by request: the engine's scheduler
     decides each step (admission, chunked prefill, KV blocks, preemption) and the cost model
     times it. Reports TTFT, TPOT, inter-token latency and end-to-end latency (mean, p50, p90,
     p99), output tokens/s, goodput within the SLOs, the KV cache's peak use and preemptions
-    (docs/simulate.md). Exit status 1 if not one request fits.
+    (docs/simulate.md). Two pools: --prefill and --decode (with --prefill-workers and
+    --decode-workers instances) in place of --strategy. Exit status 1 if not one request fits.
 
     \b
     Examples:
       lts simulate llama3.1-8b h100_dgx --strategy tp=1 --engine vllm --max-concurrency 64
       lts simulate gpt-oss-120b h200_dgx --strategy tp=2 --engine vllm --request-rate 20 --num-prompts 2000 --isl 2048 --osl 256
       lts simulate qwen3-32b h100_dgx --strategy tp=2 --engine sglang --trace tests/data/traces/mooncake.jsonl --plot run.svg
+      lts simulate deepseek-v3 h200_dgx --prefill tp=1,ep=8 --decode tp=8,batch=64 --engine sglang --max-concurrency 64
     """
     import math as _m
     from .report.format import progress as bar
@@ -1054,10 +1066,32 @@ def simulate(model, topology, strategy_text, engine, isl, osl, range_ratio, num_
     simulate_dict = _later(".report.simulate", "simulate_dict")
     simulate_svg = _later(".report.simulate", "simulate_svg")
     m, topo = _load(model, topology, precision, kv_cache_dtype)
-    try:
-        row = parse_strategy(strategy_text, m.is_moe)
-    except StrategyError as e:
-        raise click.BadParameter(str(e).split(": ", 1)[1], param_hint="'--strategy'") from None
+    pooled = prefill_text is not None or decode_text is not None
+    if pooled and (prefill_text is None or decode_text is None):
+        raise click.UsageError("two pools need both --prefill and --decode")
+    if pooled and strategy_text is not None:
+        raise click.UsageError("--strategy: not with --prefill and --decode (one pool or two)")
+    if not pooled and strategy_text is None:
+        raise click.UsageError("--strategy is required (or two pools: --prefill and --decode)")
+    for flag in ("prefill_workers", "decode_workers"):
+        if not pooled and _flag_given(flag):
+            raise click.UsageError(f"--{flag.replace('_', '-')}: only with --prefill and "
+                                   "--decode (two pools)")
+    rows = []
+    for text, flag in ((prefill_text, "--prefill"), (decode_text, "--decode")) if pooled \
+            else ((strategy_text, "--strategy"),):
+        try:
+            rows.append(parse_strategy(text, m.is_moe))
+        except StrategyError as e:
+            raise click.BadParameter(str(e).split(": ", 1)[1], param_hint=f"'{flag}'") from None
+    if pooled:
+        from .specs.strategy import BATCH, named_keys
+        used = sum(w * int(r[0] * r[1] * r[2])
+                   for w, r in ((prefill_workers, rows[0]), (decode_workers, rows[1])))
+        if used > (gpus or topo.gpus):
+            raise click.UsageError(f"the pools use {used:,} GPUs, more than the budget of "
+                                   f"{gpus or topo.gpus:,} (--gpus, or the topology's)")
+        slots = int(rows[1][BATCH]) if "batch" in named_keys(decode_text) else 0
     if trace_path is not None:
         given = [f"--{n.replace('_', '-')}" for n in ("isl", "osl", "range_ratio", "num_prompts",
                                                       "request_rate", "burstiness")
@@ -1083,16 +1117,24 @@ def simulate(model, topology, strategy_text, engine, isl, osl, range_ratio, num_
                     burstiness=burstiness, range_ratio=range_ratio, seed=seed)
     profile = _profile(topo, engine)
     try:
-        dep = prepare(m, topo, row, profile, [load], gpus or 0)
-        with bar(len(load.requests()[0]), "simulating", disable=json_) as advance:
-            res = run(dep, load, advance)
+        if pooled:
+            from .serving.two_pool_sim import prepare_pools, run_pools
+            dep = prepare_pools(m, topo, profile, rows[0], prefill_workers, rows[1],
+                                decode_workers, slots, [load], gpus or 0)
+            with bar(None, "simulating", disable=json_):
+                res = run_pools(dep, load)
+        else:
+            dep = prepare(m, topo, rows[0], profile, [load], gpus or 0)
+            with bar(len(load.requests()[0]), "simulating", disable=json_) as advance:
+                res = run(dep, load, advance)
     except LtsError as e:
         raise click.ClickException(str(e)) from None
     summary = res.summary(ttft_slo_ms, tpot_slo_ms)
     slo = " and ".join(f"{n} <= {v:g} ms" for n, v in (("TTFT", ttft_slo_ms),
                                                       ("TPOT", tpot_slo_ms)) if v)
-    d = {**simulate_dict(m, topo, profile, row, load, res, summary), "slo": slo or None,
-         "warmups": warmups}
+    pools = ((prefill_workers, rows[0]), (decode_workers, rows[1])) if pooled else None
+    d = {**simulate_dict(m, topo, profile, rows[0], load, res, summary, pools),
+         "slo": slo or None, "warmups": warmups}
     if plot is not None:
         _write_file(plot, simulate_svg(d), "--plot", (model, topology, trace_path))
     _print(json_, no_color, d, render_simulate)

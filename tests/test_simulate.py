@@ -193,6 +193,10 @@ def test_cli_simulate_json_and_plot(tmp_path):
     (["--trace", "x.csv", "--isl", "5"], 2, "--isl: not with --trace"),
     (["--request-rate", "nan"], 2, "'nan' is not a finite number"),
     (["--trace", "/nonexistent/t.csv"], 1, "Error: /nonexistent/t.csv"),
+    (["--max-concurrency", "4", "--prefill", "tp=1", "--decode", "tp=1"], 2,
+     "--strategy: not with --prefill"),
+    (["--max-concurrency", "4", "--prefill-workers", "2"], 2,
+     "--prefill-workers: only with --prefill and --decode"),
 ])
 def test_cli_simulate_bad_input(args, code, message):
     r = CliRunner().invoke(cli, ["simulate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1"]
@@ -270,3 +274,16 @@ def test_estimate_of_two_pools_adds_their_simulated_run():
     assert s["ttft_ms"]["p50"] <= s["ttft_ms"]["p99"]
     # the decode pool holds the 32 requests: every step decodes all that arrived
     assert s["tpot_ms"]["mean"] > 0 and s["output_tokens_per_s"] > 0
+
+
+def test_cli_simulate_two_pools():
+    r = CliRunner().invoke(cli, ["simulate", "deepseek-v3", "h200_dgx", "--prefill", "tp=1,ep=8",
+                                 "--decode", "tp=8,batch=64", "--engine", "sglang",
+                                 "--max-concurrency", "32", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["requests"] == 320 and d["pools"]["decode"]["tp"] == 8
+    assert d["pools"]["prefill"]["workers"] == 1 and d["strategy"].startswith("prefill 1 x")
+    r = CliRunner().invoke(cli, ["simulate", "deepseek-v3", "h200_dgx", "--prefill", "tp=1,ep=8",
+                                 "--max-concurrency", "4"])
+    assert r.exit_code == 2 and "two pools need both --prefill and --decode" in r.output

@@ -32,14 +32,27 @@ def _timeline(res) -> dict:
             "step_ms": [float(dur[i] * 1e3) for i in take]}
 
 
-def simulate_dict(model, topo, engine, row, load, res, summary: dict) -> dict:
-    """JSON of ``lts simulate`` (docs/json.md)."""
-    d = strategy_dict(row)
-    d.pop("batch", None)
+def _text(row) -> str:
+    """A strategy as prose, its batch left out (the load sets the concurrency)."""
+    return ", ".join(p for p in format_strategy(row, only_changed=True, sep=", ").split(", ")
+                     if not p.startswith("batch="))
+
+
+def simulate_dict(model, topo, engine, row, load, res, summary: dict, pools=None) -> dict:
+    """JSON of ``lts simulate`` (docs/json.md); ``pools``: ((prefill instances, row), (decode
+    instances, row)) of a two-pool deployment (then ``row`` is ignored)."""
+    if pools is None:
+        d = strategy_dict(row)
+        d.pop("batch", None)
+        text = _text(row)
+    else:
+        d = {"pools": {name: {"workers": int(w), **{k: v for k, v in strategy_dict(r).items()
+                                                       if k != "batch"}}
+                       for name, (w, r) in zip(("prefill", "decode"), pools)}}
+        text = " + ".join(f"{name} {w} x ({_text(r)})"
+                          for name, (w, r) in zip(("prefill", "decode"), pools))
     d.update(model=model.name, topology=topo.name, engine=engine.name,
-             engine_title=engine.title,
-             strategy=", ".join(p for p in format_strategy(row, only_changed=True, sep=", ")
-                                .split(", ") if not p.startswith("batch=")),
+             engine_title=engine.title, strategy=text,
              load={"kind": load.kind, "requests": summary["requests"],
                    "max_concurrency": load.max_concurrency or None,
                    "request_rate": num(load.request_rate) if load.kind != "burst" else None,
