@@ -455,6 +455,28 @@ def engine_profile_option(fn):
                              "fitted time per step and per request replace the engine's).")(fn)
 
 
+def pool_options(what: str):
+    """--prefill, --decode and their instances: a two-pool deployment (estimate, simulate);
+    ``what`` begins each flag's help."""
+    def decorate(fn):
+        opts = [
+            click.option("--prefill", "prefill_text", default=None, metavar="STRATEGY",
+                         help=f"{what}: one prefill instance's strategy (as --strategy); batch= "
+                              "the prompts it runs in one pass (default: one per attention-DP "
+                              "rank)."),
+            click.option("--prefill-workers", type=click.IntRange(1, MAX_GPUS), default=1,
+                         show_default=True, help=f"{what}: prefill instances."),
+            click.option("--decode", "decode_text", default=None, metavar="STRATEGY",
+                         help=f"{what}: one decode instance's strategy; batch= the requests it "
+                              "runs at most (default: what its KV cache and the engine hold)."),
+            click.option("--decode-workers", type=click.IntRange(1, MAX_GPUS), default=1,
+                         show_default=True, help=f"{what}: decode instances.")]
+        for opt in reversed(opts):
+            fn = opt(fn)
+        return fn
+    return decorate
+
+
 def _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus) -> Workload:
     return Workload(phase=phase, context=context, tpot_slo_ms=tpot_slo_ms,
                     ttft_slo_ms=ttft_slo_ms or 0.0, gpus=gpus or 0)
@@ -487,16 +509,7 @@ def cli():
                    "context, out_proj, ffn_norm, router, ffn1, ffn2, final_norm, lm_head; "
                    "choices: 0, 1, none, experts. Required, unless two pools are given "
                    "(--prefill and --decode).")
-@click.option("--prefill", "prefill_text", default=None, metavar="STRATEGY",
-              help="serve, two pools: one prefill instance's strategy (as --strategy); batch= "
-                   "the prompts it runs in one pass (default: one per attention-DP rank).")
-@click.option("--prefill-workers", type=click.IntRange(1, MAX_GPUS), default=1,
-              show_default=True, help="serve, two pools: prefill instances.")
-@click.option("--decode", "decode_text", default=None, metavar="STRATEGY",
-              help="serve, two pools: one decode instance's strategy; batch= the requests it "
-                   "runs at most (default: what its KV cache and the engine hold).")
-@click.option("--decode-workers", type=click.IntRange(1, MAX_GPUS), default=1,
-              show_default=True, help="serve, two pools: decode instances.")
+@pool_options("serve, two pools")
 @click.option("--decode-topology", default=None, metavar="TOPOLOGY",
               help="serve, two pools: run the decode pool on this topology (another GPU type; "
                    "the KV cache then crosses both networks). Default: TOPOLOGY.")
@@ -640,7 +653,7 @@ def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, dec
             with progress(None, "simulating", disable=json_):
                 simulated = run_pools(prepare_pools(
                     m, topo, profile, pre, prefill_workers, dec, decode_workers, slots, [load],
-                    gpus or 0, topo2, profile2), load).summary()
+                    gpus or 0, topo2, profile2, prefill_prompts=prompts), load).summary()
         except LtsError as e:
             simulated = {"error": str(e)}
     pre[BATCH] = res.prompts[0]                     # what the loop ran: per instance
@@ -987,15 +1000,7 @@ def validate(measurements, by, steady, json_, no_color):
 @click.option("--strategy", "strategy_text", default=None,
               help='The deployment: "tp=8,ep=1,pp=1" and per-op choices as in estimate (its '
                    'batch is ignored: the load sets the concurrency).')
-@click.option("--prefill", "prefill_text", default=None, metavar="STRATEGY",
-              help="Two pools (with --decode): one prefill instance's strategy.")
-@click.option("--prefill-workers", type=click.IntRange(1, MAX_GPUS), default=1,
-              show_default=True, help="Two pools: prefill instances.")
-@click.option("--decode", "decode_text", default=None, metavar="STRATEGY",
-              help="Two pools: one decode instance's strategy (batch=: its running requests "
-                   "at most).")
-@click.option("--decode-workers", type=click.IntRange(1, MAX_GPUS), default=1,
-              show_default=True, help="Two pools: decode instances.")
+@pool_options("two pools")
 @click.option("--engine", type=EngineParam(), default=None,
               help="The engine whose scheduler runs the requests (NAME@VERSION: that release's "
                    "profile). Default: generic.")
@@ -1092,6 +1097,7 @@ def simulate(model, topology, strategy_text, prefill_text, prefill_workers, deco
             raise click.UsageError(f"the pools use {used:,} GPUs, more than the budget of "
                                    f"{gpus or topo.gpus:,} (--gpus, or the topology's)")
         slots = int(rows[1][BATCH]) if "batch" in named_keys(decode_text) else 0
+        prompts = int(rows[0][BATCH]) if "batch" in named_keys(prefill_text) else 0
     if trace_path is not None:
         given = [f"--{n.replace('_', '-')}" for n in ("isl", "osl", "range_ratio", "num_prompts",
                                                       "request_rate", "burstiness")
@@ -1120,7 +1126,8 @@ def simulate(model, topology, strategy_text, prefill_text, prefill_workers, deco
         if pooled:
             from .serving.two_pool_sim import prepare_pools, run_pools
             dep = prepare_pools(m, topo, profile, rows[0], prefill_workers, rows[1],
-                                decode_workers, slots, [load], gpus or 0)
+                                decode_workers, slots, [load], gpus or 0,
+                                prefill_prompts=prompts)
             with bar(None, "simulating", disable=json_):
                 res = run_pools(dep, load)
         else:

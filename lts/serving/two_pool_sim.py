@@ -7,7 +7,7 @@ trace); the requests go through two stations and a link, each event at its own t
 - **Prefill pool**: ``x`` instances share one queue (the router sends a request to whichever
   instance is free; in arrival order). A free instance starts a pass with the waiting prompts
   that fit its budget: ``per_pass`` prompts of the load's mean length (its token budget per
-  attention-DP rank, at least one prompt a rank); a pass of k prompts takes the cost model's
+  attention-DP rank, at least one prompt a rank; or the prompts the deployment names); a pass of k prompts takes the cost model's
   prefill of k prompts (``two_pool.prefill_workload``) plus the engine's time per step for each
   chunk of the budget a prompt longer than it needs.
 - **The link**: when its pass ends, a request's KV cache crosses to the decode pool
@@ -55,10 +55,11 @@ class Pools:
 
 def prepare_pools(model, topo, engine, prefill_row, prefill_workers, decode_row,
                   decode_workers, decode_slots, loads, gpus: int = 0, decode_topo=None,
-                  decode_engine=None) -> Pools:
+                  decode_engine=None, prefill_prompts: int = 0) -> Pools:
     """A two-pool deployment ready to run ``loads``: one instance's rows of each pool, the
-    instances of each, and the decode pool's running requests at most (``decode_slots``, 0: what
-    its KV cache and the engine hold)."""
+    instances of each, the decode pool's running requests at most per instance
+    (``decode_slots``, 0: what its KV cache and the engine hold) and the prompts of one prefill
+    pass (``prefill_prompts``, 0: what its token budget holds)."""
     from .scheduler import Scheduler
     from .serve import Evaluator, capacity
     from .steptime import StepTable
@@ -78,7 +79,7 @@ def prepare_pools(model, topo, engine, prefill_row, prefill_workers, decode_row,
     # prefill: prompts a pass holds, its time for 1..per_pass prompts
     dp_p = int(ranks(model, pre[None, :])[0])
     rank_budget = Scheduler.of(engine, dp_p).budget / dp_p
-    per_pass = dp_p * max(int(rank_budget // max(mean_isl, 1)), 1)
+    per_pass = int(prefill_prompts) or dp_p * max(int(rank_budget // max(mean_isl, 1)), 1)
     rows = np.tile(pre, (per_pass, 1))
     rows[:, BATCH] = np.arange(1, per_pass + 1)
     res = ev_p(prefill_workload(mean_isl, gpus), rows)
