@@ -287,3 +287,13 @@ def test_cli_simulate_two_pools():
     r = CliRunner().invoke(cli, ["simulate", "deepseek-v3", "h200_dgx", "--prefill", "tp=1,ep=8",
                                  "--max-concurrency", "4"])
     assert r.exit_code == 2 and "two pools need both --prefill and --decode" in r.output
+
+
+def test_a_prompt_takes_one_ranks_budget_a_step():
+    # attention DP over 16 ranks pools 16 budgets, but a prompt lives on one rank: a 40,000-token
+    # prompt alone takes ceil(40000 / 8192) = 5 steps, not one
+    m, topo = load_model("deepseek-v3"), load_topology("h200_dgx")
+    eng = ENGINES["vllm"].profile.for_gpu(topo)
+    res = simulate(m, topo, parse_strategy("tp=1,ep=16", True), eng,
+                   Load(isl=40_000, osl=2, num_prompts=1, max_concurrency=1))
+    assert res.timeline["prefill_tokens"][:5] == [8192] * 4 + [40_000 - 4 * 8192]

@@ -39,7 +39,8 @@ n running requests, which the cost model's tables need and so lives below them).
 Attention data parallelism (lts's ep groups, and the DP-attention variant's tp ranks): each rank
 runs its own scheduler in the engines; the simulator pools the ranks into one scheduler whose
 budget and running cap are the ranks' sum (``rank_budget``: each rank its own budget, or SGLang's
-budget divided over the ranks), requests spread over them evenly as the cost tables assume.
+budget divided over the ranks), requests spread over them evenly as the cost tables assume; a
+prompt lives on one rank, so a step prefills at most one rank's budget of it (``chunk_cap``).
 """
 from __future__ import annotations
 
@@ -69,6 +70,7 @@ class Scheduler:
                              # "reserve" (room for prompt and output at admission)
     block: int               # KV block size in tokens
     ranks: int = 1
+    per_rank: int = 0        # one rank's budget: a prompt's chunk in a step at most (0: budget)
 
     @classmethod
     def of(cls, engine: EngineProfile, ranks: int = 1) -> "Scheduler":
@@ -76,7 +78,14 @@ class Scheduler:
         per_rank = rank_budget(engine.step_tokens, engine.budget_per_rank, ranks)
         return cls(engine.name, max(int(round(per_rank * ranks)), 1),
                    engine.max_running * ranks if engine.max_running else 0, engine.mixed,
-                   KV_RULE.get(engine.name, "demand"), BLOCK_TOKENS.get(engine.name, 1), ranks)
+                   KV_RULE.get(engine.name, "demand"), BLOCK_TOKENS.get(engine.name, 1), ranks,
+                   max(int(per_rank), 1))
+
+    @property
+    def chunk_cap(self) -> int:
+        """The most tokens of one prompt a step prefills: a prompt is on one rank, whose
+        budget it takes at most."""
+        return self.per_rank or self.budget
 
     def admits(self, running: int) -> bool:
         """Whether one more request may run beside ``running`` (the running cap)."""

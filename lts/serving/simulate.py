@@ -350,7 +350,7 @@ class _Run:
             for i in self.prefilling:
                 if left <= 0:
                     break
-                t = min(self.prompt[i] - self.done[i], left)
+                t = min(self.prompt[i] - self.done[i], left, self.s.chunk_cap)
                 chunks.append((i, t))
                 left -= t
             new = d + sum(t for _, t in chunks)
@@ -360,7 +360,7 @@ class _Run:
             self.preempt(self.running[-1])
         while self.waiting and left > 0 and self.s.admits(len(self.running)):
             i = self.waiting[0]
-            t = min(self.prompt[i] - self.done[i], left)
+            t = min(self.prompt[i] - self.done[i], left, self.s.chunk_cap)
             if self.sent[i] > self.cutoff or not self._fits(i, t, new):
                 break
             self.admit(i)
@@ -375,13 +375,13 @@ class _Run:
         for i in self.prefilling:          # the prompt chunked last time goes on first
             if left <= 0:
                 break
-            t = min(self.prompt[i] - self.done[i], left)
+            t = min(self.prompt[i] - self.done[i], left, self.s.chunk_cap)
             chunks.append((i, t))
             left -= t
         new = sum(t for _, t in chunks)
         while self.waiting and left > 0 and self.s.admits(len(self.running)):
             i = self.waiting[0]
-            t = min(self.prompt[i] - self.done[i], left)
+            t = min(self.prompt[i] - self.done[i], left, self.s.chunk_cap)
             if self.sent[i] > self.cutoff or not self._fits(i, t, new) and self.running:
                 break
             self.admit(i)
