@@ -814,6 +814,11 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
             console.print()
             render_emit_disagg(console, disagg_launch)
     _print(json_, no_color, d, render)
+    if run.percentile is not None and run.percentile.best is None:
+        # nothing meets the limits at the percentile asked: as a search with nothing feasible
+        raise click.ClickException(f"no checked deployment meets the limits at "
+                                   f"p{slo_percentile} (the search's top "
+                                   f"{len(run.percentile.checked)}, simulated)")
 
 
 def _methods(ctx, param, value):
@@ -1100,7 +1105,7 @@ def simulate(model, topology, strategy_text, prefill_text, prefill_workers, deco
         prompts = int(rows[0][BATCH]) if "batch" in named_keys(prefill_text) else 0
     if trace_path is not None:
         given = [f"--{n.replace('_', '-')}" for n in ("isl", "osl", "range_ratio", "num_prompts",
-                                                      "request_rate", "burstiness")
+                                                      "request_rate", "burstiness", "seed")
                  if _flag_given(n)]
         if given:
             raise click.UsageError(f"{', '.join(given)}: not with --trace (the trace gives "

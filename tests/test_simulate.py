@@ -297,3 +297,28 @@ def test_a_prompt_takes_one_ranks_budget_a_step():
     res = simulate(m, topo, parse_strategy("tp=1,ep=16", True), eng,
                    Load(isl=40_000, osl=2, num_prompts=1, max_concurrency=1))
     assert res.timeline["prefill_tokens"][:5] == [8192] * 4 + [40_000 - 4 * 8192]
+
+
+def test_the_time_per_request_holds_the_clients_slot():
+    # one client, steps of 10 ms, 50 ms between sending and the scheduler: each request takes
+    # 60 ms end to end and the next is sent when it ends (Little's law: 1 / 60 ms requests/s)
+    dep = Deployment(1e12, Scheduler("generic", 1024, 1, True, "demand", 1), ConstantSteps(0.01),
+                     0.05, False)
+    res = run(dep, Load(isl=64, osl=1, num_prompts=10, max_concurrency=1))
+    assert list(res.ttft) == pytest.approx([0.06] * 10)
+    assert res.duration == pytest.approx(0.6)
+    assert res.summary()["requests_per_s"] == pytest.approx(1 / 0.06)
+
+
+def test_a_request_the_kv_cache_cannot_hold_is_refused(llama8b):
+    m, topo = llama8b
+    with pytest.raises(LtsError, match="requests do not fit the KV cache"):
+        simulate(m, topo, parse_strategy("tp=1", False), ENGINES["vllm"].profile.for_gpu(topo),
+                 Load(max_concurrency=1, trace=((0, 100, 10), (0.1, 400_000, 100_000))))
+
+
+def test_a_run_over_a_billion_seconds_is_refused(llama8b):
+    m, topo = llama8b
+    with pytest.raises(LtsError, match="arrive over"):
+        simulate(m, topo, parse_strategy("tp=1", False), ENGINES["vllm"].profile.for_gpu(topo),
+                 Load(max_concurrency=1, trace=((0, 100, 10), (1e300, 100, 10))))

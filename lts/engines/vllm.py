@@ -72,11 +72,12 @@ PROFILES = {
 # per step stays 0.12's 2.0 ms: the MoE rows want more (4 ms on MiniMax-M2.5) but that does not
 # carry to gpt-oss (its held-out TPOT worsens), the sign of per-layer MoE kernels lts does not
 # cost yet, not of the scheduler.
-# Under the simulator (serving.simulate: a benchmark's burst, lengths spread, async scheduling),
-# the time per request FITTED the same way (scripts/calibrate.py ../shared/data/serving_moe.csv
-# --split model:gpt-oss-120b --fit vllm.request_overhead_ms=0,10,20,30,40,60, 2026-11-28): trained
-# on gpt-oss-120b's vLLM rows -> 40 ms (train TTFT within 2x 85.0%); held out, MiniMax-M2.5's 806
-# vLLM rows: TTFT within 2x 90.1%, TPOT 99.8% (30 ms: 84.4%; the steady state: 78.4%).
+# Under the simulator (serving.simulate: a benchmark's burst, lengths spread, async scheduling;
+# the time between a request's sending and the scheduler), the time per request FITTED the same
+# way (scripts/calibrate.py ../shared/data/serving_moe.csv --split model:gpt-oss-120b --fit
+# vllm.sim_request_overhead_ms=0,10,...,60, 2026-11-28): trained on gpt-oss-120b's vLLM rows ->
+# 40 ms (train TTFT within 2x 86.1%); held out, MiniMax-M2.5's 806 vLLM rows: TTFT within 2x
+# 94.3%, TPOT 99.8% (the steady state: 78.4%).
 PROFILES["0.15"] = replace(
     PROFILES["0.12"], title="vLLM 0.15-0.19 (vllm serve, async scheduling)",
     request_overhead_s=30.0 * MS, overlap=True, sim_request_overhead_s=40.0 * MS,

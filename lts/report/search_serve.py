@@ -250,6 +250,11 @@ def render_percentile(console: Console, d: dict) -> None:
                   f"{r['tokens_per_s_per_cluster_gpu']:,.1f}" if r["meets"] else "-",
                   f"{r['ttft_ms'][key]:,.1f}", f"{r['tpot_ms'][key]:,.2f}")
     console.print(t)
+    degrees = [(r["tp"], r["ep"], r["pp"]) for r in d["checked"]]
+    alike = [i for i, g in enumerate(degrees) if degrees.count(g) > 1]
+    if alike:       # the same degrees, other per-op choices: say which row is which
+        console.print("rows of the same degrees differ in their per-op choices: " + "; ".join(
+            f"{i + 1}: {escape(d['checked'][i]['strategy'])}" for i in alike))
     b = d["best"]
     if b is None:
         console.print(f"[red]none of the checked deployments meets the limits at p{p}[/]")

@@ -51,8 +51,10 @@ def simulate_dict(model, topo, engine, row, load, res, summary: dict, pools=None
                        for name, (w, r) in zip(("prefill", "decode"), pools)}}
         text = " + ".join(f"{name} {w} x ({_text(r)})"
                           for name, (w, r) in zip(("prefill", "decode"), pools))
+    used = [(1, row)] if pools is None else pools
     d.update(model=model.name, topology=topo.name, engine=engine.name,
              engine_title=engine.title, strategy=text,
+             gpus=int(sum(w * int(r[0] * r[1] * r[2]) for w, r in used)),
              load={"kind": load.kind, "requests": summary["requests"],
                    "max_concurrency": load.max_concurrency or None,
                    "request_rate": num(load.request_rate) if load.kind != "burst" else None,
@@ -78,11 +80,13 @@ def render_simulate(console: Console, d: dict) -> None:
     if load["kind"] in ("poisson", "gamma", "trace") and load["max_concurrency"]:
         how += f", at most {load['max_concurrency']} in flight"
     if load["isl"] is not None:
-        lo = lambda v: int(v * load["range_ratio"])  # noqa: E731
+        lo = lambda v: max(int(v * load["range_ratio"]), 1)  # noqa: E731
         how += (f"; {lo(load['isl'])}-{load['isl']} in / {lo(load['osl'])}-{load['osl']} out"
                 if load["range_ratio"] < 1 else f"; {load['isl']} in / {load['osl']} out")
+    gpus = f"{d['gpus']:,} GPU{'s' if d['gpus'] != 1 else ''}"
     console.print(f"[bold]{escape(d['model'])}[/] on {escape(d['topology'])}, "
-                  f"{escape(d['strategy'])}, {escape(d['engine_title'])}\n{escape(how)}")
+                  f"{escape(d['strategy'])} ({gpus}), {escape(d['engine_title'])}\n"
+                  f"{escape(how)}")
     t = Table(box=box.SIMPLE_HEAD, title="simulated run: per request (ms)")
     t.add_column("metric")
     for c in ("mean", "p50", "p90", "p99"):
@@ -90,7 +94,7 @@ def render_simulate(console: Console, d: dict) -> None:
     for key, name in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("itl_ms", "ITL"),
                       ("e2e_ms", "end to end")):
         v = d[key]
-        t.add_row(name, *(f"{v[c]:,.1f}" if v[c] is not None else "-"
+        t.add_row(name, *(f"{v[c]:,.1f}" if v[c] is not None and v[c] == v[c] else "-"
                           for c in ("mean", "p50", "p90", "p99")))
     console.print(t)
     good = ""

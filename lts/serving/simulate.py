@@ -25,8 +25,9 @@ runs that: a discrete-event simulation at the granularity of engine steps.
   between the steps each decoding request advances in), each as mean and percentiles (numpy's
   linear percentile, as ``vllm bench serve`` reports them); output tokens/s over the run (first
   send to last token), goodput within SLOs, the KV cache's peak use and preemptions; a timeline
-  per step for ``--plot``. The engine's time per request (HTTP, tokenization) is added to each
-  request's TTFT and latency, as in the analytic loop.
+  per step for ``--plot``. The engine's time per request (HTTP, tokenization) passes between a
+  request's sending and its reaching the scheduler: it is part of TTFT and latency, and the
+  client's slot stays taken meanwhile.
 
 Warm-up requests that the benchmark awaits before its timed run (InferenceX ``--num-warmups``)
 leave an idle server behind: they do not change the timed run and are not simulated.
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -99,7 +101,6 @@ class SimResult:
     isl: np.ndarray
     osl: np.ndarray
     preemptions: np.ndarray
-    request_overhead_s: float
     itl: tuple                            # inter-token gaps (s) and how many requests had each
     timeline: dict = field(default_factory=dict)   # per step: start, duration, running, ...
     kv_tokens: float = 0.0                # the KV cache's capacity in tokens (all ranks)
@@ -107,11 +108,11 @@ class SimResult:
 
     @property
     def ttft(self) -> np.ndarray:
-        return self.first - self.sent + self.request_overhead_s
+        return self.first - self.sent
 
     @property
     def e2e(self) -> np.ndarray:
-        return self.finish - self.sent + self.request_overhead_s
+        return self.finish - self.sent
 
     @property
     def tpot(self) -> np.ndarray:
@@ -196,6 +197,7 @@ class _Run:
         self.cutoff = 0.0                      # requests sent after it wait for a later step
         self.clip_free = max(self.osl) <= CLIP_NEW_TOKENS   # SGLang's clip never applies
         self.sent = [math.nan] * n
+        self.ready = [math.nan] * n            # when it reaches the scheduler (sent + overhead)
         self.first = [math.nan] * n
         self.finish = [math.nan] * n
         self.preempts = [0] * n
@@ -207,7 +209,7 @@ class _Run:
         self.next_send = 0                     # requests are sent in order
         self.inflight = 0
         self.free_since = 0.0                  # when the concurrency limit last stopped binding
-        self.waiting = []                      # sent, not running (a list used as a deque: small)
+        self.waiting = deque()                 # sent, not running, in order
         self.running = []                      # admission order (preemption takes the last)
         self.prefilling = []                   # running requests with prompt tokens left
         self.decoders = 0
@@ -243,6 +245,7 @@ class _Run:
                 and self.arrival[self.next_send] <= self.clock:
             i = self.next_send
             self.sent[i] = max(self.arrival[i], self.free_since)
+            self.ready[i] = self.sent[i] + self.overhead
             self.waiting.append(i)
             self.inflight += 1
             self.next_send += 1
@@ -297,10 +300,10 @@ class _Run:
             self.version[i] += 1
         self.done[i] = 0
         self.preempts[i] += 1
-        self.waiting.insert(0, i)
+        self.waiting.appendleft(i)
 
     def admit(self, i: int):
-        self.waiting.remove(i)
+        self.waiting.popleft()              # (i: the head, the only one admitted)
         self.running.append(i)
         self.prefilling.append(i)
         self.reserved += self.isl[i] + self.osl[i]
@@ -361,7 +364,7 @@ class _Run:
         while self.waiting and left > 0 and self.s.admits(len(self.running)):
             i = self.waiting[0]
             t = min(self.prompt[i] - self.done[i], left, self.s.chunk_cap)
-            if self.sent[i] > self.cutoff or not self._fits(i, t, new):
+            if self.ready[i] > self.cutoff or not self._fits(i, t, new):
                 break
             self.admit(i)
             chunks.append((i, t))
@@ -382,7 +385,7 @@ class _Run:
         while self.waiting and left > 0 and self.s.admits(len(self.running)):
             i = self.waiting[0]
             t = min(self.prompt[i] - self.done[i], left, self.s.chunk_cap)
-            if self.sent[i] > self.cutoff or not self._fits(i, t, new) and self.running:
+            if self.ready[i] > self.cutoff or not self._fits(i, t, new) and self.running:
                 break
             self.admit(i)
             chunks.append((i, t))
@@ -400,8 +403,9 @@ class _Run:
     def run(self, progress=None) -> None:
         while self.finished < self.n:
             self.release()
-            if not self.running and not self.waiting:
-                nxt = self.next_arrival()
+            head = self.ready[self.waiting[0]] if self.waiting else math.inf
+            if not self.running and head > self.clock:      # idle until a request is there
+                nxt = min(self.next_arrival(), head)
                 if math.isinf(nxt):
                     raise LtsError("the simulation stalled: no request is running or can come")
                 self.clock = max(self.clock, nxt)
@@ -477,7 +481,7 @@ class _Run:
 
     def _stretch(self, d: int) -> int:
         """Decode-only steps that can run before the next event (module docstring)."""
-        if self.waiting and (self.s.kv_rule == "ratio" or self.sent[self.waiting[0]] > self.cutoff):
+        if self.waiting and (self.s.kv_rule == "ratio" or self.ready[self.waiting[0]] > self.cutoff):
             return 1       # SGLang's admission changes as its ratio decays; a request comes in
         k = self.heap[0][0] - self.tick if self.heap else 1
         if self.s.kv_rule == "demand" or self.s.kv_rule == "ratio":
@@ -508,7 +512,7 @@ class _Run:
             counts.append(np.full(k, float(d)))
         f = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
         return SimResult(f(self.sent), f(self.first), f(self.finish), np.asarray(self.isl),
-                         np.asarray(self.osl), np.asarray(self.preempts), self.overhead,
+                         np.asarray(self.osl), np.asarray(self.preempts),
                          (np.concatenate(gaps), np.concatenate(counts)) if gaps else
                          (np.zeros(0), np.zeros(0)), self.tl, kv_tokens,
                          self.steps)
@@ -521,6 +525,36 @@ def ranks_of(model, row) -> int:
     row = np.atleast_2d(np.asarray(row, dtype=np.int64))
     dp = int(row[0, EP])
     return dp * int(row[0, TP]) if attention_dp(model, row)[0] else dp
+
+
+MAX_SPAN_S = 1e9      # seconds a run's arrivals span at most (31 years: a step's milliseconds
+                      # stay exact in float64 beside the clock)
+
+
+def requests_of(loads) -> list:
+    """Each load's (arrival, isl, osl), checked: 1..MAX_SIM_REQUESTS requests arriving within
+    MAX_SPAN_S seconds."""
+    reqs = [load.requests() for load in loads]
+    for arrival, _, _ in reqs:
+        if not 0 < len(arrival) <= MAX_SIM_REQUESTS:
+            raise LtsError(f"{len(arrival):,} requests: from 1 to {MAX_SIM_REQUESTS:,} a run")
+        if arrival[-1] > MAX_SPAN_S:
+            raise LtsError(f"the requests arrive over {arrival[-1]:.3g} s: at most "
+                           f"{MAX_SPAN_S:.0e} s (a request rate or trace that slow is not a "
+                           "run to simulate step by step)")
+    return reqs
+
+
+def check_fit(isl, osl, kv_tokens: float, where: str) -> None:
+    """LtsError unless every request (prompt and output) fits ``kv_tokens``: an engine runs no
+    request its KV cache cannot hold (vLLM refuses a max_model_len whose cache does not fit)."""
+    tokens = np.asarray(isl, dtype=np.int64) + np.asarray(osl, dtype=np.int64)
+    over = int((tokens > kv_tokens).sum())
+    if over:
+        what = "not one request fits" if over == len(tokens) else \
+            f"{over:,} of the {len(tokens):,} requests do not fit"
+        raise LtsError(f"{what} {where} ({kv_tokens:,.0f} tokens): the largest holds "
+                       f"{int(tokens.max()):,} (prompt and output)")
 
 
 @dataclass
@@ -541,12 +575,7 @@ def prepare(model, topo, row, engine, loads, gpus: int = 0) -> Deployment:
     from .serve import Evaluator, capacity
     from .steptime import StepTable
     row = np.array(np.atleast_2d(np.asarray(row, dtype=np.int64))[0], copy=True)
-    reqs = [load.requests() for load in loads]
-    for arrival, _, _ in reqs:
-        if len(arrival) > MAX_SIM_REQUESTS:
-            raise LtsError(f"{len(arrival):,} requests: at most {MAX_SIM_REQUESTS:,} a run")
-        if not len(arrival):
-            raise LtsError("the load has no requests")
+    reqs = requests_of(loads)
     isl = np.concatenate([r[1] for r in reqs])
     osl = np.concatenate([r[2] for r in reqs])
     top_isl, top_osl = int(isl.max()), int(osl.max())
@@ -561,11 +590,9 @@ def prepare(model, topo, row, engine, loads, gpus: int = 0) -> Deployment:
     pool = float(engine.kv_pool_bytes(ev.topo, fixed, row[TP] * row[PP])[0])
     per_token = float(per_request[0]) / (top_isl + top_osl)    # bytes per GPU a cached token
     kv_tokens = max(pool, 0.0) / per_token if per_token > 0 else math.inf
-    need = int(isl.min()) + int(osl.min())
-    if kv_tokens < need:
-        raise LtsError(f"not one request fits the KV cache: {kv_tokens:,.0f} tokens free, the "
-                       f"shortest request holds {need:,}")
     sched = Scheduler.of(engine, ranks_of(model, row))
+    check_fit(isl, osl, kv_tokens / sched.ranks, "the KV cache of an attention-DP rank"
+              if sched.ranks > 1 else "the KV cache")
     most = max(len(r[0]) if not load.max_concurrency else load.max_concurrency
                for r, load in zip(reqs, loads))
     most = int(min(most, sched.max_running or most, max(kv_tokens // max(int(isl.min()), 1), 1)))

@@ -34,6 +34,9 @@ def read_trace(path) -> tuple:
     file = str(path)
     text = read_text(Path(path), "a trace file", max_bytes=MAX_TRACE_BYTES)
     head = text.lstrip()[:1]
+    if head in ('[', '"'):
+        raise SpecError(file, "", "not a trace: JSON that is not one object a line (Mooncake's "
+                                  "trace), nor a CSV")
     rows = _jsonl(file, text) if head == "{" else _csv(file, text)
     if not rows:
         raise SpecError(file, "", "holds no requests")
@@ -45,6 +48,8 @@ def read_trace(path) -> tuple:
 
 
 def _tokens(file, where, name, value) -> int:
+    if isinstance(value, bool):
+        value = repr(value)          # JSON true is not a token count
     try:
         x = float(value)
     except (TypeError, ValueError):
@@ -56,6 +61,8 @@ def _tokens(file, where, name, value) -> int:
 
 
 def _seconds(file, where, name, value, scale=1.0) -> float:
+    if isinstance(value, bool):
+        value = repr(value)
     try:
         x = float(value) * scale
     except (TypeError, ValueError):

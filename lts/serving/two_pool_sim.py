@@ -22,7 +22,8 @@ trace); the requests go through two stations and a link, each event at its own t
   (TTFT is measured at the client, through the router: prefill queue, pass, transfer, handoff,
   first decode step), its last osl - 1 steps later.
 
-The engine's time per request is added to TTFT and latency, as in one pool. The result is a
+The engine's time per request passes before a request joins the prefill queue, as in one pool
+(part of TTFT and latency, the client's slot taken). The result is a
 ``simulate.SimResult``.
 """
 from __future__ import annotations
@@ -35,8 +36,7 @@ import numpy as np
 
 from ..specs.errors import LtsError
 from ..specs.strategy import BATCH, EP, PP, TP
-from ..specs.limits import MAX_SIM_REQUESTS
-from .simulate import Load, SimResult
+from .simulate import Load, SimResult, check_fit, requests_of
 
 
 @dataclass
@@ -67,10 +67,7 @@ def prepare_pools(model, topo, engine, prefill_row, prefill_workers, decode_row,
     pre = np.array(np.atleast_2d(np.asarray(prefill_row, dtype=np.int64))[0], copy=True)
     dec = np.array(np.atleast_2d(np.asarray(decode_row, dtype=np.int64))[0], copy=True)
     d_topo, d_engine = decode_topo or topo, decode_engine or engine
-    reqs = [load.requests() for load in loads]
-    for arrival, _, _ in reqs:
-        if not 0 < len(arrival) <= MAX_SIM_REQUESTS:
-            raise LtsError(f"{len(arrival):,} requests: from 1 to {MAX_SIM_REQUESTS:,} a run")
+    reqs = requests_of(loads)
     isl = np.concatenate([r[1] for r in reqs])
     osl = np.concatenate([r[2] for r in reqs])
     top_isl, top_osl, mean_isl = int(isl.max()), int(osl.max()), int(round(isl.mean()))
@@ -101,6 +98,9 @@ def prepare_pools(model, topo, engine, prefill_row, prefill_workers, decode_row,
                        "instance's KV cache")
     pool = float(d_engine.kv_pool_bytes(ev_d.topo, fixed, dec[TP] * dec[PP])[0])
     kv_tokens = pool / (float(per_request[0]) / (top_isl + top_osl)) * decode_workers
+    check_fit(isl, osl, kv_tokens / decode_workers / dp_d,
+              "the KV cache of a decode instance's attention-DP rank" if dp_d > 1 else
+              "a decode instance's KV cache")
     per_instance = int(min(decode_slots, cap[0])) if decode_slots else \
         int(d_engine.holds(cap)[0])
     slots = max(per_instance, 1) * decode_workers
@@ -144,7 +144,7 @@ def run_pools(p: Pools, load: Load) -> SimResult:
         nonlocal nxt, inflight
         while nxt < n and inflight < limit and arr[nxt] <= now:
             sent[nxt] = max(arr[nxt], free_since)
-            queue.append(nxt)
+            push(sent[nxt] + p.request_overhead_s, "enqueue", nxt)   # HTTP, tokenization
             inflight += 1
             nxt += 1
         if nxt < n and inflight < limit:
@@ -217,6 +217,8 @@ def run_pools(p: Pools, load: Load) -> SimResult:
         now, _, kind, payload = heapq.heappop(events)
         if kind == "arrive":
             release(now)
+        elif kind == "enqueue":
+            queue.append(payload)
         elif kind == "pass":
             idle_servers += 1
             for i in payload:
@@ -250,5 +252,5 @@ def run_pools(p: Pools, load: Load) -> SimResult:
         if itl else (np.zeros(0), np.zeros(0))
     f = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
     return SimResult(f(sent), f(first), f(finish), isl, osl, np.zeros(n, dtype=np.int64),
-                     p.request_overhead_s, itl_arr, tl, p.kv_tokens, steps)
+                     itl_arr, tl, p.kv_tokens, steps)
 
