@@ -322,3 +322,18 @@ def test_a_run_over_a_billion_seconds_is_refused(llama8b):
     with pytest.raises(LtsError, match="arrive over"):
         simulate(m, topo, parse_strategy("tp=1", False), ENGINES["vllm"].profile.for_gpu(topo),
                  Load(max_concurrency=1, trace=((0, 100, 10), (1e300, 100, 10))))
+
+
+def test_validate_simulates_rows_that_say_how_they_were_measured():
+    from pathlib import Path
+    from lts.serving.validate import validate
+    root = str(Path(__file__).parent / "data" / "measurements") + "/"
+    d = validate(root + "benchmark_runs.csv")
+    assert len(d["rows"]) == 4 and not d["skipped"]
+    assert all(r["predicted_by"] == "simulation" for r in d["rows"])
+    assert all(r["simulated"]["requests"] == 10 * r["concurrency"] for r in d["rows"])
+    steady = validate(root + "benchmark_runs.csv", steady=True)
+    assert all("predicted_by" not in r for r in steady["rows"])
+    # two pools naming srt-slurm's sa-bench: its protocol (10 x C at once, [0.8 L, L])
+    d = validate(root + "benchmark_runs_disagg.csv")
+    assert len(d["rows"]) == 2 and all(r["predicted_by"] == "simulation" for r in d["rows"])
