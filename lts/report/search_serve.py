@@ -231,7 +231,8 @@ def render_percentile(console: Console, d: dict) -> None:
         return
     p = d["percentile"]
     t = Table(title=f"checked by simulation at p{p} (10 x C requests at once behind C in "
-                    "flight, lengths over [0.8 L, L])", box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+                    "flight, lengths over [0.8 L, L])", box=box.SIMPLE_HEAD, pad_edge=False,
+              collapse_padding=True,
               caption="b, tok/s/GPU: the search's (the analytic loop's means within the "
                       f"limits); p{p} b: the largest concurrency whose simulated p{p} TTFT and "
                       f"TPOT meet the limits, its tok/s/GPU and its p{p} TTFT and TPOT (not "

@@ -47,7 +47,7 @@ class Checked:
     """One deployment of the search's top, checked by simulation."""
     row: np.ndarray                 # its strategy row at the search's concurrency
     analytic_score: float           # the search's objective (tokens/s per GPU of the budget)
-    concurrency: int                # the largest concurrency meeting the percentile's limits (0: none)
+    concurrency: int                # the largest concurrency meeting the limits (0: none)
     score: float                    # simulated output tokens/s per GPU of the budget there
     summary: dict | None            # the simulation's summary there (or at the search's
                                     # concurrency when none met; None: skipped)

@@ -101,8 +101,8 @@ class Scheduler:
 def step_counts(engine: EngineProfile, mixed: Workload, n, dp=1):
     """How many steps of each kind a request waits for, for n running requests [N] over dp
     attention-DP ranks (the ep groups: each rank schedules its share, ``compose_step``) at the
-    analytic loop's steady state (``serving.serve``'s docstring, step 3): (mixed steps to its first token, mixed steps and decode steps
-    between its first and last token). TTFT and the decode time are these counts times the step
+    analytic loop's steady state (``serving.serve``'s docstring, step 3): (mixed steps to its
+    first token, mixed steps and decode steps between its first and last token). TTFT and the decode time are these counts times the step
     times, so for a fixed n and dp every figure of the loop is linear in the two step times
     (``lts.search.serve_exact`` solves on that); the counts are >= 0."""
     mix = compose_step(n, mixed, dp)

@@ -201,7 +201,7 @@ class _Run:
         self.first = [math.nan] * n
         self.finish = [math.nan] * n
         self.preempts = [0] * n
-        self.prompt = list(self.isl)           # tokens to prefill (prompt + generated after a preemption)
+        self.prompt = list(self.isl)           # tokens to prefill (+ generated, once preempted)
         self.done = [0] * n                    # of them prefilled
         self.gen_base = [0] * n                # tokens generated before the current decode run
         self.dec_start = [0] * n               # the tick its current decode run began
@@ -225,7 +225,7 @@ class _Run:
         self.finished = 0
         self.ratio_init, self.ratio_min, self.decay = sched.ratio_decay()
         self.ratio = self.ratio_init            # SGLang's new_token_ratio
-        self.itl_d, self.itl_t = [], []        # per tick: decoders advanced, gap since the last
+        self.itl_d = []                        # per step or stretch that ticks: (d, k, gaps)
         self.last_tick_clock = 0.0
         self.tl = {k: [] for k in ("start", "duration", "decoders", "prefill_tokens", "running",
                                    "waiting", "kv_tokens", "steps")}
@@ -481,7 +481,8 @@ class _Run:
 
     def _stretch(self, d: int) -> int:
         """Decode-only steps that can run before the next event (module docstring)."""
-        if self.waiting and (self.s.kv_rule == "ratio" or self.ready[self.waiting[0]] > self.cutoff):
+        if self.waiting and (self.s.kv_rule == "ratio"
+                             or self.ready[self.waiting[0]] > self.cutoff):
             return 1       # SGLang's admission changes as its ratio decays; a request comes in
         k = self.heap[0][0] - self.tick if self.heap else 1
         if self.s.kv_rule == "demand" or self.s.kv_rule == "ratio":

@@ -7,9 +7,9 @@ trace); the requests go through two stations and a link, each event at its own t
 - **Prefill pool**: ``x`` instances share one queue (the router sends a request to whichever
   instance is free; in arrival order). A free instance starts a pass with the waiting prompts
   that fit its budget: ``per_pass`` prompts of the load's mean length (its token budget per
-  attention-DP rank, at least one prompt a rank; or the prompts the deployment names); a pass of k prompts takes the cost model's
-  prefill of k prompts (``two_pool.prefill_workload``) plus the engine's time per step for each
-  chunk of the budget a prompt longer than it needs.
+  attention-DP rank, at least one prompt a rank; or the prompts the deployment names); a pass
+  of k prompts takes the cost model's prefill of k prompts (``two_pool.prefill_workload``) plus
+  the engine's time per step for each chunk of the budget a prompt longer than it needs.
 - **The link**: when its pass ends, a request's KV cache crosses to the decode pool
   (``two_pool.transfer_s`` over the tier that spans both pools, or ``transfer_between_s``),
   then the engine's two-pool handoff (``EngineProfile.handoff_s``).
