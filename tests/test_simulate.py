@@ -337,3 +337,13 @@ def test_validate_simulates_rows_that_say_how_they_were_measured():
     # two pools naming srt-slurm's sa-bench: its protocol (10 x C at once, [0.8 L, L])
     d = validate(root + "benchmark_runs_disagg.csv")
     assert len(d["rows"]) == 2 and all(r["predicted_by"] == "simulation" for r in d["rows"])
+
+
+def test_an_arrival_lts_cannot_replay_is_refused(tmp_path):
+    from pathlib import Path
+    from lts.serving.validate import validate
+    src = Path(__file__).parent / "data" / "measurements" / "benchmark_runs.csv"
+    bad = tmp_path / "m.csv"
+    bad.write_text(src.read_text().replace(",burst,", ",poisson,", 1))
+    with pytest.raises(SpecError, match="arrival: 'poisson' is not one of burst"):
+        validate(bad)

@@ -61,6 +61,14 @@ class EngineProfile:
             return self
         return replace(self, **self.gpu_rule(topo.hbm_bytes / GIB, topo.gpu_name))
 
+    def with_memory_fraction(self, fraction: float) -> "EngineProfile":
+        """The profile with a run's own memory fraction (vLLM --gpu-memory-utilization,
+        TensorRT-LLM kv_cache_free_gpu_memory_fraction, SGLang --mem-fraction-static; 0: as
+        it is); the generic engine's rule has none."""
+        if not fraction or self.memory not in ("static", "utilization", "free"):
+            return self
+        return replace(self, memory_fraction=float(fraction))
+
     def holds(self, kv_capacity):
         """Requests the engine runs at once: what the KV cache holds, capped by max_running."""
         return np.minimum(kv_capacity, self.max_running) if self.max_running else kv_capacity

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..serving.simulate import Load, prepare, run
 from ..specs.errors import LtsError
-from ..specs.strategy import BATCH
+from ..specs.strategy import BATCH, EP, PP, TP
 
 CHECKED = 10          # top deployments a percentile search simulates
 RUNS_PER_PROMPT = 10  # requests per unit of concurrency (InferenceX: --num-prompts $((CONC*10)))
@@ -84,7 +84,6 @@ def check(problem, top_rows, top_scores, percentile: int, progress=None) -> Perc
     batch column; scores the search's) at the ``percentile`` (module docstring)."""
     t0 = time.perf_counter()
     out = PercentileCheck(int(percentile))
-    budget = problem.work.budget(problem.topo)
     pcts = tuple(sorted({50, 90, 99, int(percentile)}))
     best_score = 0.0
     for row, score in list(zip(top_rows, top_scores))[:CHECKED]:
@@ -93,8 +92,8 @@ def check(problem, top_rows, top_scores, percentile: int, progress=None) -> Perc
             out.checked.append(Checked(row, float(score), 0, 0.0, None))
             continue
         c0 = max(int(row[BATCH]), 1)
-        gpus = int(row[0] * row[1] * row[2])
-        fill = math.floor(budget / gpus) * gpus / budget
+        gpus = int(row[TP] * row[EP] * row[PP])
+        fill = float(problem.fill(gpus))       # the share of the budget its copies keep busy
 
         def load(c):
             return Load(isl=problem.isl, osl=problem.osl, num_prompts=RUNS_PER_PROMPT * c,

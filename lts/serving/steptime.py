@@ -18,7 +18,6 @@ prompt so far, ``kv.chunk_reads``). Each step also pays the engine's time per st
 from __future__ import annotations
 
 import bisect
-from dataclasses import replace
 
 import numpy as np
 
@@ -95,12 +94,3 @@ class StepTable:
         slope = (1 - v) * at(sl, j) + v * at(sl, j + 1)
         return base + slope * (c - self.c[0]) + self.overhead
 
-
-def with_memory_fraction(engine, fraction: float):
-    """The profile with a measured run's memory fraction (vLLM --gpu-memory-utilization,
-    TensorRT-LLM kv_cache_free_gpu_memory_fraction, SGLang --mem-fraction-static)."""
-    if not fraction:
-        return engine
-    if engine.memory in ("static", "utilization", "free"):
-        return replace(engine, memory_fraction=float(fraction))
-    return engine

@@ -94,10 +94,11 @@ POOL_OPTIONAL = ("gpus", "tp", "ep", "pp")
 QUANT_FORMATS = {"fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4", "mxfp4": "mxfp4",
                  "bf16": "bf16", "fp16": "fp16"}
 # optional: how the row was measured (shared/data/README.md; docs/simulate.md): a row that says
-# how its requests arrived (``arrival``) and how many it had is predicted by simulating that run
-BENCH_COLUMNS = ("num_prompts", "warmup_requests", "arrival", "range_ratio", "kv_cache_dtype",
-                 "max_num_batched_tokens", "mem_fraction")
-ARRIVALS = ("burst", "poisson")
+# how its requests arrived (``arrival``) is predicted by simulating that run with its
+# ``num_prompts``, ``range_ratio``, ``kv_cache_dtype``, ``max_num_batched_tokens`` and
+# ``mem_fraction`` (``warmup_requests`` are awaited before the timed run: nothing to simulate).
+# A burst only: a row has no column for a request rate
+ARRIVALS = ("burst",)
 # benchmarks whose protocol lts knows, for rows that name one (``benchmark``) without its
 # settings: (arrival, range ratio, prompts per unit of concurrency), each from the tool's source
 PROTOCOLS = {
@@ -147,7 +148,8 @@ class Measurement:
 
 @dataclass(frozen=True)
 class Bench:
-    """A measured run's own settings (``BENCH_COLUMNS``): what ``serving.simulate`` replays."""
+    """A measured run's own settings (the benchmark columns): what ``serving.simulate``
+    replays."""
     num_prompts: int
     arrival: str             # "burst": all created at once behind the concurrency limit
     range_ratio: float       # lengths uniform over [int(r L), L]
@@ -472,12 +474,11 @@ def _simulated(spec, topo, prof, bench: Bench, items, two: bool = False):
     from .simulate import Load, prepare, run
     from .two_pool import ranks
     from .two_pool_sim import prepare_pools, run_pools
-    from .steptime import with_memory_fraction
     if bench.kv_cache_dtype:
         spec = with_precision(spec, None, kv_cache=bench.kv_cache_dtype)
     if bench.step_tokens:
         prof = replace(prof, step_tokens=bench.step_tokens)
-    prof = with_memory_fraction(prof, bench.mem_fraction)
+    prof = prof.with_memory_fraction(bench.mem_fraction)
     m0, row = items[0]
     loads = {}
     for m, _ in items:
