@@ -61,6 +61,13 @@ class EngineProfile:
             return self
         return replace(self, **self.gpu_rule(topo.hbm_bytes / GIB, topo.gpu_name))
 
+    @property
+    def simulated_request_s(self) -> float:
+        """The time per request the simulator takes (``sim_request_overhead_s``, fitted under
+        it, else the analytic loop's ``request_overhead_s``)."""
+        return float(self.request_overhead_s if self.sim_request_overhead_s is None
+                     else self.sim_request_overhead_s)
+
     def with_memory_fraction(self, fraction: float) -> "EngineProfile":
         """The profile with a run's own memory fraction (vLLM --gpu-memory-utilization,
         TensorRT-LLM kv_cache_free_gpu_memory_fraction, SGLang --mem-fraction-static; 0: as

@@ -601,9 +601,7 @@ def prepare(model, topo, row, engine, loads, gpus: int = 0) -> Deployment:
     table = StepTable(ev, engine, row, int(round(isl.mean())), int(round(osl.mean())), most,
                       sched.budget, int(isl.min()), top_isl + top_osl, gpus,
                       bool(attention_dp(model, row[None, :])[0]))
-    per_request = engine.request_overhead_s if engine.sim_request_overhead_s is None \
-        else engine.sim_request_overhead_s
-    return Deployment(kv_tokens, sched, table, float(per_request), engine.overlap)
+    return Deployment(kv_tokens, sched, table, engine.simulated_request_s, engine.overlap)
 
 
 def run(dep: Deployment, load: Load, progress=None) -> SimResult:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cost.tables import REASON_BIT
 from ..specs.errors import LtsError
 from ..specs.strategy import BATCH, EP, PP, TP
 from .simulate import Load, SimResult, check_fit, requests_of
@@ -80,7 +81,7 @@ def prepare_pools(model, topo, engine, prefill_row, prefill_workers, decode_row,
     rows = np.tile(pre, (per_pass, 1))
     rows[:, BATCH] = np.arange(1, per_pass + 1)
     res = ev_p(prefill_workload(mean_isl, gpus), rows)
-    if not np.isfinite(res.step_s).all() or (res.reasons & ~_slo_bit()).any():
+    if not np.isfinite(res.step_s).all() or (res.reasons & ~REASON_BIT["slo"]).any():
         raise LtsError("the prefill pool's pass is invalid: "
                        + ", ".join(res.reason_list(int(np.argmax(res.reasons != 0)))))
     chunks = max(math.ceil(mean_isl / max(rank_budget, 1.0)), 1)
@@ -112,15 +113,8 @@ def prepare_pools(model, topo, engine, prefill_row, prefill_workers, decode_row,
                  if decode_topo is None else
                  transfer_between_s(model, engine.topology(topo), d_engine.topology(d_topo),
                                     mean_isl, min(g_p, g_d)))
-    per_req = engine.request_overhead_s if engine.sim_request_overhead_s is None \
-        else engine.sim_request_overhead_s
     return Pools(int(prefill_workers), per_pass, pass_s, int(decode_workers), slots, kv_tokens,
-                 table, move + float(engine.handoff_s), float(per_req))
-
-
-def _slo_bit() -> int:
-    from ..cost.tables import REASON_BIT
-    return REASON_BIT["slo"]
+                 table, move + float(engine.handoff_s), engine.simulated_request_s)
 
 
 def run_pools(p: Pools, load: Load) -> SimResult:
