@@ -431,9 +431,10 @@ def _fits(profile, overlay: dict) -> bool:
 def _overlaid(profile, overlay: dict):
     """A profile with an overlay's fitted constants (``serving.calibrate.load_overlay``)."""
     from dataclasses import replace
-    fields = {k: overlay[k] for k in ("step_overhead_s", "request_overhead_s",
-                                      "collective_efficiency") if k in overlay}
-    return replace(profile, **fields)
+    fields = {k: overlay[k] for k in ("step_overhead_s", "collective_efficiency") if k in overlay}
+    profile = replace(profile, **fields)
+    return profile.with_request_time(overlay["request_overhead_s"]) \
+        if "request_overhead_s" in overlay else profile
 
 
 def _load_overlay(ctx, param, value):

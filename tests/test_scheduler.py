@@ -56,3 +56,12 @@ def test_scheduler_of_each_engine():
         assert (s.kv_rule, s.block) == (rule, block)
         per_rank = ENGINES[name].profile.budget_per_rank
         assert s.budget == ENGINES[name].profile.step_tokens * (4 if per_rank else 1)
+
+
+def test_a_fitted_request_time_reaches_the_simulator_too():
+    # vLLM 0.15's simulator has its own fitted time per request; one a user fits on their own
+    # cluster (lts calibrate, an --engine-profile overlay) replaces both
+    p = ENGINES["vllm"].profiles["0.15"]
+    assert p.simulated_request_s != p.request_overhead_s
+    q = p.with_request_time(0.012)
+    assert q.request_overhead_s == q.simulated_request_s == 0.012

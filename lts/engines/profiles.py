@@ -68,6 +68,11 @@ class EngineProfile:
         return float(self.request_overhead_s if self.sim_request_overhead_s is None
                      else self.sim_request_overhead_s)
 
+    def with_request_time(self, seconds: float) -> "EngineProfile":
+        """The profile with one cluster's fitted time per request (``lts calibrate``, an
+        overlay): the analytic loop and the simulator both take it."""
+        return replace(self, request_overhead_s=float(seconds), sim_request_overhead_s=None)
+
     def with_memory_fraction(self, fraction: float) -> "EngineProfile":
         """The profile with a run's own memory fraction (vLLM --gpu-memory-utilization,
         TensorRT-LLM kv_cache_free_gpu_memory_fraction, SGLang --mem-fraction-static; 0: as

@@ -133,8 +133,8 @@ def tuned(knobs: dict):
             profile = replace(profile, collective_efficiency=min(
                 (profile.collective_efficiency or topo.collective_efficiency)
                 * knobs["collective_scale"], 1.0))
-        profile = replace(profile, step_overhead_s=knobs["step_overhead_us"] * US,
-                          request_overhead_s=knobs["request_overhead_ms"] * MS)
+        profile = replace(profile, step_overhead_s=knobs["step_overhead_us"] * US
+                          ).with_request_time(knobs["request_overhead_ms"] * MS)
         return topo, profile
     return tune
 
