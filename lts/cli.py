@@ -389,6 +389,7 @@ class EngineParam(click.ParamType):
                 self.fail(f"{value!r}: {version!r} is not a version (releases lts models: "
                           f"{', '.join(releases)})", param, ctx)
             if ctx is not None:
+                ctx.meta["lts_engine_version"] = version     # the measured kernels' release
                 release = ctx.meta["lts_engine_release"] = engine.release_for(version)
                 if not engine.same_release(release, version):
                     # said once, on stderr (a --json answer stays as it is)
@@ -409,13 +410,16 @@ def _profile(topo, engine: str | None, emit: str | None = None):
     if note:
         click.echo(note, err=True)
     profile = (e.profiles[release] if release else e.profile).for_gpu(topo)
+    if engine and ctx.meta.get("lts_engine_version"):
+        profile = profile.with_kernels(ctx.meta["lts_engine_version"])
+    _note_missing_kernels(topo, profile, ctx)
     overlay = ctx.meta.get("lts_overlay")
     if overlay is not None:
         if overlay["name"] != e.name:
             raise click.UsageError(f"--engine-profile: the overlay is for {overlay['name']}, "
                                    f"not {e.name} (name it with --engine {overlay['name']})")
         profile = _overlaid(profile, overlay)
-    return profile
+    return _with_kernel_flags(profile)
 
 
 def _fits(profile, overlay: dict) -> bool:
@@ -454,6 +458,60 @@ def engine_profile_option(fn):
                         is_eager=True,
                         help="serve: an engine profile overlay written by lts calibrate (its "
                              "fitted time per step and per request replace the engine's).")(fn)
+
+
+def _kernels_dir(ctx, param, value):
+    if value is not None:
+        from .cost.kernels import gpus
+        if not gpus(value):
+            raise click.BadParameter(f"{value}: no kernel tables (<gpu>.npz, written by "
+                                     "scripts/kernel_tables.py) in this folder", ctx, param)
+        ctx.meta["lts_kernel_dir"] = str(value)
+    return value
+
+
+def _no_kernels(ctx, param, value):
+    if value:
+        ctx.meta["lts_no_kernels"] = True
+    return value
+
+
+def kernel_options(fn):
+    """--kernels DIR and --no-kernels: where the measured kernel times come from (docs/kernels.md)."""
+    fn = click.option("--no-kernels", is_flag=True, callback=_no_kernels, expose_value=False,
+                      is_eager=True,
+                      help="Cost every op by the roofline, not from measured kernel timings "
+                           "(docs/kernels.md).")(fn)
+    return click.option("--kernels", "kernel_dir", default=None, metavar="DIR",
+                        type=click.Path(exists=True, file_okay=False), callback=_kernels_dir,
+                        expose_value=False, is_eager=True,
+                        help="Kernel tables of your own GPUs (<gpu>.npz as "
+                             "scripts/kernel_tables.py writes them) in place of lts's.")(fn)
+
+
+def _note_missing_kernels(topo, profile, ctx):
+    """Say once, on stderr, when a topology names kernel tables that are not there (a
+    --kernels folder without them, a name lts does not ship): its ops take the roofline."""
+    from .cost.kernels import gpu_path
+    from .engines.profiles import MEASURED_ENGINES
+    data_dir = ctx.meta.get("lts_kernel_dir")
+    if topo.kernel_gpu and profile.name in MEASURED_ENGINES and \
+            not ctx.meta.get("lts_no_kernels") and gpu_path(topo.kernel_gpu, data_dir) is None \
+            and not ctx.meta.get("lts_kernel_noted"):
+        ctx.meta["lts_kernel_noted"] = True
+        click.echo(f"Note: {topo.name} names kernel tables {topo.kernel_gpu!r}, which "
+                   f"{data_dir or 'lts'} does not hold: every op is costed by the roofline",
+                   err=True)
+
+
+def _with_kernel_flags(profile):
+    """The profile as --kernels / --no-kernels say (unchanged without them)."""
+    meta = click.get_current_context().meta
+    if meta.get("lts_no_kernels"):
+        return profile.with_kernels(on=False)
+    if meta.get("lts_kernel_dir"):
+        return profile.with_kernels(data_dir=meta["lts_kernel_dir"])
+    return profile
 
 
 def pool_options(what: str):
@@ -518,6 +576,7 @@ def cli():
 @spec_options
 @prefix_options
 @engine_profile_option
+@kernel_options
 @output_options
 def estimate(model, topology, strategy_text, prefill_text, prefill_workers, decode_text,
              decode_workers, decode_topology, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, precision,
@@ -723,6 +782,7 @@ def _infeasible(problem, what: str) -> click.ClickException:
 @spec_options
 @prefix_options
 @engine_profile_option
+@kernel_options
 @output_options
 def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
            decode_topology, slo_percentile, phase, context, tpot_slo_ms, ttft_slo_ms, gpus,
@@ -843,6 +903,7 @@ def _methods(ctx, param, value):
               help="Comma-separated stochastic methods (megatron and exact always run once).")
 @serve_workload_options(concurrency=False)
 @engine_profile_option
+@kernel_options
 @output_options
 def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms, ttft_slo_ms,
             gpus, precision, kv_cache_dtype, isl, osl, engine, json_, no_color):
@@ -900,6 +961,54 @@ def topologies(json_, no_color):
            render_topologies)
 
 
+@cli.command()
+@click.argument("gpu", required=False, default=None)
+@click.option("--model", "model", default=None, metavar="MODEL",
+              help="Also list which of this model's ops read a table and which the roofline "
+                   "(with --topology and --engine).")
+@click.option("--topology", "topology", default=None, metavar="TOPOLOGY",
+              help="With --model: the topology (its [gpu] kernels key names the tables).")
+@click.option("--engine", type=EngineParam(), default="vllm", show_default=True,
+              help="With --model: the engine (and @VERSION) whose measured kernels are read.")
+@click.option("--precision", default=None,
+              help="With --model: the weight format (as for estimate).")
+@kernel_options
+@output_options
+def kernels(gpu, model, topology, engine, precision, json_, no_color):
+    """List the measured kernel timings lts costs ops from (docs/kernels.md): per GPU, the op
+    classes, engines, releases, formats and shapes its tables hold; with --model and --topology,
+    which of the model's ops are read from them under --engine and which by the roofline. Exit
+    status 1 for a GPU without tables.
+
+    \b
+    Examples:
+      lts kernels
+      lts kernels h100_sxm
+      lts kernels --model minimax-m2.5 --topology b200_dgx --engine vllm@0.19.0
+    """
+    from .cost.coverage import gpu_rows, model_rows
+    from .cost.kernels import gpus
+    from .report.kernels import render_kernels
+    data_dir = click.get_current_context().meta.get("lts_kernel_dir")
+    known = gpus(data_dir)
+    if gpu is not None and gpu not in known:
+        raise click.ClickException(f"no kernel tables for GPU {gpu!r} (tables: "
+                                   f"{', '.join(known)})")
+    if (model is None) != (topology is None):
+        raise click.UsageError("--model and --topology come together")
+    rows = [r for r in gpu_rows(data_dir) if gpu is None or r["gpu"] == gpu]
+    d = {"gpu": gpu, "dir": data_dir, "tables": rows if gpu is not None or model is None else []}
+    if model is not None:
+        m, topo = _load(model, topology, precision)
+        seen = _profile(topo, engine).topology(topo)
+        d.update(model_name=m.name, topology=topo.name, model=model_rows(m, seen))
+        if seen.kernels is None:
+            d["model"]["why"] = ("the topology names no kernel tables" if not topo.kernel_gpu
+                                 else "--no-kernels" if click.get_current_context().meta.get(
+                                     "lts_no_kernels") else f"no tables for {engine}")
+    _print(json_, no_color, d, render_kernels)
+
+
 def _loaded(load):
     """``load()``, a bad file turned into one error line."""
     try:
@@ -953,6 +1062,7 @@ def _by_keys(ctx, param, value):
                    "say how they were measured (by default those are simulated: docs/"
                    "simulate.md).")
 @engine_profile_option
+@kernel_options
 @output_options
 def validate(measurements, by, steady, json_, no_color):
     """Predict published serving measurements with the serve phase (requests of isl input and
@@ -976,8 +1086,9 @@ def validate(measurements, by, steady, json_, no_color):
     try:
         with progress(None, "predicting", disable=json_) as advance:
             overlay = click.get_current_context().meta.get("lts_overlay")
-            tune = None if overlay is None else (
-                lambda t, p: (t, _overlaid(p, overlay) if _fits(p, overlay) else p))
+            tune = (lambda t, p: (t, _with_kernel_flags(p))) if overlay is None else (
+                lambda t, p: (t, _with_kernel_flags(_overlaid(p, overlay))
+                              if _fits(p, overlay) else _with_kernel_flags(p)))
             d = run_validate(measurements, progress=advance, by=by, tune=tune, steady=steady)
             if overlay is not None and not any(
                     r["engine"] == overlay["name"] and (not overlay["release"] or
@@ -1049,6 +1160,7 @@ def validate(measurements, by, steady, json_, no_color):
               metavar="FILE.svg", help="Also write the run over time as an SVG: running and "
                                        "waiting requests, KV cache in use, step time.")
 @engine_profile_option
+@kernel_options
 @output_options
 def simulate(model, topology, strategy_text, prefill_text, prefill_workers, decode_text,
              decode_workers, engine, isl, osl, range_ratio, num_prompts, max_concurrency,

@@ -58,19 +58,25 @@ def test_engines_set_themselves_up_by_gpu():
 
 def test_engine_at_version_picks_the_release():
     """--engine NAME@VERSION: the profile of the newest release not newer (vllm@0.12: 0.12's,
-    no time per request; vllm: the newest, 0.15's 30 ms on every TTFT); bad values exit 2."""
+    no time per request; vllm: the newest, 0.15's 30 ms on every TTFT), and the measured
+    kernels of that version (vllm@0.19.0 reads 0.19.0's all-reduce table, plain vllm its
+    profile release's, 0.15 -> 0.14.0's: by the roofline alone the two agree); bad values
+    exit 2."""
     import json
     from click.testing import CliRunner
     from lts.cli import cli
     args = ["estimate", "llama3.1-70b", "h100_dgx", "--strategy", "tp=4", "--phase", "serve",
             "--concurrency", "1", "--json", "--engine"]
-    ttft = {}
+    ttft, bare = {}, {}
     for e in ("vllm@0.12", "vllm@0.12.0", "vllm@0.19.0", "vllm"):
         r = CliRunner().invoke(cli, args + [e])
         assert r.exit_code == 0, r.output
         ttft[e] = json.loads(r.stdout)["ttft_ms"]        # (a Note on stderr for 0.19.0)
+        r = CliRunner().invoke(cli, args + [e, "--no-kernels"])
+        bare[e] = json.loads(r.stdout)["ttft_ms"]
     assert ttft["vllm@0.12"] == ttft["vllm@0.12.0"]
-    assert ttft["vllm@0.19.0"] == ttft["vllm"]
+    assert bare["vllm@0.19.0"] == bare["vllm"]
+    assert ttft["vllm@0.19.0"] != ttft["vllm"]          # 0.19.0's all-reduce, not 0.14.0's
     assert abs(ttft["vllm"] - ttft["vllm@0.12"] - 30.0) < 1e-6   # 0.15: 30 ms per request
     for bad, message in (("vllm@nightly", "'vllm@nightly': 'nightly' is not a version (releases "
                                           "lts models: 0.12, 0.15)"),

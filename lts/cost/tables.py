@@ -120,6 +120,7 @@ class _Shape:
                         topo.peak_for(fmt), np.log(np.asarray(points, dtype=np.float64)),
                         np.asarray(compute, dtype=np.float64))
         self.overhead = topo.kernel_overhead_s
+        self.kernels = topo.kernels      # measured kernels (cost.kernels.KernelSet) or None
         decode = work.phase in ("decode", "mixed")
         seqs = self.batch
         if work.phase == "mixed":
@@ -284,6 +285,24 @@ def grouped_compute(s: _Shape, tokens_per_expert):
     return peak * np.interp(np.log(tpe), log_points, compute)
 
 
+def measured_allreduce(s: _Shape, ranks, nbytes, modelled):
+    """An all-reduce over ``ranks`` consecutive GPUs of one node: the measured kernel's time
+    (``cost.kernels``: the engine's custom all-reduce, else NCCL's, by GPUs and message bytes)
+    where the tables hold it, else ``modelled`` (the alpha-beta cost, ``cost.collectives``);
+    one rank: nothing to reduce."""
+    if s.kernels is None:
+        return modelled
+    ranks = np.broadcast_to(np.asarray(ranks, dtype=np.float64), np.shape(modelled))
+    inside = (ranks > 1) & (ranks <= s.topo.gpus_per_node)
+    if not inside.any():
+        return modelled
+    t = s.kernels.allreduce(np.maximum(ranks, 2.0), np.maximum(nbytes, 1.0))
+    if t is None:
+        return modelled
+    t = np.broadcast_to(t, np.shape(modelled))
+    return np.where(inside & np.isfinite(t), t, modelled)
+
+
 def _roofline(s: _Shape, flops, nbytes, peak=None):
     compute = flops / (s.peak if peak is None else peak)
     memory = nbytes / s.hbm
@@ -340,6 +359,20 @@ class _Builder:
         links = s.topo.engine_links
         self.groups = {"tp": (s.tp, 1.0), "ep": (s.ep, s.tp), "pp": (s.pp, s.tp * s.ep)}
         self.levels = {g: coll.levels(links, *rs) for g, rs in self.groups.items()}
+        self.measured_ops = set()      # slots whose time was read from measured kernels
+
+    def measured(self, slot, mode, t, extra=0.0):
+        """Set the op's time to the measured kernel time ``t`` [G] (plus ``extra``: a part the
+        tables do not hold, at the roofline) where the tables hold its shape (finite t); the
+        roofline stays elsewhere. ``t`` None: no table for this op."""
+        if t is None:
+            return
+        sl = SLOT[slot]
+        t = _full(t, self.s.tp.shape)
+        ok = np.isfinite(t)
+        if ok.any():
+            self.time[:, sl, mode] = np.where(ok, t + extra, self.time[:, sl, mode])
+            self.measured_ops.add(slot)
 
     def put(self, slot, mode, flops, nbytes, weights=0.0, cache=0.0, colls=(), launch=True,
             group=None, peak=None):
@@ -390,8 +423,10 @@ class _Builder:
     def _coll(self, kind, group, nbytes):
         s = self.s
         ranks, stride = self.groups[group]
-        return _full(coll.COST[kind](s.topo.engine_links, nbytes, ranks, stride,
-                                     self.levels[group]), s.tp.shape)
+        t = coll.COST[kind](s.topo.engine_links, nbytes, ranks, stride, self.levels[group])
+        if kind == "all-reduce" and group == "tp":
+            t = measured_allreduce(s, ranks, nbytes, t)
+        return _full(t, s.tp.shape)
 
 
 def _fill_embedding(b: _Builder):
@@ -428,16 +463,23 @@ def _fill_gemm(b: _Builder, slot, k, n, col_weights=None, col_out=None, rows=Non
     b.put(slot, MODE_DIM0, fl, by, w, group=group)
     if col_weights is None:
         fl, by, w = _gemm(s, rows, k, n, n_frac=_frac(n, s.tp), group=group)
+        n_col = n * _frac(n, s.tp)
     else:   # column split with replicated parts (GQA KV heads beyond kv_heads, MLA down-proj.)
         wb, wbr, _ = s.fmt[group]
         w = col_weights
         fl = 2.0 * rows * w
         by = w * wbr + rows * (k + col_out) * s.ab
         w = w * wb
+        n_col = col_weights / k
     b.put(slot, MODE_DIM1, fl, by, w, group=group)
     for mode, r in ((MODE_NONE, rows), (MODE_NONE_T, rows_t)):
         fl, by, w = _gemm(s, r, k, n, group=group)
         b.put(slot, mode, fl, by, w, group=group)
+    if s.kernels is not None and k * n > 0:    # measured: each mode's GEMM, busiest rank
+        fmt = s.m.precision.format_of(group)
+        for mode, (m_, n_, k_) in ((MODE_DIM0, (rows, n, k * fk)), (MODE_DIM1, (rows, n_col, k)),
+                                   (MODE_NONE, (rows, n, k)), (MODE_NONE_T, (rows_t, n, k))):
+            b.measured(slot, mode, s.kernels.gemm(fmt, np.maximum(m_, 1.0), n_, k_))
 
 
 def _fill_gemm_kinds(b: _Builder, slot, parts):
@@ -593,8 +635,71 @@ def _fill_softmax(b: _Builder):
         MODE_DIM1: (s.seqs, fdim_v, _frac(s.pre_v_dim, s.tp), fdim_v),
         MODE_NONE: (s.seqs, 1.0, 1.0, 1.0),
         MODE_NONE_T: (s.seqs_t, 1.0, 1.0, 1.0)}, s.pre_v_dim, s.up_v)
+    if s.kernels is not None and a.kind == "gqa" and not a.sparse:
+        _attention_measured(b)
     # --- output projection [heads*v_dim, hidden]: row split by heads
     _fill_gemm(b, "out_proj", s.ctx_out, s.h, dim0_frac=_frac(heads, s.tp))
+
+
+def _attention_measured(b: _Builder):
+    """Softmax attention (scores and context together: one kernel) from the measured decode
+    and prefill attention tables, in the modes an engine runs: heads split over tp (each rank
+    its heads and KV heads; a KV head of fewer than tp ranks replicated), and the `none` modes
+    (all heads; on T each rank its own sequences). Each layer kind (full, a window) by its own
+    row, weighted by its share. Decode reads the ``gen`` table at the held context; a prefill
+    the ``ctx`` table at the prompt's length; a mixed step's chunk is its share (chunk / prompt)
+    of its prompt's whole prefill attention (with a cached prefix, of its new tokens' share).
+    The head-dim split (not an engine's) keeps the roofline, as do shapes for which no table
+    of the KV dtype, head dim and window exists; the time is split between the two slots as
+    their rooflines split it."""
+    s = b.s
+    a, ks, w = s.m.attention, s.kernels, s.work
+    if any(k.window is not None and not isinstance(k.window, (int, float)) for k in s.kinds):
+        return                # chunked local attention: not in the tables
+    # a prompt of T tokens whose first P are cached (prefix caching): its new queries' share of
+    # the whole prompt's prefill attention, (T^2 - P^2) / T^2 under full attention (query i
+    # attends to i keys), (T - P) / T under a window (each to about the window)
+    whole = float(max(w.context if w.phase == "prefill" else w.isl, 1))
+    cached = float(min(w.cached, whole - 1.0))
+    kv_dtype = s.m.precision.kv_cache
+    heads, kvh = float(a.heads), float(a.kv_heads)
+    decode = w.phase in ("decode", "mixed")
+    for mode, (hr, kr, seqs, chunk) in {
+            MODE_DIM0: (np.ceil(heads / s.tp), np.ceil(kvh / s.tp), s.seqs, s.chunk),
+            MODE_NONE: (heads + 0 * s.tp, kvh + 0 * s.tp, s.seqs, s.chunk),
+            MODE_NONE_T: (heads + 0 * s.tp, kvh + 0 * s.tp, s.seqs_t,
+                          s.chunk_t if s.chunk is not None else None)}.items():
+        total = np.zeros_like(s.tp)
+        ok = np.ones(s.tp.shape, dtype=bool)
+        for k in s.kinds:
+            win = 0 if k.window is None else int(k.window)
+            new_share = (1.0 - (cached / whole) ** 2) if not win else 1.0 - cached / whole
+            t = np.zeros_like(s.tp)
+            for h_, k_ in {(float(x), float(y)) for x, y in zip(hr, kr)}:
+                sel = (hr == h_) & (kr == k_)
+                if decode:
+                    g = ks.attention("gen", kv_dtype, h_, k_, a.head_dim, win,
+                                     np.maximum(seqs[sel], 1.0), k.ctx)
+                else:
+                    g = ks.attention("ctx", kv_dtype, h_, k_, a.head_dim, win,
+                                     np.maximum(seqs[sel], 1.0), whole)
+                    g = None if g is None else g * new_share
+                if g is None:
+                    return
+                part = np.where(seqs[sel] > 0, g, 0.0)
+                if chunk is not None:   # the chunk's share of its prompt's new tokens
+                    c = ks.attention("ctx", kv_dtype, h_, k_, a.head_dim, win, 1.0, whole)
+                    if c is None:
+                        return
+                    part = part + c * new_share * chunk[sel] / (whole - cached)
+                t[sel] = part
+            ok &= np.isfinite(t)
+            total = total + k.share * t
+        sc, cx = b.time[:, SLOT["scores"], mode], b.time[:, SLOT["context"], mode]
+        share = sc / np.maximum(sc + cx, 1e-30)
+        total = np.where(ok, total, np.nan)
+        b.measured("scores", mode, total * share)
+        b.measured("context", mode, total * (1.0 - share))
 
 
 # Gated DeltaNet (Yang, Kautz, Hatamizadeh, arXiv 2412.06464; the fla kernels vLLM and SGLang
@@ -887,6 +992,66 @@ def _fill_ffn(b: _Builder, moe: bool):
                 #                              FLOPs at their own rate
             b.put(slot, mode, fl + fl2, by + by2, w + w2,
                   colls=_ffn_collectives(s, x, which, choice, lin, lout), peak=peak)
+            if s.kernels is not None:
+                _ffn_measured(b, x, slot, which, mode, fl, by, peak, fl2, by2)
+
+
+def _ffn_mode_shape(s: _Shape, x: _FFN, mode: int) -> tuple:
+    """(tp, ep, tokens) of the MoE layer one rank runs in ``mode`` (``KernelSet.moe``): each
+    expert split over tp ranks, the experts over ep, ``tokens`` distinct tokens entering the
+    layer. The tp modes split each expert over the tp group; `none` runs whole experts on every
+    tp rank (tp 1), on T its own sequences' tokens; `experts` spreads whole experts over the
+    tp x ep ranks."""
+    if mode in (MODE_DIM0, MODE_DIM1):
+        return s.tp, s.ep, x.tokens
+    if mode == MODE_NONE:
+        return 1.0, s.ep, x.tokens
+    if mode == MODE_NONE_T:
+        return 1.0, s.ep, np.minimum(s.rows_t * s.ep, x.tokens)
+    return 1.0, s.ep * s.tp, x.tokens
+
+
+def _ffn_measured(b: _Builder, x: _FFN, slot, which, mode, fl, by, peak, fl2, by2):
+    """An FFN op's measured time (``_fill_ffn``): routed experts from the fused-MoE table (the
+    whole layer, split between FFN1 and FFN2 as their rooflines split it; the shared expert and
+    a latent MoE's projections at the roofline beside it); a dense FFN from the GEMM table
+    (FFN1 [hidden -> up_mats x inter], FFN2 [inter -> hidden], each mode's split as
+    ``_routed``'s)."""
+    s = b.s
+    ks, f = s.kernels, s.m.ffn
+    if not x.moe:
+        if x.inter == 0 or not s.m.dense_ffn_layers and s.m.is_moe:   # no dense FFN
+            return
+        h, up = s.h, f.n_mats - 1
+        kk, nn = (h, x.inter * up) if which == 1 else (x.inter, h)
+        fr = _frac(h, s.tp) if (mode == MODE_DIM0) == (which == 1) else _frac(x.inter, s.tp)
+        if mode == MODE_DIM0:
+            kk = kk * fr
+        elif mode == MODE_DIM1:
+            nn = nn * fr
+        rows = s.rows if mode in (MODE_DIM0, MODE_DIM1, MODE_NONE) else s.rows_t
+        b.measured(slot, mode, ks.gemm(s.m.precision.format_of("dense_ffn"),
+                                       np.maximum(rows, 1.0), nn, kk))
+        return
+    if f.latent:      # the tables hold no latent MoE
+        return
+    tp, ep, toks = _ffn_mode_shape(s, x, mode)
+    whole = ks.moe(s.m.precision.format_of("experts"), s.h, int(x.inter), int(x.k),
+                   int(s.experts), tp, ep, np.maximum(toks, 1.0))
+    if whole is None:
+        return
+    exp = s.topo.roofline_exponent
+    c, m = _roofline(s, _full(fl, s.tp.shape), _full(by, s.tp.shape), peak)
+    mine = roofline_time(c, m, exp)
+    ofl, oby, _, opeak = _routed(s, x, 3 - which, mode)
+    c, m = _roofline(s, _full(ofl, s.tp.shape), _full(oby, s.tp.shape), opeak)
+    other = roofline_time(c, m, exp)
+    share = mine / np.maximum(mine + other, 1e-30)
+    extra = 0.0
+    if x.shared or f.latent:
+        c, m = _roofline(s, _full(fl2, s.tp.shape), _full(by2, s.tp.shape), peak)
+        extra = roofline_time(c, m, exp) + s.overhead
+    b.measured(slot, mode, whole * share, extra)
 
 
 # how a mode of the scores or context op stores the KV cache of MLA's one latent: heads and R
@@ -979,6 +1144,8 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
                 # all-to-all moves each rank's share (S/p); the others work on the whole tensor S
                 size = nb / s.tp if kind == "all-to-all" else nb
                 t = coll.COST[kind](topo.engine_links, size, s.tp, 1.0, b.levels["tp"])
+                if kind == "all-reduce":
+                    t = measured_allreduce(s, s.tp, size, t)
                 conv[:, PT[name], src, dst] += t if len(parts) == 1 else share * t
     # after the LM head every rank needs the sampled ids: R has them; T samples its own tokens and
     # all-gathers the ids (4 bytes each); F (vocab split) gathers the logits, P all-reduces them
@@ -987,7 +1154,8 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     ids_bytes = s.lm_rows * 4.0
     final[:, T] = coll.all_gather(topo.engine_links, ids_bytes, s.tp, 1.0, b.levels["tp"])
     final[:, F] = coll.all_gather(topo.engine_links, logits, s.tp, 1.0, b.levels["tp"])
-    final[:, P] = coll.all_reduce(topo.engine_links, logits, s.tp, 1.0, b.levels["tp"])
+    final[:, P] = measured_allreduce(
+        s, s.tp, logits, coll.all_reduce(topo.engine_links, logits, s.tp, 1.0, b.levels["tp"]))
     # stage-to-stage: the activation and the residual of the micro-batch (split over tp if the
     # layout is T or F, else whole on each rank)
     hid = conv_bytes[:, PT["hidden"]]
@@ -1019,7 +1187,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
                   b.weights, b.kv, kv_layer(model, b.kv), conv, conv_bytes, final, send, send_bytes,
                   workspace,
                   bad, np.floor(model.layers / s.pp), s.pp, s.batch, s.tp * s.ep * s.pp,
-                  extra={"ids_bytes": ids_bytes})
+                  extra={"ids_bytes": ids_bytes, "measured": sorted(b.measured_ops)})
 
 
 def append_tables(a: Tables, used: int, b: Tables) -> Tables:

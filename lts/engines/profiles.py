@@ -16,10 +16,13 @@ from typing import Callable
 
 import numpy as np
 
+from ..cost import kernels
 from ..specs import TopologySpec
 from ..specs.units import GIB
 
 MIB = 2**20
+# the engines the kernel tables were measured in (cost.kernels; the generic engine has none)
+MEASURED_ENGINES = ("vllm", "sglang", "trtllm")
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,11 @@ class EngineProfile:
     # the profile's (for_gpu); None: the same on every GPU
     gpu_rule: Callable | None = None
     notes: tuple = ()           # the source of every value above, one line each
+    # the engine release whose measured kernels the cost model reads (cost.kernels: the newest
+    # table not newer than it); "" with kernels on: the profile's own release
+    kernel_version: str = ""
+    kernels: bool = True        # read measured kernels where the GPU has tables (--no-kernels)
+    kernel_dir: str = ""        # the tables' folder ("" : lts's own; --kernels DIR)
 
     def for_gpu(self, topo: TopologySpec) -> "EngineProfile":
         """The profile as the engine sets itself up on the topology's GPU (its defaults by GPU
@@ -81,6 +89,13 @@ class EngineProfile:
             return self
         return replace(self, memory_fraction=float(fraction))
 
+    def with_kernels(self, version: str | None = None, on: bool = True,
+                     data_dir: str | None = None) -> "EngineProfile":
+        """The profile reading the measured kernels of engine ``version`` (None or "": its
+        own release's), or none (``on`` False), from ``data_dir`` (None: as it was)."""
+        return replace(self, kernel_version=version or self.kernel_version, kernels=on,
+                       kernel_dir=self.kernel_dir if data_dir is None else data_dir)
+
     def holds(self, kv_capacity):
         """Requests the engine runs at once: what the KV cache holds, capped by max_running."""
         return np.minimum(kv_capacity, self.max_running) if self.max_running else kv_capacity
@@ -91,6 +106,9 @@ class EngineProfile:
             topo = replace(topo, collective_efficiency=self.collective_efficiency)
         if self.custom_allreduce_bytes:
             topo = replace(topo, custom_allreduce_bytes=self.custom_allreduce_bytes)
+        if self.kernels and topo.kernel_gpu and self.name in MEASURED_ENGINES:
+            topo = replace(topo, kernels=kernels.for_engine(topo.kernel_gpu, self.name,
+                                                            self.kernel_version, self.kernel_dir))
         return topo
 
     def kv_pool_bytes(self, topo: TopologySpec, fixed_bytes, parallel=1):
@@ -136,3 +154,9 @@ def sglang_mem_fraction(hbm_bytes: float, parallel) -> float:
         reserved = 32 * 1024 + 0.0 * p
     return np.round((gpu_mib - reserved) / gpu_mib, 3)
 
+
+
+def by_release(profiles: dict) -> dict:
+    """An engine's profiles by release, each reading the measured kernels of its own release
+    unless told another (``EngineProfile.with_kernels``)."""
+    return {r: replace(p, kernel_version=p.kernel_version or r) for r, p in profiles.items()}

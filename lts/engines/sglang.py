@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..specs.strategy import DP_ATTENTION, EXPERT_CHOICES, MEGATRON
 from ..specs.units import MS, US
 from .engine import Engine
-from .profiles import EngineProfile
+from .profiles import EngineProfile, by_release
 
 def _gpu_defaults(gib: float, gpu: str) -> dict:
     """sglang 0.5.1 python/sglang/srt/server_args.py __post_init__: chunked_prefill_size 2048
@@ -64,7 +64,7 @@ BOOTSTRAP_PORT = 8998         # SGLang's --disaggregation-bootstrap-port default
 DP_ATTENTION_MODELS = ("deepseek-v3", "qwen3-235b-a22b")
 
 ENGINE = Engine(
-    name="sglang", label="SGLang", profiles=PROFILES, version="0.5.1", source_keys=("sglang",),
+    name="sglang", label="SGLang", profiles=by_release(PROFILES), version="0.5.1", source_keys=("sglang",),
     # ep > 1: --ep-size ep with Megatron's experts, --ep-size tp*ep with whole experts, or
     # --attn-dp-size: every variant
     ep_variants=(MEGATRON, EXPERT_CHOICES, DP_ATTENTION),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..specs.strategy import DP_ATTENTION
 from ..specs.units import MS, US
 from .engine import Engine
-from .profiles import EngineProfile
+from .profiles import EngineProfile, by_release
 
 # scheduler profile per release
 PROFILES = {
@@ -62,7 +62,7 @@ DISAGG_DOCS = ("NVIDIA/TensorRT-LLM tensorrt_llm/llmapi/llm_args.py (CacheTransc
                "tensorrt_llm/commands/serve.py (disaggregated -c)")
 
 ENGINE = Engine(
-    name="trtllm", label="TensorRT-LLM", profiles=PROFILES, version="1.0",
+    name="trtllm", label="TensorRT-LLM", profiles=by_release(PROFILES), version="1.0",
     source_keys=("trtllm", "tensorrt-llm", "tensorrt_llm"),
     # ep > 1: attention is tensor-parallel over every GPU or data-parallel with one GPU per
     # rank (enable_attention_dp), so only tp = 1 or data-parallel attention

@@ -11,7 +11,7 @@ from dataclasses import replace
 from ..specs.strategy import EXPERTS, EXPERT_CHOICES, OPS
 from ..specs.units import MS, US
 from .engine import Engine
-from .profiles import EngineProfile
+from .profiles import EngineProfile, by_release
 
 CUSTOM_AR_BYTES = 8 * 2**20   # see the profile's notes
 
@@ -113,7 +113,7 @@ def _ep_reasons(tp: int, ep: int, choices: tuple) -> list:
 
 
 ENGINE = Engine(
-    name="vllm", label="vLLM", profiles=PROFILES, version="0.15", source_keys=("vllm",),
+    name="vllm", label="vLLM", profiles=by_release(PROFILES), version="0.15", source_keys=("vllm",),
     # ep > 1: expert parallelism only; its DP ranks' MoE is tensor-parallel over all of them
     # (no EP) otherwise, so Megatron and DP attention run at ep = 1 only
     ep_variants=(EXPERT_CHOICES,), more_reasons=_ep_reasons,

@@ -111,8 +111,11 @@ def per_format(topo: TopologySpec, fmt: str, memory: float, compute: float) -> T
 
 
 def tuned_topology(topo: TopologySpec, knobs: dict) -> TopologySpec:
-    """The topology with a knob setting's rates and times (``tuned``'s topology half)."""
+    """The topology with a knob setting's rates and times (``tuned``'s topology half). The
+    knobs scale the roofline's rates, so the fitted topology costs every op by the roofline:
+    one cluster's own measurements stand in for the measured-kernel tables (no ``kernels``)."""
     topo = scaled(topo, knobs["memory_scale"], knobs["compute_scale"])
+    topo = replace(topo, kernel_gpu="", kernels=None)
     for fmt in sorted({k.split("@")[1] for k in knobs if "@" in k}):
         topo = per_format(topo, fmt, knobs.get(f"memory_scale@{fmt}", 1.0),
                           knobs.get(f"compute_scale@{fmt}", 1.0))
@@ -416,7 +419,9 @@ def topology_text(base_path, fit: Fit, note: str) -> str:
         code, _, _ = line.partition("#")
         was = code.partition("=")[2].strip()
         new = line
-        if section == "" and key == "name":
+        if section == "gpu" and key == "kernels":
+            new = f"# {line}   # {note}: this cluster's fitted rates replace the kernel tables"
+        elif section == "" and key == "name":
             new = re.sub(r'"([^"]*)"', lambda mt: f'"{mt.group(1)}-fitted"', line, count=1)
         elif section == "gpu" and key == "kernel_overhead_us" and fit.identified.get(key) or \
                 section == "link" and link == 0 and key == "oneshot_latency_us" and \

@@ -444,6 +444,12 @@ def _model_for(spec, precision: str, quant: str):
     return with_precision(spec, precision) if precision else spec
 
 
+def _profile_of(engine: str, release: tuple, topo):
+    """The engine's profile of ``release`` = (profile release, the row's engine version) on
+    ``topo``'s GPU, reading the measured kernels of that version (``EngineProfile.kernels``)."""
+    return PROFILES[engine][release[0]].for_gpu(topo).with_kernels(release[1])
+
+
 def _record(m: Measurement, spec, engine: str, release: str, p: float, **parallel) -> dict:
     """One predicted row of ``validate``'s output: the measurement, the model's formats, the
     prediction and its ratio, and ``parallel`` (gpus, tp, ep, pp, batch, best_batch, running,
@@ -575,7 +581,8 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
         key = (m.model, m.precision, m.quant)
         if key not in specs:
             specs[key] = _model_for(models.get(m.model), m.precision, m.quant)
-        release = ENGINES[m.engine].release_for(m.engine_version)
+        # the profile's release and the row's own version (the measured kernels' release)
+        release = (ENGINES[m.engine].release_for(m.engine_version), m.engine_version)
         if m.pools:
             if not m.concurrency:
                 skipped[m.row] = "two pools are predicted at a concurrency: the cell is empty"
@@ -620,7 +627,7 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
     for key, items in runs.items():
         model, topo, prec, quant, isl, osl, engine, release, bench = key[:9]
         spec, t = specs[(model, prec, quant)], topo_specs[topo]
-        prof = PROFILES[engine][release].for_gpu(t)
+        prof = _profile_of(engine, release, t)
         if tune is not None:
             t, prof = tune(t, prof)
         two = key[9] == "pools"
@@ -636,13 +643,13 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
                 parallel = dict(gpus=m.gpus, tp=key[-3], ep=key[-2], pp=key[-1],
                                 strategy=m.strategy or None, layout=list(m.layout) or None)
             predicted[m.row] = _record(
-                m, spec, engine, release, rec.pop("value"), batch=m.concurrency,
+                m, spec, engine, release[0], rec.pop("value"), batch=m.concurrency,
                 best_batch=False, running=rec.pop("running"), **parallel, **rec)
         if progress:
             progress(1)
     for (model, topo, prec, quant, isl, osl, engine, release), items in pooled.items():
         spec, t = specs[(model, prec, quant)], topo_specs[topo]
-        prof = PROFILES[engine][release].for_gpu(t)
+        prof = _profile_of(engine, release, t)
         if tune is not None:
             t, prof = tune(t, prof)
         pre, dec = (np.stack([r[j] for _, *r in items]) for j in (0, 1))
@@ -659,7 +666,7 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
                 skipped[m.row] = "prediction invalid: " + ", ".join(res.reason_list(i))
                 continue
             predicted[m.row] = _record(
-                m, spec, engine, release, float(_predicted(res, i, m.metric)),
+                m, spec, engine, release[0], float(_predicted(res, i, m.metric)),
                 gpus=int(res.gpus[i]), tp=None, ep=None, pp=None, batch=m.concurrency,
                 best_batch=False, running=int(round(float(res.running[i]))), strategy=None,
                 layout=None, pools={name: dict(zip(POOL_KEYS, vals))
@@ -667,7 +674,7 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
     for (model, topo, prec, quant, isl, osl, best, engine, release), items in jobs.items():
         rows = np.stack([row for _, row in items])
         spec, t = specs[(model, prec, quant)], topo_specs[topo]
-        prof = PROFILES[engine][release].for_gpu(t)
+        prof = _profile_of(engine, release, t)
         if tune is not None:
             t, prof = tune(t, prof)
         res = serve(spec, t, rows, isl, osl, best_batch=best, engine=prof)
@@ -679,7 +686,7 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
                                  + f" (batch {int(res.strategies[i, BATCH])})")
                 continue
             predicted[m.row] = _record(
-                m, spec, engine, release, float(_predicted(res, i, m.metric)), gpus=m.gpus,
+                m, spec, engine, release[0], float(_predicted(res, i, m.metric)), gpus=m.gpus,
                 tp=int(res.strategies[i, TP]), ep=int(res.strategies[i, EP]),
                 pp=int(res.strategies[i, PP]), batch=int(res.strategies[i, BATCH]),
                 best_batch=best, running=int(res.running[i]), strategy=m.strategy or None,

@@ -13,6 +13,7 @@ dataclasses hold SI base units (bytes, bytes/s, FLOP/s, seconds) and say so in t
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -86,6 +87,11 @@ class TopologySpec:
     # listed runs at its dense rates (``grouped_efficiency``)
     grouped: dict = field(default_factory=dict)
     grouped_tokens: tuple = ()            # tokens per expert the grouped compute rates are given at
+    # measured kernels ([gpu] kernels = "h100_sxm": the stem of lts/kernels/<name>.npz) and, as
+    # an engine release sees them (EngineProfile.topology), the cost.kernels.KernelSet the cost
+    # model reads op times from (None: the roofline everywhere)
+    kernel_gpu: str = ""
+    kernels: object = None
 
     @cached_property
     def engine_links(self) -> tuple:
@@ -344,6 +350,14 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
     vendor = g.get("vendor", str, "nvidia", required=False, choices=VENDORS)
     step_overhead = g.get("step_overhead_us", float, 0.0, required=False, minimum=0.0) * US
     rexp = g.get("roofline_exponent", float, 0.0, required=False, minimum=1.0)
+    # the measured-kernel tables of this GPU (lts/kernels/<name>.npz, or a --kernels folder's
+    # <name>.npz or <name>/; docs/kernels.md): a plain name
+    kernel_gpu = g.get("kernels", str, "", required=False)
+    if kernel_gpu and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", kernel_gpu):
+        raise SpecError(path, "gpu.kernels", f"{kernel_gpu!r} is not a table name (letters, "
+                                             "digits, _ . -; shipped: "
+                        + ", ".join(sorted(p.stem for p in (PACKAGE_DIR / "kernels")
+                                           .glob("*.npz"))) + ")")
     coll_eff = g.get("collective_efficiency", float, 1.0, required=False, positive=True,
                      maximum=1.0)
     gemm, grouped, grouped_tokens = _format_rates(g, path)
@@ -388,7 +402,7 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
     return TopologySpec(name, source, gpu_name, peaks, hbm, hbm_bw, eff_c, eff_m, overhead,
                         reserve, per_node, nodes, tuple(links), str(path), fp8_eff_c, fp8_eff_m,
                         step_overhead, rexp, coll_eff, vendor, fp4_eff_c, gemm=gemm,
-                        grouped=grouped, grouped_tokens=grouped_tokens)
+                        grouped=grouped, grouped_tokens=grouped_tokens, kernel_gpu=kernel_gpu)
 
 
 MAX_GROUPED_POINTS = 16    # [gpu.grouped_gemm] tokens_per_expert: at most this many points
