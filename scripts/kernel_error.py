@@ -8,7 +8,8 @@ roofline's error at the same points (docs/kernels.md; the closing note of issue 
   at every m and k read by interpolating the rest; the roofline: lts's smooth roofline with the
   topology's rates for that format plus its kernel overhead.
 - fused MoE: each held (hidden, inter, top-k, experts) shape left out and read from the nearest
-  other shape (``KernelSet.moe``'s transfer), at every (moe tp, moe ep, tokens); the roofline:
+  other shape (``KernelSet.moe``'s transfer), at every (moe tp, tokens) of the ep = 1 rows (the
+  rows lts reads); the roofline:
   lts's FFN1 + FFN2 of that shape (tables.build_tables, tp = ep = 1 points only).
 - decode / prefill attention: each (heads, KV heads) row left out and read from the nearest
   (``KernelSet.attention``), at every (batch, context); the roofline: lts's scores + context.
@@ -113,7 +114,7 @@ def moe_release_errors(ks, topo, base):
             rows = np.nonzero(sel & (keys[:, 2:6] == shape).all(axis=1))[0]
             for r in rows:
                 tp, ep = keys[r, 6], keys[r, 7]
-                if fmt is None:
+                if fmt is None or ep != 1:    # lts reads the ep = 1 rows (KernelSet.moe)
                     continue
                 pred = ks.moe(fmt, h, i, k, e, tp, ep, tok.astype(float), exclude=shape)
                 meas = lat[r]

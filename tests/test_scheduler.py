@@ -62,6 +62,7 @@ def test_a_fitted_request_time_reaches_the_simulator_too():
     # vLLM 0.15's simulator has its own fitted time per request; one a user fits on their own
     # cluster (lts calibrate, an --engine-profile overlay) replaces both
     p = ENGINES["vllm"].profiles["0.15"]
-    assert p.simulated_request_s != p.request_overhead_s
+    assert p.sim_request_overhead_s is not None        # its own fit (30 ms, as the loop's)
     q = p.with_request_time(0.012)
     assert q.request_overhead_s == q.simulated_request_s == 0.012
+    assert q.sim_request_overhead_s is None

@@ -109,11 +109,14 @@ def test_calibration_accuracy_train_and_held_out():
     and at odd positions ("held-out"). One constant, ``collective_efficiency``, was fitted on the
     training half (scripts/calibrate.py); every other constant comes from hardware.md or
     microbenchmarks.csv. These TensorRT-LLM v0.14 rows take the trtllm engine profile (their
-    source names TensorRT-LLM). Measured with the closed loop (train / held-out): median |log2|
-    0.181 / 0.177, within 2x 99.4% / 100%, Spearman per group 1.00 / 1.00 (whole-instance
-    tokens/s, the metric measured) and 0.87 / 0.94 per GPU. The thresholds sit a little outside
-    (and inside the targets: >= 97% within 2x, per-GPU Spearman >= 0.8), so a regression fails
-    here."""
+    source names TensorRT-LLM), so their GEMMs, MoE layers, attention and all-reduces read the
+    measured kernels of TensorRT-LLM 1.x (docs/kernels.md: the tables hold no 0.x release).
+    Measured with the closed loop (train / held-out): median |log2| 0.223 / 0.168 (by the
+    roofline alone 0.181 / 0.177), within 2x 99.4% / 100%, Spearman per group 1.00 / 1.00
+    (whole-instance tokens/s, the metric measured) and 0.87 / 0.83 per GPU, mean log2 0.165 /
+    0.106 (predicted a little fast: 1.x kernels are faster than v0.14's). The thresholds sit a
+    little outside (and inside the targets: >= 97% within 2x, per-GPU Spearman >= 0.8), so a
+    regression fails here."""
     from lts.serving.validate import summarize, validate
     d = validate(CALIBRATION)
     assert not d["skipped"] and d["summary"]["count"] == d["total"]
@@ -124,12 +127,12 @@ def test_calibration_accuracy_train_and_held_out():
     assert len(train) == 165 and len(held) == 135
     for name, rows in (("train", train), ("held-out", held), ("all", d["rows"])):
         s = summarize(rows)
-        assert s["median_abs_log2_ratio"] <= 0.2, (name, s["median_abs_log2_ratio"])
+        assert s["median_abs_log2_ratio"] <= 0.24, (name, s["median_abs_log2_ratio"])
         assert s["within_2x"] >= 0.97, (name, s["within_2x"])
         assert s["spearman_by_group"]["mean"] >= 0.95, (name, s["spearman_by_group"]["mean"])
         assert s["spearman_by_group"]["mean_per_gpu"] >= 0.8, (name, s["spearman_by_group"])
         mean_log2 = float(np.mean([r["log2_ratio"] for r in rows]))
-        assert abs(mean_log2) <= 0.15, (name, mean_log2)
+        assert abs(mean_log2) <= 0.18, (name, mean_log2)
 
 
 def test_serving_calibration_accuracy_train_and_held_out():
@@ -137,8 +140,9 @@ def test_serving_calibration_accuracy_train_and_held_out():
     on 1-8 H100, TensorRT-LLM 1.0, vLLM 0.12, SGLang 0.5, fixed concurrency), on both halves of
     the same (isl, osl) split. Fitted on the training half (scripts/calibrate.py): the cohort
     constants of vLLM and TensorRT-LLM and the engines' time per step. Measured (train /
-    held-out): TTFT within 2x 97.4% / 94.4%, TPOT 100% / 99.2%, median |log2| 0.127 / 0.143
-    (docs/validation.md); the issue's bar is TTFT >= 80%, TPOT >= 95%, median <= 0.3 on the
+    held-out), the measured kernels read: TTFT within 2x 97.0% / 94.4%, TPOT 100% / 99.2%,
+    median |log2| 0.114 / 0.129 (by the roofline alone 97.4% / 94.4%, 100% / 99.2%, 0.127 /
+    0.143; docs/validation.md); the issue's bar is TTFT >= 80%, TPOT >= 95%, median <= 0.3 on the
     held-out half. The thresholds sit a little outside the measured figures."""
     from lts.serving.validate import summarize, validate
     d = validate(SERVING)
@@ -168,9 +172,10 @@ def test_serving_moe_held_out_floor():
     layout lts does not cost (attention tp over experts split both by tensor and by expert),
     each skipped with that reason. One constant is fitted on part of it, split by model: vLLM
     0.15's time per request on gpt-oss-120b's vLLM rows; MiniMax-M2.5's rows are held out from
-    that fit. The floor guards what lts reaches today (docs/validation.md: within 2x 90.4%,
-    TTFT 82.4%, TPOT 98.4%); issue 23's bar (TTFT >= 90%, TPOT >= 97%, median <= 0.25 on the
-    held-out model) is not met yet for TTFT. Rows take the profile of their engine_version
+    that fit. The floor guards what lts reaches today (docs/validation.md: within 2x 93.2%,
+    TTFT 87.6%, TPOT 98.7%, MiniMax-M2.5 93.1%, with the measured kernels read; by the roofline
+    alone 90.4%, 82.4%, 98.4%, 90.8%); issue 23's bar (TTFT >= 90%, TPOT >= 97%, median <= 0.25
+    on the held-out model) is not met yet for TTFT. Rows take the profile of their engine_version
     (vLLM 0.15 for 0.15.1-0.19 and the nightlies)."""
     from lts.serving.validate import validate
     d = validate(MOE)
@@ -178,14 +183,14 @@ def test_serving_moe_held_out_floor():
     assert all("is not a layout lts costs" in s["reason"] for s in d["skipped"])
     s = d["summary"]
     assert set(s["by_model"]) == {"gpt-oss-120b", "minimax-m2.5"}
-    assert s["within_2x"] >= 0.87, s["within_2x"]
-    assert s["by_metric"]["ttft_ms"]["within_2x"] >= 0.78, s["by_metric"]["ttft_ms"]
+    assert s["within_2x"] >= 0.9, s["within_2x"]
+    assert s["by_metric"]["ttft_ms"]["within_2x"] >= 0.84, s["by_metric"]["ttft_ms"]
     assert s["by_metric"]["tpot_ms"]["within_2x"] >= 0.95, s["by_metric"]["tpot_ms"]
     vllm = {r["profile"] for r in d["rows"] if r["engine"] == "vllm"}
     assert vllm == {"0.12", "0.15"}        # 0.11.2 rows: the oldest release lts models
     # the held-out model of the fit: MiniMax-M2.5's vLLM rows
     held = [r for r in d["rows"] if r["model"] == "minimax-m2.5"]
-    assert np.mean([abs(r["log2_ratio"]) <= 1 for r in held]) >= 0.87
+    assert np.mean([abs(r["log2_ratio"]) <= 1 for r in held]) >= 0.9
 
 
 def test_validate_engine_cells_take_the_profile_names_and_their_spellings(tmp_path):

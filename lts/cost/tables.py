@@ -476,10 +476,13 @@ def _fill_gemm(b: _Builder, slot, k, n, col_weights=None, col_out=None, rows=Non
         fl, by, w = _gemm(s, r, k, n, group=group)
         b.put(slot, mode, fl, by, w, group=group)
     if s.kernels is not None and k * n > 0:    # measured: each mode's GEMM, busiest rank
-        fmt = s.m.precision.format_of(group)
-        for mode, (m_, n_, k_) in ((MODE_DIM0, (rows, n, k * fk)), (MODE_DIM1, (rows, n_col, k)),
-                                   (MODE_NONE, (rows, n, k)), (MODE_NONE_T, (rows_t, n, k))):
-            b.measured(slot, mode, s.kernels.gemm(fmt, np.maximum(m_, 1.0), n_, k_))
+        shape = s.tp.shape
+        modes = (MODE_DIM0, MODE_DIM1, MODE_NONE, MODE_NONE_T)
+        m_, n_, k_ = (np.stack([_full(x, shape) for x in xs]) for xs in (
+            (rows, rows, rows, rows_t), (n, n_col, n, n), (k * fk, k, k, k)))
+        t = s.kernels.gemm(s.m.precision.format_of(group), np.maximum(m_, 1.0), n_, k_)
+        for i, mode in enumerate(modes):       # one lookup for the four modes
+            b.measured(slot, mode, None if t is None else t[i])
 
 
 def _fill_gemm_kinds(b: _Builder, slot, parts):
@@ -981,6 +984,7 @@ def _fill_ffn(b: _Builder, moe: bool):
     else:   # a dense FFN has no router
         _fill_empty(b, "router_dense" if s.m.is_moe else "router", 4)
     x = _ffn_layer(s, moe)
+    parts = {}               # (FFN1 or FFN2, mode) -> its routed and its other FLOPs and bytes
     for which, slot, modes in ((1, "ffn1" + sfx, FFN1_MODES), (2, "ffn2" + sfx, FFN2_MODES)):
         for mode, (choice, lin, lout) in enumerate(modes):
             fl, by, w, peak = _routed(s, x, which, mode)
@@ -992,8 +996,9 @@ def _fill_ffn(b: _Builder, moe: bool):
                 #                              FLOPs at their own rate
             b.put(slot, mode, fl + fl2, by + by2, w + w2,
                   colls=_ffn_collectives(s, x, which, choice, lin, lout), peak=peak)
-            if s.kernels is not None:
-                _ffn_measured(b, x, slot, which, mode, fl, by, peak, fl2, by2)
+            parts[which, mode] = (slot, fl, by, peak, fl2, by2)
+    if s.kernels is not None:
+        _ffn_measured(b, x, parts)
 
 
 def _ffn_mode_shape(s: _Shape, x: _FFN, mode: int) -> tuple:
@@ -1011,47 +1016,58 @@ def _ffn_mode_shape(s: _Shape, x: _FFN, mode: int) -> tuple:
     return 1.0, s.ep * s.tp, x.tokens
 
 
-def _ffn_measured(b: _Builder, x: _FFN, slot, which, mode, fl, by, peak, fl2, by2):
-    """An FFN op's measured time (``_fill_ffn``): routed experts from the fused-MoE table (the
-    whole layer, split between FFN1 and FFN2 as their rooflines split it; the shared expert and
-    a latent MoE's projections at the roofline beside it); a dense FFN from the GEMM table
-    (FFN1 [hidden -> up_mats x inter], FFN2 [inter -> hidden], each mode's split as
-    ``_routed``'s)."""
+def _dense_ffn_measured(s: _Shape, x: _FFN, which: int):
+    """A dense FFN's FFN1 [hidden -> up_mats x inter] or FFN2 [inter -> hidden] from the GEMM
+    table in each of its six modes ([modes, G]; None without a table): the split as
+    ``_routed`` splits it (row: k, column: n), `none` on T and `experts` each rank's own
+    sequences."""
+    h, up = s.h, s.m.ffn.n_mats - 1
+    kk, nn = (h, x.inter * up) if which == 1 else (x.inter, h)
+    shape = s.tp.shape
+    ms, ns, ks_ = [], [], []
+    for mode in range(len(FFN1_MODES)):
+        fr = _frac(h, s.tp) if (mode == MODE_DIM0) == (which == 1) else _frac(x.inter, s.tp)
+        ms.append(_full(s.rows if mode in (MODE_DIM0, MODE_DIM1, MODE_NONE) else s.rows_t,
+                        shape))
+        ns.append(_full(nn * fr if mode == MODE_DIM1 else nn, shape))
+        ks_.append(_full(kk * fr if mode == MODE_DIM0 else kk, shape))
+    return s.kernels.gemm(s.m.precision.format_of("dense_ffn"), np.maximum(np.stack(ms), 1.0),
+                          np.stack(ns), np.stack(ks_))
+
+
+def _ffn_measured(b: _Builder, x: _FFN, parts: dict):
+    """An FFN's measured times (``_fill_ffn``; ``parts``: (FFN1 or FFN2, mode) -> (slot, routed
+    FLOPs, bytes, FLOP rate, the shared expert's and latent projections' FLOPs, bytes)): routed
+    experts from the fused-MoE table (the whole layer, split between FFN1 and FFN2 as their
+    rooflines split it; the shared expert and a latent MoE's projections at the roofline beside
+    it); a dense FFN from the GEMM table (``_dense_ffn_measured``)."""
     s = b.s
-    ks, f = s.kernels, s.m.ffn
     if not x.moe:
         if x.inter == 0 or not s.m.dense_ffn_layers and s.m.is_moe:   # no dense FFN
             return
-        h, up = s.h, f.n_mats - 1
-        kk, nn = (h, x.inter * up) if which == 1 else (x.inter, h)
-        fr = _frac(h, s.tp) if (mode == MODE_DIM0) == (which == 1) else _frac(x.inter, s.tp)
-        if mode == MODE_DIM0:
-            kk = kk * fr
-        elif mode == MODE_DIM1:
-            nn = nn * fr
-        rows = s.rows if mode in (MODE_DIM0, MODE_DIM1, MODE_NONE) else s.rows_t
-        b.measured(slot, mode, ks.gemm(s.m.precision.format_of("dense_ffn"),
-                                       np.maximum(rows, 1.0), nn, kk))
+        for which in (1, 2):
+            t = _dense_ffn_measured(s, x, which)
+            for mode in range(len(FFN1_MODES)):
+                b.measured(parts[which, mode][0], mode, None if t is None else t[mode])
         return
-    if f.latent:      # the tables hold no latent MoE
+    if s.m.ffn.latent:      # the tables hold no latent MoE
         return
-    tp, ep, toks = _ffn_mode_shape(s, x, mode)
-    whole = ks.moe(s.m.precision.format_of("experts"), s.h, int(x.inter), int(x.k),
-                   int(s.experts), tp, ep, np.maximum(toks, 1.0))
-    if whole is None:
-        return
-    exp = s.topo.roofline_exponent
-    c, m = _roofline(s, _full(fl, s.tp.shape), _full(by, s.tp.shape), peak)
-    mine = roofline_time(c, m, exp)
-    ofl, oby, _, opeak = _routed(s, x, 3 - which, mode)
-    c, m = _roofline(s, _full(ofl, s.tp.shape), _full(oby, s.tp.shape), opeak)
-    other = roofline_time(c, m, exp)
-    share = mine / np.maximum(mine + other, 1e-30)
-    extra = 0.0
-    if x.shared or f.latent:
-        c, m = _roofline(s, _full(fl2, s.tp.shape), _full(by2, s.tp.shape), peak)
-        extra = roofline_time(c, m, exp) + s.overhead
-    b.measured(slot, mode, whole * share, extra)
+    exp, shape = s.topo.roofline_exponent, s.tp.shape
+
+    def rt(fl, by, peak):
+        return roofline_time(*_roofline(s, _full(fl, shape), _full(by, shape), peak), exp)
+    for mode in range(len(FFN1_MODES)):
+        tp, ep, toks = _ffn_mode_shape(s, x, mode)
+        whole = s.kernels.moe(s.m.precision.format_of("experts"), s.h, int(x.inter), int(x.k),
+                              int(s.experts), tp, ep, np.maximum(toks, 1.0))
+        if whole is None:
+            return
+        routed = {which: rt(*parts[which, mode][1:4]) for which in (1, 2)}
+        for which in (1, 2):
+            slot, _, _, peak, fl2, by2 = parts[which, mode]
+            share = routed[which] / np.maximum(routed[1] + routed[2], 1e-30)
+            extra = rt(fl2, by2, peak) + s.overhead if x.shared or s.m.ffn.latent else 0.0
+            b.measured(slot, mode, whole * share, extra)
 
 
 # how a mode of the scores or context op stores the KV cache of MLA's one latent: heads and R
@@ -1140,12 +1156,15 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
         for share, el in parts:
             nb = np.broadcast_to(el * s.ab, s.tp.shape)
             conv_bytes[:, PT[name]] += nb if len(parts) == 1 else share * nb
+            by_kind = {}          # one collective of a kind costs the same for every pair
             for (src, dst), kind in CONVERSION.items():
-                # all-to-all moves each rank's share (S/p); the others work on the whole tensor S
-                size = nb / s.tp if kind == "all-to-all" else nb
-                t = coll.COST[kind](topo.engine_links, size, s.tp, 1.0, b.levels["tp"])
-                if kind == "all-reduce":
-                    t = measured_allreduce(s, s.tp, size, t)
+                if kind not in by_kind:
+                    # all-to-all moves each rank's share (S/p); the others the whole tensor S
+                    size = nb / s.tp if kind == "all-to-all" else nb
+                    t = coll.COST[kind](topo.engine_links, size, s.tp, 1.0, b.levels["tp"])
+                    by_kind[kind] = measured_allreduce(s, s.tp, size, t) \
+                        if kind == "all-reduce" else t
+                t = by_kind[kind]
                 conv[:, PT[name], src, dst] += t if len(parts) == 1 else share * t
     # after the LM head every rank needs the sampled ids: R has them; T samples its own tokens and
     # all-gathers the ids (4 bytes each); F (vocab split) gathers the logits, P all-reduces them
