@@ -461,11 +461,20 @@ def engine_profile_option(fn):
 
 
 def _kernels_dir(ctx, param, value):
+    """--kernels DIR: every GPU's tables in it read now, so that a malformed one is this flag's
+    error, not a traceback in the middle of a search."""
     if value is not None:
-        from .cost.kernels import gpus
+        from .cost.kernels import _load, gpu_path, gpus
         if not gpus(value):
-            raise click.BadParameter(f"{value}: no kernel tables (<gpu>.npz, written by "
-                                     "scripts/kernel_tables.py) in this folder", ctx, param)
+            raise click.BadParameter(
+                f"{value}: no kernel tables in this folder (<gpu>.npz as "
+                "scripts/kernel_tables.py writes them, or the collector's "
+                "<gpu>/<op>/<engine>/<release>/<table>.csv)", ctx, param)
+        for gpu in gpus(value):
+            try:
+                _load(str(gpu_path(gpu, value)))
+            except LtsError as e:
+                raise click.BadParameter(str(e), ctx, param) from None
         ctx.meta["lts_kernel_dir"] = str(value)
     return value
 

@@ -191,7 +191,26 @@ def test_a_folder_without_tables_is_refused(tmp_path):
     r = CliRunner().invoke(cli, ["estimate", "qwen3-32b", "h100_dgx", "--kernels",
                                  str(tmp_path)])
     assert r.exit_code == 2
-    assert "no kernel tables (<gpu>.npz, written by scripts/kernel_tables.py)" in r.output
+    assert "no kernel tables in this folder (<gpu>.npz as scripts/kernel_tables.py writes " \
+        "them, or the collector's <gpu>/<op>/<engine>/<release>/<table>.csv)" in " ".join(
+            r.output.split())
+
+
+@pytest.mark.parametrize("header, row, message", [
+    ("gemm_dtype,m,n", "bfloat16,1,2", "gemm_perf.csv: no column k, latency (a gemm table has "
+                                       "gemm_dtype, m, n, k, latency)"),
+    ("gemm_dtype,m,n,k,latency", "bfloat16,1,2,3,abc", "gemm_perf.csv: row 1: latency: 'abc' "
+                                                        "is not a positive number"),
+    ("gemm_dtype,m,n,k,latency", "bfloat16,1,2,3,-1", "gemm_perf.csv: row 1: latency: '-1' is "
+                                                       "not a positive number"),
+])
+def test_a_malformed_own_table_is_the_flags_error(tmp_path, header, row, message):
+    f = tmp_path / "g" / "gemm" / "vllm" / "0.24.0" / "gemm_perf.csv"
+    f.parent.mkdir(parents=True)
+    f.write_text(header + "\n" + row + "\n")
+    r = CliRunner().invoke(cli, ["kernels", "--kernels", str(tmp_path)])
+    assert r.exit_code == 2 and message in " ".join(r.output.split()), r.output
+    assert "Traceback" not in r.output
 
 
 def test_a_topology_naming_missing_tables_says_so(tmp_path):

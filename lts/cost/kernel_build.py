@@ -38,35 +38,74 @@ class KernelTableError(LtsError):
 DTYPE_OF_TABLE = {"bfloat16": "bf16", "float16": "bf16"}   # the tables' names -> lts's
 
 
-def read(path, cols=None) -> dict:
-    """A table's columns as NumPy arrays (numbers as numbers): ``.csv`` with the csv module,
-    ``.parquet`` with pyarrow (a maintainer's tool; without it, a clear error)."""
+# each table's columns lts reads: (text columns, number columns); a table without one of them,
+# or with a number column that does not parse, is refused naming the file, the column and the row
+COLUMNS = {
+    "gemm": (("gemm_dtype",), ("m", "n", "k", "latency")),
+    "moe": (("moe_dtype", "distribution"), ("num_tokens", "hidden_size", "inter_size", "topk",
+                                             "num_experts", "moe_tp_size", "moe_ep_size",
+                                             "latency")),
+    "gen": (("kv_cache_dtype",), ("batch_size", "step", "num_heads", "num_key_value_heads",
+                                  "head_dim", "latency")),
+    "ctx": (("kv_cache_dtype",), ("batch_size", "isl", "num_heads", "num_key_value_heads",
+                                  "head_dim", "latency")),
+    "ar": (("op_name",), ("num_gpus", "message_size", "latency")),
+}
+
+
+def read(path, kind: str) -> dict:
+    """A ``kind`` table's columns as NumPy arrays (``COLUMNS``: its number columns as floats,
+    positive and finite; other columns as they are): ``.csv`` with the csv module, ``.parquet``
+    with pyarrow (a maintainer's tool; without it, a clear error)."""
     path = Path(path)
+    text, numbers = COLUMNS[kind]
     if path.suffix == ".csv":
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-        if not rows:
-            return {}
-        out = {}
-        for k in rows[0]:
-            if cols is not None and k not in cols:
-                continue
-            vals = [r[k] for r in rows]
-            try:
-                out[k] = np.array([float(v) for v in vals])
-            except (TypeError, ValueError):
-                out[k] = np.array(vals)
-        missing = [c for c in (cols or ()) if c not in out]
-        if missing:
-            raise KernelTableError(f"{path}: no column {', '.join(missing)}")
-        return out
+        try:
+            with open(path, newline="", encoding="utf-8") as f:
+                rows = list(csv.DictReader(f))
+        except (OSError, UnicodeDecodeError, csv.Error) as e:
+            raise KernelTableError(f"{path}: not a readable CSV table ({e})") from None
+        header = list(rows[0]) if rows else []
+        out = {k: np.array([r[k] for r in rows]) for k in header}
+    else:
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise KernelTableError(f"{path}: reading .parquet needs pyarrow (pip install "
+                                   "pyarrow), or give the table as .csv with the same "
+                                   "columns") from None
+        try:
+            out = {k: np.asarray(v) for k, v in pq.read_table(path).to_pydict().items()}
+        except Exception as e:       # pyarrow's own errors for a file that is not parquet
+            raise KernelTableError(f"{path}: not a readable parquet table ({e})") from None
+    if not out or not len(next(iter(out.values()))):
+        raise KernelTableError(f"{path}: no rows")
+    missing = [c for c in text + numbers if c not in out]
+    if missing:
+        raise KernelTableError(f"{path}: no column {', '.join(missing)} (a {kind} table has "
+                               f"{', '.join(text + numbers)})")
+    for c in numbers:
+        try:
+            vals = out[c].astype(np.float64)
+        except (TypeError, ValueError):
+            vals = None
+        bad = np.arange(len(out[c])) if vals is None else \
+            np.nonzero(~(np.isfinite(vals) & (vals > 0)))[0]
+        if len(bad):
+            i = int(bad[0]) if vals is not None else next(
+                j for j, v in enumerate(out[c]) if not _number(v))
+            raise KernelTableError(f"{path}: row {i + 1}: {c}: {str(out[c][i])!r} is not a "
+                                   "positive number")
+        out[c] = vals
+    return out
+
+
+def _number(v) -> bool:
     try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise KernelTableError(f"{path}: reading .parquet needs pyarrow (pip install pyarrow), "
-                               "or give the table as .csv with the same columns") from None
-    t = pq.read_table(path, columns=cols)
-    return {k: np.asarray(v) for k, v in t.to_pydict().items()}
+        x = float(v)
+    except (TypeError, ValueError):
+        return False
+    return bool(np.isfinite(x) and x > 0)
 
 
 def log2ms(x, axes=()):
@@ -101,7 +140,7 @@ HOST_BOUND_US = 30.0
 
 
 def gemm(path, notes: list):
-    d = read(path, ["gemm_dtype", "m", "n", "k", "latency"])
+    d = read(path, "gemm")
     # the m = 2^j + 1 / 16 i + 1 probes (one row past a tile) are dropped: lts interpolates
     # between tile sizes, and they double the table
     keep = ~np.isin(d["m"] - 1, d["m"]) | (d["m"] <= 17)
@@ -129,9 +168,7 @@ DISTRIBUTIONS = ("balanced", "power_law_1.01")
 
 
 def moe(path):
-    d = read(path)
-    if "moe_dtype" not in d:
-        return {}
+    d = read(path, "moe")
     dts = sorted(set(d["moe_dtype"]))
     tok = grid(d["num_tokens"])
     dist = np.array([DISTRIBUTIONS.index(x) if x in DISTRIBUTIONS else -1
@@ -170,7 +207,7 @@ ATTN_KEYS = ("num_heads", "num_key_value_heads", "head_dim", "window_size")
 
 def attention(path, length):
     """length: 'step' (generation: tokens already in the cache) or 'isl' (context)."""
-    d = read(path)
+    d = read(path, "gen" if length == "step" else "ctx")
     kvs = sorted(set(d["kv_cache_dtype"]))
     kv = np.array([kvs.index(x) for x in d["kv_cache_dtype"]])
     n = len(kv)   # older tables have no window column: full attention
@@ -186,7 +223,7 @@ def attention(path, length):
 
 
 def allreduce(path):
-    d = read(path)
+    d = read(path, "ar")
     sel = d["op_name"] == "all_reduce"
     if "nccl_dtype" in d:
         sel &= d["nccl_dtype"] == "half"

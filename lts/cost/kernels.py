@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+import zipfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -90,11 +91,18 @@ def pick_release(releases, version: str) -> tuple:
 def _load(path: str) -> dict:
     """One GPU's arrays: a ``.npz`` lts wrote, or a folder in the collector's layout (read and
     built here: ``kernel_build``)."""
+    from .kernel_build import KernelTableError, build
     if Path(path).is_dir():
-        from .kernel_build import build
         return build(Path(path).parent, Path(path).name)[0]
-    with np.load(path) as z:
-        return {k: z[k] for k in z.files}
+    try:
+        with np.load(path) as z:
+            data = {k: z[k] for k in z.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as e:
+        raise KernelTableError(f"{path}: not a kernel table file ({e})") from None
+    if "sources" not in data:
+        raise KernelTableError(f"{path}: not a kernel table file (no 'sources': write it with "
+                               "scripts/kernel_tables.py)")
+    return data
 
 
 def gpu_path(gpu: str, data_dir=None):
