@@ -472,9 +472,14 @@ def _kernels_dir(ctx, param, value):
                 "<gpu>/<op>/<engine>/<release>/<table>.csv)", ctx, param)
         for gpu in gpus(value):
             try:
-                _load(str(gpu_path(gpu, value)))
+                data = _load(str(gpu_path(gpu, value)))
             except LtsError as e:
                 raise click.BadParameter(str(e), ctx, param) from None
+            if "sources" not in data:
+                raise click.BadParameter(
+                    f"{gpu_path(gpu, value)}: no table lts reads (gemm/*/*/gemm_perf, "
+                    "moe/*/*/moe_perf, attention/*/*/{generation,context}_attention_perf, "
+                    "comm/*/*/custom_allreduce_perf or nccl_perf)", ctx, param)
         ctx.meta["lts_kernel_dir"] = str(value)
     return value
 
@@ -494,8 +499,9 @@ def kernel_options(fn):
     return click.option("--kernels", "kernel_dir", default=None, metavar="DIR",
                         type=click.Path(exists=True, file_okay=False), callback=_kernels_dir,
                         expose_value=False, is_eager=True,
-                        help="Kernel tables of your own GPUs (<gpu>.npz as "
-                             "scripts/kernel_tables.py writes them) in place of lts's.")(fn)
+                        help="Kernel tables of your own GPUs in place of lts's: <gpu>.npz as "
+                             "scripts/kernel_tables.py writes them, or the collector's "
+                             "<gpu>/<op>/<engine>/<release>/<table>.csv (docs/kernels.md).")(fn)
 
 
 def _note_missing_kernels(topo, profile, ctx):
@@ -649,7 +655,9 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
         step_row[BATCH] = res.running[0]
         _, ops = breakdown(m, profile.topology(topo), decode_workload(isl, osl, gpus or 0),
                            step_row)
+        seen = profile.topology(topo).kernels
         _print(json_, no_color, {**serve_dict(m, res, ops, isl, osl, profile, gpus or topo.gpus),
+                                 "kernels": None if seen is None else seen.as_dict(),
                                  "concurrency_chosen": concurrency is None and not named,
                                  "speculation": spec_dict(spec),
                                  "prefix_cache": prefix_dict(prefix, isl)},
@@ -1012,9 +1020,16 @@ def kernels(gpu, model, topology, engine, precision, json_, no_color):
         seen = _profile(topo, engine).topology(topo)
         d.update(model_name=m.name, topology=topo.name, model=model_rows(m, seen))
         if seen.kernels is None:
-            d["model"]["why"] = ("the topology names no kernel tables" if not topo.kernel_gpu
-                                 else "--no-kernels" if click.get_current_context().meta.get(
-                                     "lts_no_kernels") else f"no tables for {engine}")
+            from .cost.kernels import gpu_path
+            meta = click.get_current_context().meta
+            d["model"]["why"] = (
+                "the topology names no kernel tables" if not topo.kernel_gpu
+                else "--no-kernels" if meta.get("lts_no_kernels")
+                else f"no tables named {topo.kernel_gpu!r}"
+                if gpu_path(topo.kernel_gpu, data_dir) is None
+                else f"the {engine} engine reads none" if engine not in ("vllm", "sglang",
+                                                                          "trtllm")
+                else f"no {engine} table on {topo.kernel_gpu}")
     _print(json_, no_color, d, render_kernels)
 
 

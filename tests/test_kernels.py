@@ -248,3 +248,22 @@ def test_calibrated_topologies_cost_by_their_own_fit():
     prof = ENGINES["vllm"].profile.for_gpu(t)
     assert prof.topology(t).kernels is None
     assert replace(H100).kernel_gpu == "h100_sxm"
+
+
+def test_a_table_of_one_size_per_axis_reads_without_error(tmp_path):
+    """A user's table timed at one m, n and k (every axis one point): that point's time
+    everywhere below it, in proportion above it; nothing out of range."""
+    write_csv(tmp_path / "one" / "gemm" / "vllm" / "0.24.0" / "gemm_perf.csv",
+              [dict(gemm_dtype="bfloat16", m=64, n=1024, k=1024, latency=0.01)])
+    ks = K.for_engine("one", "vllm", "0.24.0", str(tmp_path))
+    got = ks.gemm("bf16", np.array([1.0, 64.0, 128.0]), 1024.0, np.array([512.0, 1024, 1024]))
+    assert got * 1e3 == pytest.approx([0.01, 0.01, 0.02], rel=1e-3)   # float16 log2 steps
+
+
+def test_a_serve_estimate_says_which_costing_it_used():
+    args = ["estimate", "qwen3-32b", "h100_dgx", "--phase", "serve", "--engine", "vllm",
+            "--strategy", "tp=2", "--concurrency", "16", "--json"]
+    k = json.loads(CliRunner().invoke(cli, args).stdout)["kernels"]
+    assert k["gpu"] == "h100_sxm" and k["engine"] == "vllm" and k["version"] == "0.15"
+    assert {t["op"]: t["release"] for t in k["tables"]}["gemm"] == "0.24.0"
+    assert json.loads(CliRunner().invoke(cli, args + ["--no-kernels"]).stdout)["kernels"] is None

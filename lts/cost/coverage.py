@@ -24,7 +24,9 @@ def gpu_rows(data_dir=None) -> list:
             continue
         sources = json.loads(str(d["sources"]))
         for kind in kernels.KINDS:
-            for key, src in sorted(sources.get(kind, {}).items()):
+            for key, src in sorted(sources.get(kind, {}).items(),
+                                   key=lambda kv: (kv[0].split("|")[0],
+                                                   kernels._version(kv[0].split("|")[1]))):
                 engine, release = key.split("|")
                 p = f"{kind}|{engine}|{release}|"
                 if kind == "gemm":

@@ -97,8 +97,9 @@ def _load(path: str) -> dict:
     try:
         with np.load(path) as z:
             data = {k: z[k] for k in z.files}
-    except (OSError, ValueError, zipfile.BadZipFile) as e:
-        raise KernelTableError(f"{path}: not a kernel table file ({e})") from None
+    except (OSError, ValueError, zipfile.BadZipFile):
+        raise KernelTableError(f"{path}: not a kernel table file (write one with "
+                               "scripts/kernel_tables.py)") from None
     if "sources" not in data:
         raise KernelTableError(f"{path}: not a kernel table file (no 'sources': write it with "
                                "scripts/kernel_tables.py)")
@@ -173,7 +174,7 @@ def _lerp(table, grids, xs, slopes):
         idx, w = [], 1.0
         for a, (i, wa, _) in enumerate(parts):
             up = (corner >> a) & 1
-            idx.append(i + up)
+            idx.append(np.minimum(i + up, len(grids[a]) - 1))   # one point: weight 0 above
             w = w * (wa if up else 1.0 - wa)
         v = table[tuple(idx)].astype(np.float64)
         good = np.isfinite(v)
@@ -411,6 +412,12 @@ class KernelSet:
                 if j < len(grid) and grid[j] == g else \
                 _lerp(lat, [grid, d[p + "bytes"]], (g, nbytes[sel]), (1.0, 1.0))
         return MS * np.exp2(out)
+
+    def as_dict(self) -> dict:
+        """The JSON of what this set reads (``lts estimate --json``'s ``kernels``)."""
+        return {"gpu": self.gpu, "engine": self.engine, "version": self.version,
+                "tables": [{"op": k, "release": r, "note": n, "source": src}
+                           for k, r, n, src in self.describe()]}
 
     def describe(self) -> list:
         """[(kind, release, note, source table)] of what this set reads."""

@@ -152,7 +152,20 @@ def render_serve(console: Console, d: dict, topo: TopologySpec, engine) -> None:
         f"steps: decode {d['decode_step_ms']:.2f} ms, with a prefill chunk "
         f"{d['mixed_step_ms']:.2f} ms; {d['memory_gib_per_gpu']:.1f} GiB per GPU with "
         f"{d['running']} request{'s' if d['running'] != 1 else ''} of {isl + osl} tokens"
-        + _spec_line(d.get("speculation")) + _prefix_line(d.get("prefix_cache")))
+        + _spec_line(d.get("speculation")) + _prefix_line(d.get("prefix_cache"))
+        + _kernels_line(d.get("kernels")))
+
+
+def _kernels_line(k: dict | None) -> str:
+    """Which costing a serve estimate used: the measured kernels read (GPU, each class's
+    release) or the roofline alone (docs/kernels.md). The per-op table above gives the
+    roofline's compute and memory times; the step times read the tables."""
+    if not k:
+        return "\ncosted by the roofline (no measured kernels: docs/kernels.md)"
+    parts = ", ".join(f"{t['op']} {t['release']}" for t in k["tables"])
+    return (f"\nmeasured kernels of {escape(k['gpu'])} ({escape(k['engine'])} tables: "
+            f"{escape(parts)}); the roofline for the ops they do not hold (the per-op "
+            "columns above are the roofline's)")
 
 
 def _prefix_line(pc: dict | None) -> str:
