@@ -653,11 +653,11 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
                     attention_dp=profile.name != GENERIC, spec=spec, prefix=prefix)
         step_row = res.strategies[0].copy()
         step_row[BATCH] = res.running[0]
-        _, ops = breakdown(m, profile.topology(topo), decode_workload(isl, osl, gpus or 0),
-                           step_row)
-        seen = profile.topology(topo).kernels
+        seen = profile.topology(topo)          # as the engine sees it: its kernels read
+        _, ops = breakdown(m, seen, decode_workload(isl, osl, gpus or 0), step_row)
         _print(json_, no_color, {**serve_dict(m, res, ops, isl, osl, profile, gpus or topo.gpus),
-                                 "kernels": None if seen is None else seen.as_dict(),
+                                 "kernels": None if seen.kernels is None
+                                 else seen.kernels.as_dict(),
                                  "concurrency_chosen": concurrency is None and not named,
                                  "speculation": spec_dict(spec),
                                  "prefix_cache": prefix_dict(prefix, isl)},
@@ -1021,14 +1021,14 @@ def kernels(gpu, model, topology, engine, precision, json_, no_color):
         d.update(model_name=m.name, topology=topo.name, model=model_rows(m, seen))
         if seen.kernels is None:
             from .cost.kernels import gpu_path
+            from .engines.profiles import MEASURED_ENGINES
             meta = click.get_current_context().meta
             d["model"]["why"] = (
                 "the topology names no kernel tables" if not topo.kernel_gpu
                 else "--no-kernels" if meta.get("lts_no_kernels")
                 else f"no tables named {topo.kernel_gpu!r}"
                 if gpu_path(topo.kernel_gpu, data_dir) is None
-                else f"the {engine} engine reads none" if engine not in ("vllm", "sglang",
-                                                                          "trtllm")
+                else f"the {engine} engine reads none" if engine not in MEASURED_ENGINES
                 else f"no {engine} table on {topo.kernel_gpu}")
     _print(json_, no_color, d, render_kernels)
 
@@ -1110,9 +1110,8 @@ def validate(measurements, by, steady, json_, no_color):
     try:
         with progress(None, "predicting", disable=json_) as advance:
             overlay = click.get_current_context().meta.get("lts_overlay")
-            tune = (lambda t, p: (t, _with_kernel_flags(p))) if overlay is None else (
-                lambda t, p: (t, _with_kernel_flags(_overlaid(p, overlay))
-                              if _fits(p, overlay) else _with_kernel_flags(p)))
+            tune = lambda t, p: (t, _with_kernel_flags(                    # noqa: E731
+                _overlaid(p, overlay) if overlay is not None and _fits(p, overlay) else p))
             d = run_validate(measurements, progress=advance, by=by, tune=tune, steady=steady)
             if overlay is not None and not any(
                     r["engine"] == overlay["name"] and (not overlay["release"] or

@@ -4,7 +4,6 @@ which of its ops are costed from them and which by the roofline."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import numpy as np
 
@@ -55,23 +54,16 @@ def model_rows(model: ModelSpec, topo: TopologySpec) -> dict:
     ks = topo.kernels
     out = {"gpu": topo.kernel_gpu or None, "engine": ks.engine if ks else None,
            "version": ks.version if ks else None,
-           "tables": [{"op": k, "release": r, "note": n, "source": s}
-                      for k, r, n, s in (ks.describe() if ks else [])], "ops": []}
+           "tables": ks.as_dict()["tables"] if ks else [], "ops": []}
     coarse = np.array([[1, 1, 1, 8]])
-    phases = {"decode": Workload(phase="decode", context=2048),
-              "prefill": Workload(phase="prefill", context=2048)}
-    measured = {ph: set(build_tables(model, topo, w, coarse).extra["measured"])
-                for ph, w in phases.items()}
-    bare = {ph: build_tables(model, replace(topo, kernels=None), w, coarse)
-            for ph, w in phases.items()}
-    for slot in SLOTS:
+    tables = {ph: build_tables(model, topo, Workload(phase=ph, context=2048), coarse)
+              for ph in ("decode", "prefill")}
+    for i, slot in enumerate(SLOTS):
         if slot.endswith("_dense") and not model.dense_ffn_layers:
             continue            # a MoE model without dense FFN layers
-        if all(not np.isfinite(t.time_s[0, SLOTS.index(slot)]).any() or
-               np.nanmax(np.where(np.isfinite(t.time_s[0, SLOTS.index(slot)]),
-                                  t.time_s[0, SLOTS.index(slot)], 0)) == 0
-               for t in bare.values()):
+        t = [tab.time_s[0, i] for tab in tables.values()]
+        if not any((np.isfinite(x) & (x > 0)).any() for x in t):
             continue            # an op the model does not have
-        out["ops"].append({"op": slot, **{ph: "table" if slot in measured[ph] else "roofline"
-                                          for ph in phases}})
+        out["ops"].append({"op": slot, **{ph: "table" if slot in tab.extra["measured"]
+                                          else "roofline" for ph, tab in tables.items()}})
     return out

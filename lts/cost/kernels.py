@@ -14,8 +14,10 @@ inside that engine release's container) hold, per engine and release:
 
 Reading is interpolation on log scales (log time against log size, multilinear between grid
 points); past the grid's largest size time grows in proportion to size (the kernels are
-throughput-bound there), below its smallest it stays (latency-bound). A shape the tables do not
-hold is the roofline's (``cost.tables``): ``KernelSet.gemm`` and friends return None.
+throughput-bound there), below its smallest it stays (latency-bound). A MoE or attention shape
+the tables do not hold is read from the nearest held one (``KernelSet.moe``,
+``KernelSet.attention``); a format or an op class without a table is the roofline's
+(``cost.tables``): the lookups return None.
 
 A ``KernelSet`` is one GPU's tables for one engine release: each op class takes the newest
 release not newer than the engine's (or, when all are newer, the oldest) and records which
@@ -196,8 +198,8 @@ class KernelSet:
     data: dict = field(repr=False)
     # kind -> (release, note, source table, the tables' engine: this one's or "nccl")
     picked: dict = field(default_factory=dict)
-    distribution: str = "power_law"
-    fallback: tuple = ()     # GEMM: (engine, release) of the GPU's other engines, in order
+    distribution: str = DEFAULT_DISTRIBUTION
+    fallback: tuple = ()     # the GPU's other engines, in the order their tables stand in
     # lookups that depend only on their arguments, kept (a problem builds its cost tables a
     # few hundred times, each asking the same shapes): key -> result
     memo: dict = field(default_factory=dict, repr=False, compare=False)
@@ -219,7 +221,7 @@ class KernelSet:
         eng = self.picked[kind][3]
         rest = [f"{kind}|{eng}|{r}|" for r in reversed(releases(self.data, kind, eng))]
         return [own] + [p for p in rest if p != own] + \
-            [f"{kind}|{e}|{releases(self.data, kind, e)[-1]}|" for e, _ in self.fallback
+            [f"{kind}|{e}|{releases(self.data, kind, e)[-1]}|" for e in self.fallback
              if releases(self.data, kind, e)]
 
     def _prefix(self, kind):
@@ -455,7 +457,6 @@ def for_engine(gpu: str, engine: str, version: str, data_dir: str = "",
                 break
     if not picked:
         return None
-    others = tuple((e, releases(data, "gemm", e)[-1]) for e in ("sglang", "trtllm", "vllm")
-                   if e != engine and releases(data, "gemm", e))
+    others = tuple(e for e in ("sglang", "trtllm", "vllm") if e != engine)
     return KernelSet(gpu, engine, version, data, picked, distribution or DEFAULT_DISTRIBUTION,
                      others)

@@ -669,8 +669,8 @@ def _attention_measured(b: _Builder):
     decode = w.phase in ("decode", "mixed")
     for mode, (hr, kr, seqs, chunk) in {
             MODE_DIM0: (np.ceil(heads / s.tp), np.ceil(kvh / s.tp), s.seqs, s.chunk),
-            MODE_NONE: (heads + 0 * s.tp, kvh + 0 * s.tp, s.seqs, s.chunk),
-            MODE_NONE_T: (heads + 0 * s.tp, kvh + 0 * s.tp, s.seqs_t,
+            MODE_NONE: (np.full_like(s.tp, heads), np.full_like(s.tp, kvh), s.seqs, s.chunk),
+            MODE_NONE_T: (np.full_like(s.tp, heads), np.full_like(s.tp, kvh), s.seqs_t,
                           s.chunk_t if s.chunk is not None else None)}.items():
         total = np.zeros_like(s.tp)
         ok = np.ones(s.tp.shape, dtype=bool)
@@ -885,6 +885,13 @@ def _ffn_layer(s: _Shape, moe: bool) -> _FFN:
                 np.ceil(1.0 / s.tp))
 
 
+def _tp_share(s: _Shape, h, inter, which: int, mode: int):
+    """The busiest rank's share of an FFN matrix split over tp in a tp mode: FFN1's row split
+    (MODE_DIM0) and FFN2's column split (MODE_DIM1) split the hidden width, the others the
+    intermediate one."""
+    return _frac(h, s.tp) if (mode == MODE_DIM0) == (which == 1) else _frac(inter, s.tp)
+
+
 def _routed(s: _Shape, x: _FFN, which: int, mode: int):
     """FLOPs, HBM bytes and weights of FFN1 (which = 1) or FFN2 (2) in ``mode``, routed part."""
     # a latent MoE's experts read and write the latent (FFNSpec.latent)
@@ -893,7 +900,7 @@ def _routed(s: _Shape, x: _FFN, which: int, mode: int):
     mats = up_mats if which == 1 else 1
     w_exp = h * inter * mats                               # one expert's weights in this op
     if mode in (MODE_DIM0, MODE_DIM1):    # FFN1 row / FFN2 column split hidden, else inter
-        fr = _frac(h, s.tp) if (mode == MODE_DIM0) == (which == 1) else _frac(inter, s.tp)
+        fr = _tp_share(s, h, inter, which, mode)
         npairs, ex, toks = x.pairs, x.e_loc, x.tokens
     elif mode == MODE_NONE:
         fr, npairs, ex, toks = 1.0, x.pairs, x.e_loc, x.tokens
@@ -926,7 +933,7 @@ def _shared(s: _Shape, x: _FFN, which: int, mode: int):
     mats = s.m.ffn.n_mats - 1 if which == 1 else 1
     w = h * x.shared * mats
     if mode in (MODE_DIM0, MODE_DIM1):
-        fr = _frac(h, s.tp) if (mode == MODE_DIM0) == (which == 1) else _frac(x.shared, s.tp)
+        fr = _tp_share(s, h, x.shared, which, mode)
         r = s.rows
     elif mode in (MODE_NONE, MODE_EXPERTS):   # experts: the shared expert replicated, tokens split
         fr, r = 1.0, s.rows if mode == MODE_NONE else s.rows / s.tp
@@ -1026,7 +1033,7 @@ def _dense_ffn_measured(s: _Shape, x: _FFN, which: int):
     shape = s.tp.shape
     ms, ns, ks_ = [], [], []
     for mode in range(len(FFN1_MODES)):
-        fr = _frac(h, s.tp) if (mode == MODE_DIM0) == (which == 1) else _frac(x.inter, s.tp)
+        fr = _tp_share(s, h, x.inter, which, mode)
         ms.append(_full(s.rows if mode in (MODE_DIM0, MODE_DIM1, MODE_NONE) else s.rows_t,
                         shape))
         ns.append(_full(nn * fr if mode == MODE_DIM1 else nn, shape))
