@@ -2,6 +2,7 @@
 strategy, single- and multi-node, the faithfulness check and the nearest runnable strategy.
 Emitters are called directly with hand-made strategy rows; the CLI with small budgets."""
 import json
+import shlex
 import re
 from pathlib import Path
 
@@ -99,7 +100,11 @@ def test_search_emit_json_matches_the_text(engine):
     assert {"engine", "version_checked", "faithful", "commands", "notes"} <= set(e)
     assert e["engine"] == engine and e["version_checked"] == ENGINES[engine].flags_version
     assert isinstance(e["faithful"], bool) and e["commands"]
-    assert all(set(c) == {"role", "command"} for c in e["commands"])
+    for c in e["commands"]:      # a program's argument list, or the file a command writes
+        assert set(c) in ({"role", "command", "env", "argv"}, {"role", "command", "file"}), c
+        if "argv" in c:
+            assert shlex.split(c["command"]) == [f"{k}={v}" for k, v in c["env"].items()] + \
+                c["argv"]
     assert all(isinstance(n, str) for n in e["notes"])
     if e["faithful"]:
         assert "nearest" not in e and e["strategy"] == {k: d["best"][k] for k in
@@ -244,7 +249,7 @@ def test_vllm_multi_node_data_parallel():
         assert "--data-parallel-size 16 --data-parallel-size-local 8" in cmd
         assert "--data-parallel-address $HEAD_IP" in cmd and "--max-num-seqs 16" in cmd
     assert "--headless" not in head and "--data-parallel-start-rank" not in head
-    assert "--data-parallel-start-rank $(($NODE_RANK * 8)) --headless" in worker
+    assert "--data-parallel-start-rank $(($NODE_RANK*8)) --headless" in worker
 
 
 def test_vllm_dp_rank_spanning_nodes_uses_ray():

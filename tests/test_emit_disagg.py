@@ -43,7 +43,7 @@ def test_disagg_commands_ask_for_the_deployments_gpus(mixtral, engine):
     assert [command_gpus(engine, c) for c in served] == sizes
     assert dl.gpus == sum(sizes) == d.gpus
     # each instance in its own mode, on its own port, and the router names every port
-    router = dl.commands[-1][1]
+    router = " ".join(c for r, c in dl.commands if r.startswith("router"))   # and its file
     for i, (role, cmd) in enumerate((r, c) for r, c in dl.commands if "instance" in r):
         port = f"{8100 + i}"
         assert f"--port {port}" in cmd and port in router
@@ -148,7 +148,8 @@ def test_multi_node_instances_each_have_their_own_head():
                  if "instance" in r and "$NODE" in c}
         assert len(heads) >= 2              # the two pools' instances on different nodes
         if engine == "trtllm":              # the router's YAML expands the node addresses
-            assert dl.commands[-1][1].startswith('printf "')
+            assert dl.commands[-2][0].startswith("router config file")
+            assert dl.commands[-2][1].startswith('printf "')
         workers = [c for r, c in dl.commands if "worker" in r]
         if engine == "sglang":              # one command for the other nodes, each its rank
             assert workers and all("--node-rank $NODE_RANK " in c for c in workers)
@@ -169,7 +170,7 @@ def test_vllm_worker_nodes_bind_their_own_nixl_side_channel():
     head, worker = out[0][1], out[1][1]
     assert "--data-parallel-address $NODE3_IP" in head and "--headless" not in head
     assert "--data-parallel-address $NODE3_IP" in worker and "$NODE_RANK" not in worker
-    assert "--data-parallel-start-rank $((1 * 8)) --headless" in worker
+    assert "--data-parallel-start-rank $((1*8)) --headless" in worker
     cmd = VLLM.disagg_command("decode", worker, 0, 16, 8101, 0, out[1][2], False)
     assert "VLLM_NIXL_SIDE_CHANNEL_HOST=$NODE4_IP " in cmd
     # three nodes: one command per worker node, each with its own address and rank
@@ -177,7 +178,7 @@ def test_vllm_worker_nodes_bind_their_own_nixl_side_channel():
         "tp=1,ep=24,batch=64", True), "deepseek-v3")
     out = VLLM.node_commands(roles, 0, 3, lambda n: f"$NODE{n}_IP")
     assert [own for _, _, own in out] == ["$NODE0_IP", "$NODE1_IP", "$NODE2_IP"]
-    assert ["$((2 * 8))" in c for _, c, _ in out] == [False, False, True]
+    assert ["$((2*8))" in c for _, c, _ in out] == [False, False, True]
     # Ray (a DP rank wider than a node): each node's ray start carries its own address
     roles, _ = emit.commands("vllm", load_model("mixtral-8x7b"), topo, Workload(gpus=32),
                              parse_strategy("tp=16,ep=2,batch=64,ffn1=experts,ffn2=experts",

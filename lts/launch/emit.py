@@ -246,7 +246,7 @@ def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, 
     max_len = max_len or (serve.isl + serve.osl if serve is not None else work.context)
     launcher, yaml = LAUNCHERS[engine], []
     extras = serve if flags_from is None else flags_from
-    info = speculation(extras, lambda k: shlex.quote(model_reference(k)[0])) \
+    info = speculation(extras, lambda k: model_reference(k)[0]) \
         if speculate else None
     if info is not None:      # speculative decoding (serving.spec): the engine's own flags
         flags, yaml, more = launcher.spec_flags(*info)

@@ -157,7 +157,7 @@ def launch_disagg(engine: str, problem: ServeProblem, dg: Disagg, model_arg: str
 def _unit(problem: ServeProblem, whole: Disagg) -> Disagg:
     """The deployment's pools on the fewest whole nodes that hold at most MAX_LISTED instances
     and come within 1% of its output tokens/s per GPU (else the best such unit)."""
-    gpn = problem.topo.gpus_per_node
+    gpn = problem.topo.gpus_per_node        # a unit of whole NVLink domains
     best = None
     for nodes in range(1, whole.gpus // gpn + 2):
         d = best_pair(problem, [whole.prefill], [whole.decode], budget=nodes * gpn)
@@ -174,7 +174,7 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
               precision) -> None:
     engine, dg, topo = out.engine, out.deployment, problem.topo
     writer = emit.LAUNCHERS[engine]
-    gpn = topo.gpus_per_node
+    gpn = topo.gpus_per_host
     places = _instances(dg, gpn)
     nodes = max(at // gpn + span for _, _, _, at, span in places)
     host = (lambda node: "localhost") if nodes == 1 else (lambda node: f"$NODE{node}_IP")
@@ -209,8 +209,10 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
             cmds.append((f"{label} ({where}): {role}",
                          writer.disagg_command(pool, cmd, at % gpn, size, port, k, own,
                                                span == 1)))
-    cmds.append(("router (any node; clients call port "
-                 f"{launcher.ROUTER_PORT})", writer.router(endpoints, host(0))))
+    router = writer.router(endpoints, host(0))
+    where = f"(node 0; clients call port {launcher.ROUTER_PORT})"
+    cmds += [(f"{role} {where}", cmd) for role, cmd in
+             (router if isinstance(router, list) else [("router", router)])]
     out.commands, out.gpus = cmds, counted
     if counted != dg.gpus:     # the flags must ask for exactly the deployment's GPUs
         raise RuntimeError(f"emit_disagg: the commands ask for {counted} GPUs, the deployment "

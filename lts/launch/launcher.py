@@ -11,6 +11,8 @@ it runs) is ``lts.engines``; ``emit`` and ``emit_disagg`` call the launcher of t
 from __future__ import annotations
 
 import math
+import re
+import shlex
 
 HEAD_IP, NODE_RANK = "$HEAD_IP", "$NODE_RANK"        # shell variables the user sets per node
 ROUTER_PORT = 8000            # what clients of a two-pool deployment call
@@ -47,8 +49,9 @@ class Launcher:
         address of the node it runs on, whether it fits one node."""
         raise NotImplementedError
 
-    def router(self, endpoints: dict, head: str) -> str:
-        """The router's command: endpoints {pool: [(host, port, bootstrap port)]}."""
+    def router(self, endpoints: dict, head: str):
+        """The router's command: endpoints {pool: [(host, port, bootstrap port)]}; or a list of
+        (role, command) when it needs a config file written first."""
         raise NotImplementedError
 
     def transport_note(self) -> str:
@@ -85,8 +88,63 @@ def join(*parts) -> str:
 def printf(lines, path: str) -> str:
     """A shell command that writes ``lines`` to ``path``: printf turns each \\n into a line
     break; in double quotes, so that the $NODEk_IP in them expand (the lines hold no other
-    character the shell reads there)."""
+    character the shell reads there: ``command_dict`` reads them back)."""
     return 'printf "' + "\\n".join(lines) + '\\n" > ' + path
+
+
+# a shell variable the user (or the deployment file) sets: $NAME, or arithmetic $((...))
+VARIABLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\(\()")
+PRINTF = re.compile(r'printf "(.*)\\n" > (\S+)\Z', re.S)
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def quote(arg: str) -> str:
+    """``arg`` as one shell word, as it must reach the engine: single-quoted where the shell would
+    read it otherwise (``shlex.quote``), and in double quotes where it holds a variable the user
+    sets ($EAGLE3_DRAFT inside a JSON option), so that the shell expands that and nothing
+    else."""
+    if not VARIABLE.search(arg):
+        return shlex.quote(arg)
+    return '"' + re.sub(r'([\\"`])', r"\\\1", arg) + '"'
+
+
+def words(cmd: str) -> list:
+    """The shell words of ``cmd`` as written (quotes kept): split at the blanks outside quotes,
+    so that joining them with single spaces gives ``cmd`` back where it has no double blank."""
+    out, word, q, i = [], "", "", 0
+    while i < len(cmd):
+        c = cmd[i]
+        if c == "\\" and q != "'" and i + 1 < len(cmd):
+            word, i = word + cmd[i:i + 2], i + 2
+            continue
+        if q:
+            q = "" if c == q else q
+        elif c in "'\"":
+            q = c
+        elif c == " ":
+            if word:
+                out.append(word)
+            word, i = "", i + 1
+            continue
+        word, i = word + c, i + 1
+    return out + ([word] if word else [])
+
+
+def command_dict(role: str, cmd: str) -> dict:
+    """One command as ``--json`` carries it: its role and shell text, and either the file it
+    writes (``file``: path and content, variables left for the shell) or the program's argument
+    list as the shell passes it (``argv``, variables unexpanded) with the environment it sets
+    before the program (``env``)."""
+    m = PRINTF.match(cmd)
+    if m:
+        return {"role": role, "command": cmd,
+                "file": {"path": m.group(2), "content": m.group(1).replace("\\n", "\n") + "\n"}}
+    words = shlex.split(cmd)
+    env = {}
+    while words and ASSIGNMENT.match(words[0]):
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    return {"role": role, "command": cmd, "env": env, "argv": words}
 
 
 EAGLE_DRAFT = "$EAGLE3_DRAFT"     # the EAGLE-3 head's checkpoint: the user sets it

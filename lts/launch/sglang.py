@@ -9,7 +9,7 @@ from ..engines.space import attention_dp
 from ..specs import ModelSpec, TopologySpec
 from ..specs.strategy import EXPERTS, N_COARSE, OP_COL
 from ..specs.workload import Workload
-from .launcher import HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, join, nodes, workers
+from .launcher import HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, join, nodes, quote, workers
 
 DIST_INIT_PORT = 50000        # --dist-init-addr HEAD_IP:PORT of a multi-node instance
 
@@ -27,7 +27,7 @@ class SGLang(Launcher):
         flags = [f"--speculative-algorithm {algo}", f"--speculative-num-steps {k}",
                  "--speculative-eagle-topk 1", f"--speculative-num-draft-tokens {k + 1}"]
         if draft is not None:
-            flags.append(f"--speculative-draft-model-path {draft}")
+            flags.append(f"--speculative-draft-model-path {quote(draft)}")
         return flags, [], []
 
     def prefix_flags(self) -> tuple:
@@ -75,9 +75,9 @@ class SGLang(Launcher):
                           "reset --ep-size to --tp-size"
                           if ep_size < stage else ""))   # sglang 0.5.23 arg_groups/overrides.py
         gpus = stage * pp
-        if gpus <= topo.gpus_per_node:
+        if gpus <= topo.gpus_per_host:
             return [(f"single node ({gpus} GPU{'s' if gpus > 1 else ''})", join(base, tail))], notes
-        n = nodes(gpus, topo.gpus_per_node)
+        n = nodes(gpus, topo.gpus_per_host)
         multi = f"--nnodes {n} --dist-init-addr {HEAD_IP}:{DIST_INIT_PORT} --node-rank"
         notes.append(f"multi-node: {n} nodes x {gpus // n} GPUs; every node runs the same command "
                      "with its own --node-rank")

@@ -88,10 +88,10 @@ class TRTLLM(Launcher):
                       f"one decode step of the batch, or one whole prompt of {work.context} tokens"
                       if work.phase == "decode" else "lts costs the whole prompts in one pass"))
         gpus = size * pp
-        if gpus <= topo.gpus_per_node:
+        if gpus <= topo.gpus_per_host:
             cmds.append((f"single node ({gpus} GPU{'s' if gpus > 1 else ''})", base))
             return cmds, notes
-        n = nodes(gpus, topo.gpus_per_node)
+        n = nodes(gpus, topo.gpus_per_host)
         cmds.append((f"all {n} nodes: one Slurm job step",
                      f"srun -N {n} --ntasks {gpus} --ntasks-per-node {gpus // n} --mpi=pmix "
                      f"--gres=gpu:{gpus // n} trtllm-llmapi-launch {base}"))
@@ -132,7 +132,8 @@ class TRTLLM(Launcher):
         for key, eps in (("context_servers", pre), ("generation_servers", dec)):
             lines += [f"{key}:", f"  num_instances: {len(eps)}", "  urls:"]
             lines += [f"    - {h}:{p}" for h, p, _ in eps]
-        return f"{printf(lines, DISAGG_YAML)} && trtllm-serve disaggregated -c {DISAGG_YAML}"
+        return [("router config file", printf(lines, DISAGG_YAML)),
+                ("router", f"trtllm-serve disaggregated -c {DISAGG_YAML}")]
 
     def transport_note(self) -> str:
         return (f"the KV cache moves with {TRANSCEIVER_BACKEND} (cache_transceiver_config.backend; "

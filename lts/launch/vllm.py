@@ -12,7 +12,7 @@ from ..engines.vllm import ENGINE, NIXL_PORT
 from ..specs import ModelSpec, TopologySpec
 from ..specs.strategy import EXPERTS, N_COARSE, OP_COL
 from ..specs.workload import Workload
-from .launcher import HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, join, nodes, workers
+from .launcher import HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, join, nodes, quote, workers
 
 DP_RPC_PORT, RAY_PORT = 13345, 6379
 
@@ -28,7 +28,7 @@ class VLLM(Launcher):
         cfg = {"method": "mtp"} if method == "mtp" else \
             {"method": "eagle3", "model": draft} if method == "eagle" else {"model": draft}
         cfg["num_speculative_tokens"] = k
-        return [f"--speculative-config {shlex.quote(json.dumps(cfg))}"], [], []
+        return [f"--speculative-config {quote(json.dumps(cfg))}"], [], []
 
     def prefix_flags(self) -> tuple:
         return (["--enable-prefix-caching"],
@@ -39,7 +39,7 @@ class VLLM(Launcher):
     def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
                 extra: list, max_len: int, key=None, serve=None, yaml=()) -> tuple:
         tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
-        gpn = topo.gpus_per_node
+        gpn = topo.gpus_per_host
         dp_attention = bool(attention_dp(model, row)[0])
         if dp_attention:   # vLLM's DP ranks of one GPU each; its MoE is then TP over all of them
             tp, ep = 1, tp
@@ -94,7 +94,7 @@ class VLLM(Launcher):
                   f"--data-parallel-address {HEAD_IP} --data-parallel-rpc-port {DP_RPC_PORT}")
             cmds = [(f"head node (DP ranks 0..{local - 1}; {n} nodes)", join(base, dp, tail)),
                     (workers(n),
-                     join(base, dp, f"--data-parallel-start-rank $(({NODE_RANK} * {local}))",
+                     join(base, dp, f"--data-parallel-start-rank $(({NODE_RANK}*{local}))",
                           "--headless", tail))]
             notes.append(f"multi-node data parallel: {n} nodes with {local} DP rank"
                          f"{'s' if local > 1 else ''} of {rank} GPU{'s' if rank > 1 else ''} each; "

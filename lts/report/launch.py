@@ -8,6 +8,8 @@ import textwrap
 
 from rich.console import Console
 
+from ..launch.launcher import command_dict, words
+
 from ..specs.strategy import format_strategy, strategy_dict
 from .format import fmt_ms
 from .results import result_dict, strategy_row, strategy_text
@@ -22,7 +24,7 @@ def emit_dict(launch) -> dict:
     d = {"engine": launch.engine, "engine_name": launch.name,
          "version_checked": launch.version_checked, "docs": launch.docs,
          "faithful": bool(launch.faithful),
-         "commands": [{"role": role, "command": cmd} for role, cmd in launch.commands],
+         "commands": [command_dict(role, cmd) for role, cmd in launch.commands],
          "notes": list(launch.notes), "reasons": list(launch.reasons),
          "launches": launch.chosen, "replicas": int(launch.replicas),
          "strategy": strategy_dict(launch.strategy) if launch.strategy is not None else None,
@@ -35,9 +37,10 @@ def emit_dict(launch) -> dict:
 
 def wrap_command(cmd: str, width: int = 80) -> str:
     """A shell command as lines of at most ``width`` columns joined by backslash continuations,
-    broken only before a ``--flag`` (never inside a quoted argument)."""
+    broken only between shell words (``launcher.words``: never inside a quoted argument), before
+    a ``--flag``. A file-writing command (printf of a config) is kept whole."""
     groups = []
-    for word in cmd.split(" "):
+    for word in words(cmd):
         if groups and not word.startswith("--"):
             groups[-1] += " " + word
         else:
@@ -132,7 +135,7 @@ def emit_disagg_dict(dl) -> dict:
             "prefill_faithful": bool(dl.prefill.faithful),
             "decode_faithful": bool(dl.decode.faithful),
             "deployment": disagg_dict(dl.deployment), "gpus": dl.gpus,
-            "commands": [{"role": role, "command": cmd} for role, cmd in dl.commands],
+            "commands": [command_dict(role, cmd) for role, cmd in dl.commands],
             "notes": list(dl.notes),
             "prefill_reasons": list(dl.prefill.reasons), "decode_reasons": list(dl.decode.reasons)}
 

@@ -92,6 +92,15 @@ class TopologySpec:
     # model reads op times from (None: the roofline everywhere)
     kernel_gpu: str = ""
     kernels: object = None
+    # GPUs one host (one operating system, one container) holds: 8 on a DGX/HGX, 4 on an NVL72
+    # compute tray, whose NVLink domain (gpus_per_node) spans 18 trays ([node] host_gpus;
+    # 0: the node is one host). Launch commands split an instance over hosts, not NVLink domains.
+    host_gpus: int = 0
+
+    @property
+    def gpus_per_host(self) -> int:
+        """GPUs one host holds (``host_gpus``, else the whole node)."""
+        return self.host_gpus or self.gpus_per_node
 
     @cached_property
     def engine_links(self) -> tuple:
@@ -374,6 +383,10 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
     n = t.table("node")
     per_node = n.get("gpus", int, positive=True)
     nodes = n.get("count", int, positive=True, maximum=MAX_NODES)
+    host_gpus = n.get("host_gpus", int, per_node, required=False, positive=True)
+    if per_node % host_gpus:
+        raise SpecError(path, "node.host_gpus", f"{host_gpus} must divide node.gpus = {per_node} "
+                                                "(a node's hosts hold its GPUs evenly)")
     n.finish()
     links = []
     for lt in t.array_of_tables("link"):
@@ -402,7 +415,8 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
     return TopologySpec(name, source, gpu_name, peaks, hbm, hbm_bw, eff_c, eff_m, overhead,
                         reserve, per_node, nodes, tuple(links), str(path), fp8_eff_c, fp8_eff_m,
                         step_overhead, rexp, coll_eff, vendor, fp4_eff_c, gemm=gemm,
-                        grouped=grouped, grouped_tokens=grouped_tokens, kernel_gpu=kernel_gpu)
+                        grouped=grouped, grouped_tokens=grouped_tokens, kernel_gpu=kernel_gpu,
+                        host_gpus=0 if host_gpus == per_node else host_gpus)
 
 
 MAX_GROUPED_POINTS = 16    # [gpu.grouped_gemm] tokens_per_expert: at most this many points
