@@ -399,6 +399,40 @@ class EngineParam(click.ParamType):
         return name
 
 
+def _deployment_files(fmt, path, launch, disagg_launch, problem, model_arg) -> list:
+    """(what, path or None, text) of each deployment file ``--emit-format`` asks for: the one
+    instance's, and the two pools' when they are emitted (written to ``path`` and beside it
+    when given)."""
+    from .launch.deploy import DeployError, one_pool, two_pools
+    from .launch.emit import model_key
+    key = model_key(model_arg)
+    out = []
+    try:
+        out.append(("one instance", one_pool(fmt, launch, problem, key)))
+        if disagg_launch is not None:
+            out.append(("two pools", two_pools(fmt, disagg_launch, key)))
+    except DeployError as e:
+        raise click.ClickException(f"--emit-format {fmt}: {e}") from None
+    files = []
+    for i, (what, text) in enumerate(out):
+        where = None
+        if path is not None:
+            where = path if i == 0 else _beside(path, ".two-pools")
+            try:
+                with open(where, "w", encoding="utf-8") as f:
+                    f.write(text)
+            except OSError as e:
+                raise click.ClickException(f"--emit-file {where}: {e.strerror or e}") from None
+        files.append((what, where, text))
+    return files
+
+
+def _beside(path: str, tag: str) -> str:
+    """``path`` with ``tag`` before its suffix (lts.sbatch -> lts.two-pools.sbatch)."""
+    p = Path(path)
+    return str(p.with_name(p.stem + tag + p.suffix)) if p.suffix else path + tag
+
+
 def _profile(topo, engine: str | None, emit: str | None = None):
     """The engine profile of --engine (its NAME@VERSION release, else the newest), else of the
     --emit engine, else generic, as the engine sets itself up on the topology's GPU
@@ -777,6 +811,17 @@ def _infeasible(problem, what: str) -> click.ClickException:
 @click.option("--emit", "emit", type=click.Choice(REAL_ENGINES), default=None,
               help="After the table, print the command line that runs the best strategy on this "
                    "engine, or say it cannot and print the nearest strategy it runs (docs/launch.md).")
+@click.option("--emit-format", "emit_format",
+              type=click.Choice(("shell", "slurm", "k8s-lws", "dynamo")), default="shell",
+              show_default=True,
+              help="With --emit: the commands (shell), a Slurm batch script (slurm), Kubernetes "
+                   "LeaderWorkerSet manifests (k8s-lws) or an NVIDIA Dynamo "
+                   "DynamoGraphDeployment (dynamo); printed after the commands unless "
+                   "--emit-file is given (docs/launch.md).")
+@click.option("--emit-file", "emit_file", type=click.Path(dir_okay=False, writable=True),
+              default=None, metavar="FILE",
+              help="With --emit-format: write the deployment file here (a two-pool "
+                   "deployment's beside it, FILE with .two-pools before its suffix).")
 @click.option("--plot", "plot", type=click.Path(dir_okay=False, writable=True), default=None,
               metavar="FILE.svg",
               help="--phase serve: write the trade-off (for each tokens/s per user the best "
@@ -801,7 +846,8 @@ def _infeasible(problem, what: str) -> click.ClickException:
 @engine_profile_option
 @kernel_options
 @output_options
-def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
+def search(model, topology, method, budget, seed, top, emit, emit_format, emit_file, plot,
+           request_rate,
            decode_topology, slo_percentile, phase, context, tpot_slo_ms, ttft_slo_ms, gpus,
            precision, kv_cache_dtype, isl, osl, engine, spec_text, spec_tokens, acceptance,
            accepted_length, prefix_hit, prefixes, json_, no_color):
@@ -819,6 +865,12 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
       lts search mixtral-8x7b h100_dgx --gpus 8 --phase serve --plot tradeoff.svg
     """
     _phase_flags(phase, any_phase=("engine",))
+    if emit is None and (_flag_given("emit_format") or emit_file is not None):
+        raise click.UsageError("--emit-format and --emit-file write the deployment of --emit "
+                               "ENGINE: give --emit")
+    if emit_file is not None and emit_format == "shell" and not _flag_given("emit_format"):
+        raise click.UsageError("--emit-file: say which file with --emit-format (shell, slurm, "
+                               "k8s-lws, dynamo)")
     if plot is not None and phase != "serve":
         raise click.UsageError("--plot draws the serving trade-off: it needs --phase serve")
     if request_rate is not None and phase != "serve":
@@ -879,9 +931,14 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
                 f.write(pareto_svg(run))
         except OSError as e:
             raise click.ClickException(f"--plot {plot}: {e.strerror or e}") from None
+    files = _deployment_files(emit_format, emit_file, launch, disagg_launch, problem, model) \
+        if launch is not None and (emit_format != "shell" or emit_file is not None) else []
     d = search_dict(run, launch)
     if disagg_launch is not None:
         d["emit_disagg"] = emit_disagg_dict(disagg_launch)
+    if files:
+        d["deployment_files"] = [{"format": emit_format, "deployment": what, "path": path,
+                                  "content": text} for what, path, text in files]
 
     def render(console, d):
         render_search(console, d, run)
@@ -891,6 +948,15 @@ def search(model, topology, method, budget, seed, top, emit, plot, request_rate,
         if disagg_launch is not None:
             console.print()
             render_emit_disagg(console, disagg_launch)
+        for what, path, text in files:
+            console.print()
+            if path is None:
+                console.print(f"# --emit-format {emit_format}: {what}", markup=False,
+                              highlight=False)
+                console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
+            else:
+                console.print(f"Wrote {path} ({emit_format}: {what})", markup=False,
+                              highlight=False)
     _print(json_, no_color, d, render)
     if run.percentile is not None and run.percentile.best is None:
         # nothing meets the limits at the percentile asked: as a search with nothing feasible

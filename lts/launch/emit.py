@@ -150,7 +150,7 @@ def best_runnable(engine: str, problem: Problem) -> Result | None:
 # ----------------------------------------------------------------------------------------------
 # the model argument -> what the engine loads
 
-def _model_key(model_arg: str) -> str | None:
+def model_key(model_arg: str) -> str | None:
     """The shipped short name behind a model argument (a name or a shipped file's path)."""
     names = set(shipped_names("models")) | set(HF_NAMES) | set(NO_CHECKPOINT)
     if model_arg in names:
@@ -165,7 +165,7 @@ def model_reference(model_arg: str) -> tuple:
     """(what to pass the engine, a note or None): the HuggingFace repository of a shipped model,
     the folder of a ``.json`` config file (any name: engines load a folder or a HuggingFace id,
     never a config file's path), a placeholder where no checkpoint is known."""
-    key = _model_key(model_arg)
+    key = model_key(model_arg)
     if key in HF_NAMES:
         return HF_NAMES[key], None
     if key in NO_CHECKPOINT:
@@ -236,7 +236,7 @@ def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, 
     ``speculate``: whether this instance runs the drafts (a decode pool's, not a prefill
     pool's)."""
     ref, ref_note = model_reference(model_arg)
-    key = _model_key(model_arg)
+    key = model_key(model_arg)
     ref = shlex.quote(ref)
     extra, notes = _precision_flags(engine, model, key, precision)
     kv_flags, kv_notes = _kv_cache_flags(engine, model, precision)

@@ -69,6 +69,14 @@ class DisaggLaunch:
     commands: list = field(default_factory=list)      # (role, command)
     notes: list = field(default_factory=list)
     gpus: int = 0
+    # where each command runs (deployment files, ``deploy``): (its role within its instance,
+    # first node, nodes it spans), None for a set-up step run once before the instances
+    places: list = field(default_factory=list)
+    # what the commands were written from (deployment files write each pool's anew: ``deploy``)
+    problem: ServeProblem | None = None
+    model_arg: str = ""
+    precision: str | None = None
+    works: dict = field(default_factory=dict)     # pool -> its phase's Workload
 
     @property
     def name(self) -> str:
@@ -128,6 +136,8 @@ def launch_disagg(engine: str, problem: ServeProblem, dg: Disagg, model_arg: str
                            precision, best_result=dg.decode)
     eng = get(engine)
     out = DisaggLaunch(engine, eng.flags_version, eng.disagg_docs, dg, dg, p_launch, d_launch)
+    out.problem, out.model_arg, out.precision = problem, model_arg, precision
+    out.works = {k: v.work for k, v in pools.items()}
     if p_launch.result is None or d_launch.result is None:
         out.deployment = None
         out.notes.append(f"{out.name} runs no feasible strategy for one of the pools: nothing "
@@ -150,7 +160,7 @@ def launch_disagg(engine: str, problem: ServeProblem, dg: Disagg, model_arg: str
             f"a command list should hold: below is a unit of {out.deployment.gpus} GPUs "
             f"({out.deployment.tokens_per_s_per_gpu:,.1f} per GPU); run {copies:,} copies of it on "
             "further nodes, each with its own router, behind one load balancer")
-    _commands(out, problem, {k: v.work for k, v in pools.items()}, model_arg, precision)
+    _commands(out, problem, out.works, model_arg, precision)
     return out
 
 
@@ -183,8 +193,9 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
     # a request's tokens as the engine limits them: the whole request on both sides (vLLM's proxy
     # asks the prefill instance for one token, SGLang's router sends it the whole request)
     max_len = problem.isl + problem.osl
-    cmds, counted = [], 0
+    cmds, counted, where_run = [], 0, []
     cmds += writer.pool_files(problem, launches)
+    where_run += [None] * len(cmds)
     for i, (pool, k, row, at, span) in enumerate(places):
         size = int(row[TP] * row[EP] * row[PP])
         node, port = at // gpn, FIRST_PORT + i
@@ -203,17 +214,20 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
                 # an instance's own config file: the pools' files (pool_files) replace it
                 if not (writer.instance_file and writer.instance_file in cmd):
                     cmds.append((f"{label}: {role}", cmd))
+                    where_run.append((role, node, span))
                 continue
             if "worker" not in role and "each" not in role:
                 counted += command_gpus(engine, cmd)
             cmds.append((f"{label} ({where}): {role}",
                          writer.disagg_command(pool, cmd, at % gpn, size, port, k, own,
                                                span == 1)))
+            where_run.append((role, node, span))
     router = writer.router(endpoints, host(0))
     where = f"(node 0; clients call port {launcher.ROUTER_PORT})"
-    cmds += [(f"{role} {where}", cmd) for role, cmd in
-             (router if isinstance(router, list) else [("router", router)])]
-    out.commands, out.gpus = cmds, counted
+    for role, cmd in router if isinstance(router, list) else [("router", router)]:
+        cmds.append((f"{role} {where}", cmd))
+        where_run.append((role, 0, 1))
+    out.commands, out.gpus, out.places = cmds, counted, where_run
     if counted != dg.gpus:     # the flags must ask for exactly the deployment's GPUs
         raise RuntimeError(f"emit_disagg: the commands ask for {counted} GPUs, the deployment "
                            f"uses {dg.gpus}")
@@ -233,6 +247,28 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
     out.notes += [f"{pool} pool: {n}" for pool in ("prefill", "decode")
                   for n in launches[pool].notes if "HEAD_IP" not in n]
     out.notes.append(writer.transport_note())
+
+
+def pool_commands(dl: DisaggLaunch, pool: str, port: int, host: str) -> list:
+    """(role, command) of one instance of ``pool`` on hosts of its own (a pod group), listening
+    on ``port`` at ``host``: the instance's commands with the engine's disaggregation flags, as
+    ``_commands`` writes them but placed by the deployment file, not on numbered nodes."""
+    writer, problem = emit.LAUNCHERS[dl.engine], dl.problem
+    res = dl.deployment.prefill if pool == "prefill" else dl.deployment.decode
+    row = res.strategies[0]
+    size = int(row[TP] * row[EP] * row[PP])
+    roles, _ = emit.commands(dl.engine, problem.model, problem.topo, dl.works[pool], row,
+                             dl.model_arg, dl.precision, max_len=problem.isl + problem.osl,
+                             flags_from=problem, speculate=pool == "decode")
+    files = writer.pool_files(problem, {"prefill": dl.prefill, "decode": dl.decode})
+    out = [(r, c) for r, c in files if r.startswith(pool)]
+    for role, cmd in roles:
+        if get(dl.engine).command not in cmd:
+            if not (writer.instance_file and writer.instance_file in cmd):
+                out.append((role, cmd))
+            continue
+        out.append((role, writer.disagg_command(pool, cmd, 0, size, port, 0, host, False)))
+    return out
 
 
 def _size(res) -> int:

@@ -86,8 +86,10 @@ class SGLang(Launcher):
 
     def disagg_command(self, pool: str, cmd: str, first: int, size: int, port: int, k: int,
                        host: str, one_node: bool) -> str:
+        # --host: SGLang binds 127.0.0.1 by default (sglang 0.5.23 server_args.py host), which a
+        # router on another node cannot reach
         extra = [f"--disaggregation-mode {pool}", "--disaggregation-transfer-backend nixl",
-                 f"--port {port}"]
+                 f"--host 0.0.0.0 --port {port}"]
         if one_node and first:
             extra.append(f"--base-gpu-id {first}")
         if pool == "prefill":
