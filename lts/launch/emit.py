@@ -251,6 +251,9 @@ def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, 
     if info is not None:      # speculative decoding (serving.spec): the engine's own flags
         flags, yaml, more = launcher.spec_flags(*info)
         extra, notes = extra + flags, notes + more + spec_notes(extras)
+    if serve is not None:     # the serve phase: the scheduling its cost assumed
+        flags, note = launcher.policy_flags(serve.engine)
+        extra, notes = extra + flags, notes + [note]
     if extras is not None and getattr(extras, "prefix", None) is not None:
         flags, note = launcher.prefix_flags()
         extra, notes = extra + flags, notes + [note]

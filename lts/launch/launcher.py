@@ -42,6 +42,12 @@ class Launcher:
         """(flags, note) for prefix caching, on by default in every engine lts launches."""
         raise NotImplementedError
 
+    def policy_flags(self, profile) -> tuple:
+        """(flags, note): the scheduling the serve phase costs (``profile``, the engine profile
+        on this GPU: tokens per step, whether prefill chunks share a step with decodes, the KV
+        pool's share of memory) set in the command, not left to the release's defaults."""
+        raise NotImplementedError
+
     def disagg_command(self, pool: str, cmd: str, first: int, size: int, port: int, k: int,
                        host: str, one_node: bool) -> str:
         """An instance command of the ``pool`` (prefill/decode) with the engine's disaggregation

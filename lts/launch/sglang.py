@@ -30,6 +30,17 @@ class SGLang(Launcher):
             flags.append(f"--speculative-draft-model-path {quote(draft)}")
         return flags, [], []
 
+    def policy_flags(self, profile) -> tuple:
+        # sglang 0.5.23 sglang/srt/arg_groups (--chunked-prefill-size, --enable-mixed-chunk)
+        flags = [f"--chunked-prefill-size {profile.step_tokens}"]
+        if profile.mixed:
+            flags.append("--enable-mixed-chunk")
+        return (flags, f"scheduling as lts costs it ({profile.title}): prompt chunks of at most "
+                       f"{profile.step_tokens} tokens (SGLang divides them among attention-DP "
+                       "ranks), " + ("mixed with decodes (--enable-mixed-chunk)" if profile.mixed
+                                     else "in prefill batches apart from decode: SGLang's "
+                                          "default, so no --enable-mixed-chunk"))
+
     def prefix_flags(self) -> tuple:
         return ([], "prefix caching: RadixAttention is on by default (sglang 0.5.23 "
                     "sglang/srt/arg_groups/fields/memory.py disable_radix_cache = False)")

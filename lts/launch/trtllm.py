@@ -39,6 +39,14 @@ class TRTLLM(Launcher):
                      f"  max_draft_len: {k}", f"  speculative_model: {draft}"]
         return [], lines, []
 
+    def policy_flags(self, profile) -> tuple:
+        # tensorrt_llm/commands/serve.py: --kv_cache_free_gpu_memory_fraction; the token budget
+        # per step is --max_num_tokens, which ``command`` sets from the same profile
+        return ([f"--kv_cache_free_gpu_memory_fraction {profile.memory_fraction:g}"],
+                f"scheduling as lts costs it ({profile.title}): --max_num_tokens tokens a step, "
+                f"decodes and context chunks together, {profile.memory_fraction:g} of the memory "
+                "free after loading for the KV cache")
+
     def prefix_flags(self) -> tuple:
         return ([], "prefix caching: KV block reuse is on by default (tensorrt_llm/llmapi/"
                     "llm_args.py KvCacheConfig.enable_block_reuse = True)")

@@ -30,6 +30,15 @@ class VLLM(Launcher):
         cfg["num_speculative_tokens"] = k
         return [f"--speculative-config {quote(json.dumps(cfg))}"], [], []
 
+    def policy_flags(self, profile) -> tuple:
+        # vllm 0.33.0 vllm/engine/arg_utils.py: --max-num-batched-tokens (the step's token
+        # budget), --enable-chunked-prefill, --gpu-memory-utilization
+        return ([f"--max-num-batched-tokens {profile.step_tokens}", "--enable-chunked-prefill",
+                 f"--gpu-memory-utilization {profile.memory_fraction:g}"],
+                f"scheduling as lts costs it ({profile.title}): steps of at most "
+                f"{profile.step_tokens} tokens, decodes and prompt chunks in the same step, "
+                f"{profile.memory_fraction:g} of GPU memory for weights and KV cache")
+
     def prefix_flags(self) -> tuple:
         return (["--enable-prefix-caching"],
                 "prefix caching: on by default (vllm 0.19.0 vllm/config/cache.py CacheConfig."
