@@ -16,6 +16,7 @@ import pytest
 from lts.specs import load_topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from schema import validate_manifest  # noqa: E402
 from shell_run import USER_ENV, check, expand  # noqa: E402
 from test_cli import run  # noqa: E402
 from test_engine_flags import unknown_flags  # noqa: E402
@@ -41,12 +42,12 @@ CASES = {   # name -> search arguments: each engine, one and two pools, speculat
 _cache = {}
 
 
-def search(name: str, *more) -> dict:
+def search(name: str, *more, code: int = 0) -> dict:
     key = (name, more)
     if key not in _cache:
         r = run("search", *CASES[name], *more, "--json")
-        assert r.exit_code == 0, r.output
-        _cache[key] = json.loads(r.stdout)
+        assert r.exit_code == code, r.output
+        _cache[key] = json.loads(r.stdout) if code == 0 else r.output
     return _cache[key]
 
 
@@ -177,3 +178,45 @@ def test_lws_manifests_read_back(name):
             if t["size"] > 1:
                 assert "$LWS_LEADER_ADDRESS" in t["leaderTemplate"]["spec"]["containers"][0][
                     "args"][0]
+
+
+@pytest.mark.parametrize("name", ["sglang-mtp", "vllm-dp-hosts", "trtllm-hosts", "vllm-eagle"])
+@pytest.mark.parametrize("fmt", ["k8s-lws", "dynamo"])
+def test_manifests_are_valid_against_the_projects_schemas(name, fmt):
+    """Every LeaderWorkerSet and DynamoGraphDeployment lts writes validates against the CRD
+    schema its project publishes (tests/data/schemas/SOURCES.md)."""
+    if fmt == "k8s-lws" and name == "trtllm-hosts":
+        out = search(name, "--emit-format", fmt, code=1)      # one MPI job over the hosts
+        assert "--emit-format k8s-lws" in out and "TensorRT-LLM's MPI launch" in out
+        return
+    d = search(name, "--emit-format", fmt)
+    kinds = {"k8s-lws": "LeaderWorkerSet", "dynamo": "DynamoGraphDeployment"}
+    assert len(d["deployment_files"]) == 1 + ("emit_disagg" in d)
+    for f in d["deployment_files"]:
+        docs = list(yaml.safe_load_all(f["content"]))
+        crds = [x for x in docs if x["kind"] == kinds[fmt]]
+        assert crds
+        for x in crds:
+            assert validate_manifest(x) == [], (f["deployment"], validate_manifest(x))
+
+
+def test_dynamo_graph_runs_the_engine_flags_lts_checked():
+    d = search("sglang-mtp", "--emit-format", "dynamo")
+    two = yaml.safe_load_all(d["deployment_files"][1]["content"])
+    graph = next(x for x in two if x["kind"] == "DynamoGraphDeployment")
+    comps = {c["name"]: c for c in graph["spec"]["components"]}
+    assert {c["type"] for c in comps.values()} == {"frontend", "prefill", "decode"}
+    dg = d["disagg"]
+    for pool in ("prefill", "decode"):
+        c = comps[pool]
+        main = c["podTemplate"]["spec"]["containers"][0]
+        assert main["command"] == ["python3", "-m", "dynamo.sglang"]
+        assert ["--disaggregation-mode", pool] == main["args"][-2:] or \
+            "--disaggregation-mode" in main["args"]
+        assert "--host" not in main["args"] and "--port" not in main["args"]
+        assert c["replicas"] == dg[f"{pool}_instances"]
+        gpus = int(main["resources"]["limits"]["nvidia.com/gpu"])
+        assert gpus * c.get("multinode", {}).get("nodeCount", 1) == dg[pool]["gpus"]
+        assert gpus <= 4                                             # a GB300 tray
+    decode = comps["decode"]["podTemplate"]["spec"]["containers"][0]["args"]
+    assert "--speculative-algorithm" in decode

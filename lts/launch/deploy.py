@@ -332,8 +332,8 @@ def one_pool(fmt: str, launch, problem, model_key: str) -> str:
         return _yaml_file(title, objs, launch.notes, topo, hosts)
     if fmt == "dynamo":
         from .dynamo import graph
-        return _yaml_file(title, [graph(launch.engine, version, problem, model_key,
-                                        {"": (launch.commands, launch.replicas, size)})],
+        return _yaml_file(title, graph(launch.engine, version, problem, model_key,
+                                       {"": (launch.commands, launch.replicas, size)}),
                           launch.notes, topo, nodes(size, topo.gpus_per_host))
     raise DeployError(f"unknown format {fmt!r}")
 
@@ -378,7 +378,7 @@ def two_pools(fmt: str, dl, model_key: str) -> str:
         from .dynamo import graph
         pools = {pool: (pool_commands(dl, pool, K8S_PORT, "$POD_IP"), counts[pool], sizes[pool])
                  for pool in ("prefill", "decode")}
-        return _yaml_file(title, [graph(dl.engine, version, problem, model_key, pools)],
+        return _yaml_file(title, graph(dl.engine, version, problem, model_key, pools),
                           dl.notes, topo, max(nodes(s, topo.gpus_per_host)
                                               for s in sizes.values()))
     raise DeployError(f"unknown format {fmt!r}")
