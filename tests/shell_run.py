@@ -16,6 +16,7 @@ PROGRAMS = ("vllm", "python", "python3", "trtllm-serve", "trtllm-llmapi-launch",
             "env")
 # what a user sets before running the commands (the notes say which)
 USER_ENV = {"HEAD_IP": "10.0.0.1", "NODE_RANK": "1", "EAGLE3_DRAFT": "/ckpt/eagle3 head",
+            "CHECKPOINT": "/ckpt/my weights",
             **{f"NODE{k}_IP": f"10.0.1.{k}" for k in range(64)},
             # what a LeaderWorkerSet pod is given (LWS sets the first two; the manifest the third)
             "LWS_LEADER_ADDRESS": "lts-0.lts.default", "LWS_WORKER_INDEX": "2",

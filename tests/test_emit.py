@@ -201,13 +201,34 @@ def test_dense_model_has_no_expert_flags():
 
 
 def test_precision_override():
-    cmd = only_command(launch("vllm", "tp=8,batch=64", model="llama3.1-70b", precision="fp8"))
-    assert "--quantization fp8 --kv-cache-dtype fp8" in cmd
-    # DeepSeek-V3 is stored in fp8 already: only the KV cache is quantized
-    cmd = only_command(launch("sglang", "tp=8,batch=64", model="deepseek-v3", precision="fp8"))
-    assert "--quantization" not in cmd and "--kv-cache-dtype fp8_e4m3" in cmd
+    """--precision picks the checkpoint stored in that format where one is published
+    (lts/launch/checkpoints.py), else the engine's quantization on load, else a note."""
+    lau = launch("vllm", "tp=8,batch=64", model="llama3.1-70b", precision="fp8")
+    cmd = only_command(lau)
+    assert cmd.startswith("vllm serve nvidia/Llama-3.1-70B-Instruct-FP8 ")
+    assert "--quantization" not in cmd and "--kv-cache-dtype fp8" in cmd
+    assert any("published fp8 checkpoint" in n for n in lau.notes)
+    # TensorRT-LLM does not quantize on load: it now loads the fp8 checkpoint, no note needed
     lau = launch("trtllm", "tp=8,batch=64", model="llama3.1-70b", precision="fp8")
-    assert any("serve a checkpoint stored in fp8" in n for n in lau.notes)
+    assert only_command(lau).startswith("trtllm-serve nvidia/Llama-3.1-70B-Instruct-FP8 ")
+    assert not any("no fp8 checkpoint" in n for n in lau.notes)
+    # DeepSeek-V3 is stored in block fp8: no quantization on load, and the note says lts costed
+    # per-tensor fp8
+    lau = launch("sglang", "tp=8,batch=64", model="deepseek-v3", precision="fp8")
+    cmd = only_command(lau)
+    assert "--model-path deepseek-ai/DeepSeek-V3 " in cmd and "--quantization" not in cmd
+    assert "--kv-cache-dtype fp8_e4m3" in cmd
+    assert any("serves the fp8_block checkpoint" in n for n in lau.notes)
+    # no fp8 checkpoint of GLM-5 in per-tensor fp8: vLLM quantizes the bf16 one on load, and
+    # TensorRT-LLM says it serves another format
+    cmd = only_command(launch("vllm", "tp=8,batch=64", model="glm-5", precision="fp8", gpus=16))
+    assert cmd.startswith("vllm serve zai-org/GLM-5 ") and "--quantization fp8" in cmd
+    lau = launch("trtllm", "tp=8,batch=64", model="glm-5", precision="fp8", gpus=16)
+    assert any("does not quantize to it on load" in n for n in lau.notes)
+    # nvfp4: NVIDIA's ModelOpt checkpoint
+    assert only_command(launch("trtllm", "tp=8,batch=64", model="deepseek-v3",
+                               precision="nvfp4")).startswith(
+        "trtllm-serve nvidia/DeepSeek-V3-0324-FP4 ")
 
 
 @pytest.mark.parametrize("engine, flag", [("vllm", "--kv-cache-dtype fp8"),
@@ -376,14 +397,22 @@ def test_runnable_mask_is_the_engines_table():
 def test_model_reference(tmp_path):
     assert emit.model_reference("qwen3-235b-a22b") == ("Qwen/Qwen3-235B-A22B", None)
     assert emit.model_reference("models/mixtral-8x7b.toml")[0] == "mistralai/Mixtral-8x7B-v0.1"
+    # every shipped model with weights has its repository (issue 35: 10 of 17 had lts's name)
+    assert emit.model_reference("gpt-oss-120b")[0] == "openai/gpt-oss-120b"
+    assert emit.model_reference("kimi-k2.5")[0] == "moonshotai/Kimi-K2.5"
     ref, note = emit.model_reference("moe1.6t")
-    assert ref == emit.PLACEHOLDER and "no checkpoint" in note
+    assert ref == emit.PLACEHOLDER == "$CHECKPOINT" and "no checkpoint" in note
+    assert "set CHECKPOINT" in note
     ckpt = tmp_path / "my model"
+    ckpt.mkdir()
+    # a config folder without weights is no checkpoint: the user sets one
+    ref, note = emit.model_reference(str(ckpt / "config.json"))
+    assert ref == emit.PLACEHOLDER and "no weights" in note
+    (ckpt / "model-00001-of-00002.safetensors").write_bytes(b"")
     assert emit.model_reference(str(ckpt / "config.json")) == (str(ckpt), None)
     # any .json config file stands for its folder: an engine loads a folder or a HuggingFace id
     ref, note = emit.model_reference(str(ckpt / "Qwen3-8B_config.json"))
     assert ref == str(ckpt) and "Qwen3-8B_config.json" in note
-    assert emit.model_reference("Qwen3-8B.JSON")[0] == "."
     ref, note = emit.model_reference(str(tmp_path / "custom.toml"))
     assert ref == emit.PLACEHOLDER and "shape only" in note
     # a path with a space is quoted for the shell
@@ -391,7 +420,7 @@ def test_model_reference(tmp_path):
                                    str(ckpt / "config.json")))
     assert cmd.startswith(f"vllm serve '{ckpt}' ")
     lau = launch("sglang", "tp=8,batch=64", model="moe1.6t", gpus=64)
-    assert "--model-path PATH/TO/CHECKPOINT" in only_command(lau)
+    assert '--model-path "$CHECKPOINT"' in only_command(lau)
     assert any("no checkpoint" in n for n in lau.notes)
 
 

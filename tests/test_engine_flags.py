@@ -218,18 +218,19 @@ def test_every_single_instance_flag_is_accepted(engine):
 
 
 @pytest.mark.parametrize("engine", REAL_ENGINES)
-def test_serve_phase_flags_are_accepted(engine):
+def test_serve_phase_flags_are_accepted(engine, tmp_path):
     """The serve phase's commands (TensorRT-LLM's token budget and chunked prefill) with a model
-    given as a config file that is not named config.json."""
+    given as a config file that is not named config.json, in a folder with weights."""
     p = ServeProblem(load_model("mixtral-8x7b"), load_topology("h100_dgx"), 16384, 512, gpus=8)
     row = parse_strategy("tp=8,batch=32", True)
     lau = emit.launch(engine, p, row, "models/../models/mixtral-8x7b.toml")
     assert _check(lau.commands) == []
-    cmds, _ = emit.commands(engine, p.model, p.topo, p.work, row, "/ckpt/Qwen3-8B_config.json",
-                            serve=p)
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    cmds, _ = emit.commands(engine, p.model, p.topo, p.work, row,
+                            str(tmp_path / "Qwen3-8B_config.json"), serve=p)
     assert _check(cmds) == []
     text = " ".join(c for _, c in cmds)
-    assert ".json" not in text and " /ckpt " in f" {text} ".replace("--model-path ", "")
+    assert ".json" not in text and f" {tmp_path} " in f" {text} ".replace("--model-path ", "")
     if engine == "trtllm":
         assert "--enable_chunked_prefill" in text
 

@@ -31,12 +31,11 @@ from ..specs.strategy import EP, PP, TP
 from . import yamltext
 from .emit import LAUNCHERS
 from .emit_disagg import pool_commands
-from .launcher import HEAD_IP, NODE_RANK, PRINTF, ROUTER_PORT, nodes
+from .launcher import HEAD_IP, NODE_RANK, PRINTF, ROUTER_PORT, USER_VARS, k8s_name, nodes
 
 FORMATS = ("shell", "slurm", "k8s-lws", "dynamo")
 SUFFIX = {"shell": ".sh", "slurm": ".sbatch", "k8s-lws": ".yaml", "dynamo": ".yaml"}
 ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*) ")
-USER_VARS = ("EAGLE3_DRAFT",)          # variables the notes ask the user to set
 
 
 class DeployError(ValueError):
@@ -167,13 +166,6 @@ LWS_API = "leaderworkerset.x-k8s.io/v1"
 LEADER, RANK = "$LWS_LEADER_ADDRESS", "$LWS_WORKER_INDEX"   # LWS sets both in every pod
 
 
-def k8s_name(text: str) -> str:
-    """A Kubernetes object name (RFC 1123 label: lowercase letters, digits and '-', at most 63
-    characters, starting and ending with a letter or digit) made of ``text``."""
-    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    return name[:63].rstrip("-") or "lts"
-
-
 def image(engine: str, version: str) -> str:
     return IMAGES[engine].format(v=version)
 
@@ -221,6 +213,8 @@ def lws(name: str, engine: str, version: str, roles: list, hosts: int, replicas:
     head = [c for r, c in servers if "worker" not in r]
     worker = [c for r, c in servers if "worker" in r]
     img = image(engine, version)
+    text = " ".join(c for _, c in roles)
+    env = list(env) + [(v, f"SET-{v}") for v in USER_VARS if f"${v}" in text]
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "lts"}
     template = {"size": hosts, "restartPolicy": "RecreateGroupOnPodRestart"}
     if hosts > 1:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import shlex
 
 from ..engines import get
-from .launcher import ASSIGNMENT, PRINTF, nodes
+from .launcher import ASSIGNMENT, PRINTF, USER_VARS, k8s_name, nodes
 
 API = "nvidia.com/v1beta1"
 DYNAMO_VERSION = "1.4.0"       # the release whose CRD the file follows (tests/data/schemas)
@@ -105,6 +105,12 @@ def _args(engine: str, cmd: str, pool: str) -> tuple:
     return args, []
 
 
+def _k8s_vars(arg: str, names: list) -> str:
+    for v in names:
+        arg = arg.replace(f"${v}", f"$({v})")
+    return arg
+
+
 def _yaml_lines(roles: list) -> list:
     """The LLM API option lines an instance's config-file commands write (TensorRT-LLM)."""
     out = []
@@ -119,7 +125,6 @@ def graph(engine: str, version: str, problem, model_key: str, pools: dict) -> li
     """The DynamoGraphDeployment (and, for TensorRT-LLM, the ConfigMap of its workers' engine
     options) of ``pools``: {"": (roles, replicas, GPUs)} for one aggregated instance, or
     {"prefill": ..., "decode": ...}; each roles the (role, command) of one instance."""
-    from .deploy import k8s_name
     image = f"nvcr.io/nvidia/ai-dynamo/{IMAGES[engine]}:{DYNAMO_VERSION}"
     name = k8s_name(f"lts-{model_key}-{engine}")[:50].rstrip("-")
     per_host = problem.topo.gpus_per_host
@@ -133,9 +138,14 @@ def graph(engine: str, version: str, problem, model_key: str, pools: dict) -> li
         head = next(c for r, c in roles if get(engine).command in c and "worker" not in r)
         args, options = _args(engine, head, pool)
         hosts = nodes(size, per_host)
+        # a variable the user sets: Kubernetes expands $(NAME) in args from the container's env
+        users = [v for v in USER_VARS if any(f"${v}" in a for a in args)]
+        args = [_k8s_vars(a, users) for a in args]
         container = {"name": "main", "image": image, "workingDir": WORKDIR[engine],
                      "command": ["python3", "-m", MODULE[engine]], "args": args,
                      "resources": {"limits": {"nvidia.com/gpu": str(size // hosts)}}}
+        if users:
+            container["env"] = [{"name": v, "value": f"SET-{v}"} for v in users]
         pod = {"containers": [container]}
         if engine == "trtllm":
             config[f"{pool or 'engine'}.yaml"] = "\n".join(options + _yaml_lines(roles)) + "\n"

@@ -53,7 +53,6 @@ docs/engines.md "Launch flags").
 """
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,22 +67,15 @@ from ..specs import ModelSpec, TopologySpec, shipped_names
 from ..specs.strategy import EP, MEGATRON, N_COARSE, PP, TP, format_strategy
 from ..specs.workload import Workload
 from . import sglang, trtllm, vllm
-from .launcher import HEAD_IP, NODE_RANK, spec_notes, speculation
+from ..specs.units import FORMAT_ALIASES
+from .checkpoints import CHECKPOINTS, checkpoint_for
+from .launcher import HEAD_IP, NODE_RANK, quote, spec_notes, speculation
 
 
-# shipped short names -> the HuggingFace repository their config.json (and shape) comes from
-HF_NAMES = {
-    "mixtral-8x7b": "mistralai/Mixtral-8x7B-v0.1",
-    "mixtral-8x22b": "mistralai/Mixtral-8x22B-v0.1",
-    "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B",
-    "deepseek-v3": "deepseek-ai/DeepSeek-V3",
-    "llama3.1-8b": "meta-llama/Llama-3.1-8B",
-    "llama3.1-70b": "meta-llama/Llama-3.1-70B",
-    "llama3.1-405b": "meta-llama/Llama-3.1-405B",
-}
 NO_CHECKPOINT = ("moe1.6t", "moe1.2t")    # the paper's synthetic models: no weights exist
-PLACEHOLDER = "PATH/TO/CHECKPOINT"
-NATIVE_WEIGHTS = {"deepseek-v3": "fp8"}    # shipped checkpoints not stored in bf16
+# where lts knows no checkpoint, the commands load $CHECKPOINT, which the user sets (a note says so)
+PLACEHOLDER = "$CHECKPOINT"
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.gguf")     # what makes a folder a checkpoint
 
 # each engine's launcher (its module in lts/launch/), by the engine's name
 LAUNCHERS = {x.name: x for x in (vllm.LAUNCHER, sglang.LAUNCHER, trtllm.LAUNCHER)}
@@ -152,7 +144,7 @@ def best_runnable(engine: str, problem: Problem) -> Result | None:
 
 def model_key(model_arg: str) -> str | None:
     """The shipped short name behind a model argument (a name or a shipped file's path)."""
-    names = set(shipped_names("models")) | set(HF_NAMES) | set(NO_CHECKPOINT)
+    names = set(shipped_names("models")) | set(NO_CHECKPOINT)
     if model_arg in names:
         return model_arg
     p = Path(model_arg)
@@ -161,51 +153,75 @@ def model_key(model_arg: str) -> str | None:
     return None
 
 
-def model_reference(model_arg: str) -> tuple:
-    """(what to pass the engine, a note or None): the HuggingFace repository of a shipped model,
-    the folder of a ``.json`` config file (any name: engines load a folder or a HuggingFace id,
-    never a config file's path), a placeholder where no checkpoint is known."""
+def model_reference(model_arg: str, weights: str | None = None) -> tuple:
+    """(what to pass the engine, a note or None) for a model argument: ``checkpoint``'s first
+    two."""
+    return checkpoint(model_arg, weights)[:2]
+
+
+def checkpoint(model_arg: str, weights: str | None = None) -> tuple:
+    """(what the engine loads, a note or None, the weight format it stores or None when lts
+    cannot tell): a shipped model's HuggingFace repository (``checkpoints``), the one storing
+    ``weights`` where one is published, else the model's own; the folder of a ``.json`` config
+    file when it holds weights (engines load a folder or a HuggingFace id, never a config
+    file's path); else ``$CHECKPOINT``, with a note saying why and to set it."""
     key = model_key(model_arg)
-    if key in HF_NAMES:
-        return HF_NAMES[key], None
+    if key in CHECKPOINTS:
+        own = CHECKPOINTS[key][0]
+        found = checkpoint_for(key, FORMAT_ALIASES.get(weights, weights)) if weights else None
+        if found is None or found == own:
+            return own.repo, None, own.weights
+        return found.repo, (f"{found.repo}: {key}'s published {found.weights} checkpoint (lts "
+                            f"costed {found.weights} weights; the model's own repository, "
+                            f"{own.repo}, stores {own.weights})"), found.weights
     if key in NO_CHECKPOINT:
         return PLACEHOLDER, (f"{key} is the paper's synthetic model: no checkpoint is "
-                             f"published; replace {PLACEHOLDER} with your weights")
+                             "published; set CHECKPOINT to your weights (a folder or a "
+                             "HuggingFace repository) before running the commands"), None
     p = Path(model_arg)
-    if p.suffix.lower() == ".json":
-        folder = str(p.parent)
-        if p.name == "config.json":
-            return folder, None
-        return folder, (f"the engine loads the folder {folder} (its config.json and weights), "
-                        f"not {p.name}: lts read the shape from that file only")
+    if p.suffix.lower() == ".json" or p.is_dir():
+        folder = str(p.parent if p.suffix.lower() == ".json" else p)
+        if not any(any(Path(folder).glob(g)) for g in WEIGHT_FILES):
+            return PLACEHOLDER, (f"{folder} holds a config but no weights "
+                                 f"({', '.join(WEIGHT_FILES)}), so no engine can load it: set "
+                                 "CHECKPOINT to the checkpoint (its folder or HuggingFace "
+                                 "repository) before running the commands"), None
+        if p.suffix.lower() == ".json" and p.name != "config.json":
+            return folder, (f"the engine loads the folder {folder} (its config.json and "
+                            f"weights), not {p.name}: lts read the shape from that file "
+                            "only"), None
+        return folder, None, None
     if p.suffix == ".toml":
-        return PLACEHOLDER, (f"{model_arg} describes the model's shape only; replace "
-                             f"{PLACEHOLDER} with the checkpoint (a HuggingFace repository "
-                             "or folder)")
-    return model_arg, None
+        return PLACEHOLDER, (f"{model_arg} describes the model's shape only and names no "
+                             "checkpoint: set CHECKPOINT to one (a HuggingFace repository or "
+                             "folder) before running the commands"), None
+    return model_arg, None, None
 
 
 # ----------------------------------------------------------------------------------------------
 # commands
 
-def _precision_flags(engine: str, model: ModelSpec, key, precision) -> tuple:
-    """(flags, notes) for an lts --precision override of the weights (the KV cache's flag is
-    ``_kv_cache_flags``'s)."""
-    if not precision:
+def _precision_flags(engine: str, model: ModelSpec, stored, precision) -> tuple:
+    """(flags, notes) that make the engine run the weights lts costed (``model.precision``):
+    nothing when the checkpoint stores them (``stored``); vLLM's and SGLang's ``--quantization
+    fp8`` (quantized on load) for fp8 from a higher precision; else a note that the command
+    serves another format. ``stored`` None (a folder of the user's): only an explicit
+    ``--precision`` is acted on. The KV cache's flag is ``_kv_cache_flags``'s."""
+    costed = model.precision.weights
+    if stored is None and not precision or stored == costed:
         return [], []
-    native = NATIVE_WEIGHTS.get(key, "bf16")
     kv = model.precision.kv_cache
-    what = "weights and KV cache" if kv == precision else f"weights and a {kv} KV cache"
+    what = "weights and KV cache" if kv == costed else f"weights and a {kv} KV cache"
     # --quantization fp8: vllm 0.33.0 vllm/model_executor/layers/quantization/__init__.py,
     # sglang 0.5.23 sglang/srt/arg_groups/choices.py: the engines with an fp8_kv_dtype
-    if precision == "fp8" and get(engine).fp8_kv_dtype:
-        quantized = ([] if native == "fp8" else ["the weights on load"]) + \
-                    (["the KV cache"] if kv == "fp8" else [])
-        return ([] if native == "fp8" else ["--quantization fp8"]), (
-            [f"lts costed {precision} {what} (--precision): the command quantizes "
-             f"{' and '.join(quantized)}"] if quantized else [])
-    return [], [f"lts costed {precision} {what} (--precision): the command does not set that; "
-                f"serve a checkpoint stored in {precision}"]
+    if costed == "fp8" and get(engine).fp8_kv_dtype and stored in (None, "bf16", "fp16",
+                                                                   "fp32"):
+        return ["--quantization fp8"], [
+            f"lts costed fp8 {what}: no fp8 checkpoint of this model is known to lts, so the "
+            f"command quantizes the {stored or 'given'} weights on load (--quantization fp8)"]
+    return [], [f"lts costed {costed} {what}, but no {costed} checkpoint of this model is known "
+                f"to lts and {get(engine).label} does not quantize to it on load: the command "
+                f"serves the {stored or 'given'} checkpoint; give it one stored in {costed}"]
 
 
 def _kv_cache_flags(engine: str, model: ModelSpec, precision) -> tuple:
@@ -213,14 +229,12 @@ def _kv_cache_flags(engine: str, model: ModelSpec, precision) -> tuple:
     ``--kv-cache-dtype fp8`` or the checkpoint's ``kv_cache_quant_algo``/``kv_cache_scheme``):
     the engine's own flag (--kv-cache-dtype: vLLM ``fp8``, vllm/config/cache.py CacheDType;
     SGLang ``fp8_e4m3``, sglang/srt/arg_groups/fields/model.py kv_cache_dtype choices), else a
-    note (left to ``_precision_flags``' note when --precision was given)."""
+    note (TensorRT-LLM: its kv_cache_config reads the checkpoint's own KV quantization)."""
     if model.precision.kv_cache != "fp8":
         return [], []
     kv_dtype = get(engine).fp8_kv_dtype
     if kv_dtype:
         return ["--kv-cache-dtype " + kv_dtype], []
-    if precision:
-        return [], []
     return [], [f"lts costed an fp8 KV cache: the command does not set it; give "
                 f"{get(engine).label} a checkpoint whose quantization config declares it"]
 
@@ -235,10 +249,10 @@ def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, 
     caching the command runs (default ``serve``; a two-pool instance's phase has none),
     ``speculate``: whether this instance runs the drafts (a decode pool's, not a prefill
     pool's)."""
-    ref, ref_note = model_reference(model_arg)
+    ref, ref_note, stored = checkpoint(model_arg, model.precision.weights)
+    ref = quote(ref)
     key = model_key(model_arg)
-    ref = shlex.quote(ref)
-    extra, notes = _precision_flags(engine, model, key, precision)
+    extra, notes = _precision_flags(engine, model, stored, precision)
     kv_flags, kv_notes = _kv_cache_flags(engine, model, precision)
     extra, notes = extra + kv_flags, notes + kv_notes
     # a request's whole context (a serve problem's memory workload counts only a request's own
@@ -251,9 +265,13 @@ def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, 
     if info is not None:      # speculative decoding (serving.spec): the engine's own flags
         flags, yaml, more = launcher.spec_flags(*info)
         extra, notes = extra + flags, notes + more + spec_notes(extras)
-    if serve is not None:     # the serve phase: the scheduling its cost assumed
+    if serve is not None and serve.engine.name == engine:   # the scheduling its cost assumed
         flags, note = launcher.policy_flags(serve.engine)
         extra, notes = extra + flags, notes + [note]
+    elif serve is not None:
+        notes.append(f"lts costed the {serve.engine.title} scheduling, not {get(engine).label}'s: "
+                     "the command leaves the engine's own defaults (--engine or --emit costs "
+                     "the engine's)")
     if extras is not None and getattr(extras, "prefix", None) is not None:
         flags, note = launcher.prefix_flags()
         extra, notes = extra + flags, notes + [note]

@@ -154,6 +154,15 @@ def command_dict(role: str, cmd: str) -> dict:
 
 
 EAGLE_DRAFT = "$EAGLE3_DRAFT"     # the EAGLE-3 head's checkpoint: the user sets it
+USER_VARS = ("CHECKPOINT", "EAGLE3_DRAFT")   # variables the notes ask the user to set
+
+
+def k8s_name(text: str) -> str:
+    """A Kubernetes object name (RFC 1123 label: lowercase letters, digits and '-', at most 63
+    characters, starting and ending with a letter or digit) made of ``text``."""
+    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    return name[:63].rstrip("-") or "lts"
+
 
 
 def speculation(serve, ref_of) -> tuple:
