@@ -53,7 +53,14 @@ def one(job: tuple) -> dict:
     if fmt:
         args += ["--emit-format", fmt]
     rc, out, err = _run(["search", *args])
-    res = {"job": job, "commands": 0, "files": 0, "problems": []}
+    while rc == 1 and "no feasible strategy" in err and gpus < 128:   # a model too large for
+        gpus *= 2                                                     # the budget: more GPUs
+        args[args.index("--gpus") + 1] = str(gpus)
+        rc, out, err = _run(["search", *args])
+    res = {"job": job, "commands": 0, "files": 0, "problems": [], "refused": [], "gpus": gpus}
+    if rc == 1 and fmt and "--emit-format" in err:      # a format that cannot express it says so
+        res["refused"].append(err.strip().splitlines()[-1])
+        return res
     if rc != 0:
         res["problems"].append(f"exit {rc}: {(err or out).strip().splitlines()[-1:]}")
         return res
@@ -111,6 +118,15 @@ def main() -> None:
           f"speculative decoding) = {len(runs)} searches ({two} with a two-pool deployment), "
           f"{cmds:,} commands; {len(jobs) - len(runs)} searches writing {files} deployment files "
           f"({a.formats}) on {a.topology} --gpus {a.gpus}")
+    more = sorted({(r["job"][0], r["gpus"]) for r in results if r.get("gpus", a.gpus) > a.gpus})
+    if more:
+        print("more GPUs where the model does not fit --gpus: " +
+              ", ".join(f"{m} {g}" for m, g in more))
+    refused = [r for r in results if r["refused"]]
+    print(f"refused with a one-line reason (the format cannot express the deployment): "
+          f"{len(refused)}")
+    for r in refused:
+        print("  ", " ".join(str(x) for x in r["job"][:4] if x), "->", r["refused"][0][:200])
     print(f"problems: {sum(len(r['problems']) for r in bad)} in {len(bad)} of {len(jobs)} runs")
     for r in bad:
         print(" ", " ".join(str(x) for x in r["job"][:4] if x), "->")
