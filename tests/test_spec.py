@@ -169,5 +169,9 @@ def test_two_pool_emit_and_sizing_carry_the_speculation():
     decode = [c["command"] for c in d["emit_disagg"]["commands"] if "decode" in c["role"]]
     assert decode and all("--speculative-algorithm NEXTN" in c for c in decode
                           if "sglang.launch_server" in c)
+    # SGLang's prefill side runs the draft too (sglang 0.5.23 disaggregation/prefill.py)
+    prefill = [c["command"] for c in d["emit_disagg"]["commands"] if "prefill" in c["role"]
+               and "sglang.launch_server" in c["command"]]
+    assert prefill and all("--speculative-algorithm NEXTN" in c for c in prefill)
     dep = d["sizing_disagg"]["deployment"]
     assert dep["tpot_ms"] < dep["decode"]["tpot_ms"]

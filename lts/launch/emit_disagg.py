@@ -199,10 +199,11 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
     for i, (pool, k, row, at, span) in enumerate(places):
         size = int(row[TP] * row[EP] * row[PP])
         node, port = at // gpn, FIRST_PORT + i
-        # speculative decoding runs in the decode pool; prefix caching in both
+        # speculative decoding runs in the decode pool (and the prefill pool's draft pass where
+        # the engine needs it: Launcher.spec_on_prefill); prefix caching in both
         roles, _ = emit.commands(engine, problem.model, topo, works[pool], row, model_arg,
                                  precision, max_len=max_len, flags_from=problem,
-                                 speculate=pool == "decode")
+                                 speculate=pool == "decode" or writer.spec_on_prefill)
         count = dg.prefill_instances if pool == "prefill" else dg.decode_instances
         label = f"{pool} instance {k + 1} of {count}"
         where = (f"GPU {at % gpn} of node {node}" if size == 1 else
@@ -246,6 +247,10 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
                 f"more than the budget's {budget_nodes}" if nodes > budget_nodes else ""))
     out.notes += [f"{pool} pool: {n}" for pool in ("prefill", "decode")
                   for n in launches[pool].notes if "HEAD_IP" not in n]
+    if writer.spec_on_prefill and getattr(problem, "spec", None) is not None:
+        out.notes.append(f"{out.name}'s prefill instances run the draft too (they send its first "
+                         "step's input with the KV cache), so they take the same speculative "
+                         "flags; lts's prefill pool cost leaves that one draft pass out")
     out.notes.append(writer.transport_note())
 
 
@@ -259,7 +264,8 @@ def pool_commands(dl: DisaggLaunch, pool: str, port: int, host: str) -> list:
     size = int(row[TP] * row[EP] * row[PP])
     roles, _ = emit.commands(dl.engine, problem.model, problem.topo, dl.works[pool], row,
                              dl.model_arg, dl.precision, max_len=problem.isl + problem.osl,
-                             flags_from=problem, speculate=pool == "decode")
+                             flags_from=problem,
+                             speculate=pool == "decode" or writer.spec_on_prefill)
     files = writer.pool_files(problem, {"prefill": dl.prefill, "decode": dl.decode})
     out = [(r, c) for r, c in files if r.startswith(pool)]
     for role, cmd in roles:

@@ -23,6 +23,8 @@ class Launcher:
     name = ""                 # the engine's name in lts.engines
     instance_file = ""        # a config file an instance's commands write ("": none); a two-pool
                               # deployment writes its pools' files instead (pool_files)
+    spec_on_prefill = False   # two pools with speculative decoding: the prefill instances run
+                              # the draft too (its first step's input goes to the decode side)
 
     def command(self, model, topo, work, row, ref: str, extra: list, max_len: int, key=None,
                 serve=None, yaml=()) -> tuple:

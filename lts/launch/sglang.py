@@ -17,6 +17,11 @@ DIST_INIT_PORT = 50000        # --dist-init-addr HEAD_IP:PORT of a multi-node in
 class SGLang(Launcher):
     """SGLang: a stage's GPUs as its tp size, lts's ep as attention-DP ranks (docs/engines.md)."""
     name = ENGINE.name
+    # sglang 0.5.23 sglang/srt/disaggregation/prefill.py: with EAGLE/NEXTN the prefill server
+    # runs the draft and sends its hidden states and top-k with the KV cache; decode.py reads
+    # them (output_topk_p, output_topk_index, hidden_states_tensor) when its own
+    # spec_algorithm is set, so both pools take the speculative flags
+    spec_on_prefill = True
 
     def spec_flags(self, method: str, k: int, draft) -> tuple:
         # sglang 0.5.23 sglang/srt/arg_groups/fields/spec.py: --speculative-algorithm (builtins
