@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from schema import validate_manifest  # noqa: E402
 from shell_run import USER_ENV, check, expand  # noqa: E402
 from test_cli import run  # noqa: E402
-from test_engine_flags import unknown_flags  # noqa: E402
+from test_engine_flags import unknown_flags, unknown_yaml_keys, yaml_keys  # noqa: E402
 
 yaml = pytest.importorskip("yaml")      # the test extra installs it (pyproject.toml)
 
@@ -220,3 +220,15 @@ def test_dynamo_graph_runs_the_engine_flags_lts_checked():
         assert gpus <= 4                                             # a GB300 tray
     decode = comps["decode"]["podTemplate"]["spec"]["containers"][0]["args"]
     assert "--speculative-algorithm" in decode
+
+
+def test_dynamo_trtllm_engine_options_are_llm_api_keys():
+    """TensorRT-LLM's workers take their engine options from a ConfigMap (--extra-engine-args):
+    every key is one the LLM API of the release accepts."""
+    d = search("trtllm-hosts", "--emit-format", "dynamo")
+    for f in d["deployment_files"]:
+        cm = next(x for x in yaml.safe_load_all(f["content"]) if x["kind"] == "ConfigMap")
+        for name, text in cm["data"].items():
+            assert "tensor_parallel_size:" in text and "max_num_tokens:" in text
+            path, keys = yaml_keys('printf "' + text.replace("\n", "\\n") + '" > ' + name)
+            assert unknown_yaml_keys(path, keys) == [], (name, text)
