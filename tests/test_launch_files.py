@@ -158,7 +158,7 @@ def test_slurm_script_runs_every_server_on_its_host(name, tmp_path):
 # ----------------------------------------------------------------------------------------------
 # Kubernetes
 
-@pytest.mark.parametrize("name", ["sglang-mtp", "vllm-dp-hosts"])
+@pytest.mark.parametrize("name", ["sglang-mtp", "vllm-dp-hosts", "vllm-eagle"])
 def test_lws_manifests_read_back(name):
     d = search(name, "--emit-format", "k8s-lws")
     for f in d["deployment_files"]:
@@ -172,12 +172,20 @@ def test_lws_manifests_read_back(name):
                 c = pod["spec"]["containers"][0]
                 script = c["args"][0]
                 assert "$HEAD_IP" not in script and "$NODE_RANK" not in script
-                assert c["resources"]["limits"]["nvidia.com/gpu"] <= 4      # one GB300 tray
-                for part in script.split(" && "):         # config files, then the server
-                    assert check(part.removeprefix("exec ")) == [], part
-            if t["size"] > 1:
-                assert "$LWS_LEADER_ADDRESS" in t["leaderTemplate"]["spec"]["containers"][0][
-                    "args"][0]
+                host = load_topology(CASES[name][1]).gpus_per_host        # a pod is one host
+                assert c["resources"]["limits"]["nvidia.com/gpu"] <= host
+                parts = script.split(" && ")              # config files, env, the server
+                assert parts[-1].startswith("exec ")
+                for part in parts:
+                    if not part.startswith("export "):
+                        assert check(part.removeprefix("exec ")) == [], part
+            if t["size"] > 1:       # the head binds its own address; workers reach it by name
+                lead = t["leaderTemplate"]["spec"]["containers"][0]["args"][0]
+                work = t["workerTemplate"]["spec"]["containers"][0]["args"][0]
+                assert "$POD_IP" in lead and "$LWS_LEADER_ADDRESS" not in lead
+                assert "$LWS_LEADER_ADDRESS" in work and "$LWS_WORKER_INDEX" in work
+        services = {x["metadata"]["name"] for x in docs if x["kind"] == "Service"}
+        assert not services & {x["metadata"]["name"] for x in lws}   # LWS's own headless one
 
 
 @pytest.mark.parametrize("name", ["sglang-mtp", "vllm-dp-hosts", "trtllm-hosts", "vllm-eagle"])

@@ -163,6 +163,7 @@ IMAGES = {"vllm": "vllm/vllm-openai:v{v}", "sglang": "lmsysorg/sglang:v{v}",
 K8S_PORT = 8000               # every server listens here in its own pod
 SHM_GIB = 64                  # /dev/shm for NCCL and the engines' worker processes
 LWS_API = "leaderworkerset.x-k8s.io/v1"
+HF_SECRET = "hf-token-secret"  # a Secret holding HF_TOKEN (the name Dynamo's examples use)
 LEADER, RANK = "$LWS_LEADER_ADDRESS", "$LWS_WORKER_INDEX"   # LWS sets both in every pod
 
 
@@ -174,6 +175,9 @@ def _container(name: str, img: str, script: str, gpus: int, port: bool, env=()) 
     c = {"name": name, "image": img, "command": ["/bin/sh", "-c"], "args": [script],
          "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}]
          + [{"name": k, "value": v} for k, v in env],
+         # the HuggingFace token for gated repositories, from a Secret if there is one (as
+         # Dynamo's examples: hf-token-secret)
+         "envFrom": [{"secretRef": {"name": HF_SECRET, "optional": True}}],
          "resources": {"limits": {"nvidia.com/gpu": gpus}},
          "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]}
     if port:
@@ -190,11 +194,19 @@ def _pod(container: dict, labels: dict) -> dict:
                                   "emptyDir": {"medium": "Memory", "sizeLimit": f"{SHM_GIB}Gi"}}]}}
 
 
-def _script(setup: list, cmd: str) -> str:
-    """A container's shell script: the set-up commands, then the server in the shell's place;
-    the head's address and a worker's rank as LWS gives them."""
-    body = " && ".join(list(setup) + [f"exec {cmd}"])
-    return body.replace(HEAD_IP, LEADER).replace(NODE_RANK, RANK)
+def _script(setup: list, cmd: str, leader: bool) -> str:
+    """A container's shell script: the set-up commands, the environment the command sets
+    (exported: ``exec`` takes no assignments), then the server in the shell's place. The head's
+    address is the pod's own on the leader (what it binds: vLLM's data-parallel address takes
+    no name) and LWS's leader address on the workers; a worker's rank is LWS's index."""
+    env = []
+    while ASSIGN.match(cmd):
+        m = ASSIGN.match(cmd)
+        env.append(m.group(0).strip())
+        cmd = cmd[m.end():]
+    steps = list(setup) + ([f"export {' '.join(env)}"] if env else []) + [f"exec {cmd}"]
+    body = " && ".join(steps)
+    return body.replace(HEAD_IP, "$POD_IP" if leader else LEADER).replace(NODE_RANK, RANK)
 
 
 def lws(name: str, engine: str, version: str, roles: list, hosts: int, replicas: int,
@@ -218,14 +230,15 @@ def lws(name: str, engine: str, version: str, roles: list, hosts: int, replicas:
     labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "lts"}
     template = {"size": hosts, "restartPolicy": "RecreateGroupOnPodRestart"}
     if hosts > 1:
-        template["leaderTemplate"] = _pod(_container("server", img, _script(setup, head[0]),
+        template["leaderTemplate"] = _pod(_container("server", img, _script(setup, head[0], True),
                                                      gpus_per_pod, True, env),
                                           {**labels, "role": "leader"})
-        template["workerTemplate"] = _pod(_container("server", img, _script(setup, worker[0]),
+        template["workerTemplate"] = _pod(_container("server", img, _script(setup, worker[0], False),
                                                      gpus_per_pod, False, env),
                                           {**labels, "role": "worker"})
     else:
-        template["workerTemplate"] = _pod(_container("server", img, _script(setup, head[0]),
+        template["workerTemplate"] = _pod(_container("server", img,
+                                                     _script(setup, head[0], True),
                                                      gpus_per_pod, True, env), labels)
     return {"apiVersion": LWS_API, "kind": "LeaderWorkerSet",
             "metadata": {"name": name, "labels": labels},
@@ -321,8 +334,10 @@ def one_pool(fmt: str, launch, problem, model_key: str) -> str:
         name = k8s_name(f"lts-{model_key}-{launch.engine}")
         objs = [lws(name, launch.engine, version, launch.commands, hosts, launch.replicas,
                     size // hosts),
-                service(name, {"app.kubernetes.io/name": name, **({"role": "leader"}
-                                                                  if hosts > 1 else {})})]
+                # not the set's own name: LWS makes a headless Service of that name, which its
+                # pods' addresses ($LWS_LEADER_ADDRESS) resolve through
+                service(f"{name}-api", {"app.kubernetes.io/name": name,
+                                        **({"role": "leader"} if hosts > 1 else {})})]
         return _yaml_file(title, objs, launch.notes, topo, hosts)
     if fmt == "dynamo":
         from .dynamo import graph
