@@ -240,3 +240,25 @@ def test_dynamo_trtllm_engine_options_are_llm_api_keys():
             assert "tensor_parallel_size:" in text and "max_num_tokens:" in text
             path, keys = yaml_keys('printf "' + text.replace("\n", "\\n") + '" > ' + name)
             assert unknown_yaml_keys(path, keys) == [], (name, text)
+
+
+def test_trtllm_pool_files_keep_the_instance_options():
+    """TensorRT-LLM's two pools write their own option files in place of the instance's: the
+    speculative decoding and attention DP the instance file held stay in them."""
+    r = run("search", "llama3.1-70b", "h100_dgx", "--gpus", "8", *SERVE, "--spec", "eagle",
+            "--acceptance", "0.7", "--emit", "trtllm", "--json")
+    d = json.loads(r.stdout)
+    files = {c["file"]["path"]: c["file"]["content"] for c in d["emit_disagg"]["commands"]
+             if "file" in c}
+    assert "speculative_config:" in files["lts-gen.yaml"]
+    assert "speculative_config:" not in files["lts-ctx.yaml"]
+    assert "hostname: 0.0.0.0" in files["lts-disagg.yaml"]     # reachable off its node
+    r = run("search", "deepseek-v3", "gb200_nvl72", "--gpus", "32", *SERVE, "--emit", "trtllm",
+            "--json")
+    d = json.loads(r.stdout)
+    files = {c["file"]["path"]: c["file"]["content"] for c in d["emit_disagg"]["commands"]
+             if "file" in c}
+    for pool, name in (("prefill", "lts-ctx.yaml"), ("decode", "lts-gen.yaml")):
+        adp = any("enable_attention_dp" in n for n in d["emit_disagg"]["notes"]
+                  if n.startswith(pool))
+        assert ("enable_attention_dp: true" in files[name]) == adp, (pool, files[name])

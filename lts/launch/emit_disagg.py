@@ -190,20 +190,15 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
     host = (lambda node: "localhost") if nodes == 1 else (lambda node: f"$NODE{node}_IP")
     launches = {"prefill": out.prefill, "decode": out.decode}
     endpoints = {"prefill": [], "decode": []}
-    # a request's tokens as the engine limits them: the whole request on both sides (vLLM's proxy
-    # asks the prefill instance for one token, SGLang's router sends it the whole request)
-    max_len = problem.isl + problem.osl
+    roles_of = {pool: _pool_roles(out, pool) for pool in ("prefill", "decode")}
     cmds, counted, where_run = [], 0, []
-    cmds += writer.pool_files(problem, launches)
+    cmds += writer.pool_files(problem, launches, {pool: writer.file_lines(roles)
+                                                  for pool, roles in roles_of.items()})
     where_run += [None] * len(cmds)
     for i, (pool, k, row, at, span) in enumerate(places):
         size = int(row[TP] * row[EP] * row[PP])
         node, port = at // gpn, FIRST_PORT + i
-        # speculative decoding runs in the decode pool (and the prefill pool's draft pass where
-        # the engine needs it: Launcher.spec_on_prefill); prefix caching in both
-        roles, _ = emit.commands(engine, problem.model, topo, works[pool], row, model_arg,
-                                 precision, max_len=max_len, flags_from=problem,
-                                 speculate=pool == "decode" or writer.spec_on_prefill)
+        roles = roles_of[pool]
         count = dg.prefill_instances if pool == "prefill" else dg.decode_instances
         label = f"{pool} instance {k + 1} of {count}"
         where = (f"GPU {at % gpn} of node {node}" if size == 1 else
@@ -254,21 +249,35 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
     out.notes.append(writer.transport_note())
 
 
+def _pool_roles(dl: DisaggLaunch, pool: str) -> list:
+    """(role, command) of one instance of ``pool`` before its disaggregation flags (the same for
+    every instance of the pool): speculative decoding in the decode pool (and the prefill pool's
+    draft pass where the engine needs it: ``Launcher.spec_on_prefill``), prefix caching in
+    both; a request's tokens as the engine limits them, the whole request on both sides (vLLM's
+    proxy asks the prefill instance for one token, SGLang's router sends it the whole
+    request)."""
+    writer, problem = emit.LAUNCHERS[dl.engine], dl.problem
+    res = dl.deployment.prefill if pool == "prefill" else dl.deployment.decode
+    roles, _ = emit.commands(dl.engine, problem.model, problem.topo, dl.works[pool],
+                             res.strategies[0], dl.model_arg, dl.precision,
+                             max_len=problem.isl + problem.osl, flags_from=problem,
+                             speculate=pool == "decode" or writer.spec_on_prefill)
+    return roles
+
+
 def pool_commands(dl: DisaggLaunch, pool: str, port: int, host: str) -> list:
     """(role, command) of one instance of ``pool`` on hosts of its own (a pod group), listening
     on ``port`` at ``host``: the instance's commands with the engine's disaggregation flags, as
     ``_commands`` writes them but placed by the deployment file, not on numbered nodes."""
-    writer, problem = emit.LAUNCHERS[dl.engine], dl.problem
+    writer = emit.LAUNCHERS[dl.engine]
     res = dl.deployment.prefill if pool == "prefill" else dl.deployment.decode
     row = res.strategies[0]
     size = int(row[TP] * row[EP] * row[PP])
-    roles, _ = emit.commands(dl.engine, problem.model, problem.topo, dl.works[pool], row,
-                             dl.model_arg, dl.precision, max_len=problem.isl + problem.osl,
-                             flags_from=problem,
-                             speculate=pool == "decode" or writer.spec_on_prefill)
-    files = writer.pool_files(problem, {"prefill": dl.prefill, "decode": dl.decode})
+    roles_of = {p: _pool_roles(dl, p) for p in ("prefill", "decode")}
+    files = writer.pool_files(dl.problem, {"prefill": dl.prefill, "decode": dl.decode},
+                              {p: writer.file_lines(r) for p, r in roles_of.items()})
     out = [(r, c) for r, c in files if r.startswith(pool)]
-    for role, cmd in roles:
+    for role, cmd in roles_of[pool]:
         if get(dl.engine).command not in cmd:
             if not (writer.instance_file and writer.instance_file in cmd):
                 out.append((role, cmd))

@@ -66,8 +66,17 @@ class Launcher:
         """How the KV cache moves between the pools, and what to install for it."""
         raise NotImplementedError
 
-    def pool_files(self, problem, launches: dict) -> list:
-        """(role, command) that write the pools' config files before any instance starts."""
+    def pool_files(self, problem, launches: dict, own: dict) -> list:
+        """(role, command) that write the pools' config files before any instance starts;
+        ``own``: {pool: the lines of its instances' own config file (``instance_file``)}."""
+        return []
+
+    def file_lines(self, roles: list) -> list:
+        """The lines an instance's commands write to its own config file (``instance_file``)."""
+        for _, cmd in roles:
+            m = PRINTF.match(cmd)
+            if m and self.instance_file and m.group(2) == self.instance_file:
+                return m.group(1).split("\\n")
         return []
 
     def node_commands(self, roles: list, node: int, span: int, host) -> list:

@@ -9,7 +9,7 @@ import math
 from ..engines.space import attention_dp
 from ..engines.trtllm import ENGINE
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import EP, EXPERTS, N_COARSE, OP_COL
+from ..specs.strategy import EXPERTS, N_COARSE, OP_COL
 from ..specs.workload import Workload
 from .launcher import ROUTER_PORT, Launcher, join, nodes, printf
 
@@ -108,18 +108,17 @@ class TRTLLM(Launcher):
                      "your cluster's container and mount flags to srun")
         return cmds, notes
 
-    def pool_files(self, problem, launches: dict) -> list:
+    def pool_files(self, problem, launches: dict, own: dict) -> list:
         """Each pool's LLM API options: the KV cache transceiver (its buffer holds one prompt),
-        the context servers without the overlap scheduler, attention DP where the pool runs
-        it."""
+        the context servers without the overlap scheduler, and the options of the pool's own
+        instance file (``own``: attention DP, speculative decoding), which this file replaces."""
         out = []
         for pool, yaml in POOL_YAML.items():
             lines = ["cache_transceiver_config:", f"  backend: {TRANSCEIVER_BACKEND}",
                      f"  max_tokens_in_buffer: {problem.isl}"]
             if pool == "prefill":
                 lines.insert(0, "disable_overlap_scheduler: True")
-            if int(launches[pool].strategy[EP]) > 1:
-                lines.append("enable_attention_dp: true")
+            lines += own.get(pool, [])
             out.append((f"{pool} config file (every node)", printf(lines, yaml)))
         return out
 
@@ -136,7 +135,8 @@ class TRTLLM(Launcher):
 
     def router(self, endpoints: dict, head: str) -> str:
         pre, dec = endpoints["prefill"], endpoints["decode"]
-        lines = [f"hostname: {head}", f"port: {ROUTER_PORT}", "backend: pytorch"]
+        # hostname: the address the router binds; every address, so clients off its node reach it
+        lines = ["hostname: 0.0.0.0", f"port: {ROUTER_PORT}", "backend: pytorch"]
         for key, eps in (("context_servers", pre), ("generation_servers", dec)):
             lines += [f"{key}:", f"  num_instances: {len(eps)}", "  urls:"]
             lines += [f"    - {h}:{p}" for h, p, _ in eps]
