@@ -5,6 +5,7 @@ each program replaced by one that prints its arguments); the Slurm script is run
 programs replaced the same way; the Kubernetes manifests are read back with a YAML parser.
 """
 import json
+import re
 import os
 import stat
 import subprocess
@@ -262,3 +263,14 @@ def test_trtllm_pool_files_keep_the_instance_options():
         adp = any("enable_attention_dp" in n for n in d["emit_disagg"]["notes"]
                   if n.startswith(pool))
         assert ("enable_attention_dp: true" in files[name]) == adp, (pool, files[name])
+
+
+def test_multi_host_instances_stay_inside_one_nvlink_domain():
+    """NVL72: an instance over several 4-GPU trays is placed inside one 18-tray rack, never
+    across two (its tensor-parallel group would lose NVLink)."""
+    r = run("search", "moe1.6t", "gb300_nvl72", "--gpus", "144", *SERVE, "--emit", "sglang",
+            "--json")
+    d = json.loads(r.stdout)
+    spans = [tuple(int(x) for x in re.search(r"nodes (\d+)-(\d+)", c["role"]).groups())
+             for c in d["emit_disagg"]["commands"] if re.search(r"nodes (\d+)-(\d+)", c["role"])]
+    assert spans and all(a // 18 == b // 18 for a, b in spans), spans

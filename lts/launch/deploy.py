@@ -98,7 +98,10 @@ def _srun(step: Step, per_host: int) -> str:
     """The batch script's line that starts ``step`` on its hosts."""
     nodelist = ",".join(f"${{NODES[{h}]}}" for h in step.hosts)
     cmd = step.cmd
-    if step.group:                      # its own srun (TensorRT-LLM's MPI launch): add the hosts
+    if step.group:                      # its own srun (TensorRT-LLM's MPI launch): add the hosts;
+        # inside the job its GPUs come from the allocation (srun inherits --gpus-per-node, and
+        # --gres=gpu with it is refused)
+        cmd = re.sub(r" --gres=gpu:\d+", "", cmd)
         return cmd.replace("srun ", f'srun --nodelist="{nodelist}" ', 1) + " &"
     env = []
     while ASSIGN.match(cmd):            # VAR=value before the program: srun runs env with them
@@ -112,18 +115,20 @@ def _srun(step: Step, per_host: int) -> str:
             f"--overlap {prog} &")
 
 
-def slurm(steps: list, hosts: int, topo, title: str, notes: list) -> str:
-    """A Slurm batch script that runs ``steps`` on ``hosts`` hosts of ``topo``."""
-    per_host = topo.gpus_per_host
+def slurm(steps: list, hosts: int, topo, title: str, notes: list, per_host: int = 0) -> str:
+    """A Slurm batch script that runs ``steps`` on ``hosts`` hosts of ``topo``, asking for
+    ``per_host`` GPUs on each (default: whole hosts, exclusively; fewer share the host)."""
+    whole = not per_host or per_host == topo.gpus_per_host
+    per_host = per_host or topo.gpus_per_host
     text = "\n".join(s.cmd for s in steps)
     lines = ["#!/bin/bash", f"# {title}", "# Written by lts (docs/launch.md). Submit with: sbatch THIS_FILE",
              "#SBATCH --job-name=lts", f"#SBATCH --nodes={hosts}", "#SBATCH --ntasks-per-node=1",
-             f"#SBATCH --gpus-per-node={per_host}", "#SBATCH --exclusive"]
-    if topo.gpus_per_node > per_host:
-        domain = topo.gpus_per_node // per_host
-        lines.append(f"# the {hosts} hosts must share NVLink domains of {domain} hosts "
-                     f"({topo.gpus_per_node} GPUs): with Slurm's topology/block plugin add "
-                     f"#SBATCH --segment={min(hosts, domain)}")
+             f"#SBATCH --gpus-per-node={per_host}"] + (["#SBATCH --exclusive"] if whole else [])
+    if topo.gpus_per_node > topo.gpus_per_host and hosts > 1:
+        domain = topo.gpus_per_node // topo.gpus_per_host
+        lines.append(f"# an instance's hosts must share an NVLink domain of {domain} hosts "
+                     f"({topo.gpus_per_node} GPUs; lts places none across two): with Slurm's "
+                     f"topology/block plugin add #SBATCH --segment={min(hosts, domain)}")
     lines += [f"# {n}" for n in notes]
     lines += ["set -euo pipefail",
               "# the working directory must be on a filesystem every host sees (config files)",
@@ -318,7 +323,7 @@ def one_pool(fmt: str, launch, problem, model_key: str) -> str:
     row = launch.strategy
     size = int(row[TP] * row[EP] * row[PP])
     title = _title(f"{model_key} on {size} GPUs of {topo.name}, one instance "
-                   f"({launch.replicas} cop{'ies' if launch.replicas > 1 else 'y'} fit the "
+                   f"({launch.replicas} cop{'ies fit' if launch.replicas > 1 else 'y fits'} the "
                    "budget)", eng.label, version)
     if fmt == "shell":
         return shell(launch.commands, title, launch.notes)
@@ -328,7 +333,8 @@ def one_pool(fmt: str, launch, problem, model_key: str) -> str:
         steps, hosts = one_pool_steps(launch, topo)
         extra = ([f"one job runs one copy: submit it {launch.replicas} times for the "
                   "budget's copies, behind one load balancer"] if launch.replicas > 1 else [])
-        return slurm(steps, hosts, topo, title, extra + _notes(launch.notes))
+        return slurm(steps, hosts, topo, title, extra + _notes(launch.notes),
+                     per_host=size // hosts)
     if fmt == "k8s-lws":
         hosts = nodes(size, topo.gpus_per_host)
         name = k8s_name(f"lts-{model_key}-{launch.engine}")

@@ -99,11 +99,12 @@ def command_gpus(engine: str, cmd: str) -> int:
     return math.prod(_flag(cmd, name) for name in get(engine).gpu_flags)
 
 
-def _instances(dg: Disagg, gpus_per_node: int):
+def _instances(dg: Disagg, gpus_per_node: int, domain: int = 1):
     """(pool, index, strategy row, first GPU overall, nodes it spans) of every instance, prefill
-    first, each on the next GPUs: one that fits a node moves to a fresh node rather than
+    first, each on the next GPUs: one that fits a node (host) moves to a fresh node rather than
     straddle two; a larger one takes whole nodes, as many as its command splits it over
-    (``launcher.nodes``: the fewest that divide it evenly)."""
+    (``launcher.nodes``: the fewest that divide it evenly), inside one NVLink domain of
+    ``domain`` nodes where it fits one (an NVL72 rack of 18 trays)."""
     out, at = [], 0
     for pool, res, count in (("prefill", dg.prefill, dg.prefill_instances),
                              ("decode", dg.decode, dg.decode_instances)):
@@ -113,6 +114,9 @@ def _instances(dg: Disagg, gpus_per_node: int):
             fresh = -(-at // gpus_per_node) * gpus_per_node           # the next node's first GPU
             if size > gpus_per_node:
                 nodes = launcher.nodes(size, gpus_per_node)
+                first = fresh // gpus_per_node
+                if nodes <= domain and first % domain + nodes > domain:   # not across two
+                    fresh = -(-first // domain) * domain * gpus_per_node
                 out.append((pool, k, row, fresh, nodes))
                 at = fresh + nodes * gpus_per_node
                 continue
@@ -185,7 +189,7 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
     engine, dg, topo = out.engine, out.deployment, problem.topo
     writer = emit.LAUNCHERS[engine]
     gpn = topo.gpus_per_host
-    places = _instances(dg, gpn)
+    places = _instances(dg, gpn, topo.gpus_per_node // gpn)
     nodes = max(at // gpn + span for _, _, _, at, span in places)
     host = (lambda node: "localhost") if nodes == 1 else (lambda node: f"$NODE{node}_IP")
     launches = {"prefill": out.prefill, "decode": out.decode}
