@@ -400,36 +400,47 @@ class EngineParam(click.ParamType):
 
 
 def _deployment_files(fmt, path, launch, disagg_launch, problem, model_arg) -> list:
-    """(what, path or None, text) of each deployment file ``--emit-format`` asks for: the one
-    instance's, and the two pools' when they are emitted (written to ``path`` and beside it
-    when given)."""
+    """(what, path or None, text or None, why not or None) of each deployment file
+    ``--emit-format`` asks for: the one instance's, and the two pools' when they are emitted
+    (written to ``path`` and beside it when given). A deployment the format cannot express is
+    its reason, and the others are still written."""
     from .launch.deploy import DeployError, one_pool, two_pools
     from .launch.emit import model_key
-    key = model_key(model_arg)
-    out = []
-    try:
-        out.append(("one instance", one_pool(fmt, launch, problem, key)))
-        if disagg_launch is not None:
-            out.append(("two pools", two_pools(fmt, disagg_launch, key)))
-    except DeployError as e:
-        raise click.ClickException(f"--emit-format {fmt}: {e}") from None
+    key = model_key(model_arg) or _model_label(model_arg)
+    wanted = [("one instance", lambda: one_pool(fmt, launch, problem, key))]
+    if disagg_launch is not None:
+        wanted.append(("two pools", lambda: two_pools(fmt, disagg_launch, key)))
     files = []
-    for i, (what, text) in enumerate(out):
+    for i, (what, make) in enumerate(wanted):
+        try:
+            text, why = make(), None
+        except DeployError as e:
+            text, why = None, str(e)
         where = None
-        if path is not None:
+        if path is not None and text is not None:
             where = path if i == 0 else _beside(path, ".two-pools")
             try:
                 with open(where, "w", encoding="utf-8") as f:
                     f.write(text)
             except OSError as e:
                 raise click.ClickException(f"--emit-file {where}: {e.strerror or e}") from None
-        files.append((what, where, text))
+        files.append((what, where, text, why))
     return files
 
 
+def _model_label(model_arg: str) -> str:
+    """A short name for a model given as a file or folder (deployment files' names)."""
+    p = Path(model_arg)
+    return (p.parent.name if p.suffix.lower() == ".json" else p.stem if p.suffix else p.name) \
+        or "model"
+
+
 def _beside(path: str, tag: str) -> str:
-    """``path`` with ``tag`` before its suffix (lts.sbatch -> lts.two-pools.sbatch)."""
+    """``path`` with ``tag`` before its suffix (lts.sbatch -> lts.two-pools.sbatch); a path
+    that is not a regular file's (/dev/null, /dev/stdout) stays itself."""
     p = Path(path)
+    if p.exists() and not p.is_file():
+        return path
     return str(p.with_name(p.stem + tag + p.suffix)) if p.suffix else path + tag
 
 
@@ -938,7 +949,8 @@ def search(model, topology, method, budget, seed, top, emit, emit_format, emit_f
         d["emit_disagg"] = emit_disagg_dict(disagg_launch)
     if files:
         d["deployment_files"] = [{"format": emit_format, "deployment": what, "path": path,
-                                  "content": text} for what, path, text in files]
+                                  "content": text, "error": why}
+                                 for what, path, text, why in files]
 
     def render(console, d):
         render_search(console, d, run)
@@ -948,9 +960,12 @@ def search(model, topology, method, budget, seed, top, emit, emit_format, emit_f
         if disagg_launch is not None:
             console.print()
             render_emit_disagg(console, disagg_launch)
-        for what, path, text in files:
+        for what, path, text, why in files:
             console.print()
-            if path is None:
+            if why is not None:
+                console.print(f"--emit-format {emit_format}: no file for {what}: {why}",
+                              markup=False, highlight=False)
+            elif path is None:
                 console.print(f"# --emit-format {emit_format}: {what}", markup=False,
                               highlight=False)
                 console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
@@ -958,6 +973,9 @@ def search(model, topology, method, budget, seed, top, emit, emit_format, emit_f
                 console.print(f"Wrote {path} ({emit_format}: {what})", markup=False,
                               highlight=False)
     _print(json_, no_color, d, render)
+    refused = [f"{what}: {why}" for what, _, _, why in files if why is not None]
+    if refused:            # asked for a file it could not write: say so in the exit status too
+        raise click.ClickException(f"--emit-format {emit_format}: " + "; ".join(refused))
     if run.percentile is not None and run.percentile.best is None:
         # nothing meets the limits at the percentile asked: as a search with nothing feasible
         raise click.ClickException(f"no checked deployment meets the limits at "

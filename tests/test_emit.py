@@ -207,7 +207,7 @@ def test_precision_override():
     cmd = only_command(lau)
     assert cmd.startswith("vllm serve nvidia/Llama-3.1-70B-Instruct-FP8 ")
     assert "--quantization" not in cmd and "--kv-cache-dtype fp8" in cmd
-    assert any("published fp8 checkpoint" in n for n in lau.notes)
+    assert any("holds Llama-3.1-70B-Instruct's weights" in n for n in lau.notes)
     # TensorRT-LLM does not quantize on load: it now loads the fp8 checkpoint, no note needed
     lau = launch("trtllm", "tp=8,batch=64", model="llama3.1-70b", precision="fp8")
     assert only_command(lau).startswith("trtllm-serve nvidia/Llama-3.1-70B-Instruct-FP8 ")

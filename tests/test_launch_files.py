@@ -274,3 +274,18 @@ def test_multi_host_instances_stay_inside_one_nvlink_domain():
     spans = [tuple(int(x) for x in re.search(r"nodes (\d+)-(\d+)", c["role"]).groups())
              for c in d["emit_disagg"]["commands"] if re.search(r"nodes (\d+)-(\d+)", c["role"])]
     assert spans and all(a // 18 == b // 18 for a, b in spans), spans
+
+
+def test_a_refused_file_keeps_the_rest(tmp_path):
+    """A deployment the format cannot express is one line in place of its file; the answer and
+    the other file are still printed, and the exit status says a file is missing."""
+    r = run("search", "llama3.1-70b", "h200_dgx", "--gpus", "16", *SERVE, "--emit", "trtllm",
+            "--emit-format", "k8s-lws", "--emit-file", str(tmp_path / "d.yaml"))
+    assert r.exit_code == 1
+    assert "Launch with TensorRT-LLM" in r.output and "no file for two pools" in r.output
+    assert (tmp_path / "d.yaml").exists() and not (tmp_path / "d.two-pools.yaml").exists()
+
+
+def test_emit_file_to_a_device_writes_both_there():
+    r = run("search", *CASES["vllm-eagle"], "--emit-format", "slurm", "--emit-file", "/dev/null")
+    assert r.exit_code == 0 and not Path("/dev/null.two-pools").exists()

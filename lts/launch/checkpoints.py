@@ -35,6 +35,9 @@ class Checkpoint:
     repo: str        # HuggingFace repository id
     weights: str     # the lts weight format it stores (lts.specs.units.WEIGHT_FORMATS names)
     source: str      # URL of the model card / config / document seen
+    # the weights it holds where they are not the shipped model's own (same shapes, other
+    # weights: an Instruct release of a base model, a later revision); "" for the model's own
+    other: str = ""
 
 
 HF = "https://huggingface.co/"
@@ -58,7 +61,8 @@ CHECKPOINTS: dict[str, tuple[Checkpoint, ...]] = {
         _own("deepseek-ai/DeepSeek-V3", "fp8_block"),
         # ModelOpt NVFP4 of DeepSeek-V3-0324, the March 2025 weights of the same architecture
         # (same config shapes); NVIDIA published no NVFP4 of the December release
-        Checkpoint("nvidia/DeepSeek-V3-0324-FP4", "nvfp4", HF + "nvidia/DeepSeek-V3-0324-FP4"),
+        Checkpoint("nvidia/DeepSeek-V3-0324-FP4", "nvfp4", HF + "nvidia/DeepSeek-V3-0324-FP4",
+                   other="DeepSeek-V3-0324, the March 2025 revision"),
     ),
     "deepseek-v3.2": (
         _own("deepseek-ai/DeepSeek-V3.2", "fp8_block"),
@@ -92,26 +96,33 @@ CHECKPOINTS: dict[str, tuple[Checkpoint, ...]] = {
         # which is not lts's fp8 (every linear layer); ModelOpt's FP8 is
         Checkpoint("nvidia/Llama-3.1-405B-Instruct-FP8", "fp8",
                    HF + "nvidia/Llama-3.1-405B-Instruct-FP8/blob/"
-                   "539ac9ac949a4dfa7ad8b938c5751c42e6f34a02/README.md"),
-        Checkpoint("nvidia/Llama-3.1-405B-Instruct-FP4", "nvfp4", MODELOPT_COLLECTION),
+                   "539ac9ac949a4dfa7ad8b938c5751c42e6f34a02/README.md",
+                   other="Llama-3.1-405B-Instruct"),
+        Checkpoint("nvidia/Llama-3.1-405B-Instruct-FP4", "nvfp4", MODELOPT_COLLECTION,
+                   other="Llama-3.1-405B-Instruct"),
         # Hugging Face's AutoAWQ export: int4, zero points, groups of 128 (blog, "Llama 3.1 405B
         # quantization with FP8, AWQ, and GPTQ")
         Checkpoint("hugging-quants/Meta-Llama-3.1-405B-Instruct-AWQ-INT4", "w4a16_zp",
-                   HF + "blog/llama31"),
+                   HF + "blog/llama31",
+                   other="Llama-3.1-405B-Instruct"),
     ),
     "llama3.1-70b": (
         _own("meta-llama/Llama-3.1-70B", "bf16"),
         Checkpoint("nvidia/Llama-3.1-70B-Instruct-FP8", "fp8",     # the Instruct model
-                   HF + "nvidia/Llama-3.1-70B-Instruct-FP8"),
+                   HF + "nvidia/Llama-3.1-70B-Instruct-FP8",
+                   other="Llama-3.1-70B-Instruct"),
         # Llama-3.3-70B-Instruct: Llama 3.1 70B's architecture and shapes, other weights; NVIDIA
         # published no NVFP4 of Llama 3.1 70B
-        Checkpoint("nvidia/Llama-3.3-70B-Instruct-FP4", "nvfp4", SPARK_TRTLLM),
+        Checkpoint("nvidia/Llama-3.3-70B-Instruct-FP4", "nvfp4", SPARK_TRTLLM,
+                   other="Llama-3.3-70B-Instruct, another model of the same shapes"),
     ),
     "llama3.1-8b": (
         _own("meta-llama/Llama-3.1-8B", "bf16"),
         Checkpoint("nvidia/Llama-3.1-8B-Instruct-FP8", "fp8",      # the Instruct model
-                   HF + "nvidia/Llama-3.1-8B-Instruct-FP8/tree/main"),
-        Checkpoint("nvidia/Llama-3.1-8B-Instruct-FP4", "nvfp4", SPARK_TRTLLM),
+                   HF + "nvidia/Llama-3.1-8B-Instruct-FP8/tree/main",
+                   other="Llama-3.1-8B-Instruct"),
+        Checkpoint("nvidia/Llama-3.1-8B-Instruct-FP4", "nvfp4", SPARK_TRTLLM,
+                   other="Llama-3.1-8B-Instruct"),
     ),
     "llama4-maverick": (
         _own("meta-llama/Llama-4-Maverick-17B-128E-Instruct", "bf16"),
@@ -125,10 +136,12 @@ CHECKPOINTS: dict[str, tuple[Checkpoint, ...]] = {
         # of Llama-4-Scout-17B-16E-Instruct (same shapes); Meta published no quantized Scout
         Checkpoint("nvidia/Llama-4-Scout-17B-16E-Instruct-FP8", "fp8",
                    "https://nvidia.github.io/TensorRT-LLM/deployment-guide/"
-                   "deployment-guide-for-llama4-scout-on-trtllm.html"),
+                   "deployment-guide-for-llama4-scout-on-trtllm.html",
+                   other="Llama-4-Scout-17B-16E-Instruct"),
         Checkpoint("nvidia/Llama-4-Scout-17B-16E-Instruct-FP4", "nvfp4",
                    "https://nvidia.github.io/TensorRT-LLM/deployment-guide/"
-                   "deployment-guide-for-llama4-scout-on-trtllm.html"),
+                   "deployment-guide-for-llama4-scout-on-trtllm.html",
+                   other="Llama-4-Scout-17B-16E-Instruct"),
     ),
     "minimax-m2.5": (
         # config.json: "quant_method": "fp8", "weight_block_size": [128, 128]
@@ -142,13 +155,15 @@ CHECKPOINTS: dict[str, tuple[Checkpoint, ...]] = {
         # Neural Magic's (now Red Hat AI) AutoFP8 of Mixtral-8x22B-Instruct-v0.1 (same shapes):
         # per-tensor FP8 weights and activations; Mistral published no FP8
         Checkpoint("neuralmagic/Mixtral-8x22B-Instruct-v0.1-FP8", "fp8",
-                   HF + "neuralmagic/Mixtral-8x22B-Instruct-v0.1-FP8/blob/main/README.md"),
+                   HF + "neuralmagic/Mixtral-8x22B-Instruct-v0.1-FP8/blob/main/README.md",
+                   other="Mixtral-8x22B-Instruct-v0.1"),
     ),
     "mixtral-8x7b": (
         _own("mistralai/Mixtral-8x7B-v0.1", "bf16"),
         # the same of Mixtral-8x7B-Instruct-v0.1, the router (block_sparse_moe.gate) kept bf16
         Checkpoint("neuralmagic/Mixtral-8x7B-Instruct-v0.1-FP8", "fp8",
-                   HF + "neuralmagic/Mixtral-8x7B-Instruct-v0.1-FP8"),
+                   HF + "neuralmagic/Mixtral-8x7B-Instruct-v0.1-FP8",
+                   other="Mixtral-8x7B-Instruct-v0.1"),
     ),
     "nemotron-3-super-120b-a12b": (
         # the TOML's source is NVIDIA's FP8 release (hf_quant_config.json "quant_algo": "FP8")

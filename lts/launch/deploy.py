@@ -12,7 +12,7 @@ what operators submit instead of typing commands on each host.
   on the first host, a worker on each other), the head's address from ``LWS_LEADER_ADDRESS`` and
   a worker's rank from ``LWS_WORKER_INDEX`` (both set by LWS in every pod); two pools add the
   router as a Deployment with a Service in front.
-- ``dynamo``: an NVIDIA Dynamo ``DynamoGraphDeployment`` (``nvidia.com/v1alpha1``,
+- ``dynamo``: an NVIDIA Dynamo ``DynamoGraphDeployment`` (``nvidia.com/v1beta1``,
   github.com/ai-dynamo/dynamo): a frontend and the engine's workers, prefill and decode apart
   for two pools; Dynamo's own router moves the KV cache and finds the workers.
 
@@ -405,5 +405,8 @@ def _yaml_file(title: str, objs: list, notes: list, topo, hosts: int) -> str:
         head.append(f"# an instance spans {hosts} hosts of one {topo.gpus_per_node}-GPU NVLink "
                     "domain: its pods need the same NVLink domain (on GB200/GB300 NVL72, a "
                     "ComputeDomain of NVIDIA's DRA driver) for NCCL to use NVLink across hosts")
+    body = yamltext.dump_all(objs)
+    head += [f"# replace SET-{v} below with {v} (the notes say what it is)" for v in USER_VARS
+             if f"SET-{v}" in body]
     head += [f"# {n}" for n in _notes(notes)]
-    return "\n".join(head) + "\n" + yamltext.dump_all(objs)
+    return "\n".join(head) + "\n" + body

@@ -126,7 +126,8 @@ def graph(engine: str, version: str, problem, model_key: str, pools: dict) -> li
     options) of ``pools``: {"": (roles, replicas, GPUs)} for one aggregated instance, or
     {"prefill": ..., "decode": ...}; each roles the (role, command) of one instance."""
     image = f"nvcr.io/nvidia/ai-dynamo/{IMAGES[engine]}:{DYNAMO_VERSION}"
-    name = k8s_name(f"lts-{model_key}-{engine}")[:50].rstrip("-")
+    name = k8s_name(f"lts-{model_key}-{engine}")[:50].rstrip("-") + \
+        ("-disagg" if "prefill" in pools else "")      # both files can be applied side by side
     per_host = problem.topo.gpus_per_host
     components = [{"name": "frontend", "type": "frontend", "replicas": 1,
                    "podTemplate": {"spec": {"containers": [{
@@ -148,7 +149,10 @@ def graph(engine: str, version: str, problem, model_key: str, pools: dict) -> li
             container["env"] = [{"name": v, "value": f"SET-{v}"} for v in users]
         pod = {"containers": [container]}
         if engine == "trtllm":
-            config[f"{pool or 'engine'}.yaml"] = "\n".join(options + _yaml_lines(roles)) + "\n"
+            text = "\n".join(options + _yaml_lines(roles)) + "\n"
+            for v in USER_VARS:       # no shell reads a ConfigMap: the value goes in by hand
+                text = text.replace(f"${v}", f"SET-{v}")
+            config[f"{pool or 'engine'}.yaml"] = text
             container["volumeMounts"] = [{"name": "lts-config", "mountPath": CONFIG_DIR,
                                           "readOnly": True}]
             pod["volumes"] = [{"name": "lts-config", "configMap": {"name": f"{name}-config"}}]

@@ -171,9 +171,11 @@ def checkpoint(model_arg: str, weights: str | None = None) -> tuple:
         found = checkpoint_for(key, FORMAT_ALIASES.get(weights, weights)) if weights else None
         if found is None or found == own:
             return own.repo, None, own.weights
-        return found.repo, (f"{found.repo}: {key}'s published {found.weights} checkpoint (lts "
-                            f"costed {found.weights} weights; the model's own repository, "
-                            f"{own.repo}, stores {own.weights})"), found.weights
+        held = (f"holds {found.other}'s weights (the shapes lts costed, not {key}'s own "
+                "weights)" if found.other else f"is {key}'s published {found.weights} checkpoint")
+        return found.repo, (f"{found.repo} {held}: lts costed {found.weights} weights, and "
+                            f"the model's own repository, {own.repo}, stores {own.weights}"), \
+            found.weights
     if key in NO_CHECKPOINT:
         return PLACEHOLDER, (f"{key} is the paper's synthetic model: no checkpoint is "
                              "published; set CHECKPOINT to your weights (a folder or a "
