@@ -252,7 +252,7 @@ def test_trtllm_pool_files_keep_the_instance_options():
     files = {c["file"]["path"]: c["file"]["content"] for c in d["emit_disagg"]["commands"]
              if "file" in c}
     assert "speculative_config:" in files["lts-gen.yaml"]
-    assert "speculative_config:" not in files["lts-ctx.yaml"]
+    assert "speculative_config:" in files["lts-ctx.yaml"]     # the context side too
     assert "hostname: 0.0.0.0" in files["lts-disagg.yaml"]     # reachable off its node
     r = run("search", "deepseek-v3", "gb200_nvl72", "--gpus", "32", *SERVE, "--emit", "trtllm",
             "--json")

@@ -214,13 +214,16 @@ def _precision_flags(engine: str, model: ModelSpec, stored, precision) -> tuple:
         return [], []
     kv = model.precision.kv_cache
     what = "weights and KV cache" if kv == costed else f"weights and a {kv} KV cache"
-    # --quantization fp8: vllm 0.33.0 vllm/model_executor/layers/quantization/__init__.py,
-    # sglang 0.5.23 sglang/srt/arg_groups/choices.py: the engines with an fp8_kv_dtype
+    # online fp8 (per tensor): vllm 0.33.0 --quantization fp8_per_tensor (model_executor/layers/
+    # quantization/__init__.py; plain "fp8" on a bf16 checkpoint is deprecated there,
+    # model_loader/weight_utils.py, and runs as fp8_per_tensor), sglang 0.5.23 --quantization
+    # fp8 (srt/arg_groups/choices.py): the engines with an fp8_kv_dtype
     if costed == "fp8" and get(engine).fp8_kv_dtype and stored in (None, "bf16", "fp16",
                                                                    "fp32"):
-        return ["--quantization fp8"], [
+        flag = f"--quantization {'fp8_per_tensor' if engine == 'vllm' else 'fp8'}"
+        return [flag], [
             f"lts costed fp8 {what}: no fp8 checkpoint of this model is known to lts, so the "
-            f"command quantizes the {stored or 'given'} weights on load (--quantization fp8)"]
+            f"command quantizes the {stored or 'given'} weights on load ({flag})"]
     return [], [f"lts costed {costed} {what}, but no {costed} checkpoint of this model is known "
                 f"to lts and {get(engine).label} does not quantize to it on load: the command "
                 f"serves the {stored or 'given'} checkpoint; give it one stored in {costed}"]
@@ -238,7 +241,8 @@ def _kv_cache_flags(engine: str, model: ModelSpec, precision) -> tuple:
     if kv_dtype:
         return ["--kv-cache-dtype " + kv_dtype], []
     return [], [f"lts costed an fp8 KV cache: the command does not set it; give "
-                f"{get(engine).label} a checkpoint whose quantization config declares it"]
+                f"{get(engine).label} a checkpoint whose quantization config declares it, or "
+                "set kv_cache_config: {dtype: fp8} in its options YAML"]
 
 
 def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, row,

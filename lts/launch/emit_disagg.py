@@ -247,9 +247,10 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
     out.notes += [f"{pool} pool: {n}" for pool in ("prefill", "decode")
                   for n in launches[pool].notes if "HEAD_IP" not in n]
     if writer.spec_on_prefill and getattr(problem, "spec", None) is not None:
-        out.notes.append(f"{out.name}'s prefill instances run the draft too (they send its first "
-                         "step's input with the KV cache), so they take the same speculative "
-                         "flags; lts's prefill pool cost leaves that one draft pass out")
+        out.notes.append(f"{out.name}'s prefill instances take the same speculative flags as "
+                         "the decode ones (the engine checks they match, or the prefill side "
+                         "seeds the first draft step); lts's prefill pool cost leaves the "
+                         "prefill side's draft pass out")
     out.notes.append(writer.transport_note())
 
 

@@ -18,9 +18,12 @@ class SGLang(Launcher):
     """SGLang: a stage's GPUs as its tp size, lts's ep as attention-DP ranks (docs/engines.md)."""
     name = ENGINE.name
     # sglang 0.5.23 sglang/srt/disaggregation/prefill.py: with EAGLE/NEXTN the prefill server
-    # runs the draft and sends its hidden states and top-k with the KV cache; decode.py reads
-    # them (output_topk_p, output_topk_index, hidden_states_tensor) when its own
-    # spec_algorithm is set, so both pools take the speculative flags
+    # runs the draft and sends its hidden states, top-k and draft KV cache with the target's;
+    # decode.py reads them (output_topk_p, output_topk_index, hidden_states_tensor) to seed its
+    # first draft step (speculative/eagle_disaggregation.py). A prefill without it is tolerated
+    # (nixl/conn.py: "If prefill does not run speculative decoding ...") but sends a stand-in,
+    # and acceptance drops; so both pools take the speculative flags (Dynamo's SGLang guide:
+    # "Pass the same speculative decoding flags to the prefill and decode workers")
     spec_on_prefill = True
 
     def spec_flags(self, method: str, k: int, draft) -> tuple:

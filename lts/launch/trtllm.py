@@ -23,6 +23,11 @@ class TRTLLM(Launcher):
     """TensorRT-LLM: tp x pp with experts in ep_size groups, attention DP in a YAML file
     (docs/engines.md)."""
     name = ENGINE.name
+    # the generation server takes its first draft tokens from the context server
+    # (_torch/pyexecutor/py_executor.py: req.py_draft_tokens = context_phase_params.draft_tokens),
+    # and NVIDIA's disaggregated configs set the same speculative_config on both
+    # (examples/disaggregated/slurm/benchmark/config.yaml worker_config.ctx and .gen)
+    spec_on_prefill = True
     instance_file = INSTANCE_YAML
 
     def spec_flags(self, method: str, k: int, draft) -> tuple:

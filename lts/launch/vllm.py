@@ -20,6 +20,11 @@ DP_RPC_PORT, RAY_PORT = 13345, 6379
 class VLLM(Launcher):
     """vLLM: tensor x pipeline parallel, lts's ep as data-parallel ranks (docs/engines.md)."""
     name = ENGINE.name
+    # vllm 0.33.0 distributed/kv_transfer/kv_connector/v1/nixl/metadata.py: the NIXL
+    # compatibility hash covers the speculative config (method, draft model, aux layers), and
+    # nixl/base_worker.py refuses a peer whose hash differs (enforce_handshake_compat defaults
+    # to True): prefill and decode instances take the same --speculative-config
+    spec_on_prefill = True
 
     def spec_flags(self, method: str, k: int, draft) -> tuple:
         # vllm 0.33.0 arg_utils.py --speculative-config (a JSON SpeculativeConfig); method
