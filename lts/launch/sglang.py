@@ -5,6 +5,7 @@ docs/engines.md).
 from __future__ import annotations
 
 from ..engines.sglang import BOOTSTRAP_PORT, DP_ATTENTION_MODELS, ENGINE
+from ..engines.profiles import sglang_mem_fraction
 from ..engines.space import attention_dp
 from ..specs import ModelSpec, TopologySpec
 from ..specs.strategy import EXPERTS, N_COARSE, OP_COL
@@ -70,6 +71,13 @@ class SGLang(Launcher):
                     f"--attn-dp-size {attn_dp} --enable-dp-lm-head" if attn_dp > 1 else "",
                     f"--ep-size {ep_size}" if ep_size > 1 else "",
                     f"--pp-size {pp}" if pp > 1 else "")
+        if serve is not None and serve.engine.name == self.name:
+            # the KV pool the serve phase costed: SGLang 0.5.1's rule at lts's tp x pp
+            # (profiles.sglang_mem_fraction); 0.5.23 computes its own differently
+            # (srt/arg_groups/memory_hook.py), so the command pins the costed fraction
+            frac = serve.engine.memory_fraction or float(
+                sglang_mem_fraction(topo.hbm_bytes, tp * pp))
+            extra = list(extra) + [f"--mem-fraction-static {frac:g}"]
         tail = join(f"--max-running-requests {batch}", f"--context-length {max_len}", *extra)
         notes = []
         if attn_dp > 1:
@@ -86,6 +94,11 @@ class SGLang(Launcher):
             if pp > 1:
                 notes.append("SGLang's docs do not say whether --pp-size combines with attention "
                              "data parallelism; check before relying on it")
+        if attn_dp > 1 and any("--speculative-algorithm STANDALONE" in f for f in extra):
+            # sglang 0.5.23 srt/arg_groups/speculative_hook.py refuses STANDALONE with DP attention
+            notes.append("SGLang 0.5.23 refuses a draft model (--speculative-algorithm "
+                         "STANDALONE) with DP attention (--attn-dp-size): this command will not "
+                         "start; search without --spec draft:MODEL, or with tp-only strategies")
         if ep_size > 1:
             notes.append(f"--ep-size {ep_size}: experts in {ep_size} groups, " +
                          (f"each expert tensor-parallel over {stage // ep_size} GPUs"
