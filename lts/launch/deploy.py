@@ -31,11 +31,11 @@ from ..specs.strategy import EP, PP, TP
 from . import yamltext
 from .emit import LAUNCHERS
 from .emit_disagg import pool_commands
-from .launcher import HEAD_IP, NODE_RANK, PRINTF, ROUTER_PORT, USER_VARS, k8s_name, nodes
+from .launcher import (HEAD_IP, NODE_RANK, PRINTF, ROUTER_PORT, USER_VARS, k8s_name, nodes,
+                       split_env)
 
 FORMATS = ("shell", "slurm", "k8s-lws", "dynamo")
 SUFFIX = {"shell": ".sh", "slurm": ".sbatch", "k8s-lws": ".yaml", "dynamo": ".yaml"}
-ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(\S*) ")
 
 
 class DeployError(ValueError):
@@ -103,11 +103,7 @@ def _srun(step: Step, per_host: int) -> str:
         # --gres=gpu with it is refused)
         cmd = re.sub(r" --gres=gpu:\d+", "", cmd)
         return cmd.replace("srun ", f'srun --nodelist="{nodelist}" ', 1) + " &"
-    env = []
-    while ASSIGN.match(cmd):            # VAR=value before the program: srun runs env with them
-        m = ASSIGN.match(cmd)
-        env.append(m.group(0).strip())
-        cmd = cmd[m.end():]
+    env, cmd = split_env(cmd)           # VAR=value before the program: srun runs env with them
     if cmd.startswith("ray start"):     # the step must outlive the command: Ray blocks
         cmd += " --block"
     prog = f"env {' '.join(env)} {cmd}" if env else cmd
@@ -204,11 +200,7 @@ def _script(setup: list, cmd: str, leader: bool) -> str:
     (exported: ``exec`` takes no assignments), then the server in the shell's place. The head's
     address is the pod's own on the leader (what it binds: vLLM's data-parallel address takes
     no name) and LWS's leader address on the workers; a worker's rank is LWS's index."""
-    env = []
-    while ASSIGN.match(cmd):
-        m = ASSIGN.match(cmd)
-        env.append(m.group(0).strip())
-        cmd = cmd[m.end():]
+    env, cmd = split_env(cmd)
     steps = list(setup) + ([f"export {' '.join(env)}"] if env else []) + [f"exec {cmd}"]
     body = " && ".join(steps)
     return body.replace(HEAD_IP, "$POD_IP" if leader else LEADER).replace(NODE_RANK, RANK)
@@ -219,8 +211,7 @@ def lws(name: str, engine: str, version: str, roles: list, hosts: int, replicas:
     """A LeaderWorkerSet of ``replicas`` groups of ``hosts`` pods each running one instance's
     ``roles`` ((role, command): set-up steps, then the head's and the workers' commands)."""
     setup = [c for r, c in roles if PRINTF.match(c) or "config file" in r]
-    servers = [(r, c) for r, c in roles if (r, c) not in [(r2, c2) for r2, c2 in roles
-                                                           if c2 in setup]]
+    servers = [(r, c) for r, c in roles if c not in setup]
     if any(c.startswith(("ray ", "srun ")) for _, c in servers):
         raise DeployError(
             f"{name}: this instance starts as one job over its hosts (" +
@@ -372,30 +363,28 @@ def two_pools(fmt: str, dl, model_key: str) -> str:
         return slurm(steps, hosts, topo, title, _notes(dl.notes))
     sizes = {"prefill": int(dg.prefill.gpus[0]), "decode": int(dg.decode.gpus[0])}
     counts = {"prefill": dg.prefill_instances, "decode": dg.decode_instances}
+    hosts = {pool: nodes(size, topo.gpus_per_host) for pool, size in sizes.items()}
     if fmt == "k8s-lws":
         base = k8s_name(f"lts-{model_key}-{dl.engine}")[:50].rstrip("-")
         objs, endpoints = [], {}
         for pool in ("prefill", "decode"):
             name = f"{base}-{pool}"
-            hosts = nodes(sizes[pool], topo.gpus_per_host)
             roles = pool_commands(dl, pool, K8S_PORT, "$POD_IP")
-            objs.append(lws(name, dl.engine, version, roles, hosts, counts[pool],
-                            sizes[pool] // hosts))
+            objs.append(lws(name, dl.engine, version, roles, hosts[pool], counts[pool],
+                            sizes[pool] // hosts[pool]))
             endpoints[pool] = [(leader_address(name, i), K8S_PORT, BOOTSTRAP_PORT)
                                for i in range(counts[pool])]
         router = LAUNCHERS[dl.engine].router(endpoints, "0.0.0.0")
         roles = router if isinstance(router, list) else [("router", router)]
         objs += [router_deployment(f"{base}-router", image(dl.engine, version), roles),
                  service(f"{base}-router", {"app.kubernetes.io/name": f"{base}-router"})]
-        return _yaml_file(title, objs, dl.notes, topo, max(nodes(s, topo.gpus_per_host)
-                                                           for s in sizes.values()))
+        return _yaml_file(title, objs, dl.notes, topo, max(hosts.values()))
     if fmt == "dynamo":
         from .dynamo import graph
         pools = {pool: (pool_commands(dl, pool, K8S_PORT, "$POD_IP"), counts[pool], sizes[pool])
                  for pool in ("prefill", "decode")}
         return _yaml_file(title, graph(dl.engine, version, problem, model_key, pools),
-                          dl.notes, topo, max(nodes(s, topo.gpus_per_host)
-                                              for s in sizes.values()))
+                          dl.notes, topo, max(hosts.values()))
     raise DeployError(f"unknown format {fmt!r}")
 
 

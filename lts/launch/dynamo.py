@@ -16,10 +16,8 @@ left out, and the remaining flags are the engine flags lts checked.
 """
 from __future__ import annotations
 
-import shlex
-
 from ..engines import get
-from .launcher import ASSIGNMENT, PRINTF, USER_VARS, k8s_name, nodes
+from .launcher import USER_VARS, command_dict, k8s_name, nodes, written
 
 API = "nvidia.com/v1beta1"
 DYNAMO_VERSION = "1.4.0"       # the release whose CRD the file follows (tests/data/schemas)
@@ -49,10 +47,8 @@ TRT_OPTIONS = {"--tp_size": "tensor_parallel_size", "--pp_size": "pipeline_paral
 
 
 def _words(cmd: str) -> list:
-    words = shlex.split(cmd)
-    while words and ASSIGNMENT.match(words[0]):
-        words.pop(0)
-    return words
+    """The program and its arguments, as the shell passes them (``command_dict``)."""
+    return command_dict("", cmd)["argv"]
 
 
 def _flags(words: list) -> list:
@@ -113,12 +109,7 @@ def _k8s_vars(arg: str, names: list) -> str:
 
 def _yaml_lines(roles: list) -> list:
     """The LLM API option lines an instance's config-file commands write (TensorRT-LLM)."""
-    out = []
-    for _, cmd in roles:
-        m = PRINTF.match(cmd)
-        if m:
-            out += m.group(1).split("\\n")
-    return out
+    return [line for _, cmd in roles for line in (written(cmd) or ("", []))[1]]
 
 
 def graph(engine: str, version: str, problem, model_key: str, pools: dict) -> list:

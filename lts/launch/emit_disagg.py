@@ -72,11 +72,10 @@ class DisaggLaunch:
     # where each command runs (deployment files, ``deploy``): (its role within its instance,
     # first node, nodes it spans), None for a set-up step run once before the instances
     places: list = field(default_factory=list)
-    # what the commands were written from (deployment files write each pool's anew: ``deploy``)
+    # what deployment files write each pool's instances anew from (``deploy``): the problem,
+    # and per pool one instance's (role, command) before its disaggregation flags
     problem: ServeProblem | None = None
-    model_arg: str = ""
-    precision: str | None = None
-    works: dict = field(default_factory=dict)     # pool -> its phase's Workload
+    roles: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -140,8 +139,7 @@ def launch_disagg(engine: str, problem: ServeProblem, dg: Disagg, model_arg: str
                            precision, best_result=dg.decode)
     eng = get(engine)
     out = DisaggLaunch(engine, eng.flags_version, eng.disagg_docs, dg, dg, p_launch, d_launch)
-    out.problem, out.model_arg, out.precision = problem, model_arg, precision
-    out.works = {k: v.work for k, v in pools.items()}
+    out.problem = problem
     if p_launch.result is None or d_launch.result is None:
         out.deployment = None
         out.notes.append(f"{out.name} runs no feasible strategy for one of the pools: nothing "
@@ -164,7 +162,7 @@ def launch_disagg(engine: str, problem: ServeProblem, dg: Disagg, model_arg: str
             f"a command list should hold: below is a unit of {out.deployment.gpus} GPUs "
             f"({out.deployment.tokens_per_s_per_gpu:,.1f} per GPU); run {copies:,} copies of it on "
             "further nodes, each with its own router, behind one load balancer")
-    _commands(out, problem, out.works, model_arg, precision)
+    _commands(out, problem, {k: v.work for k, v in pools.items()}, model_arg, precision)
     return out
 
 
@@ -194,7 +192,8 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
     host = (lambda node: "localhost") if nodes == 1 else (lambda node: f"$NODE{node}_IP")
     launches = {"prefill": out.prefill, "decode": out.decode}
     endpoints = {"prefill": [], "decode": []}
-    roles_of = {pool: _pool_roles(out, pool) for pool in ("prefill", "decode")}
+    roles_of = out.roles = {pool: _pool_roles(out, pool, works[pool], model_arg, precision)
+                            for pool in ("prefill", "decode")}
     cmds, counted, where_run = [], 0, []
     cmds += writer.pool_files(problem, launches, {pool: writer.file_lines(roles)
                                                   for pool, roles in roles_of.items()})
@@ -254,7 +253,7 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
     out.notes.append(writer.transport_note())
 
 
-def _pool_roles(dl: DisaggLaunch, pool: str) -> list:
+def _pool_roles(dl: DisaggLaunch, pool: str, work, model_arg: str, precision) -> list:
     """(role, command) of one instance of ``pool`` before its disaggregation flags (the same for
     every instance of the pool): speculative decoding in the decode pool (and the prefill pool's
     draft pass where the engine needs it: ``Launcher.spec_on_prefill``), prefix caching in
@@ -263,26 +262,26 @@ def _pool_roles(dl: DisaggLaunch, pool: str) -> list:
     request)."""
     writer, problem = emit.LAUNCHERS[dl.engine], dl.problem
     res = dl.deployment.prefill if pool == "prefill" else dl.deployment.decode
-    roles, _ = emit.commands(dl.engine, problem.model, problem.topo, dl.works[pool],
-                             res.strategies[0], dl.model_arg, dl.precision,
-                             max_len=problem.isl + problem.osl, flags_from=problem,
+    roles, _ = emit.commands(dl.engine, problem.model, problem.topo, work, res.strategies[0],
+                             model_arg, precision, max_len=problem.isl + problem.osl,
+                             flags_from=problem,
                              speculate=pool == "decode" or writer.spec_on_prefill)
     return roles
 
 
 def pool_commands(dl: DisaggLaunch, pool: str, port: int, host: str) -> list:
     """(role, command) of one instance of ``pool`` on hosts of its own (a pod group), listening
-    on ``port`` at ``host``: the instance's commands with the engine's disaggregation flags, as
-    ``_commands`` writes them but placed by the deployment file, not on numbered nodes."""
+    on ``port`` at ``host``: the instance's commands (``dl.roles``) with the engine's
+    disaggregation flags, as ``_commands`` writes them but placed by the deployment file, not on
+    numbered nodes."""
     writer = emit.LAUNCHERS[dl.engine]
     res = dl.deployment.prefill if pool == "prefill" else dl.deployment.decode
     row = res.strategies[0]
     size = int(row[TP] * row[EP] * row[PP])
-    roles_of = {p: _pool_roles(dl, p) for p in ("prefill", "decode")}
     files = writer.pool_files(dl.problem, {"prefill": dl.prefill, "decode": dl.decode},
-                              {p: writer.file_lines(r) for p, r in roles_of.items()})
+                              {p: writer.file_lines(r) for p, r in dl.roles.items()})
     out = [(r, c) for r, c in files if r.startswith(pool)]
-    for role, cmd in roles_of[pool]:
+    for role, cmd in dl.roles[pool]:
         if get(dl.engine).command not in cmd:
             if not (writer.instance_file and writer.instance_file in cmd):
                 out.append((role, cmd))

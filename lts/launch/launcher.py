@@ -74,9 +74,9 @@ class Launcher:
     def file_lines(self, roles: list) -> list:
         """The lines an instance's commands write to its own config file (``instance_file``)."""
         for _, cmd in roles:
-            m = PRINTF.match(cmd)
-            if m and self.instance_file and m.group(2) == self.instance_file:
-                return m.group(1).split("\\n")
+            f = written(cmd)
+            if f and f[0] == self.instance_file:
+                return f[1]
         return []
 
     def node_commands(self, roles: list, node: int, span: int, host) -> list:
@@ -113,6 +113,7 @@ def printf(lines, path: str) -> str:
 VARIABLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\(\()")
 PRINTF = re.compile(r'printf "(.*)\\n" > (\S+)\Z', re.S)
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+ASSIGN_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S* ")     # one, in a command's text
 
 
 def quote(arg: str) -> str:
@@ -147,15 +148,30 @@ def words(cmd: str) -> list:
     return out + ([word] if word else [])
 
 
+def split_env(cmd: str) -> tuple:
+    """(the ``NAME=value`` assignments before a command's program, the rest of the command)."""
+    env = []
+    while (m := ASSIGN_WORD.match(cmd)):
+        env.append(m.group(0).strip())
+        cmd = cmd[m.end():]
+    return env, cmd
+
+
+def written(cmd: str):
+    """(path, lines) of a command that writes a config file (``printf``), else None."""
+    m = PRINTF.match(cmd)
+    return (m.group(2), m.group(1).split("\\n")) if m else None
+
+
 def command_dict(role: str, cmd: str) -> dict:
     """One command as ``--json`` carries it: its role and shell text, and either the file it
     writes (``file``: path and content, variables left for the shell) or the program's argument
     list as the shell passes it (``argv``, variables unexpanded) with the environment it sets
     before the program (``env``)."""
-    m = PRINTF.match(cmd)
-    if m:
+    f = written(cmd)
+    if f:
         return {"role": role, "command": cmd,
-                "file": {"path": m.group(2), "content": m.group(1).replace("\\n", "\n") + "\n"}}
+                "file": {"path": f[0], "content": "\n".join(f[1]) + "\n"}}
     words = shlex.split(cmd)
     env = {}
     while words and ASSIGNMENT.match(words[0]):
