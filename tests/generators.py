@@ -13,7 +13,8 @@
   ``synthetic_window()`` one with two layer kinds (sliding window and full attention);
   ``synthetic_linear()`` one with linear attention (Gated DeltaNet) and full attention layers.
   ``synthetic_mamba()`` one with Mamba-2 and full attention layers;
-  ``synthetic_nemotron_h()`` one with layers without an FFN (Nemotron-H's blocks).
+  ``synthetic_nemotron_h()`` one with layers without an FFN (Nemotron-H's blocks);
+  ``synthetic_head_gate()`` one with Step-3.7's head-wise output gate and per-kind heads.
 """
 from __future__ import annotations
 
@@ -182,6 +183,23 @@ def synthetic_chunked():
                        layer_types=["chunked_attention"] * 3 + ["full_attention"]),
         ffn=dict(kind="moe", gated=True, experts=8, top_k=2, expert_intermediate=512,
                  shared_experts=1, moe_every=2, intermediate=2048)), "synthetic:chunked-small")
+
+
+def synthetic_head_gate():
+    """Step-3.7-like layer kinds, scaled down: a full-attention layer then three sliding-window
+    layers of 512 tokens with more query heads (24 against 16, ``[attention.sliding]``), a
+    head-wise output gate on every layer (``head_gate``: one sigmoid a query head); 2 dense
+    layers, then MoE with a shared expert. 8 layers: pp 1, 2 give every stage both kinds alike,
+    pp 4, 8 do not."""
+    return model_from_dict(dict(
+        name="head-gate-small", source="test", layers=8, hidden=1024, vocab=16000,
+        attention=dict(kind="gqa", heads=16, kv_heads=4, head_dim=64, sliding_window=512,
+                       head_gate=True,
+                       layer_types=["full_attention"] + ["sliding_attention"] * 3,
+                       sliding=dict(heads=24)),
+        ffn=dict(kind="moe", gated=True, experts=16, top_k=4, expert_intermediate=256,
+                 shared_experts=1, dense_layers=2, intermediate=2048)),
+        "synthetic:head-gate-small")
 
 
 @st.composite

@@ -157,6 +157,12 @@ COLLECTIVE = {"all-reduce": all_reduce, "all-gather": all_gather,
 # ----------------------------------------------------------------------------------------------
 # one strategy's sizes
 
+def q_cols(a):
+    """Columns of a gqa query projection, split by heads: each head's queries, Qwen3.5's
+    query-wide output gate, Step-3.7's one gate a head."""
+    return a.heads * (a.head_dim * (2 if a.output_gate else 1) + (1 if a.head_gate else 0))
+
+
 def frac(n, p):
     """Share of a dimension of n on the busiest of p ranks (an empty dimension counts as 1)."""
     n = max(float(n), 1.0)
@@ -294,7 +300,7 @@ class _Ctx:
             self.k_tok = a.kv_heads * a.head_dim * self.kvb
             self.v_tok = self.k_tok
             self.k_heads = float(a.kv_heads)
-            self.qkv_out = (a.heads * (2 if a.output_gate else 1) + 2 * a.kv_heads) * a.head_dim
+            self.qkv_out = q_cols(a) + 2 * a.kv_heads * a.head_dim
         # prefill tokens (a prefill step's, a mixed step's chunk): dense MLA un-absorbed, as
         # multi-head attention over keys and values kv_b_proj up-projects from the latent (vLLM
         # mla/common.py _forward_prefill): qk dim qk_nope + qk_rope, v dim v_head_dim; a chunk's
@@ -344,7 +350,7 @@ class _Ctx:
         self.qk_dim, self.v_dim = a.head_dim, a.v_dim
         self.k_tok = a.kv_heads * a.head_dim * self.kvb
         self.v_tok = a.kv_heads * a.v_dim * self.kvb
-        self.qkv_out = a.heads * (2 if a.output_gate else 1) * a.head_dim \
+        self.qkv_out = q_cols(a) \
             + a.kv_heads * a.head_dim + (0 if a.k_eq_v else a.kv_heads * a.v_dim)
         self.ctx_out = a.heads * a.v_dim
 
@@ -610,7 +616,7 @@ def qkv(c, choice, lin):
             qkv_w, col_w = qkv_w + idx, col_w + idx
             col_out += a.index_heads * a.index_head_dim + a.index_head_dim + a.index_heads
     else:                  # column: Q by heads, K and V by KV heads (replicated beyond kv_heads)
-        q_w = h * a.heads * a.head_dim * (2 if a.output_gate else 1)    # + the output gate
+        q_w = h * q_cols(a)                                            # + the output gates
         col_w = q_w * frac(heads, c.p) + (qkv_w - q_w) * frac(a.kv_heads, c.p)
         col_out = q_w / h * frac(heads, c.p) + (c.qkv_out - q_w / h) * frac(a.kv_heads, c.p)
     return plain_gemm(c, choice, lin, h, qkv_w / h, c.rows, c.rows_t, col=(col_w, col_out))

@@ -13,7 +13,8 @@ import pytest
 
 import reference as ref
 from generators import (synthetic_chunked, synthetic_dense, synthetic_linear, synthetic_mamba,
-                        synthetic_latent_moe, synthetic_nemotron_h, synthetic_shapes,
+                        synthetic_head_gate, synthetic_latent_moe, synthetic_nemotron_h,
+                        synthetic_shapes,
                         synthetic_mla,
                         synthetic_moe, synthetic_window)
 from lts.cost.model import breakdown, evaluate
@@ -81,7 +82,9 @@ SYNTHETIC = {"moe-small": synthetic_moe, "mla-small": synthetic_mla, "dense-smal
              # chunked local attention (Llama 4) and full attention layers
              "chunked-small": synthetic_chunked,
              # layer kinds with their own attention shapes (heads, KV heads, widths, k_eq_v)
-             "shapes-small": synthetic_shapes}
+             "shapes-small": synthetic_shapes,
+             # a head-wise output gate (Step-3.7) with per-kind heads and dense layers
+             "head-gate-small": synthetic_head_gate}
 MODEL_NAMES = _shipped_models() + list(SYNTHETIC)
 
 

@@ -152,10 +152,6 @@ def test_mtp_shared_embeddings_toml_key(tmp_path):
 # families lts cannot cost: one line naming the feature, the supported families listed
 
 REFUSED = {
-    "step3p7": "Step-3.7's head-wise output gate (g_proj: a sigmoid per query head) is not "
-               "costed by lts, and the public copies of its config.json omit "
-               "attention_other_setting (the sliding layers' 96 query heads against 64 on the "
-               "full ones)",
     "deepseek_v4": "DeepSeek-V4's compressed attention (compress_ratios: each layer's KV "
                    "compressed 4x or 128x, with an indexer), hyper-connections (hc_mult residual "
                    "streams) and grouped low-rank output projections (o_groups, o_lora_rank) are "

@@ -208,8 +208,8 @@ class _Shape:
             self.qk_dim = a.head_dim
             self.v_dim = a.head_dim
             self.k_heads = float(a.kv_heads)
-            # output_gate (Qwen3.5): q_proj also makes the gate, as wide as the queries
-            self.qkv_out = (a.heads * (2 if a.output_gate else 1) + 2 * a.kv_heads) * a.head_dim
+            # q_proj also makes the output gates (AttentionSpec.q_out)
+            self.qkv_out = a.q_out + 2 * a.kv_heads * a.head_dim
         # the prefill tokens' attention (mla_prefill_shape): MLA un-absorbed, the others as above
         self.pre_qk_dim, self.pre_v_dim, self.up_k, self.up_v = \
             mla_prefill_shape(a) or (self.qk_dim, self.v_dim, 0.0, 0.0)
@@ -269,7 +269,7 @@ def _kind_shape(s: _Shape, k: _Kind, model: ModelSpec):
     k.attention = a
     k.heads, k.k_heads, k.qk_dim, k.v_dim = a.heads, float(a.kv_heads), a.head_dim, a.v_dim
     k.k_tok, k.v_tok = kv.kind_token_bytes(model, k.window)
-    k.q_out = a.heads * (2 if a.output_gate else 1) * a.head_dim     # with the output gate
+    k.q_out = a.q_out                                                  # with the output gates
     k.qkv_out = k.q_out + a.kv_heads * a.head_dim + (0 if a.k_eq_v else a.kv_heads * a.v_dim)
     k.ctx_out = a.heads * a.v_dim
 
@@ -576,9 +576,9 @@ def _fill_softmax(b: _Builder):
             _fill_gemm_kinds(b, "qkv", parts)
             qkv_w = None
     else:
-        q_w = s.h * a.heads * a.head_dim * (2 if a.output_gate else 1)   # with the gate
+        q_w = s.h * a.q_out                                               # with the gates
         col_w = q_w * _frac(heads, s.tp) + (qkv_w - q_w) * _frac(a.kv_heads, s.tp)
-        col_out = a.heads * a.head_dim * (2 if a.output_gate else 1) * _frac(heads, s.tp) \
+        col_out = a.q_out * _frac(heads, s.tp) \
             + 2 * a.kv_heads * a.head_dim * _frac(a.kv_heads, s.tp)
     if qkv_w is not None:
         _fill_gemm(b, "qkv", s.h, qkv_w / s.h, col_weights=col_w, col_out=col_out)

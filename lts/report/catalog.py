@@ -164,8 +164,11 @@ def render_topologies(console: Console, rows: list) -> None:
 
 
 def _gqa_widths(a) -> str:
-    """A gqa shape's V width where it is its own, and its k_eq_v ("V from k_proj")."""
+    """A gqa shape's V width where it is its own, its k_eq_v ("V from k_proj") and output
+    gates."""
     if a.kind != "gqa":
         return ""
-    return (f", v_head {a.v_dim}" if a.v_head_dim else "") + (", V from k_proj" if a.k_eq_v else "")
+    return (f", v_head {a.v_dim}" if a.v_head_dim else "") \
+        + (", V from k_proj" if a.k_eq_v else "") + (", output gate" if a.output_gate else "") \
+        + (", a gate per head" if a.head_gate else "")
 

@@ -544,14 +544,13 @@ def attention_params(m: ModelSpec, a=None) -> dict:
         # v_head_size)), or none (k_eq_v, Gemma 4's full layers: transformers
         # modeling_gemma4.py Gemma4TextAttention v_proj None); o_proj [heads v_dim, hidden]
         v = 0 if a.k_eq_v else a.kv_heads * a.v_dim
-        out = {"qkv": h * (a.heads * (2 if a.output_gate else 1) * a.head_dim
-                           + a.kv_heads * a.head_dim + v), "o": a.heads * a.v_dim * h}
+        out = {"qkv": h * (a.q_out + a.kv_heads * a.head_dim + v), "o": a.heads * a.v_dim * h}
         if a.bias or a.sinks:
             out["bias"] = a.bias * (a.heads * a.head_dim + a.kv_heads * a.head_dim + v + h) \
                 + a.sinks * a.heads
         return out
-    out = {"qkv": h * (a.heads * (2 if a.output_gate else 1) + 2 * a.kv_heads) * a.head_dim,
-           "o": a.heads * a.head_dim * h}     # output_gate: q_proj also makes the gate (Qwen3.5)
+    out = {"qkv": h * (a.q_out + 2 * a.kv_heads * a.head_dim),
+           "o": a.heads * a.head_dim * h}     # the gates with the queries (AttentionSpec.q_out)
     if a.bias or a.sinks:   # gpt-oss: q, k, v, o biases and a sink logit per head (not costed)
         out["bias"] = a.bias * ((a.heads + 2 * a.kv_heads) * a.head_dim + h) + a.sinks * a.heads
     return out

@@ -111,7 +111,7 @@ from .units import FP8_BLOCK, NVFP4_GROUP, W4A16_GROUP, W4A16_GROUP_32
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
             "deepseek_v2", "deepseek_v3", "gpt_oss", "deepseek_v32", "glm_moe_dsa",
             "qwen3_next", "qwen3_5_moe_text", "qwen3_5_text", "llama4_text", "mimo",
-            "gemma4_text", "mimo_v2_flash")
+            "gemma4_text", "mimo_v2_flash", "step3p7")
 # mimo: huggingface.co/XiaomiMiMo/MiMo-7B-Base config.json and modeling_mimo.py (MiMoModel is
 # Qwen2Model with mtp_layers; MiMoConfig is Qwen2Config with num_nextn_predict_layers)
 DENSE = ("llama", "mistral", "qwen2", "qwen3", "mimo")
@@ -146,7 +146,7 @@ MULTIMODAL = {"kimi_k25": ("kimi_k2", "deepseek_v3"), "qwen3_5_moe": ("qwen3_5_m
 # hybrid_layer_pattern 1 the sliding layers, of swa_num_attention_heads, swa_num_key_value_heads,
 # swa_head_dim, swa_v_head_dim and a sink logit per head; the others of num_attention_heads,
 # num_key_value_heads, head_dim, v_head_dim)
-KIND_SHAPED = ("gemma4_text", "mimo_v2_flash")
+KIND_SHAPED = ("gemma4_text", "mimo_v2_flash", "step3p7")
 # hybrid linear / full attention (Gated DeltaNet): huggingface.co/Qwen/Qwen3-Next-80B-A3B-Instruct
 # config.json, huggingface.co/Qwen/Qwen3.5-397B-A17B config.json (text_config)
 HYBRID = ("qwen3_next", "qwen3_5_moe_text", "qwen3_5_text")
@@ -735,8 +735,9 @@ def _attention(c: _Config, family: str, hidden: int) -> tuple[dict, dict]:
         if c.get("attention_bias", bool, default=False, nullable=True):
             raise c.error("attention_bias", "true is not supported (expected false: the "
                                             "checkpoints' q/k/v/o projections have no biases)")
-        kind_table, kind_keys = (_gemma4_attention if family == "gemma4_text"
-                                 else _mimo_v2_attention)(c, table)
+        kind_table, kind_keys = {"gemma4_text": _gemma4_attention,
+                                 "mimo_v2_flash": _mimo_v2_attention,
+                                 "step3p7": _step3p7_attention}[family](c, table)
         table.update(kind_table)
         keys.update(kind_keys)
     return table, keys
@@ -793,6 +794,37 @@ def _mimo_v2_attention(c: _Config, table: dict) -> tuple[dict, dict]:
     return {"sliding": sliding}, keys
 
 
+def _step3p7_attention(c: _Config, table: dict) -> tuple[dict, dict]:
+    """Step-3.7-Flash's attention (transformers src/transformers/models/step3p7,
+    huggingface/transformers commit 0cf66185, Step3p7Attention and Step3p7TextConfig): GQA of
+    head_dim with q/k norms and a sigmoid gate on each head's output from its own projection
+    g_proj [hidden, heads] (``head_gate``; vLLM's key use_head_wise_attn_gate, whose false
+    makes the gate query-wide, [hidden, heads x head_dim]: ``output_gate``). The sliding
+    layers have their own query heads: attention_other_setting's num_attention_heads (96 in
+    Step-3.7-Flash), else num_sliding_attention_heads, else the full layers' (the config class's
+    rule); their KV heads attention_other_setting's num_attention_groups, else the model's."""
+    gate = c.get("use_head_wise_attn_gate", bool, default=True, nullable=True)
+    gate = True if gate is None else gate
+    table["head_gate" if gate else "output_gate"] = True
+    other = c.get("attention_other_setting", dict, default={}, nullable=True) or {}
+    keys = {"attention.sliding.heads": "attention_other_setting",
+            "attention.sliding.kv_heads": "attention_other_setting",
+            "attention.sliding": "layer_types"}
+    heads = other.get("num_attention_heads")
+    if heads is None and c.data.get("num_sliding_attention_heads") is not None:
+        heads = c.get("num_sliding_attention_heads", int, positive=True)
+        keys["attention.sliding.heads"] = "num_sliding_attention_heads"
+    if heads is None:
+        c.note += ("; no attention_other_setting: the sliding layers costed with "
+                   f"num_attention_heads ({table['heads']}) query heads (Step-3.7-Flash's own "
+                   "config gives them 96)")
+        heads = table["heads"]
+    sliding = {"heads": heads}
+    if "num_attention_groups" in other:
+        sliding["kv_heads"] = other["num_attention_groups"]
+    return {"sliding": sliding}, keys
+
+
 def _sliding(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
     """The sliding window and which layers use it, as [attention] keys (module docstring):
     ``layer_types`` where the config lists it, else mistral/mixtral's ``sliding_window`` on
@@ -812,8 +844,9 @@ def _sliding(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
             "full_attention" if (i + 1) % every == 0 else "linear_attention"
             for i in range(layers)])
         return {"layer_types": kinds}, keys
-    if family == "gemma4_text":
-        # Gemma4TextConfig: layer_types (sliding_attention / full_attention) and sliding_window
+    if family in ("gemma4_text", "step3p7"):
+        # Gemma4TextConfig, Step3p7TextConfig: layer_types (sliding_attention / full_attention)
+        # and sliding_window
         return {"sliding_window": c.get("sliding_window", int, positive=True),
                 "layer_types": c.get("layer_types", list)}, keys
     if family == "mimo_v2_flash":
@@ -922,6 +955,8 @@ def _ffn(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
         return _gemma4_ffn(c)
     if family == "mimo_v2_flash":
         return _mimo_v2_ffn(c, layers)
+    if family == "step3p7":
+        return _step3p7_ffn(c, layers)
     if family in DENSE or family == "qwen3_5_text":
         return ({"kind": "dense", "gated": True,
                  "intermediate": c.get("intermediate_size", int, positive=True)},
@@ -984,6 +1019,46 @@ def _ffn(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
                 "ffn.intermediate": "intermediate_size"}
     keys.update({"ffn.experts": experts_key, "ffn.top_k": "num_experts_per_tok"})
     return table, keys
+
+
+def _step3p7_ffn(c: _Config, layers: int) -> tuple[dict, dict]:
+    """Step-3.7-Flash's FFN (transformers modeling_step3p7.py, commit 0cf66185:
+    Step3p7SparseMoeBlock, Step3p7MLP, Step3p7TextConfig): the layers moe_layers_enum lists
+    (the config class's default: layer 3 on) a MoE of n_routed_experts (its aliases
+    moe_num_experts, num_local_experts; the bundled copy says num_experts) of
+    moe_intermediate_size, num_experts_per_tok (moe_top_k) a token, and one shared expert of
+    share_expert_dim; the others gated MLPs of intermediate_size. lts costs a leading block of
+    dense layers (``ffn.dense_layers``)."""
+    key = next((k for k in ("n_routed_experts", "moe_num_experts", "num_local_experts",
+                            "num_experts") if k in c.data), "n_routed_experts")
+    top = "num_experts_per_tok" if "num_experts_per_tok" in c.data or "moe_top_k" not in c.data \
+        else "moe_top_k"
+    enum = c.data.get("moe_layers_enum")
+    if enum is None:
+        moe = set(range(min(3, layers), layers))
+    else:
+        items = enum.split(",") if isinstance(enum, str) else enum
+        try:
+            moe = {int(str(i).strip()) for i in items if str(i).strip()}
+        except (TypeError, ValueError):
+            raise c.error("moe_layers_enum", f"{_show(enum)} is not a list of layer "
+                                             "indices") from None
+    dense = layers - len(moe)
+    if moe != set(range(dense, layers)):
+        raise c.error("moe_layers_enum", f"{_show(enum)} interleaves dense and MoE layers, "
+                                         "which lts cannot represent (expected the layers from "
+                                         "some k on)")
+    share = c.get("share_expert_dim", int, positive=True)
+    table = {"kind": "moe", "gated": True, "experts": c.get(key, int, positive=True),
+             "top_k": c.get(top, int, positive=True),
+             "expert_intermediate": c.get("moe_intermediate_size", int, positive=True),
+             "shared_experts": 1, "shared_intermediate": share, "dense_layers": dense}
+    if dense:
+        table["intermediate"] = c.get("intermediate_size", int, positive=True)
+    return table, {"ffn.experts": key, "ffn.top_k": top,
+                   "ffn.expert_intermediate": "moe_intermediate_size",
+                   "ffn.shared_intermediate": "share_expert_dim",
+                   "ffn.dense_layers": "moe_layers_enum", "ffn.intermediate": "intermediate_size"}
 
 
 def _gemma4_ffn(c: _Config) -> tuple[dict, dict]:
@@ -1217,19 +1292,6 @@ def _nemotron_h(c: _Config, path: Path) -> ModelSpec:
 # model_types lts reads but cannot cost: the architectural feature, one line each (the configs'
 # keys; the sources named beside each)
 UNSUPPORTED = {
-    # Step-3.7-Flash: sliding-window layers project q to 96 x 128 (attention_other_setting's
-    # num_attention_heads for the layers of its attention_type "sliding_attention"), the
-    # full-attention layers to 64 x 128, both with 8 KV heads of 128, and a head-wise sigmoid
-    # output gate (g_proj) (a public MLX port's step3p7 package notes, "MFA per-layer head count";
-    # vLLM's Step3p5 attention reads attention_other_setting per layer the same way, vllm-project/
-    # vllm commit 01b50b9e step3p5.py Step3p5DecoderLayer; g_proj = ColumnParallelLinear(hidden,
-    # heads) when use_head_wise_attn_gate); the per-kind heads would be [attention.sliding], but
-    # the public copies of its config.json omit the key and lts has no head-wise gate op, so the
-    # family is refused as a whole
-    "step3p7": "Step-3.7's head-wise output gate (g_proj: a sigmoid per query head) is not "
-               "costed by lts, and the public copies of its config.json omit "
-               "attention_other_setting (the sliding layers' 96 query heads against 64 on the "
-               "full ones)",
     # huggingface.co/deepseek-ai/DeepSeek-V4-Flash config.json (compress_ratios, hc_mult, o_groups,
     # o_lora_rank)
     "deepseek_v4": "DeepSeek-V4's compressed attention (compress_ratios: each layer's KV "
@@ -1504,7 +1566,7 @@ def model_from_hf_config(path) -> ModelSpec:
 
     mtp_key = "mtp_num_hidden_layers" if family in HYBRID else "num_nextn_predict_layers"
     mtp = c.get(mtp_key, int, default=0, minimum=0, nullable=True) \
-        if family in DEEPSEEK + HYBRID + ("mimo",) else 0
+        if family in DEEPSEEK + HYBRID + ("mimo", "step3p7") else 0
     if mtp:
         c.note += (f"; {mtp} multi-token-prediction layer{'s' if mtp > 1 else ''} "
                    f"({mtp_key}) counted apart (params_mtp), not run")

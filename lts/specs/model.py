@@ -48,6 +48,10 @@ class AttentionSpec:
     output_gate: bool = False     # a sigmoid gate on the attention output from a second query-
                                   # wide projection (Qwen3-Next / Qwen3.5 attn_output_gate): q_proj
                                   # twice as wide (counted and costed); the gate's multiply not
+    head_gate: bool = False       # a sigmoid gate per query head on the attention output, from
+                                  # its own projection g_proj [hidden, heads] (Step-3.7's
+                                  # use_head_wise_attn_gate): q_proj's output one column wider
+                                  # per head (counted and costed); the gate's multiply not
     # DeepSeek Sparse Attention (mla only; DeepSeek-V3.2, GLM-5): a lightning indexer of
     # index_heads heads of index_head_dim scores every earlier token, and each query attends to
     # the index_topk best (cost.kv module docstring); 0: dense attention
@@ -74,6 +78,13 @@ class AttentionSpec:
     def sparse(self) -> bool:
         """DeepSeek Sparse Attention: an indexer picks the index_topk keys each query attends to."""
         return self.index_topk > 0
+
+    @property
+    def q_out(self) -> int:
+        """Columns of the query projection, split by heads under tp: the queries, Qwen3.5's
+        query-wide output gate (``output_gate``) and Step-3.7's one gate a head (``head_gate``)
+        (gqa)."""
+        return self.heads * (self.head_dim * (2 if self.output_gate else 1) + self.head_gate)
 
     @property
     def v_dim(self) -> int:   # width of one value head
@@ -593,9 +604,10 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     bias = a.get("bias", bool, False)
     sinks = a.get("sinks", bool, False)
     gate = a.get("output_gate", bool, False)
-    if kind == "mla" and gate:
-        raise SpecError(path, "attention.output_gate", "true is not supported with mla attention "
-                                                       "(gqa only)")
+    head_gate = a.get("head_gate", bool, False)
+    if kind == "mla" and (gate or head_gate):
+        key = "attention.output_gate" if gate else "attention.head_gate"
+        raise SpecError(path, key, "true is not supported with mla attention (gqa only)")
     if kind == "mla" and (bias or sinks):
         raise SpecError(path, "attention.bias" if bias else "attention.sinks",
                         "true is not supported with mla attention (gqa only)")
@@ -603,7 +615,7 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     if kind == "gqa":
         mla.update(_gqa_shape(a, path, head_dim))
     base = AttentionSpec(kind, heads, kv_heads, head_dim, **mla, window=window, bias=bias,
-                         sinks=sinks, output_gate=gate, chunk=chunk)
+                         sinks=sinks, output_gate=gate, head_gate=head_gate, chunk=chunk)
     kinds = _kind_shapes(a, path, base, layer_types, layers)
     a.finish()
     attention = dataclasses.replace(base, kinds=kinds) if kinds else base
