@@ -14,7 +14,8 @@
   ``synthetic_linear()`` one with linear attention (Gated DeltaNet) and full attention layers.
   ``synthetic_mamba()`` one with Mamba-2 and full attention layers;
   ``synthetic_nemotron_h()`` one with layers without an FFN (Nemotron-H's blocks);
-  ``synthetic_head_gate()`` one with Step-3.7's head-wise output gate and per-kind heads.
+  ``synthetic_head_gate()`` one with Step-3.7's head-wise output gate and per-kind heads;
+  ``synthetic_compressed()`` DeepSeek-V4's compressed attention and hyper-connections.
 """
 from __future__ import annotations
 
@@ -200,6 +201,24 @@ def synthetic_head_gate():
         ffn=dict(kind="moe", gated=True, experts=16, top_k=4, expert_intermediate=256,
                  shared_experts=1, dense_layers=2, intermediate=2048)),
         "synthetic:head-gate-small")
+
+
+def synthetic_compressed(**attention):
+    """DeepSeek-V4-like, scaled down: compressed attention (one 128-wide KV entry, q through a
+    256-wide low rank, the output through 4 groups of a 128-wide low rank, a window of 64) with
+    layers of ratio 0 (the window alone), 4 (CSA: an indexer of 4 heads of 64 picks 32
+    entries) and 16 (HCA), repeated; hyper-connections of 4 copies; MoE with a shared expert on
+    every layer. 6 layers: pp 1, 2 give every stage the three kinds, pp 3, 6 do not."""
+    att = dict(kind="compressed", heads=16, kv_heads=1, head_dim=128, q_lora_rank=256,
+               qk_rope_head_dim=32, o_lora_rank=128, o_groups=4, sliding_window=64, sinks=True,
+               compress_ratios=[0, 4, 16] * 2, index_topk=32, index_heads=4, index_head_dim=64,
+               index_ratio=4)
+    att.update(attention)
+    return model_from_dict(dict(
+        name="compressed-small", source="test", layers=6, hidden=1024, vocab=16000, hc_mult=4,
+        attention=att,
+        ffn=dict(kind="moe", gated=True, experts=16, top_k=2, expert_intermediate=256,
+                 shared_experts=1)), "synthetic:compressed-small")
 
 
 @st.composite

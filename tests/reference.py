@@ -70,7 +70,7 @@ from dataclasses import replace
 from lts.specs import attention_params
 from lts.specs.model import WEIGHT_GROUPS
 from lts.specs.units import WEIGHT_FORMATS
-from lts.specs.model import Chunk
+from lts.specs.model import Chunk, Compressed
 from lts.specs.strategy import BATCH, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
 
 COMPAT = ("kv_per_microbatch", "moe_layout_everywhere", "ffn_fractional_t_rows")
@@ -280,7 +280,19 @@ class _Ctx:
         self.h = model.hidden
         self.idx_tok = self.idx_fl = 0.0   # no sparse-attention indexer (set below for MLA)
         self.indexed = True                # the layer being walked runs its indexer: walk
-        if a.kind == "mla":       # absorbed MLA: scores/context over the shared latent
+        if a.kind == "compressed":    # DeepSeek-V4: MQA over one 512-wide entry, key and value
+            self.qk_dim = self.v_dim = a.head_dim
+            nope = a.head_dim - a.qk_rope_head_dim
+            # vLLM's fp8_ds_mla row: fp8 non-rotary dims, a ue8m0 scale per 64 and a pad byte,
+            # bf16 rotary dims; bf16 whole
+            self.k_tok = self.v_tok = a.head_dim * self.kvb if self.kvb >= 2 else \
+                nope + 2 * a.qk_rope_head_dim + math.ceil(nope / 64) + 1
+            self.k_heads = 1.0
+            self.idx_tok = (a.index_head_dim + 4 * math.ceil(a.index_head_dim / 128)) \
+                if a.index_topk else 0.0
+            self.idx_fl = 2.0 * a.index_heads * a.index_head_dim
+            self.qkv_out = a.heads * a.head_dim + a.head_dim
+        elif a.kind == "mla":     # absorbed MLA: scores/context over the shared latent
             self.qk_dim = a.kv_lora_rank + a.qk_rope_head_dim
             self.v_dim = a.kv_lora_rank
             self.k_tok = (a.kv_lora_rank + a.qk_rope_head_dim) * self.kvb
@@ -332,6 +344,8 @@ class _Ctx:
         inter_moe = self.rows * self.top_k * f.expert_intermediate + self.rows * f.shared_intermediate
         self.point_bytes = {
             "hidden": self.rows * self.h * self.ab,
+            # the residual stream: hc_mult hidden states under hyper-connections
+            "residual": self.rows * self.h * model.hc_mult * self.ab,
             "qkv": self.rows * self.qkv_out * self.ab,
             "scores": None,              # per layer: layer()
             "context": self.rows * self.ctx_out * self.ab,
@@ -376,6 +390,9 @@ class _Ctx:
                 self.point_bytes[point] = self.rows * width * self.ab
             return
         self.qkv_out, self.ctx_out = self.attn_widths
+        if self.m.attention.kind == "compressed":
+            self._compressed(window)
+            return
         if self.general:
             self._shape(window)
         self.point_bytes["qkv"] = self.rows * self.qkv_out * self.ab
@@ -408,6 +425,53 @@ class _Ctx:
             n = int(self.per_prompt)
             size = self.isl / n                                   # one chunk of one prompt
             self.chunk_read = sum(min(c + j * size, size + w) for j in range(1, n + 1)) / n / size
+            score_rows += self.chunk * self.chunk_sel
+        self.point_bytes["scores"] = score_rows * self.heads * self.ab
+
+    def _compressed(self, window):
+        """A compressed-attention layer (DeepSeek-V4) of ``window`` (a ``Compressed`` marker, or
+        the plain window of a ratio-0 layer), counted one query at a time: it holds the last w
+        tokens' entries and one compressed entry per r tokens; query i attends to min(i, w) and
+        floor(i / r) entries (at most topk: CSA); a CSA indexer scores the floor(i / r)."""
+        work = self.work
+        comp = isinstance(window, Compressed)
+        w, r = (window.window, window.ratio) if comp else (window, 0)
+        topk = window.topk if comp else 0
+        self.csa, self.ratio = comp and bool(topk), r
+        # the compressor's decode state: fp32 kv and score states of its window of c r tokens,
+        # c head_dim wide (c = 2 under CSA), and the CSA indexer compressor's of index_head_dim
+        a, cf = self.m.attention, 2 if self.csa else 1
+        self.state = 0.0 if not r else 2 * (cf * r) * (cf * a.head_dim) * 4.0 \
+            + (2 * (2 * r) * (2 * a.index_head_dim) * 4.0 if self.csa else 0.0)
+
+        def entries(i):       # compressed entries at context i
+            return i // r if r else 0
+
+        def keys(i):          # entries query i attends to
+            e = entries(i)
+            return min(i, w) + (min(e, topk) if topk else e)
+        ctx = int(work.context)
+        pc = int(work.cached) if work.phase == "prefill" else 0
+        # (a ratio-0 layer's window in a prefill: its whole prompt, as every window's)
+        self.ctx = float(min(ctx, w) + entries(ctx)) if comp or self.decode else float(ctx)
+        queries = range(pc + 1, ctx + 1)
+        self.sel = float(keys(ctx)) if self.decode else self.ctx
+        self.sel_attn = self.sel if self.decode else sum(keys(i) for i in queries) / len(queries)
+        self.idx_keys = float(entries(ctx)) if self.decode else \
+            sum(entries(i) for i in queries) / len(queries)
+        self.idx_held = float(entries(ctx))
+        score_rows = self.seq_rows * self.sel_attn
+        if work.phase == "mixed":
+            c, isl = int(work.cached), int(self.isl)
+            chunk_q = range(c + 1, c + isl + 1)
+            self.chunk_sel = sum(keys(i) for i in chunk_q) / isl
+            self.chunk_idx = sum(entries(i) for i in chunk_q) / isl
+            n = int(self.per_prompt)
+            size = self.isl / n
+            # chunk j reads the window before it, its own tokens and its prompt's compressed
+            # entries so far (all: an upper bound under CSA)
+            self.chunk_read = sum(size + w + (c + j * size) / r if r else
+                                  min(c + j * size, size + w) for j in range(1, n + 1)) / n / size
             score_rows += self.chunk * self.chunk_sel
         self.point_bytes["scores"] = score_rows * self.heads * self.ab
 
@@ -477,16 +541,31 @@ def embedding(c, choice):
     return _Op(c, 0.0, rows * h * (wb + c.ab), v * h * wb), R
 
 
-def norm(c, choice):
-    """RMSNorm + residual add; its choice fixes the layout (T, F or R)."""
-    h, wb = c.h, c.fmts["norm"][0]
+def norm(c, choice, final=False):
+    """RMSNorm + residual add; its choice fixes the layout (T, F or R). Under hyper-connections
+    (hc_mult n > 1, DeepSeek-V4's mHC) a norm also carries its site's mixing, per token: the pre
+    mixes ([n h] -> (2 + n) n, a GEMM; their sums) reading the n copies twice and writing the
+    sublayer's input, the post mixing (n x n over the copies plus the output) reading n h + h and
+    writing n h; the final norm the head's collapse (n mixes, no post); fp32 mixing weights; on
+    a hidden split the mixes all-reduced with the sums of squares."""
+    h, wb, n = c.h, c.fmts["norm"][0], c.m.hc_mult
+    fl, io, w, red = 8.0 * h, 4.0 * h, h * wb, 0.0
+    if n > 1:
+        mixes = n if final else (2 + n) * n
+        fl += 2.0 * mixes * n * h + 3.0 * n * h
+        io += 2.0 * n * h + h
+        if not final:
+            fl += 2.0 * n * n * h + 2.0 * n * h
+            io += n * h + h + n * h
+        w += mixes * n * h * 4.0
+        red = float(mixes)
     if choice == DIM0:
-        return _Op(c, 8.0 * c.rows_t * h, 4.0 * c.rows_t * h * c.ab, h * wb), T
+        return _Op(c, fl * c.rows_t, io * c.rows_t * c.ab, w), T
     if choice == DIM1:     # hidden split: per-token sums of squares all-reduced in fp32
         fh = frac(h, c.p)
-        return _Op(c, 8.0 * c.rows * h * fh, 4.0 * c.rows * h * fh * c.ab, h * fh * wb,
-                   colls=[("all-reduce", "tp", c.rows * 4.0)]), F
-    return _Op(c, 8.0 * c.rows * h, 4.0 * c.rows * h * c.ab, h * wb), R
+        return _Op(c, fl * c.rows * fh, io * c.rows * fh * c.ab, w * fh,
+                   colls=[("all-reduce", "tp", c.rows * 4.0 * (1.0 + red))]), F
+    return _Op(c, fl * c.rows, io * c.rows * c.ab, w), R
 
 
 def plain_gemm(c, choice, lin, k, n, rows, rows_t, k_frac=None, col=None, group="attention"):
@@ -604,6 +683,13 @@ def qkv(c, choice, lin):
     a, h = c.a, c.h
     qkv_w = attention_params(c.m, a)["qkv"]
     heads = float(a.heads)
+    if a.kind == "compressed":    # wq_b by heads; wq_a, wkv, compressor, indexer replicated
+        comp = _compressor_weights(c)
+        up = a.q_lora_rank * a.heads * a.head_dim
+        qkv_w += comp
+        col_w = qkv_w - up + up * frac(heads, c.p)
+        col_out = heads * a.head_dim * frac(heads, c.p) + a.head_dim
+        return plain_gemm(c, choice, lin, h, qkv_w / h, c.rows, c.rows_t, col=(col_w, col_out))
     if a.kind == "mla":    # column: q_b, kv_b split by heads; q_a, kv_a replicated
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
         down = h * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
@@ -620,6 +706,78 @@ def qkv(c, choice, lin):
         col_w = q_w * frac(heads, c.p) + (qkv_w - q_w) * frac(a.kv_heads, c.p)
         col_out = q_w / h * frac(heads, c.p) + (c.qkv_out - q_w / h) * frac(a.kv_heads, c.p)
     return plain_gemm(c, choice, lin, h, qkv_w / h, c.rows, c.rows_t, col=(col_w, col_out))
+
+
+def _compressor_weights(c):
+    """The compressor's (and a CSA layer's indexer's) weights of the layer being walked: ape
+    [r x c, head], wkv and wgate [hidden, c x head], norm [head], c 2 under CSA (overlapping
+    windows); the indexer's wq_b [q_lora, heads x dim], weights_proj [hidden, heads] and its own
+    compressor at index_head_dim."""
+    a, h = c.m.attention, c.h
+    r = c.ratio
+    if not r:
+        return 0.0
+    cf = 2 if c.csa else 1
+
+    def comp(d):
+        return r * cf * d + 2 * h * cf * d + d
+    out = comp(a.head_dim)
+    if c.csa:
+        out += a.q_lora_rank * a.index_heads * a.index_head_dim + h * a.index_heads \
+            + comp(a.index_head_dim)
+    return out
+
+
+def _compressed_attention(c, choice, lin, reads):
+    """Scores (``reads``: the entries read once, and a CSA layer's indexer) or context of a
+    compressed-attention layer: every head over the keys its query attends to."""
+    heads, hd = float(c.heads), float(c.qk_dim)
+    if choice == DIM0:     # heads; the one KV head's entries whole on every rank
+        seqs, f, fc = c.seqs, frac(heads, c.p), 1.0
+    elif choice == DIM1:   # the head dim
+        seqs, f, fc = c.seqs, frac(hd, c.p), frac(hd, c.p)
+    else:
+        seqs, f, fc = (c.seqs_t if lin == T else c.seqs), 1.0, 1.0
+    fl = seqs * c.tps * 2.0 * heads * hd * c.sel_attn * f
+    by = seqs * c.tps * heads * hd * c.ab * 2 * f
+    held = seqs * (c.ctx * c.k_tok + c.state) * fc
+    if reads:
+        by += seqs * c.sel * c.k_tok * fc
+    if reads and c.csa:
+        fl += seqs * c.tps * c.idx_fl * c.idx_keys
+        by += seqs * c.idx_held * c.idx_tok
+        held += seqs * c.idx_held * c.idx_tok
+    chunk = c.chunk_t if (choice not in (DIM0, DIM1) and lin == T) else c.chunk
+    if chunk:
+        fl += chunk * 2.0 * heads * hd * c.chunk_sel * f
+        by += chunk * heads * hd * c.ab * 2 * f
+        if reads:
+            by += chunk * c.chunk_read * c.k_tok * fc
+        if reads and c.csa:
+            fl += chunk * c.idx_fl * c.chunk_idx
+    return _Op(c, fl, by, 0.0, held, compute_s=fl / c.attn_peak)
+
+
+def _compressed_out(c, choice, lin):
+    """The grouped low-rank output: wo_a [heads head_dim / groups, o_lora] a group, wo_b
+    [groups o_lora, hidden]; row: by groups (partial sums), column: wo_b's hidden columns."""
+    a, h = c.m.attention, c.h
+    heads, hd, g, r = float(a.heads), float(a.head_dim), float(a.o_groups), float(a.o_lora_rank)
+    wb, wbr, peak = c.fmts["attention"]
+    w_a, w_b = heads * hd * r, g * r * h
+    rows = c.rows_t if (choice not in (DIM0, DIM1) and lin == T) else c.rows
+    if choice == DIM0:
+        w = (w_a + w_b) * frac(g, c.p)
+        io = rows * (heads * hd * frac(heads, c.p) + h) * c.ab
+        out = P
+    elif choice == DIM1:
+        w = w_a + w_b * frac(h, c.p)
+        io = rows * (heads * hd + h * frac(h, c.p)) * c.ab
+        out = F
+    else:
+        w, io, out = w_a + w_b, rows * (heads * hd + h) * c.ab, lin
+    fl = 2.0 * rows * w
+    return _Op(c, fl, w * wbr + io + rows * g * r * c.ab, w * wb, compute_s=fl / peak), out
 
 
 def _attention(c, choice, lin, dims, cache_tok, index=False):
@@ -664,6 +822,8 @@ def _attention(c, choice, lin, dims, cache_tok, index=False):
 def scores(c, choice, lin):
     if c.linear:
         return _linear_op(c, choice, lin, "rule"), {DIM0: F, DIM1: P}.get(choice, lin)
+    if c.m.attention.kind == "compressed":
+        return _compressed_attention(c, choice, lin, True), {DIM0: F, DIM1: P}.get(choice, lin)
     op = _attention(c, choice, lin, (c.qk_dim, c.pre_qk_dim, c.up_k, c.up_k_el), c.k_tok,
                     index=c.indexed)
     return op, {DIM0: F, DIM1: P}.get(choice, lin)
@@ -672,11 +832,15 @@ def scores(c, choice, lin):
 def context(c, choice, lin):
     if c.linear:
         return _linear_op(c, choice, lin, "conv"), {DIM0: F, DIM1: F}.get(choice, lin)
+    if c.m.attention.kind == "compressed":
+        return _compressed_attention(c, choice, lin, False), {DIM0: F, DIM1: F}.get(choice, lin)
     op = _attention(c, choice, lin, (c.v_dim, c.pre_v_dim, c.up_v, c.up_v_el), c.v_tok)
     return op, {DIM0: F, DIM1: F}.get(choice, lin)
 
 
 def out_proj(c, choice, lin):
+    if c.m.attention.kind == "compressed":
+        return _compressed_out(c, choice, lin)
     g = c.m.linear
     heads = (g.heads if hasattr(g, "state_size") else g.value_heads) if c.linear \
         else c.heads
@@ -906,7 +1070,7 @@ class _Walker:
         latent; when both ops store it alike, the scores copy serves both)."""
         c, ch = self.c, self.ch
         ks, vs = self.ops["scores"], self.ops["context"]
-        if c.m.attention.kind == "mla" and not c.linear:
+        if c.m.attention.kind in ("mla", "compressed") and not c.linear:
             def store(choice, op_lin):    # heads and R keep whole latents; dim splits; T own seqs
                 return {DIM0: "whole", DIM1: "dim"}.get(choice, "own" if op_lin == T else "whole")
             same = store(ch["scores"], self.lin["scores"]) == store(ch["context"], self.lin["context"])
@@ -967,7 +1131,7 @@ def evaluate(model, topo, work, row, compat=()):
         for layer in range(s * lp, (s + 1) * lp):
             if layer > 0:  # layer boundary: FFN output and residual into this attn_norm's layout
                 w.convert("attn_norm", "hidden", x, l2)
-                w.convert("attn_norm", "hidden", res, l2)
+                w.convert("attn_norm", "residual", res, l2)
             op, _ = norm(c, ch["attn_norm"])
             w.run("attn_norm", op)
             c.layer(model.layer_windows[layer])          # this layer's attention kind
@@ -987,7 +1151,7 @@ def evaluate(model, topo, work, row, compat=()):
                 continue
             res = l7
             w.convert("ffn_norm", "hidden", cur, l7)      # attention output
-            w.convert("ffn_norm", "hidden", l2, l7)       # residual
+            w.convert("ffn_norm", "residual", l2, l7)     # residual
             op, _ = norm(c, ch["ffn_norm"])
             w.run("ffn_norm", op)
             x, pair_ok = w.ffn_block(model.layer_moe[layer], l7)   # this layer's FFN kind
@@ -996,13 +1160,13 @@ def evaluate(model, topo, work, row, compat=()):
             if moe_out is not None:
                 x = moe_out
         if s < pp - 1:
-            nb = c.point_bytes["hidden"]
             boundary_sends.append(sum(
-                c.coll_time("send", "pp", nb / c.p if lo in (T, F) else nb) for lo in (x, res)))
+                c.coll_time("send", "pp", nb / c.p if lo in (T, F) else nb)
+                for lo, nb in ((x, c.point_bytes["hidden"]), (res, c.point_bytes["residual"]))))
     # last stage: final norm, LM head, sampled ids on every rank
     w.convert("final_norm", "hidden", x, l11)
-    w.convert("final_norm", "hidden", res, l11)
-    op, _ = norm(c, ch["final_norm"])
+    w.convert("final_norm", "residual", res, l11)
+    op, _ = norm(c, ch["final_norm"], final=True)
     w.run("final_norm", op)
     _, _, out12 = w.gemm_step("lm_head", lm_head, "gemm", l11, "hidden")
     logits = c.point_bytes["logits"]

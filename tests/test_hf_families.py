@@ -152,13 +152,6 @@ def test_mtp_shared_embeddings_toml_key(tmp_path):
 # families lts cannot cost: one line naming the feature, the supported families listed
 
 REFUSED = {
-    "deepseek_v4": "DeepSeek-V4's compressed attention (compress_ratios: each layer's KV "
-                   "compressed 4x or 128x, with an indexer), hyper-connections (hc_mult residual "
-                   "streams) and grouped low-rank output projections (o_groups, o_lora_rank) are "
-                   "not costed by lts",
-    "deepseek_ref": "a DeepSeek-V4 reference config (sgl-project; DeepseekV4ForCausalLM): its "
-                    "compressed attention (compress_ratios), hyper-connections (hc_mult) and "
-                    "grouped output projections (o_groups) are not costed by lts",
     "kimi_k3": "Kimi-K3 mixes Kimi Delta Attention layers (text_config.linear_attn_config."
                "kda_layers) with MLA layers (full_attn_layers); lts's linear attention is Gated "
                "DeltaNet beside GQA layers, and KDA beside MLA is not costed",

@@ -48,6 +48,19 @@ conv_channels), the same at any context. It is a layer kind of its own (the tabl
 ops and weight them by its share of the layers; ``layer_token_bytes`` lists the attention layers
 only); ``request_bytes`` adds its state to the attention layers' KV.
 
+**Compressed attention** (DeepSeek-V4, attention kind "compressed"; a ``specs.model.Compressed``
+marker of ratio r in ``layer_windows``, or the plain window on a layer of ratio 0): every layer
+keeps the last ``window`` tokens' entries and, at ratio r, one compressed entry per r tokens
+(a pooled, normalized 512-wide vector that serves as key and value, like MLA's latent): a
+request at context L holds min(L, w) + floor(L / r) entries (``held_tokens``). A query attends
+to the window and to the compressed entries, all of them (HCA, ratio 128) or the ``topk`` its
+indexer picks among them (CSA, ratio 4; ``read_tokens``); the indexer scores every compressed
+entry with its own key cache (``index_token_bytes`` each, ``index_keys``). A prefill query i
+attends to min(i, w) + floor(i / r) keys (capped at topk under CSA): ``mean_keys`` in closed
+form (``floor_sum``). Each compressed layer also holds its compressor's decode state whatever
+the context (``compressor_state_bytes``). An entry is ``kind_token_bytes``: bf16, or vLLM's
+fp8_ds_mla layout under an fp8 cache (448 fp8 + 64 bf16 rotary + 8 scale bytes at head_dim 512).
+
 **Mamba-2** (``mamba`` layers, ``specs.Mamba2Spec``) is the same shape of kind (the same
 ``LINEAR`` marker in ``layer_windows``, one recurrent kind a model): its state is heads x
 head_dim x state_size in the state dtype (fp32) plus the conv1d's last conv_kernel - 1 inputs of
@@ -58,7 +71,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import ModelSpec
-from ..specs.model import LINEAR, Chunk, Mamba2Spec
+from ..specs.model import LINEAR, Chunk, Compressed, Mamba2Spec
 from ..specs.units import DTYPE_BYTES
 
 
@@ -79,10 +92,89 @@ def kind_token_bytes(model: ModelSpec, window) -> tuple:
     modeling_gemma4.py: V = v_norm(k_proj(x)), K is also k_norm'ed and rotated; both go to
     past_key_values.update)."""
     a, kvb = model.kind_attention(window), model.precision.kv_bytes
+    if a.compressed:       # one entry, key and value (``latent``)
+        e = compressed_entry_bytes(a, kvb)
+        return e, e
     if a.kind == "mla":
         return (a.kv_lora_rank + a.qk_rope_head_dim) * kvb, a.kv_lora_rank * kvb
     k = a.kv_heads * a.head_dim * kvb
     return k, (a.kv_heads * a.v_dim * kvb if a.v_head_dim else k)
+
+
+# vLLM's fp8_ds_mla cache entry for DeepSeek-V4 (vllm/v1/kv_cache_interface.py, "DeepseekV4:
+# 448B NoPE + 128B RoPE + 8B fp8 scale = 584B/token"; vllm-project/vllm commit 0484480b
+# vllm/models/deepseek_v4/attention.py row_width=584): the non-rotary part fp8 with one ue8m0
+# scale per 64 values (7) and a pad byte, the rotary part bf16
+FP8_ENTRY_SCALE_BLOCK = 64
+
+
+def compressed_entry_bytes(a, kvb: float) -> float:
+    """Bytes of one cache entry (a window token or a compressed entry) of compressed
+    attention: head_dim in the KV type (bf16: 1024 at 512), or under an fp8 cache the
+    non-rotary dims in fp8 with their scales and a pad byte, the rotary dims in bf16 (584)."""
+    if kvb >= 2:
+        return a.head_dim * kvb
+    nope = a.head_dim - a.qk_rope_head_dim
+    return nope * kvb + a.qk_rope_head_dim * 2.0 + -(-nope // FP8_ENTRY_SCALE_BLOCK) + 1
+
+
+def compressor_state_bytes(model: ModelSpec, ratio: int) -> float:
+    """Bytes of a compressed layer's compressor decode state per request, at any context: the
+    fp32 kv_state and score_state of its window, 2 (c r) (c head_dim) x 4 bytes, c = 2 on the
+    layers that run the indexer (overlapping windows), plus the indexer compressor's own at
+    index_head_dim (vllm-project/vllm commit 01cc1d3e vllm/models/deepseek_v4/compressor.py
+    CompressorStateCache, state_dim 2 coff head_dim; deepseek-ai/DeepSeek-V4-Flash
+    inference/model.py Compressor.kv_state / score_state). 0 at ratio 0."""
+    a = model.attention
+    if not ratio:
+        return 0.0
+    indexed = a.sparse and ratio == a.index_ratio
+    c = 2 if indexed else 1
+    out = 2.0 * (c * ratio) * (c * a.head_dim) * 4.0
+    if indexed:
+        out += 2.0 * (2 * ratio) * (2 * a.index_head_dim) * 4.0
+    return out
+
+
+def floor_sum(length, r):
+    """sum_{i=1..length} floor(i / r), elementwise: r q (q - 1) / 2 + q (length - q r + 1)
+    with q = floor(length / r)."""
+    length = np.asarray(length, dtype=np.float64)
+    q = np.floor(length / r)
+    return r * q * (q - 1.0) / 2.0 + q * (length - q * r + 1.0)
+
+
+def read_tokens(window, context):
+    """Entries a decoding query of a compressed layer attends to (and a step reads) at
+    ``context``: the window's and the compressed entries, all (HCA) or at most topk (CSA); a
+    layer of any other kind: ``held_tokens``."""
+    if not isinstance(window, Compressed):
+        return held_tokens(window, context)
+    comp = np.floor(np.asarray(context, dtype=np.float64) / window.ratio)
+    if window.topk:
+        comp = np.minimum(comp, float(window.topk))
+    return np.minimum(context, float(window.window)) + comp
+
+
+def index_keys(window, context, decode: bool = True):
+    """Compressed entries a CSA layer's indexer scores per query: every one, floor(context /
+    r) when decoding, a prefill's mean over its queries (``floor_sum``); 0 on other layers."""
+    if not isinstance(window, Compressed) or not window.topk:
+        return 0.0
+    if decode:
+        return np.floor(np.asarray(context, dtype=np.float64) / window.ratio)
+    length = np.asarray(context, dtype=np.float64)
+    return floor_sum(length, window.ratio) / np.maximum(length, 1.0)
+
+
+def index_keys_after(window, start, length):
+    """``index_keys`` of a prefill's queries at positions start + 1 .. start + length (after a
+    cached prefix, or a mixed step's chunk): their mean, by differences of ``floor_sum``."""
+    if not isinstance(window, Compressed) or not window.topk:
+        return 0.0
+    start, length = np.asarray(start, dtype=np.float64), np.asarray(length, dtype=np.float64)
+    r = window.ratio
+    return (floor_sum(start + length, r) - floor_sum(start, r)) / np.maximum(length, 1.0)
 
 
 def state_bytes(model: ModelSpec) -> tuple:
@@ -147,15 +239,18 @@ def selected_tokens(model: ModelSpec, held, decode: bool = True):
 
 
 def latent(model: ModelSpec) -> bool:
-    """Whether keys and values are read from one stored latent (MLA), kept once, rather than
-    two caches (GQA)."""
-    return model.attention.kind == "mla"
+    """Whether keys and values are read from one stored latent (MLA; compressed attention's
+    entries), kept once, rather than two caches (GQA)."""
+    return model.attention.kind in ("mla", "compressed")
 
 
 def held_tokens(window, context, decode: bool = True):
     """Tokens of a sequence's context that a layer with sliding ``window`` (None: full
     attention) holds in its cache and reads in a step: min(context, window) when decoding; a
     prefill step writes and reads its whole prompt (every key is some query's neighbour)."""
+    if isinstance(window, Compressed):     # the window and the compressed entries
+        return np.minimum(context, float(window.window)) \
+            + np.floor(np.asarray(context, dtype=np.float64) / window.ratio)
     if window is None or not decode:
         return context
     if isinstance(window, Chunk):      # the current chunk (module docstring)
@@ -170,6 +265,15 @@ def mean_keys(window, length):
     full = (length + 1) / 2
     if window is None:
         return full
+    if isinstance(window, Compressed):     # min(i, w) + floor(i / r), capped at topk (CSA)
+        length = np.asarray(length, dtype=np.float64)
+        r = window.ratio
+        comp = floor_sum(length, r)
+        if window.topk:                    # floor(i / r) >= topk from i = r topk on
+            edge = r * window.topk - 1.0
+            comp = np.where(length <= edge, comp, floor_sum(edge, r)
+                            + (length - edge) * window.topk)
+        return mean_keys(window.window, length) + comp / np.maximum(length, 1.0)
     if isinstance(window, Chunk):      # query i: ((i - 1) mod C) + 1 keys
         c = float(window.size)
         q, r = np.floor_divide(length, c), np.mod(length, c)
@@ -199,6 +303,12 @@ def chunk_reads(window, chunks, isl, cached=0.0):
     full = (chunks + 1) / 2 + off
     if window is None:
         return full
+    if isinstance(window, Compressed):
+        # a chunk reads the window before it and its prompt's compressed entries so far (a
+        # CSA chunk's queries' top-k choices together: all of them, an upper bound), in
+        # chunks of its size: 1 + w / chunk + (the prompt so far) / r
+        size = float(isl) / chunks
+        return 1.0 + float(window.window) / size + full / window.ratio
     if isinstance(window, Chunk):      # at most a window of C (module docstring)
         window = window.size
     cap = 1.0 + float(window) * chunks / float(isl)      # 1 + w / (isl / chunks)
@@ -245,7 +355,11 @@ def request_bytes(model: ModelSpec, tokens) -> float:
     # the indexer's keys in the layers that run one (attention.indexer_types)
     indexed = sum(count * held_tokens(w, tokens) for (w, ix), count in model.attention_kinds
                   if ix)
-    rest = indexed * index_token_bytes(model) + model.linear_layers * sum(state_bytes(model))
+    if model.attention.compressed:     # the indexer keys of the CSA layers' compressed entries
+        indexed = sum(count * np.floor(tokens / w.ratio) for (w, ix), count
+                      in model.attention_kinds if ix)
+    rest = indexed * index_token_bytes(model) + model.linear_layers * sum(state_bytes(model)) \
+        + sum(compressor_state_bytes(model, r) for r in model.attention.compress_ratios)
     if not uniform(model):     # each kind's tokens at its own bytes (AttentionSpec.kinds)
         return sum(count * held_tokens(w, tokens) * sum(kind_token_bytes(model, w))
                    for w, count in model.kind_groups if w != LINEAR) + rest

@@ -49,7 +49,10 @@ SLOT_MODES = {
 }
 
 # activation points where conversions happen (bytes of the full activation per tp group)
-POINTS = ("hidden", "qkv", "scores", "context", "inter", "inter_dense", "router", "logits")
+# (residual: the residual stream, hc_mult hidden states wide under hyper-connections, else the
+# hidden state's bytes)
+POINTS = ("hidden", "qkv", "scores", "context", "inter", "inter_dense", "router", "logits",
+          "residual")
 PT = {name: i for i, name in enumerate(POINTS)}
 
 

@@ -484,6 +484,7 @@ def breakdown(model: ModelSpec, topo: TopologySpec, work: Workload, strategy) ->
                     "count": pp, "compute_s": 0.0, "memory_s": 0.0, "time_s": 0.0,
                     "weight_bytes": 0.0,
                     "collectives": [{"kind": "send", "group": "pp",
-                                     "bytes": float(tab.send_bytes[g, 1]),
+                                     "bytes": float(tab.send_bytes[g, 1]
+                                                    + tab.send_bytes[g, 3]),
                                      "time_s": float(w.send_s[0]), "count": pp}]})
     return res, ops

@@ -20,8 +20,8 @@ from . import kv
 from .layouts import (CONVERSION, F, FFN1_MODES, FFN2_MODES, MAX_MODES, MODE_DIM0, MODE_DIM1,
                       MODE_EXPERTS, MODE_NONE, MODE_NONE_T, N_LAYOUTS, P, POINTS, PT, SLOT, SLOTS,
                       T)
-from ..specs import WEIGHT_GROUPS, ModelSpec, TopologySpec, attention_params
-from ..specs.model import Mamba2Spec
+from ..specs import WEIGHT_GROUPS, ModelSpec, TopologySpec, attention_params, compressor_params
+from ..specs.model import Compressed, Mamba2Spec
 from ..specs.units import WEIGHT_FORMATS
 from ..specs.strategy import BATCH, EP, EXPERTS, PP, TP
 from ..specs.workload import Workload, compose_step
@@ -55,8 +55,9 @@ class Tables:
     conv_s: np.ndarray                 # [G, points, 6 from, 6 to] (zero diagonal; ER/ET free)
     conv_bytes: np.ndarray             # [G, points] full activation bytes
     final_s: np.ndarray                # [G, 4] logits layout -> sampled ids everywhere
-    send_s: np.ndarray                 # [G, 2] stage-to-stage send: [hidden split over tp, full]
-    send_bytes: np.ndarray             # [G, 2]
+    send_s: np.ndarray                 # [G, 4] stage-to-stage send: [hidden split over tp, full,
+    #                                    the residual split, full]
+    send_bytes: np.ndarray             # [G, 4]
     workspace_bytes: np.ndarray        # [G]
     fixed_invalid: np.ndarray          # [G] reason bits that depend only on the coarse row
     layers_per_stage: np.ndarray       # [G]
@@ -77,12 +78,15 @@ class _Kind:
     def __init__(self, share, window, work: Workload, decode: bool, index: bool = False):
         # index: these layers run the sparse-attention indexer (not GLM-5.2's "shared" ones)
         self.share, self.window, self.index = share, window, index
+        self.ctx_full = float(work.context)
         self.ctx = kv.held_tokens(window, float(work.context), decode)
         # average keys a query attends to: decode reads the held context; causal prefill ~ half,
         # its queries after a cached prefix (prefix caching: Workload.cached) more
-        self.ctx_attn = self.ctx if decode else kv.mean_keys(window, self.ctx) \
+        # (a prefill's length in tokens: ``ctx_full``; ``ctx`` counts compressed attention's
+        # entries)
+        self.ctx_attn = self.ctx if decode else kv.mean_keys(window, self.ctx_full) \
             if not work.cached else kv.mean_keys_after(window, float(work.cached),
-                                                       self.ctx - work.cached)
+                                                       self.ctx_full - work.cached)
         self.score_rows = self.chunk_keys = self.chunk_read = None
         self.sel = self.sel_attn = self.chunk_sel = None     # sparse attention's (``_Shape``)
 
@@ -148,7 +152,7 @@ class _Shape:
         self.kinds = [_Kind(count / n_attn, w, work, decode, ix) for (w, ix), count in
                       model.attention_kinds]
         self.lin_share = model.linear_layers / model.layers
-        topk = a.index_topk if a.sparse else None
+        topk = a.index_topk if a.sparse and not a.compressed else None
         for k in self.kinds:
             # sparse attention (kv module docstring): the latents a step reads (``sel``) and the
             # keys a query attends to (``sel_attn``) of the held ones; dense: all of them
@@ -156,6 +160,15 @@ class _Shape:
             k.sel_attn = k.ctx_attn if topk is None else \
                 (k.sel if decode else kv.mean_keys(topk, k.ctx) if not work.cached else
                  kv.mean_keys_after(topk, float(work.cached), k.ctx - work.cached))
+            if a.compressed:
+                # compressed attention (kv module docstring): the entries a decode step reads,
+                # the keys a query attends to (CSA: at most topk compressed ones), the entries
+                # its indexer scores per query (CSA only)
+                k.sel = kv.read_tokens(k.window, k.ctx_full) if decode else k.ctx
+                k.sel_attn = k.sel if decode else k.ctx_attn
+                k.idx = kv.index_keys(k.window, k.ctx_full) if decode else \
+                    kv.index_keys_after(k.window, float(work.cached),
+                                        float(work.context - work.cached))
             k.score_rows = self.rows * k.sel_attn                   # sum of keys over the queries
         self.chunk = None
         if work.phase == "mixed":
@@ -180,6 +193,8 @@ class _Shape:
                 # its prompt's latents so far (the union of its queries' choices)
                 k.chunk_sel = k.chunk_keys if topk is None else \
                     kv.mean_keys_after(topk, float(work.cached), new)
+                if a.compressed:      # the chunk's queries' indexer scores
+                    k.chunk_idx = kv.index_keys_after(k.window, float(work.cached), new)
                 k.score_rows = k.score_rows + ch * k.chunk_sel
             self.rows = self.rows + ch
             self.rows_t = self.rows_t + self.chunk_t
@@ -208,8 +223,9 @@ class _Shape:
             self.qk_dim = a.head_dim
             self.v_dim = a.head_dim
             self.k_heads = float(a.kv_heads)
-            # q_proj also makes the output gates (AttentionSpec.q_out)
-            self.qkv_out = a.q_out + 2 * a.kv_heads * a.head_dim
+            # q_proj also makes the output gates (AttentionSpec.q_out); compressed attention
+            # its queries and the one entry (``_fill_compressed``)
+            self.qkv_out = a.q_out + (1 if a.compressed else 2) * a.kv_heads * a.head_dim
         # the prefill tokens' attention (mla_prefill_shape): MLA un-absorbed, the others as above
         self.pre_qk_dim, self.pre_v_dim, self.up_k, self.up_v = \
             mla_prefill_shape(a) or (self.qk_dim, self.v_dim, 0.0, 0.0)
@@ -440,15 +456,41 @@ def _fill_embedding(b: _Builder):
     b.put("embedding", MODE_NONE, 0.0, lookup, v * h * wb)
 
 
+def hc_costs(n: int, h: int, final: bool = False) -> tuple:
+    """(FLOPs, elements moved, fp32 weights, floats all-reduced under a hidden split) per token
+    of one site's hyper-connections (``ModelSpec.hc_mult`` = n > 1; deepseek-ai/DeepSeek-V4-Flash
+    inference/model.py Block.hc_pre / hc_post, hc_split_sinkhorn): the pre mixing, [n h] ->
+    (2 + n) n mixes (a GEMM), their sigmoids and Sinkhorn (not costed), the n copies summed into
+    the sublayer's input (reading the stream twice, writing h); the post mixing, n x n over the
+    copies plus the sublayer's output (reading n h + h, writing n h). ``final``: the head's
+    collapse of the copies (hc_head: n mixes, the sum). (0, 0, 0, 0) at n = 1."""
+    if n == 1:
+        return 0.0, 0.0, 0.0, 0.0
+    mixes = n if final else (2 + n) * n
+    pre_fl, pre_io = 2.0 * mixes * n * h + 3.0 * n * h, 2.0 * n * h + h
+    if final:
+        return pre_fl, pre_io, float(mixes * n * h), float(mixes)
+    return (pre_fl + 2.0 * n * n * h + 2.0 * n * h, pre_io + 2.0 * n * h + h,
+            float(mixes * n * h), float(mixes))
+
+
 def _fill_norm(b: _Builder, slot):
     s = b.s
     h, rows, rows_t, wb = s.h, s.rows, s.rows_t, s.fmt["norm"][0]
+    # hyper-connections (hc_costs): each site's mixing beside its norm, replicated on every tp
+    # rank (the sublayers see one copy; vLLM and SGLang run mHC unsplit: the research note in
+    # docs/design.md §1); on T each rank its own tokens, on F a share of the features with the
+    # mixes all-reduced
+    hfl, hio, hw, hred = hc_costs(s.m.hc_mult, h, final=slot == "final_norm")
+    hw = hw * 4.0                                            # fp32 (hc_fn)
     # RMSNorm + residual add: read x and residual, write the sum and the normed output
-    b.put(slot, MODE_DIM0, 8.0 * rows_t * h, 4.0 * rows_t * h * s.ab, h * wb)
+    b.put(slot, MODE_DIM0, (8.0 * h + hfl) * rows_t, (4.0 * h + hio) * rows_t * s.ab,
+          h * wb + hw)
     # hidden-split norm: the sum of squares of each token is all-reduced over tp (4 bytes each)
-    b.put(slot, MODE_DIM1, 8.0 * rows * h * _frac(h, s.tp), 4.0 * rows * h * _frac(h, s.tp) * s.ab,
-          h * _frac(h, s.tp) * wb, colls=[("all-reduce", "tp", rows * 4.0)])
-    b.put(slot, MODE_NONE, 8.0 * rows * h, 4.0 * rows * h * s.ab, h * wb)
+    fh = _frac(h, s.tp)
+    b.put(slot, MODE_DIM1, (8.0 * h + hfl) * rows * fh, (4.0 * h + hio) * rows * fh * s.ab,
+          (h * wb + hw) * fh, colls=[("all-reduce", "tp", rows * 4.0 * (1.0 + hred))])
+    b.put(slot, MODE_NONE, (8.0 * h + hfl) * rows, (4.0 * h + hio) * rows * s.ab, h * wb + hw)
 
 
 def _fill_gemm(b: _Builder, slot, k, n, col_weights=None, col_out=None, rows=None, rows_t=None,
@@ -814,6 +856,95 @@ def _fill_linear(b: _Builder):
     _fill_gemm(b, "out_proj", s.lin_ctx_out, h, dim0_frac=fv, group=group)
 
 
+def _fill_compressed(b: _Builder):
+    """DeepSeek-V4's compressed attention (kv module docstring), each layer kind (the window
+    alone, CSA, HCA) in its own share of the layers (deepseek-ai/DeepSeek-V4-Flash
+    inference/model.py Attention, Compressor, Indexer; vllm-project/vllm commit 0484480b
+    vllm/models/deepseek_v4/attention.py for what the engines split):
+    - qkv: wq_a, wkv, the compressor's wkv/wgate and the indexer's wq_b, weights_proj and
+      compressor replicated on every tp rank (vLLM fused_wqa_wkv disable_tp, the indexer
+      "replicated"), wq_b split by heads;
+    - scores and context: MQA of every head over the one entry per key (the window's and the
+      compressed entries a query attends to, ``_Kind.sel_attn``), 2 heads head_dim FLOPs a key
+      each; the step reads its entries once (the scores op; the context op reuses them: one
+      sparse kernel), and a CSA layer's indexer scores every compressed entry (2 index_heads
+      index_head_dim FLOPs each, its key cache read and held) beside the scores;
+    - out_proj: the grouped low-rank output, wo_a (one [heads head_dim / o_groups, o_lora_rank]
+      a group) then wo_b [o_groups o_lora_rank, hidden], both split by groups under the heads'
+      split (row: partial sums, all-reduced as Megatron's o_proj), whole otherwise.
+    The compression's pooling (a softmax over r c tokens a compressed entry) is not costed."""
+    s = b.s
+    m, a, h = s.m, s.m.attention, s.h
+    heads, hd = float(a.heads), float(a.head_dim)
+    fh = _frac(heads, s.tp)
+    core = attention_params(m)
+    down = h * (a.q_lora_rank + a.head_dim)                  # wq_a, wkv: replicated
+    up = a.q_lora_rank * a.heads * a.head_dim                 # wq_b: by heads
+    parts = []
+    for k in s.kinds:
+        extra = sum(compressor_params(m, k.window.ratio).values()) \
+            if isinstance(k.window, Compressed) else 0
+        qkv_w = core["qkv"] + extra
+        col_w = down + up * fh + extra + (qkv_w - down - up - extra)    # (+ the norms)
+        parts.append((k.share, dict(k=h, n=qkv_w / h, col_weights=col_w,
+                                    col_out=heads * hd * fh + hd)))
+    _fill_gemm_kinds(b, "qkv", parts)
+    prefill = s.work.phase == "prefill"
+    fkv = {MODE_DIM0: 1.0, MODE_DIM1: _frac(hd, s.tp), MODE_NONE: 1.0, MODE_NONE_T: 1.0}
+    frs = {MODE_DIM0: (s.seqs, fh), MODE_DIM1: (s.seqs, _frac(hd, s.tp)),
+           MODE_NONE: (s.seqs, 1.0), MODE_NONE_T: (s.seqs_t, 1.0)}
+    for slot in ("scores", "context"):
+        reads = slot == "scores"
+        for mode, (seqs, fr) in frs.items():
+            parts, held = [], 0.0
+            for k in s.kinds:
+                idx = reads and isinstance(k.window, Compressed) and bool(k.window.topk)
+                fl = seqs * s.tps * 2.0 * heads * hd * k.sel_attn * fr
+                by = seqs * s.tps * heads * hd * s.ab * 2 * fr            # query in, result out
+                if reads:
+                    by = by + seqs * k.sel * s.k_tok * fkv[mode]
+                if idx:       # the indexer: its scores of every compressed entry, its keys
+                    fl = fl + seqs * s.tps * s.idx_flops * k.idx
+                    by = by + seqs * np.floor(k.ctx_full / k.window.ratio) * s.idx_tok
+                if s.chunk is not None:   # mixed step: the prefill chunk's queries and reads
+                    ch = s.chunk_t if mode == MODE_NONE_T else s.chunk
+                    fl = fl + ch * 2.0 * heads * hd * k.chunk_sel * fr
+                    by = by + ch * heads * hd * s.ab * 2 * fr
+                    if reads:
+                        by = by + ch * k.chunk_read * s.k_tok * fkv[mode]
+                    if idx:
+                        fl = fl + ch * s.idx_flops * k.chunk_idx
+                parts.append((k.share, fl, by))
+                # every stage holds the entries (a CSA layer's index keys, the compressor's
+                # state) of all pp micro-batches in flight: the scores op holds them, the
+                # context op shares them
+                state = kv.compressor_state_bytes(m, k.window.ratio) \
+                    if isinstance(k.window, Compressed) else 0.0
+                one = s.pp * seqs * (k.ctx * s.k_tok + state) * fkv[mode]
+                if idx:
+                    one = one + s.pp * seqs * np.floor(k.ctx_full / k.window.ratio) * s.idx_tok
+                held = held + k.share * one
+            b.put_kinds(slot, mode, parts, held)
+    # --- the grouped low-rank output projection
+    g, r = float(a.o_groups), float(a.o_lora_rank)
+    w_a, w_b = heads * hd * r, g * r * h
+    fg = _frac(g, s.tp)
+    wb, wbr, _ = s.fmt["attention"]
+    for mode, (rows, fr, fin, fout) in {
+            MODE_DIM0: (s.rows, fg, fh, 1.0),          # by groups: partial sums of hidden
+            MODE_DIM1: (s.rows, None, 1.0, None),      # hidden split: wo_b's columns
+            MODE_NONE: (s.rows, 1.0, 1.0, 1.0), MODE_NONE_T: (s.rows_t, 1.0, 1.0, 1.0)}.items():
+        if fr is None:
+            fh_ = _frac(float(h), s.tp)
+            w = w_a + w_b * fh_
+            io = rows * (heads * hd + h * fh_) * s.ab
+        else:
+            w = (w_a + w_b) * fr
+            io = rows * (heads * hd * fin + h * fout) * s.ab
+        b.put("out_proj", mode, 2.0 * rows * w, w * wbr + io + rows * g * r * s.ab, w * wb,
+              group="attention")
+
+
 _MIXER_SLOTS = ("qkv", "scores", "context", "out_proj")
 _MIXER_ARRAYS = ("compute", "memory", "time", "weights", "kv", "intr")
 
@@ -823,6 +954,9 @@ def _fill_attention(b: _Builder):
     the mean of the two kinds weighted by their shares of the layers (each op's roofline time,
     weights and held state; the mean layer of a stage, as ``put_kinds``)."""
     s = b.s
+    if s.m.attention.compressed:
+        _fill_compressed(b)
+        return
     if not s.lin_share:
         _fill_softmax(b)
         return
@@ -1153,6 +1287,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
         **(_linear_points(s) if s.lin_share else {}),
         "inter": inter_moe, "inter_dense": s.rows * f.intermediate,
         "router": s.rows * s.experts, "logits": s.lm_rows * model.vocab,
+        "residual": s.rows * s.h * model.hc_mult,
     }
     G = len(s.tp)
     conv = np.zeros((G, len(POINTS), N_LAYOUTS, N_LAYOUTS))
@@ -1183,11 +1318,11 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     final[:, P] = measured_allreduce(
         s, s.tp, logits, coll.all_reduce(topo.engine_links, logits, s.tp, 1.0, b.levels["tp"]))
     # stage-to-stage: the activation and the residual of the micro-batch (split over tp if the
-    # layout is T or F, else whole on each rank)
-    hid = conv_bytes[:, PT["hidden"]]
-    send_bytes = np.stack([hid / s.tp, hid], axis=1)
+    # layout is T or F, else whole on each rank; the residual hc_mult hidden states wide)
+    hid, res = conv_bytes[:, PT["hidden"]], conv_bytes[:, PT["residual"]]
+    send_bytes = np.stack([hid / s.tp, hid, res / s.tp, res], axis=1)
     send = np.stack([coll.send(topo.engine_links, send_bytes[:, i], s.pp, s.tp * s.ep,
-                               b.levels["pp"]) for i in range(2)], 1)
+                               b.levels["pp"]) for i in range(4)], 1)
     # workspace: activations of one layer in flight (hidden, qkv, context, FFN intermediate,
     # logits), double-buffered
     inter_w = (s.top_k * f.expert_intermediate + f.shared_intermediate) if model.is_moe \

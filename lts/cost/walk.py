@@ -93,7 +93,7 @@ def piece_attn(x: Gather, model, attn_norm, qkv, scores, context, out_proj, ffn_
     x.mixer_s = t          # the token mixer alone, attn_norm through out_proj (``piece_alone``)
     # the block's output and the residual both move into the layout of ffn_norm
     t = t + x.conv("ffn_norm", "hidden", cur, ffn_layout) \
-        + x.conv("ffn_norm", "hidden", attn_layout, ffn_layout) + x.op("ffn_norm", ffn_norm)
+        + x.conv("ffn_norm", "residual", attn_layout, ffn_layout) + x.op("ffn_norm", ffn_norm)
     m = x.modes
     w = (x.weight("attn_norm", attn_norm) + x.weight("qkv", m["qkv"])
          + x.weight("out_proj", m["out_proj"])
@@ -157,7 +157,7 @@ def piece_between(x: Gather, out, ffn_layout, attn_layout):
     """Layer boundary: the FFN output and the residual move into the next attn_norm's layout."""
     x.scope = "between"
     return x.conv("attn_norm", "hidden", out, attn_layout) \
-        + x.conv("attn_norm", "hidden", ffn_layout, attn_layout)
+        + x.conv("attn_norm", "residual", ffn_layout, attn_layout)
 
 
 def piece_last(x: Gather, out, ffn_layout, final_norm, lm_head):
@@ -173,7 +173,7 @@ def piece_final_norm(x: Gather, out, ffn_layout, final_norm):
     x.scope = "last"
     final_layout = NORM_OF[final_norm]
     return x.conv("final_norm", "hidden", out, final_layout) \
-        + x.conv("final_norm", "hidden", ffn_layout, final_layout) + x.op("final_norm", final_norm)
+        + x.conv("final_norm", "residual", ffn_layout, final_layout) + x.op("final_norm", final_norm)
 
 
 def piece_lm_head(x: Gather, final_norm, lm_head):
@@ -188,7 +188,8 @@ def piece_lm_head(x: Gather, final_norm, lm_head):
 def piece_send(x: Gather, out, ffn_layout):
     """Stage-to-stage send of the activation and the residual (split over tp when T or F)."""
     s = x.tab.send_s
-    return sum(np.where((lo == T) | (lo == F), s[x.g, 0], s[x.g, 1]) for lo in (out, ffn_layout))
+    return sum(np.where((lo == T) | (lo == F), s[x.g, i], s[x.g, i + 1])
+               for i, lo in ((0, out), (2, ffn_layout)))
 
 
 @dataclass
@@ -261,7 +262,8 @@ PIECES = {
     "att1": (3, 4), "att1_w": (3, 4),                      # op2, op3
     "scores": (6, 4), "context": (6, 4), "out_proj": (6, 4), "out_w": (6, 4),  # layout in, choice
     "kv": (4, 4),                                          # mode of scores, mode of context
-    "to_norm": (6, 3), "norm": (3,), "norm_w": (3,),       # layout, op7 | op7
+    "to_norm": (6, 3), "to_norm_res": (6, 3),              # layout, op7 (output, residual)
+    "norm": (3,), "norm_w": (3,),                          # op7
     "ffn": (3, 4, 4, 4), "ffn_w": (3, 4, 4, 4),            # op7, op8, op9, op10
     "ffn_d": (3, 4, 4, 4), "ffn_d_w": (3, 4, 4, 4),        # (dense layers of a MoE only)
     "between": (6, 3, 3),                                  # FFN output layout, op7, op2
@@ -296,7 +298,7 @@ class Fused:
         """The lookup tables, once the pieces are in: FFN output layout and reason bits per
         value of the ffn_norm..ffn2 bit field (``layouts.field``)."""
         self.ffn_bad = ffn_bad                            # [ffn_norm..ffn2 field] -> reasons
-        o = dict(self.offset, to_norm_res=self.offset["to_norm"], to_alone=self.offset["to_norm"])
+        o = dict(self.offset, to_alone=self.offset["to_norm"])
         self.path = {k: o[k] + v for k, v in PATH.items()}      # [op2..op7 bits] -> position
         embedding, attn_norm = unfield(np.arange(16), "embedding", "attn_norm")
         embedding, attn_norm = np.minimum(embedding, 2), np.minimum(attn_norm, 2)   # 3: never
@@ -357,6 +359,7 @@ def fuse(tab: Tables, model: ModelSpec, rows=None) -> Fused:
     fz.put("kv", x2.kv(*_axes(4, 4)))
     src, ffn_norm = _axes(6, 3)
     fz.put("to_norm", x2.conv("ffn_norm", "hidden", src, NORM_OF[ffn_norm]))
+    fz.put("to_norm_res", x2.conv("ffn_norm", "residual", src, NORM_OF[ffn_norm]))
     fz.put("norm", x1.op("ffn_norm", np.arange(3)))
     fz.put("norm_w", x1.weight("ffn_norm", np.arange(3)))
     # FFN block [G, op7, op8, op9, op10] = (in[op7, op8, op9] + conv[op7, op9, op10]) + op[...]

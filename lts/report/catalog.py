@@ -53,7 +53,12 @@ def model_show_dict(name: str, m: ModelSpec, contexts) -> dict:
     the bytes the op tables, memory and two pools cost)."""
     params = weight_params(m)
     kinds = {}
-    for t in m.layer_types or (FULL,) * m.layers:
+    # (compressed attention: each ratio's kind, by its marker's name: "compressed 4 top-1024")
+    for t in (tuple(map(str, m.layer_windows)) if m.attention.compressed else
+              m.layer_types or (FULL,) * m.layers):
+        t = {"None": FULL}.get(t, t) if m.attention.compressed else t
+        if m.attention.compressed and t.isdigit():
+            t = f"window {t}"
         kinds[t] = kinds.get(t, 0) + 1
     return {**models_rows([(name, m)])[0],
             "layer_kinds": kinds,
@@ -77,8 +82,14 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
             ("attention", f"{a.kind}: {a.heads} heads, {a.kv_heads} kv heads, head_dim {a.head_dim}"
              + (f", kv_lora {a.kv_lora_rank}, q_lora {a.q_lora_rank}, rope {a.qk_rope_head_dim},"
                 f" v_head {a.v_head_dim}" if a.kind == "mla" else "")
+             + (f", q_lora {a.q_lora_rank}, rope {a.qk_rope_head_dim}, output {a.o_groups} groups"
+                f" of rank {a.o_lora_rank}, window {a.window}, sinks" if a.compressed else "")
              + (f"; sparse (DSA): an indexer of {a.index_heads} heads of {a.index_head_dim} picks "
-                f"{a.index_topk} keys a query" if a.sparse else "")
+                f"{a.index_topk} keys a query" if a.sparse and not a.compressed else "")
+             + (f"; ratio-{a.index_ratio} layers (CSA): an indexer of {a.index_heads} heads of "
+                f"{a.index_head_dim} picks {a.index_topk} compressed entries a query"
+                if a.sparse and a.compressed else "")
+             + (f"; {m.hc_mult} residual copies (hyper-connections)" if m.hc_mult > 1 else "")
              + (f" (indexer on {sum(m.layer_indexed)} of {m.layers} layers, the others reusing "
                 "the top-k of the last one before them)" if a.indexer_types else "")
              + _gqa_widths(a)

@@ -362,7 +362,7 @@ class _Exact:
         for c7 in range(n[6]):
             ffn_layout = NORM_OF[c7]
             into = (V + x.conv("ffn_norm", "hidden", L, ffn_layout)[:, None, :]).min(axis=2)
-            resid = x.conv("ffn_norm", "hidden", NORM_OF[np.arange(n[1])], ffn_layout)
+            resid = x.conv("ffn_norm", "residual", NORM_OF[np.arange(n[1])], ffn_layout)
             A[:, :, c7] = into + resid + x.op("ffn_norm", c7)
         return A
 

@@ -528,6 +528,15 @@ def attention_params(m: ModelSpec, a=None) -> dict:
     (deepseek-ai/DeepSeek-V3.2-Exp inference/model.py, class Indexer). ``a``: the shape of one
     layer kind (``ModelSpec.kind_attention``; default the model's ``attention``)."""
     a, h = (m.attention if a is None else a), m.hidden
+    if a.compressed:
+        # deepseek-ai/DeepSeek-V4-Pro inference/model.py Attention: wq_a [hidden, q_lora],
+        # q_norm, wq_b [q_lora, heads head_dim], wkv [hidden, head_dim] (one KV head), kv_norm,
+        # wo_a [heads head_dim / o_groups, o_lora] a group, wo_b [o_groups o_lora, hidden], a
+        # sink logit a head (the compressor and indexer: ``compressor_params``)
+        q = h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * a.heads * a.head_dim
+        return {"qkv": q + h * a.head_dim + a.head_dim,
+                "o": a.heads * a.head_dim * a.o_lora_rank + a.o_groups * a.o_lora_rank * h,
+                "bias": a.heads * a.sinks}
     if a.kind == "mla":
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
         q = (h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * a.heads * qk) if a.q_lora_rank \
@@ -556,9 +565,47 @@ def attention_params(m: ModelSpec, a=None) -> dict:
     return out
 
 
+def compressor_params(m: ModelSpec, ratio: int) -> dict:
+    """Weights of a compressed-attention layer's compressor and indexer at compress ``ratio``
+    (deepseek-ai/DeepSeek-V4-Pro inference/model.py Compressor, Indexer): {"compressor": its
+    ape [ratio c, head_dim], wkv and wgate [hidden, c head_dim] and norm, "indexer": the
+    indexer's wq_b [q_lora, index_heads index_head_dim], weights_proj [hidden, index_heads]
+    and its own compressor of index_head_dim}; c = 2 on the layers that run the indexer (their
+    compression windows overlap: ``coff``), else 1; {} at ratio 0 (a window alone)."""
+    a, h = m.attention, m.hidden
+    if not ratio:
+        return {}
+    indexed = a.sparse and ratio == a.index_ratio
+    c = 2 if indexed else 1
+
+    def comp(d):
+        return ratio * c * d + 2 * h * c * d + d
+    out = {"compressor": comp(a.head_dim)}
+    if indexed:
+        out["indexer"] = a.q_lora_rank * a.index_heads * a.index_head_dim \
+            + h * a.index_heads + comp(a.index_head_dim)
+    return out
+
+
+def hc_params(m: ModelSpec) -> int:
+    """Weights of the hyper-connections (``ModelSpec.hc_mult``; deepseek-ai/DeepSeek-V4-Pro
+    inference/model.py Block hc_attn_fn/base/scale and hc_ffn_*, Transformer hc_head_*): per
+    block [(2 + hc) hc, hc hidden] with its base and 3 scales, two blocks a layer, and the head's
+    [hc, hc hidden] with its base and scale; 0 without."""
+    hc, h = m.hc_mult, m.hidden
+    if hc == 1:
+        return 0
+    block = (2 + hc) * hc * hc * h + (2 + hc) * hc + 3
+    return m.layers * 2 * block + hc * hc * h + hc + 1
+
+
 def attention_layer_params(m: ModelSpec) -> int:
     """Weights of the softmax-attention blocks of all layers: each kind's own shape
     (``ModelSpec.kind_attention``) times its layers."""
+    if m.attention.compressed:
+        core = sum(attention_params(m).values())
+        return sum(core + sum(compressor_params(m, r).values())
+                   for r in m.attention.compress_ratios)
     if not m.attention.kinds:
         return (m.layers - m.linear_layers) * sum(attention_params(m).values())
     return sum(count * sum(attention_params(m, m.kind_attention(w)).values())
@@ -590,7 +637,8 @@ def mixer_params(m: ModelSpec) -> int:
     # the layers without their own indexer (attention.indexer_types "shared") hold none of its
     # weights (a GLM-5.2 checkpoint has model.layers.N.self_attn.indexer.* on the full layers
     # only)
-    shared = m.layers - n_lin - sum(m.layer_indexed) if m.attention.sparse else 0
+    shared = m.layers - n_lin - sum(m.layer_indexed) \
+        if m.attention.sparse and not m.attention.compressed else 0
     return attention_layer_params(m) - shared * att.get("indexer", 0) \
         + n_lin * sum(linear_params(m).values())
 
@@ -614,8 +662,9 @@ def param_counts(m: ModelSpec) -> dict:
         moe_active = f.top_k * expert + shared + router
     else:
         moe_total = moe_active = 0
-    # a layer without an FFN (``no_ffn``) has its attn_norm only
-    all_norms = m.layers * norms - len(m.no_ffn) * h
+    # a layer without an FFN (``no_ffn``) has its attn_norm only; hyper-connections' mixing
+    # weights with the norms (``hc_params``)
+    all_norms = m.layers * norms - len(m.no_ffn) * h + hc_params(m)
     total = att + all_norms + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_total
     active = att + all_norms + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_active
     return {"params_total": float(total + embed), "params_active": float(active + embed),
@@ -668,7 +717,7 @@ def weight_params(m: ModelSpec) -> dict:
                                            + latent_proj_params(m))) if m.is_moe else 0.0,
             "dense_ffn": float(m.dense_ffn_layers * f.n_mats * h * f.intermediate),
             "lm_head": 0.0 if m.tie_embeddings else float(m.vocab * h),
-            "norm": float(m.layers * 2 * h - len(m.no_ffn) * h + h)}
+            "norm": float(m.layers * 2 * h - len(m.no_ffn) * h + h + hc_params(m))}
 
 
 def weight_bytes(m: ModelSpec) -> dict:

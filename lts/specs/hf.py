@@ -555,7 +555,8 @@ def _module_group(name: str):
         return None, idx                   # not the text model's weights, or not a matrix
     if idx not in (None, "*") and not any(parts[at + 1:]):
         return "layer", idx
-    if "lm_head" in parts:
+    # DeepSeek-V4 names its LM head "head" (inference/model.py Transformer.head)
+    if "lm_head" in parts or parts == ["head"]:
         return "lm_head", idx
     if any("embed" in s for s in parts):
         return "embedding", idx
@@ -1206,6 +1207,128 @@ def _nemotron_layers(c: _Config, blocks: list, key: str) -> tuple[list, list, st
     return mixers, alone, ffns.pop()
 
 
+# DeepSeek-V4 (huggingface.co/deepseek-ai/DeepSeek-V4-Pro, -Flash config.json and
+# inference/model.py at 60d8d707; nvidia/*-NVFP4 the same keys; sgl-project's FP8 copies say
+# "deepseek_ref")
+DEEPSEEK_V4 = ("deepseek_v4", "deepseek_ref")
+# the layers of this compress ratio run the indexer (deepseek-ai/DeepSeek-V4-Flash
+# inference/model.py Attention.__init__: an Indexer when compress_ratio == 4, their Compressor
+# overlapping: Compressor.overlap)
+DSV4_INDEX_RATIO = 4
+
+
+def _deepseek_v4(c: _Config, path: Path) -> ModelSpec:
+    """DeepSeek-V4 (module docstring of cost.kv, "Compressed attention"; docs/design.md §1):
+    compressed attention of num_attention_heads heads over one head_dim entry (num_key_value_heads
+    1), q through q_lora_rank, the output through o_groups low-rank projections of o_lora_rank,
+    a sliding_window on every layer and each layer's compress_ratios entry (the list's entries
+    past num_hidden_layers are the MTP layers'), the indexer (index_topk of index_n_heads x
+    index_head_dim) on the ratio-4 layers; hc_mult residual copies; every layer a MoE of
+    n_routed_experts of moe_intermediate_size, num_experts_per_tok a token, n_shared_experts
+    shared (its first num_hash_layers route by token id through a table, costed as the others'
+    router: the GEMM they skip is [hidden, experts] a token); expert_dtype "fp4": MXFP4 experts
+    (inference/model.py Linear: float4_e2m1 with a ue8m0 scale per 32) beside the fp8 block
+    weights; the MTP layers counted apart, sharing the embedding and head (MTPBlock)."""
+    layers = c.get("num_hidden_layers", int, positive=True)
+    hidden = c.get("hidden_size", int, positive=True)
+    ratios = c.get("compress_ratios", list)
+    if len(ratios) < layers:
+        raise c.error("compress_ratios", f"has {len(ratios)} entries (expected one a layer: "
+                                         f"{layers}, then the MTP layers')")
+    attention = {"kind": "compressed", "heads": c.get("num_attention_heads", int, positive=True),
+                 "kv_heads": c.get("num_key_value_heads", int, default=1, positive=True),
+                 "head_dim": c.get("head_dim", int, positive=True),
+                 "q_lora_rank": c.get("q_lora_rank", int, positive=True),
+                 "qk_rope_head_dim": c.get("qk_rope_head_dim", int, positive=True),
+                 "o_lora_rank": c.get("o_lora_rank", int, positive=True),
+                 "o_groups": c.get("o_groups", int, positive=True),
+                 "sliding_window": c.get("sliding_window", int, positive=True),
+                 "compress_ratios": ratios[:layers], "sinks": True}
+    akeys = {f"attention.{k}": hf for k, hf in (
+        ("heads", "num_attention_heads"), ("kv_heads", "num_key_value_heads"),
+        ("head_dim", "head_dim"), ("q_lora_rank", "q_lora_rank"),
+        ("qk_rope_head_dim", "qk_rope_head_dim"), ("o_lora_rank", "o_lora_rank"),
+        ("o_groups", "o_groups"), ("sliding_window", "sliding_window"),
+        ("compress_ratios", "compress_ratios"), ("index_topk", "index_topk"),
+        ("index_heads", "index_n_heads"), ("index_head_dim", "index_head_dim"),
+        ("index_ratio", "compress_ratios"))}
+    if DSV4_INDEX_RATIO in ratios[:layers]:
+        attention.update(index_topk=c.get("index_topk", int, positive=True),
+                         index_heads=c.get("index_n_heads", int, positive=True),
+                         index_head_dim=c.get("index_head_dim", int, positive=True),
+                         index_ratio=DSV4_INDEX_RATIO)
+    experts = c.get("n_routed_experts", int, positive=True)
+    inter = c.get("moe_intermediate_size", int, positive=True)
+    shared = c.get("n_shared_experts", int, default=0, minimum=0, nullable=True) or 0
+    ffn = {"kind": "moe", "gated": True, "experts": experts,
+           "top_k": c.get("num_experts_per_tok", int, positive=True),
+           "expert_intermediate": inter, "shared_experts": shared,
+           "shared_intermediate": shared * inter}
+    fkeys = {"ffn.experts": "n_routed_experts", "ffn.top_k": "num_experts_per_tok",
+             "ffn.expert_intermediate": "moe_intermediate_size",
+             "ffn.shared_experts": "n_shared_experts", "ffn.shared_intermediate":
+             "n_shared_experts"}
+    if "torch_dtype" not in c.data and "dtype" not in c.data:
+        # sgl-project's FP8 copies name no dtype: DeepSeek-V4's unquantized tensors are bf16
+        # (the base configs' "torch_dtype": "bfloat16")
+        c = _Config({**c.data, "torch_dtype": "bfloat16"}, c.path, c.prefix)
+    precision, pkeys = _precision(c, layers, ffn)
+    # DeepSeek's router is never quantized (as DeepSeek-V3's: the DEEPSEEK families in
+    # ``_precision``)
+    kept = list(precision.get("unquantized", []))
+    if precision["weights"] != precision["activations"] and "router" not in kept:
+        precision["unquantized"] = [g for g in WEIGHT_GROUPS if g in kept or g == "router"]
+    qc = c.data.get("quantization_config")
+    if "nvfp4" in (precision["weights"], *precision.get("formats", {}).values()) and \
+            isinstance(qc, dict) and qc.get("quant_method") == "fp8":
+        # nvidia/DeepSeek-V4-*-NVFP4: ModelOpt converts the experts only ("producer":
+        # "dsv4-nvfp4-experts"); the modules its exclude list keeps out (attention, shared
+        # experts) stay as the source checkpoint has them, fp8 in 128 x 128 blocks
+        # (deepseek-ai/DeepSeek-V4-Pro inference/model.py Linear: "the rest FP8")
+        formats = precision.setdefault("formats", {})
+        for g in ("attention", "shared_experts"):
+            if g in precision.get("unquantized", []):
+                precision["unquantized"] = [x for x in precision["unquantized"] if x != g]
+                formats[g] = "fp8_block"
+    expert_dtype = c.get("expert_dtype", str, default="", nullable=True) or ""
+    if expert_dtype:
+        if expert_dtype != "fp4":
+            raise c.error("expert_dtype", f"{expert_dtype!r} is not supported (expected \"fp4\": "
+                                          "MXFP4 experts)")
+        if precision.get("weights") == "fp8_block" and "experts" not in \
+                precision.get("unquantized", ()):
+            precision.setdefault("formats", {})["experts"] = "mxfp4"
+            pkeys["precision.formats"] = "expert_dtype"
+    mtp = c.get("num_nextn_predict_layers", int, default=0, minimum=0, nullable=True) or 0
+    hash_layers = c.get("num_hash_layers", int, default=0, minimum=0, nullable=True) or 0
+    counts = {r: ratios[:layers].count(r) for r in sorted(set(ratios[:layers]))}
+    c.note += ("; compressed attention: " + ", ".join(
+        f"{n} {'window-only' if not r else 'CSA' if r == DSV4_INDEX_RATIO else 'HCA'} "
+        f"(ratio {r})" for r, n in counts.items())
+        + (f"; the first {hash_layers} layers route by token id (costed with a router)"
+           if hash_layers else "")
+        + (f"; {mtp} multi-token-prediction layer{'s' if mtp > 1 else ''} "
+           "(num_nextn_predict_layers) counted apart (params_mtp), not run" if mtp else ""))
+    data = {"name": _display_name(c, path), "source": f"HuggingFace config.json: {path}{c.note}",
+            "layers": layers, "hidden": hidden, "vocab": c.get("vocab_size", int, positive=True),
+            "tie_embeddings": c.get("tie_word_embeddings", bool, default=False, nullable=True),
+            "hc_mult": c.get("hc_mult", int, default=1, positive=True, nullable=True) or 1,
+            "attention": attention, "ffn": ffn, "precision": precision, "mtp_layers": mtp,
+            "mtp_shared_embeddings": True}
+    keys = {"layers": "num_hidden_layers", "hidden": "hidden_size", "vocab": "vocab_size",
+            "hc_mult": "hc_mult", **akeys, **fkeys, **pkeys}
+    return _checked(data, path, keys)
+
+
+def _checked(data: dict, path: Path, keys: dict) -> ModelSpec:
+    """``model_from_dict`` of the table a config maps onto, its errors naming the config's keys
+    (``keys``: lts key -> config.json key)."""
+    try:
+        return model_from_dict(data, path)
+    except SpecError as e:
+        raise _relabel(e, path, keys) from None
+
+
 def _nemotron_h(c: _Config, path: Path) -> ModelSpec:
     """A nemotron_h config.json (the comment above NEMOTRON_BLOCKS) -> ModelSpec."""
     blocks, bkey = _nemotron_blocks(c)
@@ -1283,24 +1406,12 @@ def _nemotron_h(c: _Config, path: Path) -> ModelSpec:
             "ffn.shared_intermediate": "moe_shared_expert_intermediate_size",
             "ffn.intermediate": "intermediate_size", "ffn.latent": "moe_latent_size",
             **{f"mamba.{k}": hf for k, hf in NEMOTRON_MAMBA.items()}, **pkeys}
-    try:
-        return model_from_dict(data, path)
-    except SpecError as e:
-        raise _relabel(e, path, keys) from None
+    return _checked(data, path, keys)
 
 
 # model_types lts reads but cannot cost: the architectural feature, one line each (the configs'
 # keys; the sources named beside each)
 UNSUPPORTED = {
-    # huggingface.co/deepseek-ai/DeepSeek-V4-Flash config.json (compress_ratios, hc_mult, o_groups,
-    # o_lora_rank)
-    "deepseek_v4": "DeepSeek-V4's compressed attention (compress_ratios: each layer's KV "
-                   "compressed 4x or 128x, with an indexer), hyper-connections (hc_mult residual "
-                   "streams) and grouped low-rank output projections (o_groups, o_lora_rank) are "
-                   "not costed by lts",
-    "deepseek_ref": "a DeepSeek-V4 reference config (sgl-project; DeepseekV4ForCausalLM): its "
-                    "compressed attention (compress_ratios), hyper-connections (hc_mult) and "
-                    "grouped output projections (o_groups) are not costed by lts",
     # huggingface.co/moonshotai/Kimi-K3 config.json: text_config "model_type": "kimi_linear",
     # linear_attn_config kda_layers / full_attn_layers
     "kimi_k3": "Kimi-K3 mixes Kimi Delta Attention layers (text_config.linear_attn_config."
@@ -1544,6 +1655,8 @@ def model_from_hf_config(path) -> ModelSpec:
     c, family = _family_view(c)
     if family == "nemotron_h":    # Nemotron-H, Nemotron Nano 2, Nemotron 3
         return _nemotron_h(c, path)
+    if family in DEEPSEEK_V4:
+        return _deepseek_v4(c, path)
     if family not in FAMILIES:
         raise c.error("model_type", f"{family!r} is not a supported family ({_supported()})")
     layers = c.get("num_hidden_layers", int, positive=True)
@@ -1581,7 +1694,4 @@ def model_from_hf_config(path) -> ModelSpec:
             **({"mtp_shared_embeddings": True} if mtp and family == "mimo" else {})}
     keys = {"layers": "num_hidden_layers", "hidden": "hidden_size", "vocab": "vocab_size",
             "tie_embeddings": "tie_word_embeddings", **akeys, **fkeys, **pkeys}
-    try:
-        return model_from_dict(data, path)
-    except SpecError as e:
-        raise _relabel(e, path, keys) from None
+    return _checked(data, path, keys)

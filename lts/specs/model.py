@@ -65,10 +65,26 @@ class AttentionSpec:
     # gqa: V made by k_proj (no v_proj weights); the cache still holds K and V apart (Gemma 4's
     # full-attention layers: attention_k_eq_v)
     k_eq_v: bool = False
+    # DeepSeek-V4's compressed attention (kind "compressed"; cost.kv module docstring): one KV
+    # head of head_dim (its last qk_rope_head_dim rotary), keys and values one vector; the query
+    # through q_lora_rank; the output through o_groups low-rank projections of o_lora_rank (one
+    # a group of heads), then [o_groups o_lora_rank, hidden]; each layer's compress ratio
+    # (compress_ratios: 0 the sliding window alone; r the window and one compressed entry per r
+    # tokens; the layers of index_ratio run the indexer and attend to its index_topk entries,
+    # the others to all of them)
+    o_lora_rank: int = 0
+    o_groups: int = 0
+    compress_ratios: tuple = ()
+    index_ratio: int = 0
     # gqa: the shapes of the layers of one kind where they differ from this one's
     # ((layer type, AttentionSpec), ...), from [attention.sliding] / [attention.full]
     # (docs/design.md §1, "Attention shapes by layer kind"); () every layer this shape
     kinds: tuple = ()
+
+    @property
+    def compressed(self) -> bool:
+        """DeepSeek-V4's compressed attention (kind "compressed")."""
+        return self.kind == "compressed"
 
     def of_type(self, layer_type: str) -> "AttentionSpec":
         """The attention shape of the layers of ``layer_type`` (FULL, SLIDING, CHUNKED)."""
@@ -278,6 +294,10 @@ class ModelSpec:
     # its output all-reduced straight into the next layer's attn_norm (Nemotron-H's mixer blocks
     # not followed by an MLP or MoE block: docs/design.md §1); () when every layer has one
     no_ffn: tuple = ()
+    # hyper-connections (DeepSeek-V4's mHC, hc_mult): the residual stream is hc_mult copies of
+    # the hidden state, mixed into each block's input and out of its output (cost.tables
+    # ``_fill_norm``); 1: a plain residual
+    hc_mult: int = 1
 
     @property
     def is_moe(self) -> bool:
@@ -287,6 +307,10 @@ class ModelSpec:
     def layer_windows(self) -> tuple:
         """Each layer's sliding window (None: full attention; LINEAR: a linear-attention layer,
         no KV cache; a ``Chunk``: chunked local attention), over the layers."""
+        a = self.attention
+        if a.compressed:
+            return tuple(Compressed(r, a.window, a.index_topk if r == a.index_ratio else 0)
+                         if r else a.window for r in a.compress_ratios)
         if not self.layer_types:
             return (self.attention.window,) * self.layers
         chunk = Chunk(self.attention.chunk) if self.attention.chunk else None
@@ -326,6 +350,8 @@ class ModelSpec:
         a = self.attention
         if not a.sparse:
             return (False,) * self.layers
+        if a.compressed:
+            return tuple(r == a.index_ratio for r in a.compress_ratios)
         return tuple(t == "full" for t in a.indexer_types) or (True,) * self.layers
 
     @property
@@ -395,6 +421,21 @@ class Chunk:
 
     def __str__(self) -> str:
         return f"chunk {self.size}"
+
+
+@dataclass(frozen=True)
+class Compressed:
+    """The layer-kind marker (``ModelSpec.layer_windows``) of a layer of DeepSeek-V4's compressed
+    attention with a compress ratio: it holds the last ``window`` tokens' entries and one
+    compressed entry per ``ratio`` tokens, and a query attends to the window and to the
+    compressed entries, all of them (``topk`` 0: heavily compressed attention, HCA) or the
+    ``topk`` its indexer picks (compressed sparse attention, CSA) (cost.kv module docstring)."""
+    ratio: int
+    window: int
+    topk: int = 0
+
+    def __str__(self) -> str:
+        return f"compressed {self.ratio}" + (f" top-{self.topk}" if self.topk else "")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -575,7 +616,7 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     active_pub = t.get("active_params_published", float, 0.0, minimum=0, maximum=MAX_PARAMS)
 
     a = t.table("attention")
-    kind = a.get("kind", str, choices=("gqa", "mla"))
+    kind = a.get("kind", str, choices=("gqa", "mla", "compressed"))
     heads = a.get("heads", int, positive=True)
     kv_heads = a.get("kv_heads", int, positive=True)
     head_dim = a.get("head_dim", int, positive=True, maximum=MAX_WIDTH)
@@ -594,6 +635,8 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     if heads % kv_heads:
         raise SpecError(path, "attention.kv_heads",
                         f"{kv_heads} does not divide attention.heads = {heads}")
+    if kind == "compressed":
+        mla = _compressed(a, path, layers, heads, kv_heads, head_dim)
     window = a.get("sliding_window", int, 0, required=False, positive=a.has("sliding_window"),
                    maximum=MAX_WIDTH) or None
     chunk = a.get("chunk_size", int, 0, required=False, positive=a.has("chunk_size"),
@@ -611,7 +654,18 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     if kind == "mla" and (bias or sinks):
         raise SpecError(path, "attention.bias" if bias else "attention.sinks",
                         "true is not supported with mla attention (gqa only)")
-    mla.update(_index(a, path, kind, window, layer_types, layers))
+    if kind == "compressed" and (gate or head_gate or bias or chunk or layer_types):
+        key = next(k for k, v in (("output_gate", gate), ("head_gate", head_gate),
+                                  ("bias", bias), ("chunk_size", chunk),
+                                  ("layer_types", layer_types)) if v)
+        raise SpecError(path, f"attention.{key}", "is not supported with compressed attention "
+                                                  "(its layers are set by compress_ratios)")
+    if kind == "compressed" and window is None:
+        raise SpecError(path, "attention.sliding_window", "missing (expected an integer: "
+                                                          "compressed attention keeps a sliding "
+                                                          "window on every layer)")
+    if kind != "compressed":
+        mla.update(_index(a, path, kind, window, layer_types, layers))
     if kind == "gqa":
         mla.update(_gqa_shape(a, path, head_dim))
     base = AttentionSpec(kind, heads, kv_heads, head_dim, **mla, window=window, bias=bias,
@@ -670,10 +724,11 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     p.finish()
     mtp = t.get("mtp_layers", int, 0, minimum=0)
     mtp_shared = t.get("mtp_shared_embeddings", bool, False)
+    hc = t.get("hc_mult", int, 1, positive=True, maximum=64)
     t.finish()
     return ModelSpec(name, source, layers, hidden, vocab, attention, ffn, precision, tie,
                      params_pub, active_pub, str(path), layer_types, mtp, linear, mtp_shared,
-                     no_ffn)
+                     no_ffn, hc)
 
 
 def _no_ffn(f: _Table, path, layers: int, ffn: FFNSpec) -> tuple:
@@ -758,6 +813,50 @@ def _mamba(t: _Table, path, layer_types: tuple, kind: str):
 
 
 INDEX_KEYS = ("index_topk", "index_heads", "index_head_dim")
+
+
+def _compressed(a: _Table, path, layers: int, heads: int, kv_heads: int, head_dim: int) -> dict:
+    """[attention] of kind "compressed" (DeepSeek-V4): one KV head; q_lora_rank,
+    qk_rope_head_dim, o_lora_rank, o_groups (dividing heads), compress_ratios (one a layer, 0 or
+    a ratio), and the indexer of the layers of index_ratio (index_topk, index_heads,
+    index_head_dim; all four or none)."""
+    if kv_heads != 1:
+        raise SpecError(path, "attention.kv_heads", f"{kv_heads} is not supported with "
+                                                    "compressed attention (expected 1: one KV "
+                                                    "head that all query heads share)")
+    w = dict(positive=True, maximum=MAX_WIDTH)
+    out = dict(q_lora_rank=a.get("q_lora_rank", int, **w),
+               qk_rope_head_dim=a.get("qk_rope_head_dim", int, 0, minimum=0,
+                                      maximum=head_dim),
+               o_lora_rank=a.get("o_lora_rank", int, **w),
+               o_groups=a.get("o_groups", int, positive=True))
+    if heads % out["o_groups"]:
+        raise SpecError(path, "attention.o_groups", f"{out['o_groups']} does not divide "
+                                                    f"attention.heads = {heads}")
+    a.used.add("compress_ratios")
+    ratios, key = a.data.get("compress_ratios"), "attention.compress_ratios"
+    if not isinstance(ratios, list) or not all(isinstance(r, int) and not isinstance(r, bool)
+                                               and 0 <= r <= MAX_WIDTH for r in ratios):
+        raise SpecError(path, key, f"{ratios!r} is not a list of integers from 0 (a sliding "
+                                   "window alone) to 16,777,216 (expected one a layer)")
+    if len(ratios) != layers:
+        raise SpecError(path, key, f"has {len(ratios)} entries (expected one a layer: {layers})")
+    out["compress_ratios"] = tuple(ratios)
+    given = [k for k in INDEX_KEYS + ("index_ratio",) if a.has(k)]
+    if given:
+        missing = [k for k in INDEX_KEYS + ("index_ratio",) if k not in given]
+        if missing:
+            raise SpecError(path, f"attention.{missing[0]}",
+                            f"missing (expected an integer: attention.{given[0]} is set, and the "
+                            "indexer needs index_topk, index_heads, index_head_dim and "
+                            "index_ratio)")
+        out.update({k: a.get(k, int, **w) for k in INDEX_KEYS})
+        out["index_ratio"] = a.get("index_ratio", int, **w)
+        if out["index_ratio"] not in ratios:
+            raise SpecError(path, "attention.index_ratio", f"{out['index_ratio']} is not a ratio "
+                                                           "of compress_ratios (no layer would "
+                                                           "run the indexer)")
+    return out
 
 
 INDEXER_TYPES = ("full", "shared")
