@@ -28,8 +28,7 @@ from .specs import load_model, load_topology, shipped_names
 from .specs.errors import LtsError, StrategyError
 from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_GPUS, MAX_REQUEST_RATE, MAX_SEED,
                            MAX_SEEDS, MAX_SERVE_TOP, MAX_SIM_REQUESTS, MAX_TOKENS, MAX_TOP)
-from .specs.model import FORMATS
-from .specs.units import KV_DTYPES
+from .specs.units import KV_DTYPES, weight_format
 from .specs.workload import PHASES, Workload
 
 
@@ -102,6 +101,21 @@ class Milliseconds(click.ParamType):
 
 
 MS = Milliseconds()
+
+
+class WeightFormat(click.ParamType):
+    """--precision: a weight format in any of its spellings (``units.weight_format``: any case,
+    "-" for "_"), as the ``WEIGHT_FORMATS`` name it means (what the rest of lts reads)."""
+    name = "FORMAT"
+
+    def convert(self, value, param, ctx):
+        try:
+            return weight_format(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+PRECISION = WeightFormat()
 
 
 class Finite(click.FloatRange):
@@ -312,9 +326,12 @@ def _workload_flags(fn, phases, phase_help):
                      help="Prefill and serve SLO: time to first token (none by default)."),
         click.option("--gpus", type=click.IntRange(1), default=None,
                      help="Device budget (default: every GPU of the topology)."),
-        click.option("--precision", type=click.Choice(sorted(FORMATS)), default=None,
-                     help="Override the weight format (e.g. fp8, fp8_block, nvfp4, mxfp4, "
-                          "w4a16); bf16 fp16 fp32 fp8 int8 also set the KV cache."),
+        click.option("--precision", type=PRECISION, default=None,
+                     help="Override the weight format: bf16, fp16, fp32, fp8, int8, fp8_block, "
+                          "nvfp4, mxfp4, w4a16, w4a16_zp, w4a16_g32, w4a16_nvfp4, w4a8, or "
+                          "another name of one (bfloat16, fp8_per_tensor, int4_wo, awq, gptq, "
+                          "w4afp8, ...: docs/design.md §1; any case); bf16 fp16 fp32 fp8 int8 "
+                          "also set the KV cache."),
         click.option("--kv-cache-dtype", type=click.Choice(("auto",) + KV_DTYPES),
                      default="auto", show_default=True,
                      help="KV-cache type (auto: the model's, from the checkpoint, else the "
@@ -1071,7 +1088,7 @@ def topologies(json_, no_color):
               help="With --model: the topology (its [gpu] kernels key names the tables).")
 @click.option("--engine", type=EngineParam(), default="vllm", show_default=True,
               help="With --model: the engine (and @VERSION) whose measured kernels are read.")
-@click.option("--precision", default=None,
+@click.option("--precision", type=PRECISION, default=None,
               help="With --model: the weight format (as for estimate).")
 @kernel_options
 @output_options
@@ -1259,7 +1276,7 @@ def validate(measurements, by, steady, json_, no_color):
 @click.option("--tpot-slo-ms", type=MS, default=None, help="Goodput: TPOT at most this.")
 @click.option("--gpus", type=click.IntRange(1), default=None,
               help="Device budget (default: every GPU of the topology).")
-@click.option("--precision", type=click.Choice(sorted(FORMATS)), default=None,
+@click.option("--precision", type=PRECISION, default=None,
               help="Override the weight format (as in estimate).")
 @click.option("--kv-cache-dtype", type=click.Choice(("auto",) + KV_DTYPES), default="auto",
               show_default=True, help="KV-cache type (auto: the model's).")
@@ -1506,7 +1523,7 @@ def sweep(grid, output, jobs, shard, json_, no_color):
               help="The engine that served it (its profile in lts validate).")
 @click.option("--engine-version", default="", metavar="VERSION",
               help="The engine's release (else the one the result names, if any).")
-@click.option("--precision", type=click.Choice(sorted(FORMATS)), default=None,
+@click.option("--precision", type=PRECISION, default=None,
               help="The weight format the run served, where not the model file's.")
 @click.option("--format", "fmt", type=click.Choice(("auto",) + IMPORT_FORMATS), default="auto",
               show_default=True, help="The tool that wrote the results (auto: from their keys).")
