@@ -1193,13 +1193,14 @@ def validate(measurements, by, steady, json_, no_color):
     """Predict published serving measurements with the serve phase (requests of isl input and
     osl output tokens back to back) and compare: per row predicted, measured and their ratio.
     The model and topology columns take shipped names, files or config folders (relative paths
-    resolve against the CSV's folder); rows whose model or topology does not load, or whose
-    prediction is invalid, are listed as skipped with the reason; a file where no row can be
-    predicted exits 1. Rows that say how they were measured (arrival, num_prompts, range_ratio,
-    ...) are predicted by simulating that benchmark run, request by request (lts simulate).
-    Summary: median |log2(predicted/measured)|, share within 2x, and the Spearman rank
-    correlation inside groups that differ only in the parallel config. Exit status 1 for a
-    malformed file (docs/validation.md).
+    resolve against the CSV's folder); rows lts cannot read (a bad or unknown cell, a repeated
+    id, ...), whose model or topology does not load, or whose prediction is invalid, are listed
+    as skipped with the reason; a file where no row can be predicted exits 1. Rows that say how
+    they were measured (arrival, num_prompts, range_ratio, ...) are predicted by simulating that
+    benchmark run, request by request (lts simulate). Summary: median
+    |log2(predicted/measured)|, share within 2x, and the Spearman rank correlation inside
+    groups that differ only in the parallel config. Exit status 1 for a file that is not a
+    measurement file (not CSV, a missing column, no rows: docs/validation.md).
 
     \b
     Examples:
@@ -1207,7 +1208,7 @@ def validate(measurements, by, steady, json_, no_color):
       lts validate measurements.csv --json
       lts validate tests/data/measurements/serving_moe.csv --by model,topology
     """
-    from .serving.validate import validate as run_validate
+    from .serving.validate import none_predicted, validate as run_validate
     try:
         with progress(None, "predicting", disable=json_) as advance:
             overlay = click.get_current_context().meta.get("lts_overlay")
@@ -1223,15 +1224,10 @@ def validate(measurements, by, steady, json_, no_color):
                     f"{overlay['release']}".rstrip() + ": no row of the file takes that profile")
     except LtsError as e:
         raise click.ClickException(str(e)) from None
-    if not d["total"]:
-        raise click.ClickException(f"{measurements} holds no rows (only a header)")
     if not d["rows"]:          # nothing to compare: a failure, not an answer (no empty table;
         if json_:              # the JSON still carries each skipped row's reason)
             _print(json_, no_color, d, render_validate)
-        first = d["skipped"][0]
-        raise click.ClickException(f"no row of {measurements} could be predicted "
-                                   f"({len(d['skipped'])} skipped; row {first['row']}: "
-                                   f"{first['reason']})")
+        raise click.ClickException(none_predicted(measurements, d["skipped"]))
     _print(json_, no_color, d, render_validate)
 
 
@@ -1622,7 +1618,7 @@ def calibrate(measurements, output, overlay, train, holdout, json_, no_color):
         if not Path(p).resolve().parent.is_dir():
             raise click.UsageError(f"{p}: its folder does not exist")
     try:
-        meas = read_measurements(measurements)
+        meas = read_measurements(measurements)[0]
         base_path = resolve("topologies", meas[0].topology) if meas and meas[0].topology in \
             shipped_names("topologies") else (Path(measurements).resolve().parent /
                                              meas[0].topology if meas else None)
@@ -1643,7 +1639,7 @@ def calibrate(measurements, output, overlay, train, holdout, json_, no_color):
     d = {"knobs": fit.knobs, "base": fit.base, "identified": fit.identified,
          "engine": fit.engine, "release": fit.release, "train_points": fit.train_points,
          "held_points": fit.held_points, "before": _strip(fit.before), "after": _strip(fit.after),
-         "topology_file": output, "overlay_file": overlay}
+         "skipped": fit.skipped, "topology_file": output, "overlay_file": overlay}
     _print(json_, no_color, d, render_calibrate)
 
 

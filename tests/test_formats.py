@@ -261,3 +261,28 @@ def test_an_unknown_precision_flag_is_one_line():
         "Error: Invalid value for '--precision': 'fp8-pb-wo' is fp8 weights in 128 x 128 blocks, "
         "weight-only (ModelOpt's FP8_PB_WO), not a format lts costs (expected one of ")
 
+
+def test_every_spelling_in_a_measurement_row(tmp_path):
+    """A row's precision, gemm_quant and moe_quant in any spelling: the row is predicted with
+    the format it means, its prediction the format's own; an unknown one skips its row."""
+    head = ("id,model,topology,gpus,tp,ep,pp,precision,isl,osl,concurrency,metric,value,source,"
+            "engine,gemm_quant,moe_quant")
+    rows = [head]
+    for i, (written, fmt) in enumerate(WRITTEN):
+        for col, cells in (("p", (written, "", "")), ("q", ("", written, written)),
+                           ("pc", (fmt, "", "")), ("qc", ("", fmt, fmt))):
+            rows.append(f"{col}{i},llama3.1-8b,h100_dgx,1,1,1,1,{cells[0]},512,128,8,tpot_ms,10,x,"
+                        f"vllm,{cells[1]},{cells[2]}")
+    rows.append("bad,llama3.1-8b,h100_dgx,1,1,1,1,,512,128,8,tpot_ms,10,x,vllm,int3,int3")
+    (tmp_path / "m.csv").write_text("\n".join(rows) + "\n")
+    r = CliRunner().invoke(cli, ["validate", str(tmp_path / "m.csv"), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    got = {row["id"]: row for row in d["rows"]}
+    assert len(got) == 4 * len(WRITTEN)
+    for i, (written, fmt) in enumerate(WRITTEN):
+        assert got[f"p{i}"]["weights"] == got[f"q{i}"]["weights"] == fmt, written
+        assert got[f"p{i}"]["predicted"] == got[f"pc{i}"]["predicted"], written
+        assert got[f"q{i}"]["predicted"] == got[f"qc{i}"]["predicted"], written
+    assert d["skipped"] == [{"id": "bad", "row": len(rows) - 1, "model": "llama3.1-8b",
+                             "topology": "h100_dgx", "reason": f"gemm_quant: {UNKNOWN}"}]

@@ -1,4 +1,5 @@
-"""Unit constants and data-type sizes: the only place numbers like 1e9 or 2**30 live."""
+"""Unit constants, data-type sizes and the weight formats (with their other names): the only place
+numbers like 1e9 or 2**30 live."""
 
 GIB = 2**30          # bytes
 GB = 1e9             # bytes (decimal, as link and HBM bandwidths are quoted)
