@@ -28,8 +28,7 @@ from .specs import load_model, load_topology, shipped_names
 from .specs.errors import LtsError, StrategyError
 from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_GPUS, MAX_REQUEST_RATE, MAX_SEED,
                            MAX_SEEDS, MAX_SERVE_TOP, MAX_SIM_REQUESTS, MAX_TOKENS, MAX_TOP)
-from .specs.model import FORMATS
-from .specs.units import KV_DTYPES
+from .specs.units import KV_DTYPES, weight_format
 from .specs.workload import PHASES, Workload
 
 
@@ -102,6 +101,21 @@ class Milliseconds(click.ParamType):
 
 
 MS = Milliseconds()
+
+
+class WeightFormat(click.ParamType):
+    """--precision: a weight format in any of its spellings (``units.weight_format``: any case,
+    "-" for "_"), as the ``WEIGHT_FORMATS`` name it means (what the rest of lts reads)."""
+    name = "FORMAT"
+
+    def convert(self, value, param, ctx):
+        try:
+            return weight_format(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+PRECISION = WeightFormat()
 
 
 class Finite(click.FloatRange):
@@ -312,9 +326,12 @@ def _workload_flags(fn, phases, phase_help):
                      help="Prefill and serve SLO: time to first token (none by default)."),
         click.option("--gpus", type=click.IntRange(1), default=None,
                      help="Device budget (default: every GPU of the topology)."),
-        click.option("--precision", type=click.Choice(sorted(FORMATS)), default=None,
-                     help="Override the weight format (e.g. fp8, fp8_block, nvfp4, mxfp4, "
-                          "w4a16); bf16 fp16 fp32 fp8 int8 also set the KV cache."),
+        click.option("--precision", type=PRECISION, default=None,
+                     help="Override the weight format: bf16, fp16, fp32, fp8, int8, fp8_block, "
+                          "nvfp4, mxfp4, w4a16, w4a16_zp, w4a16_g32, w4a16_nvfp4, w4a8, or "
+                          "another name of one (bfloat16, fp8_per_tensor, int4_wo, awq, gptq, "
+                          "w4afp8, ...: docs/design.md §1; any case); bf16 fp16 fp32 fp8 int8 "
+                          "also set the KV cache."),
         click.option("--kv-cache-dtype", type=click.Choice(("auto",) + KV_DTYPES),
                      default="auto", show_default=True,
                      help="KV-cache type (auto: the model's, from the checkpoint, else the "
@@ -1071,7 +1088,7 @@ def topologies(json_, no_color):
               help="With --model: the topology (its [gpu] kernels key names the tables).")
 @click.option("--engine", type=EngineParam(), default="vllm", show_default=True,
               help="With --model: the engine (and @VERSION) whose measured kernels are read.")
-@click.option("--precision", default=None,
+@click.option("--precision", type=PRECISION, default=None,
               help="With --model: the weight format (as for estimate).")
 @kernel_options
 @output_options
@@ -1176,13 +1193,14 @@ def validate(measurements, by, steady, json_, no_color):
     """Predict published serving measurements with the serve phase (requests of isl input and
     osl output tokens back to back) and compare: per row predicted, measured and their ratio.
     The model and topology columns take shipped names, files or config folders (relative paths
-    resolve against the CSV's folder); rows whose model or topology does not load, or whose
-    prediction is invalid, are listed as skipped with the reason; a file where no row can be
-    predicted exits 1. Rows that say how they were measured (arrival, num_prompts, range_ratio,
-    ...) are predicted by simulating that benchmark run, request by request (lts simulate).
-    Summary: median |log2(predicted/measured)|, share within 2x, and the Spearman rank
-    correlation inside groups that differ only in the parallel config. Exit status 1 for a
-    malformed file (docs/validation.md).
+    resolve against the CSV's folder); rows lts cannot read (a bad or unknown cell, a repeated
+    id, ...), whose model or topology does not load, or whose prediction is invalid, are listed
+    as skipped with the reason; a file where no row can be predicted exits 1. Rows that say how
+    they were measured (arrival, num_prompts, range_ratio, ...) are predicted by simulating that
+    benchmark run, request by request (lts simulate). Summary: median
+    |log2(predicted/measured)|, share within 2x, and the Spearman rank correlation inside
+    groups that differ only in the parallel config. Exit status 1 for a file that is not a
+    measurement file (not CSV, a missing column, no rows: docs/validation.md).
 
     \b
     Examples:
@@ -1190,7 +1208,7 @@ def validate(measurements, by, steady, json_, no_color):
       lts validate measurements.csv --json
       lts validate tests/data/measurements/serving_moe.csv --by model,topology
     """
-    from .serving.validate import validate as run_validate
+    from .serving.validate import none_predicted, validate as run_validate
     try:
         with progress(None, "predicting", disable=json_) as advance:
             overlay = click.get_current_context().meta.get("lts_overlay")
@@ -1206,15 +1224,10 @@ def validate(measurements, by, steady, json_, no_color):
                     f"{overlay['release']}".rstrip() + ": no row of the file takes that profile")
     except LtsError as e:
         raise click.ClickException(str(e)) from None
-    if not d["total"]:
-        raise click.ClickException(f"{measurements} holds no rows (only a header)")
     if not d["rows"]:          # nothing to compare: a failure, not an answer (no empty table;
         if json_:              # the JSON still carries each skipped row's reason)
             _print(json_, no_color, d, render_validate)
-        first = d["skipped"][0]
-        raise click.ClickException(f"no row of {measurements} could be predicted "
-                                   f"({len(d['skipped'])} skipped; row {first['row']}: "
-                                   f"{first['reason']})")
+        raise click.ClickException(none_predicted(measurements, d["skipped"]))
     _print(json_, no_color, d, render_validate)
 
 
@@ -1259,7 +1272,7 @@ def validate(measurements, by, steady, json_, no_color):
 @click.option("--tpot-slo-ms", type=MS, default=None, help="Goodput: TPOT at most this.")
 @click.option("--gpus", type=click.IntRange(1), default=None,
               help="Device budget (default: every GPU of the topology).")
-@click.option("--precision", type=click.Choice(sorted(FORMATS)), default=None,
+@click.option("--precision", type=PRECISION, default=None,
               help="Override the weight format (as in estimate).")
 @click.option("--kv-cache-dtype", type=click.Choice(("auto",) + KV_DTYPES), default="auto",
               show_default=True, help="KV-cache type (auto: the model's).")
@@ -1506,7 +1519,7 @@ def sweep(grid, output, jobs, shard, json_, no_color):
               help="The engine that served it (its profile in lts validate).")
 @click.option("--engine-version", default="", metavar="VERSION",
               help="The engine's release (else the one the result names, if any).")
-@click.option("--precision", type=click.Choice(sorted(FORMATS)), default=None,
+@click.option("--precision", type=PRECISION, default=None,
               help="The weight format the run served, where not the model file's.")
 @click.option("--format", "fmt", type=click.Choice(("auto",) + IMPORT_FORMATS), default="auto",
               show_default=True, help="The tool that wrote the results (auto: from their keys).")
@@ -1605,7 +1618,7 @@ def calibrate(measurements, output, overlay, train, holdout, json_, no_color):
         if not Path(p).resolve().parent.is_dir():
             raise click.UsageError(f"{p}: its folder does not exist")
     try:
-        meas = read_measurements(measurements)
+        meas = read_measurements(measurements)[0]
         base_path = resolve("topologies", meas[0].topology) if meas and meas[0].topology in \
             shipped_names("topologies") else (Path(measurements).resolve().parent /
                                              meas[0].topology if meas else None)
@@ -1626,7 +1639,7 @@ def calibrate(measurements, output, overlay, train, holdout, json_, no_color):
     d = {"knobs": fit.knobs, "base": fit.base, "identified": fit.identified,
          "engine": fit.engine, "release": fit.release, "train_points": fit.train_points,
          "held_points": fit.held_points, "before": _strip(fit.before), "after": _strip(fit.after),
-         "topology_file": output, "overlay_file": overlay}
+         "skipped": fit.skipped, "topology_file": output, "overlay_file": overlay}
     _print(json_, no_color, d, render_calibrate)
 
 

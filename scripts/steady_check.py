@@ -36,7 +36,7 @@ def main():
     a = ap.parse_args()
     analytic = {r["id"]: r["predicted"] for r in validate(a.file)["rows"]}
     groups = {}
-    for m in read_measurements(a.file):
+    for m in read_measurements(a.file)[0]:
         key = (m.model, m.topology, m.precision, m.engine, m.engine_version, m.tp, m.isl, m.osl)
         groups.setdefault(key, []).append(m)
     out = []

@@ -80,10 +80,16 @@ def test_the_files_predict_what_the_fit_does(tmp_path):
     """lts calibrate writes a topology file and an engine overlay; estimate with both equals the
     fit's own prediction."""
     path = synthetic(tmp_path / "m.csv")
+    n = len(path.read_text().splitlines())         # the header and the rows
+    with path.open("a") as f:                      # a row lts cannot read: left out, said why
+        f.write("bad,llama3.1-8b,h100_dgx,1,1,1,1,,512,128,16,ttft_ms,fast,synthetic,vllm,"
+                "0.15.1\n")
     out = tmp_path / "mine.toml"
     r = run("calibrate", str(path), "-o", str(out), "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
+    assert d["skipped"] == [{"id": "bad", "row": n, "model": "llama3.1-8b", "topology": "h100_dgx",
+                             "reason": "value: 'fast' is not a number from 1e-06 to 1e+15"}]
     assert d["overlay_file"] == str(tmp_path / "mine-engine.toml")
     topo = load_topology(str(out))
     assert topo.name == "h100_dgx-fitted"
@@ -158,6 +164,15 @@ def test_what_calibrate_refuses_before_fitting(tmp_path):
         w.writerows(r_ for r_ in rows if r_["isl"] == "512" and r_["osl"] == "128")
     r = run("calibrate", str(one), "-o", out, "--holdout", "isl")
     assert r.exit_code == 1 and "--holdout isl holds nothing out" in r.output
+    unread = tmp_path / "unread.csv"
+    with unread.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=HEADER)
+        w.writeheader()
+        w.writerows(dict(r_, metric="tokens") for r_ in rows[:3])
+    r = run("calibrate", str(unread), "-o", out)
+    assert r.exit_code == 1 and r.output == (
+        f"Error: no row of {unread} could be predicted (3 skipped; row 1: metric: 'tokens' is "
+        "not one of output_tokens_per_s, output_tokens_per_s_per_gpu, ttft_ms, tpot_ms)\n")
     assert not (tmp_path / "f.toml").exists()
 
 

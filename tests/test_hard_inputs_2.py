@@ -113,8 +113,10 @@ def test_measurement_rows_a_metric_or_cell_cannot_hold(tmp_path):
         HEADER + '\n"a\nb",llama3.1-8b,h100_dgx,1,1,1,1,,1024,128,8,tpot_ms,10,x\n')
     r = run("validate", str(tmp_path / "b.csv"))
     assert r.exit_code == 1 and error(r) == (
-        f"Error: {tmp_path / 'b.csv'}: row 1: id: 'a\\nb' contains control characters (expected "
-        "plain text)")
+        f"Error: no row of {tmp_path / 'b.csv'} could be predicted (1 skipped; row 1: id: "
+        "'a\\nb' contains control characters (expected plain text))")
+    d = json.loads(run("validate", str(tmp_path / "b.csv"), "--json").stdout)
+    assert d["skipped"][0]["id"] == "'a\\nb'"       # as the reason shows it: no raw line break
     (tmp_path / "c.csv").write_text("id," + "x" * 200000 + ",model\n")
     r = run("validate", str(tmp_path / "c.csv"))
     assert r.exit_code == 1 and error(r) == (

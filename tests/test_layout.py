@@ -8,6 +8,7 @@ from click.testing import CliRunner
 from lts.cli import cli
 from lts.engines.space import from_layout
 from lts.specs import load_model
+from lts.specs.units import ACCEPTED_FORMATS
 from lts.specs.strategy import DP_ATTENTION, EXPERT_CHOICES, MEGATRON
 
 MOE = load_model("minimax-m2.5")
@@ -88,19 +89,19 @@ def test_validate_reads_layouts_and_quantization(tmp_path):
     assert set(d["summary"]["by_model"]) == {"minimax-m2.5", "gpt-oss-120b"}
 
 
-@pytest.mark.parametrize("quants, message", [
-    ("fp8,nvfp4", "row 1: gemm_quant 'fp8' and moe_quant 'nvfp4' differ: lts costs one format "
-                  "for the quantized weights"),
-    ("int3,int3", "row 1: gemm_quant: 'int3' is not a quantization lts knows (expected one of "
-                  "fp8, fp8_block, nvfp4, mxfp4, bf16, fp16)"),
+@pytest.mark.parametrize("quants, reason", [
+    ("fp8,nvfp4", "gemm_quant 'fp8' and moe_quant 'nvfp4' differ: lts costs one format for the "
+                  "quantized weights"),
+    ("int3,int3", f"gemm_quant: 'int3' is not a weight format lts knows (expected one of "
+                  f"{ACCEPTED_FORMATS}; any case, - or _)"),
 ])
-def test_validate_bad_quantization(tmp_path, quants, message):
+def test_validate_bad_quantization_skips_the_row(tmp_path, quants, reason):
     p = tmp_path / "moe.csv"
     p.write_text(HEADER + "\nq,minimax-m2.5,h200_dgx,4,4,1,1,fp8,1024,128,16,tpot_ms,20,x,,vllm,,"
                  f"4,1,4,1,{quants}\n")
     r = CliRunner().invoke(cli, ["validate", str(p)])
-    assert r.exit_code == 1
-    assert r.output == f"Error: {p}: {message}\n"
+    assert r.exit_code == 1         # its one row skipped: nothing predicted
+    assert r.output == f"Error: no row of {p} could be predicted (1 skipped; row 1: {reason})\n"
 
 
 def test_validate_by_prints_residuals(tmp_path):
@@ -128,14 +129,17 @@ def test_validate_by_prints_residuals(tmp_path):
         "concurrency, comma-separated" in bad.output
 
 
-def test_validate_partial_layout_is_one_line(tmp_path):
-    p = tmp_path / "moe.csv"
-    p.write_text(HEADER + "\nq,minimax-m2.5,h200_dgx,4,4,1,1,fp8,1024,128,16,tpot_ms,20,x,,vllm,,"
-                 "4,,4,1,fp8,fp8\n")
-    r = CliRunner().invoke(cli, ["validate", str(p)])
-    assert r.exit_code == 1
-    assert r.output == (f"Error: {p}: row 1: attention_dp: empty, but attention_tp is given (the "
-                        "layout is all of attention_tp, attention_dp, moe_tp, moe_ep or none)\n")
+def test_validate_partial_layout_skips_the_row(tmp_path):
+    r = _validate(
+        tmp_path,
+        "q,minimax-m2.5,h200_dgx,4,4,1,1,fp8,1024,128,16,tpot_ms,20,x,,vllm,,4,,4,1,fp8,fp8",
+        "a,minimax-m2.5,h200_dgx,4,,,,fp8,1024,128,16,tpot_ms,20,x,,vllm,0.19.0,4,1,4,1,fp8,fp8")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert [row["id"] for row in d["rows"]] == ["a"]
+    assert [(s["id"], s["row"], s["reason"]) for s in d["skipped"]] == [
+        ("q", 1, "attention_dp: empty, but attention_tp is given (the layout is all of "
+                 "attention_tp, attention_dp, moe_tp, moe_ep or none)")]
 
 
 def test_validate_by_empty_is_a_usage_error(tmp_path):

@@ -58,12 +58,16 @@ def test_a_file_no_row_of_which_can_be_predicted_fails(tmp_path):
     assert d["skipped"][0]["reason"].startswith("topology 'bad.toml': ")
 
 
-def test_duplicate_ids_and_empty_files_are_refused(tmp_path):
+def test_duplicate_ids_are_skipped_and_empty_files_refused(tmp_path):
     rows = [HEADER, "a,llama3.1-8b,h100_dgx,1,1,1,1,,1024,128,8,ttft_ms,100,x",
             "a,llama3.1-8b,h100_dgx,1,1,1,1,,1024,128,8,tpot_ms,10,x"]
     (tmp_path / "m.csv").write_text("\n".join(rows) + "\n")
-    r = run("validate", str(tmp_path / "m.csv"))
-    assert r.exit_code == 1 and "row 2: id: 'a' is also row 1" in r.output
+    r = run("validate", str(tmp_path / "m.csv"), "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert [row["metric"] for row in d["rows"]] == ["ttft_ms"]       # row 1 is predicted
+    assert [(s["row"], s["reason"]) for s in d["skipped"]] == [
+        (2, "id: 'a' is also row 1 (each row needs its own id)")]
     (tmp_path / "h.csv").write_text(HEADER + "\n")
     r = run("validate", str(tmp_path / "h.csv"))
     assert r.exit_code == 1 and "holds no rows (only a header)" in r.output

@@ -339,11 +339,13 @@ def test_validate_simulates_rows_that_say_how_they_were_measured():
     assert len(d["rows"]) == 2 and all(r["predicted_by"] == "simulation" for r in d["rows"])
 
 
-def test_an_arrival_lts_cannot_replay_is_refused(tmp_path):
+def test_an_arrival_lts_cannot_replay_skips_the_row(tmp_path):
     from pathlib import Path
     from lts.serving.validate import validate
     src = Path(__file__).parent / "data" / "measurements" / "benchmark_runs.csv"
     bad = tmp_path / "m.csv"
     bad.write_text(src.read_text().replace(",burst,", ",poisson,", 1))
-    with pytest.raises(SpecError, match="arrival: 'poisson' is not one of burst"):
-        validate(bad)
+    d = validate(bad)
+    assert [(s["row"], s["reason"]) for s in d["skipped"]] == [
+        (1, "arrival: 'poisson' is not one of burst (or empty)")]
+    assert len(d["rows"]) == 3 and d["total"] == 4

@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from lts.cli import cli
+from lts.specs.units import ACCEPTED_FORMATS
 
 # copies of ../shared/data's files (tests/data/measurements/README.md), so no test skips on a clone
 DATA = Path(__file__).resolve().parent / "data" / "measurements"
@@ -58,30 +59,96 @@ def test_validate_small_file(tmp_path):
     assert "r3" in table.output and "nomodel" in table.output and "not shipped" in table.output
 
 
-@pytest.mark.parametrize("cell, message", [
-    (("osl", "abc"), "row 2: osl: 'abc' is not a positive integer"),
-    (("metric", "tokens"), "row 2: metric: 'tokens' is not one of output_tokens_per_s"),
-    (("value", "fast"), "row 2: value: 'fast' is not a number from 1e-06 to 1e+15"),
-    (("precision", "fp7"), "row 2: precision: 'fp7' is not one of"),
-    (("engine", "tgi"), "row 2: engine: 'tgi' is not one of generic, vllm, sglang, trtllm "
-                        "(or empty)"),
-    (("tp", "99999999999999999999"), "row 2: tp: 99999999999999999999 is above the maximum "
-                                     "65,536"),
-    (("isl", "99999999999"), "row 2: isl: 99999999999 is above the maximum 10,000,000"),
-    (("value", "1e300"), "row 2: value: '1e300' is not a number from 1e-06 to 1e+15"),
-    (("source", "a\x1b[2Jb"), "row 2: source: 'a\\x1b[2Jb' contains control characters"),
+@pytest.mark.parametrize("cell, reason", [
+    (("osl", "abc"), "osl: 'abc' is not a positive integer"),
+    (("metric", "tokens"), "metric: 'tokens' is not one of output_tokens_per_s, "
+                           "output_tokens_per_s_per_gpu, ttft_ms, tpot_ms"),
+    (("value", "fast"), "value: 'fast' is not a number from 1e-06 to 1e+15"),
+    (("precision", "fp7"), f"precision: 'fp7' is not a weight format lts knows (expected one of "
+                           f"{ACCEPTED_FORMATS}; any case, - or _)"),
+    (("engine", "tgi"), "engine: 'tgi' is not one of generic, vllm, sglang, trtllm (or empty)"),
+    (("tp", "99999999999999999999"), "tp: 99999999999999999999 is above the maximum 65,536"),
+    (("isl", "99999999999"), "isl: 99999999999 is above the maximum 10,000,000"),
+    (("value", "1e300"), "value: '1e300' is not a number from 1e-06 to 1e+15"),
+    (("source", "a\x1b[2Jb"), "source: 'a\\x1b[2Jb' contains control characters (expected "
+                              "plain text)"),
 ])
-def test_validate_bad_row_is_one_error_line(tmp_path, cell, message):
+def test_a_bad_cell_skips_its_row_with_the_reason(tmp_path, cell, reason):
+    """Issue 36: a bad cell skips its row (listed with the reason, in the table and the JSON);
+    the other rows are predicted, the exit status 0."""
     good = "a,llama3.1-8b,h100_dgx,1,1,1,1,fp8,128,128,,output_tokens_per_s,100,doc,vllm"
     cols = (HEADER + ",engine").split(",")
     bad = good.split(",")
+    bad[0] = "b"
     bad[cols.index(cell[0])] = cell[1]
     path = write(tmp_path, "\n".join([",".join(cols), good, ",".join(bad)]) + "\n")
-    r = run("validate", path)
-    assert r.exit_code == 1
-    assert r.output.strip().splitlines() == [f"Error: {path}: " + r.output.split(": ", 2)[2]
-                                             .strip()]
-    assert message in r.output
+    r = run("validate", path, "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert [row["id"] for row in d["rows"]] == ["a"] and d["total"] == 2
+    assert d["skipped"] == [{"id": "b", "row": 2, "model": "llama3.1-8b",
+                             "topology": "h100_dgx", "reason": reason}]
+    table = run("validate", path, "--no-color")
+    assert table.exit_code == 0 and "Skipped: 1 row" in table.output
+    assert "1 of 2 rows predicted (1 skipped)" in " ".join(table.output.split())
+
+
+def test_one_file_of_a_good_row_and_bad_rows_of_every_kind(tmp_path):
+    """Every kind of bad row in one file: each is listed with its exact reason, in file order,
+    and the good rows are still predicted."""
+    cols = (HEADER + ",engine,strategy,attention_tp,attention_dp,moe_tp,moe_ep,gemm_quant,"
+            "moe_quant,arrival").split(",")
+    good = dict(zip(cols, "ok,llama3.1-8b,h100_dgx,1,1,1,1,fp8,128,128,8,ttft_ms,100,doc,vllm,"
+                          ",,,,,,,".split(",")))
+
+    def row(**cells):
+        return ",".join(str({**good, **cells}[c]) for c in cols)
+    formats = f"(expected one of {ACCEPTED_FORMATS}; any case, - or _)"
+    bad = [   # (id, line, reason)
+        ("badint", row(id="badint", isl="12x"), "isl: '12x' is not a positive integer"),
+        ("badmetric", row(id="badmetric", metric="tok"),
+         "metric: 'tok' is not one of output_tokens_per_s, output_tokens_per_s_per_gpu, ttft_ms, "
+         "tpot_ms"),
+        ("badvalue", row(id="badvalue", value="0"),
+         "value: '0' is not a number from 1e-06 to 1e+15"),
+        ("badengine", row(id="badengine", engine="tgi"),
+         "engine: 'tgi' is not one of generic, vllm, sglang, trtllm (or empty)"),
+        ("badquant", row(id="badquant", gemm_quant="int3", moe_quant="int3"),
+         f"gemm_quant: 'int3' is not a weight format lts knows {formats}"),
+        ("refused", row(id="refused", precision="int8_wo"),
+         "precision: 'int8_wo' is int8 weights with bf16 activations (W8A16), not a format "
+         f"lts costs {formats}"),
+        ("twoquants", row(id="twoquants", gemm_quant="fp8", moe_quant="nvfp4"),
+         "gemm_quant 'fp8' and moe_quant 'nvfp4' differ: lts costs one format for the quantized "
+         "weights"),
+        ("badarrival", row(id="badarrival", arrival="poisson"),
+         "arrival: 'poisson' is not one of burst (or empty)"),
+        ("halflayout", row(id="halflayout", attention_tp=1),
+         "attention_dp: empty, but attention_tp is given (the layout is all of attention_tp, "
+         "attention_dp, moe_tp, moe_ep or none)"),
+        ("ok", row(metric="tpot_ms"), "id: 'ok' is also row 1 (each row needs its own id)"),
+        ("", row(id=""), "id: '' is empty: expected a row identifier"),
+        ("short", "short,llama3.1-8b,h100_dgx,1",
+         f"has 4 fields: expected {len(cols)}, one per column of the header"),
+        ("'a\\x07b'", row(id="a\x07b"),
+         "id: 'a\\x07b' contains control characters (expected plain text)"),
+        ("nomodel", row(id="nomodel", model="gpt-5"),
+         "model 'gpt-5' is not shipped, nor a file or folder (relative paths resolve against "
+         f"{tmp_path.resolve()})"),
+        ("badstrategy", row(id="badstrategy", strategy="tp=two"),
+         "strategy: 'tp=two': tp='two' is not a positive integer"),
+    ]
+    lines = [",".join(cols), row()] + [line for _, line, _ in bad] + \
+        [row(id="ok2", metric="tpot_ms", value=10)]
+    path = write(tmp_path, "\n".join(lines) + "\n")
+    r = run("validate", path, "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert [row_["id"] for row_ in d["rows"]] == ["ok", "ok2"] and d["total"] == len(bad) + 2
+    assert [(s["id"], s["row"], s["reason"]) for s in d["skipped"]] == \
+        [(i, n, why) for n, (i, _, why) in enumerate(bad, 2)]
+    table = run("validate", path, "--no-color")
+    assert table.exit_code == 0 and f"Skipped: {len(bad)} rows" in table.output
 
 
 def test_validate_missing_column(tmp_path):

@@ -91,18 +91,7 @@ def render_validate(console: Console, d: dict) -> None:
                       _fmt_value(r["predicted"]), _fmt_value(r["measured"]),
                       f"[{colour}]{r['ratio']:.2f}[/]")
     console.print(table, crop=False)
-    if d["skipped"]:
-        n_skip = len(d["skipped"])
-        skipped = Table(title=f"Skipped: {n_skip} row{'s' if n_skip != 1 else ''}",
-                        box=box.SIMPLE_HEAD)
-        skipped.add_column("id", no_wrap=True)
-        skipped.add_column("row", justify="right")
-        skipped.add_column("reason")
-        for sk in d["skipped"][:VALIDATE_WORST]:
-            skipped.add_row(escape(sk["id"]), str(sk["row"]), escape(sk["reason"]))
-        if len(d["skipped"]) > VALIDATE_WORST:
-            skipped.caption = f"the first {VALIDATE_WORST} (all: --json)"
-        console.print(skipped)
+    _render_skipped(console, d["skipped"])
     s = d["summary"]
     sp = s["spearman_by_group"]
     console.print(
@@ -138,6 +127,22 @@ def render_validate(console: Console, d: dict) -> None:
         if len(worst) > VALIDATE_WORST:
             groups.caption = f"the {VALIDATE_WORST} lowest of {len(worst)} (all: --json)"
         console.print(groups, crop=False)
+
+
+def _render_skipped(console: Console, skips: list) -> None:
+    """The rows not predicted (none: nothing), each with its row number and reason."""
+    if not skips:
+        return
+    skipped = Table(title=f"Skipped: {len(skips)} row{'s' if len(skips) != 1 else ''}",
+                    box=box.SIMPLE_HEAD)
+    skipped.add_column("id", no_wrap=True)
+    skipped.add_column("row", justify="right")
+    skipped.add_column("reason", overflow="fold")
+    for sk in skips[:VALIDATE_WORST]:
+        skipped.add_row(escape(sk["id"]), str(sk["row"]), escape(sk["reason"]))
+    if len(skips) > VALIDATE_WORST:
+        skipped.caption = f"the first {VALIDATE_WORST} (all: --json)"
+    console.print(skipped)
 
 
 def _render_residuals(console: Console, res: dict) -> None:
@@ -178,6 +183,7 @@ def render_calibrate(console: Console, d: dict) -> None:
             a = d["after"][key][metric]
             r.add_row(half, metric, _half(s), _half(a))
     console.print(r)
+    _render_skipped(console, d["skipped"])
     console.print(f"wrote {escape(d['topology_file'])} (--topology) and "
                   f"{escape(d['overlay_file'])} (--engine-profile)", overflow="fold")
 

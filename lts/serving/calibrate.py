@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +31,7 @@ import numpy as np
 from ..engines import ENGINES
 from ..engines.profiles import EngineProfile
 from ..specs import TopologySpec
-from ..specs.errors import SpecError
+from ..specs.errors import LtsError, SpecError
 from ..specs.units import FORMAT_ALIASES, MS, US, WEIGHT_FORMATS
 from . import validate as v
 
@@ -188,12 +188,16 @@ class Fit:
     after: dict
     train_points: int
     held_points: int
+    skipped: list = field(default_factory=list)   # rows not fitted: validate's, with reasons
 
 
 def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction") -> Fit:
     """Fit the knobs on the training rows (``split``: ``train`` of the measured points, or by
-    ``holdout``) of a one-cluster, one-engine file."""
-    meas = v.read_measurements(path)
+    ``holdout``) of a one-cluster, one-engine file. Rows lts cannot read or predict are left
+    out, each with its reason (``Fit.skipped``, as ``lts validate`` lists them)."""
+    meas, unread = v.read_measurements(path)
+    if not meas:
+        raise LtsError(v.none_predicted(path, unread))
     topos = {m.topology for m in meas}
     engines = {m.engine for m in meas}
     if len(topos) != 1 or len(engines) != 1:
@@ -202,9 +206,10 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
                                   f"rows name {plural(len(topos), 'topology').replace('ys', 'ies')}"
                                   f" ({', '.join(sorted(topos))}) and "
                                   f"{plural(len(engines), 'engine')} ({', '.join(sorted(engines))})")
-    base_rows = v.validate(path)["rows"]
+    first = v.validate(path)
+    base_rows = first["rows"]
     if not base_rows:
-        raise SpecError(path, "", "no row can be predicted (lts validate says why)")
+        raise LtsError(v.none_predicted(path, first["skipped"]))
     engine = engines.pop()
     releases = {r["profile"] for r in base_rows}
     if len(releases) != 1:
@@ -322,7 +327,7 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
                 "train_by_metric": _by_metric([r for r in rows if r["id"] in train_ids]),
                 "held_by_metric": _by_metric([r for r in rows if r["id"] in held_ids])},
                len({_point(r["id"]) for r in train_rows}),
-               len({_point(r["id"]) for r in held_rows}))
+               len({_point(r["id"]) for r in held_rows}), first["skipped"])
 
 
 # the order in which knobs the rows cannot pin are dropped (most specific first)

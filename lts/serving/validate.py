@@ -7,14 +7,16 @@ and an optional ``strategy``. How each row is mapped:
 - ``model`` and ``topology`` are shipped short names, or files or config folders (a relative
   path resolves against the CSV's folder; ``_Loader``); a row whose cell does not load is
   *skipped* with the reason (never dropped silently). ``precision`` (empty: the model file's) overrides the
-  weight and KV-cache type (``specs.with_precision``).
+  weight and KV-cache type (``specs.with_precision``; any spelling of a weight format,
+  ``units.weight_format``: fp4, bfloat16, int4_wo, awq, ...).
 - The strategy is ``strategy`` when present (an ``--strategy`` string; unnamed ops take Megatron's
   choice), else the engine's own layout when the optional columns ``attention_tp``,
   ``attention_dp``, ``moe_tp``, ``moe_ep`` are filled (``engines.space.from_layout``; a layout
   lts does not cost is skipped with the reason), else Megatron's per-op sharding at ``tp``,
   ``ep``, ``pp``. A row whose tp·ep·pp is not ``gpus`` is skipped.
-- The optional ``gemm_quant`` and ``moe_quant`` (of one kind where both are filled: fp8 per
-  tensor or block-scaled, NVFP4 or MXFP4; the experts' is taken) name the weights' format and
+- The optional ``gemm_quant`` and ``moe_quant`` (any spelling of a weight format, as
+  ``precision``; of one kind where both are filled: fp8 per tensor or block-scaled, NVFP4 or
+  MXFP4, int4 weight-only in groups of 128 or 32; the experts' is taken) name the weights' format and
   take the place of ``precision``: a checkpoint whose format is of the same kind is costed as it
   ships, another kind replaces the quantized weights' format, the KV cache stays the model's
   (``_model_for``).
@@ -39,8 +41,12 @@ and an optional ``strategy``. How each row is mapped:
   ``sglang``, ``trtllm``); when the column is absent or the cell empty, the engine the ``source``
   names (TensorRT-LLM/trtllm, vLLM, SGLang: exactly one of them), else ``generic``.
 
-A malformed file (missing column, a bad number, an unknown metric or precision, a bad strategy)
-raises one ``SpecError``: ``FILE: row N: COLUMN: VALUE ...`` (N counts data rows from 1).
+A row lts cannot read (a cell not a number or out of range, an unknown metric, precision,
+engine, quantization, arrival or kv_cache_dtype, an id used by an earlier row, a partial layout,
+the wrong number of fields, control characters, a bad strategy, ...) is skipped with the reason,
+``COLUMN: VALUE ...``, listed with the others (``read_measurements``; rows count from 1 after the
+header); the other rows are predicted. A file that is not one raises one ``SpecError``:
+``FILE: header: ...`` (not CSV, a missing or duplicate column) or ``FILE: holds no rows``.
 
 Summary: count of predicted rows, median |log2(predicted/measured)|, share within 2x, and the
 Spearman rank correlation inside each group of rows that differ only in the parallel config (same
@@ -65,7 +71,7 @@ import numpy as np
 
 from ..engines import ENGINE_NAMES, ENGINES, GENERIC, engine_for_source, version_in_source
 from ..engines.space import from_layout
-from ..specs.errors import LtsError, SpecError, StrategyError
+from ..specs.errors import LtsError, SpecError, StrategyError, plain
 from ..specs.limits import (MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED,
                            MAX_SIM_REQUESTS, MAX_TOKENS, MIN_MEASURED)
 from . import two_pool
@@ -74,7 +80,7 @@ from ..specs import (exists, load_model, load_topology, path_problem, read_text,
                      with_precision)
 from ..specs.strategy import (BATCH, EP, N_COARSE, PP, TP, megatron_row, named_keys,
                              parse_strategy)
-from ..specs.units import DTYPE_BYTES, KV_DTYPES
+from ..specs.units import KV_DTYPES, weight_format
 
 COLUMNS = ("id", "model", "topology", "gpus", "tp", "ep", "pp", "precision", "isl", "osl",
            "concurrency", "metric", "value", "source")
@@ -90,9 +96,8 @@ POOL_KEYS = ("num_workers", "batch_size", "tp_size", "pp_size", "attention_dp_si
 POOLS = ("prefill", "decode")
 POOL_COLUMNS = tuple(f"{p}_{k}" for p in POOLS for k in POOL_KEYS)
 POOL_OPTIONAL = ("gpus", "tp", "ep", "pp")
-# their values -> lts weight formats (shared/data/README.md: "fp8 per tensor, fp8_block, nvfp4")
-QUANT_FORMATS = {"fp8": "fp8", "fp8_block": "fp8_block", "nvfp4": "nvfp4", "mxfp4": "mxfp4",
-                 "bf16": "bf16", "fp16": "fp16"}
+# their values, as precision's: any spelling of a weight format (units.weight_format; the files
+# of shared/data write fp8, fp8_block, nvfp4)
 # optional: how the row was measured (shared/data/README.md; docs/simulate.md): a row that says
 # how its requests arrived (``arrival``) is predicted by simulating that run with its
 # ``num_prompts``, ``range_ratio``, ``kv_cache_dtype``, ``max_num_batched_tokens`` and
@@ -167,22 +172,31 @@ MAX_CELL = {"tp": MAX_DEGREE, "ep": MAX_DEGREE, "pp": MAX_DEGREE, "gpus": MAX_GP
                for c in POOL_COLUMNS}}
 
 
-def _int(file, n, col, text, allow_empty=False, default=0):
+class _Skip(Exception):
+    """A row lts cannot read or predict, with the reason (it is listed as skipped, not
+    dropped)."""
+
+
+def _int(col, text, allow_empty=False, default=0):
     text = text.strip()
     if not text and allow_empty:
         return default
     if len(text) > 40:                          # before int(): 4300+ digits raise
-        raise SpecError(file, f"row {n}", f"{col}: {text[:12]}... is above the maximum "
-                                          f"{MAX_CELL[col]:,}")
+        raise _Skip(f"{col}: {text[:12]}... is above the maximum {MAX_CELL[col]:,}")
     if not (text.isascii() and text.isdigit()) or int(text) < 1:
-        raise SpecError(file, f"row {n}", f"{col}: {text!r} is not a positive integer")
+        raise _Skip(f"{col}: {text!r} is not a positive integer")
     if int(text) > MAX_CELL[col]:
-        raise SpecError(file, f"row {n}", f"{col}: {text} is above the maximum {MAX_CELL[col]:,}")
+        raise _Skip(f"{col}: {text} is above the maximum {MAX_CELL[col]:,}")
     return int(text)
 
 
-def read_measurements(path) -> list:
-    """Parse and check a measurement CSV -> [Measurement]; SpecError on the first bad cell."""
+def read_measurements(path) -> tuple:
+    """Parse and check a measurement CSV -> ([Measurement], [skipped row]). A row lts cannot
+    read (a cell not a number or out of range, an unknown metric, precision, engine or
+    quantization, an id used before, the wrong number of fields, control characters, ...) is
+    skipped with the reason, as ``validate`` lists it: {"id", "row", "model", "topology",
+    "reason"}, the cells as written (repr'd where they hold control characters). SpecError for
+    the file: not a readable text file, not CSV, a missing or duplicate column, no data row."""
     file = str(path)
     text = read_text(Path(path), "a measurement .csv file", max_bytes=MAX_CSV_BYTES)
     # a stream, not text.splitlines(): a quoted line break stays in its cell (and is refused
@@ -207,7 +221,7 @@ def read_measurements(path) -> list:
                                         f"prefill_/decode_ {', '.join(POOL_KEYS)}, "
                                         f"then {', '.join(POOL_OPTIONAL)} may be absent)")
     reader.fieldnames = header
-    out, seen = [], {}
+    out, skipped, seen = [], [], {}
     rows = iter(reader)
     n = 0
     while True:
@@ -216,102 +230,117 @@ def read_measurements(path) -> list:
             raw = next(rows)
         except StopIteration:
             break
-        except csv.Error as e:
-            raise SpecError(file, f"row {n}", f"not CSV ({e})") from None
-        if None in raw or any(v is None for v in raw.values()):
-            fields = sum(v is not None for k, v in raw.items() if k is not None) \
-                + len(raw.get(None) or [])
-            raise SpecError(file, f"row {n}", f"has {fields} fields: expected {len(header)}, one "
-                                              "per column of the header")
-        r = {k: (v or "").strip() for k, v in raw.items()}
-        for k, v in r.items():
-            if any(unicodedata.category(ch) == "Cc" for ch in v):
-                raise SpecError(file, f"row {n}", f"{k}: {v!r} contains control characters "
-                                                  "(expected plain text)")
-        strategy = r.get("strategy", "")
-        given = [c for c in LAYOUT if r.get(c)]
-        if given and len(given) < len(LAYOUT):
-            missing = [c for c in LAYOUT if c not in given]
-            raise SpecError(file, f"row {n}", f"{missing[0]}: empty, but {given[0]} is given "
-                                              f"(the layout is all of {', '.join(LAYOUT)} or "
-                                              "none)")
-        layout = tuple(_int(file, n, c, r.get(c, "")) for c in LAYOUT) if given else ()
-        pooled = [c for c in POOL_COLUMNS if r.get(c)]
-        if pooled and len(pooled) < len(POOL_COLUMNS):
-            missing = [c for c in POOL_COLUMNS if c not in pooled]
-            raise SpecError(file, f"row {n}", f"{missing[0]}: empty, but {pooled[0]} is given "
-                                              "(a two-pool row fills every prefill_ and "
-                                              "decode_ column)")
-        if pooled and (layout or strategy):
-            raise SpecError(file, f"row {n}", f"{'strategy' if strategy else LAYOUT[0]}: "
-                                              "given with the two pools' columns (a row is one "
-                                              "pool or two)")
-        pools = tuple(tuple(_int(file, n, f"{p}_{k}", r[f"{p}_{k}"]) for k in POOL_KEYS)
-                      for p in POOLS) if pooled else ()
-        tp = _int(file, n, "tp", r.get("tp", ""), allow_empty=bool(strategy or layout or pools),
-                  default=1)
-        ep = _int(file, n, "ep", r.get("ep", ""), allow_empty=True, default=1)
-        pp = _int(file, n, "pp", r.get("pp", ""), allow_empty=True, default=1)
-        gpus = _int(file, n, "gpus", r.get("gpus", ""), allow_empty=bool(pools), default=0)
-        isl, osl = _int(file, n, "isl", r["isl"]), _int(file, n, "osl", r["osl"])
-        conc = _int(file, n, "concurrency", r["concurrency"], allow_empty=True, default=0)
-        if r["metric"] not in METRICS:
-            raise SpecError(file, f"row {n}", f"metric: {r['metric']!r} is not one of "
-                                              f"{', '.join(METRICS)}")
-        if r["precision"] and r["precision"] not in DTYPE_BYTES:
-            raise SpecError(file, f"row {n}", f"precision: {r['precision']!r} is not one of "
-                                              f"{', '.join(DTYPE_BYTES)} (or empty)")
+        except csv.Error as e:          # the reader goes on at the next line
+            skipped.append(_skipped(n, {}, f"not CSV ({e})"))
+            continue
         try:
-            value = float(r["value"])
-        except ValueError:
-            value = math.nan
-        if not (math.isfinite(value) and MIN_MEASURED <= value <= MAX_MEASURED):
-            raise SpecError(file, f"row {n}", f"value: {r['value']!r} is not a number from "
-                                              f"{MIN_MEASURED:g} to {MAX_MEASURED:g}")
-        if not r["id"]:
-            raise SpecError(file, f"row {n}", "id: '' is empty: expected a row identifier")
-        engine = r.get("engine", "").lower()
-        engine = engine_for_source(engine) or engine if engine not in ENGINE_NAMES else engine
-        if engine and engine not in ENGINE_NAMES:
-            raise SpecError(file, f"row {n}", f"engine: {engine!r} is not one of "
-                                              f"{', '.join(ENGINE_NAMES)} (or empty)")
-        engine = engine or engine_for_source(r["source"]) or GENERIC
-        quants = {r.get(c, "").lower() for c in QUANT_COLUMNS} - {""}
-        for c in QUANT_COLUMNS:
-            q = r.get(c, "").lower()
-            if q and q not in QUANT_FORMATS:
-                raise SpecError(file, f"row {n}", f"{c}: {q!r} is not a quantization lts knows "
-                                                  f"(expected one of {', '.join(QUANT_FORMATS)})")
-        if len({_KIND.get(QUANT_FORMATS[q], q) for q in quants}) > 1:
-            raise SpecError(file, f"row {n}", f"gemm_quant {r['gemm_quant']!r} and moe_quant "
-                                              f"{r['moe_quant']!r} differ: lts costs one "
-                                              "format for the quantized weights")
-        # two of one kind (fp8 GEMMs beside block-scaled fp8 experts): the experts' (_model_for
-        # keeps a checkpoint of that kind as it ships)
-        quant = QUANT_FORMATS[r.get("moe_quant", "").lower() or quants.pop()] if quants else ""
-        if r["id"] in seen:
-            raise SpecError(file, f"row {n}", f"id: {r['id']!r} is also row {seen[r['id']]} "
-                                              "(each row needs its own id)")
-        seen[r["id"]] = n
-        version = r.get("engine_version", "") or version_in_source(r["source"], engine)
-        bench = _bench(file, n, r, conc, pools)
-        out.append(Measurement(n, r["id"], r["model"], r["topology"], gpus, tp, ep, pp,
-                               r["precision"], isl, osl, conc, r["metric"], value, r["source"],
-                               strategy, engine, layout, quant, version, pools, bench))
-    return out
+            out.append(_measurement(n, raw, len(header), seen))
+        except _Skip as e:
+            skipped.append(_skipped(n, raw, str(e)))
+    if not out and not skipped:
+        raise SpecError(file, "", "holds no rows (only a header)")
+    return out, skipped
 
 
-def _fraction(file, n, col, text) -> float:
+def _skipped(n: int, raw: dict, why: str) -> dict:
+    """A row read but not taken, as ``validate`` lists it: its id, model and topology cells
+    (each repr'd where it holds control characters; "" where the row has none), the reason."""
+    cells = {k: plain((v if isinstance(v, str) else "").strip())
+             for k, v in raw.items() if k in ("id", "model", "topology")}
+    return {"id": cells.get("id", ""), "row": n, "model": cells.get("model", ""),
+            "topology": cells.get("topology", ""), "reason": why}
+
+
+def _measurement(n: int, raw: dict, fields: int, seen: dict) -> Measurement:
+    """Data row ``n`` of a measurement file (``raw``, csv.DictReader's, of a header of
+    ``fields`` columns) -> its Measurement; ``seen``: the ids of the rows before (this one's
+    added). _Skip with the reason the row cannot be read."""
+    if None in raw or any(v is None for v in raw.values()):
+        given = sum(v is not None for k, v in raw.items() if k is not None) \
+            + len(raw.get(None) or [])
+        raise _Skip(f"has {given} fields: expected {fields}, one per column of the header")
+    r = {k: (v or "").strip() for k, v in raw.items()}
+    for k, v in r.items():
+        if any(unicodedata.category(ch) == "Cc" for ch in v):
+            raise _Skip(f"{k}: {v!r} contains control characters (expected plain text)")
+    if not r["id"]:
+        raise _Skip("id: '' is empty: expected a row identifier")
+    if r["id"] in seen:
+        raise _Skip(f"id: {r['id']!r} is also row {seen[r['id']]} (each row needs its own id)")
+    seen[r["id"]] = n
+    strategy = r.get("strategy", "")
+    given = [c for c in LAYOUT if r.get(c)]
+    if given and len(given) < len(LAYOUT):
+        missing = [c for c in LAYOUT if c not in given]
+        raise _Skip(f"{missing[0]}: empty, but {given[0]} is given (the layout is all of "
+                    f"{', '.join(LAYOUT)} or none)")
+    layout = tuple(_int(c, r.get(c, "")) for c in LAYOUT) if given else ()
+    pooled = [c for c in POOL_COLUMNS if r.get(c)]
+    if pooled and len(pooled) < len(POOL_COLUMNS):
+        missing = [c for c in POOL_COLUMNS if c not in pooled]
+        raise _Skip(f"{missing[0]}: empty, but {pooled[0]} is given (a two-pool row fills "
+                    "every prefill_ and decode_ column)")
+    if pooled and (layout or strategy):
+        raise _Skip(f"{'strategy' if strategy else LAYOUT[0]}: given with the two pools' "
+                    "columns (a row is one pool or two)")
+    pools = tuple(tuple(_int(f"{p}_{k}", r[f"{p}_{k}"]) for k in POOL_KEYS)
+                  for p in POOLS) if pooled else ()
+    tp = _int("tp", r.get("tp", ""), allow_empty=bool(strategy or layout or pools), default=1)
+    ep = _int("ep", r.get("ep", ""), allow_empty=True, default=1)
+    pp = _int("pp", r.get("pp", ""), allow_empty=True, default=1)
+    gpus = _int("gpus", r.get("gpus", ""), allow_empty=bool(pools), default=0)
+    isl, osl = _int("isl", r["isl"]), _int("osl", r["osl"])
+    conc = _int("concurrency", r["concurrency"], allow_empty=True, default=0)
+    if r["metric"] not in METRICS:
+        raise _Skip(f"metric: {r['metric']!r} is not one of {', '.join(METRICS)}")
+    if r["precision"]:
+        _format("precision", r["precision"])
+    try:
+        value = float(r["value"])
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and MIN_MEASURED <= value <= MAX_MEASURED):
+        raise _Skip(f"value: {r['value']!r} is not a number from {MIN_MEASURED:g} to "
+                    f"{MAX_MEASURED:g}")
+    engine = r.get("engine", "").lower()
+    engine = engine_for_source(engine) or engine if engine not in ENGINE_NAMES else engine
+    if engine and engine not in ENGINE_NAMES:
+        raise _Skip(f"engine: {engine!r} is not one of {', '.join(ENGINE_NAMES)} (or empty)")
+    engine = engine or engine_for_source(r["source"]) or GENERIC
+    quants = {c: _format(c, r[c]) for c in QUANT_COLUMNS if r.get(c)}
+    if len({_KIND.get(q, q) for q in quants.values()}) > 1:
+        raise _Skip(f"gemm_quant {r['gemm_quant']!r} and moe_quant {r['moe_quant']!r} differ: "
+                    "lts costs one format for the quantized weights")
+    # two of one kind (fp8 GEMMs beside block-scaled fp8 experts): the experts' (_model_for
+    # keeps a checkpoint of that kind as it ships)
+    quant = quants.get("moe_quant") or quants.get("gemm_quant", "")
+    version = r.get("engine_version", "") or version_in_source(r["source"], engine)
+    bench = _bench(r, conc, pools)
+    return Measurement(n, r["id"], r["model"], r["topology"], gpus, tp, ep, pp, r["precision"],
+                       isl, osl, conc, r["metric"], value, r["source"], strategy, engine,
+                       layout, quant, version, pools, bench)
+
+
+def _format(col: str, cell: str) -> str:
+    """A format cell (precision, gemm_quant, moe_quant) in any of its spellings -> its
+    WEIGHT_FORMATS name (``units.weight_format``); _Skip listing what is accepted."""
+    try:
+        return weight_format(cell)
+    except ValueError as e:
+        raise _Skip(f"{col}: {e}") from None
+
+
+def _fraction(col, text) -> float:
     try:
         x = float(text)
     except ValueError:
         x = math.nan
     if not (0.0 < x <= 1.0):
-        raise SpecError(file, f"row {n}", f"{col}: {text!r} is not a number in (0, 1]")
+        raise _Skip(f"{col}: {text!r} is not a number in (0, 1]")
     return x
 
 
-def _bench(file, n, r: dict, conc: int, pools) -> "Bench | None":
+def _bench(r: dict, conc: int, pools) -> "Bench | None":
     """A row's benchmark settings (``Bench``) when it says how its requests arrived (or names a
     benchmark whose protocol lts knows, ``PROTOCOLS``) and has a concurrency; else None."""
     arrival = r.get("arrival", "").lower()
@@ -323,38 +352,31 @@ def _bench(file, n, r: dict, conc: int, pools) -> "Bench | None":
     if not arrival:
         return None
     if arrival not in ARRIVALS:
-        raise SpecError(file, f"row {n}", f"arrival: {arrival!r} is not one of "
-                                          f"{', '.join(ARRIVALS)} (or empty)")
+        raise _Skip(f"arrival: {arrival!r} is not one of {', '.join(ARRIVALS)} (or empty)")
     if not conc:
         return None
-    prompts = _int(file, n, "num_prompts", r.get("num_prompts", ""), allow_empty=True,
-                   default=10 * conc)
-    ratio = _fraction(file, n, "range_ratio", r["range_ratio"]) if r.get("range_ratio") else 1.0
+    prompts = _int("num_prompts", r.get("num_prompts", ""), allow_empty=True, default=10 * conc)
+    ratio = _fraction("range_ratio", r["range_ratio"]) if r.get("range_ratio") else 1.0
     kv = r.get("kv_cache_dtype", "").lower()
     kv = "fp8" if kv.startswith("fp8") else "" if kv in ("", "auto") else kv
     if kv and kv not in KV_DTYPES:
-        raise SpecError(file, f"row {n}", f"kv_cache_dtype: {kv!r} is not one of auto, "
-                                          f"{', '.join(KV_DTYPES)} (or empty)")
-    tokens = _int(file, n, "max_num_batched_tokens", r.get("max_num_batched_tokens", ""),
+        raise _Skip(f"kv_cache_dtype: {kv!r} is not one of auto, {', '.join(KV_DTYPES)} (or "
+                    "empty)")
+    tokens = _int("max_num_batched_tokens", r.get("max_num_batched_tokens", ""),
                   allow_empty=True, default=0)
-    frac = _fraction(file, n, "mem_fraction", r["mem_fraction"]) if r.get("mem_fraction") \
-        else 0.0
+    frac = _fraction("mem_fraction", r["mem_fraction"]) if r.get("mem_fraction") else 0.0
     return Bench(prompts, arrival, ratio, kv, tokens, frac)
 
 
-class _Skip(Exception):
-    """A row lts cannot predict, with the reason (it is listed as skipped, not dropped)."""
-
-
-def _strategy_row(file, m: Measurement, model) -> tuple:
+def _strategy_row(m: Measurement, model) -> tuple:
     """(strategy row, best batch?) for a measurement: its ``strategy``, else its engine layout,
-    else Megatron's at tp/ep/pp. _Skip where the layout is not one lts costs."""
+    else Megatron's at tp/ep/pp. _Skip where the strategy does not parse or the layout is not
+    one lts costs."""
     if m.strategy:
         try:
             row = parse_strategy(m.strategy, model.is_moe)
         except StrategyError as e:
-            raise SpecError(file, f"row {m.row}", f"strategy: {m.strategy!r}: "
-                            f"{str(e).split(': ', 1)[1]}") from None
+            raise _Skip(f"strategy: {m.strategy!r}: {str(e).split(': ', 1)[1]}") from None
         named_batch = "batch" in named_keys(m.strategy)
     elif m.layout:
         try:
@@ -372,7 +394,9 @@ def _strategy_row(file, m: Measurement, model) -> tuple:
 
 
 # weight formats of one kind: a row's quantization names the kind a checkpoint's format is of
-_KIND = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"}
+# (int4 weight-only: AWQ's and GPTQ's groups of 128, Kimi-K2.5's of 32, the kernel tables' int4_wo)
+_KIND = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "mxfp4": "fp4", "w4a16": "int4",
+         "w4a16_zp": "int4", "w4a16_g32": "int4"}
 
 
 def _short(cell: str) -> str:
@@ -561,9 +585,10 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
     (``serving.simulate``; its record says ``"predicted_by": "simulation"``), unless ``steady``:
     then, as every other row, by the closed loop's steady state."""
     file = str(path)
-    meas = read_measurements(path)
+    meas, unread = read_measurements(path)
     if only is not None:
         meas = [m for m in meas if m.id in only]
+        unread = [u for u in unread if u["id"] in only]
     where = Path(path).resolve().parent
     models = _Loader("model", "models", load_model, where)
     topos = _Loader("topology", "topologies", load_topology, where)
@@ -605,7 +630,7 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
                     release)].append((m, pre, dec))
             continue
         try:
-            row, best = _strategy_row(file, m, specs[key])
+            row, best = _strategy_row(m, specs[key])
         except _Skip as e:
             skipped[m.row] = str(e)
             continue
@@ -692,13 +717,22 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
                 best_batch=best, running=int(res.running[i]), strategy=m.strategy or None,
                 layout=list(m.layout) or None)
     rows = [predicted[m.row] for m in meas if m.row in predicted]
-    skips = [{"id": m.id, "row": m.row, "model": m.model, "topology": m.topology,
-              "reason": skipped[m.row]} for m in meas if m.row in skipped]
+    skips = sorted(unread + [{"id": m.id, "row": m.row, "model": m.model, "topology": m.topology,
+                              "reason": skipped[m.row]} for m in meas if m.row in skipped],
+                   key=lambda u: u["row"])
     out = {"file": file, "rows": rows, "skipped": skips, "summary": summarize(rows),
-           "total": len(meas)}
+           "total": len(meas) + len(unread)}
     if by:
         out["residuals"] = {"by": list(by), "groups": residuals(rows, tuple(by))}
     return out
+
+
+def none_predicted(file, skipped: list) -> str:
+    """The one line for a file no row of which could be predicted (``skipped``: every row, as
+    ``validate`` lists them): how many, and the first one's reason."""
+    first = skipped[0]
+    return (f"no row of {plain(str(file))} could be predicted ({len(skipped)} skipped; row "
+            f"{first['row']}: {first['reason']})")
 
 
 # the row keys ``lts validate --by`` groups the residuals by

@@ -26,7 +26,8 @@ from .model import (MAX_FILE_BYTES, MAX_NUMBER, MAX_PARAMS, MAX_WIDTH,  # noqa: 
                         MIN_NUMBER, AttentionSpec, FFNSpec,                    # (re-exported)
                         LinearAttentionSpec, Mamba2Spec)
 from .model import LINEAR
-from .units import FORMAT_ALIASES, GB, GIB, KV_DTYPES, TB, TFLOPS, US, WEIGHT_FORMATS
+from .units import (FORMAT_ALIASES, GB, GIB, KV_DTYPES, TB, TFLOPS, US, WEIGHT_FORMATS,
+                    weight_format)
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]     # lts/ (the package holding specs/)
 
@@ -293,17 +294,19 @@ _KEPT = ("embedding", "norm", "lm_head", "router")
 
 def with_precision(spec: ModelSpec, precision: str | None, kv_cache: str | None = None) \
         -> ModelSpec:
-    """``spec`` with its weights in the format ``precision`` (``WEIGHT_FORMATS`` or an alias;
-    None: unchanged) and its KV cache in ``kv_cache`` (None or "auto": the model's, except that
-    the names in ``_KV_TOO`` also set the KV cache, as ``--precision`` always did). The groups
+    """``spec`` with its weights in the format ``precision`` (a ``WEIGHT_FORMATS`` name or
+    another spelling, ``units.weight_format``; None: unchanged) and its KV cache in ``kv_cache``
+    (None or "auto": the model's, except that the names in ``_KV_TOO`` also set the KV cache, as
+    ``--precision`` always did). The groups
     the model leaves unquantized stay so; the formats not in ``_KV_TOO`` also leave ``_KEPT``
     unquantized (a checkpoint's own list when its format is asked for again); another format
     than the model's puts every quantized group in it (a mixed checkpoint's ``formats`` go)."""
     p = spec.precision
     if precision is not None:
-        if precision not in FORMATS:
-            raise SpecError("--precision", "", f"{precision!r} is not one of {', '.join(FORMATS)}")
-        weights = FORMAT_ALIASES.get(precision, precision)
+        try:
+            weights = weight_format(precision)
+        except ValueError as e:
+            raise SpecError("--precision", "", str(e)) from None
         if weights in _KV_TOO:
             p = replace(p, weights=weights, kv_cache=weights, formats=())
         elif weights != p.weights:

@@ -15,12 +15,12 @@ class SpecError(LtsError):
     """
 
     def __init__(self, file, key, message):
-        self.file, self.key = _plain(str(file)), key
+        self.file, self.key = plain(str(file)), key
         where = f"{self.file}: {key}: " if key else f"{self.file}: "
         super().__init__(where + message)
 
 
-def _plain(text: str) -> str:
+def plain(text: str) -> str:
     """A name as typed, or its repr when it holds control characters (terminal escapes)."""
     return repr(text) if any(ord(ch) < 32 or 127 <= ord(ch) < 160 for ch in text) else text
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import SpecError
-from .units import DTYPE_BYTES, FORMAT_ALIASES, WEIGHT_FORMATS
+from .units import DTYPE_BYTES, FORMAT_ALIASES, WEIGHT_FORMATS, weight_format
 
 
 # ----------------------------------------------------------------------------------------------
@@ -565,7 +565,17 @@ TOO_DEEP = "nested too deeply (hundreds of levels of tables or arrays; a model o
 # models
 
 DTYPES = tuple(DTYPE_BYTES)
-FORMATS = tuple(WEIGHT_FORMATS) + tuple(FORMAT_ALIASES)   # what precision.weights accepts
+# the formats and their other names (units.FORMAT_ALIASES); a reader takes any case, "-" for "_"
+FORMATS = tuple(WEIGHT_FORMATS) + tuple(FORMAT_ALIASES)
+
+
+def _weight_format(p: _Table, key: str, text) -> str:
+    """A format as a model file spells it (``units.weight_format``) -> its WEIGHT_FORMATS name;
+    SpecError naming the key, listing what is accepted."""
+    try:
+        return weight_format(text)
+    except ValueError as e:
+        raise SpecError(p.file, p._key(key), str(e)) from None
 
 
 def _unquantized(p: _Table) -> tuple:
@@ -597,10 +607,7 @@ def _group_formats(p: _Table) -> tuple:
         if g not in WEIGHT_GROUPS:
             raise SpecError(p.file, p._key(f"formats.{g}"),
                             f"is not one of {', '.join(map(repr, WEIGHT_GROUPS))}")
-        if fmt not in FORMATS:
-            raise SpecError(p.file, p._key(f"formats.{g}"),
-                            f"{fmt!r} is not one of {', '.join(FORMATS)}")
-        out[g] = FORMAT_ALIASES.get(fmt, fmt)
+        out[g] = _weight_format(p, f"formats.{g}", fmt)
     return tuple((g, out[g]) for g in WEIGHT_GROUPS if g in out)
 
 
@@ -716,8 +723,7 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     f.finish()
 
     p = t.table("precision", required=False)
-    weights = p.get("weights", str, "bf16", choices=FORMATS)
-    precision = PrecisionSpec(FORMAT_ALIASES.get(weights, weights),
+    precision = PrecisionSpec(_weight_format(p, "weights", p.get("weights", str, "bf16")),
                               p.get("kv_cache", str, "bf16", choices=DTYPES),
                               p.get("activations", str, "bf16", choices=("bf16", "fp16", "fp32")),
                               _unquantized(p), _group_formats(p))

@@ -1,4 +1,5 @@
-"""Unit constants and data-type sizes: the only place numbers like 1e9 or 2**30 live."""
+"""Unit constants, data-type sizes and the weight formats (with their other names): the only place
+numbers like 1e9 or 2**30 live."""
 
 GIB = 2**30          # bytes
 GB = 1e9             # bytes (decimal, as link and HBM bandwidths are quoted)
@@ -36,6 +37,7 @@ W4A16_GROUP = 128            # AWQ (arXiv 2306.00978) and GPTQ (arXiv 2210.17323
 #                              int32 packing 8 int4, scales fp16 [k/group, n], qzeros int32 packing
 #                              8 int4 zeros [k/group, n/8] (AWQ zero_point true, every GPTQ checkpoint)
 W4A16_GROUP_32 = 32
+W4A8_GROUP = 128             # TensorRT-LLM's and SGLang's W4A8 (w4a8 below)
 WEIGHT_FORMATS = {
     "fp32": (4.0, ("bf16",)),
     "bf16": (2.0, ("bf16",)),
@@ -61,8 +63,102 @@ WEIGHT_FORMATS = {
     # (vllm/model_executor/layers/quantization/modelopt.py ModelOptNvFp4W4A16LinearMethod, under
     # ModelOptMixedPrecisionConfig): NVFP4's bytes, bf16 math on every GPU
     "w4a16_nvfp4": (0.5 + 1.0 / NVFP4_GROUP, ("bf16",)),         # 0.5625
+    # int4 weights in groups of 128 with an fp16 scale each, fp8 (e4m3) activations: the GEMM
+    # turns the weights into fp8 and multiplies on fp8 cores. TensorRT-LLM's W4A8_AWQ
+    # (tensorrt_llm/_torch/modules/linear.py W4A8_AWQ_LinearMethod.create_weights: weight_scale
+    # float16 [in / group_size, out], "for FP8 activation, scales needs to be float16"; ModelOpt
+    # modelopt/torch/quantization/config.py W4A8_AWQ_BETA_CFG: int4 "block_sizes" {-1: 128}, then
+    # one fp8 scale per tensor; "*input_quantizer" fp8) and SGLang's w4afp8 (python/sglang/srt/
+    # layers/quantization/w4afp8.py W4AFp8Config group_size 128, the experts' scales one per 128
+    # weights, bf16 once loaded). Without fp8 cores: bf16 math, as fp8's
+    "w4a8": (0.5 + 2.0 / W4A8_GROUP, ("fp8", "bf16")),          # 0.515625
 }
-# earlier names of two formats (--precision fp4 / int4, a model file's precision.weights)
-FORMAT_ALIASES = {"fp4": "nvfp4", "int4": "w4a16"}
+
+
 # the KV-cache types --kv-cache-dtype offers (a model file may name any of DTYPE_BYTES)
 KV_DTYPES = ("bf16", "fp8")
+
+
+# Other names of the formats above, as tools, checkpoints and kernel tables write them. Every
+# reader of a format takes them (a model file's precision.weights and precision.formats,
+# --precision, a measurement row's precision, gemm_quant and moe_quant: ``weight_format``), in
+# any case and with "-" for "_". The measured-kernel tables (shared/data/kernels/*/gemm and moe,
+# columns gemm_dtype and moe_dtype) write bfloat16, fp8, fp8_block, nvfp4, int4_wo, int8_wo, sq,
+# w4a16_mxfp4, w4a8_mxfp4_mxfp8 and w4afp8: each is a format above, a name here or one of
+# REFUSED_FORMATS.
+FORMAT_ALIASES = {
+    # lts's own earlier names (--precision fp4 / int4, model files; int4 stays AWQ's groups of
+    # 128 without a zero, as before)
+    "fp4": "nvfp4", "int4": "w4a16",
+    # torch dtype names (config.json "torch_dtype"); the kernel tables' "bfloat16"
+    "bfloat16": "bf16", "float16": "fp16", "float32": "fp32",
+    # e4m3 with one scale per tensor: vLLM 0.33.0's --quantization fp8_per_tensor
+    # (model_executor/layers/quantization/__init__.py), torch's float8_e4m3fn, the OCP FP8
+    # encoding's name
+    "fp8_per_tensor": "fp8", "float8": "fp8", "float8_e4m3fn": "fp8", "e4m3": "fp8",
+    "fp8_e4m3": "fp8",
+    # DeepSeek-V3's 128 x 128 block scales under the names in use for them
+    "fp8_blockwise": "fp8_block", "block_fp8": "fp8_block",
+    # int8 weights and activations: W8A8; SmoothQuant, the kernel tables' "sq" (lts.cost.kernels
+    # reads it for int8) and ModelOpt's "int8_sq" (modelopt/torch/export/model_config.py
+    # QUANTIZATION_INT8_SQ)
+    "w8a8": "int8", "sq": "int8", "int8_sq": "int8",
+    # MXFP4 weights (gpt-oss): the kernel tables' MoE dtypes w4a16_mxfp4 (bf16 activations,
+    # Hopper) and w4a8_mxfp4_mxfp8 (MXFP8 activations, Blackwell), ModelOpt's "w4a8_mxfp4_fp8"
+    # (model_config.py QUANTIZATION_W4A8_MXFP4_FP8): lts's mxfp4 runs on fp4 cores where the GPU
+    # has them, else in bf16 math, the two kernels those names say
+    "w4a16_mxfp4": "mxfp4", "w4a8_mxfp4_mxfp8": "mxfp4", "mxfp4_mxfp8": "mxfp4",
+    "w4a8_mxfp4_fp8": "mxfp4",
+    # int4 weight-only. "int4_wo" is the kernel tables' name for Kimi-K2's experts (its MoE rows
+    # are hidden 7168, 384 experts, top-8, e.g. h200_sxm/moe/vllm/0.24.0/moe_perf.parquet) and
+    # Kimi-K2.5's checkpoint scales groups of 32 (w4a16_g32 above): groups of 32
+    "int4_wo": "w4a16_g32",
+    # AWQ and GPTQ checkpoints: groups of 128 with a 4-bit zero each (AWQ's zero_point defaults
+    # to true; GPTQ checkpoints store qzeros even when sym is true: vLLM 0.11 awq.py / gptq.py
+    # create_weights; lts.specs.hf reads their config.json the same way)
+    "awq": "w4a16_zp", "gptq": "w4a16_zp",
+    # ModelOpt's INT4 AWQ: groups of 128, no zero (modelopt/torch/quantization/config.py
+    # INT4_AWQ_CFG "block_sizes" {-1: 128}; model_config.py QUANTIZATION_INT4_AWQ "int4_awq")
+    "int4_awq": "w4a16",
+    # int4 weights, fp8 activations: ModelOpt's and TensorRT-LLM's W4A8_AWQ
+    # (model_config.py QUANTIZATION_W4A8_AWQ "w4a8_awq"), SGLang's and the kernel tables' w4afp8
+    "w4a8_awq": "w4a8", "w4afp8": "w4a8",
+}
+# names of formats lts does not cost, with what they are: a reader refuses them saying so
+REFUSED_FORMATS = {
+    # the kernel tables' gemm "int8_wo" (a100_sxm/trtllm, h100_sxm/sglang) and TensorRT-LLM's
+    # QuantAlgo W8A16 (tensorrt_llm/quantization/mode.py): int8 weights, 16-bit math
+    "int8_wo": "int8 weights with bf16 activations (W8A16)",
+    "w8a16": "int8 weights with bf16 activations (W8A16)",
+    # ModelOpt's fp8_pb_wo (model_config.py QUANTIZATION_FP8_PB_WO): 128 x 128 fp8 blocks
+    # quantizing the weights only; lts's fp8_block costs fp8 math, and which math an engine runs
+    # such a checkpoint in is not known here
+    "fp8_pb_wo": "fp8 weights in 128 x 128 blocks, weight-only (ModelOpt's FP8_PB_WO)",
+}
+
+
+def _accepted() -> str:
+    """What a format reader accepts, as its error lists it: each format, its other names in
+    brackets."""
+    out = []
+    for fmt in WEIGHT_FORMATS:
+        names = [a for a, to in FORMAT_ALIASES.items() if to == fmt]
+        out.append(f"{fmt} ({', '.join(names)})" if names else fmt)
+    return ", ".join(out)
+
+
+ACCEPTED_FORMATS = _accepted()
+
+
+def weight_format(text: str) -> str:
+    """The ``WEIGHT_FORMATS`` name a spelling of a format means (any case, "-" for "_";
+    ``FORMAT_ALIASES``); ValueError, its message one line listing what is accepted, for a name
+    lts does not know or does not cost (``REFUSED_FORMATS``)."""
+    name = text.strip().lower().replace("-", "_") if isinstance(text, str) else ""
+    if name in WEIGHT_FORMATS:
+        return name
+    if name in FORMAT_ALIASES:
+        return FORMAT_ALIASES[name]
+    what = f" is {REFUSED_FORMATS[name]}, not a format lts costs" if name in REFUSED_FORMATS \
+        else " is not a weight format lts knows"
+    raise ValueError(f"{text!r}{what} (expected one of {ACCEPTED_FORMATS}; any case, - or _)")
