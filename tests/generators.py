@@ -15,7 +15,8 @@
   ``synthetic_mamba()`` one with Mamba-2 and full attention layers;
   ``synthetic_nemotron_h()`` one with layers without an FFN (Nemotron-H's blocks);
   ``synthetic_head_gate()`` one with Step-3.7's head-wise output gate and per-kind heads;
-  ``synthetic_compressed()`` DeepSeek-V4's compressed attention and hyper-connections.
+  ``synthetic_compressed()`` DeepSeek-V4's compressed attention and hyper-connections;
+  ``synthetic_kda()`` Kimi-K3's Kimi Delta Attention beside gated MLA, attention residuals.
 """
 from __future__ import annotations
 
@@ -219,6 +220,25 @@ def synthetic_compressed(**attention):
         attention=att,
         ffn=dict(kind="moe", gated=True, experts=16, top_k=2, expert_intermediate=256,
                  shared_experts=1)), "synthetic:compressed-small")
+
+
+def synthetic_kda():
+    """Kimi-K3-like layer kinds, scaled down: three Kimi Delta Attention layers (8 heads of 64,
+    the decay through rank 64, a full-rank output gate) then one MLA layer with an output gate,
+    repeated; attention residuals over blocks of 3 layers; a dense first layer, then a latent
+    MoE (16 experts top-4 in a 256-wide latent) with a shared expert. 8 layers: pp 1, 2 give
+    every stage both kinds alike, pp 4, 8 do not."""
+    return model_from_dict(dict(
+        name="kda-small", source="test", layers=8, hidden=1024, vocab=16000, attn_res_block=3,
+        attention=dict(kind="mla", heads=16, kv_heads=16, head_dim=96, q_lora_rank=384,
+                       kv_lora_rank=256, qk_nope_head_dim=64, qk_rope_head_dim=32,
+                       v_head_dim=64, output_gate=True,
+                       layer_types=["linear_attention"] * 3 + ["full_attention"]),
+        linear_attention=dict(kind="kda", key_heads=8, value_heads=8, key_head_dim=64,
+                              value_head_dim=64, conv_kernel=4, decay_rank=64),
+        ffn=dict(kind="moe", gated=True, experts=16, top_k=4, expert_intermediate=256,
+                 shared_experts=1, dense_layers=1, intermediate=2048, latent=256)),
+        "synthetic:kda-small")
 
 
 @st.composite

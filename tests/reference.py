@@ -304,7 +304,8 @@ class _Ctx:
             self.idx_tok = (a.index_head_dim + 4 * math.ceil(a.index_head_dim / 128)) \
                 if a.index_topk else 0.0
             self.idx_fl = 2.0 * a.index_heads * a.index_head_dim
-            self.qkv_out = a.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim) \
+            self.qkv_out = a.heads * (a.qk_nope_head_dim + a.qk_rope_head_dim
+                                      + (a.v_head_dim if a.output_gate else 0)) \
                 + a.kv_lora_rank + a.qk_rope_head_dim
         else:
             self.qk_dim = a.head_dim
@@ -380,6 +381,12 @@ class _Ctx:
         if self.linear and hasattr(g, "state_size"):   # Mamba-2: z, x, B, C, dt; intermediate
             self.qkv_out = 2 * g.heads * g.head_dim + 2 * g.groups * g.state_size + g.heads
             self.ctx_out = g.heads * g.head_dim
+        elif self.linear and g.kda:   # KDA: q, k, v, g, beta, the decay per key channel and
+            # the low-rank intermediates (f_a's, a low-rank gate's) out of qkv
+            kd = g.key_heads * g.key_head_dim
+            self.qkv_out = 3 * kd + 2 * g.value_heads * g.value_head_dim + g.value_heads \
+                + g.decay_rank + g.gate_rank
+            self.ctx_out = g.value_heads * g.value_head_dim
         elif self.linear:   # Gated DeltaNet: q, k, v, z, b, a out of qkv; value_dim at the others
             self.qkv_out = 2 * g.key_heads * g.key_head_dim \
                 + 2 * g.value_heads * g.value_head_dim + 2 * g.value_heads
@@ -559,6 +566,13 @@ def norm(c, choice, final=False):
             io += n * h + h + n * h
         w += mixes * n * h * 4.0
         red = float(mixes)
+    b = c.m.attn_res_block
+    if b:      # attention residuals: each snapshot row scored and mixed (6 h FLOPs, h read)
+        rows = float(c.m.layers // b + 1) if final else \
+            sum(i // b + 1 for i in range(c.m.layers)) / c.m.layers
+        fl += 6.0 * rows * h
+        io += rows * h
+        red += rows
     if choice == DIM0:
         return _Op(c, fl * c.rows_t, io * c.rows_t * c.ab, w), T
     if choice == DIM1:     # hidden split: per-token sums of squares all-reduced in fp32
@@ -623,7 +637,8 @@ def _linear_op(c, choice, lin, which):
         channels = 2 * kd + vd
         if which == "rule":
             state = nv * dk * dv * {"fp32": 4.0, "bf16": 2.0}[g.state_dtype]
-            tok_io = (2 * kd + 2 * vd + 2 * nv) * c.ab          # q, k, v, g, beta in, o out
+            # q, k, v, g, beta (and a, or KDA's decay a key channel) in, o out
+            tok_io = ((3 * kd + 2 * vd + nv) if g.kda else (2 * kd + 2 * vd + 2 * nv)) * c.ab
             dec_fl, pre_fl = nv * _delta_flops(g, False), nv * _delta_flops(g, True)
             per_chunk = 2 * state / 64                         # each 64-token chunk's state
         else:
@@ -671,8 +686,17 @@ def _linear_qkv(c, choice, lin):
         return plain_gemm(c, choice, lin, h, 2 * inter + bc + g.heads, c.rows, c.rows_t,
                           col=(h * col_out, col_out), group="ssm")
     kd, vd, nv = g.key_heads * g.key_head_dim, g.value_heads * g.value_head_dim, g.value_heads
-    n = 2 * kd + 2 * vd + 2 * nv
     fk, fv = frac(g.key_heads, c.p), frac(nv, c.p)
+    if g.kda:   # Kimi Delta Attention: q, k, f_b by key heads; v, g, b by value heads; f_a (and
+        # a low-rank gate's g_a) replicated
+        dr, gr = g.decay_rank, g.gate_rank
+        key_w, val_w = h * 2 * kd + dr * kd, h * vd + (gr * vd if gr else h * vd) + h * nv
+        rep_w = h * (dr + gr)
+        col_out = 3 * kd * fk + (2 * vd + nv) * fv + dr + gr
+        w = key_w + val_w + rep_w
+        return plain_gemm(c, choice, lin, h, w / h, c.rows, c.rows_t,
+                          col=(key_w * fk + val_w * fv + rep_w, col_out))
+    n = 2 * kd + 2 * vd + 2 * nv
     col_out = 2 * kd * fk + (2 * vd + 2 * nv) * fv        # q, k by key heads; v, z, b, a value
     return plain_gemm(c, choice, lin, h, n, c.rows, c.rows_t, col=(h * col_out, col_out))
 
@@ -694,7 +718,8 @@ def qkv(c, choice, lin):
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
         down = h * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
         col_w = down + (qkv_w - down) * frac(heads, c.p)
-        col_out = heads * qk * frac(heads, c.p) + a.kv_lora_rank + a.qk_rope_head_dim
+        col_out = heads * (qk + (a.v_head_dim if a.output_gate else 0)) * frac(heads, c.p) \
+            + a.kv_lora_rank + a.qk_rope_head_dim
         if a.index_topk and c.indexed:   # the indexer's wq_b, wk, k_norm, weights_proj:
             # replicated, in the layers that run one (not GLM-5.2's "shared" ones)
             idx = (a.q_lora_rank or h) * a.index_heads * a.index_head_dim \

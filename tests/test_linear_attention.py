@@ -77,10 +77,12 @@ def _with(change):
     (lambda d: d["linear_attention"].update(conv_kernel=0), "linear_attention.conv_kernel",
      "0 must be > 0"),
     (lambda d: d["linear_attention"].update(heads=8), "linear_attention.heads", "unknown key"),
-    (lambda d: d["attention"].update(kind="mla", heads=16, kv_heads=16, head_dim=96,
-                                     kv_lora_rank=256, qk_nope_head_dim=64, qk_rope_head_dim=32,
-                                     v_head_dim=64), "attention.layer_types",
-     "linear_attention layers with mla attention are not supported (gqa only)"),
+    (lambda d: d["linear_attention"].update(decay_rank=64), "linear_attention.decay_rank",
+     "is only supported with kind = \"kda\" (Kimi Delta Attention)"),
+    (lambda d: d["linear_attention"].update(kind="kda"), "linear_attention.decay_rank",
+     "missing (expected an integer)"),
+    (lambda d: d["linear_attention"].update(kind="gla"), "linear_attention.kind",
+     "'gla' is not one of 'gated_deltanet', 'kda'"),
 ])
 def test_bad_linear_attention_is_refused(change, key, message):
     with pytest.raises(SpecError) as e:

@@ -218,7 +218,9 @@ class _Shape:
             self.v_dim = a.kv_lora_rank
             self.k_heads = 1.0                     # the latent is shared by all heads
             qk = a.qk_nope_head_dim + a.qk_rope_head_dim
-            self.qkv_out = a.heads * qk + a.kv_lora_rank + a.qk_rope_head_dim
+            # (Kimi-K3's output gate: heads v_head_dim more)
+            self.qkv_out = a.heads * (qk + a.output_gate * a.v_head_dim) + a.kv_lora_rank \
+                + a.qk_rope_head_dim
         else:
             self.qk_dim = a.head_dim
             self.v_dim = a.head_dim
@@ -235,9 +237,10 @@ class _Shape:
         if isinstance(model.linear, Mamba2Spec):    # Mamba-2: in_proj, the SSM's output
             self.lin_qkv_out = model.linear.in_proj_out
             self.lin_ctx_out = model.linear.intermediate
-        elif model.linear is not None:   # Gated DeltaNet: in_proj_qkvz + in_proj_ba, its output
+        elif model.linear is not None:   # Gated DeltaNet: in_proj_qkvz + in_proj_ba (KDA its
+            # projections: LinearAttentionSpec.in_proj), its output
             g = model.linear
-            self.lin_qkv_out = 2 * g.key_dim + 2 * g.value_dim + 2 * g.value_heads
+            self.lin_qkv_out = sum(out for _, out in g.in_proj(h).values())
             self.lin_ctx_out = g.value_dim
         self.experts = float(f.experts)
         self.top_k = float(f.top_k)
@@ -376,6 +379,10 @@ class _Builder:
         self.groups = {"tp": (s.tp, 1.0), "ep": (s.ep, s.tp), "pp": (s.pp, s.tp * s.ep)}
         self.levels = {g: coll.levels(links, *rs) for g, rs in self.groups.items()}
         self.measured_ops = set()      # slots whose time was read from measured kernels
+        # what of the context op's held cache is a copy of the scores op's latent (MLA,
+        # compressed attention): all of it but where linear layers share the slots
+        # (``_fill_attention``); None: the context op's whole held cache
+        self.latent_copy = None
 
     def measured(self, slot, mode, t, extra=0.0):
         """Set the op's time to the measured kernel time ``t`` [G] (plus ``extra``: a part the
@@ -483,6 +490,11 @@ def _fill_norm(b: _Builder, slot):
     # mixes all-reduced
     hfl, hio, hw, hred = hc_costs(s.m.hc_mult, h, final=slot == "final_norm")
     hw = hw * 4.0                                            # fp32 (hc_fn)
+    # attention residuals (ModelSpec.res_rows): each row scored (its RMSNorm and a dot with the
+    # point's [hidden] weight) and mixed, ~6 hidden FLOPs and one hidden read a row; under a
+    # hidden split each row's score all-reduced
+    rows_res = s.m.res_rows(final=slot == "final_norm")
+    hfl, hio, hred = hfl + 6.0 * rows_res * h, hio + rows_res * h, hred + rows_res
     # RMSNorm + residual add: read x and residual, write the sum and the normed output
     b.put(slot, MODE_DIM0, (8.0 * h + hfl) * rows_t, (4.0 * h + hio) * rows_t * s.ab,
           h * wb + hw)
@@ -606,7 +618,8 @@ def _fill_softmax(b: _Builder):
         down = s.h * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
         up = qkv_w - down
         col_w = down + up * _frac(heads, s.tp)
-        col_out = (heads * qk) * _frac(heads, s.tp) + a.kv_lora_rank + a.qk_rope_head_dim
+        col_out = (heads * (qk + a.output_gate * a.v_head_dim)) * _frac(heads, s.tp) \
+            + a.kv_lora_rank + a.qk_rope_head_dim
         if a.sparse:   # the indexer's projections, replicated (vLLM 0.11 deepseek_v2.py Indexer:
             # ReplicatedLinear wq_b, wk, weights_proj): its queries, its key and head weights, in
             # the layers that run one (each kind its own GEMM, weighted by its share)
@@ -811,16 +824,26 @@ def _fill_linear(b: _Builder):
         io_tok = (2 * g.intermediate + g.group_dim + g.heads) * ab   # x, B, C, dt in; y out
         chunk_len = float(g.chunk_size)
     else:
+        # the input projections by key heads, by value heads and replicated (in_proj); KDA's
+        # chunked recurrence costs Gated DeltaNet's (delta_rule_flops: the same products a head;
+        # its decay per key channel is a scale of them, not costed)
         fk, fv = _frac(float(g.key_heads), s.tp), _frac(float(g.value_heads), s.tp)
-        col_out = 2 * g.key_dim * fk + (2 * g.value_dim + 2 * g.value_heads) * fv
+        ins = g.in_proj(h)
+        col_out = ins["key"][1] * fk + ins["value"][1] * fv + ins["repl"][1]
+        col_w = ins["key"][0] * fk + ins["value"][0] * fv + ins["repl"][0]
         nv, dv, width = float(g.value_heads), float(g.value_head_dim), float(g.value_dim)
         fl_tok = nv * delta_rule_flops(g, prefill=False)                 # a decoding token
         pf_tok = nv * delta_rule_flops(g, prefill=True)                  # a prompt token
-        io_tok = (2 * g.key_dim + 2 * g.value_dim + 2 * nv) * ab         # q, k, v, g, beta; o
+        # q, k, v, the gate, beta and the decay in (the low-rank intermediates not); o out
+        io_tok = (s.lin_qkv_out - ins["repl"][1]) * ab
         chunk_len = float(DELTA_CHUNK)
     # Mamba-2's projections in the "ssm" group's format, Gated DeltaNet's in attention's
     group = "ssm" if isinstance(g, Mamba2Spec) else "attention"
-    _fill_gemm(b, "qkv", h, s.lin_qkv_out, col_weights=h * col_out, col_out=col_out, group=group)
+    if isinstance(g, Mamba2Spec):
+        col_w, n = h * col_out, s.lin_qkv_out
+    else:
+        n = sum(w for w, _ in ins.values()) / h
+    _fill_gemm(b, "qkv", h, n, col_weights=col_w, col_out=col_out, group=group)
     rec, conv = kv.state_bytes(s.m)
     decode = s.work.phase in ("decode", "mixed")
     conv_fl = 2.0 * g.conv_kernel * g.conv_channels                  # depthwise taps per token
@@ -964,6 +987,10 @@ def _fill_attention(b: _Builder):
     acc = {}
     for share, fill in ((1.0 - s.lin_share, _fill_softmax), (s.lin_share, _fill_linear)):
         fill(b)
+        if fill is _fill_softmax:
+            # the attention layers' copy of a latent in the context op (``kv_layer``): the
+            # linear layers' conv state there is no copy
+            b.latent_copy = share * b.kv[:, SLOT["context"], :4]
         for name in _MIXER_ARRAYS:
             part = share * getattr(b, name)[:, sl]
             acc[name] = part if name not in acc else acc[name] + part
@@ -1110,8 +1137,10 @@ def _ffn_collectives(s: _Shape, x: _FFN, which: int, choice, lin, lout) -> list:
         split = (lin if which == 1 else lout) in (T, F) or choice == EXPERTS
         colls.append(("all-to-all", "ep", dispatch_bytes(s, split)))
     if choice == EXPERTS and (lin == T or lout == T):
-        # tokens held per rank (T) travel to the rank holding their expert and back
-        colls.append(("all-to-all", "tp", s.rows_t * x.k * s.m.ffn.expert_width(s.h) * s.ab))
+        # tokens held per rank (T) travel to the rank holding their expert and back (a latent
+        # MoE's at its latent width; a dense layer's at hidden)
+        width = s.m.ffn.expert_width(s.h) if x.moe else s.h
+        colls.append(("all-to-all", "tp", s.rows_t * x.k * width * s.ab))
     return colls
 
 
@@ -1218,17 +1247,20 @@ _LATENT_STORAGE = np.array([{MODE_DIM0: 0, MODE_DIM1: 1, MODE_NONE: 0, MODE_NONE
                             for m in range(4)])
 
 
-def kv_layer(model: ModelSpec, held):
+def kv_layer(model: ModelSpec, held, copy=None):
     """Resident KV cache per GPU per layer for every (scores mode, context mode), from each op's
     ``held`` [G, slots, modes]: K as the scores op splits it, V as the context op does. MLA keeps
     one latent for keys and values (``kv.latent``): when the context op splits it the same way as
-    the scores op, the scores op's copy serves both."""
+    the scores op, the scores op's copy serves both (``copy`` [G, 4]: the part of the context
+    op's held cache that is that copy, where linear layers' states share the op; None: all)."""
     k = held[:, SLOT["scores"], :4, None]
     v = held[:, SLOT["context"], None, :4]
     if not kv.latent(model):
         return k + v
     same = _LATENT_STORAGE[:, None] == _LATENT_STORAGE[None, :]
-    return k + np.where(same, 0.0, v)
+    if copy is None:
+        return k + np.where(same, 0.0, v)
+    return k + np.where(same, v - copy[:, None, :], v)
 
 
 def _linear_points(s: _Shape) -> dict:
@@ -1345,7 +1377,8 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     else:
         bad |= np.where(s.ep > 1, REASON_BIT["experts"], 0)
     return Tables(np.asarray(coarse), b.compute, b.memory, b.time, b.intr, b.intrinsic,
-                  b.weights, b.kv, kv_layer(model, b.kv), conv, conv_bytes, final, send, send_bytes,
+                  b.weights, b.kv, kv_layer(model, b.kv, b.latent_copy), conv, conv_bytes, final,
+                  send, send_bytes,
                   workspace,
                   bad, np.floor(model.layers / s.pp), s.pp, s.batch, s.tp * s.ep * s.pp,
                   extra={"ids_bytes": ids_bytes, "measured": sorted(b.measured_ops)})

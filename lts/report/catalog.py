@@ -82,6 +82,9 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
             ("attention", f"{a.kind}: {a.heads} heads, {a.kv_heads} kv heads, head_dim {a.head_dim}"
              + (f", kv_lora {a.kv_lora_rank}, q_lora {a.q_lora_rank}, rope {a.qk_rope_head_dim},"
                 f" v_head {a.v_head_dim}" if a.kind == "mla" else "")
+             + (", output gate" if a.kind == "mla" and a.output_gate else "")
+             + (f"; attention residuals over blocks of {m.attn_res_block} layers"
+                if m.attn_res_block else "")
              + (f", q_lora {a.q_lora_rank}, rope {a.qk_rope_head_dim}, output {a.o_groups} groups"
                 f" of rank {a.o_lora_rank}, window {a.window}, sinks" if a.compressed else "")
              + (f"; sparse (DSA): an indexer of {a.index_heads} heads of {a.index_head_dim} picks "
@@ -120,9 +123,13 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
                               f" {mb.groups} groups, conv {mb.conv_kernel}, chunk {mb.chunk_size}"))
     elif m.linear is not None:
         la = m.linear
-        rows.append(("linear attention", f"Gated DeltaNet: {la.key_heads} key heads, "
+        kind = "Kimi Delta Attention" if la.kda else "Gated DeltaNet"
+        rows.append(("linear attention", f"{kind}: {la.key_heads} key heads, "
                                          f"{la.value_heads} value heads, dk {la.key_head_dim}, "
-                                         f"dv {la.value_head_dim}, conv {la.conv_kernel}"))
+                                         f"dv {la.value_head_dim}, conv {la.conv_kernel}"
+                     + (f", decay through rank {la.decay_rank}, "
+                        + ("a full-rank output gate" if not la.gate_rank else
+                           f"an output gate through rank {la.gate_rank}") if la.kda else "")))
     rows += [("layer kinds", ", ".join(f"{n} {k}" for k, n in r["layer_kinds"].items())),
              ("weights", "; ".join(f"{fmt}: {', '.join(gs)}" for fmt, gs in formats.items())),
              ("precision", f"weights {r['weights']}, kv {r['kv_cache']}, "

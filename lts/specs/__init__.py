@@ -546,7 +546,9 @@ def attention_params(m: ModelSpec, a=None) -> dict:
             else h * a.heads * qk
         kv = h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank \
             + a.kv_lora_rank * a.heads * (a.qk_nope_head_dim + a.v_head_dim)
-        out = {"qkv": q + kv, "o": a.heads * a.v_head_dim * h}
+        # Kimi-K3's output gate: g_proj [hidden, heads v_head_dim] (SGLang kimi_k3.py)
+        gate = h * a.heads * a.v_head_dim if a.output_gate else 0
+        out = {"qkv": q + kv + gate, "o": a.heads * a.v_head_dim * h}
         if a.sparse:
             ih, d = a.index_heads, a.index_head_dim
             out["indexer"] = (a.q_lora_rank or h) * ih * d + h * d + 2 * d + h * ih
@@ -602,6 +604,15 @@ def hc_params(m: ModelSpec) -> int:
     return m.layers * 2 * block + hc * hc * h + hc + 1
 
 
+def res_params(m: ModelSpec) -> int:
+    """Weights of the attention residuals (``ModelSpec.attn_res_block``; SGLang
+    attn_residual.py AttnResidual): a [hidden] scoring weight and an RMSNorm of hidden at each
+    layer's two points (self_attention_res_proj, mlp_res_proj) and at the output; 0 without."""
+    if not m.attn_res_block:
+        return 0
+    return (2 * m.layers + 1) * 2 * m.hidden
+
+
 def attention_layer_params(m: ModelSpec) -> int:
     """Weights of the softmax-attention blocks of all layers: each kind's own shape
     (``ModelSpec.kind_attention``) times its layers."""
@@ -627,9 +638,12 @@ def linear_params(m: ModelSpec) -> dict:
         return {"qkv": h * g.in_proj_out, "o": g.intermediate * h,
                 "conv": g.conv_channels * (g.conv_kernel + 1),
                 "other": 3 * g.heads + g.intermediate}
-    return {"qkv": h * (2 * g.key_dim + 2 * g.value_dim + 2 * g.value_heads),
-            "o": g.value_dim * h, "conv": g.conv_channels * g.conv_kernel,
-            "other": 2 * g.value_heads + g.value_head_dim}
+    # KDA (SGLang kimi_k3.py KimiK3DeltaAttention): its projections (``in_proj``), per key
+    # channel dt_bias, per head A_log, the gated per-head norm's weight
+    other = g.key_dim + g.value_heads + g.value_head_dim if g.kda \
+        else 2 * g.value_heads + g.value_head_dim
+    return {"qkv": sum(w for w, _ in g.in_proj(h).values()),
+            "o": g.value_dim * h, "conv": g.conv_channels * g.conv_kernel, "other": other}
 
 
 def mixer_params(m: ModelSpec) -> int:
@@ -666,8 +680,8 @@ def param_counts(m: ModelSpec) -> dict:
     else:
         moe_total = moe_active = 0
     # a layer without an FFN (``no_ffn``) has its attn_norm only; hyper-connections' mixing
-    # weights with the norms (``hc_params``)
-    all_norms = m.layers * norms - len(m.no_ffn) * h + hc_params(m)
+    # and attention residuals' weights with the norms (``hc_params``, ``res_params``)
+    all_norms = m.layers * norms - len(m.no_ffn) * h + hc_params(m) + res_params(m)
     total = att + all_norms + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_total
     active = att + all_norms + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_active
     return {"params_total": float(total + embed), "params_active": float(active + embed),
@@ -720,7 +734,8 @@ def weight_params(m: ModelSpec) -> dict:
                                            + latent_proj_params(m))) if m.is_moe else 0.0,
             "dense_ffn": float(m.dense_ffn_layers * f.n_mats * h * f.intermediate),
             "lm_head": 0.0 if m.tie_embeddings else float(m.vocab * h),
-            "norm": float(m.layers * 2 * h - len(m.no_ffn) * h + h + hc_params(m))}
+            "norm": float(m.layers * 2 * h - len(m.no_ffn) * h + h + hc_params(m)
+                          + res_params(m))}
 
 
 def weight_bytes(m: ModelSpec) -> dict:

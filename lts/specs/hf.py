@@ -106,7 +106,7 @@ from pathlib import Path
 
 from .errors import SpecError
 from .model import TOO_DEEP, WEIGHT_GROUPS, ModelSpec, model_from_dict, read_text
-from .units import FP8_BLOCK, NVFP4_GROUP, W4A16_GROUP, W4A16_GROUP_32
+from .units import FP8_BLOCK, MXFP4_GROUP, NVFP4_GROUP, W4A16_GROUP, W4A16_GROUP_32
 
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
             "deepseek_v2", "deepseek_v3", "gpt_oss", "deepseek_v32", "glm_moe_dsa",
@@ -137,7 +137,9 @@ MULTIMODAL = {"kimi_k25": ("kimi_k2", "deepseek_v3"), "qwen3_5_moe": ("qwen3_5_m
               # huggingface.co/Qwen/Qwen3-VL-8B-Instruct, Qwen3-VL-30B-A3B-Instruct config.json
               "qwen3_vl": ("qwen3_vl_text",), "qwen3_vl_moe": ("qwen3_vl_moe_text",),
               # huggingface.co/google/gemma-4-26B-A4B, nvidia/Gemma-4-31B-IT-NVFP4 config.json
-              "gemma4": ("gemma4_text",)}
+              "gemma4": ("gemma4_text",),
+              # huggingface.co/moonshotai/Kimi-K3 config.json (its text model "kimi_linear")
+              "kimi_k3": ("kimi_linear",)}
 # layer kinds with their own attention shapes ([attention.sliding] / [attention.full]):
 # Gemma 4 (transformers modeling_gemma4.py, huggingface/transformers commit 0246b4f3,
 # Gemma4TextAttention: full-attention layers of global_head_dim with num_global_key_value_heads
@@ -502,6 +504,11 @@ def _compressed_tensors(c: _Config, q: dict, p: str):
         if scheme == ("int", 4, "group", False) and group == W4A16_GROUP_32 and \
                 w.get("symmetric", True):
             fmt = "w4a16_g32"          # Kimi-K2.5's experts
+        if scheme == ("float", 4, "group", False) and group == MXFP4_GROUP and \
+                q.get("format") == "mxfp4-pack-quantized":
+            # Kimi-K3's experts (huggingface.co/moonshotai/Kimi-K3 config.json: compressed-
+            # tensors "mxfp4-pack-quantized", float 4-bit groups of 32, uint8 (e8m0) scales)
+            fmt = "mxfp4"
         if fmt is None:
             raise c.error(f"{gp}.weights", f"{typ} {bits}-bit {strategy} weights (group "
                           f"{_show(group)}, activations "
@@ -1320,6 +1327,92 @@ def _deepseek_v4(c: _Config, path: Path) -> ModelSpec:
     return _checked(data, path, keys)
 
 
+def _kimi_linear(c: _Config, path: Path) -> ModelSpec:
+    """Kimi-K3's text model (model_type kimi_linear; sgl-project/sglang
+    python/sglang/srt/models/kimi_k3.py at 0000e9b4, configs/kimi_linear.py at 008b79d2):
+    num_hidden_layers layers, linear_attn_config's kda_layers (1-based: KimiLinearConfig.
+    is_kda_layer tests layer_idx + 1) Kimi Delta Attention of num_heads heads of head_dim (q, k,
+    v and, with use_full_rank_gate, a full-rank output gate; the decay per key channel through
+    f_a [hidden, head_dim] and f_b; short_conv_kernel_size taps), the others MLA (q_lora_rank,
+    kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim; mla_use_output_gate: g_proj
+    [hidden, heads v_head_dim]; mla_use_nope: no rotary, the rope dims still cached); attention
+    residuals over blocks of attn_res_block_size layers in place of the norms; the first
+    first_k_dense_replace layers a dense MLP of intermediate_size, the others a latent MoE
+    (num_experts of moe_intermediate_size in routed_expert_hidden_size, down and up projections
+    [hidden <-> latent] once a token, num_experts_per_token a token) with num_shared_experts of
+    moe_intermediate_size; SiTU's gate and up, as a gated FFN."""
+    layers = c.get("num_hidden_layers", int, positive=True)
+    hidden = c.get("hidden_size", int, positive=True)
+    lin = c.get("linear_attn_config", dict)
+    lc = _Config(lin, c.path, f"{c.prefix}linear_attn_config.")
+    kda = lc.get("kda_layers", list)
+    if any(not isinstance(i, int) or isinstance(i, bool) or not 1 <= i <= layers for i in kda):
+        raise lc.error("kda_layers", f"{_show(kda)} is not a list of 1-based layer numbers "
+                                     f"(1 to {layers})")
+    kinds = ["linear_attention" if i + 1 in set(kda) else "full_attention"
+             for i in range(layers)]
+    heads, hd = lc.get("num_heads", int, positive=True), lc.get("head_dim", int, positive=True)
+    linear = {"kind": "kda", "key_heads": heads, "value_heads": heads, "key_head_dim": hd,
+              "value_head_dim": c.get("v_head_dim", int, positive=True),
+              "conv_kernel": lc.get("short_conv_kernel_size", int, positive=True),
+              # f_a_proj [hidden -> head_dim] (KimiK3DeltaAttention), g_a likewise when the
+              # output gate is low rank
+              "decay_rank": hd,
+              "gate_rank": 0 if lc.get("use_full_rank_gate", bool, default=True) else hd}
+    nope, rope = c.get("qk_nope_head_dim", int, positive=True), \
+        c.get("qk_rope_head_dim", int, positive=True)
+    mla_heads = c.get("num_attention_heads", int, positive=True)
+    attention = {"kind": "mla", "heads": mla_heads, "kv_heads": mla_heads,
+                 "head_dim": nope + rope, "q_lora_rank": c.get("q_lora_rank", int, positive=True),
+                 "kv_lora_rank": c.get("kv_lora_rank", int, positive=True),
+                 "qk_nope_head_dim": nope, "qk_rope_head_dim": rope,
+                 "v_head_dim": c.get("v_head_dim", int, positive=True),
+                 "output_gate": c.get("mla_use_output_gate", bool, default=False),
+                 "layer_types": kinds}
+    inter = c.get("moe_intermediate_size", int, positive=True)
+    shared = c.get("num_shared_experts", int, default=0, minimum=0, nullable=True) or 0
+    dense = c.get("first_k_dense_replace", int, default=0, minimum=0)
+    if c.get("moe_layer_freq", int, default=1, positive=True) != 1:
+        raise c.error("moe_layer_freq", f"{c.data['moe_layer_freq']!r} interleaves dense and "
+                                        "MoE layers, which lts cannot represent (expected 1)")
+    ffn = {"kind": "moe", "gated": True, "experts": c.get("num_experts", int, positive=True),
+           "top_k": c.get("num_experts_per_token", int, positive=True),
+           "expert_intermediate": inter, "shared_experts": shared,
+           "shared_intermediate": shared * inter, "dense_layers": dense,
+           "latent": c.get("routed_expert_hidden_size", int, default=0, minimum=0,
+                           nullable=True) or 0}
+    if dense:
+        ffn["intermediate"] = c.get("intermediate_size", int, positive=True)
+    precision, pkeys = _precision(c, layers, ffn)
+    # the router and the latent projections stay bf16 (SGLang kimi_k3.py KimiK3MoE: gate and
+    # routed_expert_down/up_proj built with quant_config=None: "the checkpoint quantizes only
+    # the MoE experts"); the latent projections count in the shared experts' group
+    if precision["weights"] != precision["activations"]:
+        kept = set(precision.get("unquantized", [])) | {"router", "shared_experts"}
+        precision["unquantized"] = [g for g in WEIGHT_GROUPS if g in kept]
+    res = c.get("attn_res_block_size", int, default=0, minimum=0, nullable=True) or 0
+    c.note += (f"; {len(kda)} Kimi Delta Attention and {layers - len(kda)} MLA layers"
+               + (f"; attention residuals over blocks of {res} layers" if res else ""))
+    data = {"name": _display_name(c, path), "source": f"HuggingFace config.json: {path}{c.note}",
+            "layers": layers, "hidden": hidden, "vocab": c.get("vocab_size", int, positive=True),
+            "tie_embeddings": c.get("tie_word_embeddings", bool, default=False, nullable=True),
+            "attn_res_block": res, "attention": attention, "linear_attention": linear,
+            "ffn": ffn, "precision": precision,
+            "mtp_layers": c.get("num_nextn_predict_layers", int, default=0, minimum=0,
+                                nullable=True) or 0}
+    keys = {"layers": "num_hidden_layers", "hidden": "hidden_size", "vocab": "vocab_size",
+            "attn_res_block": "attn_res_block_size", "attention.layer_types": "linear_attn_config",
+            "attention.heads": "num_attention_heads", "attention.kv_heads": "num_attention_heads",
+            "linear_attention.key_heads": "linear_attn_config",
+            "linear_attention.value_heads": "linear_attn_config",
+            "ffn.experts": "num_experts", "ffn.top_k": "num_experts_per_token",
+            "ffn.expert_intermediate": "moe_intermediate_size",
+            "ffn.shared_intermediate": "num_shared_experts",
+            "ffn.dense_layers": "first_k_dense_replace", "ffn.intermediate": "intermediate_size",
+            "ffn.latent": "routed_expert_hidden_size", **pkeys}
+    return _checked(data, path, keys)
+
+
 def _checked(data: dict, path: Path, keys: dict) -> ModelSpec:
     """``model_from_dict`` of the table a config maps onto, its errors naming the config's keys
     (``keys``: lts key -> config.json key)."""
@@ -1412,11 +1505,6 @@ def _nemotron_h(c: _Config, path: Path) -> ModelSpec:
 # model_types lts reads but cannot cost: the architectural feature, one line each (the configs'
 # keys; the sources named beside each)
 UNSUPPORTED = {
-    # huggingface.co/moonshotai/Kimi-K3 config.json: text_config "model_type": "kimi_linear",
-    # linear_attn_config kda_layers / full_attn_layers
-    "kimi_k3": "Kimi-K3 mixes Kimi Delta Attention layers (text_config.linear_attn_config."
-               "kda_layers) with MLA layers (full_attn_layers); lts's linear attention is Gated "
-               "DeltaNet beside GQA layers, and KDA beside MLA is not costed",
     # huggingface.co/MiniMaxAI/MiniMax-M3 config.json sparse_attention_config
     "minimax_m3": "MiniMax-M3's block-sparse attention (sparse_attention_config: an indexer of "
                   "sparse_num_index_heads heads picks sparse_topk_blocks blocks of "
@@ -1531,6 +1619,15 @@ def vision_params(v: dict):
     h, i, n, p = (v[k] for k in keys[:4])
     m = math.prod(v["merge_kernel_size"])
     t = v["text_hidden_size"]
+    if isinstance(v.get("qkv_hidden_size"), int):
+        # Kimi-K3's MoonViT3d (sgl-project/sglang models/kimi_k3_vl.py at 0c829834): wqkv
+        # [3 q, h], wo [h, q], fc0 [I, h], fc1 [h, I], no biases, two RMSNorms a block; the
+        # patch embedding without bias, the position table, the projector [h m, h m] and
+        # [text, h m] (patchmergerv2) with its post RMSNorm of text
+        q = v["qkv_hidden_size"]
+        block = 4 * q * h + 2 * h * i + 2 * h
+        embed = h * 3 * p * p + v["init_pos_emb_height"] * v["init_pos_emb_width"] * h
+        return n * block + embed + h + (h * m) ** 2 + t * h * m + t
     block = 4 * h * h + 2 * h * i + 9 * h + i
     embed = h * 3 * p * p + h + v["init_pos_emb_height"] * v["init_pos_emb_width"] * h
     projector = 2 * h + (h * m) ** 2 + h * m + t * h * m + t
@@ -1657,6 +1754,8 @@ def model_from_hf_config(path) -> ModelSpec:
         return _nemotron_h(c, path)
     if family in DEEPSEEK_V4:
         return _deepseek_v4(c, path)
+    if family == "kimi_linear":
+        return _kimi_linear(c, path)
     if family not in FAMILIES:
         raise c.error("model_type", f"{family!r} is not a supported family ({_supported()})")
     layers = c.get("num_hidden_layers", int, positive=True)

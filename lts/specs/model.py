@@ -47,7 +47,9 @@ class AttentionSpec:
                                   # parameters; its softmax term (one per head and query) not costed
     output_gate: bool = False     # a sigmoid gate on the attention output from a second query-
                                   # wide projection (Qwen3-Next / Qwen3.5 attn_output_gate): q_proj
-                                  # twice as wide (counted and costed); the gate's multiply not
+                                  # twice as wide (counted and costed); the gate's multiply not;
+                                  # mla: g_proj [hidden, heads v_head_dim] (Kimi-K3's
+                                  # mla_use_output_gate), split by heads
     head_gate: bool = False       # a sigmoid gate per query head on the attention output, from
                                   # its own projection g_proj [hidden, heads] (Step-3.7's
                                   # use_head_wise_attn_gate): q_proj's output one column wider
@@ -151,6 +153,15 @@ class LinearAttentionSpec:
     key_head_dim: int         # linear_key_head_dim
     value_head_dim: int       # linear_value_head_dim
     conv_kernel: int          # linear_conv_kernel_dim
+    # Kimi Delta Attention (Kimi-K3's kda layers; sgl-project/sglang python/sglang/srt/models/
+    # kimi_k3.py KimiK3DeltaAttention at 0000e9b4): q, k, v and the output gate g each from its
+    # own projection (g full rank, [hidden -> value_dim], or through gate_rank), beta a head
+    # (b_proj), and a decay per key channel through a low-rank f_a [hidden -> decay_rank], f_b
+    # [decay_rank -> key_dim] in place of Gated DeltaNet's decay a head; the same recurrence
+    # shape (delta rule over dk x dv a head, a causal conv over q, k, v) and state
+    kda: bool = False
+    decay_rank: int = 0
+    gate_rank: int = 0        # KDA's output gate: 0 full rank, else g_a / g_b through this rank
     # The recurrent state's dtype: fp32. vLLM's MambaStateDtypeCalculator.
     # gated_delta_net_state_dtype keeps it in the model dtype unless mamba_ssm_cache_dtype says
     # otherwise, and vLLM's Qwen3.5 config hook sets it from the checkpoint's mamba_ssm_dtype
@@ -170,6 +181,24 @@ class LinearAttentionSpec:
     def conv_channels(self) -> int:
         """Channels of the causal conv1d: q, k and v (2 key_dim + value_dim)."""
         return 2 * self.key_dim + self.value_dim
+
+    def in_proj(self, hidden: int) -> dict:
+        """The input projections as {"key": (weights, output width) split by key heads under
+        tp, "value": (...) split by value heads, "repl": (...) replicated on every rank}: Gated
+        DeltaNet's in_proj_qkvz and in_proj_ba (q, k by key heads; v, z, b, a by value heads:
+        vLLM qwen3_next.py ColumnParallelLinear); KDA's q, k and the decay's f_b [decay_rank ->
+        key_dim] by key heads, v, g (g_b through gate_rank) and b by value heads, f_a [hidden ->
+        decay_rank] and g_a replicated (SGLang kimi_k3.py: fused_qkvg_proj column-parallel,
+        f_a_proj replicated)."""
+        kd, vd, vh, h = self.key_dim, self.value_dim, self.value_heads, hidden
+        if not self.kda:
+            return {"key": (h * 2 * kd, 2 * kd), "value": (h * (2 * vd + 2 * vh), 2 * vd + 2 * vh),
+                    "repl": (0, 0)}
+        dr, gr = self.decay_rank, self.gate_rank
+        gate = h * vd if not gr else gr * vd
+        return {"key": (h * 2 * kd + dr * kd, 3 * kd),
+                "value": (h * vd + gate + h * vh, 2 * vd + vh),
+                "repl": (h * dr + h * gr, dr + gr)}
 
 
 @dataclass(frozen=True)
@@ -298,10 +327,27 @@ class ModelSpec:
     # the hidden state, mixed into each block's input and out of its output (cost.tables
     # ``_fill_norm``); 1: a plain residual
     hc_mult: int = 1
+    # attention residuals (Kimi-K3's attn_res_block_size: sgl-project/sglang
+    # python/sglang/srt/layers/attn_residual.py AttnResidual at 01fd2332): a snapshot of the
+    # residual stream a block of this many layers; each norm point mixes the snapshots so far and
+    # the running stream by a softmax of their scores (cost.tables ``_fill_norm``); 0: none
+    attn_res_block: int = 0
 
     @property
     def is_moe(self) -> bool:
         return self.ffn.kind == "moe"
+
+    def res_rows(self, final: bool = False) -> float:
+        """Rows an attention-residual point mixes (``attn_res_block`` B): at a layer l's two
+        points the floor(l / B) block snapshots and the running stream, their mean over the
+        layers (the mean layer the tables cost); at the output point every block's, L // B + 1;
+        0 without attention residuals."""
+        b = self.attn_res_block
+        if not b:
+            return 0.0
+        if final:
+            return float(self.layers // b + 1)
+        return sum(i // b + 1 for i in range(self.layers)) / self.layers
 
     @property
     def layer_windows(self) -> tuple:
@@ -655,9 +701,9 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     sinks = a.get("sinks", bool, False)
     gate = a.get("output_gate", bool, False)
     head_gate = a.get("head_gate", bool, False)
-    if kind == "mla" and (gate or head_gate):
-        key = "attention.output_gate" if gate else "attention.head_gate"
-        raise SpecError(path, key, "true is not supported with mla attention (gqa only)")
+    if kind == "mla" and head_gate:
+        raise SpecError(path, "attention.head_gate", "true is not supported with mla attention "
+                                                     "(gqa only)")
     if kind == "mla" and (bias or sinks):
         raise SpecError(path, "attention.bias" if bias else "attention.sinks",
                         "true is not supported with mla attention (gqa only)")
@@ -731,10 +777,11 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     mtp = t.get("mtp_layers", int, 0, minimum=0)
     mtp_shared = t.get("mtp_shared_embeddings", bool, False)
     hc = t.get("hc_mult", int, 1, positive=True, maximum=64)
+    res = t.get("attn_res_block", int, 0, minimum=0, maximum=layers)
     t.finish()
     return ModelSpec(name, source, layers, hidden, vocab, attention, ffn, precision, tie,
                      params_pub, active_pub, str(path), layer_types, mtp, linear, mtp_shared,
-                     no_ffn, hc)
+                     no_ffn, hc, res)
 
 
 def _no_ffn(f: _Table, path, layers: int, ffn: FFNSpec) -> tuple:
@@ -775,18 +822,24 @@ def _linear(t: _Table, path, layer_types: tuple, kind: str):
             raise SpecError(path, "linear_attention", "is set but attention.layer_types has no "
                                                       "linear_attention layers")
         return None
-    if kind == "mla":
-        raise SpecError(path, "attention.layer_types", "linear_attention layers with mla "
-                                                       "attention are not supported (gqa only)")
     if not t.has("linear_attention"):
         raise SpecError(path, "linear_attention", "missing table (attention.layer_types has "
                                                   "linear_attention layers)")
     g = t.table("linear_attention")
     w = dict(positive=True, maximum=MAX_WIDTH)
+    kda = g.get("kind", str, "gated_deltanet", choices=("gated_deltanet", "kda")) == "kda"
     spec = LinearAttentionSpec(g.get("key_heads", int, positive=True),
                                g.get("value_heads", int, positive=True),
                                g.get("key_head_dim", int, **w), g.get("value_head_dim", int, **w),
-                               g.get("conv_kernel", int, positive=True, maximum=64))
+                               g.get("conv_kernel", int, positive=True, maximum=64), kda=kda,
+                               decay_rank=g.get("decay_rank", int, None if kda else 0,
+                                                positive=kda, maximum=MAX_WIDTH),
+                               gate_rank=g.get("gate_rank", int, 0, minimum=0,
+                                               maximum=MAX_WIDTH))
+    if not kda and (g.has("decay_rank") or g.has("gate_rank")):
+        raise SpecError(path, "linear_attention." + ("decay_rank" if g.has("decay_rank")
+                                                     else "gate_rank"),
+                        "is only supported with kind = \"kda\" (Kimi Delta Attention)")
     g.finish()
     if spec.value_heads % spec.key_heads:
         raise SpecError(path, "linear_attention.key_heads",
