@@ -16,7 +16,8 @@
   ``synthetic_nemotron_h()`` one with layers without an FFN (Nemotron-H's blocks);
   ``synthetic_head_gate()`` one with Step-3.7's head-wise output gate and per-kind heads;
   ``synthetic_compressed()`` DeepSeek-V4's compressed attention and hyper-connections;
-  ``synthetic_kda()`` Kimi-K3's Kimi Delta Attention beside gated MLA, attention residuals.
+  ``synthetic_kda()`` Kimi-K3's Kimi Delta Attention beside gated MLA, attention residuals;
+  ``synthetic_nas()`` layers without attention and FFNs of their own widths (Nemotron NAS).
 """
 from __future__ import annotations
 
@@ -239,6 +240,19 @@ def synthetic_kda():
         ffn=dict(kind="moe", gated=True, experts=16, top_k=4, expert_intermediate=256,
                  shared_experts=1, dense_layers=1, intermediate=2048, latent=256)),
         "synthetic:kda-small")
+
+
+def synthetic_nas():
+    """Llama-Nemotron-NAS-like layers, scaled down: a dense model whose every third layer has
+    no attention (DeciLM's no_op: the FFN alone) and whose FFNs have three widths. 6 layers:
+    pp 1, 2 give every stage the same layers and widths, pp 3, 6 do not."""
+    return model_from_dict(dict(
+        name="nas-small", source="test", layers=6, hidden=1024, vocab=16000,
+        attention=dict(kind="gqa", heads=16, kv_heads=4, head_dim=64,
+                       layer_types=["full_attention", "full_attention", "no_attention"]),
+        ffn=dict(kind="dense", gated=True,
+                 intermediate_by_layer=[4096, 1536, 512, 1536, 4096, 512])),
+        "synthetic:nas-small")
 
 
 @st.composite

@@ -329,6 +329,8 @@ class _Ctx:
             self.up_k, self.up_v = (2.0 * a.kv_lora_rank * n for n in (self.up_k_el, self.up_v_el))
         self.ctx_out = a.heads * a.v_dim
         self.linear = False          # the layer being walked is linear attention: layer()
+        self.dense_width = 0         # the dense FFN's width of the layer being walked (0: all
+        #                              alike, ffn.intermediate)
         self.attn_widths = (self.qkv_out, self.ctx_out)
         # the shape of the layer being walked (layer()): the model's, or, where the layer kinds
         # have their own (gqa attention.kinds, a V of its own width or none), its kind's
@@ -336,7 +338,7 @@ class _Ctx:
         self.general = a.kind == "gqa" and bool(a.kinds or a.v_head_dim or a.k_eq_v)
         if self.general:   # the workspace holds the widest kind's activations
             widths = []
-            for w in set(model.layer_windows) - {"linear_attention"}:
+            for w in set(model.layer_windows) - {"linear_attention", "no_attention"}:
                 self._shape(w)
                 widths.append((self.qkv_out, self.ctx_out))
             self.attn_widths = max(widths, key=sum)
@@ -347,6 +349,8 @@ class _Ctx:
             "hidden": self.rows * self.h * self.ab,
             # the residual stream: hc_mult hidden states under hyper-connections
             "residual": self.rows * self.h * model.hc_mult * self.ab,
+            # the hidden-wide activation into the token mixer and out of it into ffn_norm
+            "mixed": self.rows * self.h * self.ab,
             "qkv": self.rows * self.qkv_out * self.ab,
             "scores": None,              # per layer: layer()
             "context": self.rows * self.ctx_out * self.ab,
@@ -890,8 +894,8 @@ def ffn(c, which, choice, lin, moe):
     if moe:
         inter, k, shared = float(f.expert_intermediate), c.top_k, float(f.shared_intermediate)
         e_loc = c.experts / c.ep                   # experts on each ep rank
-    else:
-        inter, k, shared, e_loc = float(f.intermediate), 1.0, 0.0, 1.0
+    else:       # (a layer of its own width: FFNSpec.widths, set by the walk)
+        inter, k, shared, e_loc = float(c.dense_width or f.intermediate), 1.0, 0.0, 1.0
     pairs = c.rows * k                             # (token, expert) pairs per tp group
     tokens = c.mb * c.tps                          # tokens routed per micro-batch step
     if c.work.phase == "mixed":
@@ -1123,9 +1127,11 @@ def evaluate(model, topo, work, row, compat=()):
         li = model.layer_indexed          # ... and layers running an indexer in the same numbers
         # ... and layers without an FFN in the same numbers, none of them a stage's last
         hf = model.layer_has_ffn
+        fw = model.ffn.widths or (0,) * model.layers    # ... and the FFN widths alike
         n = model.layers // pp
         per = {(tuple(sorted(map(str, lw[s * n:(s + 1) * n]))), sum(lm[s * n:(s + 1) * n]),
-                sum(li[s * n:(s + 1) * n]), sum(hf[s * n:(s + 1) * n])) for s in range(pp)}
+                sum(li[s * n:(s + 1) * n]), sum(hf[s * n:(s + 1) * n]),
+                tuple(sorted(fw[s * n:(s + 1) * n]))) for s in range(pp)}
         if len(per) > 1 or not all(hf[(s + 1) * n - 1] for s in range(pp)):
             reasons.add("divisibility")
     uneven = bool(model.layers % pp == 0 and "divisibility" in reasons and len(per) > 1)
@@ -1157,28 +1163,36 @@ def evaluate(model, topo, work, row, compat=()):
             if layer > 0:  # layer boundary: FFN output and residual into this attn_norm's layout
                 w.convert("attn_norm", "hidden", x, l2)
                 w.convert("attn_norm", "residual", res, l2)
-            op, _ = norm(c, ch["attn_norm"])
-            w.run("attn_norm", op)
-            c.layer(model.layer_windows[layer])          # this layer's attention kind
-            c.indexed = model.layer_indexed[layer]       # and whether it runs an indexer
+            # a layer without a token mixer (no_attention: DeciLM's no_op attention) runs
+            # neither attn_norm nor a mixer: its residual goes to its FFN
+            bare = model.layer_windows[layer] == "no_attention"
             cur = l2
-            for name, fn, kind, point in (("qkv", qkv, "gemm", "hidden"),
-                                          ("scores", scores, "scores", "qkv"),
-                                          ("context", context, "context", "scores"),
-                                          ("out_proj", out_proj, "gemm", "context")):
-                _, lin, cur = w.gemm_step(name, fn, kind, cur, point)
-                w.lin[name] = lin
-            w.mem[s] += w.kv()
+            if not bare:
+                op, _ = norm(c, ch["attn_norm"])
+                w.run("attn_norm", op)
+                c.layer(model.layer_windows[layer])          # this layer's attention kind
+                c.indexed = model.layer_indexed[layer]       # and whether it runs an indexer
+                for name, fn, kind, point in (("qkv", qkv, "gemm", "mixed"),
+                                              ("scores", scores, "scores", "qkv"),
+                                              ("context", context, "context", "scores"),
+                                              ("out_proj", out_proj, "gemm", "context")):
+                    _, lin, cur = w.gemm_step(name, fn, kind, cur, point)
+                    w.lin[name] = lin
+                w.mem[s] += w.kv()
             if not model.layer_has_ffn[layer]:
                 # a token mixer alone (Nemotron-H's mixer block before another mixer block): its
                 # output and the residual (still in attn_norm's layout) go to the next layer
                 x, res = cur, l2
                 continue
             res = l7
-            w.convert("ffn_norm", "hidden", cur, l7)      # attention output
+            if not bare:
+                w.convert("ffn_norm", "mixed", cur, l7)   # attention output
             w.convert("ffn_norm", "residual", l2, l7)     # residual
             op, _ = norm(c, ch["ffn_norm"])
             w.run("ffn_norm", op)
+            if model.ffn.widths:      # this layer's own FFN width (Llama-Nemotron NAS)
+                c.dense_width = model.ffn.widths[layer]
+                c.point_bytes["inter"] = c.rows * c.dense_width * c.ab
             x, pair_ok = w.ffn_block(model.layer_moe[layer], l7)   # this layer's FFN kind
             if not pair_ok:
                 reasons.add("experts")

@@ -20,7 +20,7 @@ from lts.specs import (SpecError, attention_params, compressor_params, hc_params
                        model_from_dict, param_counts)
 from lts.specs.model import Compressed
 from lts.specs.workload import Workload
-from test_layer_kinds import exact_equals_brute_force, never_costs_more
+from test_layer_kinds import EXACT_WORKS, exact_equals_brute_force, never_costs_more
 
 
 def compressed(**att):
@@ -173,8 +173,7 @@ def test_exact_solver_takes_compressed_attention():
     _Exact(synthetic_compressed(), [1] * 12)
 
 
-@pytest.mark.parametrize("work", [Workload("decode", context=8192, tpot_slo_ms=20),
-                                  Workload("prefill", context=2048, ttft_slo_ms=300)])
+@pytest.mark.parametrize("work", EXACT_WORKS)
 def test_exact_equals_brute_force_on_compressed_attention(work):
     exact_equals_brute_force(synthetic_compressed(), work, pp=(1, 2))
 

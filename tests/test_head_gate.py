@@ -17,7 +17,7 @@ from lts.cost.tables import build_tables
 from lts.specs import (SpecError, attention_params, load_model, load_topology, model_from_dict,
                        param_counts)
 from lts.specs.workload import Workload
-from test_layer_kinds import exact_equals_brute_force, never_costs_more
+from test_layer_kinds import EXACT_WORKS, exact_equals_brute_force, never_costs_more
 
 H100 = load_topology("h100_dgx")
 H = 1024
@@ -84,8 +84,7 @@ def test_a_gate_never_makes_a_step_cheaper(data):
 # ----------------------------------------------------------------------------------------------
 # the exact solver
 
-@pytest.mark.parametrize("work", [Workload("decode", context=8192, tpot_slo_ms=20),
-                                  Workload("prefill", context=2048, ttft_slo_ms=300)])
+@pytest.mark.parametrize("work", EXACT_WORKS)
 def test_exact_equals_brute_force_with_a_head_gate(work):
     exact_equals_brute_force(synthetic_head_gate(), work, pp=(1, 2))
 

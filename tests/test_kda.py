@@ -16,7 +16,7 @@ from lts.cost.tables import build_tables
 from lts.specs import (attention_params, linear_params, load_model, load_topology, param_counts,
                        res_params)
 from lts.specs.workload import Workload
-from test_layer_kinds import exact_equals_brute_force
+from test_layer_kinds import EXACT_WORKS, exact_equals_brute_force
 
 H = 1024
 
@@ -71,8 +71,7 @@ def test_bad_kda_is_refused(change, key, message):
     assert str(e.value) == f"k.toml: {key}: {message}"
 
 
-@pytest.mark.parametrize("work", [Workload("decode", context=8192, tpot_slo_ms=20),
-                                  Workload("prefill", context=2048, ttft_slo_ms=300)])
+@pytest.mark.parametrize("work", EXACT_WORKS)
 def test_exact_equals_brute_force_with_kda(work):
     exact_equals_brute_force(synthetic_kda(), work, pp=(1, 2))
 

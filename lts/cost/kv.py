@@ -71,7 +71,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import ModelSpec
-from ..specs.model import LINEAR, Chunk, Compressed, Mamba2Spec
+from ..specs.model import NOT_ATTENTION, Chunk, Compressed, Mamba2Spec
 from ..specs.units import DTYPE_BYTES
 
 
@@ -82,8 +82,8 @@ def layer_token_bytes(model: ModelSpec) -> list:
     (``ModelSpec.kind_attention``); MLA one latent (kv_lora_rank + qk_rope_head_dim) that the
     values are read from (V: its kv_lora_rank part, the same bytes)."""
     if not model.attention.kinds:
-        return [kind_token_bytes(model, None)] * (model.layers - model.linear_layers)
-    return [kind_token_bytes(model, w) for w in model.layer_windows if w != LINEAR]
+        return [kind_token_bytes(model, None)] * model.attention_layers
+    return [kind_token_bytes(model, w) for w in model.layer_windows if w not in NOT_ATTENTION]
 
 
 def kind_token_bytes(model: ModelSpec, window) -> tuple:
@@ -332,8 +332,10 @@ def even_split(model: ModelSpec, pp) -> np.ndarray:
     # layers without an FFN (model.no_ffn): the same number in every stage, and never a stage's
     # last layer (its output would leave the stage without the FFN boundary ``stage_max`` costs)
     has = model.layer_has_ffn
+    # and the FFN widths of a dense model whose layers have their own (ffn.widths)
+    widths = model.ffn.widths or (0,) * model.layers
     if len(set(windows)) == 1 and len(set(moe)) == 1 and len(set(indexed)) == 1 \
-            and not model.no_ffn:
+            and not model.no_ffn and len(set(widths)) == 1:
         return np.ones(len(pp), dtype=bool)
     out = np.zeros(len(pp), dtype=bool)
     for p in np.unique(pp):
@@ -342,7 +344,8 @@ def even_split(model: ModelSpec, pp) -> np.ndarray:
         lp = model.layers // p
         stages = {(tuple(sorted(windows[i * lp:(i + 1) * lp], key=str)),
                    sum(moe[i * lp:(i + 1) * lp]), sum(indexed[i * lp:(i + 1) * lp]),
-                   sum(has[i * lp:(i + 1) * lp]), has[(i + 1) * lp - 1]) for i in range(p)}
+                   sum(has[i * lp:(i + 1) * lp]), has[(i + 1) * lp - 1],
+                   tuple(sorted(widths[i * lp:(i + 1) * lp]))) for i in range(p)}
         out[pp == p] = len(stages) == 1 and next(iter(stages))[4]
     return out
 
@@ -362,7 +365,8 @@ def request_bytes(model: ModelSpec, tokens) -> float:
         + sum(compressor_state_bytes(model, r) for r in model.attention.compress_ratios)
     if not uniform(model):     # each kind's tokens at its own bytes (AttentionSpec.kinds)
         return sum(count * held_tokens(w, tokens) * sum(kind_token_bytes(model, w))
-                   for w, count in model.kind_groups if w != LINEAR) + rest
+                   for w, count in model.kind_groups if w not in NOT_ATTENTION) + rest
     k, v = token_bytes(model)
-    held = sum(count * held_tokens(w, tokens) for w, count in model.kind_groups if w != LINEAR)
+    held = sum(count * held_tokens(w, tokens) for w, count in model.kind_groups
+               if w not in NOT_ATTENTION)
     return held * (k if latent(model) else k + v) + rest

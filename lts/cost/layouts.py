@@ -50,9 +50,10 @@ SLOT_MODES = {
 
 # activation points where conversions happen (bytes of the full activation per tp group)
 # (residual: the residual stream, hc_mult hidden states wide under hyper-connections, else the
-# hidden state's bytes)
+# hidden state's bytes; mixed: the hidden-wide activation into the token mixer's qkv and out of
+# its output projection into ffn_norm, which the layers without a mixer do not have)
 POINTS = ("hidden", "qkv", "scores", "context", "inter", "inter_dense", "router", "logits",
-          "residual")
+          "residual", "mixed")
 PT = {name: i for i, name in enumerate(POINTS)}
 
 

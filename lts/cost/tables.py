@@ -148,10 +148,14 @@ class _Shape:
         # the layers: the attention ops are costed per kind and weighted (``kv`` module docstring)
         # (the softmax-attention kinds only, their shares of those layers; the linear-attention
         # layers are a kind of their own, ``lin_share`` of the layers: ``_fill_attention``)
-        n_attn = model.layers - model.linear_layers
+        n_attn = model.attention_layers
         self.kinds = [_Kind(count / n_attn, w, work, decode, ix) for (w, ix), count in
                       model.attention_kinds]
         self.lin_share = model.linear_layers / model.layers
+        # the layers without a token mixer (NO_ATTENTION): the mixer's ops, its attn_norm and
+        # its conversions are the other layers' share of the mean layer (``_fill_attention``,
+        # ``build_tables``)
+        self.bare_share = model.bare_layers / model.layers
         topk = a.index_topk if a.sparse and not a.compressed else None
         for k in self.kinds:
             # sparse attention (kv module docstring): the latents a step reads (``sel``) and the
@@ -980,12 +984,15 @@ def _fill_attention(b: _Builder):
     if s.m.attention.compressed:
         _fill_compressed(b)
         return
-    if not s.lin_share:
+    if not s.lin_share and not s.bare_share:
         _fill_softmax(b)
         return
     sl = [SLOT[x] for x in _MIXER_SLOTS]
     acc = {}
-    for share, fill in ((1.0 - s.lin_share, _fill_softmax), (s.lin_share, _fill_linear)):
+    for share, fill in ((1.0 - s.lin_share - s.bare_share, _fill_softmax),
+                        (s.lin_share, _fill_linear)):
+        if not share:
+            continue
         fill(b)
         if fill is _fill_softmax:
             # the attention layers' copy of a latent in the context op (``kv_layer``): the
@@ -996,6 +1003,18 @@ def _fill_attention(b: _Builder):
             acc[name] = part if name not in acc else acc[name] + part
     for name in _MIXER_ARRAYS:
         getattr(b, name)[:, sl] = acc[name]
+    if s.bare_share:     # no attn_norm in a layer without a mixer (DeciLM's no_op attention)
+        _scale_slot(b, "attn_norm", 1.0 - s.bare_share)
+
+
+def _scale_slot(b: _Builder, slot, share):
+    """An op that ``share`` of the layers run: its costs, weights and collectives (and their
+    records) that share of the mean layer's."""
+    sl = SLOT[slot]
+    for name in _MIXER_ARRAYS:
+        getattr(b, name)[:, sl] *= share
+    for key in [k for k in b.intrinsic if k[0] == sl]:
+        b.intrinsic[key] = [(kind, group, nb, t * share) for kind, group, nb, t in b.intrinsic[key]]
 
 
 def _fill_empty(b: _Builder, slot, modes):
@@ -1036,13 +1055,14 @@ class _FFN:
         return "experts" if self.moe else "dense_ffn"
 
 
-def _ffn_layer(s: _Shape, moe: bool) -> _FFN:
+def _ffn_layer(s: _Shape, moe: bool, width=None) -> _FFN:
+    """``width``: a dense FFN's own (``FFNSpec.widths``), else ``intermediate``."""
     f = s.m.ffn
     if moe:
         k, e_loc = s.top_k, s.experts / s.ep              # experts on each ep rank
         return _FFN(True, float(f.expert_intermediate), k, e_loc, s.rows * k,
                     float(f.shared_intermediate), s.mb_tokens, np.ceil(e_loc / s.tp))
-    return _FFN(False, float(f.intermediate), 1.0, 1.0, s.rows, 0.0, s.mb_tokens,
+    return _FFN(False, float(width or f.intermediate), 1.0, 1.0, s.rows, 0.0, s.mb_tokens,
                 np.ceil(1.0 / s.tp))
 
 
@@ -1146,14 +1166,39 @@ def _ffn_collectives(s: _Shape, x: _FFN, which: int, choice, lin, lout) -> list:
 
 def _fill_ffn(b: _Builder, moe: bool):
     """FFN1/FFN2 (and the router) of one layer type in their six modes each: the routed experts
-    (or the dense FFN) plus the shared expert, and their collectives."""
+    (or the dense FFN) plus the shared expert, and their collectives. A dense model whose layers
+    have their own widths (``FFNSpec.widths``): each width filled in turn and weighted by its
+    share of the layers (the mean layer, as ``_fill_attention`` weights the mixers)."""
+    groups = b.s.m.ffn.width_groups
+    if moe or len(groups) == 1:
+        _fill_ffn_one(b, moe)
+        return
+    sl = [SLOT[x] for x in ("router", "ffn1", "ffn2")]
+    acc, records = {}, {}
+    for width, count in groups:
+        share = count / b.s.m.layers
+        _fill_ffn_one(b, moe, width)
+        for name in _MIXER_ARRAYS:
+            part = share * getattr(b, name)[:, sl]
+            acc[name] = part if name not in acc else acc[name] + part
+        for key, recs in b.intrinsic.items():
+            if key[0] in sl:
+                records.setdefault(key, []).extend(
+                    (kind, group, share * nb, share * t) for kind, group, nb, t in recs)
+    for name in _MIXER_ARRAYS:
+        getattr(b, name)[:, sl] = acc[name]
+    b.intrinsic.update(records)
+
+
+def _fill_ffn_one(b: _Builder, moe: bool, width=None):
+    """``_fill_ffn`` of one FFN width (``width``: a dense layer's own)."""
     s = b.s
     sfx = "_dense" if s.m.is_moe and not moe else ""
     if moe:
         _fill_gemm(b, "router", s.h, s.experts, group="router")   # [hidden, experts] before FFN1
     else:   # a dense FFN has no router
         _fill_empty(b, "router_dense" if s.m.is_moe else "router", 4)
-    x = _ffn_layer(s, moe)
+    x = _ffn_layer(s, moe, width)
     parts = {}               # (FFN1 or FFN2, mode) -> its routed and its other FLOPs and bytes
     for which, slot, modes in ((1, "ffn1" + sfx, FFN1_MODES), (2, "ffn2" + sfx, FFN2_MODES)):
         for mode, (choice, lin, lout) in enumerate(modes):
@@ -1317,9 +1362,12 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
         "context": s.rows * s.ctx_out,
         **(_kind_points(s) if s.general else {}),
         **(_linear_points(s) if s.lin_share else {}),
-        "inter": inter_moe, "inter_dense": s.rows * f.intermediate,
+        # (a dense model's layers of their own widths: each width's share)
+        "inter": inter_moe if model.is_moe or not f.widths else
+        [(n / model.layers, s.rows * w) for w, n in f.width_groups],
+        "inter_dense": s.rows * f.intermediate,
         "router": s.rows * s.experts, "logits": s.lm_rows * model.vocab,
-        "residual": s.rows * s.h * model.hc_mult,
+        "residual": s.rows * s.h * model.hc_mult, "mixed": s.rows * s.h,
     }
     G = len(s.tp)
     conv = np.zeros((G, len(POINTS), N_LAYOUTS, N_LAYOUTS))
@@ -1340,6 +1388,9 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
                         if kind == "all-reduce" else t
                 t = by_kind[kind]
                 conv[:, PT[name], src, dst] += t if len(parts) == 1 else share * t
+    if s.bare_share:     # the mixer's conversions: the layers that have one
+        for name in ("qkv", "scores", "context", "mixed"):
+            conv[:, PT[name]] *= 1.0 - s.bare_share
     # after the LM head every rank needs the sampled ids: R has them; T samples its own tokens and
     # all-gathers the ids (4 bytes each); F (vocab split) gathers the logits, P all-reduces them
     logits = conv_bytes[:, PT["logits"]]

@@ -86,13 +86,13 @@ def piece_attn(x: Gather, model, attn_norm, qkv, scores, context, out_proj, ffn_
     attn_layout, ffn_layout = NORM_OF[attn_norm], NORM_OF[ffn_norm]
     t = x.op("attn_norm", attn_norm)
     cur = attn_layout
-    for slot, point, c in (("qkv", "hidden", qkv), ("scores", "qkv", scores),
+    for slot, point, c in (("qkv", "mixed", qkv), ("scores", "qkv", scores),
                            ("context", "scores", context), ("out_proj", "context", out_proj)):
         dt, cur, _ = x.step(slot, c, cur, point)
         t = t + dt
     x.mixer_s = t          # the token mixer alone, attn_norm through out_proj (``piece_alone``)
     # the block's output and the residual both move into the layout of ffn_norm
-    t = t + x.conv("ffn_norm", "hidden", cur, ffn_layout) \
+    t = t + x.conv("ffn_norm", "mixed", cur, ffn_layout) \
         + x.conv("ffn_norm", "residual", attn_layout, ffn_layout) + x.op("ffn_norm", ffn_norm)
     m = x.modes
     w = (x.weight("attn_norm", attn_norm) + x.weight("qkv", m["qkv"])
@@ -350,7 +350,7 @@ def fuse(tab: Tables, model: ModelSpec, rows=None) -> Fused:
     fz.put("emb_w", x1.weight("embedding", np.arange(3)))
     attn_norm, qkv = _axes(3, 4)
     fz.put("att1", x2.op("attn_norm", attn_norm)
-           + x2.step("qkv", qkv, NORM_OF[attn_norm], "hidden")[0])
+           + x2.step("qkv", qkv, NORM_OF[attn_norm], "mixed")[0])
     fz.put("att1_w", x2.weight("attn_norm", attn_norm) + x2.weight("qkv", x2.modes["qkv"]))
     inc, ch = _axes(6, 4)
     for name, point in (("scores", "qkv"), ("context", "scores"), ("out_proj", "context")):
@@ -358,7 +358,7 @@ def fuse(tab: Tables, model: ModelSpec, rows=None) -> Fused:
     fz.put("out_w", x2.weight("out_proj", x2.modes["out_proj"]))
     fz.put("kv", x2.kv(*_axes(4, 4)))
     src, ffn_norm = _axes(6, 3)
-    fz.put("to_norm", x2.conv("ffn_norm", "hidden", src, NORM_OF[ffn_norm]))
+    fz.put("to_norm", x2.conv("ffn_norm", "mixed", src, NORM_OF[ffn_norm]))
     fz.put("to_norm_res", x2.conv("ffn_norm", "residual", src, NORM_OF[ffn_norm]))
     fz.put("norm", x1.op("ffn_norm", np.arange(3)))
     fz.put("norm_w", x1.weight("ffn_norm", np.arange(3)))

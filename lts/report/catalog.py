@@ -110,7 +110,9 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
                             + ", "
                             f"{'gated' if f.gated else 'not gated'}"))
     else:
-        rows.append(("ffn", f"dense: width {f.intermediate}, {'gated' if f.gated else 'not gated'}"))
+        width = f"width {f.intermediate}" if not f.widths else "widths " + ", ".join(
+            f"{w} ({n} layers)" for w, n in f.width_groups)
+        rows.append(("ffn", f"dense: {width}, {'gated' if f.gated else 'not gated'}"))
     if m.no_ffn:        # Nemotron-H's mixer blocks followed by a mixer block
         rows[-1] = ("ffn", rows[-1][1] + f"; {len(m.no_ffn)} of the {m.layers} layers without an "
                                          "FFN (a token mixer alone)")

@@ -345,7 +345,7 @@ class _Exact:
         V = np.full((C, n[1], N_LAYOUTS), np.inf)
         for c2 in range(n[1]):
             V[:, c2, NORM_OF[c2]] = x.op("attn_norm", c2)[:, 0]
-        for slot, point, k in (("qkv", "hidden", 2), ("scores", "qkv", 3),
+        for slot, point, k in (("qkv", "mixed", 2), ("scores", "qkv", 3),
                                ("context", "scores", 4), ("out_proj", "context", 5)):
             s = SLOT[slot]
             inc, ch = L[:, None], np.arange(n[k])[None, :]                  # [layout, choice]
@@ -361,7 +361,7 @@ class _Exact:
         A = np.empty((C, n[1], n[6]))
         for c7 in range(n[6]):
             ffn_layout = NORM_OF[c7]
-            into = (V + x.conv("ffn_norm", "hidden", L, ffn_layout)[:, None, :]).min(axis=2)
+            into = (V + x.conv("ffn_norm", "mixed", L, ffn_layout)[:, None, :]).min(axis=2)
             resid = x.conv("ffn_norm", "residual", NORM_OF[np.arange(n[1])], ffn_layout)
             A[:, :, c7] = into + resid + x.op("ffn_norm", c7)
         return A

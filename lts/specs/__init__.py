@@ -25,7 +25,7 @@ from .model import (DTYPES, FORMATS, MAX_COUNT, MAX_NODES, TOO_DEEP,  # noqa: F4
 from .model import (MAX_FILE_BYTES, MAX_NUMBER, MAX_PARAMS, MAX_WIDTH,  # noqa: F401
                         MIN_NUMBER, AttentionSpec, FFNSpec,                    # (re-exported)
                         LinearAttentionSpec, Mamba2Spec)
-from .model import LINEAR
+from .model import NOT_ATTENTION
 from .units import (FORMAT_ALIASES, GB, GIB, KV_DTYPES, TB, TFLOPS, US, WEIGHT_FORMATS,
                     weight_format)
 
@@ -621,9 +621,9 @@ def attention_layer_params(m: ModelSpec) -> int:
         return sum(core + sum(compressor_params(m, r).values())
                    for r in m.attention.compress_ratios)
     if not m.attention.kinds:
-        return (m.layers - m.linear_layers) * sum(attention_params(m).values())
+        return m.attention_layers * sum(attention_params(m).values())
     return sum(count * sum(attention_params(m, m.kind_attention(w)).values())
-               for w, count in m.kind_groups if w != LINEAR)
+               for w, count in m.kind_groups if w not in NOT_ATTENTION)
 
 
 def linear_params(m: ModelSpec) -> dict:
@@ -654,7 +654,7 @@ def mixer_params(m: ModelSpec) -> int:
     # the layers without their own indexer (attention.indexer_types "shared") hold none of its
     # weights (a GLM-5.2 checkpoint has model.layers.N.self_attn.indexer.* on the full layers
     # only)
-    shared = m.layers - n_lin - sum(m.layer_indexed) \
+    shared = m.attention_layers - sum(m.layer_indexed) \
         if m.attention.sparse and not m.attention.compressed else 0
     return attention_layer_params(m) - shared * att.get("indexer", 0) \
         + n_lin * sum(linear_params(m).values())
@@ -667,7 +667,6 @@ def param_counts(m: ModelSpec) -> dict:
     h, f = m.hidden, m.ffn
     att = mixer_params(m)          # over all layers
     norms = 2 * h
-    dense_ffn = f.n_mats * h * f.intermediate
     embed = m.vocab * h * (1 if m.tie_embeddings else 2) + h       # + final norm
     if m.is_moe:
         # a latent MoE's experts at the latent width, plus its two latent projections
@@ -681,12 +680,22 @@ def param_counts(m: ModelSpec) -> dict:
         moe_total = moe_active = 0
     # a layer without an FFN (``no_ffn``) has its attn_norm only; hyper-connections' mixing
     # and attention residuals' weights with the norms (``hc_params``, ``res_params``)
-    all_norms = m.layers * norms - len(m.no_ffn) * h + hc_params(m) + res_params(m)
-    total = att + all_norms + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_total
-    active = att + all_norms + m.dense_ffn_layers * dense_ffn + m.moe_layers * moe_active
+    all_norms = m.layers * norms - (len(m.no_ffn) + m.bare_layers) * h + hc_params(m) \
+        + res_params(m)     # (a layer without an FFN or without a mixer: one norm)
+    dense = dense_ffn_params(m)
+    total = att + all_norms + dense + m.moe_layers * moe_total
+    active = att + all_norms + dense + m.moe_layers * moe_active
     return {"params_total": float(total + embed), "params_active": float(active + embed),
             "params_mtp": float(m.mtp_layers * mtp_params(
                 m, sum(attention_params(m).values()) + norms, moe_total))}
+
+
+def dense_ffn_params(m: ModelSpec) -> int:
+    """Weights of all the dense FFNs: each dense layer's matrices at its width (``FFNSpec.
+    widths``: a layer of its own; else ``intermediate``)."""
+    f = m.ffn
+    widths = sum(f.widths) if f.widths else m.dense_ffn_layers * f.intermediate
+    return f.n_mats * m.hidden * widths
 
 
 def latent_proj_params(m: ModelSpec) -> int:
@@ -732,9 +741,10 @@ def weight_params(m: ModelSpec) -> dict:
             # GEMMs of every token of the MoE layer (docs/design.md §1, "Latent MoE")
             "shared_experts": float(moe * (f.n_mats * h * f.shared_intermediate
                                            + latent_proj_params(m))) if m.is_moe else 0.0,
-            "dense_ffn": float(m.dense_ffn_layers * f.n_mats * h * f.intermediate),
+            "dense_ffn": float(dense_ffn_params(m)),
             "lm_head": 0.0 if m.tie_embeddings else float(m.vocab * h),
-            "norm": float(m.layers * 2 * h - len(m.no_ffn) * h + h + hc_params(m)
+            "norm": float(m.layers * 2 * h - (len(m.no_ffn) + m.bare_layers) * h + h
+                          + hc_params(m)
                           + res_params(m))}
 
 

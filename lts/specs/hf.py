@@ -1513,36 +1513,92 @@ UNSUPPORTED = {
 UNSUPPORTED["minimax_m3_vl"] = UNSUPPORTED["minimax_m3"]
 
 
-def _nemotron_nas(c: _Config):
+def _nemotron_nas(c: _Config, path: Path) -> ModelSpec:
     """Llama-Nemotron NAS models (model_type nemotron-nas, DeciLMForCausalLM: nvidia
-    Llama-3_3-Nemotron-Super-49B-v1, Llama-3_1-Nemotron-Ultra-253B-v1) are refused with one line
-    naming what their ``block_configs`` hold that lts lacks: each layer's own attention
-    (``attention.no_op``: no attention; ``replace_with_linear``: a linear layer in its place;
-    ``n_heads_in_group``: its query heads per KV head) and FFN (``ffn.no_op``; ``ffn_mult``: its
-    own width, round_up(int(2 ffn_mult hidden / 3), 256)) (vLLM
-    vllm/model_executor/models/nemotron_nas.py DeciLMDecoderLayer, _ffn_mult_to_intermediate_size;
-    huggingface.co/nvidia/Llama-3_3-Nemotron-Super-49B-v1 modeling_decilm.py). lts costs a token
-    mixer (attention, linear attention or Mamba-2) in every layer, one attention shape and one
-    FFN width a model (the MoE's dense layers aside)."""
+    Llama-3_3-Nemotron-Super-49B-v1, Llama-3_1-Nemotron-Ultra-253B-v1): Llama layers whose
+    ``block_configs`` entry sets each layer's own attention and FFN (vLLM
+    vllm/model_executor/models/nemotron_nas.py DeciLMDecoderLayer; huggingface.co/nvidia/
+    Llama-3_3-Nemotron-Super-49B-v1 modeling_decilm.py): ``attention.no_op`` a layer without
+    attention (nor its input_layernorm: ``no_attention``), else GQA of num_attention_heads
+    with num_attention_heads / n_heads_in_group KV heads; ``ffn.no_op`` a layer without an FFN,
+    else a gated MLP of _ffn_mult_to_intermediate_size(ffn_mult, hidden) = round_up(int(2
+    ffn_mult hidden / 3), 256) (``ffn.intermediate_by_layer``). Refused with the key named:
+    attention replaced by a linear layer (replace_with_linear), sliding windows or sinks, KV
+    groupings that differ between layers, a layer with neither attention nor FFN."""
     blocks = c.get("block_configs", list)
-    att = [b.get("attention", {}) if isinstance(b, dict) else {} for b in blocks]
-    ffn = [b.get("ffn", {}) if isinstance(b, dict) else {} for b in blocks]
-    no_att = sum(bool(a.get("no_op")) for a in att)
-    linear = sum(bool(a.get("replace_with_linear")) for a in att)
-    groups = {a.get("n_heads_in_group") for a in att if not a.get("no_op")
-              and not a.get("replace_with_linear")}
-    no_ffn = sum(bool(f.get("no_op")) for f in ffn)
-    widths = {f.get("ffn_mult") for f in ffn if not f.get("no_op")}
-    parts = [text for cond, text in (
-        (no_att, f"{no_att} of its {len(blocks)} layers have no attention (attention.no_op)"),
-        (linear, f"{linear} replace it with a linear layer (replace_with_linear)"),
-        (len(groups) > 1, f"{len(groups)} KV-head groupings (n_heads_in_group)"),
-        (no_ffn, f"{no_ffn} have no FFN (ffn.no_op)"),
-        (len(widths) > 1, f"their FFNs have {len(widths)} widths (ffn_mult)")) if cond]
-    what = "; ".join(parts) or "per-layer attention and FFN settings"
-    raise c.error("block_configs", f"{what}: lts costs an attention mixer in every layer and one "
-                                   "FFN width a model (DeciLM's per-layer blocks are not "
-                                   "imported)")
+    layers = c.get("num_hidden_layers", int, positive=True)
+    hidden = c.get("hidden_size", int, positive=True)
+    heads = c.get("num_attention_heads", int, positive=True)
+    if len(blocks) != layers:
+        raise c.error("block_configs", f"has {len(blocks)} entries (expected one a layer: "
+                                       f"{layers})")
+    kinds, widths, no_ffn, groups = [], [], [], set()
+    for i, b in enumerate(blocks):
+        key = f"block_configs.{i}"
+        if not isinstance(b, dict) or not isinstance(b.get("attention"), dict) \
+                or not isinstance(b.get("ffn"), dict):
+            raise c.error(key, f"{_show(b)} is not an object with attention and ffn objects")
+        att, ffn = b["attention"], b["ffn"]
+        for k, what in (("replace_with_linear", "attention replaced by a linear layer"),
+                        ("window_length", "a sliding window"), ("sparsify", "sparsity"),
+                        ("num_sink_tokens", "sink tokens")):
+            if att.get(k):
+                raise c.error(f"{key}.attention.{k}", f"{_show(att[k])} is not supported "
+                                                      f"({what} is not costed by lts)")
+        if ffn.get("replace_with_linear") or ffn.get("sparsify"):
+            raise c.error(f"{key}.ffn", f"{_show(ffn)} is not supported (an FFN replaced by a "
+                                        "linear layer or sparsified is not costed by lts)")
+        if att.get("no_op"):
+            kinds.append("no_attention")
+        else:
+            kinds.append("full_attention")
+            g = att.get("n_heads_in_group")
+            if not isinstance(g, int) or isinstance(g, bool) or g <= 0 or heads % g:
+                raise c.error(f"{key}.attention.n_heads_in_group",
+                              f"{_show(g)} is not a positive integer dividing "
+                              f"num_attention_heads = {heads}")
+            groups.add(g)
+        if ffn.get("no_op"):
+            if att.get("no_op"):
+                raise c.error(key, "has neither attention nor an FFN (an empty layer is not "
+                                   "costed by lts)")
+            no_ffn.append(i)
+            continue
+        mult = ffn.get("ffn_mult")
+        if not isinstance(mult, (int, float)) or isinstance(mult, bool) or mult <= 0:
+            raise c.error(f"{key}.ffn.ffn_mult", f"{_show(mult)} is not a positive number")
+        widths.append(-(-int(2 * mult * hidden / 3) // 256) * 256)
+    if len(groups) > 1:
+        raise c.error("block_configs", f"{len(groups)} KV-head groupings (n_heads_in_group "
+                                       f"{sorted(groups)}): lts costs one attention shape a "
+                                       "model")
+    head_dim = c.get("head_dim", int, positive=True, nullable=True, default=0) \
+        or hidden // heads
+    attention = {"kind": "gqa", "heads": heads, "kv_heads": heads // groups.pop(),
+                 "head_dim": head_dim, "layer_types": kinds}
+    ffn = {"kind": "dense", "gated": True}
+    if no_ffn:
+        ffn["no_ffn_layers"] = no_ffn
+    if len(set(widths)) > 1 and not no_ffn:
+        ffn["intermediate_by_layer"] = widths
+    elif len(set(widths)) == 1:
+        ffn["intermediate"] = widths[0]
+    else:
+        raise c.error("block_configs", "has FFNs of several widths beside layers without an FFN "
+                                       "(lts costs one of the two patterns a model)")
+    precision, pkeys = _precision(c, layers, ffn)
+    c.note += (f"; {kinds.count('no_attention')} of {layers} layers without attention, "
+               f"{len(set(widths))} FFN widths (block_configs)")
+    data = {"name": _display_name(c, path), "source": f"HuggingFace config.json: {path}{c.note}",
+            "layers": layers, "hidden": hidden, "vocab": c.get("vocab_size", int, positive=True),
+            "tie_embeddings": c.get("tie_word_embeddings", bool, default=False, nullable=True),
+            "attention": attention, "ffn": ffn, "precision": precision}
+    keys = {"layers": "num_hidden_layers", "hidden": "hidden_size", "vocab": "vocab_size",
+            "attention.heads": "num_attention_heads", "attention.kv_heads": "block_configs",
+            "attention.layer_types": "block_configs", "ffn.intermediate_by_layer":
+            "block_configs", "ffn.intermediate": "block_configs", "ffn.no_ffn_layers":
+            "block_configs", **pkeys}
+    return _checked(data, path, keys)
 
 
 def _supported() -> str:
@@ -1555,8 +1611,6 @@ def _family_view(c: _Config) -> tuple[_Config, str]:
     MiniMax-M2 is read only with full attention on every layer (``attn_type_list`` all 1;
     MiniMax-01's 0 is lightning attention, a linear layer lts lacks) and no shared expert."""
     family = c.get("model_type", str)
-    if family == "nemotron-nas":
-        _nemotron_nas(c)
     if family in UNSUPPORTED:
         raise c.error("model_type", f"{family!r} is not supported: {UNSUPPORTED[family]} "
                                     f"(supported: {_supported()})")
@@ -1756,6 +1810,8 @@ def model_from_hf_config(path) -> ModelSpec:
         return _deepseek_v4(c, path)
     if family == "kimi_linear":
         return _kimi_linear(c, path)
+    if family == "nemotron-nas":
+        return _nemotron_nas(c, path)
     if family not in FAMILIES:
         raise c.error("model_type", f"{family!r} is not a supported family ({_supported()})")
     layers = c.get("num_hidden_layers", int, positive=True)

@@ -130,6 +130,20 @@ class FFNSpec:
     # after combine; the router and the shared expert stay at hidden width (transformers
     # modeling_nemotron_h.py NemotronHMoE / NemotronHExperts). 0: experts at hidden width
     latent: int = 0
+    # a dense model whose layers have their own FFN widths (Llama-Nemotron NAS's ffn_mult): one
+    # a layer (``intermediate`` their largest); () every layer ``intermediate``
+    widths: tuple = ()
+
+    @property
+    def width_groups(self) -> tuple:
+        """((width, layers), ...) of a dense model's FFNs in order of first appearance: one
+        group of ``intermediate`` unless ``widths`` gives each layer its own."""
+        if not self.widths:
+            return ((self.intermediate, None),)
+        counts = {}
+        for w in self.widths:
+            counts[w] = counts.get(w, 0) + 1
+        return tuple(counts.items())
 
     @property
     def n_mats(self) -> int:
@@ -361,6 +375,7 @@ class ModelSpec:
             return (self.attention.window,) * self.layers
         chunk = Chunk(self.attention.chunk) if self.attention.chunk else None
         return tuple(self.attention.window if t == SLIDING else LINEAR if t in RECURRENT else
+                     NO_ATTENTION if t == NO_ATTENTION else
                      chunk if t == CHUNKED else None for t in self.layer_types)
 
     def kind_attention(self, window) -> AttentionSpec:
@@ -372,6 +387,16 @@ class ModelSpec:
             return a
         return a.of_type(FULL if window is None else CHUNKED if isinstance(window, Chunk)
                          else SLIDING)
+
+    @property
+    def bare_layers(self) -> int:
+        """Layers without a token mixer (``NO_ATTENTION``): an FFN alone."""
+        return sum(t == NO_ATTENTION for t in self.layer_types)
+
+    @property
+    def attention_layers(self) -> int:
+        """Layers of softmax attention: neither linear attention nor Mamba-2 nor mixer-less."""
+        return self.layers - self.linear_layers - self.bare_layers
 
     @property
     def linear_layers(self) -> int:
@@ -407,7 +432,7 @@ class ModelSpec:
         ``layer_indexed`` (one group a window without shared-index layers)."""
         counts = {}
         for w, ix in zip(self.layer_windows, self.layer_indexed):
-            if w != LINEAR:
+            if w not in NOT_ATTENTION:
                 counts[(w, ix)] = counts.get((w, ix), 0) + 1
         return tuple(counts.items())
 
@@ -448,13 +473,19 @@ class ModelSpec:
 
 FULL, SLIDING, LINEAR = "full_attention", "sliding_attention", "linear_attention"
 CHUNKED = "chunked_attention"
+# a layer without a token mixer: its FFN alone (Llama-Nemotron NAS's attention.no_op: DeciLM
+# runs neither input_layernorm nor self_attn there); lts's own name, and its own marker in
+# layer_windows
+NO_ATTENTION = "no_attention"
 # attention.layer_types values (HF config.json's spelling; chunked_attention: transformers'
 # Llama4TextConfig.layer_types, the layers no_rope_layers marks as RoPE layers)
 # mamba: a Mamba-2 layer (Mamba2Spec); lts's own name (Nemotron-H's hybrid_override_pattern "M")
 MAMBA = "mamba"
-LAYER_TYPES = (FULL, SLIDING, LINEAR, CHUNKED, MAMBA)
+LAYER_TYPES = (FULL, SLIDING, LINEAR, CHUNKED, MAMBA, NO_ATTENTION)
 # the kinds with a fixed state per request and no KV cache: the LINEAR marker of layer_windows
 RECURRENT = (LINEAR, MAMBA)
+# the layer_windows markers of layers without softmax attention (no KV cache)
+NOT_ATTENTION = (LINEAR, NO_ATTENTION)
 
 
 @dataclass(frozen=True)
@@ -732,8 +763,12 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     fkind = f.get("kind", str, choices=("dense", "moe"))
     gated = f.get("gated", bool)
     if fkind == "dense":
-        ffn = FFNSpec("dense", gated, intermediate=f.get("intermediate", int, positive=True,
-                                                          maximum=MAX_WIDTH))
+        widths = _widths(f, path, layers)
+        one = f.data.get("intermediate_by_layer", [None])[0] if f.has("intermediate_by_layer") \
+            and not widths else None
+        ffn = FFNSpec("dense", gated, intermediate=max(widths) if widths else one or
+                      f.get("intermediate", int, positive=True, maximum=MAX_WIDTH),
+                      widths=widths)
     else:
         experts = f.get("experts", int, positive=True)
         top_k = f.get("top_k", int, positive=True, maximum=experts)
@@ -766,6 +801,10 @@ def model_from_dict(data: dict, path) -> ModelSpec:
         ffn = FFNSpec("moe", gated, inter, experts, top_k, expert_inter, shared, shared_inter,
                       dense_layers, every, latent)
     no_ffn = _no_ffn(f, path, layers, ffn)
+    if no_ffn and NO_ATTENTION in layer_types:
+        raise SpecError(path, "ffn.no_ffn_layers", "with no_attention layers is not supported "
+                                                   "(lts costs a layer with a mixer, an FFN or "
+                                                   "both, one of the two patterns a model)")
     f.finish()
 
     p = t.table("precision", required=False)
@@ -782,6 +821,26 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     return ModelSpec(name, source, layers, hidden, vocab, attention, ffn, precision, tie,
                      params_pub, active_pub, str(path), layer_types, mtp, linear, mtp_shared,
                      no_ffn, hc, res)
+
+
+def _widths(f: _Table, path, layers: int) -> tuple:
+    """ffn.intermediate_by_layer: a dense model's FFN width of each layer (positive integers,
+    one a layer; then ffn.intermediate is not given: it is their largest); () when absent or
+    every width alike."""
+    if not f.has("intermediate_by_layer"):
+        return ()
+    f.used.add("intermediate_by_layer")
+    key = "ffn.intermediate_by_layer"
+    if f.has("intermediate"):
+        raise SpecError(path, "ffn.intermediate", "is set with ffn.intermediate_by_layer (give "
+                                                  "one of the two)")
+    ws = f.data["intermediate_by_layer"]
+    if not isinstance(ws, list) or not all(isinstance(w, int) and not isinstance(w, bool)
+                                           and 0 < w <= MAX_WIDTH for w in ws):
+        raise SpecError(path, key, f"{ws!r} is not a list of widths from 1 to 16,777,216")
+    if len(ws) != layers:
+        raise SpecError(path, key, f"has {len(ws)} entries (expected one a layer: {layers})")
+    return tuple(ws) if len(set(ws)) > 1 else ()
 
 
 def _no_ffn(f: _Table, path, layers: int, ffn: FFNSpec) -> tuple:
@@ -1037,7 +1096,7 @@ def _layer_types(a: _Table, path, layers: int, window, chunk=None) -> tuple:
     if chunk is not None and CHUNKED not in kinds:
         raise SpecError(path, "attention.chunk_size", "is set but attention.layer_types has no "
                                                       "chunked_attention layers")
-    if set(kinds) <= set(RECURRENT):
+    if set(kinds) <= set(RECURRENT) | {NO_ATTENTION}:
         raise SpecError(path, key, f"every layer is {kinds[0]} (lts needs at least one "
                                    "full_attention or sliding_attention layer)")
     if LINEAR in kinds and MAMBA in kinds:
