@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import reference as ref
-from generators import (synthetic_chunked, synthetic_compressed, synthetic_dense, synthetic_linear, synthetic_mamba,
+from generators import (synthetic_block_sparse, synthetic_chunked, synthetic_compressed, synthetic_dense, synthetic_linear, synthetic_mamba,
                         synthetic_head_gate, synthetic_latent_moe, synthetic_nemotron_h,
                         synthetic_shapes,
                         synthetic_mla,
@@ -86,7 +86,9 @@ SYNTHETIC = {"moe-small": synthetic_moe, "mla-small": synthetic_mla, "dense-smal
              # a head-wise output gate (Step-3.7) with per-kind heads and dense layers
              "head-gate-small": synthetic_head_gate,
              # compressed attention (DeepSeek-V4: window, CSA, HCA) and hyper-connections
-             "compressed-small": synthetic_compressed}
+             "compressed-small": synthetic_compressed,
+             # block-sparse attention (MiniMax-M3) beside full attention layers
+             "block-sparse-small": synthetic_block_sparse}
 MODEL_NAMES = _shipped_models() + list(SYNTHETIC)
 
 

@@ -67,8 +67,8 @@ def test_layer_kinds_from_a_model_file():
      "repeats)"),
     (dict(sliding_window=64, layer_types=["dilated_attention"]), "attention.layer_types",
      "'dilated_attention' is not one of 'full_attention', 'sliding_attention', "
-     "'linear_attention', 'chunked_attention', 'mamba' (lts cannot cost other attention kinds "
-     "yet)"),
+     "'linear_attention', 'chunked_attention', 'mamba', 'block_sparse_attention' (lts cannot "
+     "cost other attention kinds yet)"),
     (dict(layer_types=["chunked_attention", "full_attention"]), "attention.layer_types",
      "has chunked_attention layers but attention.chunk_size is not set"),
     (dict(chunk_size=64, layer_types=["sliding_attention", "full_attention"], sliding_window=8),
@@ -81,7 +81,7 @@ def test_layer_kinds_from_a_model_file():
      "has sliding_attention layers but attention.sliding_window is not set"),
     (dict(sliding_window=64, layer_types=[]), "attention.layer_types",
      "[] is not a list of strings (expected entries of 'full_attention', 'sliding_attention', "
-     "'linear_attention', 'chunked_attention', 'mamba')"),
+     "'linear_attention', 'chunked_attention', 'mamba', 'block_sparse_attention')"),
 ])
 def test_bad_layer_kinds_are_refused(att, key, message):
     data = dict(name="w", source="test", layers=4, hidden=1024, vocab=32000,
