@@ -155,11 +155,7 @@ REFUSED = {
     "kimi_k3": "Kimi-K3 mixes Kimi Delta Attention layers (text_config.linear_attn_config."
                "kda_layers) with MLA layers (full_attn_layers); lts's linear attention is Gated "
                "DeltaNet beside GQA layers, and KDA beside MLA is not costed",
-    "minimax_m3": "MiniMax-M3's block-sparse attention (sparse_attention_config: an indexer of "
-                  "sparse_num_index_heads heads picks sparse_topk_blocks blocks of "
-                  "sparse_block_size keys) is not costed by lts",
 }
-REFUSED["minimax_m3_vl"] = REFUSED["minimax_m3"]
 
 
 @pytest.mark.parametrize("family", sorted(REFUSED))

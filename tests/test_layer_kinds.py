@@ -266,8 +266,12 @@ def brute_force(problem):
     return best
 
 
-@pytest.mark.parametrize("work", [Workload("decode", context=8192, tpot_slo_ms=20),
-                                  Workload("prefill", context=2048, ttft_slo_ms=300)])
+# the workloads each layer kind's exact solver is checked on against brute force
+EXACT_WORKLOADS = [Workload("decode", context=8192, tpot_slo_ms=20),
+                   Workload("prefill", context=2048, ttft_slo_ms=300)]
+
+
+@pytest.mark.parametrize("work", EXACT_WORKLOADS)
 def test_exact_equals_brute_force_on_two_kinds(work):
     exact_equals_brute_force(synthetic_window(), work, pp=(1, 2, 8))
 
