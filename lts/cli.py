@@ -328,8 +328,8 @@ def _workload_flags(fn, phases, phase_help):
                      help="Device budget (default: every GPU of the topology)."),
         click.option("--precision", type=PRECISION, default=None,
                      help="Override the weight format: bf16, fp16, fp32, fp8, int8, fp8_block, "
-                          "nvfp4, mxfp4, w4a16, w4a16_zp, w4a16_g32, w4a16_nvfp4, w4a8, or "
-                          "another name of one (bfloat16, fp8_per_tensor, int4_wo, awq, gptq, "
+                          "mxfp8, nvfp4, mxfp4, w4a16, w4a16_zp, w4a16_g32, w4a16_nvfp4, w4a8, "
+                          "or another name of one (bfloat16, fp8_per_tensor, int4_wo, awq, gptq, "
                           "w4afp8, ...: docs/design.md §1; any case); bf16 fp16 fp32 fp8 int8 "
                           "also set the KV cache."),
         click.option("--kv-cache-dtype", type=click.Choice(("auto",) + KV_DTYPES),

@@ -17,7 +17,8 @@
   ``synthetic_head_gate()`` one with Step-3.7's head-wise output gate and per-kind heads;
   ``synthetic_compressed()`` DeepSeek-V4's compressed attention and hyper-connections;
   ``synthetic_kda()`` Kimi-K3's Kimi Delta Attention beside gated MLA, attention residuals;
-  ``synthetic_nas()`` layers without attention and FFNs of their own widths (Nemotron NAS).
+  ``synthetic_nas()`` layers without attention and FFNs of their own widths (Nemotron NAS);
+  ``synthetic_block_sparse()`` MiniMax-M3's block-sparse attention beside full attention.
 """
 from __future__ import annotations
 
@@ -253,6 +254,23 @@ def synthetic_nas():
         ffn=dict(kind="dense", gated=True,
                  intermediate_by_layer=[4096, 1536, 512, 1536, 4096, 512])),
         "synthetic:nas-small")
+
+
+def synthetic_block_sparse(**attention):
+    """MiniMax-M3-like, scaled down: GQA of 16 heads over 4 KV heads of 64, a full-attention
+    layer then two block-sparse ones, repeated: blocks of 64 tokens, each KV head attending to
+    its top 4 (256 keys at most), picked by an indexer of 8 heads of 64 (two a KV head); MoE
+    with a shared expert on every layer. 6 layers: pp 1, 2 give every stage both kinds alike,
+    pp 3, 6 do not."""
+    att = dict(kind="gqa", heads=16, kv_heads=4, head_dim=64,
+               layer_types=["full_attention"] + ["block_sparse_attention"] * 2,
+               sparse_block_size=64, sparse_topk_blocks=4, index_heads=8, index_head_dim=64)
+    att.update(attention)
+    return model_from_dict(dict(
+        name="block-sparse-small", source="test", layers=6, hidden=1024, vocab=16000,
+        attention=att,
+        ffn=dict(kind="moe", gated=True, experts=16, top_k=2, expert_intermediate=256,
+                 shared_experts=1)), "synthetic:block-sparse-small")
 
 
 @st.composite

@@ -70,7 +70,7 @@ from dataclasses import replace
 from lts.specs import attention_params
 from lts.specs.model import WEIGHT_GROUPS
 from lts.specs.units import WEIGHT_FORMATS
-from lts.specs.model import Chunk, Compressed
+from lts.specs.model import BlockSparse, Chunk, Compressed
 from lts.specs.strategy import BATCH, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
 
 COMPAT = ("kv_per_microbatch", "moe_layout_everywhere", "ffn_fractional_t_rows")
@@ -189,6 +189,20 @@ def _mean_keys_after(length, window, start):
     """``_mean_keys`` over the queries start + 1 .. start + length (a prompt's tokens after a
     cached prefix of ``start``: prefix caching), one query at a time."""
     return sum(min(i, window) for i in range(start + 1, start + length + 1)) / length
+
+
+def _block_keys(i, block, topk):
+    """Keys a KV head of a block-sparse layer attends to for the query at position i: its
+    ceil(i / block) blocks whole but its own (i - (blocks - 1) block tokens) while at most
+    topk, else topk - 1 whole blocks and its own."""
+    blocks = -(-i // block)
+    return i if blocks <= topk else (topk - 1) * block + (i - (blocks - 1) * block)
+
+
+@functools.lru_cache(maxsize=None)
+def _mean_block_keys(start, end, block, topk):
+    """``_block_keys`` over the queries start + 1 .. end, one query at a time: their mean."""
+    return sum(_block_keys(i, block, topk) for i in range(start + 1, end + 1)) / (end - start)
 
 
 class _Ctx:
@@ -314,6 +328,11 @@ class _Ctx:
             self.v_tok = self.k_tok
             self.k_heads = float(a.kv_heads)
             self.qkv_out = q_cols(a) + 2 * a.kv_heads * a.head_dim
+            if a.sparse_block_size:   # MiniMax-M3's block-sparse layers: an indexer key of
+                # index_head_dim in the model dtype a token; index_heads dot products of it per
+                # query per key
+                self.idx_tok = a.index_head_dim * self.ab
+                self.idx_fl = 2.0 * a.index_heads * a.index_head_dim
         # prefill tokens (a prefill step's, a mixed step's chunk): dense MLA un-absorbed, as
         # multi-head attention over keys and values kv_b_proj up-projects from the latent (vLLM
         # mla/common.py _forward_prefill): qk dim qk_nope + qk_rope, v dim v_head_dim; a chunk's
@@ -408,6 +427,9 @@ class _Ctx:
             self._shape(window)
         self.point_bytes["qkv"] = self.rows * self.qkv_out * self.ab
         self.point_bytes["context"] = self.rows * self.ctx_out * self.ab
+        if isinstance(window, BlockSparse):
+            self._block_sparse(window)
+            return
         chunked = isinstance(window, Chunk)     # chunked local attention: its chunk's keys
         w = math.inf if window is None else window.size if chunked else window
         ctx = float(work.context)
@@ -436,6 +458,33 @@ class _Ctx:
             n = int(self.per_prompt)
             size = self.isl / n                                   # one chunk of one prompt
             self.chunk_read = sum(min(c + j * size, size + w) for j in range(1, n + 1)) / n / size
+            score_rows += self.chunk * self.chunk_sel
+        self.point_bytes["scores"] = score_rows * self.heads * self.ab
+
+    def _block_sparse(self, window):
+        """A block-sparse layer (MiniMax-M3) of blocks of B tokens, counted one query at a time:
+        it holds every token; the query at position i (1-based) has ceil(i / B) blocks before
+        it and its own, and each KV head attends to all i keys while they are at most topk
+        blocks, else to topk - 1 whole earlier blocks and its own block's tokens; its indexer
+        scores all i keys. A decode step reads the chosen keys, a prefill its whole prompt, a
+        mixed step's prefill chunk its prompt so far."""
+        work, b, topk = self.work, window.block, window.topk
+        ctx = int(work.context)
+        pc = int(work.cached) if work.phase == "prefill" else 0
+        queries = range(pc + 1, ctx + 1)
+        self.ctx = float(ctx)
+        self.ctx_attn = float(ctx) if self.decode else sum(queries) / len(queries)   # indexer
+        self.sel = float(_block_keys(ctx, b, topk)) if self.decode else float(ctx)
+        self.sel_attn = self.sel if self.decode else _mean_block_keys(pc, ctx, b, topk)
+        score_rows = self.seq_rows * self.sel_attn
+        if work.phase == "mixed":
+            c, isl = int(work.cached), int(self.isl)
+            chunk_q = range(c + 1, c + isl + 1)
+            self.chunk_keys = sum(chunk_q) / isl
+            self.chunk_sel = _mean_block_keys(c, c + isl, b, topk)
+            n = int(self.per_prompt)
+            size = self.isl / n
+            self.chunk_read = sum(c + j * size for j in range(1, n + 1)) / n / size
             score_rows += self.chunk * self.chunk_sel
         self.point_bytes["scores"] = score_rows * self.heads * self.ab
 
@@ -734,6 +783,12 @@ def qkv(c, choice, lin):
         q_w = h * q_cols(a)                                            # + the output gates
         col_w = q_w * frac(heads, c.p) + (qkv_w - q_w) * frac(a.kv_heads, c.p)
         col_out = q_w / h * frac(heads, c.p) + (c.qkv_out - q_w / h) * frac(a.kv_heads, c.p)
+        if a.sparse_block_size and c.indexed:   # a block-sparse layer's index_q (by index
+            # heads), index_k (one key, replicated) and their norms
+            d, fi = a.index_head_dim, frac(a.index_heads, c.p)
+            qkv_w += h * a.index_heads * d + h * d + 2 * d
+            col_w += h * a.index_heads * d * fi + h * d + 2 * d
+            col_out += a.index_heads * d * fi + d
     return plain_gemm(c, choice, lin, h, qkv_w / h, c.rows, c.rows_t, col=(col_w, col_out))
 
 
@@ -825,6 +880,8 @@ def _attention(c, choice, lin, dims, cache_tok, index=False):
         seqs, ffl = c.seqs, frac(heads, c.p)
         fpre = ffl
         fcache = frac(c.k_heads, c.p) if c.k_heads > 1 else 1.0
+        if c.a.sparse_block_size:   # a block-sparse indexer's heads split with the heads
+            idx_fl *= frac(c.a.index_heads, c.p)
     elif choice == DIM1:   # the head dim: the cache as the decode shape's
         seqs, ffl, fpre, fcache = c.seqs, frac(dim, c.p), frac(pre, c.p), frac(dim, c.p)
     else:

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import reference as ref
-from generators import (synthetic_chunked, synthetic_compressed, synthetic_kda, synthetic_nas, synthetic_dense, synthetic_linear, synthetic_mamba,
+from generators import (synthetic_block_sparse, synthetic_chunked, synthetic_compressed, synthetic_kda,
+                        synthetic_nas, synthetic_dense, synthetic_linear, synthetic_mamba,
                         synthetic_head_gate, synthetic_latent_moe, synthetic_nemotron_h,
                         synthetic_shapes,
                         synthetic_mla,
@@ -90,7 +91,9 @@ SYNTHETIC = {"moe-small": synthetic_moe, "mla-small": synthetic_mla, "dense-smal
              # Kimi Delta Attention beside gated MLA, attention residuals, a latent MoE
              "kda-small": synthetic_kda,
              # layers without attention, FFNs of their own widths (Llama-Nemotron NAS)
-             "nas-small": synthetic_nas}
+             "nas-small": synthetic_nas,
+             # block-sparse attention (MiniMax-M3) beside full attention layers
+             "block-sparse-small": synthetic_block_sparse}
 MODEL_NAMES = _shipped_models() + list(SYNTHETIC)
 
 

@@ -147,25 +147,3 @@ def test_mtp_shared_embeddings_toml_key(tmp_path):
         2 * 129280 * 7168
     assert param_counts(base)["params_total"] == param_counts(shared)["params_total"]
 
-
-# ----------------------------------------------------------------------------------------------
-# families lts cannot cost: one line naming the feature, the supported families listed
-
-REFUSED = {
-    "minimax_m3": "MiniMax-M3's block-sparse attention (sparse_attention_config: an indexer of "
-                  "sparse_num_index_heads heads picks sparse_topk_blocks blocks of "
-                  "sparse_block_size keys) is not costed by lts",
-}
-REFUSED["minimax_m3_vl"] = REFUSED["minimax_m3"]
-
-
-@pytest.mark.parametrize("family", sorted(REFUSED))
-def test_unsupported_family_names_its_feature(tmp_path, family):
-    p = tmp_path / "config.json"
-    p.write_text(json.dumps({"model_type": family, "num_hidden_layers": 4}))
-    message = one_error_line(run("models", "--show", p), p, "model_type")
-    assert message.startswith(f"{family!r} is not supported: {REFUSED[family]} (supported: "
-                              "llama, mistral, mixtral, qwen2, qwen3, ")
-    assert "qwen3_vl" in message and message.endswith(")")
-    r = run("estimate", p, "h100_dgx", "--strategy", "tp=8,ep=1,pp=1,batch=1")
-    assert r.exit_code == 1 and len(r.output.strip().splitlines()) == 1

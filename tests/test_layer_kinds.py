@@ -67,8 +67,8 @@ def test_layer_kinds_from_a_model_file():
      "repeats)"),
     (dict(sliding_window=64, layer_types=["dilated_attention"]), "attention.layer_types",
      "'dilated_attention' is not one of 'full_attention', 'sliding_attention', "
-     "'linear_attention', 'chunked_attention', 'mamba', 'no_attention' (lts cannot cost other "
-     "attention kinds yet)"),
+     "'linear_attention', 'chunked_attention', 'mamba', 'no_attention', "
+     "'block_sparse_attention' (lts cannot cost other attention kinds yet)"),
     (dict(layer_types=["chunked_attention", "full_attention"]), "attention.layer_types",
      "has chunked_attention layers but attention.chunk_size is not set"),
     (dict(chunk_size=64, layer_types=["sliding_attention", "full_attention"], sliding_window=8),
@@ -81,7 +81,8 @@ def test_layer_kinds_from_a_model_file():
      "has sliding_attention layers but attention.sliding_window is not set"),
     (dict(sliding_window=64, layer_types=[]), "attention.layer_types",
      "[] is not a list of strings (expected entries of 'full_attention', 'sliding_attention', "
-     "'linear_attention', 'chunked_attention', 'mamba', 'no_attention')"),
+     "'linear_attention', 'chunked_attention', 'mamba', 'no_attention', "
+     "'block_sparse_attention')"),
 ])
 def test_bad_layer_kinds_are_refused(att, key, message):
     data = dict(name="w", source="test", layers=4, hidden=1024, vocab=32000,
@@ -266,8 +267,12 @@ def brute_force(problem):
     return best
 
 
-@pytest.mark.parametrize("work", [Workload("decode", context=8192, tpot_slo_ms=20),
-                                  Workload("prefill", context=2048, ttft_slo_ms=300)])
+# the workloads each layer kind's exact solver is checked on against brute force
+EXACT_WORKLOADS = [Workload("decode", context=8192, tpot_slo_ms=20),
+                   Workload("prefill", context=2048, ttft_slo_ms=300)]
+
+
+@pytest.mark.parametrize("work", EXACT_WORKLOADS)
 def test_exact_equals_brute_force_on_two_kinds(work):
     exact_equals_brute_force(synthetic_window(), work, pp=(1, 2, 8))
 

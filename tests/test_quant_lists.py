@@ -219,9 +219,9 @@ BAD_MIXED = [
      "quantization.quantized_layers",
      "quantizes experts (w4a16_nvfp4) in 31 of its 32 layers, the others unquantized; lts costs "
      "one format per op group (expected all of them or none)"),
-    ({"model.layers.0.self_attn.q_proj": {"quant_algo": "MXFP8"}},
+    ({"model.layers.0.self_attn.q_proj": {"quant_algo": "W4A8_AWQ"}},
      "quantization.quantized_layers.model.layers.0.self_attn.q_proj.quant_algo",
-     "'MXFP8' is not supported (supported: FP8, NVFP4, W4A16_NVFP4)"),
+     "'W4A8_AWQ' is not supported (supported: FP8, NVFP4, W4A16_NVFP4, MXFP8)"),
     ({"model.layers.0.self_attn.q_proj": {"quant_algo": "NVFP4", "group_size": 32}},
      "quantization.quantized_layers.model.layers.0.self_attn.q_proj.group_size",
      "32 is not supported (NVFP4 scales groups of 16)"),

@@ -61,6 +61,24 @@ form (``floor_sum``). Each compressed layer also holds its compressor's decode s
 the context (``compressor_state_bytes``). An entry is ``kind_token_bytes``: bf16, or vLLM's
 fp8_ds_mla layout under an fp8 cache (448 fp8 + 64 bf16 rotary + 8 scale bytes at head_dim 512).
 
+**Block-sparse attention** (MiniMax-M3's MSA, the ``block_sparse_attention`` layers of a gqa
+model; a ``specs.model.BlockSparse`` marker of blocks of B tokens and top-k blocks in
+``layer_windows``): the layer holds every token's keys and values, as full attention does, and
+an indexer key (index_head_dim in the model dtype, 256 bytes at 128 in bf16, whatever the KV
+type: ``index_token_bytes``). For each query its indexer (index_heads heads of index_head_dim)
+scores every cached token (2 index_heads index_head_dim FLOPs a key), a block's score is its
+best token's, and each KV head attends to the keys of its k best blocks, its current block one
+of them (sgl-project/sglang commit 0129e6e3 minimax_sparse_ops/minimax_sparse.py; MiniMax-AI/MSA
+``exact_forced_tail_reference``: k - 1 ranked earlier blocks and the last one;
+sparse_init_block 0, no sink block): the query at position i (its context, itself included)
+attends to i keys while i <= kB, else (k - 1) B + ((i - 1) mod B) + 1 (``block_keys``: the
+earlier blocks are whole, its own holds its tokens so far), at most kB. A decode step reads
+those keys' K and V per KV head (``read_tokens``) and every indexer key; a prefill query i
+attends to ``block_keys(i)`` (``mean_keys``, closed form) while the step reads its whole
+prompt's K and V (each key is some query's choice) and its indexer scores i keys (full
+attention's ``mean_keys``); a mixed step's chunk reads its prompt so far (the union of its
+queries' choices: an upper bound, ``chunk_reads``).
+
 **Mamba-2** (``mamba`` layers, ``specs.Mamba2Spec``) is the same shape of kind (the same
 ``LINEAR`` marker in ``layer_windows``, one recurrent kind a model): its state is heads x
 head_dim x state_size in the state dtype (fp32) plus the conv1d's last conv_kernel - 1 inputs of
@@ -71,7 +89,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import ModelSpec
-from ..specs.model import NOT_ATTENTION, Chunk, Compressed, Mamba2Spec
+from ..specs.model import NOT_ATTENTION, BlockSparse, Chunk, Compressed, Mamba2Spec
 from ..specs.units import DTYPE_BYTES
 
 
@@ -146,14 +164,39 @@ def floor_sum(length, r):
 
 def read_tokens(window, context):
     """Entries a decoding query of a compressed layer attends to (and a step reads) at
-    ``context``: the window's and the compressed entries, all (HCA) or at most topk (CSA); a
-    layer of any other kind: ``held_tokens``."""
+    ``context``: the window's and the compressed entries, all (HCA) or at most topk (CSA); the
+    keys a block-sparse layer's KV head attends to (``block_keys``); a layer of any other kind:
+    ``held_tokens``."""
+    if isinstance(window, BlockSparse):
+        return block_keys(window, context)
     if not isinstance(window, Compressed):
         return held_tokens(window, context)
     comp = np.floor(np.asarray(context, dtype=np.float64) / window.ratio)
     if window.topk:
         comp = np.minimum(comp, float(window.topk))
     return np.minimum(context, float(window.window)) + comp
+
+
+def block_keys(window, position):
+    """Keys one KV head of a block-sparse layer (a ``BlockSparse`` marker) attends to for the
+    query at ``position`` (1-based: the context it sees, itself included; module docstring):
+    all of them while they fill at most topk blocks, else topk - 1 whole earlier blocks and its
+    own block's tokens so far, (topk - 1) block + ((position - 1) mod block) + 1."""
+    p = np.asarray(position, dtype=np.float64)
+    b, k = float(window.block), float(window.topk)
+    return np.where(p <= k * b, p, (k - 1.0) * b + _in_block(p, b))
+
+
+def _in_block(position, size):
+    """Tokens of its own block of ``size`` the query at ``position`` sees: ((position - 1) mod
+    size) + 1 (chunked attention's chunk, block-sparse attention's current block)."""
+    return np.mod(np.maximum(position, 1.0) - 1.0, float(size)) + 1.0
+
+
+def _in_block_sum(n, size):
+    """sum_{j=1..n} _in_block(j, size): q size (size + 1)/2 + r (r + 1)/2 with n = q size + r."""
+    q, r = np.floor_divide(n, size), np.mod(n, size)
+    return q * size * (size + 1) / 2 + r * (r + 1) / 2
 
 
 def index_keys(window, context, decode: bool = True):
@@ -221,9 +264,18 @@ def token_bytes(model: ModelSpec) -> tuple:
 INDEX_KEY_BYTES, INDEX_SCALE_BYTES, INDEX_SCALE_BLOCK = 1.0, 4.0, 128
 
 
+# MiniMax-M3's indexer key: index_head_dim values in the model dtype whatever the KV type
+# (SGLang v0.5.16 mem_cache/kv_cache_configurator.py, "index_dtype=model_dtype", as
+# ai-dynamo/aiconfigurator 095f58a5 collector/sglang/collect_msa_module.py quotes it): 256 bytes
+# a token at 128 in bf16
+
+
 def index_token_bytes(model: ModelSpec) -> float:
-    """Bytes of one token's indexer key in one layer (0 without sparse attention)."""
+    """Bytes of one token's indexer key in one layer (0 without sparse attention): DSA's fp8
+    key and scales, a block-sparse layer's key in the activation type."""
     a = model.attention
+    if a.block_sparse:
+        return a.index_head_dim * model.precision.act_bytes
     if not a.sparse:
         return 0.0
     return a.index_head_dim * INDEX_KEY_BYTES \
@@ -251,10 +303,10 @@ def held_tokens(window, context, decode: bool = True):
     if isinstance(window, Compressed):     # the window and the compressed entries
         return np.minimum(context, float(window.window)) \
             + np.floor(np.asarray(context, dtype=np.float64) / window.ratio)
-    if window is None or not decode:
+    if window is None or not decode or isinstance(window, BlockSparse):   # (every key held)
         return context
     if isinstance(window, Chunk):      # the current chunk (module docstring)
-        return np.mod(np.maximum(context, 1.0) - 1.0, float(window.size)) + 1.0
+        return _in_block(context, window.size)
     return np.minimum(context, float(window))
 
 
@@ -275,9 +327,14 @@ def mean_keys(window, length):
                             + (length - edge) * window.topk)
         return mean_keys(window.window, length) + comp / np.maximum(length, 1.0)
     if isinstance(window, Chunk):      # query i: ((i - 1) mod C) + 1 keys
-        c = float(window.size)
-        q, r = np.floor_divide(length, c), np.mod(length, c)
-        return (q * c * (c + 1) / 2 + r * (r + 1) / 2) / np.maximum(length, 1.0)
+        return _in_block_sum(length, float(window.size)) / np.maximum(length, 1.0)
+    if isinstance(window, BlockSparse):    # query i: block_keys(i); i keys up to kB, then
+        length = np.asarray(length, dtype=np.float64)   # (k - 1) B + its block's so far
+        b, k = float(window.block), float(window.topk)
+        first = np.minimum(length, k * b)
+        past = length - first                           # the queries past the first kB
+        return (first * (first + 1) / 2 + past * (k - 1.0) * b + _in_block_sum(past, b)) \
+            / np.maximum(length, 1.0)
     w = float(window)
     return np.where(length <= w, full,
                     (w * (w + 1) / 2 + (length - w) * w) / np.maximum(length, 1.0))
@@ -301,8 +358,8 @@ def chunk_reads(window, chunks, isl, cached=0.0):
     the w tokens before it, min(j + cached / chunk, 1 + w / chunk) with chunk = isl / chunks."""
     off = float(cached) * chunks / float(isl)           # the cached prefix in chunks
     full = (chunks + 1) / 2 + off
-    if window is None:
-        return full
+    if window is None or isinstance(window, BlockSparse):   # (block-sparse: the union of its
+        return full                                       # queries' blocks, at most this)
     if isinstance(window, Compressed):
         # a chunk reads the window before it and its prompt's compressed entries so far (a
         # CSA chunk's queries' top-k choices together: all of them, an upper bound), in
@@ -353,7 +410,8 @@ def even_split(model: ModelSpec, pp) -> np.ndarray:
 def request_bytes(model: ModelSpec, tokens) -> float:
     """KV cache of a decoding request at ``tokens`` tokens of context over all layers, stored
     once (MLA: the latent only), each layer holding its kind's tokens (``held_tokens``), plus
-    the sparse-attention indexer's key of every token (``index_token_bytes``) and the
+    the sparse-attention indexer's key of every token (``index_token_bytes``; the layers that
+    run one: DSA's, the block-sparse ones) and the
     linear-attention layers' fixed state (``state_bytes``)."""
     # the indexer's keys in the layers that run one (attention.indexer_types)
     indexed = sum(count * held_tokens(w, tokens) for (w, ix), count in model.attention_kinds

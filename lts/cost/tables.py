@@ -21,7 +21,7 @@ from .layouts import (CONVERSION, F, FFN1_MODES, FFN2_MODES, MAX_MODES, MODE_DIM
                       MODE_EXPERTS, MODE_NONE, MODE_NONE_T, N_LAYOUTS, P, POINTS, PT, SLOT, SLOTS,
                       T)
 from ..specs import WEIGHT_GROUPS, ModelSpec, TopologySpec, attention_params, compressor_params
-from ..specs.model import Compressed, Mamba2Spec
+from ..specs.model import BlockSparse, Compressed, Mamba2Spec
 from ..specs.units import WEIGHT_FORMATS
 from ..specs.strategy import BATCH, EP, EXPERTS, PP, TP
 from ..specs.workload import Workload, compose_step
@@ -80,12 +80,15 @@ class _Kind:
         self.share, self.window, self.index = share, window, index
         self.ctx_full = float(work.context)
         self.ctx = kv.held_tokens(window, float(work.context), decode)
+        # a block-sparse layer's indexer scores every earlier key, as full attention attends
+        # (the keys the layer attends to: ``_Shape``'s sel_attn)
+        self.dense = None if isinstance(window, BlockSparse) else window
         # average keys a query attends to: decode reads the held context; causal prefill ~ half,
         # its queries after a cached prefix (prefix caching: Workload.cached) more
         # (a prefill's length in tokens: ``ctx_full``; ``ctx`` counts compressed attention's
         # entries)
-        self.ctx_attn = self.ctx if decode else kv.mean_keys(window, self.ctx_full) \
-            if not work.cached else kv.mean_keys_after(window, float(work.cached),
+        self.ctx_attn = self.ctx if decode else kv.mean_keys(self.dense, self.ctx_full) \
+            if not work.cached else kv.mean_keys_after(self.dense, float(work.cached),
                                                        self.ctx_full - work.cached)
         self.score_rows = self.chunk_keys = self.chunk_read = None
         self.sel = self.sel_attn = self.chunk_sel = None     # sparse attention's (``_Shape``)
@@ -173,6 +176,13 @@ class _Shape:
                 k.idx = kv.index_keys(k.window, k.ctx_full) if decode else \
                     kv.index_keys_after(k.window, float(work.cached),
                                         float(work.context - work.cached))
+            if isinstance(k.window, BlockSparse):
+                # block-sparse attention (kv module docstring): a decode step reads the keys
+                # each KV head attends to, a prefill its whole prompt; a prefill query i
+                # attends to block_keys(i) of them (its indexer scores every one: ctx_attn)
+                k.sel = kv.read_tokens(k.window, k.ctx_full) if decode else k.ctx
+                k.sel_attn = k.sel if decode else kv.mean_keys_after(
+                    k.window, float(work.cached), k.ctx_full - work.cached)
             k.score_rows = self.rows * k.sel_attn                   # sum of keys over the queries
         self.chunk = None
         if work.phase == "mixed":
@@ -189,13 +199,16 @@ class _Shape:
             self.chunk_t = ch / self.tp                               # per rank under T
             for k in self.kinds:
                 # causal: mean keys per query of a prompt (full attention: (isl + 1)/2)
-                k.chunk_keys = kv.mean_keys_after(k.window, float(work.cached), new)
+                # (block-sparse: the keys its indexer scores)
+                k.chunk_keys = kv.mean_keys_after(k.dense, float(work.cached), new)
                 # each chunk reads the cache of its prompt so far: (per_prompt + 1)/2 chunks on
                 # average under full attention
                 k.chunk_read = kv.chunk_reads(k.window, mix.per_prompt, new, work.cached)
                 # sparse: each chunk query attends to min(i, index_topk) keys; the chunk reads
                 # its prompt's latents so far (the union of its queries' choices)
-                k.chunk_sel = k.chunk_keys if topk is None else \
+                # (block-sparse: each chunk query attends to block_keys(i) keys)
+                k.chunk_sel = kv.mean_keys_after(k.window, float(work.cached), new) \
+                    if isinstance(k.window, BlockSparse) else k.chunk_keys if topk is None else \
                     kv.mean_keys_after(topk, float(work.cached), new)
                 if a.compressed:      # the chunk's queries' indexer scores
                     k.chunk_idx = kv.index_keys_after(k.window, float(work.cached), new)
@@ -616,6 +629,9 @@ def _fill_softmax(b: _Builder):
     heads = float(a.heads)
     # --- QKV projection
     qkv_w = attention_params(m)["qkv"]
+    # the indexer's projections in the layers that run one: (weights, the weights a rank of the
+    # column split holds, its outputs there); each kind its own GEMM, weighted by its share
+    idx = None
     if a.kind == "mla":
         # column split over heads: q_b and kv_b split by heads; q_a, kv_a replicated (vLLM MLA)
         qk = a.qk_nope_head_dim + a.qk_rope_head_dim
@@ -624,30 +640,39 @@ def _fill_softmax(b: _Builder):
         col_w = down + up * _frac(heads, s.tp)
         col_out = (heads * (qk + a.output_gate * a.v_head_dim)) * _frac(heads, s.tp) \
             + a.kv_lora_rank + a.qk_rope_head_dim
-        if a.sparse:   # the indexer's projections, replicated (vLLM 0.11 deepseek_v2.py Indexer:
-            # ReplicatedLinear wq_b, wk, weights_proj): its queries, its key and head weights, in
-            # the layers that run one (each kind its own GEMM, weighted by its share)
-            idx = attention_params(m)["indexer"]
-            idx_out = a.index_heads * a.index_head_dim + a.index_head_dim + a.index_heads
-            parts = [(k.share, dict(k=s.h, n=(qkv_w + idx * k.index) / s.h,
-                                    col_weights=col_w + idx * k.index,
-                                    col_out=col_out + idx_out * k.index)) for k in s.kinds]
-            _fill_gemm_kinds(b, "qkv", parts)
-            qkv_w = None
+        if a.sparse:   # replicated (vLLM 0.11 deepseek_v2.py Indexer: ReplicatedLinear wq_b,
+            # wk, weights_proj): its queries, its key and head weights
+            w = attention_params(m)["indexer"]
+            idx = (w, w, a.index_heads * a.index_head_dim + a.index_head_dim + a.index_heads)
     else:
         q_w = s.h * a.q_out                                               # with the gates
         col_w = q_w * _frac(heads, s.tp) + (qkv_w - q_w) * _frac(a.kv_heads, s.tp)
         col_out = a.q_out * _frac(heads, s.tp) \
             + 2 * a.kv_heads * a.head_dim * _frac(a.kv_heads, s.tp)
-    if qkv_w is not None:
+        if a.block_sparse:   # MiniMax-M3's index_q split by index heads, index_head_dim each, as
+            # the KV heads (max(1, index_heads / tp) a rank: SGLang v0.5.16 minimax_m3.py, as
+            # ai-dynamo/aiconfigurator 095f58a5 collector/sglang/collect_msa_module.py quotes
+            # it), its one index key replicated
+            d, fi = a.index_head_dim, _frac(float(a.index_heads), s.tp)
+            w = attention_params(m)["indexer"]
+            q = s.h * a.index_heads * d
+            idx = (w, q * fi + (w - q), a.index_heads * d * fi + d)
+    if idx is None:
         _fill_gemm(b, "qkv", s.h, qkv_w / s.h, col_weights=col_w, col_out=col_out)
+    else:
+        w, w_col, out = idx
+        _fill_gemm_kinds(b, "qkv", [(k.share, dict(
+            k=s.h, n=(qkv_w + w * k.index) / s.h, col_weights=col_w + w_col * k.index,
+            col_out=col_out + out * k.index)) for k in s.kinds])
 
     # --- scores Q.K^T (reads the K cache) and context P.V (reads the V cache)
     prefill = s.work.phase == "prefill"
 
     def attn(slot, dim, cache_tok, modes, pre_dim, up, index=False):
         # index: the sparse-attention indexer runs with this op (scores), replicated over the
-        # tp ranks (vLLM's Indexer): its FLOPs over every held key, its key cache read and held.
+        # tp ranks (vLLM's Indexer; a block-sparse one split by its heads when the heads are,
+        # its one key whole on every rank): its FLOPs over every held key, its key cache read
+        # and held.
         # The prefill tokens (a prefill step's, a mixed step's chunk) attend with head dim
         # pre_dim; a chunk's earlier keys are up-projected again at ``up`` FLOPs a key, their
         # K or V written and read once (mla_prefill_shape: MLA un-absorbed; else dim and 0)
@@ -655,10 +680,12 @@ def _fill_softmax(b: _Builder):
         for mode, (seqs, ffl, fpre, fcache) in modes.items():
             sdim, sfl = (pre_dim, fpre) if prefill else (dim, ffl)
             per_seq_io = s.tps * heads * sdim * s.ab * 2           # query in, result out
+            fidx = _frac(float(a.index_heads), s.tp) if a.block_sparse and mode == MODE_DIM0 \
+                else 1.0
             parts, held = [], 0.0
             for k in s.kinds:        # each layer kind (full, a window), weighted by its share
                 idx_tok = s.idx_tok if index and k.index else 0.0
-                idx_fl = s.idx_flops if index and k.index else 0.0
+                idx_fl = s.idx_flops * fidx if index and k.index else 0.0
                 per_seq_flops = 2.0 * heads * sdim * k.sel_attn * s.tps
                 per_seq_read = k.sel * cache_tok                   # the cache read once per step
                 fl = seqs * per_seq_flops * sfl + seqs * idx_fl * k.ctx_attn * s.tps
@@ -690,14 +717,15 @@ def _fill_softmax(b: _Builder):
         MODE_DIM0: (s.seqs, fh, fh, fkv),                                              # heads
         MODE_DIM1: (s.seqs, _frac(s.qk_dim, s.tp), _frac(s.pre_qk_dim, s.tp), fdim_k),  # head dim
         MODE_NONE: (s.seqs, 1.0, 1.0, 1.0),
-        MODE_NONE_T: (s.seqs_t, 1.0, 1.0, 1.0)}, s.pre_qk_dim, s.up_k, index=a.sparse)
+        MODE_NONE_T: (s.seqs_t, 1.0, 1.0, 1.0)}, s.pre_qk_dim, s.up_k,
+         index=a.sparse or a.block_sparse)
     fdim_v = _frac(s.v_dim, s.tp)
     attn("context", s.v_dim, s.v_tok, {
         MODE_DIM0: (s.seqs, fh, fh, fkv),
         MODE_DIM1: (s.seqs, fdim_v, _frac(s.pre_v_dim, s.tp), fdim_v),
         MODE_NONE: (s.seqs, 1.0, 1.0, 1.0),
         MODE_NONE_T: (s.seqs_t, 1.0, 1.0, 1.0)}, s.pre_v_dim, s.up_v)
-    if s.kernels is not None and a.kind == "gqa" and not a.sparse:
+    if s.kernels is not None and a.kind == "gqa" and not a.block_sparse:
         _attention_measured(b)
     # --- output projection [heads*v_dim, hidden]: row split by heads
     _fill_gemm(b, "out_proj", s.ctx_out, s.h, dim0_frac=_frac(heads, s.tp))

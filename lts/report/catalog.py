@@ -95,6 +95,11 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
              + (f"; {m.hc_mult} residual copies (hyper-connections)" if m.hc_mult > 1 else "")
              + (f" (indexer on {sum(m.layer_indexed)} of {m.layers} layers, the others reusing "
                 "the top-k of the last one before them)" if a.indexer_types else "")
+             + (f"; block_sparse_attention layers (MSA): an indexer of {a.index_heads} heads of "
+                f"{a.index_head_dim} picks {a.sparse_topk_blocks} blocks of "
+                f"{a.sparse_block_size} tokens a KV head (the current one among them), "
+                f"{a.sparse_topk_blocks * a.sparse_block_size} keys at most"
+                if a.block_sparse else "")
              + _gqa_widths(a)
              + "".join(f"; {t} layers: {k.heads} heads, {k.kv_heads} kv heads, head_dim "
                        f"{k.head_dim}{_gqa_widths(k)}" for t, k in a.kinds)

@@ -395,7 +395,7 @@ def _strategy_row(m: Measurement, model) -> tuple:
 
 # weight formats of one kind: a row's quantization names the kind a checkpoint's format is of
 # (int4 weight-only: AWQ's and GPTQ's groups of 128, Kimi-K2.5's of 32, the kernel tables' int4_wo)
-_KIND = {"fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4", "mxfp4": "fp4", "w4a16": "int4",
+_KIND = {"fp8": "fp8", "fp8_block": "fp8", "mxfp8": "fp8", "nvfp4": "fp4", "mxfp4": "fp4", "w4a16": "int4",
          "w4a16_zp": "int4", "w4a16_g32": "int4"}
 
 

@@ -528,7 +528,8 @@ def attention_params(m: ModelSpec, a=None) -> dict:
     GQA with biases or sinks (``AttentionSpec.bias``, ``sinks``), {"indexer": n} for sparse
     attention: wq_b [q_lora_rank -> index_heads x index_head_dim], wk [hidden ->
     index_head_dim], k_norm (a LayerNorm, weight and bias), weights_proj [hidden -> index_heads]
-    (deepseek-ai/DeepSeek-V3.2-Exp inference/model.py, class Indexer). ``a``: the shape of one
+    (deepseek-ai/DeepSeek-V3.2-Exp inference/model.py, class Indexer), or a gqa model's
+    block-sparse indexer (MiniMax-M3, below). ``a``: the shape of one
     layer kind (``ModelSpec.kind_attention``; default the model's ``attention``)."""
     a, h = (m.attention if a is None else a), m.hidden
     if a.compressed:
@@ -567,6 +568,14 @@ def attention_params(m: ModelSpec, a=None) -> dict:
            "o": a.heads * a.head_dim * h}     # the gates with the queries (AttentionSpec.q_out)
     if a.bias or a.sinks:   # gpt-oss: q, k, v, o biases and a sink logit per head (not costed)
         out["bias"] = a.bias * ((a.heads + 2 * a.kv_heads) * a.head_dim + h) + a.sinks * a.heads
+    if a.block_sparse:
+        # MiniMax-M3's indexer (sgl-project/sglang commit 01b5f572
+        # python/sglang/srt/models/minimax_m3.py MiniMaxM3Attention, checkpoint index_q_proj /
+        # index_k_proj): its queries [hidden, index_heads index_head_dim], its one key [hidden,
+        # index_head_dim], index_q_norm and index_k_norm of index_head_dim; no value or output
+        # (sparse_disable_index_value). The block_sparse_attention layers' only (mixer_params)
+        d = a.index_head_dim
+        out["indexer"] = h * a.index_heads * d + h * d + 2 * d
     return out
 
 
@@ -651,11 +660,12 @@ def mixer_params(m: ModelSpec) -> int:
     attention layers, Gated DeltaNet (``linear_params``) in the linear ones."""
     n_lin = m.linear_layers
     att = attention_params(m)
-    # the layers without their own indexer (attention.indexer_types "shared") hold none of its
-    # weights (a GLM-5.2 checkpoint has model.layers.N.self_attn.indexer.* on the full layers
-    # only)
+    # the layers without their own indexer (attention.indexer_types "shared"; the full layers
+    # beside block-sparse ones) hold none of its weights (a GLM-5.2 checkpoint has
+    # model.layers.N.self_attn.indexer.* on the full layers only; MiniMax-M3's index_q_proj /
+    # index_k_proj are on its sparse layers only)
     shared = m.attention_layers - sum(m.layer_indexed) \
-        if m.attention.sparse and not m.attention.compressed else 0
+        if "indexer" in att and not m.attention.compressed else 0
     return attention_layer_params(m) - shared * att.get("indexer", 0) \
         + n_lin * sum(linear_params(m).values())
 

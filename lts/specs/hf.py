@@ -20,6 +20,14 @@ gpt_oss            MoE in every layer as mixtral (``num_local_experts`` of ``int
 minimax_m2         as mixtral (``num_local_experts`` of ``intermediate_size``), full GQA attention
                    on every layer (``attn_type_list`` all 1), no shared expert; its q/k norms and
                    multi-token-prediction modules are not counted
+minimax_m3,        MiniMax-M3 (``minimax_m3_vl``: the text model from ``text_config``, which
+minimax_m3_vl      names no model_type; its vision tower's parameters said in the source line,
+                   not costed): GQA on every layer, block-sparse attention on the layers of
+                   ``sparse_attention_config.sparse_attention_freq`` (``_minimax_m3``); dense
+                   FFNs of ``dense_intermediate_size`` on the leading layers of
+                   ``moe_layer_freq``, then ``num_local_experts`` of ``intermediate_size`` and
+                   ``n_shared_experts`` of ``shared_intermediate_size``; its q/k norms and MTP
+                   modules are not counted
 kimi_k2            DeepSeek-V3's shape under its own model_type
 kimi_k25           multimodal: the text model from ``text_config`` (kimi_k2 / deepseek_v3); the
                    vision tower's parameters (``vision_params``) said in the source line, not costed
@@ -139,7 +147,12 @@ MULTIMODAL = {"kimi_k25": ("kimi_k2", "deepseek_v3"), "qwen3_5_moe": ("qwen3_5_m
               # huggingface.co/google/gemma-4-26B-A4B, nvidia/Gemma-4-31B-IT-NVFP4 config.json
               "gemma4": ("gemma4_text",),
               # huggingface.co/moonshotai/Kimi-K3 config.json (its text model "kimi_linear")
-              "kimi_k3": ("kimi_linear",)}
+              "kimi_k3": ("kimi_linear",),
+              # nvidia/MiniMax-M3-NVFP4 config.json (MiniMaxM3SparseForConditionalGeneration):
+              # its text_config names no model_type (architectures MiniMaxM3SparseForCausalLM)
+              "minimax_m3_vl": ("minimax_m3",)}
+# the text model of a multimodal config whose text_config names no model_type
+UNNAMED_TEXT = {"minimax_m3_vl": "minimax_m3"}
 # layer kinds with their own attention shapes ([attention.sliding] / [attention.full]):
 # Gemma 4 (transformers modeling_gemma4.py, huggingface/transformers commit 0246b4f3,
 # Gemma4TextAttention: full-attention layers of global_head_dim with num_global_key_value_heads
@@ -298,8 +311,9 @@ def _attention_note(names: list, act: str, fmt: str) -> str:
 
 # ModelOpt MIXED_PRECISION: quantized_layers' per-module quant_algo -> a WEIGHT_FORMATS name
 # (vllm/model_executor/layers/quantization/modelopt.py ModelOptMixedPrecisionConfig: FP8,
-# NVFP4, W4A16_NVFP4 and MXFP8 sub-configs; lts has no mxfp8 format)
-MIXED_ALGOS = {"FP8": "fp8", "NVFP4": "nvfp4", "W4A16_NVFP4": "w4a16_nvfp4"}
+# NVFP4, W4A16_NVFP4 and MXFP8 sub-configs; MXFP8: nvidia/MiniMax-M3-NVFP4's attention, dense
+# and shared-expert layers, units.WEIGHT_FORMATS mxfp8)
+MIXED_ALGOS = {"FP8": "fp8", "NVFP4": "nvfp4", "W4A16_NVFP4": "w4a16_nvfp4", "MXFP8": "mxfp8"}
 
 
 def _mixed_formats(c: _Config, key: str, modules: dict, layers: int, ffn: dict) -> dict:
@@ -525,7 +539,8 @@ def _compressed_tensors(c: _Config, q: dict, p: str):
 
 # module names of a checkpoint's exclude lists -> WEIGHT_GROUPS (HF module names of the
 # supported families: model.layers.N.self_attn.q_proj, .mlp.gate, .block_sparse_moe.experts, ...)
-_NOT_TEXT = ("vision", "visual", "mm_projector", "multi_modal", "audio", "image")
+# (patch_merge: MiniMax-M3 VL's patch_merge_mlp, its vision tokens' merger)
+_NOT_TEXT = ("vision", "visual", "mm_projector", "multi_modal", "audio", "image", "patch_merge")
 _ATTN_PROJ = ("q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "q_a_proj", "q_b_proj",
               "kv_a_proj_with_mqa", "kv_b_proj")
 # the token mixer's module: softmax attention, or a Gated DeltaNet layer's (Qwen3-Next / Qwen3.5:
@@ -1413,6 +1428,118 @@ def _kimi_linear(c: _Config, path: Path) -> ModelSpec:
     return _checked(data, path, keys)
 
 
+# MiniMax-M3 (huggingface.co/MiniMaxAI/MiniMax-M3 config.json as ai-dynamo/aiconfigurator at
+# 095f58a5 bundles it, aic-core/src/aiconfigurator_core/model_configs/; nvidia/MiniMax-M3-NVFP4's
+# text_config the same keys; sgl-project/sglang commit 01b5f572 python/sglang/srt/models/
+# minimax_m3.py MiniMaxM3Attention, MiniMaxM3MoE read them)
+M3_SPARSE = "sparse_attention_config"
+
+
+def _minimax_m3(c: _Config, path: Path) -> ModelSpec:
+    """MiniMax-M3 (cost.kv module docstring, "Block-sparse attention"; docs/design.md §1): GQA of
+    num_attention_heads over num_key_value_heads of head_dim on every layer, block-sparse on the
+    layers sparse_attention_config.sparse_attention_freq marks 1 (when use_sparse_attention):
+    blocks of sparse_block_size, sparse_topk_blocks of them a KV head, picked by an indexer of
+    sparse_num_index_heads heads of sparse_index_dim. Refused: an index value on a sparse layer
+    (sparse_disable_index_value 0: index_v / index_o weights lts does not cost), forced initial
+    blocks (sparse_init_block), a forced local window other than the current block
+    (sparse_local_block), an output gate. The FFN: dense SwiGLU of dense_intermediate_size on
+    the leading layers moe_layer_freq marks 0 (else first_k_dense_replace of them), then
+    num_local_experts of intermediate_size (moe_intermediate_size where given, the same), top
+    num_experts_per_tok, and n_shared_experts of shared_intermediate_size. Its per-head q/k
+    norms and multi-token-prediction modules are not counted, as MiniMax-M2's."""
+    layers = c.get("num_hidden_layers", int, positive=True)
+    hidden = c.get("hidden_size", int, positive=True)
+    if c.get("attention_output_gate", bool, default=False, nullable=True):
+        raise c.error("attention_output_gate", "true is not supported (expected false: lts reads "
+                                               "MiniMax-M3 without an output gate)")
+    attention = {"kind": "gqa", "heads": c.get("num_attention_heads", int, positive=True),
+                 "kv_heads": c.get("num_key_value_heads", int, positive=True),
+                 "head_dim": c.get("head_dim", int, positive=True)}
+    sp = c.get(M3_SPARSE, dict)
+    sc = _Config(sp, c.path, f"{c.prefix}{M3_SPARSE}.")
+    akeys = {"attention.heads": "num_attention_heads", "attention.kv_heads": "num_key_value_heads",
+             "attention.head_dim": "head_dim",
+             **{f"attention.{k}": f"{M3_SPARSE}.{hf}" for k, hf in (
+                 ("layer_types", "sparse_attention_freq"),
+                 ("sparse_block_size", "sparse_block_size"),
+                 ("sparse_topk_blocks", "sparse_topk_blocks"),
+                 ("index_heads", "sparse_num_index_heads"), ("index_head_dim", "sparse_index_dim"))}}
+    sparse = 0
+    if sc.get("use_sparse_attention", bool):
+        freq = sc.get("sparse_attention_freq", list)
+        if len(freq) != layers or any(f not in (0, 1) or isinstance(f, bool) for f in freq):
+            raise sc.error("sparse_attention_freq", f"{_show(freq)} is not {layers} entries of 0 "
+                                                    "(full attention) or 1 (block-sparse)")
+        no_value = sc.get("sparse_disable_index_value", list)
+        valued = [i for i, f in enumerate(freq) if f and (i >= len(no_value) or not no_value[i])]
+        if valued:
+            raise sc.error("sparse_disable_index_value",
+                           f"layer {valued[0]} is block-sparse with an index value (not 1); lts "
+                           "costs MiniMax-M3's indexer without one (no index_v / index_o)")
+        if sc.get("sparse_init_block", int, minimum=0):
+            raise sc.error("sparse_init_block", f"{sp['sparse_init_block']!r} is not supported "
+                                                "(expected 0: lts costs the top-k blocks with no "
+                                                "forced initial block)")
+        if sc.get("sparse_local_block", int, minimum=0) != 1:
+            raise sc.error("sparse_local_block", f"{sp['sparse_local_block']!r} is not supported "
+                                                 "(expected 1: the current block, one of the "
+                                                 "top-k)")
+        attention.update(
+            layer_types=["block_sparse_attention" if f else "full_attention" for f in freq],
+            sparse_block_size=sc.get("sparse_block_size", int, positive=True),
+            sparse_topk_blocks=sc.get("sparse_topk_blocks", int, positive=True),
+            index_heads=sc.get("sparse_num_index_heads", int, positive=True),
+            index_head_dim=sc.get("sparse_index_dim", int, positive=True))
+        sparse = sum(freq)
+    ffn, fkeys = _minimax_m3_ffn(c, layers)
+    precision, pkeys = _precision(c, layers, ffn)
+    mtp = c.get("num_nextn_predict_layers", int, default=0, minimum=0, nullable=True) or 0
+    c.note += (f"; block-sparse attention on {sparse} of {layers} layers ({M3_SPARSE})"
+               + (f"; {mtp} multi-token-prediction layer{'s' if mtp > 1 else ''} "
+                  "(num_nextn_predict_layers) not counted" if mtp else ""))
+    data = {"name": _display_name(c, path), "source": f"HuggingFace config.json: {path}{c.note}",
+            "layers": layers, "hidden": hidden, "vocab": c.get("vocab_size", int, positive=True),
+            "tie_embeddings": c.get("tie_word_embeddings", bool, default=False, nullable=True),
+            "attention": attention, "ffn": ffn, "precision": precision}
+    keys = {"layers": "num_hidden_layers", "hidden": "hidden_size", "vocab": "vocab_size",
+            "tie_embeddings": "tie_word_embeddings", **akeys, **fkeys, **pkeys}
+    return _checked(data, path, keys)
+
+
+def _minimax_m3_ffn(c: _Config, layers: int) -> tuple[dict, dict]:
+    """MiniMax-M3's FFN table (``_minimax_m3``): the dense layers a leading block."""
+    keys = {"ffn.experts": "num_local_experts", "ffn.top_k": "num_experts_per_tok",
+            "ffn.expert_intermediate": "intermediate_size",
+            "ffn.shared_experts": "n_shared_experts",
+            "ffn.shared_intermediate": "shared_intermediate_size",
+            "ffn.intermediate": "dense_intermediate_size", "ffn.dense_layers": "moe_layer_freq"}
+    inter = c.get("intermediate_size", int, positive=True)
+    if c.data.get("moe_intermediate_size") not in (None, inter):
+        raise c.error("moe_intermediate_size", f"{_show(c.data['moe_intermediate_size'])} is not "
+                                               f"intermediate_size ({inter}): lts reads one "
+                                               "expert width")
+    if "moe_layer_freq" in c.data:
+        freq = c.get("moe_layer_freq", list)
+        dense = next((i for i, f in enumerate(freq) if f == 1), len(freq))
+        if freq != [0] * dense + [1] * (layers - dense):
+            raise c.error("moe_layer_freq", f"{_show(freq)} is not {layers} entries, dense layers "
+                                            "(0) then MoE layers (1) (lts costs a leading block "
+                                            "of dense layers)")
+    else:
+        dense = c.get("first_k_dense_replace", int, minimum=0)
+        keys["ffn.dense_layers"] = "first_k_dense_replace"
+    shared = c.get("n_shared_experts", int, default=0, minimum=0, nullable=True) or 0
+    ffn = {"kind": "moe", "gated": True, "experts": c.get("num_local_experts", int, positive=True),
+           "top_k": c.get("num_experts_per_tok", int, positive=True),
+           "expert_intermediate": inter, "shared_experts": shared,
+           "shared_intermediate": shared * c.get("shared_intermediate_size", int, positive=True)
+           if shared else 0, "dense_layers": dense}
+    if dense:
+        ffn["intermediate"] = c.get("dense_intermediate_size", int, positive=True)
+    return ffn, keys
+
+
 def _checked(data: dict, path: Path, keys: dict) -> ModelSpec:
     """``model_from_dict`` of the table a config maps onto, its errors naming the config's keys
     (``keys``: lts key -> config.json key)."""
@@ -1500,17 +1627,6 @@ def _nemotron_h(c: _Config, path: Path) -> ModelSpec:
             "ffn.intermediate": "intermediate_size", "ffn.latent": "moe_latent_size",
             **{f"mamba.{k}": hf for k, hf in NEMOTRON_MAMBA.items()}, **pkeys}
     return _checked(data, path, keys)
-
-
-# model_types lts reads but cannot cost: the architectural feature, one line each (the configs'
-# keys; the sources named beside each)
-UNSUPPORTED = {
-    # huggingface.co/MiniMaxAI/MiniMax-M3 config.json sparse_attention_config
-    "minimax_m3": "MiniMax-M3's block-sparse attention (sparse_attention_config: an indexer of "
-                  "sparse_num_index_heads heads picks sparse_topk_blocks blocks of "
-                  "sparse_block_size keys) is not costed by lts",
-}
-UNSUPPORTED["minimax_m3_vl"] = UNSUPPORTED["minimax_m3"]
 
 
 def _nemotron_nas(c: _Config, path: Path) -> ModelSpec:
@@ -1602,7 +1718,8 @@ def _nemotron_nas(c: _Config, path: Path) -> ModelSpec:
 
 
 def _supported() -> str:
-    return ", ".join(FAMILIES + tuple(ALIASES) + tuple(MULTIMODAL))
+    return ", ".join(FAMILIES + tuple(ALIASES) + tuple(MULTIMODAL)
+                     + ("nemotron_h",) + DEEPSEEK_V4 + ("minimax_m3",))
 
 
 def _family_view(c: _Config) -> tuple[_Config, str]:
@@ -1611,9 +1728,6 @@ def _family_view(c: _Config) -> tuple[_Config, str]:
     MiniMax-M2 is read only with full attention on every layer (``attn_type_list`` all 1;
     MiniMax-01's 0 is lightning attention, a linear layer lts lacks) and no shared expert."""
     family = c.get("model_type", str)
-    if family in UNSUPPORTED:
-        raise c.error("model_type", f"{family!r} is not supported: {UNSUPPORTED[family]} "
-                                    f"(supported: {_supported()})")
     if family in MULTIMODAL:
         text = c.get("text_config", dict)
         top = c.data
@@ -1623,6 +1737,8 @@ def _family_view(c: _Config) -> tuple[_Config, str]:
         inherited = {k: top[k] for k in ("quantization_config", "torch_dtype", "dtype",
                                          "tie_word_embeddings")
                      if k in top and k not in text}
+        if family in UNNAMED_TEXT and "model_type" not in text:
+            inherited["model_type"] = UNNAMED_TEXT[family]
         view = _Config({**text, **inherited}, c.path, "text_config.")
         view.note = _vision_note(c)
         sub = view.get("model_type", str)
@@ -1759,11 +1875,41 @@ def qwen3_vl_vision_params(v: dict):
     return embed + n * block + (2 * h + merger) + deepstack * (2 * hm + merger)
 
 
+def minimax_m3_vision_params(top: dict):
+    """Parameters of MiniMax-M3 VL's vision tower and projectors from its config.json's top
+    level, or None when it does not give the shape. Read from the MiniMax-M3 VL modeling ports
+    (MiniMaxM3VLVisionModel, MiniMaxM3VLMultiModalProjector / MiniMaxM3VLPatchMerger; NVIDIA's
+    is TensorRT-LLM tensorrt_llm/_torch/models/modeling_minimaxm3_vl.py) and the checkpoint's
+    tensors (vision_tower.vision_model.embeddings.patch_embedding, encoder.layers.*,
+    multi_modal_projector.linear_1/2, patch_merge_mlp.linear_1/2): a Conv3d patch embedding of
+    3 x temporal_patch_size x patch_size^2 -> h without bias, a pre-LayerNorm (2h), the CLIP
+    encoder layers (q, k, v, out_proj [h, h] with biases, fc1 [I, h] and fc2 [h, I] with
+    biases, two LayerNorms: 4h^2 + 2hI + 9h + I; its 3D RoPE holds no parameters), the
+    projector [h -> p] and [p -> text] with biases, the patch merger [text m^2 -> p] and
+    [p -> text] with biases (p projector_hidden_size, m spatial_merge_size)."""
+    v, text = top.get("vision_config"), top.get("text_config")
+    comp = v.get("img_token_compression_config") if isinstance(v, dict) else None
+    if not isinstance(comp, dict) or not isinstance(text, dict):
+        return None
+    sizes = [v.get(k) for k in ("hidden_size", "intermediate_size", "num_hidden_layers",
+                                "patch_size")] + [comp.get("temporal_patch_size"),
+                                                  comp.get("spatial_merge_size"),
+                                                  top.get("projector_hidden_size"),
+                                                  text.get("hidden_size")]
+    if not all(isinstance(x, int) for x in sizes):
+        return None
+    h, i, n, p, t, m, proj, th = sizes
+    block = 4 * h * h + 2 * h * i + 9 * h + i
+    return 3 * t * p * p * h + 2 * h + n * block + (h * proj + proj + proj * th + th) \
+        + (th * m * m * proj + proj + proj * th + th)
+
+
 def _vision_note(c: _Config) -> str:
     v = c.data.get("vision_config")
     if not isinstance(v, dict):
         return "; text model from text_config"
-    n = vision_params(v)
+    n = minimax_m3_vision_params(c.data) if c.data.get("model_type") == "minimax_m3_vl" \
+        else vision_params(v)
     if n is not None and v.get("model_type") in ("llama4_vision_model", "gemma4_vision"):
         text = c.data.get("text_config")       # + the projector to the text model
         hidden = text.get("hidden_size") if isinstance(text, dict) else None
@@ -1812,6 +1958,8 @@ def model_from_hf_config(path) -> ModelSpec:
         return _kimi_linear(c, path)
     if family == "nemotron-nas":
         return _nemotron_nas(c, path)
+    if family == "minimax_m3":
+        return _minimax_m3(c, path)
     if family not in FAMILIES:
         raise c.error("model_type", f"{family!r} is not a supported family ({_supported()})")
     layers = c.get("num_hidden_layers", int, positive=True)

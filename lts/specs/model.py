@@ -78,6 +78,16 @@ class AttentionSpec:
     o_groups: int = 0
     compress_ratios: tuple = ()
     index_ratio: int = 0
+    # MiniMax-M3's block-sparse attention (MSA; gqa only; the layers of layer_types
+    # "block_sparse_attention", a ``BlockSparse`` marker; cost.kv module docstring): each KV head
+    # attends to the keys of sparse_topk_blocks blocks of sparse_block_size tokens, its current
+    # block one of them, all keys while the context has no more blocks. The blocks are picked by
+    # an indexer of index_heads query heads of index_head_dim over one key of index_head_dim a
+    # token (the DSA fields above, which gqa reads for this indexer only; index_topk stays MLA's:
+    # MSA picks blocks, not keys), kv_heads dividing index_heads (each KV head picks with its own
+    # index heads). 0: no block-sparse layers
+    sparse_block_size: int = 0
+    sparse_topk_blocks: int = 0
     # gqa: the shapes of the layers of one kind where they differ from this one's
     # ((layer type, AttentionSpec), ...), from [attention.sliding] / [attention.full]
     # (docs/design.md §1, "Attention shapes by layer kind"); () every layer this shape
@@ -87,6 +97,11 @@ class AttentionSpec:
     def compressed(self) -> bool:
         """DeepSeek-V4's compressed attention (kind "compressed")."""
         return self.kind == "compressed"
+
+    @property
+    def block_sparse(self) -> bool:
+        """MiniMax-M3's block-sparse attention on the block_sparse_attention layers."""
+        return self.sparse_block_size > 0
 
     def of_type(self, layer_type: str) -> "AttentionSpec":
         """The attention shape of the layers of ``layer_type`` (FULL, SLIDING, CHUNKED)."""
@@ -366,7 +381,8 @@ class ModelSpec:
     @property
     def layer_windows(self) -> tuple:
         """Each layer's sliding window (None: full attention; LINEAR: a linear-attention layer,
-        no KV cache; a ``Chunk``: chunked local attention), over the layers."""
+        no KV cache; a ``Chunk``: chunked local attention; a ``BlockSparse``: block-sparse
+        attention; a ``Compressed``: compressed attention), over the layers."""
         a = self.attention
         if a.compressed:
             return tuple(Compressed(r, a.window, a.index_topk if r == a.index_ratio else 0)
@@ -374,9 +390,12 @@ class ModelSpec:
         if not self.layer_types:
             return (self.attention.window,) * self.layers
         chunk = Chunk(self.attention.chunk) if self.attention.chunk else None
+        blocks = BlockSparse(a.sparse_block_size, a.sparse_topk_blocks) if a.block_sparse \
+            else None
         return tuple(self.attention.window if t == SLIDING else LINEAR if t in RECURRENT else
                      NO_ATTENTION if t == NO_ATTENTION else
-                     chunk if t == CHUNKED else None for t in self.layer_types)
+                     chunk if t == CHUNKED else blocks if t == BLOCK_SPARSE else None
+                     for t in self.layer_types)
 
     def kind_attention(self, window) -> AttentionSpec:
         """The attention shape of the layers of one kind, by its ``layer_windows`` entry (None:
@@ -416,9 +435,11 @@ class ModelSpec:
     @property
     def layer_indexed(self) -> tuple:
         """Whether each layer runs a sparse-attention indexer, over the layers: every layer of a
-        sparse model but those whose attention.indexer_types entry is "shared"; none without
-        sparse attention."""
+        sparse model but those whose attention.indexer_types entry is "shared"; the
+        block_sparse_attention layers; none without sparse attention."""
         a = self.attention
+        if a.block_sparse:
+            return tuple(t == BLOCK_SPARSE for t in self.layer_types)
         if not a.sparse:
             return (False,) * self.layers
         if a.compressed:
@@ -481,7 +502,10 @@ NO_ATTENTION = "no_attention"
 # Llama4TextConfig.layer_types, the layers no_rope_layers marks as RoPE layers)
 # mamba: a Mamba-2 layer (Mamba2Spec); lts's own name (Nemotron-H's hybrid_override_pattern "M")
 MAMBA = "mamba"
-LAYER_TYPES = (FULL, SLIDING, LINEAR, CHUNKED, MAMBA, NO_ATTENTION)
+# block_sparse_attention: a layer of MiniMax-M3's block-sparse attention (``BlockSparse``); lts's
+# own name (MiniMax-M3's config marks them in sparse_attention_config.sparse_attention_freq)
+BLOCK_SPARSE = "block_sparse_attention"
+LAYER_TYPES = (FULL, SLIDING, LINEAR, CHUNKED, MAMBA, NO_ATTENTION, BLOCK_SPARSE)
 # the kinds with a fixed state per request and no KV cache: the LINEAR marker of layer_windows
 RECURRENT = (LINEAR, MAMBA)
 # the layer_windows markers of layers without softmax attention (no KV cache)
@@ -513,6 +537,19 @@ class Compressed:
 
     def __str__(self) -> str:
         return f"compressed {self.ratio}" + (f" top-{self.topk}" if self.topk else "")
+
+
+@dataclass(frozen=True)
+class BlockSparse:
+    """The layer-kind marker (``ModelSpec.layer_windows``) of a layer of MiniMax-M3's block-sparse
+    attention: it holds every token's keys and values (and its indexer's key), and each KV head
+    attends to the keys of the ``topk`` blocks of ``block`` tokens its indexer picks, the current
+    block one of them (cost.kv module docstring)."""
+    block: int
+    topk: int
+
+    def __str__(self) -> str:
+        return f"block-sparse top-{self.topk} of {self.block}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -748,13 +785,21 @@ def model_from_dict(data: dict, path) -> ModelSpec:
         raise SpecError(path, "attention.sliding_window", "missing (expected an integer: "
                                                           "compressed attention keeps a sliding "
                                                           "window on every layer)")
+    blocks = _block_sparse(a, path, kind, layer_types, kv_heads)
     if kind != "compressed":
-        mla.update(_index(a, path, kind, window, layer_types, layers))
+        mla.update(_index(a, path, kind, window, layer_types, layers, bool(blocks)))
     if kind == "gqa":
         mla.update(_gqa_shape(a, path, head_dim))
+    mla.update(blocks)
     base = AttentionSpec(kind, heads, kv_heads, head_dim, **mla, window=window, bias=bias,
                          sinks=sinks, output_gate=gate, head_gate=head_gate, chunk=chunk)
     kinds = _kind_shapes(a, path, base, layer_types, layers)
+    if blocks and (kinds or base.v_head_dim or base.k_eq_v):
+        tables = {ltype: name for name, ltype in KIND_TABLES.items()}
+        key = tables[kinds[0][0]] if kinds else "v_head_dim" if base.v_head_dim else "k_eq_v"
+        raise SpecError(path, f"attention.{key}", "is not supported with block_sparse_attention "
+                                                  "layers (lts costs block-sparse attention in "
+                                                  "the model's one attention shape)")
     a.finish()
     attention = dataclasses.replace(base, kinds=kinds) if kinds else base
     linear = _linear(t, path, layer_types, kind)
@@ -931,6 +976,36 @@ def _mamba(t: _Table, path, layer_types: tuple, kind: str):
 
 
 INDEX_KEYS = ("index_topk", "index_heads", "index_head_dim")
+# the block_sparse_attention layers' keys (MiniMax-M3: AttentionSpec.sparse_block_size)
+BLOCK_SPARSE_KEYS = ("sparse_block_size", "sparse_topk_blocks", "index_heads", "index_head_dim")
+
+
+def _block_sparse(a: _Table, path, kind: str, layer_types: tuple, kv_heads: int) -> dict:
+    """[attention] sparse_block_size, sparse_topk_blocks, index_heads and index_head_dim of the
+    block_sparse_attention layers (MiniMax-M3's MSA): all four when attention.layer_types has
+    such layers, gqa only, kv_heads dividing index_heads; the first two never without them."""
+    if BLOCK_SPARSE not in layer_types:
+        extra = [k for k in BLOCK_SPARSE_KEYS[:2] if a.has(k)]
+        if extra:
+            raise SpecError(path, f"attention.{extra[0]}", "is set but attention.layer_types has "
+                                                           "no block_sparse_attention layers")
+        return {}
+    if kind != "gqa":
+        raise SpecError(path, "attention.layer_types", f"block_sparse_attention layers with "
+                                                       f"{kind} attention are not supported "
+                                                       "(gqa only)")
+    missing = [k for k in BLOCK_SPARSE_KEYS if not a.has(k)]
+    if missing:
+        raise SpecError(path, f"attention.{missing[0]}",
+                        "missing (expected an integer: attention.layer_types has "
+                        "block_sparse_attention layers, which need sparse_block_size, "
+                        "sparse_topk_blocks, index_heads and index_head_dim)")
+    out = {k: a.get(k, int, positive=True, maximum=MAX_WIDTH) for k in BLOCK_SPARSE_KEYS}
+    if out["index_heads"] % kv_heads:
+        raise SpecError(path, "attention.index_heads",
+                        f"{out['index_heads']} is not a multiple of attention.kv_heads = "
+                        f"{kv_heads} (each KV head picks its blocks with its own index heads)")
+    return out
 
 
 def _compressed(a: _Table, path, layers: int, heads: int, kv_heads: int, head_dim: int) -> dict:
@@ -980,12 +1055,14 @@ def _compressed(a: _Table, path, layers: int, heads: int, kv_heads: int, head_di
 INDEXER_TYPES = ("full", "shared")
 
 
-def _index(a: _Table, path, kind: str, window, layer_types, layers: int) -> dict:
+def _index(a: _Table, path, kind: str, window, layer_types, layers: int,
+           block_sparse: bool = False) -> dict:
     """[attention] index_topk / index_heads / index_head_dim (DeepSeek Sparse Attention): all
     three or none, mla only, on every layer (no sliding window or layer pattern with it);
     indexer_types (one "full" or "shared" a layer, the first full) says which layers run their
-    own indexer."""
-    given = [k for k in INDEX_KEYS if a.has(k)]
+    own indexer. With ``block_sparse`` layers index_heads and index_head_dim are theirs
+    (``_block_sparse``), and index_topk is refused as without mla."""
+    given = [k for k in (INDEX_KEYS[:1] if block_sparse else INDEX_KEYS) if a.has(k)]
     if not given:
         if a.has("indexer_types"):
             raise SpecError(path, "attention.indexer_types", "is only supported with sparse "
@@ -1102,6 +1179,6 @@ def _layer_types(a: _Table, path, layers: int, window, chunk=None) -> tuple:
     if LINEAR in kinds and MAMBA in kinds:
         raise SpecError(path, key, "has both linear_attention and mamba layers (lts costs one "
                                    "recurrent kind a model)")
-    if len(set(kinds)) == 1 and CHUNKED not in kinds:
+    if len(set(kinds)) == 1 and CHUNKED not in kinds and BLOCK_SPARSE not in kinds:
         return ()                  # every layer alike: attention.window says which
     return tuple(kinds) * (layers // len(kinds))

@@ -32,6 +32,9 @@ NVFP4_GROUP = 16             # NVIDIA, "Introducing NVFP4 for Efficient and Accu
 #                              values, one fp32 scale per tensor
 MXFP4_GROUP = 32             # OCP Microscaling Formats (MX) Specification v1.0 (2023) §5.2,
 #                              MXFP4: block size k = 32 e2m1 elements sharing one e8m0 (8-bit) scale
+MXFP8_GROUP = 32             # OCP Microscaling Formats (MX) Specification v1.0 (2023) §5.2,
+#                              MXFP8: block size k = 32 fp8 (e4m3 or e5m2) elements sharing one e8m0
+#                              (8-bit) scale
 W4A16_GROUP = 128            # AWQ (arXiv 2306.00978) and GPTQ (arXiv 2210.17323) checkpoints'
 #                              "group_size": 128; vLLM 0.11 awq.py / gptq.py create_weights: qweight
 #                              int32 packing 8 int4, scales fp16 [k/group, n], qzeros int32 packing
@@ -49,6 +52,10 @@ WEIGHT_FORMATS = {
     # Hopper, marlin_utils_fp4.py), not fp8
     "nvfp4": (0.5 + 1.0 / NVFP4_GROUP, ("fp4", "bf16")),                        # 0.5625
     "mxfp4": (0.5 + 1.0 / MXFP4_GROUP, ("fp4", "bf16")),                        # 0.53125
+    # fp8 weights with an e8m0 scale per 32 (ModelOpt's quant_algo "MXFP8", a MIXED_PRECISION
+    # checkpoint's attention and dense layers: nvidia/MiniMax-M3-NVFP4 hf_quant_config.json);
+    # fp8 math, bf16 without fp8 cores, as fp8's
+    "mxfp8": (1.0 + 1.0 / MXFP8_GROUP, ("fp8", "bf16")),                        # 1.03125
     # int4 weight-only: the GEMM dequantizes to bf16 and multiplies in bf16 (W4A16)
     "w4a16": (0.5 + 2.0 / W4A16_GROUP, ("bf16",)),              # fp16 scale: 0.515625
     "w4a16_zp": (0.5 + (2.0 + 0.5) / W4A16_GROUP, ("bf16",)),   # + int4 zero: 0.51953125
