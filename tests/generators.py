@@ -18,6 +18,7 @@
   ``synthetic_compressed()`` DeepSeek-V4's compressed attention and hyper-connections;
   ``synthetic_kda()`` Kimi-K3's Kimi Delta Attention beside gated MLA, attention residuals;
   ``synthetic_nas()`` layers without attention and FFNs of their own widths (Nemotron NAS);
+  ``synthetic_partly_quantized()`` a weight group quantized in some of its layers only;
   ``synthetic_block_sparse()`` MiniMax-M3's block-sparse attention beside full attention.
 """
 from __future__ import annotations
@@ -115,11 +116,11 @@ def synthetic_linear():
                  shared_experts=1)), "synthetic:linear-small")
 
 
-def synthetic_mamba():
+def synthetic_mamba(**precision):
     """Nemotron-H-like layer kinds, scaled down: three Mamba-2 layers then one full-attention
     layer, repeated (each with lts's FFN slot: a dense gated FFN). 8 layers: pp 1, 2 give every
-    stage both kinds alike, pp 4, 8 do not."""
-    return model_from_dict(dict(
+    stage both kinds alike, pp 4, 8 do not. ``precision``: its [precision] table."""
+    return model_from_dict(dict(**({"precision": precision} if precision else {}),
         name="mamba-small", source="test", layers=8, hidden=1024, vocab=16000,
         attention=dict(kind="gqa", heads=16, kv_heads=2, head_dim=64,
                        layer_types=["mamba"] * 3 + ["full_attention"]),
@@ -271,6 +272,14 @@ def synthetic_block_sparse(**attention):
         attention=att,
         ffn=dict(kind="moe", gated=True, experts=16, top_k=2, expert_intermediate=256,
                  shared_experts=1)), "synthetic:block-sparse-small")
+
+
+def synthetic_partly_quantized():
+    """``synthetic_mamba`` in fp8 with its Mamba-2 mixers quantized in half of their layers
+    (``precision.quantized_share``: NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4's exclude list, 6 of
+    its 23 Mamba blocks kept bf16), the attention layers bf16."""
+    return synthetic_mamba(weights="fp8", unquantized=["attention"],
+                           quantized_share={"ssm": 0.5})
 
 
 @st.composite

@@ -233,11 +233,18 @@ class _Ctx:
         # each op group's weights in the checkpoint's format for it (PrecisionSpec.format_of):
         # (bytes per weight, effective bytes read at its HBM efficiency, achievable FLOP/s)
         self.fmts = {}
-        for g in WEIGHT_GROUPS:
-            gf = prec.format_of(g)
+        def rates(gf):
             b = WEIGHT_FORMATS[gf][0]
-            self.fmts[g] = (b, b * topo.memory_efficiency / topo.weight_memory_efficiency_for(gf),
-                            topo.peak_for(gf) * topo.compute_efficiency_for(gf))
+            return (b, b * topo.memory_efficiency / topo.weight_memory_efficiency_for(gf),
+                    topo.peak_for(gf) * topo.compute_efficiency_for(gf))
+        for g in WEIGHT_GROUPS:
+            q, whole = prec.share_of(g), rates(prec.format_of(g))
+            # a group quantized in a share q of its layers: the mean layer's bytes, reads and
+            # the FLOP rate of the mean time (the other layers in the activation type)
+            part = rates(prec.activations)
+            self.fmts[g] = whole if q == 1.0 else (
+                q * whole[0] + (1 - q) * part[0], q * whole[1] + (1 - q) * part[1],
+                1.0 / (q / whole[2] + (1 - q) / part[2]))
         self.overhead = topo.kernel_overhead_s
         decode = work.phase in ("decode", "mixed")
         self.decode = decode

@@ -12,12 +12,11 @@ import numpy as np
 import pytest
 
 import reference as ref
-from generators import (synthetic_block_sparse, synthetic_chunked, synthetic_compressed, synthetic_kda,
-                        synthetic_nas, synthetic_dense, synthetic_linear, synthetic_mamba,
-                        synthetic_head_gate, synthetic_latent_moe, synthetic_nemotron_h,
-                        synthetic_shapes,
-                        synthetic_mla,
-                        synthetic_moe, synthetic_window)
+from generators import (synthetic_block_sparse, synthetic_chunked, synthetic_compressed,
+                        synthetic_dense, synthetic_head_gate, synthetic_kda, synthetic_latent_moe,
+                        synthetic_linear, synthetic_mamba, synthetic_mla, synthetic_moe,
+                        synthetic_nas, synthetic_nemotron_h, synthetic_partly_quantized,
+                        synthetic_shapes, synthetic_window)
 from lts.cost.model import breakdown, evaluate
 from lts.cost.tables import REASONS
 from lts.specs.workload import Workload
@@ -92,6 +91,8 @@ SYNTHETIC = {"moe-small": synthetic_moe, "mla-small": synthetic_mla, "dense-smal
              "kda-small": synthetic_kda,
              # layers without attention, FFNs of their own widths (Llama-Nemotron NAS)
              "nas-small": synthetic_nas,
+             # the Mamba-2 mixers quantized in half their layers (Nemotron-3-Nano-NVFP4)
+             "partly-quantized-small": synthetic_partly_quantized,
              # block-sparse attention (MiniMax-M3) beside full attention layers
              "block-sparse-small": synthetic_block_sparse}
 MODEL_NAMES = _shipped_models() + list(SYNTHETIC)

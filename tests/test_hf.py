@@ -377,10 +377,6 @@ BAD_QUANT = [
      "float 4-bit tensor_group weights (group 16, activations not quantized) are not supported "
      "(supported: fp8 per tensor or channel, fp8 blocks of 128x128, NVFP4 groups of 16, int8 "
      "W8A8, int4 W4A16 groups of 128 or 32)"),
-    ({"quant_method": "fp8", "modules_to_not_convert": ["model.layers.0.self_attn"]},
-     "quantization_config.modules_to_not_convert",
-     "leaves attention unquantized in 1 of its 32 layers; lts costs one format per op group "
-     "(expected all of them or none)"),
     ({"quant_method": "fp8", "modules_to_not_convert": ["model.layers.3.block_sparse_moe"]},
      "quantization_config.modules_to_not_convert",
      "'model.layers.3.block_sparse_moe' is not a module lts can place (expected a whole layer, attention, "

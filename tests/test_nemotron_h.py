@@ -289,16 +289,21 @@ def test_lightning_mixed_precision_gives_mamba_its_own_format():
     assert w["attention"] == 6 * m.hidden * (32 + 2 * 2) * 128 + 6 * 32 * 128 * m.hidden
 
 
-def test_nano_nvfp4_partial_mamba_exclusion_is_refused():
+def test_nano_nvfp4_quantizes_its_mamba_mixers_in_17_of_23_blocks():
     """NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4 (its config.json and hf_quant_config.json) keeps
     the Mamba-2 mixers of the 6 Mamba blocks before an attention block (4, 11, 18, 25, 32, 41)
-    unquantized, the other 17 NVFP4: one line (lts costs one format per op group)."""
+    unquantized, the other 17 NVFP4 (issue 36: a format per layer): the ssm group quantized in
+    17/23 of its layers, its bytes the mean of the two formats'."""
+    from lts.specs import weight_bytes, weight_params
+    from lts.specs.units import WEIGHT_FORMATS
     path = f"{DATA}/nemotron-3-nano-30b-a3b-nvfp4"
-    with pytest.raises(SpecError) as e:
-        load_model(path)
-    assert str(e.value) == (
-        f"{path}/hf_quant_config.json: quantization.exclude_modules: leaves ssm unquantized in 6 "
-        "of its 23 blocks; lts costs one format per op group (expected all of them or none)")
+    m = load_model(path)
+    p = m.precision
+    assert p.format_of("ssm") == "nvfp4" and p.share_of("ssm") == 17 / 23
+    assert p.share_of("experts") == 1.0 and p.format_of("attention") == "bf16"
+    n = weight_params(m)["ssm"]
+    assert weight_bytes(m)["ssm"] == pytest.approx(
+        n * (17 / 23 * WEIGHT_FORMATS["nvfp4"][0] + 6 / 23 * 2.0), rel=1e-12)
 
 
 def test_ssm_format_costs_the_mamba_projections_only():

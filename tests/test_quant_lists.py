@@ -104,13 +104,14 @@ def test_whole_leading_dense_layers(tmp_path):
 
 def test_a_whole_moe_layer_leaves_its_groups_partial(tmp_path):
     """``model.layers.6*`` is layers 6 and 60 (fnmatch): their experts, gate and shared experts in
-    2 of the 58 MoE layers: refused, as any group excluded in some of its layers only."""
+    2 of the 58 MoE layers: refused, as the routed experts run one format (another group
+    excluded in some of its layers only is quantized in the others: tests/test_nemotron_h.py)."""
     p = _deepseek(tmp_path, ["model.layers.6*"] + ATTN)
     line = one_error_line(run("models", "--show", p), tmp_path / "hf_quant_config.json",
                           "quantization.exclude_modules")
-    assert line.endswith("quantization.exclude_modules: leaves experts unquantized in 2 of its "
-                         "58 layers; lts costs one format per op group (expected all of them or "
-                         "none)")
+    assert line.endswith("quantization.exclude_modules: leaves experts unquantized in 2 of their "
+                         "58 layers; lts costs the routed experts in one format (expected all of "
+                         "them or none)")
 
 
 def test_mtp_modules_and_indexer_scales_in_modules_to_not_convert(tmp_path):
@@ -145,16 +146,17 @@ def test_qwen3_5_linear_attn_is_the_attention_group():
     assert weight_bytes(m)["total"] / GIB == pytest.approx(220.75, abs=0.01)
 
 
-def test_qwen3_5_one_linear_layer_left_out_is_refused(tmp_path):
+def test_qwen3_5_one_linear_layer_left_out_is_quantized_in_that_share(tmp_path):
+    """The exclude list without layer 0's linear attention: the attention group (its 45 linear
+    and 15 full layers) NVFP4 in that one layer, bf16 in the other 59 (issue 36: a format per
+    layer)."""
     src = DATA / "qwen3.5-397b-a17b-nvfp4"
     (tmp_path / "config.json").write_text((src / "config.json").read_text())
     h = json.loads((src / "hf_quant_config.json").read_text())
     h["quantization"]["exclude_modules"].remove("model.language_model.layers.0.linear_attn*")
     (tmp_path / "hf_quant_config.json").write_text(json.dumps(h))
-    line = one_error_line(run("models", "--show", tmp_path), tmp_path / "hf_quant_config.json",
-                          "quantization.exclude_modules")
-    assert line.endswith("leaves attention unquantized in 59 of its 60 layers; lts costs one "
-                         "format per op group (expected all of them or none)")
+    p = load_model(tmp_path).precision
+    assert (p.format_of("attention"), p.share_of("attention")) == ("nvfp4", 1 / 60)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -290,3 +292,47 @@ def test_attention_kept_without_o_proj_says_so_in_the_source_line(tmp_path):
     assert "attention costed" not in load_model(_deepseek(tmp_path, ATTN)).source
     assert "attention costed" not in load_model(
         _deepseek(tmp_path, proj + [f"model.layers.{i}.self_attn.o_proj" for i in range(61)])).source
+
+
+# ----------------------------------------------------------------------------------------------
+# a group quantized in some of its layers only ([precision] quantized_share)
+
+@pytest.mark.parametrize("share, key, message", [
+    ({"ssm": 1.5}, "precision.quantized_share.ssm",
+     "1.5 is not a share between 0 and 1 (exclusive)"),
+    ({"experts": 0.5}, "precision.quantized_share.experts",
+     "is not supported for the routed experts (their grouped GEMM runs one format)"),
+    ({"attention": 0.5}, "precision.quantized_share.attention",
+     "is set for a group precision.unquantized keeps whole"),
+    ({"mixer": 0.5}, "precision.quantized_share.mixer",
+     "is not one of 'embedding', 'attention', 'ssm', 'router', 'experts', 'shared_experts', "
+     "'dense_ffn', 'lm_head', 'norm'"),
+])
+def test_bad_quantized_share_is_refused(share, key, message):
+    from generators import synthetic_mamba
+    with pytest.raises(SpecError) as e:
+        synthetic_mamba(weights="fp8", unquantized=["attention"], quantized_share=share)
+    assert str(e.value) == f"synthetic:mamba-small: {key}: {message}"
+
+
+def test_a_partly_quantized_group_costs_between_its_two_formats():
+    """The Mamba mixers in fp8 in half their layers: the weights a GPU holds and the decode
+    step lie strictly between all-bf16 and all-fp8 mixers (the mean layer's share of each)."""
+    import numpy as np
+    from generators import synthetic_mamba
+    from lts.cost.model import evaluate
+    from lts.specs import load_topology
+    from lts.specs.strategy import megatron_row
+    from lts.specs.workload import Workload
+    half, fp8, bf16 = (synthetic_mamba(weights="fp8", unquantized=u, **q) for u, q in (
+        (["attention"], {"quantized_share": {"ssm": 0.5}}), (["attention"], {}),
+        (["attention", "ssm"], {})))
+    rows = np.stack([megatron_row(tp, 1, 1, b) for tp in (1, 2) for b in (1, 64)])
+    topo, work = load_topology("h100_dgx"), Workload("decode", context=2048)
+    r = {k: evaluate(m, topo, work, rows) for k, m in (("half", half), ("fp8", fp8),
+                                                       ("bf16", bf16))}
+    for f in ("memory_bytes", "step_s"):
+        assert np.all(getattr(r["fp8"], f) < getattr(r["half"], f))
+        assert np.all(getattr(r["half"], f) < getattr(r["bf16"], f))
+    assert np.allclose(r["half"].memory_bytes, (r["fp8"].memory_bytes + r["bf16"].memory_bytes)
+                       / 2, rtol=1e-12)

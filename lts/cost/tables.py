@@ -118,7 +118,7 @@ class _Shape:
                     / topo.weight_memory_efficiency_for(prec.weights))
         # each op group's weights in its own format (a checkpoint leaves some unquantized:
         # PrecisionSpec.unquantized): (bytes per weight, effective bytes read, achievable FLOP/s)
-        self.fmt = {g: self._format(prec.format_of(g)) for g in WEIGHT_GROUPS}
+        self.fmt = {g: self._format(prec.format_of(g), prec.share_of(g)) for g in WEIGHT_GROUPS}
         # the routed experts' grouped GEMMs (``grouped_compute``): effective bytes per weight
         # read, the format's peak, log tokens per expert and the compute efficiency at each
         fmt = prec.format_of("experts")
@@ -262,11 +262,19 @@ class _Shape:
         self.experts = float(f.experts)
         self.top_k = float(f.top_k)
 
-    def _format(self, fmt: str) -> tuple:
-        """(wb, wbr, peak) of weights in ``fmt``, as ``wb``/``wbr``/``peak`` are for the model's."""
+    def _format(self, fmt: str, share: float = 1.0) -> tuple:
+        """(wb, wbr, peak) of weights in ``fmt``, as ``wb``/``wbr``/``peak`` are for the model's;
+        a group quantized in ``share`` of its layers only (``PrecisionSpec.quantized_share``):
+        the mean layer's, its bytes and reads the shares' mean, its FLOPs at the rate that takes
+        the shares' mean time."""
         topo, wb = self.topo, WEIGHT_FORMATS[fmt][0]
-        return (wb, wb * topo.memory_efficiency / topo.weight_memory_efficiency_for(fmt),
-                topo.peak_for(fmt) * topo.compute_efficiency_for(fmt))
+        one = (wb, wb * topo.memory_efficiency / topo.weight_memory_efficiency_for(fmt),
+               topo.peak_for(fmt) * topo.compute_efficiency_for(fmt))
+        if share == 1.0:
+            return one
+        rest = self._format(self.m.precision.activations)
+        return (share * one[0] + (1 - share) * rest[0], share * one[1] + (1 - share) * rest[1],
+                1.0 / (share / one[2] + (1 - share) / rest[2]))
 
 
 def mla_prefill_shape(a):
@@ -546,7 +554,8 @@ def _fill_gemm(b: _Builder, slot, k, n, col_weights=None, col_out=None, rows=Non
     for mode, r in ((MODE_NONE, rows), (MODE_NONE_T, rows_t)):
         fl, by, w = _gemm(s, r, k, n, group=group)
         b.put(slot, mode, fl, by, w, group=group)
-    if s.kernels is not None and k * n > 0:    # measured: each mode's GEMM, busiest rank
+    if s.kernels is not None and k * n > 0 and s.m.precision.share_of(group) == 1.0:
+        # measured: each mode's GEMM, busiest rank (a partly quantized group: the roofline)
         shape = s.tp.shape
         modes = (MODE_DIM0, MODE_DIM1, MODE_NONE, MODE_NONE_T)
         m_, n_, k_ = (np.stack([_full(x, shape) for x in xs]) for xs in (
@@ -1274,6 +1283,8 @@ def _dense_ffn_measured(s: _Shape, x: _FFN, which: int):
                         shape))
         ns.append(_full(nn * fr if mode == MODE_DIM1 else nn, shape))
         ks_.append(_full(kk * fr if mode == MODE_DIM0 else kk, shape))
+    if s.m.precision.share_of("dense_ffn") < 1.0:     # partly quantized: the roofline
+        return None
     return s.kernels.gemm(s.m.precision.format_of("dense_ffn"), np.maximum(np.stack(ms), 1.0),
                           np.stack(ns), np.stack(ks_))
 

@@ -64,6 +64,8 @@ def model_show_dict(name: str, m: ModelSpec, contexts) -> dict:
             "layer_kinds": kinds,
             # the groups the model has weights in (no `ssm` without Mamba-2 layers, ...)
             "formats": {g: m.precision.format_of(g) for g in WEIGHT_GROUPS if params[g] > 0},
+            # the groups quantized in some of their layers only: the share quantized
+            "quantized_share": dict(m.precision.quantized_share),
             "kv_cache": m.precision.kv_cache,
             "kv_per_request": [{"context": int(c), "bytes": float(kv.request_bytes(m, c))}
                                for c in contexts]}
@@ -123,7 +125,10 @@ def render_model_show(console: Console, r: dict, m: ModelSpec) -> None:
                                          "FFN (a token mixer alone)")
     formats = {}
     for group, fmt in r["formats"].items():
-        formats.setdefault(fmt, []).append(group)
+        q = m.precision.share_of(group)     # quantized in some of its layers only
+        formats.setdefault(fmt, []).append(
+            group if q == 1.0 else f"{group} (in {q:.0%} of its layers, the others "
+                                   f"{m.precision.activations})")
     if m.linear is not None and hasattr(m.linear, "state_size"):
         mb = m.linear
         rows.append(("mamba", f"Mamba-2: {mb.heads} heads of {mb.head_dim}, state {mb.state_size},"

@@ -262,7 +262,9 @@ def _precision(c: _Config, layers: int, ffn: dict) -> tuple[dict, dict]:
             # (_gemma4_ffn), so an excluded model.language_model.layers.N.mlp is that group
             exclude = [re.sub(r"\.mlp\b", ".shared_expert", n) if isinstance(n, str) else n
                        for n in exclude]
-        kept = _unquantized(qc, exclude, exclude_key, layers, ffn, linear_only)
+        kept, partly = _unquantized(qc, exclude, exclude_key, layers, ffn, linear_only)
+        if partly:
+            table["quantized_share"] = partly
         if isinstance(fmt, tuple):     # ModelOpt MIXED_PRECISION: (its key, quantized_layers)
             groups = _mixed_formats(qc, *fmt, layers, ffn)
             both = [g for g in groups if g in kept and g not in ("embedding", "norm")]
@@ -677,22 +679,26 @@ def _unquantized(c: _Config, names: list, key: str, layers: int, ffn: dict,
     touch Linear layers only), the LM head too for HF's own quantizers (``linear_only``:
     transformers' get_keys_to_not_convert keeps the output embedding), and each group its
     exclude list names in every layer that has it (by name, or as part of a whole layer:
-    ``model.layers.0*``). A group excluded in some of its layers only, or a name lts cannot
-    place, is refused (lts costs one format per op group)."""
+    ``model.layers.0*``), and {group: share} of the groups it names in some of their layers only
+    (quantized in the others: ``PrecisionSpec.quantized_share``; the routed experts refused:
+    their grouped GEMM runs one format). A name lts cannot place is refused."""
     where = _group_layers(layers, ffn)
     kept = {"embedding", "norm"} | ({"lm_head"} if linear_only else set())
     seen = _module_layers(c, key, names, layers, ffn)
+    partly = {}
     # the largest groups first: a whole MoE layer's refusal names its experts
     for group in sorted(seen, key=lambda g: _BY_SIZE.index(g) if g in _BY_SIZE else 9):
         idxs, every = seen[group], where.get(group)
         if idxs is None or every is None or every and every <= idxs:
             kept.add(group)
-        elif every:
-            unit = "blocks" if "blocks" in ffn else "layers"     # Nemotron-H: block indices
-            raise c.error(key, f"leaves {group} unquantized in {len(idxs & every)} of its "
-                               f"{len(every)} {unit}; lts costs one format per op group "
-                               "(expected all of them or none)")
-    return [g for g in WEIGHT_GROUPS if g in kept]
+        elif every and (idxs & every):
+            if group == "experts":
+                unit = "blocks" if "blocks" in ffn else "layers"     # Nemotron-H: block indices
+                raise c.error(key, f"leaves experts unquantized in {len(idxs & every)} of their "
+                                   f"{len(every)} {unit}; lts costs the routed experts in one "
+                                   "format (expected all of them or none)")
+            partly[group] = len(every - idxs) / len(every)
+    return [g for g in WEIGHT_GROUPS if g in kept], partly
 
 
 def _attention(c: _Config, family: str, hidden: int) -> tuple[dict, dict]:

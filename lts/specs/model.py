@@ -290,6 +290,15 @@ class PrecisionSpec:
     #                                exclude list: attention, router, lm_head, ...)
     formats: tuple = ()            # (group, format) pairs: groups quantized to another format
     #                                than ``weights`` (a ModelOpt MIXED_PRECISION checkpoint)
+    quantized_share: tuple = ()    # (group, share) pairs: groups quantized (to format_of) in
+    #                                that share of their layers only, the others left in the
+    #                                activation type (NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4's
+    #                                exclude list: its Mamba mixers in 6 of 23 blocks)
+
+    def share_of(self, group: str) -> float:
+        """The share of ``group``'s layers quantized to ``format_of(group)`` (1: all of them;
+        the rest in the activation type)."""
+        return dict(self.quantized_share).get(group, 1.0)
 
     @property
     def weight_bytes(self) -> float:
@@ -304,7 +313,11 @@ class PrecisionSpec:
         return dict(self.formats).get(group, self.weights)
 
     def bytes_of(self, group: str) -> float:
-        return WEIGHT_FORMATS[self.format_of(group)][0]
+        """Bytes per weight of ``group``, scales included: its format's, or a partly quantized
+        group's mean over its layers (``quantized_share``)."""
+        q = self.share_of(group)
+        return q * WEIGHT_FORMATS[self.format_of(group)][0] \
+            + (1.0 - q) * WEIGHT_FORMATS[self.activations][0]
 
     @property
     def kv_bytes(self) -> float:
@@ -707,21 +720,44 @@ def _unquantized(p: _Table) -> tuple:
     return tuple(g for g in WEIGHT_GROUPS if g in groups)
 
 
+def _group_table(p: _Table, name: str, expected: str):
+    """(group, value, its key) of each entry of the [precision] table ``name`` ({group = value}
+    of WEIGHT_GROUPS; ``expected`` says what a value is, for the error)."""
+    p.used.add(name)
+    table = p.data.get(name, {})
+    if not isinstance(table, dict):
+        raise SpecError(p.file, p._key(name), f"{table!r} is not a table (expected {{group = "
+                                              f"{expected}, ...}})")
+    for g, value in table.items():
+        if g not in WEIGHT_GROUPS:
+            raise SpecError(p.file, p._key(f"{name}.{g}"),
+                            f"is not one of {', '.join(map(repr, WEIGHT_GROUPS))}")
+        yield g, value, p._key(f"{name}.{g}")
+
+
+def _quantized_share(p: _Table, unquantized: tuple) -> tuple:
+    """precision.quantized_share: a table {group = share} of WEIGHT_GROUPS quantized in that
+    share (0 < share < 1) of their layers only (a checkpoint whose exclude list names some of a
+    group's layers), as (group, share) pairs in WEIGHT_GROUPS order."""
+    out = {}
+    for g, q, key in _group_table(p, "quantized_share", "share"):
+        if g in unquantized:
+            raise SpecError(p.file, key, "is set for a group precision.unquantized keeps whole")
+        if g == "experts":
+            raise SpecError(p.file, key, "is not supported for the routed experts (their grouped "
+                                         "GEMM runs one format)")
+        if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < q < 1:
+            raise SpecError(p.file, key, f"{q!r} is not a share between 0 and 1 (exclusive)")
+        out[g] = float(q)
+    return tuple((g, out[g]) for g in WEIGHT_GROUPS if g in out)
+
+
 def _group_formats(p: _Table) -> tuple:
     """precision.formats: a table {group = format} of WEIGHT_GROUPS quantized to another format
     than precision.weights (a mixed-precision checkpoint), as (group, format) pairs in
     WEIGHT_GROUPS order."""
-    p.used.add("formats")
-    table = p.data.get("formats", {})
-    if not isinstance(table, dict):
-        raise SpecError(p.file, p._key("formats"), f"{table!r} is not a table (expected "
-                                                   "{group = format, ...})")
-    out = {}
-    for g, fmt in table.items():
-        if g not in WEIGHT_GROUPS:
-            raise SpecError(p.file, p._key(f"formats.{g}"),
-                            f"is not one of {', '.join(map(repr, WEIGHT_GROUPS))}")
-        out[g] = _weight_format(p, f"formats.{g}", fmt)
+    out = {g: _weight_format(p, f"formats.{g}", fmt)
+           for g, fmt, _ in _group_table(p, "formats", "format")}
     return tuple((g, out[g]) for g in WEIGHT_GROUPS if g in out)
 
 
@@ -857,6 +893,8 @@ def model_from_dict(data: dict, path) -> ModelSpec:
                               p.get("kv_cache", str, "bf16", choices=DTYPES),
                               p.get("activations", str, "bf16", choices=("bf16", "fp16", "fp32")),
                               _unquantized(p), _group_formats(p))
+    precision = dataclasses.replace(precision,
+                                    quantized_share=_quantized_share(p, precision.unquantized))
     p.finish()
     mtp = t.get("mtp_layers", int, 0, minimum=0)
     mtp_shared = t.get("mtp_shared_embeddings", bool, False)
