@@ -111,7 +111,7 @@ def test_step_3_7_flash_as_its_config_gives_it():
     f = m.ffn
     assert (f.experts, f.top_k, f.expert_intermediate, f.shared_intermediate, f.dense_layers,
             f.intermediate) == (288, 8, 1280, 1280, 3, 11264)
-    assert m.mtp_layers == 3
+    assert m.mtp_layers == 0 and "3 multi-token-prediction layers" in m.source
     assert "no attention_other_setting" in m.source
     total = param_counts(m)["params_total"]
     assert abs(total / PUBLISHED - 1) < 0.03, total

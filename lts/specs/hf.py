@@ -1988,7 +1988,12 @@ def model_from_hf_config(path) -> ModelSpec:
 
     mtp_key = "mtp_num_hidden_layers" if family in HYBRID else "num_nextn_predict_layers"
     mtp = c.get(mtp_key, int, default=0, minimum=0, nullable=True) \
-        if family in DEEPSEEK + HYBRID + ("mimo", "step3p7") else 0
+        if family in DEEPSEEK + HYBRID + ("mimo",) else 0
+    if family == "step3p7" and c.data.get("num_nextn_predict_layers"):
+        # Step-3.7-Flash's MTP layers (45-47) hold a dense MLP, not the model's MoE (its
+        # checkpoint's 17 tensors a layer); their shape is not in config.json: not counted
+        c.note += (f"; {c.data['num_nextn_predict_layers']} multi-token-prediction layers "
+                   "(num_nextn_predict_layers) not counted (their shape is not in config.json)")
     if mtp:
         c.note += (f"; {mtp} multi-token-prediction layer{'s' if mtp > 1 else ''} "
                    f"({mtp_key}) counted apart (params_mtp), not run")
