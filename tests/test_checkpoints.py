@@ -27,7 +27,7 @@ def _source(name: str) -> str:
 
 def test_the_shipped_list_is_the_models_folder():
     assert set(SYNTHETIC) <= set(shipped_names("models"))
-    assert len(SHIPPED) == 17 and sorted(SHIPPED) == sorted(
+    assert len(SHIPPED) == 19 and sorted(SHIPPED) == sorted(
         p.stem for p in MODELS.glob("*.toml") if p.stem not in SYNTHETIC)
 
 

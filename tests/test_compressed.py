@@ -208,6 +208,14 @@ def test_deepseek_v4_against_its_published_counts(name):
     assert m.precision.format_of("router") == "bf16"
 
 
+def test_the_shipped_file_is_its_config():
+    """models/deepseek-v4-pro.toml and the config.json import: the same model."""
+    def strip(m):
+        return dataclasses.replace(m, name="", source="", path="", params_published=0.0,
+                                   active_params_published=0.0)
+    assert strip(load_model("deepseek-v4-pro")) == strip(load_model(f"{DATA}/deepseek-v4-pro.json"))
+
+
 def test_deepseek_v4_pro_layers_and_formats():
     m = load_model(f"{DATA}/deepseek-v4-pro.json")
     assert dict(m.kind_groups) == {Compressed(128, 128, 0): 31, Compressed(4, 128, 1024): 30}

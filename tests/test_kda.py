@@ -88,6 +88,14 @@ def test_exact_equals_brute_force_with_kda(work):
 K3 = "tests/data/hf/kimi-k3.json"
 
 
+def test_the_shipped_file_is_its_config():
+    """models/kimi-k3.toml and the config.json import: the same model."""
+    def strip(m):
+        return dataclasses.replace(m, name="", source="", path="", params_published=0.0,
+                                   active_params_published=0.0)
+    assert strip(load_model("kimi-k3")) == strip(load_model(K3))
+
+
 def test_kimi_k3_against_its_published_counts():
     m = load_model(K3)
     assert (m.layers, m.linear_layers, m.attn_res_block) == (93, 69, 12)

@@ -69,6 +69,15 @@ CHECKPOINTS: dict[str, tuple[Checkpoint, ...]] = {
         Checkpoint("nvidia/DeepSeek-V3.2-NVFP4", "nvfp4",
                    HF + "nvidia/DeepSeek-V3.2-NVFP4/discussions/1"),   # tags: ModelOpt, NVFP4
     ),
+    "deepseek-v4-pro": (
+        # config.json: "quant_method": "fp8", "weight_block_size": [128, 128] with "expert_dtype":
+        # "fp4" (the model card: "FP4 + FP8 Mixed: MoE expert weights FP4, the rest FP8")
+        _own("deepseek-ai/DeepSeek-V4-Pro", "fp8_block"),
+        # ModelOpt NVFP4 of the routed experts (its hf_quant_config.json: MIXED_PRECISION,
+        # layers.N.ffn.experts NVFP4; attention and shared experts kept as the source has them)
+        Checkpoint("nvidia/DeepSeek-V4-Pro-NVFP4", "nvfp4",
+                   HF + "nvidia/DeepSeek-V4-Pro-NVFP4/blob/main/hf_quant_config.json"),
+    ),
     "glm-5": (
         _own("zai-org/GLM-5", "bf16"),
         # zai-org's FP8 release (github.com/zai-org/GLM-5 README: "GLM-5-FP8 ... FP8"): 128x128
@@ -87,6 +96,11 @@ CHECKPOINTS: dict[str, tuple[Checkpoint, ...]] = {
         Checkpoint("nvidia/Kimi-K2.5-NVFP4", "nvfp4",
                    "https://github.com/ai-dynamo/dynamo/blob/main/recipes/kimi-k2.5/trtllm/agg/"
                    "nvidia/README.md"),
+    ),
+    "kimi-k3": (
+        # compressed-tensors "mxfp4-pack-quantized" routed experts, the rest bf16 (config.json
+        # quantization_config and its ignore list)
+        _own("moonshotai/Kimi-K3", "mxfp4"),
     ),
     "llama3.1-405b": (
         _own("meta-llama/Llama-3.1-405B", "bf16"),
