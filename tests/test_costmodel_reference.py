@@ -16,7 +16,8 @@ from generators import (synthetic_chunked, synthetic_compressed, synthetic_dense
                         synthetic_head_gate, synthetic_latent_moe, synthetic_nemotron_h,
                         synthetic_shapes,
                         synthetic_mla,
-                        synthetic_moe, synthetic_window)
+                        synthetic_moe, synthetic_moe_eplb, synthetic_moe_uniform,
+                        synthetic_window)
 from lts.cost.model import breakdown, evaluate
 from lts.cost.tables import REASONS
 from lts.specs.workload import Workload
@@ -86,7 +87,9 @@ SYNTHETIC = {"moe-small": synthetic_moe, "mla-small": synthetic_mla, "dense-smal
              # a head-wise output gate (Step-3.7) with per-kind heads and dense layers
              "head-gate-small": synthetic_head_gate,
              # compressed attention (DeepSeek-V4: window, CSA, HCA) and hyper-connections
-             "compressed-small": synthetic_compressed}
+             "compressed-small": synthetic_compressed,
+             # EPLB with 8 redundant experts (24 slots), and uniform routing
+             "moe-eplb-small": synthetic_moe_eplb, "moe-uniform-small": synthetic_moe_uniform}
 MODEL_NAMES = _shipped_models() + list(SYNTHETIC)
 
 
