@@ -378,6 +378,7 @@ class _Builder:
         self.groups = {"tp": (s.tp, 1.0), "ep": (s.ep, s.tp), "pp": (s.pp, s.tp * s.ep)}
         self.levels = {g: coll.levels(links, *rs) for g, rs in self.groups.items()}
         self.measured_ops = set()      # slots whose time was read from measured kernels
+        self.expert_load = None        # [G, FFN modes] the MoE FFN's busiest-rank load (I)
 
     def measured(self, slot, mode, t, extra=0.0):
         """Set the op's time to the measured kernel time ``t`` [G] (plus ``extra``: a part the
@@ -1153,6 +1154,10 @@ def _fill_ffn(b: _Builder, moe: bool):
             b.put(slot, mode, fl + fl2, by + by2, w + w2,
                   colls=_ffn_collectives(s, x, which, choice, lin, lout), peak=peak)
             parts[which, mode] = (slot, fl, by, peak, fl2, by2)
+    if moe:     # the busiest rank's load in each mode, for reports (cost.model.breakdown)
+        b.expert_load = np.stack([_full(expert_load(s, x, s.slots / ep, toks), s.tp.shape)
+                                  for _, ep, toks in (_ffn_mode_shape(s, x, mode)
+                                                      for mode in range(len(FFN1_MODES)))], 1)
     if s.kernels is not None:
         _ffn_measured(b, x, parts)
 
@@ -1369,7 +1374,8 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
                   b.weights, b.kv, kv_layer(model, b.kv), conv, conv_bytes, final, send, send_bytes,
                   workspace,
                   bad, np.floor(model.layers / s.pp), s.pp, s.batch, s.tp * s.ep * s.pp,
-                  extra={"ids_bytes": ids_bytes, "measured": sorted(b.measured_ops)})
+                  extra={"ids_bytes": ids_bytes, "measured": sorted(b.measured_ops),
+                         **({} if b.expert_load is None else {"expert_load": b.expert_load})})
 
 
 def append_tables(a: Tables, used: int, b: Tables) -> Tables:
