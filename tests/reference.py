@@ -143,6 +143,13 @@ def all_to_all(links, nbytes, p, stride):
                for link, (_, dm, _) in zip(links, levels(links, p, stride)))
 
 
+def dispatch(links, nbytes, p, stride):
+    """A MoE dispatch or combine: the all-to-all's bytes per tier, every peer at once (at most
+    the log-depth steps of a level), at the links' own efficiency (the caller's links)."""
+    return sum(min(dm, steps(q1)) * link.latency_s + dm / p * nbytes / _bw(link)
+               for link, (q1, dm, _) in zip(links, levels(links, p, stride)))
+
+
 def send(links, nbytes, p, stride):
     """Point to point over the outermost tier the group spans: S/B + alpha (0 for one rank)."""
     if p <= 1:
@@ -487,6 +494,8 @@ class _Ctx:
 
     def coll_time(self, kind, group, nbytes):
         p, stride = self.group(group)
+        if kind == "all-to-all" and group == "ep":      # MoE dispatch/combine: raw link rates
+            return dispatch(self.topo.links, nbytes, p, stride)
         links = tuple(replace(link, efficiency=link.efficiency * self.topo.collective_efficiency)
                       for link in self.topo.links)     # in-engine rate (topology [gpu] key)
         return COLLECTIVE[kind](links, nbytes, p, stride)

@@ -29,21 +29,25 @@ slots and places the slots so the ranks' loads even out (the collector's
 heaviest slot first onto the least loaded rank). Modelled as its bound: the replication that
 minimises the heaviest slot (the greedy's, found here by bisection on the load per copy), and the
 busiest rank carrying the larger of the mean rank load and that heaviest slot: I =
-max(1, heaviest slot / (T k m / slots)). Checked against the greedy placement on the same draws
-(scripts/expert_load.py): within 5% at 8 or more slots per rank, up to 10% low at 4 (288 slots
-over 72 ranks at 16k tokens: 1.05 against 1.12). The rebalancing's own cost (moving expert
-weights every few thousand steps) is not costed.
+max(1, heaviest slot / (T k m / slots)). Checked against the collector's greedy placement on the
+same draws (scripts/expert_load.py, DeepSeek-V3's 256 experts): within 1% at 2, 8, 9 and 32
+slots per rank and at 256 slots over 64 ranks, 5-8% low at 288 slots over 72 ranks (4 each, the
+greedy's room per rank binds: 1.005 against 1.091 at 4,096 tokens). The rebalancing's own cost
+(moving expert weights every few thousand steps) is not costed.
 
 **Checked against the measured tables** (scripts/expert_load.py: every shared/data/kernels
-``*/moe/*/*/moe_perf.parquet`` shape with balanced and power_law rows at ep > 1 and >= 4,096
-tokens, 56,479 rows): the fused layer's time at each token count, fitted as a fixed part plus a
-part in proportion to a rank's pairs on the balanced rows across ep, predicts the power_law_1.01
-rows (held out of the fit; alpha not fitted) to median |log2| 0.105 with the busiest rank's pairs
-I x T k / ep, against 0.419 with uniform routing; the power_law_1.2 rows with alpha 1.2, 0.125
-against 0.588. TensorRT-LLM's wideep_moe_perf rows with EPLB (fit on its rows without EPLB):
-0.149 with EPLB's I, 0.372 with the static I. Below ~4,096 tokens a rank's time is its weight
-reads, which the imbalance barely moves (there the pairs matter little: the tables also do not
-separate the two, median |log2| 0.24 for either).
+``*/moe/*/*/moe_perf.parquet`` shape with balanced rows at three or more ep, at >= 4,096 tokens):
+the fused layer's time at each token count, fitted on the balanced rows as a part that does not
+shrink with ep plus a part in proportion to a rank's pairs (T k / ep), predicts the power_law_1.01
+rows at ep > 1 (held out of the fit; alpha not fitted: the collector's) to median |log2| 0.108
+with the busiest rank's pairs I T k / ep, against 0.418 with uniform routing (55,633 rows; vLLM
+0.080, SGLang 0.118, TensorRT-LLM 0.143); the power_law_1.2 rows with alpha 1.2, 0.127 against
+0.584. TensorRT-LLM's wideep_moe_perf rows with EPLB (the same fit on its rows without EPLB):
+0.155 with EPLB's I, 0.380 with the static I (2,758 rows). Below ~4,096 tokens a rank's time is
+its weight reads, which do not grow with its pairs: over all token counts that fit, which scales
+the whole per-rank part by I, does worse than uniform routing (0.310 against 0.202, 300,566
+rows), so lts applies I to the pairs only (their FLOPs and activation bytes; the weights a rank
+reads are its active experts' whatever their load).
 
 Properties (tests/test_expert_load.py): I = 1 on one rank (m >= slots) or under ``uniform``
 load; I grows with the ranks along divisors (a finer split of the same placement: the busiest of

@@ -442,6 +442,10 @@ class _Builder:
     def _coll(self, kind, group, nbytes):
         s = self.s
         ranks, stride = self.groups[group]
+        if kind == "all-to-all" and group == "ep":     # MoE dispatch / combine: every peer at
+            #                                            once, at the links' own rates
+            return _full(coll.dispatch(s.topo.links, nbytes, ranks, stride, self.levels[group]),
+                         s.tp.shape)
         t = coll.COST[kind](s.topo.engine_links, nbytes, ranks, stride, self.levels[group])
         if kind == "all-reduce" and group == "tp":
             t = measured_allreduce(s, ranks, nbytes, t)
