@@ -24,9 +24,10 @@ from .report.format import json_safe, make_console, progress
 from .search.names import BUDGET_SECONDS, MAX_BUDGET, METHODS, STOCHASTIC
 from .serving.imports import FORMATS as IMPORT_FORMATS
 from .serving.spec import MAX_SPEC_TOKENS
-from .specs import load_model, load_topology, shipped_names
+from .specs import load_model, load_topology, shipped_names, with_expert_placement
 from .specs.errors import LtsError, StrategyError
-from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_GPUS, MAX_REQUEST_RATE, MAX_SEED,
+from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_REQUEST_RATE,
+                           MAX_SEED,
                            MAX_SEEDS, MAX_SERVE_TOP, MAX_SIM_REQUESTS, MAX_TOKENS, MAX_TOP)
 from .specs.units import KV_DTYPES, weight_format
 from .specs.workload import PHASES, Workload
@@ -155,7 +156,18 @@ def _load(model: str, topology: str, precision=None, kv_cache_dtype=None):
         m, topo = load_model(model, precision, kv_cache_dtype), load_topology(topology)
     except LtsError as e:
         raise click.ClickException(str(e)) from None
-    params = click.get_current_context().params
+    ctx = click.get_current_context()
+    experts = ctx.meta.get("lts_experts", {})
+    if experts:               # --redundant-experts, --eplb, --expert-load (expert_options)
+        load = experts.get("expert_load")
+        try:
+            m = with_expert_placement(m, experts.get("redundant_experts"),
+                                      bool(experts.get("eplb")),
+                                      load.replace("-", "_") if load else None)
+        except LtsError as e:
+            flag, _, why = str(e).partition(": ")
+            raise click.BadParameter(why, param_hint=f"'{flag}'") from None
+    params = ctx.params
     gpus = params.get("gpus")
     if gpus is not None and gpus > topo.gpus:
         nodes = f"{topo.nodes:,} node{'s' if topo.nodes != 1 else ''}"
@@ -566,6 +578,40 @@ def kernel_options(fn):
                              "<gpu>/<op>/<engine>/<release>/<table>.csv (docs/kernels.md).")(fn)
 
 
+def _expert_flag(ctx, param, value):
+    """Keep an expert-placement flag's value for ``_load`` (the commands never see it)."""
+    if value is not None and value is not False:
+        ctx.meta.setdefault("lts_experts", {})[param.name] = value
+    return value
+
+
+def expert_options(fn):
+    """--redundant-experts, --eplb and --expert-load: how a MoE model's experts are placed and
+    loaded (``specs.with_expert_placement``; docs/design.md §3 "Expert load")."""
+    opts = [
+        click.option("--redundant-experts", "redundant_experts",
+                     type=click.IntRange(0, MAX_DEGREE), default=None, metavar="N",
+                     callback=_expert_flag, expose_value=False,
+                     help="MoE: N extra expert copies over the expert-parallel group, placed by "
+                          "the engine's load balancer (EPLB, implied): experts + N slots must "
+                          "divide over ep, each GPU holds its share of them, the busiest rank's "
+                          "load evens out (vLLM --eplb-config num_redundant_experts, SGLang "
+                          "--ep-num-redundant-experts, TensorRT-LLM load_balancer.num_slots)."),
+        click.option("--eplb", "eplb", is_flag=True, callback=_expert_flag, expose_value=False,
+                     help="MoE: the engine's expert-parallel load balancer places the experts by "
+                          "their load (without --redundant-experts: no extra copies)."),
+        click.option("--expert-load", "expert_load", type=click.Choice(("power-law", "uniform")),
+                     default=None, callback=_expert_flag, expose_value=False,
+                     help="MoE: the routed load the costs assume: power-law (the default: "
+                          "experts as skewed as the measured kernels' collector draws them, "
+                          "alpha 1.01, so the busiest expert-parallel rank gets more than its "
+                          "share) or uniform (every expert alike)."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
 def _note_missing_kernels(topo, profile, ctx):
     """Say once, on stderr, when a topology names kernel tables that are not there (a
     --kernels folder without them, a name lts does not ship): its ops take the roofline."""
@@ -654,6 +700,7 @@ def cli():
 @prefix_options
 @engine_profile_option
 @kernel_options
+@expert_options
 @output_options
 def estimate(model, topology, strategy_text, prefill_text, prefill_workers, decode_text,
              decode_workers, decode_topology, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, precision,
@@ -873,6 +920,7 @@ def _infeasible(problem, what: str) -> click.ClickException:
 @prefix_options
 @engine_profile_option
 @kernel_options
+@expert_options
 @output_options
 def search(model, topology, method, budget, seed, top, emit, emit_format, emit_file, plot,
            request_rate,
@@ -1022,6 +1070,7 @@ def _methods(ctx, param, value):
 @serve_workload_options(concurrency=False)
 @engine_profile_option
 @kernel_options
+@expert_options
 @output_options
 def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms, ttft_slo_ms,
             gpus, precision, kv_cache_dtype, isl, osl, engine, json_, no_color):
@@ -1281,6 +1330,7 @@ def validate(measurements, by, steady, json_, no_color):
                                        "waiting requests, KV cache in use, step time.")
 @engine_profile_option
 @kernel_options
+@expert_options
 @output_options
 def simulate(model, topology, strategy_text, prefill_text, prefill_workers, decode_text,
              decode_workers, engine, isl, osl, range_ratio, num_prompts, max_concurrency,

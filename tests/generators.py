@@ -28,7 +28,8 @@ import dataclasses
 import numpy as np
 from hypothesis import strategies as st
 
-from lts.specs import load_topology, model_from_dict, shipped_names, topology_from_dict
+from lts.specs import (load_topology, model_from_dict, shipped_names, topology_from_dict,
+                       with_expert_placement)
 from lts.specs.strategy import Space
 
 SHIPPED_TOPOLOGIES = tuple(n for n in ("h100_dgx", "gb200_nvl72", "a100_dgx", "b200_dgx",
@@ -50,6 +51,17 @@ def synthetic_moe():
         attention=dict(kind="gqa", heads=16, kv_heads=4, head_dim=128),
         ffn=dict(kind="moe", gated=True, experts=16, top_k=2, expert_intermediate=512,
                  shared_experts=1, dense_layers=2, intermediate=8192)), "synthetic:moe-small")
+
+
+def synthetic_moe_eplb(redundant=8):
+    """``synthetic_moe`` deployed with EPLB and ``redundant`` redundant experts (24 slots: ep 3,
+    6, 12 and 24 divide them, 16 does not)."""
+    return with_expert_placement(synthetic_moe(), redundant, eplb=True)
+
+
+def synthetic_moe_uniform():
+    """``synthetic_moe`` costed with uniform routing (every expert alike)."""
+    return with_expert_placement(synthetic_moe(), load="uniform")
 
 
 def synthetic_mla():

@@ -59,7 +59,10 @@ Matched on purpose (docs/design.md is silent; listed for review, not reproduced 
 - in prefill the final norm and the conversions into the LM head are costed on all
   batch x context tokens although only the last token of each sequence reaches the LM head.
 
-Imports: lts.specs (attention_params), lts.specs.strategy (column and choice constants).
+Imports: lts.specs (attention_params), lts.specs.strategy (column and choice constants), and
+lts.cost.expert_load.busiest, the busiest expert-parallel rank's share of the routed pairs: a
+function of the model, the experts a rank holds and the tokens routed, pinned on its own by
+tests/test_expert_load.py (closed forms and invariants), here only applied.
 """
 from __future__ import annotations
 
@@ -67,6 +70,7 @@ import functools
 import math
 from dataclasses import replace
 
+from lts.cost.expert_load import busiest
 from lts.specs import attention_params
 from lts.specs.model import WEIGHT_GROUPS
 from lts.specs.units import WEIGHT_FORMATS
@@ -137,6 +141,13 @@ def all_to_all(links, nbytes, p, stride):
     """Each rank holds nbytes, nbytes/p to each peer; peers first reached through tier i use it."""
     return sum(dm * link.latency_s + dm / p * nbytes / _bw(link)
                for link, (_, dm, _) in zip(links, levels(links, p, stride)))
+
+
+def dispatch(links, nbytes, p, stride):
+    """A MoE dispatch or combine: the all-to-all's bytes per tier, every peer at once (at most
+    the log-depth steps of a level), at the links' own efficiency (the caller's links)."""
+    return sum(min(dm, steps(q1)) * link.latency_s + dm / p * nbytes / _bw(link)
+               for link, (q1, dm, _) in zip(links, levels(links, p, stride)))
 
 
 def send(links, nbytes, p, stride):
@@ -369,6 +380,7 @@ class _Ctx:
                 widths.append((self.qkv_out, self.ctx_out))
             self.attn_widths = max(widths, key=sum)
         self.experts, self.top_k = float(f.experts), float(f.top_k)
+        self.slots = float(f.slots)          # expert copies: the experts and the redundant ones
         # full activation bytes per tp group at each conversion point
         inter_moe = self.rows * self.top_k * f.expert_intermediate + self.rows * f.shared_intermediate
         self.point_bytes = {
@@ -549,6 +561,8 @@ class _Ctx:
 
     def coll_time(self, kind, group, nbytes):
         p, stride = self.group(group)
+        if kind == "all-to-all" and group == "ep":      # MoE dispatch/combine: raw link rates
+            return dispatch(self.topo.links, nbytes, p, stride)
         links = tuple(replace(link, efficiency=link.efficiency * self.topo.collective_efficiency)
                       for link in self.topo.links)     # in-engine rate (topology [gpu] key)
         return COLLECTIVE[kind](links, nbytes, p, stride)
@@ -957,7 +971,7 @@ def ffn(c, which, choice, lin, moe):
     up_mats = f.n_mats - 1
     if moe:
         inter, k, shared = float(f.expert_intermediate), c.top_k, float(f.shared_intermediate)
-        e_loc = c.experts / c.ep                   # experts on each ep rank
+        e_loc = c.slots / c.ep                     # expert copies on each ep rank
     else:       # (a layer of its own width: FFNSpec.widths, set by the walk)
         inter, k, shared, e_loc = float(c.dense_width or f.intermediate), 1.0, 0.0, 1.0
     pairs = c.rows * k                             # (token, expert) pairs per tp group
@@ -998,8 +1012,12 @@ def ffn(c, which, choice, lin, moe):
         fr, npairs, ex, toks = 1.0, pairs * e_rank_x / e_loc, e_rank_x, tokens
     else:                  # `experts` on a dense FFN: replicated weights, a share of the tokens
         fr, npairs, ex, toks = 1.0, t_pairs, 1.0, t_tokens
-    # expected experts that receive a token: only their weights are read (docs/design.md §3)
-    act = ex * (1.0 - (1.0 - c.top_k / c.experts) ** toks) if moe else 1.0
+    # expected expert copies that receive a token: only their weights are read (docs/design.md
+    # §3); each of the slots gets a token's pick with chance top_k / slots
+    act = ex * (1.0 - (1.0 - c.top_k / c.slots) ** toks) if moe else 1.0
+    # the busiest rank of those holding ``ex`` copies: I x its uniform share of the pairs
+    if moe:
+        npairs *= float(busiest(f, ex, toks))
     in_w = h if which == 1 else inter
     out_w = inter * up_mats if which == 1 else h
     fin = fr if choice == DIM0 else 1.0
@@ -1054,7 +1072,9 @@ def ffn(c, which, choice, lin, moe):
         split = (lin != R if which == 1 else lout in (T, F)) or choice == EXPERTS
         # the routed copies travel at the experts' width (a latent MoE's latent)
         lw = f.latent or h
-        colls.append(("all-to-all", "ep", c.rows * k * lw * c.ab / (p if split else 1.0)))
+        # the busiest ep group receives I times the mean of the routed copies
+        colls.append(("all-to-all", "ep", c.rows * k * lw * c.ab / (p if split else 1.0)
+                      * float(busiest(f, e_loc, tokens))))
     if choice == EXPERTS and (lin == T or lout == T):
         colls.append(("all-to-all", "tp", c.rows_t * k * (f.latent if moe and f.latent else h)
                       * c.ab))
@@ -1199,7 +1219,7 @@ def evaluate(model, topo, work, row, compat=()):
         if len(per) > 1 or not all(hf[(s + 1) * n - 1] for s in range(pp)):
             reasons.add("divisibility")
     uneven = bool(model.layers % pp == 0 and "divisibility" in reasons and len(per) > 1)
-    if model.is_moe and model.ffn.experts % ep:
+    if model.is_moe and model.ffn.slots % ep:
         reasons.add("divisibility")
     if not model.is_moe and (ep > 1 or EXPERTS in (ch["ffn1"], ch["ffn2"])):
         reasons.add("experts")

@@ -15,8 +15,9 @@ import reference as ref
 from generators import (synthetic_block_sparse, synthetic_chunked, synthetic_compressed,
                         synthetic_dense, synthetic_head_gate, synthetic_kda, synthetic_latent_moe,
                         synthetic_linear, synthetic_mamba, synthetic_mla, synthetic_moe,
-                        synthetic_nas, synthetic_nemotron_h, synthetic_partly_quantized,
-                        synthetic_shapes, synthetic_window)
+                        synthetic_moe_eplb, synthetic_moe_uniform, synthetic_nas,
+                        synthetic_nemotron_h, synthetic_partly_quantized, synthetic_shapes,
+                        synthetic_window)
 from lts.cost.model import breakdown, evaluate
 from lts.cost.tables import REASONS
 from lts.specs.workload import Workload
@@ -94,7 +95,10 @@ SYNTHETIC = {"moe-small": synthetic_moe, "mla-small": synthetic_mla, "dense-smal
              # the Mamba-2 mixers quantized in half their layers (Nemotron-3-Nano-NVFP4)
              "partly-quantized-small": synthetic_partly_quantized,
              # block-sparse attention (MiniMax-M3) beside full attention layers
-             "block-sparse-small": synthetic_block_sparse}
+             "block-sparse-small": synthetic_block_sparse,
+
+             # EPLB with 8 redundant experts (24 slots), and uniform routing
+             "moe-eplb-small": synthetic_moe_eplb, "moe-uniform-small": synthetic_moe_uniform}
 MODEL_NAMES = _shipped_models() + list(SYNTHETIC)
 
 

@@ -217,6 +217,52 @@ def test_every_single_instance_flag_is_accepted(engine):
     assert emitted > 4 * len(CASES)
 
 
+# (strategy, the engine's expert-parallel size for it: vLLM runs ep > 1 as expert parallelism
+# over all DP x TP GPUs, the others as written): whole experts over every GPU (tp=1 ep>1), over
+# the tp group, and tensor-parallel experts with data-parallel attention
+EPLB_CASES = [("tp=1,ep=24,batch=512", 24), ("tp=8,ep=3,batch=512,ffn1=experts,ffn2=experts", 24),
+              (DPA.format("tp=8,ep=3,batch=512"), 3)]
+EPLB_FLAGS = {"vllm": ("--enable-eplb", "--eplb-config"),
+              "sglang": ("--enable-eplb", "--ep-num-redundant-experts"),
+              "trtllm": ("load_balancer:", "num_slots: 288")}
+
+
+def _eplb_launch(engine, strategy):
+    from lts.specs import with_expert_placement
+    m = with_expert_placement(load_model("deepseek-v3"), 32)
+    p = Problem(m, load_topology("gb200_nvl72"), Workload(gpus=72))
+    return emit.launch(engine, p, parse_strategy(strategy, True), "deepseek-v3", None)
+
+
+@pytest.mark.parametrize("engine", REAL_ENGINES)
+@pytest.mark.parametrize("strategy,ep_size", EPLB_CASES)
+def test_redundant_experts_flags_are_accepted(engine, strategy, ep_size):
+    """--redundant-experts 32 (288 expert copies of DeepSeek-V3): the engine's load-balancer
+    flags, each one it accepts, and the copies per expert-parallel rank in the notes."""
+    lau = _eplb_launch(engine, strategy)
+    assert _check(lau.commands) == [], lau.commands
+    text = " ".join(c for _, c in lau.commands)
+    for flag in EPLB_FLAGS[engine]:
+        assert flag in text, (flag, text)
+    if engine == "vllm":
+        assert "--eplb-config '{\"num_redundant_experts\":32}'" in text
+    if engine == "sglang":
+        assert "--ep-num-redundant-experts 32" in text
+    size = ep_size if engine != "vllm" else 24
+    assert any(f"288 expert copies over {size} expert-parallel ranks, {288 // size} on each"
+               in n for n in lau.notes), lau.notes
+
+
+@pytest.mark.parametrize("engine", REAL_ENGINES)
+def test_redundant_experts_without_expert_parallelism_are_not_written(engine):
+    """Data-parallel attention with tensor-parallel experts at ep 1 (every engine runs it): no
+    expert-parallel ranks to balance over, so no load-balancer flag, and a note that says so."""
+    lau = _eplb_launch(engine, DPA.format("tp=8,batch=512"))
+    text = " ".join(c for _, c in lau.commands)
+    assert "eplb" not in text and "load_balancer" not in text and "redundant" not in text
+    assert any(n.startswith("EPLB with 32 redundant experts not written") for n in lau.notes)
+
+
 @pytest.mark.parametrize("engine", REAL_ENGINES)
 def test_serve_phase_flags_are_accepted(engine, tmp_path):
     """The serve phase's commands (TensorRT-LLM's token budget and chunked prefill) with a model

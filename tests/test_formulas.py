@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from lts.cost import collectives as coll
+from lts.cost.expert_load import busiest
 from lts.cost.model import evaluate
 from lts.cost.layouts import MODE_DIM0, MODE_DIM1, MODE_EXPERTS_T, MODE_NONE, SLOT
 from lts.cost.tables import build_tables, roofline_time
 from lts.specs.workload import Workload
-from lts.specs import load_model, load_topology
+from lts.specs import load_model, load_topology, with_expert_placement
 from lts.specs.strategy import OP_COL, megatron_row
 
 H100 = load_topology("h100_dgx")
@@ -53,9 +54,11 @@ def test_kv_cache_bytes_per_token_mla_split():
 def test_moe_dispatch_and_combine_bytes():
     # moe1.6t on tp=2, ep=8, pp=1, batch=64 (decode): each tp group holds 64 / 8 = 8 sequences of
     # one token; every token goes to top_k = 2 experts, hidden = 12288, activations bf16 (2 B).
-    tab = build_tables(load_model("moe1.6t"), H100, Workload(), np.array([[2, 8, 1, 64]]))
+    # Under uniform routing (--expert-load uniform) every ep group receives the mean:
+    flat = with_expert_placement(load_model("moe1.6t"), load="uniform")
+    tab = build_tables(flat, H100, Workload(), np.array([[2, 8, 1, 64]]))
 
-    def all_to_all(slot, mode, group="ep"):
+    def all_to_all(slot, mode, group="ep", tab=tab):
         (nbytes,) = [nb[0] for kind, g, nb, _ in tab.intrinsic[(SLOT[slot], mode)]
                      if (kind, g) == ("all-to-all", group)]
         return nbytes
@@ -69,6 +72,33 @@ def test_moe_dispatch_and_combine_bytes():
     # `experts` on tokens split over tp (T): each rank's ceil(8 / 2) = 4 sequences travel to the
     # rank of the tp group holding their expert, top_k = 2 copies of hidden = 12288 bf16 values
     assert all_to_all("ffn1", MODE_EXPERTS_T, "tp") == 4 * 2 * 12288 * 2
+    # the collector's skewed load (the default): the busiest ep group, 2 of the 16 experts, with
+    # the 64 tokens of the step routed, receives I times the mean (cost.expert_load)
+    skew = build_tables(load_model("moe1.6t"), H100, Workload(), np.array([[2, 8, 1, 64]]))
+    load = float(busiest(load_model("moe1.6t").ffn, 2, 64))
+    assert load > 1.2
+    assert all_to_all("ffn1", MODE_NONE, tab=skew) == pytest.approx(8 * 2 * 12288 * 2 * load,
+                                                                     rel=1e-12)
+
+
+def test_moe_dispatch_time_every_peer_at_once():
+    # the ep group of tp=2, ep=8 on h100_dgx: stride 2, so 4 members in a node (3 NVLink peers)
+    # and 4 nodes' members over InfiniBand. A dispatch (collectives.dispatch) posts every peer at
+    # once: per level min(peers, the log-depth steps) alphas (3 and 1: a level of 2 nodes), the
+    # bytes at the links' own efficiency (nvlink4 450 GB/s x 0.75, ib_ndr400 50 x 0.92; not the
+    # serving all-reduces' collective_efficiency 0.42)
+    S = 8 * 2 * 12288 * 2.0
+    expected = 3 * 1.4e-6 + 3 / 8 * S / (450e9 * 0.75) + 1 * 4.5e-6 + 4 / 8 * S / (50e9 * 0.92)
+    assert coll.dispatch(H100.links, S, 8, 2) == pytest.approx(expected, rel=1e-12)
+    flat = with_expert_placement(load_model("moe1.6t"), load="uniform")
+    tab = build_tables(flat, H100, Workload(), np.array([[2, 8, 1, 64]]))
+    [(kind, group, nbytes, t)] = tab.intrinsic[(SLOT["ffn1"], MODE_NONE)]
+    assert (kind, group, nbytes[0]) == ("all-to-all", "ep", S)
+    assert t[0] == pytest.approx(expected, rel=1e-12)
+    # 64 ranks over 8 nodes at stride 1: 7 NVLink peers (7 steps), 56 over InfiniBand in 7 steps
+    # (a level of 8 nodes: the ring's 7, = 7 log2(8) / 3), where an all-to-all pays 56
+    assert coll.dispatch(H100.links, 0.0, 64, 1) == pytest.approx(7 * 1.4e-6 + 7 * 4.5e-6)
+    assert coll.all_to_all(H100.links, 0.0, 64, 1) == pytest.approx(7 * 1.4e-6 + 56 * 4.5e-6)
 
 
 def test_all_reduce_ring_on_one_level():

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from lts.cost.layouts import MODE_NONE, SLOT
 from lts.cost.tables import _Shape, build_tables, grouped_compute
-from lts.specs import SpecError, load_model, load_topology, model_from_dict, with_precision
+from lts.specs import (SpecError, load_model, load_topology, model_from_dict,
+                       with_expert_placement, with_precision)
 from lts.specs import topology_from_dict
 from lts.specs.units import WEIGHT_FORMATS
 from lts.specs.workload import Workload
@@ -115,11 +116,12 @@ MOE_ROWS = {
 
 
 def _bench_model(fmt):
-    return model_from_dict(dict(
+    """The rows' shape, routed as they were: balanced (uniform load, --expert-load uniform)."""
+    return with_expert_placement(model_from_dict(dict(
         name="moe-bench", source="microbenchmarks.csv moe_grouped_gemm shape", layers=1,
         hidden=4096, vocab=32000, attention=dict(kind="gqa", heads=32, kv_heads=8, head_dim=128),
         ffn=dict(kind="moe", gated=True, experts=128, top_k=8, expert_intermediate=1536),
-        precision=dict(weights=fmt)), "synthetic:moe-bench")
+        precision=dict(weights=fmt)), "synthetic:moe-bench"), load="uniform")
 
 
 @pytest.mark.parametrize("fmt", sorted(MOE_ROWS))

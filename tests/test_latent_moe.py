@@ -21,7 +21,7 @@ from lts.cost.layouts import MODE_DIM1, MODE_NONE, SLOT
 from lts.cost.model import evaluate
 from lts.cost.tables import build_tables
 from lts.specs import (SpecError, load_model, load_topology, model_from_dict, param_counts,
-                       weight_params)
+                       weight_params, with_expert_placement)
 from lts.specs.strategy import megatron_row
 from lts.specs.workload import Workload
 from test_layer_kinds import exact_equals_brute_force
@@ -121,8 +121,9 @@ def _a2a(tab, slot):
 
 def test_dispatch_at_latent_width():
     """ep 4, tp 1, decode of 64 sequences: each dispatch and combine moves every routed copy of
-    a token at latent width, 64 x K x L x 2 bytes (bf16), not 64 x K x H x 2."""
-    m = synthetic_latent_moe()
+    a token at latent width, 64 x K x L x 2 bytes (bf16), not 64 x K x H x 2 (under uniform
+    routing: the skewed load's busiest group receives I times that, cost.expert_load)."""
+    m = with_expert_placement(synthetic_latent_moe(), load="uniform")
     tab = build_tables(m, H100, Workload("decode", 4096), megatron_row(1, 4, 1, 64)[None, :4])
     rows = 64 / 4                                   # the tokens of one ep rank's sequences
     a = _a2a(tab, "ffn1")

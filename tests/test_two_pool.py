@@ -98,7 +98,11 @@ def test_validate_reads_two_pool_rows():
     d = json.loads(r.output)
     assert d["total"] == 118 and d["summary"]["count"] == 118 and not d["skipped"]
     s = d["summary"]["by_metric"]
-    assert s["tpot_ms"]["within_2x"] >= 0.95, s["tpot_ms"]
+    # 0.983 before issue 36's expert load; 0.949 with it (56 of 59): three EP-32 decode pools at
+    # 6,144-8,192 tokens a step are costed with the static placement's busiest rank (~2.6x the
+    # mean) where these deployments likely ran EPLB, which the rows do not record (with EPLB
+    # assumed on every row: 59 of 59, median |log2| 0.162 against 0.223; docs/validation.md)
+    assert s["tpot_ms"]["within_2x"] >= 0.94, s["tpot_ms"]
     assert s["ttft_ms"]["within_2x"] >= 0.35, s["ttft_ms"]
     row = d["rows"][0]
     assert row["pools"]["decode"]["num_workers"] >= 1 and row["tp"] is None

@@ -15,13 +15,16 @@ S_i holds ``m_i = min(p, max(1, S_i // stride))`` members of the group in one of
   through tier i get their share over tier i: sum_i (m_i-m_{i-1})/p * S/B_i + (m_i-m_{i-1})*alpha_i
   (docs/design.md §3: the cross-node share of the bytes goes over the slower link).
 - send (point to point) of S bytes over the outermost tier the group needs: S/B + alpha.
+- MoE dispatch and combine (``dispatch``): the all-to-all's bytes per tier, every peer at once
+  (at most the log-depth steps below per level) at the link's own efficiency (issue 36).
 
 Latency beyond 8 ranks per level: a ring pays q-1 steps, but NCCL runs wide groups with
 algorithms whose latency grows with log2 q (tree for all-reduce across nodes, NVLS inside an
 NVSwitch domain such as GB200 NVL72, PAT for all-gather/reduce-scatter), so a level of q > 8 ranks
 pays 7 * log2(q) / 3 steps for all-gather and reduce-scatter (hence all-reduce): the ring's 7 at
 q = 8, where the per-step alpha was fitted on 8-GPU NCCL rows (topology files), growing like a
-tree beyond (72 ranks: 14.4 steps per half, not 71). All-to-all and send keep their steps.
+tree beyond (72 ranks: 14.4 steps per half, not 71). All-to-all and send keep their steps;
+a MoE dispatch takes the smaller of its peers and these steps (``dispatch``).
 
 One-shot all-reduce (issue 23: collectives by message size). The engines (vLLM, SGLang,
 TensorRT-LLM) reduce small messages with their own one-step kernel, not NCCL's ring: each rank
@@ -154,6 +157,26 @@ def all_to_all(links, nbytes, p, stride, levels_=None):
     t = 0.0
     for link, (_, dm, _, _) in zip(links, levels_ or levels(links, p, stride)):
         t = t + dm * link.latency_s \
+            + _share(link, dm) / p_arr * nbytes / (link.bandwidth_bytes_s * link.efficiency)
+    return t
+
+
+def dispatch(links, nbytes, p, stride, levels_=None):
+    """Seconds for a MoE dispatch or combine over an expert-parallel group, each rank holding
+    ``nbytes`` for its peers (``all_to_all``'s bytes per tier): the engines' expert-parallel
+    kernels (DeepEP, TensorRT-LLM's and vLLM's all-to-all backends) post every peer's copies at
+    once, so a level of q ranks pays ``latency_steps(q - 1)`` steps at most (the all-gather's
+    log-depth rule beyond 8 ranks, 7 log2(q) / 3), not one per peer, and moves its bytes at the
+    links' own efficiency: pass ``TopologySpec.links``, not ``engine_links`` (whose
+    collective_efficiency was fitted on serving all-reduces). Against the 24 DeepEP low-latency
+    rows of shared/data/microbenchmarks.csv (H100, ep 8-64 over 1-8 nodes, 16-256 tokens a
+    rank, dispatch and combine): median |log2| 0.144 (max 0.66), where ``all_to_all`` at the
+    engine's efficiency is 1.41 (max 2.74): at ep 64, 16 tokens, 77 us against 60 measured and
+    346 before (63 peers x alpha)."""
+    p_arr = np.asarray(p, dtype=np.float64)
+    t = 0.0
+    for link, (q1, dm, _, steps) in zip(links, levels_ or levels(links, p, stride)):
+        t = t + np.minimum(dm, steps) * link.latency_s \
             + _share(link, dm) / p_arr * nbytes / (link.bandwidth_bytes_s * link.efficiency)
     return t
 

@@ -478,6 +478,9 @@ def breakdown(model: ModelSpec, topo: TopologySpec, work: Workload, strategy) ->
                     "time_s": float(tab.time_s[g, s, mode]),
                     "weight_bytes": float(tab.weight_bytes[g, s, mode]),
                     "collectives": colls})
+        if slot in ("ffn1", "ffn2") and "expert_load" in tab.extra:
+            # the busiest rank's routed pairs over the mean (cost.expert_load)
+            ops[-1]["expert_load"] = float(tab.extra["expert_load"][g, mode])
     pp = int(tab.coarse[g, PP])
     if pp > 1 and w.send_s[0] > 0:
         ops.append({"name": "stage_send", "choice": -1, "layout_in": "", "layout_out": "",

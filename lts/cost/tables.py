@@ -17,6 +17,7 @@ import numpy as np
 
 from . import collectives as coll
 from . import kv
+from .expert_load import busiest
 from .layouts import (CONVERSION, F, FFN1_MODES, FFN2_MODES, MAX_MODES, MODE_DIM0, MODE_DIM1,
                       MODE_EXPERTS, MODE_NONE, MODE_NONE_T, N_LAYOUTS, P, POINTS, PT, SLOT, SLOTS,
                       T)
@@ -260,6 +261,7 @@ class _Shape:
             self.lin_qkv_out = sum(out for _, out in g.in_proj(h).values())
             self.lin_ctx_out = g.value_dim
         self.experts = float(f.experts)
+        self.slots = float(f.slots)            # expert copies over the ep group (+ redundant)
         self.top_k = float(f.top_k)
 
     def _format(self, fmt: str, share: float = 1.0) -> tuple:
@@ -408,6 +410,7 @@ class _Builder:
         # compressed attention): all of it but where linear layers share the slots
         # (``_fill_attention``); None: the context op's whole held cache
         self.latent_copy = None
+        self.expert_load = None        # [G, FFN modes] the MoE FFN's busiest-rank load (I)
 
     def measured(self, slot, mode, t, extra=0.0):
         """Set the op's time to the measured kernel time ``t`` [G] (plus ``extra``: a part the
@@ -471,6 +474,10 @@ class _Builder:
     def _coll(self, kind, group, nbytes):
         s = self.s
         ranks, stride = self.groups[group]
+        if kind == "all-to-all" and group == "ep":     # MoE dispatch / combine: every peer at
+            #                                            once, at the links' own rates
+            return _full(coll.dispatch(s.topo.links, nbytes, ranks, stride, self.levels[group]),
+                         s.tp.shape)
         t = coll.COST[kind](s.topo.engine_links, nbytes, ranks, stride, self.levels[group])
         if kind == "all-reduce" and group == "tp":
             t = measured_allreduce(s, ranks, nbytes, t)
@@ -1060,18 +1067,27 @@ def _fill_empty(b: _Builder, slot, modes):
         b.put(slot, mode, 0.0, 0.0, launch=False)
 
 
-def dispatch_bytes(s: _Shape, split):
-    """Bytes one rank sends in a MoE dispatch (or combine) all-to-all: every routed copy of a
-    token's hidden state (tokens x top_k x hidden; a latent MoE's latent, FFNSpec.latent), a
-    1/tp share when the tokens are split over the tp group; nothing without expert
-    parallelism."""
+def dispatch_bytes(s: _Shape, split, load=1.0):
+    """Bytes the busiest rank moves in a MoE dispatch (or combine) all-to-all: every routed copy
+    of a token's hidden state (tokens x top_k x hidden; a latent MoE's latent, FFNSpec.latent),
+    a 1/tp share when the tokens are split over the tp group, times ``load``, the busiest ep
+    group's share of the routed copies over the mean (``cost.expert_load``: it receives that
+    many, the others wait for it); nothing without expert parallelism."""
     lw = s.m.ffn.expert_width(s.h)
-    return s.rows * s.top_k * lw * s.ab / (s.tp if split else 1.0) * (s.ep > 1)
+    return s.rows * s.top_k * lw * s.ab / (s.tp if split else 1.0) * load * (s.ep > 1)
 
 
 def _active(s, experts_rank, tokens):
-    """Expected experts (of ``experts_rank``) that receive at least one of ``tokens`` tokens."""
-    return experts_rank * (1.0 - (1.0 - s.top_k / s.experts) ** tokens)
+    """Expected expert copies (of ``experts_rank``) that receive at least one of ``tokens``
+    tokens: each of the ``slots`` copies gets a token's pick with chance top_k / slots (the
+    redundant copies of an expert share its tokens)."""
+    return experts_rank * (1.0 - (1.0 - s.top_k / s.slots) ** tokens)
+
+
+def expert_load(s: _Shape, x, experts_rank, tokens):
+    """The busiest rank's routed pairs over the mean (``cost.expert_load.busiest``) for ranks
+    holding ``experts_rank`` expert copies with ``tokens`` tokens routed; 1 for a dense FFN."""
+    return busiest(s.m.ffn, experts_rank, tokens) if x.moe else 1.0
 
 
 @dataclass
@@ -1096,7 +1112,7 @@ def _ffn_layer(s: _Shape, moe: bool, width=None) -> _FFN:
     """``width``: a dense FFN's own (``FFNSpec.widths``), else ``intermediate``."""
     f = s.m.ffn
     if moe:
-        k, e_loc = s.top_k, s.experts / s.ep              # experts on each ep rank
+        k, e_loc = s.top_k, s.slots / s.ep                # expert copies on each ep rank
         return _FFN(True, float(f.expert_intermediate), k, e_loc, s.rows * k,
                     float(f.shared_intermediate), s.mb_tokens, np.ceil(e_loc / s.tp))
     return _FFN(False, float(width or f.intermediate), 1.0, 1.0, s.rows, 0.0, s.mb_tokens,
@@ -1130,6 +1146,9 @@ def _routed(s: _Shape, x: _FFN, which: int, mode: int):
     else:   # `experts` on a dense FFN: replicated weights, each rank a share of whole sequences
         fr, npairs, ex, toks = 1.0, s.rows_t, 1.0, np.minimum(s.rows_t * s.ep, x.tokens)
     act = _active(s, ex, toks) if x.moe else 1.0     # weights of idle experts are not read
+    # the busiest rank's pairs: its ``ex`` experts' share of the routed pairs under the routed
+    # load (cost.expert_load; uniform routing's mean share, ``npairs``, times I >= 1)
+    npairs = npairs * expert_load(s, x, ex, toks)
     flops = 2.0 * npairs * w_exp * fr
     in_w = h if which == 1 else inter
     out_w = inter * up_mats if which == 1 else h
@@ -1192,7 +1211,8 @@ def _ffn_collectives(s: _Shape, x: _FFN, which: int, choice, lin, lout) -> list:
         # ep rank and back (all-to-all over ep); ranks holding a split (T, F) of the tokens or
         # an expert subset send only their share
         split = (lin if which == 1 else lout) in (T, F) or choice == EXPERTS
-        colls.append(("all-to-all", "ep", dispatch_bytes(s, split)))
+        colls.append(("all-to-all", "ep",
+                      dispatch_bytes(s, split, expert_load(s, x, x.e_loc, x.tokens))))
     if choice == EXPERTS and (lin == T or lout == T):
         # tokens held per rank (T) travel to the rank holding their expert and back (a latent
         # MoE's at its latent width; a dense layer's at hidden)
@@ -1249,6 +1269,10 @@ def _fill_ffn_one(b: _Builder, moe: bool, width=None):
             b.put(slot, mode, fl + fl2, by + by2, w + w2,
                   colls=_ffn_collectives(s, x, which, choice, lin, lout), peak=peak)
             parts[which, mode] = (slot, fl, by, peak, fl2, by2)
+    if moe:     # the busiest rank's load in each mode, for reports (cost.model.breakdown)
+        b.expert_load = np.stack([_full(expert_load(s, x, s.slots / ep, toks), s.tp.shape)
+                                  for _, ep, toks in (_ffn_mode_shape(s, x, mode)
+                                                      for mode in range(len(FFN1_MODES)))], 1)
     if s.kernels is not None:
         _ffn_measured(b, x, parts)
 
@@ -1312,8 +1336,13 @@ def _ffn_measured(b: _Builder, x: _FFN, parts: dict):
         return roofline_time(*_roofline(s, _full(fl, shape), _full(by, shape), peak), exp)
     for mode in range(len(FFN1_MODES)):
         tp, ep, toks = _ffn_mode_shape(s, x, mode)
+        # the busiest rank: the table's rank at its tokens times the routed load over the mean
+        # (cost.expert_load; the layer's time at I x the tokens, as its GEMMs' is), its expert
+        # copies (with redundant ones, slots / ep of them) read as the table's experts / ep'
+        load = expert_load(s, x, s.slots / ep, toks)
         whole = s.kernels.moe(s.m.precision.format_of("experts"), s.h, int(x.inter), int(x.k),
-                              int(s.experts), tp, ep, np.maximum(toks, 1.0))
+                              int(s.experts), tp, ep * s.experts / s.slots,
+                              np.maximum(toks * load, 1.0))
         if whole is None:
             return
         routed = {which: rt(*parts[which, mode][1:4]) for which in (1, 2)}
@@ -1463,7 +1492,8 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     # every stage must hold the layer kinds in the same numbers (the tables cost their mean)
     bad |= np.where(kv.even_split(model, s.pp), 0, REASON_BIT["divisibility"])
     if model.is_moe:
-        bad |= np.where(f.experts % s.ep.astype(np.int64) != 0, REASON_BIT["divisibility"], 0)
+        # the expert copies (experts + redundant) divide over the ep groups
+        bad |= np.where(f.slots % s.ep.astype(np.int64) != 0, REASON_BIT["divisibility"], 0)
     else:
         bad |= np.where(s.ep > 1, REASON_BIT["experts"], 0)
     return Tables(np.asarray(coarse), b.compute, b.memory, b.time, b.intr, b.intrinsic,
@@ -1471,7 +1501,8 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
                   send, send_bytes,
                   workspace,
                   bad, np.floor(model.layers / s.pp), s.pp, s.batch, s.tp * s.ep * s.pp,
-                  extra={"ids_bytes": ids_bytes, "measured": sorted(b.measured_ops)})
+                  extra={"ids_bytes": ids_bytes, "measured": sorted(b.measured_ops),
+                         **({} if b.expert_load is None else {"expert_load": b.expert_load})})
 
 
 def append_tables(a: Tables, used: int, b: Tables) -> Tables:

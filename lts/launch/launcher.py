@@ -18,6 +18,31 @@ HEAD_IP, NODE_RANK = "$HEAD_IP", "$NODE_RANK"        # shell variables the user 
 ROUTER_PORT = 8000            # what clients of a two-pool deployment call
 
 
+def eplb_placement(model, ep_size: int, engine: str) -> tuple:
+    """(runs, notes) for a MoE ``model`` deployed with the expert-parallel load balancer
+    (``FFNSpec.eplb``, its ``redundant_experts``): whether the engine's flags for it go into a
+    command whose MoE expert-parallel size is ``ep_size``, and the notes that say why not or what
+    the engine requires (``engine``: its name in sentences). Every engine balances experts only
+    over expert-parallel ranks, and shards ``slots`` expert copies evenly over them."""
+    f = model.ffn
+    if not (model.is_moe and f.eplb):
+        return False, []
+    what = (f"EPLB with {f.redundant_experts} redundant expert{'s' if f.redundant_experts != 1 else ''}"
+            if f.redundant_experts else "EPLB")
+    if ep_size <= 1:
+        return False, [f"{what} not written: {engine} balances experts over expert-parallel "
+                       "ranks, and this strategy has none (lts costed the busiest rank as "
+                       "balanced; without expert parallelism there is one rank, so nothing to "
+                       "balance)"]
+    notes = [f"{what}: {f.slots} expert copies over {ep_size} expert-parallel ranks, "
+             f"{f.slots // ep_size if f.slots % ep_size == 0 else f.slots / ep_size:g} on each"]
+    if f.slots % ep_size:
+        notes.append(f"{engine} needs the {f.slots} expert copies to divide evenly over its "
+                     f"{ep_size} expert-parallel ranks: this command will not start; pick "
+                     "--redundant-experts so that experts + redundant is a multiple of it")
+    return True, notes
+
+
 class Launcher:
     """One engine's command lines (subclassed per engine; the defaults are the common case)."""
     name = ""                 # the engine's name in lts.engines

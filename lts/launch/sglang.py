@@ -10,7 +10,8 @@ from ..engines.space import attention_dp
 from ..specs import ModelSpec, TopologySpec
 from ..specs.strategy import EXPERTS, N_COARSE, OP_COL
 from ..specs.workload import Workload
-from .launcher import HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, join, nodes, quote, workers
+from .launcher import (HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, eplb_placement, join, nodes,
+                       quote, workers)
 
 DIST_INIT_PORT = 50000        # --dist-init-addr HEAD_IP:PORT of a multi-node instance
 
@@ -64,12 +65,18 @@ class SGLang(Launcher):
             ep_size = stage if (experts or tp == 1) else ep
         dp_attention = bool(attention_dp(model, row)[0])
         attn_dp = stage if dp_attention else ep      # attention-DP ranks (attention TP 1 or tp)
+        # the load balancer over --ep-size ranks: --enable-eplb, --ep-num-redundant-experts
+        # (sglang 0.5.23 server_args.py; both in tests/data/engine_flags/sglang-0.5.23.txt)
+        eplb, eplb_notes = eplb_placement(model, ep_size, "SGLang")
+        redundant = model.ffn.redundant_experts if eplb else 0
         # sglang 0.5.23 sglang/srt/arg_groups/fields/parallel.py: --tp-size, --attn-dp-size,
         # --ep-size, --pp-size, --enable-dp-lm-head (full names: argparse abbreviations like --tp
         # break as soon as a new flag shares the prefix)
         base = join("python -m sglang.launch_server", f"--model-path {ref}", f"--tp-size {stage}",
                     f"--attn-dp-size {attn_dp} --enable-dp-lm-head" if attn_dp > 1 else "",
                     f"--ep-size {ep_size}" if ep_size > 1 else "",
+                    "--enable-eplb" if eplb else "",
+                    f"--ep-num-redundant-experts {redundant}" if redundant else "",
                     f"--pp-size {pp}" if pp > 1 else "")
         if serve is not None and serve.engine.name == self.name:
             # the KV pool the serve phase costed: SGLang 0.5.1's rule at lts's tp x pp
@@ -79,7 +86,7 @@ class SGLang(Launcher):
                 sglang_mem_fraction(topo.hbm_bytes, tp * pp))
             extra = list(extra) + [f"--mem-fraction-static {frac:g}"]
         tail = join(f"--max-running-requests {batch}", f"--context-length {max_len}", *extra)
-        notes = []
+        notes = list(eplb_notes)
         if attn_dp > 1:
             attn = (f"tensor-parallel over {tp} GPUs in each of {ep} data-parallel groups"
                     if tp > 1 and not dp_attention else

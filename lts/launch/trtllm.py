@@ -11,7 +11,7 @@ from ..engines.trtllm import ENGINE
 from ..specs import ModelSpec, TopologySpec
 from ..specs.strategy import EXPERTS, N_COARSE, OP_COL
 from ..specs.workload import Workload
-from .launcher import ROUTER_PORT, Launcher, join, nodes, printf
+from .launcher import ROUTER_PORT, Launcher, eplb_placement, join, nodes, printf
 
 INSTANCE_YAML = "lts-trtllm.yaml"      # one instance's --extra_llm_api_options (attention DP)
 DISAGG_YAML = "lts-disagg.yaml"
@@ -73,15 +73,23 @@ class TRTLLM(Launcher):
         # --max_batch_size, --max_num_tokens, --max_seq_len, --extra_llm_api_options,
         # --enable_chunked_prefill); enable_attention_dp: tensorrt_llm/llmapi/llm_args.py
         # BaseLlmArgs
-        ep_flag = ""
+        ep_flag, moe_ep = "", 1
         if model.is_moe:   # moe_ep x moe_tp = tp_size: data-parallel attention keeps moe_tp = tp
-            ep_flag = f"--ep_size {ep if dp_attention else size if (experts or ep > 1) else 1}"
-        lines = (["enable_attention_dp: true"] if adp else []) + list(yaml)
+            moe_ep = ep if dp_attention else size if (experts or ep > 1) else 1
+            ep_flag = f"--ep_size {moe_ep}"
+        # the online load balancer over the moe_ep ranks: moe_config.load_balancer, num_slots
+        # expert copies, one layer rebalanced each iteration (llm_args.py MoeConfig.load_balancer,
+        # MoeLoadBalancerConfig num_slots and layer_updates_per_iter, "0 = offline, > 0 = online":
+        # examples/wide_ep/README.md; keys in tests/data/engine_flags/trtllm-1.2.1-yaml.txt)
+        eplb, eplb_notes = eplb_placement(model, moe_ep, "TensorRT-LLM")
+        balancer = ["moe_config:", "  load_balancer:", f"    num_slots: {model.ffn.slots}",
+                    "    layer_updates_per_iter: 1"] if eplb else []
+        lines = (["enable_attention_dp: true"] if adp else []) + balancer + list(yaml)
         base = join("trtllm-serve", ref, f"--tp_size {size}", f"--pp_size {pp}" if pp > 1 else "",
                     ep_flag, f"--max_batch_size {per_rank}", f"--max_num_tokens {tokens}",
                     f"--max_seq_len {max_len}",
                     f"--extra_llm_api_options {INSTANCE_YAML}" if lines else "", *extra)
-        cmds, notes = [], []
+        cmds, notes = [], list(eplb_notes)
         if lines:
             cmds.append(("config file (every node, before launching)",
                          printf(lines, INSTANCE_YAML)))

@@ -12,7 +12,8 @@ from ..engines.vllm import ENGINE, NIXL_PORT
 from ..specs import ModelSpec, TopologySpec
 from ..specs.strategy import EXPERTS, N_COARSE, OP_COL
 from ..specs.workload import Workload
-from .launcher import HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, join, nodes, quote, workers
+from .launcher import (HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, eplb_placement, join, nodes,
+                       quote, workers)
 
 DP_RPC_PORT, RAY_PORT = 13345, 6379
 
@@ -60,13 +61,20 @@ class VLLM(Launcher):
         seqs = math.ceil(batch / ep)
         expert_parallel = model.is_moe and not dp_attention and (
             ep > 1 or (tp > 1 and row[OP_COL["ffn1"]] == EXPERTS))
+        # the load balancer over vLLM's EP group, DP x TP: --enable-eplb, and the redundant
+        # experts in --eplb-config (vllm/config/parallel.py EPLBConfig.num_redundant_experts;
+        # both flags in tests/data/engine_flags/vllm-0.33.0.txt)
+        eplb, notes = eplb_placement(model, tp * ep if expert_parallel else 1, "vLLM")
+        redundant = model.ffn.redundant_experts if eplb else 0
+        cfg = json.dumps({"num_redundant_experts": redundant}, separators=(",", ":"))
         # every flag below: vllm 0.33.0 vllm/engine/arg_utils.py EngineArgs.add_cli_args, or
         # vllm/entrypoints/common/cli_args.py make_arg_parser (--headless)
         base = join("vllm serve", ref, f"--tensor-parallel-size {tp}",
                     f"--pipeline-parallel-size {pp}" if pp > 1 else "",
-                    "--enable-expert-parallel" if expert_parallel else "")
+                    "--enable-expert-parallel" if expert_parallel else "",
+                    "--enable-eplb" if eplb else "",
+                    f"--eplb-config {quote(cfg)}" if redundant else "")
         tail = join(f"--max-num-seqs {seqs}", f"--max-model-len {max_len}", *extra)
-        notes = []
         if dp_attention:
             notes.append(f"lts's tp={ep} with data-parallel attention: vLLM's "
                          f"--data-parallel-size {ep} of one GPU each, whose MoE layers are "

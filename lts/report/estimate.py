@@ -76,6 +76,11 @@ def _ops_table(console: Console, title: str, ops: list) -> None:
                       str(op["count"]), f"{op['compute_us']:.1f}", f"{op['memory_us']:.1f}",
                       colls or "-")
     console.print(table)
+    load = max((op["expert_load"] for op in ops if "expert_load" in op), default=1.0)
+    if load > 1.0:
+        console.print(f"MoE: the busiest expert-parallel rank gets {load:.2f}x its share of the "
+                      "routed tokens (skewed routing; --eplb and --redundant-experts even it out)",
+                      markup=False, highlight=False)
 
 
 def _model_line(d: dict) -> str:

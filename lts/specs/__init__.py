@@ -321,6 +321,33 @@ def with_precision(spec: ModelSpec, precision: str | None, kv_cache: str | None 
     return replace(spec, precision=p)
 
 
+EXPERT_LOADS = ("power_law", "uniform")     # FFNSpec.expert_load (cost.expert_load.LOADS)
+
+
+def with_expert_placement(spec: ModelSpec, redundant: int | None = None, eplb: bool = False,
+                          load: str | None = None) -> ModelSpec:
+    """``spec`` deployed with ``redundant`` extra expert copies (EPLB's redundant experts; None:
+    unchanged), the engines' expert-parallel load balancer on (``eplb``, implied by redundant
+    experts: every engine places them with it) and the routed load ``load`` ("power_law" or
+    "uniform"; None: unchanged). SpecError (its flag named) for a dense model or more redundant
+    copies than experts (at most one extra copy of each)."""
+    if redundant is None and not eplb and load is None:
+        return spec
+    f = spec.ffn
+    if load is not None and load not in EXPERT_LOADS:
+        raise SpecError("--expert-load", "", f"{load!r} is not one of {', '.join(EXPERT_LOADS)}")
+    for flag, given in (("--redundant-experts", redundant is not None), ("--eplb", eplb)):
+        if given and not spec.is_moe:
+            raise SpecError(flag, "", f"needs a MoE model ({spec.name} has no routed experts)")
+    if redundant is not None and not 0 <= redundant <= f.experts:
+        raise SpecError("--redundant-experts", "",
+                        f"{redundant} is not between 0 and the model's {f.experts} experts "
+                        "(at most one extra copy of each)")
+    f = replace(f, redundant_experts=f.redundant_experts if redundant is None else redundant,
+                eplb=f.eplb or eplb or bool(redundant), expert_load=load or f.expert_load)
+    return replace(spec, ffn=f)
+
+
 # ----------------------------------------------------------------------------------------------
 # topologies
 

@@ -149,6 +149,17 @@ class FFNSpec:
     # a layer (``intermediate`` their largest); () every layer ``intermediate``
     widths: tuple = ()
 
+    # how it is deployed, not its shape (no model-file key: the --redundant-experts, --eplb and
+    # --expert-load flags set them, ``specs.with_expert_placement``; docs/design.md §3 "Expert
+    # load"): extra expert copies over the expert-parallel group (EPLB's redundant experts: vLLM
+    # --eplb-config num_redundant_experts, SGLang --ep-num-redundant-experts, TensorRT-LLM
+    # moe_config.load_balancer.num_slots = experts + this), the engine's expert-parallel load
+    # balancer on or off, and the routed load the costs assume ("power_law": the kernel tables'
+    # collector's skew, ``cost.expert_load``; "uniform": every expert alike)
+    redundant_experts: int = 0
+    eplb: bool = False
+    expert_load: str = "power_law"
+
     @property
     def width_groups(self) -> tuple:
         """((width, layers), ...) of a dense model's FFNs in order of first appearance: one
@@ -163,6 +174,11 @@ class FFNSpec:
     @property
     def n_mats(self) -> int:
         return 3 if self.gated else 2
+
+    @property
+    def slots(self) -> int:
+        """Expert copies over the expert-parallel group: the experts and the redundant ones."""
+        return self.experts + self.redundant_experts
 
     def expert_width(self, hidden: int) -> int:
         """The width the routed experts read and write: ``latent``, else ``hidden``."""

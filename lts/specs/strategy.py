@@ -169,13 +169,34 @@ def _powers_of_two(limit):
     return tuple(2 ** i for i in range(int(math.log2(limit)) + 1)) if limit >= 1 else (1,)
 
 
+# an ep degree beyond the powers of two: a multiple of this many ranks (whole 8-GPU nodes, and
+# the divisors of a 72-GPU NVL72 rack's multiples that engines run: 24, 48, 72, 144, ...)
+EP_STEP = 8
+
+
+def ep_values(model, limit: int) -> tuple:
+    """The ep degrees a MoE model's expert copies (``FFNSpec.slots``: its experts and any
+    redundant ones) divide evenly: powers of two and multiples of ``EP_STEP``, up to ``limit``
+    GPUs and the copies themselves (one each: 256 experts reach ep 256; 256 + 32 redundant
+    reach 72, 96, 144 and 288 but not 64). (1,) for a dense model."""
+    if not model.is_moe:
+        return (1,)
+    slots = model.ffn.slots
+    return tuple(d for d in range(1, min(slots, limit) + 1) if slots % d == 0
+                 and (d & (d - 1) == 0 or d % EP_STEP == 0))
+
+
 @dataclass(frozen=True)
 class Space:
-    """Value sets of the coarse degrees and the per-op choices (docs/paper.md §3.2 recommendation).
+    """Value sets of the coarse degrees and the per-op choices (docs/paper.md §3.2 recommendation,
+    ep widened for wide expert parallelism).
 
-    tp: powers of two up to 64; ep: powers of two up to min(64, experts) (1 for dense models);
-    pp: divisors of the layer count (up to 128); batch: powers of two up to ``max_batch``. Only
-    instances that fit the GPU budget (tp*ep*pp <= gpus) are in the space.
+    tp: powers of two up to 64; ep: ``ep_values`` (the paper's powers of two up to 64 grew to
+    every degree the model's expert copies divide into: powers of two and whole nodes' multiples
+    of 8, up to the copies, so EP 72 on an NVL72 rack with 32 redundant experts, EP 128 and 256
+    over InfiniBand; 1 for dense models); pp: divisors of the layer count (up to 128); batch:
+    powers of two up to ``max_batch``. Only instances that fit the GPU budget (tp*ep*pp <= gpus)
+    are in the space.
     """
     tp: tuple
     ep: tuple
@@ -186,11 +207,8 @@ class Space:
 
     @classmethod
     def for_model(cls, model, gpus: int, max_batch: int = 4096, max_tp: int = 64):
-        ep_limit = min(64, model.ffn.experts) if model.is_moe else 1
         pp = tuple(d for d in range(1, min(model.layers, 128) + 1) if model.layers % d == 0)
-        return cls(tuple(v for v in _powers_of_two(max_tp) if v <= gpus),
-                   tuple(v for v in _powers_of_two(ep_limit)
-                         if v <= gpus and model.ffn.experts % v == 0),
+        return cls(tuple(v for v in _powers_of_two(max_tp) if v <= gpus), ep_values(model, gpus),
                    tuple(v for v in pp if v <= gpus),
                    _powers_of_two(max_batch), n_choices(model.is_moe), gpus)
 
