@@ -559,9 +559,11 @@ class _Ctx:
         return {"tp": (self.p, 1.0), "ep": (float(self.ep), self.p),
                 "pp": (float(self.pp), self.p * self.ep)}[name]
 
-    def coll_time(self, kind, group, nbytes):
+    def coll_time(self, kind, group, nbytes, shuffle=False):
         p, stride = self.group(group)
-        if kind == "all-to-all" and group == "ep":      # MoE dispatch/combine: raw link rates
+        # MoE dispatch/combine over ep, or the `experts` choice's token shuffle over tp
+        # (``shuffle``): every peer at once, at the links' own rates
+        if kind == "all-to-all" and (group == "ep" or shuffle):
             return dispatch(self.topo.links, nbytes, p, stride)
         links = tuple(replace(link, efficiency=link.efficiency * self.topo.collective_efficiency)
                       for link in self.topo.links)     # in-engine rate (topology [gpu] key)
@@ -598,7 +600,9 @@ class _Op:
         self.roofline_s = (both if p else max(self.compute_s, self.memory_s)) + \
             (c.overhead if launch else 0.0)
         self.weight_bytes, self.kv_bytes = weights, kv
-        self.colls = [(kind, group, nb, c.coll_time(kind, group, nb)) for kind, group, nb in colls]
+        # (a 4th entry: the `experts` choice's token shuffle, costed as a dispatch)
+        self.colls = [(kind, group, nb, c.coll_time(kind, group, nb, *rest))
+                      for kind, group, nb, *rest in colls]
         self.time_s = self.roofline_s + sum(t for *_, t in self.colls)
 
 
@@ -1076,8 +1080,9 @@ def ffn(c, which, choice, lin, moe):
         colls.append(("all-to-all", "ep", c.rows * k * lw * c.ab / (p if split else 1.0)
                       * float(busiest(f, e_loc, tokens))))
     if choice == EXPERTS and (lin == T or lout == T):
+        # the busiest rank receives I times its experts' mean share of the copies
         colls.append(("all-to-all", "tp", c.rows_t * k * (f.latent if moe and f.latent else h)
-                      * c.ab))
+                      * c.ab * (float(busiest(f, e_rank_x, tokens)) if moe else 1.0), True))
     return _Op(c, flops, nbytes, weights, colls=colls, compute_s=compute_s), lout
 
 

@@ -474,8 +474,10 @@ class _Builder:
     def _coll(self, kind, group, nbytes):
         s = self.s
         ranks, stride = self.groups[group]
-        if kind == "all-to-all" and group == "ep":     # MoE dispatch / combine: every peer at
-            #                                            once, at the links' own rates
+        # MoE dispatch / combine: every peer at once, at the links' own rates, over ep or, under
+        # the `experts` choice, over the tp group (one deployment costed alike however written:
+        # tests/test_scheduler.py)
+        if kind == "all-to-all" and group in ("ep", "tp"):
             return _full(coll.dispatch(s.topo.links, nbytes, ranks, stride, self.levels[group]),
                          s.tp.shape)
         t = coll.COST[kind](s.topo.engine_links, nbytes, ranks, stride, self.levels[group])
@@ -1216,8 +1218,11 @@ def _ffn_collectives(s: _Shape, x: _FFN, which: int, choice, lin, lout) -> list:
     if choice == EXPERTS and (lin == T or lout == T):
         # tokens held per rank (T) travel to the rank holding their expert and back (a latent
         # MoE's at its latent width; a dense layer's at hidden)
+        # MoE's at its latent width; a dense layer's at hidden), the busiest rank receiving its
+        # experts' share of them (the routed load: as the ep all-to-all's ``dispatch_bytes``)
         width = s.m.ffn.expert_width(s.h) if x.moe else s.h
-        colls.append(("all-to-all", "tp", s.rows_t * x.k * width * s.ab))
+        load = expert_load(s, x, x.e_rank_x, x.tokens)
+        colls.append(("all-to-all", "tp", s.rows_t * x.k * width * s.ab * load))
     return colls
 
 
