@@ -24,12 +24,12 @@ from .report.format import json_safe, make_console, progress
 from .search.names import BUDGET_SECONDS, MAX_BUDGET, METHODS, STOCHASTIC
 from .serving.imports import FORMATS as IMPORT_FORMATS
 from .serving.spec import MAX_SPEC_TOKENS
-from .specs import load_model, load_topology, shipped_names, with_expert_placement
+from .specs import load_model, load_topology, shipped_names, weight_bytes, with_expert_placement
 from .specs.errors import LtsError, StrategyError
 from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_REQUEST_RATE,
                            MAX_SEED,
                            MAX_SEEDS, MAX_SERVE_TOP, MAX_SIM_REQUESTS, MAX_TOKENS, MAX_TOP)
-from .specs.units import KV_DTYPES, weight_format
+from .specs.units import GIB, KV_DTYPES, weight_format
 from .specs.workload import PHASES, Workload
 
 
@@ -860,11 +860,20 @@ def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, dec
 def _infeasible(problem, what: str) -> click.ClickException:
     m, topo = problem.model, problem.topo
     gpus = problem.work.budget(topo)
+    # the weights alone against the budget's memory: a bound no sharding beats (each GPU holds
+    # at least its share of them)
+    usable = topo.hbm_bytes - topo.hbm_reserve_bytes
+    weights = weight_bytes(m)["total"]
+    fit = ""
+    if weights > gpus * usable:
+        fit = (f"; its weights alone, {weights / GIB:,.0f} GiB, exceed the "
+               f"{gpus * usable / GIB:,.0f} GiB usable on {gpus} GPU{'s' if gpus != 1 else ''}: "
+               f"at least {math.ceil(weights / usable)} {topo.gpu_name} are needed")
     return click.ClickException(
         f"no feasible strategy found ({m.name} on {topo.name} with {gpus} GPU"
         f"{'s' if gpus != 1 else ''}, {problem.phase}, {slo_text(workload_dict(problem))}"
         + (f", what {problem.engine_space} runs" if problem.in_engine_space else "")
-        + f"; {what})")
+        + f"; {what}{fit})")
 
 
 @cli.command()

@@ -75,7 +75,8 @@ def test_infeasible_exits_1_with_message():
     assert r.exit_code == 1
     assert r.output == ("Error: no feasible strategy found (Llama-3.1-405B on h100_dgx with 1 "
                         "GPU, decode, context 16384, TPOT ≤ 50 ms; the exact optimum: none "
-                        "exists)\n")
+                        "exists; its weights alone, 756 GiB, exceed the 76 GiB usable on 1 GPU: "
+                        "at least 10 H100 SXM5 80GB are needed)\n")
     r = CliRunner().invoke(cli, ["search", "llama3.1-405b", "h100_dgx", "--gpus", "1",
                                  "--method", "random", "--budget", "100", "--json"])
     assert r.exit_code == 1
@@ -87,7 +88,9 @@ def test_infeasible_exits_1_with_message():
         assert r.exit_code == 1 and "Traceback" not in r.output
         assert r.output.startswith("Error: no feasible strategy found (Llama-3.1-405B on "
                                    "a100_dgx with 4 GPUs, " + phase)
-        assert r.output.endswith("ppo: its bounds prove none exists)\n"), r.output
+        assert r.output.endswith("ppo: its bounds prove none exists; its weights alone, 756 "
+                                 "GiB, exceed the 304 GiB usable on 4 GPUs: at least 10 A100 "
+                                 "SXM4 80GB are needed)\n"), r.output
 
 
 @pytest.mark.parametrize("args,message", [

@@ -20,13 +20,17 @@ def models_rows(specs: list) -> list:
     rows = []
     for name, m in specs:
         c = param_counts(m)
+        wb = weight_bytes(m)
+        # the format most of the bytes are in (DeepSeek-V4's MXFP4 experts, not its fp8 blocks)
+        main = max((g for g in wb if g != "total"), key=lambda g: wb[g])
         rows.append({"name": name, "display_name": m.name, "kind": m.ffn.kind,
                      "attention": m.attention.kind, "layers": m.layers, "hidden": m.hidden,
                      "params_total": c["params_total"], "params_active": c["params_active"],
                      "params_published": m.params_published or None,
                      "weights": m.precision.weights,
+                     "weights_mostly": m.precision.format_of(main),
                      # each op group in its format, scales included (specs.weight_bytes)
-                     "weight_gib": weight_bytes(m)["total"] / GIB})
+                     "weight_gib": wb["total"] / GIB})
     return rows
 
 
@@ -42,7 +46,7 @@ def render_models(console: Console, rows: list) -> None:
         kind = f"{r['kind']}/{r['attention']}"
         table.add_row(escape(r["name"]), kind, str(r["layers"]), fmt_params(r["params_total"]),
                       fmt_params(r["params_active"]),
-                      f"{r['weights']} {r['weight_gib']:.0f} GiB")
+                      f"{r['weights_mostly']} {r['weight_gib']:.0f} GiB")
     console.print(table)
 
 

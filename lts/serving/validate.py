@@ -300,7 +300,7 @@ def _measurement(n: int, raw: dict, fields: int, seen: dict) -> Measurement:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and MIN_MEASURED <= value <= MAX_MEASURED):
-        raise _Skip(f"value: {r['value']!r} is not a number from {MIN_MEASURED:g} to "
+        raise _Skip(f"value: {_short(r['value'])} is not a number from {MIN_MEASURED:g} to "
                     f"{MAX_MEASURED:g}")
     engine = r.get("engine", "").lower()
     engine = engine_for_source(engine) or engine if engine not in ENGINE_NAMES else engine
