@@ -958,7 +958,7 @@ def _fill_compressed(b: _Builder):
         extra = sum(compressor_params(m, k.window.ratio).values()) \
             if isinstance(k.window, Compressed) else 0
         qkv_w = core["qkv"] + extra
-        col_w = down + up * fh + extra + (qkv_w - down - up - extra)    # (+ the norms)
+        col_w = qkv_w - up + up * fh          # wq_b by heads, the rest (norms too) replicated
         parts.append((k.share, dict(k=h, n=qkv_w / h, col_weights=col_w,
                                     col_out=heads * hd * fh + hd)))
     _fill_gemm_kinds(b, "qkv", parts)

@@ -1237,8 +1237,7 @@ def _nemotron_layers(c: _Config, blocks: list, key: str) -> tuple[list, list, st
 
 # DeepSeek-V4 (huggingface.co/deepseek-ai/DeepSeek-V4-Pro, -Flash config.json and
 # inference/model.py at 60d8d707; nvidia/*-NVFP4 the same keys; sgl-project's FP8 copies say
-# "deepseek_ref")
-DEEPSEEK_V4 = ("deepseek_v4", "deepseek_ref")
+# "deepseek_ref": both read by _deepseek_v4, OWN_READERS)
 # the layers of this compress ratio run the indexer (deepseek-ai/DeepSeek-V4-Flash
 # inference/model.py Attention.__init__: an Indexer when compress_ratio == 4, their Compressor
 # overlapping: Compressor.overlap)
@@ -1724,8 +1723,7 @@ def _nemotron_nas(c: _Config, path: Path) -> ModelSpec:
 
 
 def _supported() -> str:
-    return ", ".join(FAMILIES + tuple(ALIASES) + tuple(MULTIMODAL)
-                     + ("nemotron_h",) + DEEPSEEK_V4 + ("minimax_m3",))
+    return ", ".join(FAMILIES + tuple(ALIASES) + tuple(MULTIMODAL) + tuple(OWN_READERS))
 
 
 def _family_view(c: _Config) -> tuple[_Config, str]:
@@ -1942,6 +1940,14 @@ def _relabel(e: SpecError, path: Path, keys: dict) -> SpecError:
     return SpecError(path, keys.get(e.key, e.key), message)
 
 
+# the families whose layers the generic reader below cannot map, each read by its own function:
+# Nemotron-H (and Nano 2, Nemotron 3), DeepSeek-V4, Kimi-K3's text model, Llama-Nemotron NAS,
+# MiniMax-M3
+OWN_READERS = {"nemotron_h": _nemotron_h, "deepseek_v4": _deepseek_v4,
+               "deepseek_ref": _deepseek_v4, "kimi_linear": _kimi_linear,
+               "nemotron-nas": _nemotron_nas, "minimax_m3": _minimax_m3}
+
+
 def model_from_hf_config(path) -> ModelSpec:
     """Read a HuggingFace ``config.json`` (or a folder holding one) into a validated ModelSpec.
 
@@ -1956,16 +1962,8 @@ def model_from_hf_config(path) -> ModelSpec:
     c = _Config(_read_json(path), path)
 
     c, family = _family_view(c)
-    if family == "nemotron_h":    # Nemotron-H, Nemotron Nano 2, Nemotron 3
-        return _nemotron_h(c, path)
-    if family in DEEPSEEK_V4:
-        return _deepseek_v4(c, path)
-    if family == "kimi_linear":
-        return _kimi_linear(c, path)
-    if family == "nemotron-nas":
-        return _nemotron_nas(c, path)
-    if family == "minimax_m3":
-        return _minimax_m3(c, path)
+    if family in OWN_READERS:
+        return OWN_READERS[family](c, path)
     if family not in FAMILIES:
         raise c.error("model_type", f"{family!r} is not a supported family ({_supported()})")
     layers = c.get("num_hidden_layers", int, positive=True)

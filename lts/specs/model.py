@@ -861,11 +861,9 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     gated = f.get("gated", bool)
     if fkind == "dense":
         widths = _widths(f, path, layers)
-        one = f.data.get("intermediate_by_layer", [None])[0] if f.has("intermediate_by_layer") \
-            and not widths else None
-        ffn = FFNSpec("dense", gated, intermediate=max(widths) if widths else one or
+        ffn = FFNSpec("dense", gated, intermediate=max(widths) if widths else
                       f.get("intermediate", int, positive=True, maximum=MAX_WIDTH),
-                      widths=widths)
+                      widths=widths if len(set(widths)) > 1 else ())
     else:
         experts = f.get("experts", int, positive=True)
         top_k = f.get("top_k", int, positive=True, maximum=experts)
@@ -924,8 +922,7 @@ def model_from_dict(data: dict, path) -> ModelSpec:
 
 def _widths(f: _Table, path, layers: int) -> tuple:
     """ffn.intermediate_by_layer: a dense model's FFN width of each layer (positive integers,
-    one a layer; then ffn.intermediate is not given: it is their largest); () when absent or
-    every width alike."""
+    one a layer; then ffn.intermediate is not given: it is their largest); () when absent."""
     if not f.has("intermediate_by_layer"):
         return ()
     f.used.add("intermediate_by_layer")
@@ -939,7 +936,7 @@ def _widths(f: _Table, path, layers: int) -> tuple:
         raise SpecError(path, key, f"{ws!r} is not a list of widths from 1 to 16,777,216")
     if len(ws) != layers:
         raise SpecError(path, key, f"has {len(ws)} entries (expected one a layer: {layers})")
-    return tuple(ws) if len(set(ws)) > 1 else ()
+    return tuple(ws)
 
 
 def _no_ffn(f: _Table, path, layers: int, ffn: FFNSpec) -> tuple:
