@@ -22,7 +22,7 @@ from lts.engines import ENGINES                                   # noqa: E402
 from lts.serving.simulate import Load, prepare, run              # noqa: E402
 from lts.serving.validate import _model_for, read_measurements, validate   # noqa: E402
 from lts.specs import load_model, load_topology                  # noqa: E402
-from lts.specs.strategy import megatron_row                      # noqa: E402
+from lts.specs.strategy import make_row                      # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "serving_calibration.csv"
 
@@ -47,7 +47,7 @@ def main():
         loads = {c: Load(isl=isl, osl=osl, num_prompts=(a.skip + a.prompts) * c,
                          max_concurrency=c, range_ratio=a.range_ratio)
                  for c in sorted({m.concurrency for m in ms})}
-        dep = prepare(spec, t, megatron_row(tp, 1, 1, 1), prof, list(loads.values()))
+        dep = prepare(spec, t, make_row(tp=tp), prof, list(loads.values()))
         for c, load in loads.items():
             r = run(dep, load)
             keep = np.arange(len(r.sent)) >= a.skip * c

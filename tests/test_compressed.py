@@ -154,7 +154,7 @@ def test_a_larger_ratio_reads_less_and_holds_less_at_long_contexts():
     the entries saved."""
     from lts.cost.model import evaluate
     from lts.specs import load_topology
-    from lts.specs.strategy import megatron_row
+    from lts.specs.strategy import make_row
     m = synthetic_compressed()
     four = dataclasses.replace(m, attention=dataclasses.replace(
         m.attention, compress_ratios=(0, 4, 4) * 2, index_ratio=0, index_topk=0, index_heads=0,
@@ -162,7 +162,7 @@ def test_a_larger_ratio_reads_less_and_holds_less_at_long_contexts():
     sixteen = dataclasses.replace(four, attention=dataclasses.replace(
         four.attention, compress_ratios=(0, 16, 16) * 2))
     topo = load_topology("h100_dgx")
-    rows = np.stack([megatron_row(tp, 1, 1, b) for tp in (1, 2, 4) for b in (1, 16, 64)])
+    rows = np.stack([make_row(tp=tp, batch=b) for tp in (1, 2, 4) for b in (1, 16, 64)])
     for ctx, less in ((65536, True), (300, False)):
         a, b = (evaluate(x, topo, Workload("decode", context=ctx), rows) for x in (four, sixteen))
         assert np.all(b.step_s <= a.step_s)

@@ -28,7 +28,7 @@ from lts.cost.layouts import CONVERSION, LAYOUT_NAMES, SLOT, SLOT_MODES
 from lts.cost.tables import build_tables
 from lts.specs.workload import Workload
 from lts.specs import attention_params, load_topology, with_expert_placement
-from lts.specs.strategy import (EXPERTS, N_COARSE, NONE, OPS, format_strategy, megatron_row,
+from lts.specs.strategy import (EXPERTS, N_COARSE, NONE, OPS, format_strategy, coarse_rows,
                           parse_strategy)
 
 FEW = settings(max_examples=40)
@@ -296,7 +296,7 @@ LAYER_SLOTS = ("attn_norm", "qkv", "scores", "context", "out_proj", "ffn_norm", 
 def test_megatron_has_one_allreduce_after_attention_and_one_after_the_ffn(model, topo, work, data):
     coarse = data.draw(strategy_rows(model, topo))[:N_COARSE]
     coarse[0] = max(coarse[0], 2)            # a tp group to talk in (may exceed the budget)
-    row = megatron_row(*coarse)[None]
+    row = coarse_rows(coarse)[0][None]
     res, w, tab = evaluate(model, topo, work, row, return_walk=True)
     inserted = sorted((feeds, CONVERSION.get((int(src[0]), int(dst[0]))), scope)
                       for feeds, point, src, dst, t, scope in w.convs

@@ -22,7 +22,7 @@ from lts.cost.model import breakdown, evaluate
 from lts.cost.tables import REASONS
 from lts.specs.workload import Workload
 from lts.specs import load_model, load_topology, shipped_names
-from lts.specs.strategy import Space, format_strategy, megatron_row, parse_strategy
+from lts.specs.strategy import Space, format_strategy, make_row, parse_strategy
 
 # deviations of lts.cost.model from docs/design.md that the comparisons ask the reference to reproduce
 KNOWN = ()
@@ -165,7 +165,7 @@ def test_megatron_rows_match_reference(model_name, topo_name, phase):
     for tp, ep, pp, batch in COARSE:
         ep = ep if ep in space.ep else max(space.ep)
         pp = pp if pp in space.pp else max(v for v in space.pp if v <= max(pp, 1))
-        rows.append(megatron_row(tp, ep, pp, batch))
+        rows.append(make_row(tp=tp, ep=ep, pp=pp, batch=batch))
     rows = np.stack(rows)
     bad = compare(model, topo, work, rows)
     assert not bad, report(rows, bad)
@@ -231,7 +231,7 @@ def test_choice_codes_an_op_does_not_take_are_refused(op, code, n):
     the path (a few rows walk op by op, many take the fused tables)."""
     from lts.specs.strategy import OP_COL
     model, topo = synthetic_moe(), load_topology("h100_dgx")
-    rows = np.repeat(megatron_row(2, 1, 1, 8)[None], n, axis=0)
+    rows = np.repeat(make_row(tp=2, batch=8)[None], n, axis=0)
     rows[-1, OP_COL[op]] = code
     with pytest.raises(ValueError, match=f"strategy row {n - 1}: choice {code} for {op}"):
         evaluate(model, topo, WORKLOADS["decode"], rows)
@@ -298,7 +298,7 @@ def test_known_deviations_are_reference_switches():
 # memory is under-counted ~pp-fold and pp>1 strategies pass the memory check wrongly
 def test_kv_cache_counts_every_microbatch():
     model, topo, work = synthetic_dense(), load_topology("h100_dgx"), WORKLOADS["decode"]
-    rows = np.stack([megatron_row(1, 1, 1, 64), megatron_row(1, 1, 2, 64)])
+    rows = np.stack([make_row(batch=64), make_row(pp=2, batch=64)])
     res = evaluate(model, topo, work, rows)
     # pp=2 holds half the layers of all 64 sequences: its KV cache is half of pp=1's, not a quarter
     kv = [ref.evaluate(model, topo, work, r)["memory_bytes"] for r in rows]

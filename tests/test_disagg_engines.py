@@ -16,7 +16,7 @@ from lts.cost.tables import REASON_BIT
 from lts.search.problems import Problem, ServeProblem
 from lts.search.methods import size_disagg
 from lts.specs import load_model, load_topology
-from lts.specs.strategy import BATCH, OP_COL, PP, TP, Space, megatron_row
+from lts.specs.strategy import BATCH, OP_COL, PP, TP, Space, make_row
 from lts.specs.workload import Workload
 
 GIB = 2**30
@@ -81,7 +81,7 @@ def test_each_strategy_is_valid_exactly_where_the_rule_holds(engine, phase):
     p = serve_problem(engine)
     pool = disagg.prefill_pool(p) if phase == "prefill" else disagg.decode_pool(p)
     topo, context = pool.engine_topo, pool.work.context
-    rows = np.stack([megatron_row(t, 1, q, b) for t in (1, 2, 4, 8) for q in (1, 2)
+    rows = np.stack([make_row(tp=t, pp=q, batch=b) for t in (1, 2, 4, 8) for q in (1, 2)
                      if t * q <= 8 for b in range(1, 193)])
     mine = pool.evaluate_rows(rows)
     res = evaluate(p.model, topo, pool.work, rows)
@@ -166,7 +166,7 @@ def test_the_issues_prefill_pool_fits_vllm():
     p = serve_problem("vllm", topo="h200_dgx", isl=2000, osl=500, tpot=25, ttft=1000)
     topo = p.engine.topology(p.topo)
     limit = 0.9 * topo.hbm_bytes - topo.hbm_reserve_bytes
-    one = megatron_row(1, 1, 1, 1)
+    one = make_row()
     pool = disagg.prefill_pool(p)
     alone = pool.evaluate_rows(one[None])
     assert alone.memory_bytes[0] / GIB == pytest.approx(132.8, abs=0.05)

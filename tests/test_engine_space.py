@@ -19,7 +19,7 @@ from lts.search.methods import SEARCHERS
 from lts.serving.serve import serve
 from lts.specs import load_model, load_topology
 from lts.specs.strategy import (DP_ATTENTION, EXPERT_CHOICES, MEGATRON, N_COARSE, OP_COL, Space,
-                          megatron_row, n_choices, parse_strategy)
+                          make_row, n_choices, parse_strategy)
 from lts.specs.workload import Workload, compose_step
 
 TOPO = load_topology("h100_dgx")
@@ -227,9 +227,9 @@ def test_search_json_reports_runnable_on_replicas_and_headroom():
 
 def test_runnable_on_names_the_engines():
     m = synthetic_moe()
-    rows = np.stack([megatron_row(2, 2, 1, 8), parse_strategy("tp=2,ep=2,ffn1=experts,"
+    rows = np.stack([make_row(tp=2, ep=2, batch=8), parse_strategy("tp=2,ep=2,ffn1=experts,"
                                                               "ffn2=experts"),
-                     parse_strategy("tp=2,embedding=none"), megatron_row(1, 4, 1, 8)])
+                     parse_strategy("tp=2,embedding=none"), make_row(ep=4, batch=8)])
     on = runnable_on(m, rows)
     assert on[0] == ("sglang",)
     assert on[1] == ("vllm", "sglang")

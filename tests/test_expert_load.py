@@ -25,7 +25,7 @@ from lts.cost.model import breakdown, evaluate
 from lts.search.methods import SEARCHERS
 from lts.search.problems import Problem
 from lts.specs import load_model, load_topology, with_expert_placement
-from lts.specs.strategy import Space, ep_values, megatron_row, parse_strategy
+from lts.specs.strategy import Space, ep_values, make_row, parse_strategy
 from lts.specs.units import WEIGHT_FORMATS
 from lts.specs.workload import Workload
 from test_search import brute_force
@@ -163,7 +163,7 @@ def test_redundant_slots_never_raise_the_busiest_rank(shape, data, tokens):
 def test_ep_1_costs_as_uniform_routing():
     """At ep = 1 with the experts' tensor split (Megatron) one rank group holds every expert:
     the power law costs what uniform routing does."""
-    rows = np.stack([megatron_row(tp, 1, 1, b) for tp in (1, 2, 8) for b in (1, 64, 4096)])
+    rows = np.stack([make_row(tp=tp, batch=b) for tp in (1, 2, 8) for b in (1, 64, 4096)])
     for work in (Workload("decode", context=4096), Workload("prefill", context=2048)):
         a = evaluate(synthetic_moe(), H100, work, rows)
         b = evaluate(synthetic_moe_uniform(), H100, work, rows)
@@ -176,7 +176,7 @@ def test_skew_slows_wide_ep_and_redundant_copies_take_memory():
     (more pairs on the busiest rank, and its dispatch bytes I times the mean); with 32 redundant
     copies a GPU of ep 32 holds 9 experts' weights where it held 8."""
     work = Workload("decode", context=4096)
-    row = megatron_row(1, 64, 1, 2048)[None]
+    row = make_row(ep=64, batch=2048)[None]
     skew = evaluate(DSV3, GB200, work, row)
     flat = evaluate(with_expert_placement(DSV3, load="uniform"), GB200, work, row)
     assert skew.step_s[0] > flat.step_s[0] * 1.05
@@ -188,7 +188,7 @@ def test_skew_slows_wide_ep_and_redundant_copies_take_memory():
     assert a2a["bytes"] == pytest.approx(next(o for o in ops_u if o["name"] == "ffn1")
                                          ["collectives"][0]["bytes"] * ffn1["expert_load"])
     m32 = with_expert_placement(DSV3, 32)
-    w = {m: next(o for o in breakdown(m, GB200, work, megatron_row(1, 32, 1, 2048))[1]
+    w = {m: next(o for o in breakdown(m, GB200, work, make_row(ep=32, batch=2048))[1]
                  if o["name"] == "ffn1")["weight_bytes"] for m in (DSV3, m32)}
     f = DSV3.ffn                # one more expert's gate and up projections (and the shared)
     one = DSV3.hidden * f.expert_intermediate * 2 * \
@@ -199,7 +199,7 @@ def test_skew_slows_wide_ep_and_redundant_copies_take_memory():
 def test_expert_copies_must_divide_over_ep():
     """288 copies divide over 72 and 96, not over 64 (reason divisibility)."""
     m32 = with_expert_placement(DSV3, 32)
-    rows = np.stack([megatron_row(1, ep, 1, 1024) for ep in (64, 72, 96)])
+    rows = np.stack([make_row(ep=ep, batch=1024) for ep in (64, 72, 96)])
     res = evaluate(m32, GB200, Workload("decode", context=4096, tpot_slo_ms=1e9), rows)
     assert "divisibility" in res.reason_list(0)
     assert "divisibility" not in res.reason_list(1) + res.reason_list(2)
@@ -310,6 +310,6 @@ def test_experts_choice_splits_over_tp_times_ep():
     work = Workload("decode", context=4096)
     a = breakdown(DSV3, GB200, work, parse_strategy("tp=8,ep=8,batch=2048,ffn1=experts,"
                                                     "ffn2=experts"))[1]
-    b = breakdown(DSV3, GB200, work, megatron_row(1, 64, 1, 2048))[1]
+    b = breakdown(DSV3, GB200, work, make_row(ep=64, batch=2048))[1]
     la, lb = (next(o["expert_load"] for o in ops if o["name"] == "ffn1") for ops in (a, b))
     assert la == pytest.approx(lb) and la > 3.0

@@ -21,7 +21,7 @@ from lts.specs import (WEIGHT_GROUPS, SpecError, load_model, load_topology, para
                        with_precision)
 from lts.specs import weight_bytes, weight_params
 from lts.specs.model import PrecisionSpec
-from lts.specs.strategy import megatron_row
+from lts.specs.strategy import make_row
 from lts.specs.units import (ACCEPTED_FORMATS, FORMAT_ALIASES, REFUSED_FORMATS,
                              WEIGHT_FORMATS, weight_format)
 from lts.specs.workload import Workload
@@ -160,7 +160,7 @@ def test_a_smaller_kv_dtype_never_holds_fewer_requests(case, weights):
 def test_fp8_kv_about_doubles_the_requests_a_pool_holds():
     m = load_model("llama3.1-70b")
     topo = load_topology("h100_dgx")
-    row = megatron_row(8, 1, 1, 64)[None]
+    row = make_row(tp=8, batch=64)[None]
     a = serve(m, topo, row, 4000, 1000)
     b = serve(with_precision(m, None, "fp8"), topo, row, 4000, 1000)
     # the pool less a workspace that grows with the batch: a little under twice the requests

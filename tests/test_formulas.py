@@ -14,7 +14,7 @@ from lts.cost.layouts import MODE_DIM0, MODE_DIM1, MODE_EXPERTS_T, MODE_NONE, SL
 from lts.cost.tables import build_tables, roofline_time
 from lts.specs.workload import Workload
 from lts.specs import load_model, load_topology, with_expert_placement
-from lts.specs.strategy import OP_COL, megatron_row
+from lts.specs.strategy import OP_COL, make_row
 
 H100 = load_topology("h100_dgx")
 
@@ -23,7 +23,7 @@ def kv_bytes_per_token(name, tp=1, **ops):
     """KV cache of one token over all layers on one GPU, as the memory check counts it: per-GPU
     memory of one sequence at two contexts, difference over the added tokens (weights and
     workspace do not depend on the context in decode). ``ops``: choices other than Megatron's."""
-    model, row = load_model(name), megatron_row(tp, 1, 1, 1)
+    model, row = load_model(name), make_row(tp=tp)
     for op, choice in ops.items():
         row[OP_COL[op]] = choice
     mem = [evaluate(model, H100, Workload(context=c), row).memory_bytes[0] for c in (1024, 3072)]

@@ -7,7 +7,7 @@ from lts.cost import latency
 from lts.search.problems import ServeProblem
 from lts.serving.serve import mixed_workload, serve, step_counts
 from lts.specs import load_model, load_topology
-from lts.specs.strategy import BATCH, megatron_row
+from lts.specs.strategy import BATCH, make_row
 
 
 def test_step_is_pp_stage_times_and_a_pass_fills_and_drains():
@@ -62,7 +62,7 @@ def test_the_closed_loop_is_the_seam_bit_for_bit():
     model, topo = load_model("llama3.1-8b"), load_topology("h100_dgx")
     isl, osl = 1000, 200
     engine = ServeProblem(model, topo, isl, osl).engine          # the default engine
-    rows = np.stack([megatron_row(tp, 1, 1, c) for tp in (1, 2) for c in (8, 4096)])
+    rows = np.stack([make_row(tp=tp, batch=c) for tp in (1, 2) for c in (8, 4096)])
     r = serve(model, topo, rows, isl, osl, engine=engine)
     counts = step_counts(engine, mixed_workload(isl, osl, engine), r.running)
     ttft, tpot, lat = latency.request_s(*counts, r.mixed_step_s, r.decode_step_s, osl,

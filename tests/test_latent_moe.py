@@ -22,7 +22,7 @@ from lts.cost.model import evaluate
 from lts.cost.tables import build_tables
 from lts.specs import (SpecError, load_model, load_topology, model_from_dict, param_counts,
                        weight_params, with_expert_placement)
-from lts.specs.strategy import megatron_row
+from lts.specs.strategy import make_row
 from lts.specs.workload import Workload
 from test_layer_kinds import exact_equals_brute_force
 
@@ -88,7 +88,7 @@ def test_ffn_ops_of_a_latent_moe(phase):
     m = synthetic_latent_moe()
     b = without_latent(m)
     work = Workload(phase, 2048)
-    row = megatron_row(1, 1, 1, 8)[None, :4]
+    row = make_row(batch=8)[None, :4]
     one_rate = dataclasses.replace(H100, grouped={})   # the experts at the dense rate, not the grouped ramp
     tm, tb = build_tables(m, one_rate, work, row), build_tables(b, one_rate, work, row)
     sl = SLOT["ffn1"]
@@ -104,7 +104,7 @@ def test_latent_projections_are_replicated_over_tp():
     width, fc1_latent_proj whole on every rank (vLLM's ReplicatedLinear); the FFN1 weights a
     GPU holds at ep 1: (E L EI / 4 + H SI / 4 + H L) x 2 bytes."""
     m = synthetic_latent_moe()
-    tab = build_tables(m, H100, Workload("decode", 4096), megatron_row(4, 1, 1, 8)[None, :4])
+    tab = build_tables(m, H100, Workload("decode", 4096), make_row(tp=4, batch=8)[None, :4])
     assert tab.weight_bytes[0, SLOT["ffn1"], MODE_DIM1] == \
         (E * L * EI / 4 + H * SI / 4 + H * L) * 2.0
 
@@ -124,7 +124,7 @@ def test_dispatch_at_latent_width():
     a token at latent width, 64 x K x L x 2 bytes (bf16), not 64 x K x H x 2 (under uniform
     routing: the skewed load's busiest group receives I times that, cost.expert_load)."""
     m = with_expert_placement(synthetic_latent_moe(), load="uniform")
-    tab = build_tables(m, H100, Workload("decode", 4096), megatron_row(1, 4, 1, 64)[None, :4])
+    tab = build_tables(m, H100, Workload("decode", 4096), make_row(ep=4, batch=64)[None, :4])
     rows = 64 / 4                                   # the tokens of one ep rank's sequences
     a = _a2a(tab, "ffn1")
     assert a[MODE_DIM1] == rows * K * L * 2.0
@@ -176,7 +176,7 @@ def test_nemotron_3_super_config():
     p = param_counts(m)
     assert p["params_total"] == pytest.approx(120e9, rel=0.02)
     assert p["params_active"] - 2 * m.vocab * m.hidden == pytest.approx(12e9, rel=0.05)
-    res = evaluate(m, H100, Workload("decode", 16384), megatron_row(1, 8, 1, 64)[None])
+    res = evaluate(m, H100, Workload("decode", 16384), make_row(ep=8, batch=64)[None])
     assert res.valid[0]
 
 

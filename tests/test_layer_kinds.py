@@ -23,7 +23,7 @@ from lts.cost.tables import build_tables
 from lts.search.methods import SEARCHERS
 from lts.search.problems import Problem
 from lts.specs import SpecError, load_model, load_topology, model_from_dict
-from lts.specs.strategy import Space, megatron_row
+from lts.specs.strategy import Space, make_row
 from lts.specs.workload import Workload
 
 H100 = load_topology("h100_dgx")
@@ -207,7 +207,7 @@ def test_two_kinds_cost_their_mean_layer():
 def test_uneven_pipeline_split_is_refused():
     """8 layers alternating: pp 8 puts one kind on a stage, the other on the next."""
     model = synthetic_window()
-    rows = np.array([megatron_row(1, 1, pp, 8) for pp in (1, 2, 4, 8)])
+    rows = np.array([make_row(pp=pp, batch=8) for pp in (1, 2, 4, 8)])
     res = evaluate(model, H100, Workload("decode", 4096), rows)
     assert res.reason_list(3) == ["divisibility"]
     assert all("divisibility" not in res.reason_list(i) for i in range(3))
@@ -359,7 +359,7 @@ def test_gpt_oss_at_128k_holds_half_the_kv_of_full_attention():
     assert kv.request_bytes(m, ctx) == (18 * ctx + 18 * 128) * per_token
     assert kv.request_bytes(m, ctx) / kv.request_bytes(full, ctx) == pytest.approx(0.5, abs=1e-3)
     topo = load_topology("h200_dgx")
-    row = megatron_row(8, 1, 1, 64)[None]
+    row = make_row(tp=8, batch=64)[None]
     a, b = (evaluate(x, topo, Workload("decode", ctx), row) for x in (m, full))
     assert a.valid[0] and b.valid[0]
     assert a.memory_bytes[0] < b.memory_bytes[0] and a.tpot_s[0] < b.tpot_s[0]
@@ -488,7 +488,7 @@ def test_moe_every_costs_the_dense_and_moe_layers():
     (pp 8: one layer a stage) is refused as indivisible, the others costed (each stage's dense
     and MoE layers: cost.model.dense_in_stage; the reference walks each layer's own FFN)."""
     work = Workload("decode", 4096)
-    rows = np.array([megatron_row(1, 1, pp, 8) for pp in (1, 2, 4, 8)])
+    rows = np.array([make_row(pp=pp, batch=8) for pp in (1, 2, 4, 8)])
     res = evaluate(interleaved(2), H100, work, rows)
     assert res.reason_list(3) == ["divisibility"]
     assert all(res.valid[:3])

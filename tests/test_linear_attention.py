@@ -21,7 +21,7 @@ from lts.cost.model import evaluate
 from lts.cost.tables import DELTA_CHUNK, build_tables, delta_rule_flops
 from lts.specs import (SpecError, linear_params, load_model, load_topology, model_from_dict,
                        param_counts)
-from lts.specs.strategy import megatron_row
+from lts.specs.strategy import make_row
 from lts.specs.workload import Workload
 from test_layer_kinds import exact_equals_brute_force
 
@@ -142,7 +142,7 @@ def check_state_is_constant(m, c1, c2):
              for c in (c1, c2)]
     assert state[0] == pytest.approx(state[1], rel=1e-9)
     assert state[0] == pytest.approx(m.linear_layers * sum(kv.state_bytes(m)), rel=1e-9)
-    row = np.array([megatron_row(1, 1, 1, 4)])
+    row = np.array([make_row(batch=4)])
     held = [sum(_linear_part(m, Workload("decode", c), row, slot)[2]
                 for slot in ("scores", "context")) for c in (c1, c2)]   # recurrent + conv
     assert held[0] == pytest.approx(held[1], rel=1e-9)
@@ -178,7 +178,7 @@ def test_delta_rule_flops_closed_form():
 
 def test_decode_reads_and_writes_the_state_once_a_token():
     m = model_from_dict(model_dict(), "l.toml")
-    row = np.array([megatron_row(1, 1, 1, 1)])
+    row = np.array([make_row()])
     for ctx in (100, 100_000):
         fl, by, held = _linear_part(m, Workload("decode", ctx), row)
         assert fl == pytest.approx(NV * 7 * DK * DV, rel=1e-9)
@@ -193,7 +193,7 @@ def test_decode_reads_and_writes_the_state_once_a_token():
 @pytest.mark.parametrize("length", [64, 1000, 32768])
 def test_prefill_costs_linear_in_length(length):
     m = model_from_dict(model_dict(), "l.toml")
-    fl, by, held = _linear_part(m, Workload("prefill", length), np.array([megatron_row(1, 1, 1, 1)]))
+    fl, by, held = _linear_part(m, Workload("prefill", length), np.array([make_row()]))
     per_tok = NV * (6 * DK * DV + 64 * (6 * DK + 4 * DV) + 64 * 64 / 3)
     assert fl == pytest.approx(length * per_tok, rel=1e-9)
     # the final state written, each chunk's state written and read, the token io
@@ -224,7 +224,7 @@ def test_projection_weights_and_parameters():
 def test_uneven_pipeline_split_is_refused():
     """8 layers, three linear then one full, twice: pp 4 and 8 give stages different kinds."""
     model = synthetic_linear()
-    rows = np.array([megatron_row(1, 1, pp, 8) for pp in (1, 2, 4, 8)])
+    rows = np.array([make_row(pp=pp, batch=8) for pp in (1, 2, 4, 8)])
     res = evaluate(model, H100, Workload("decode", 4096), rows)
     assert [("divisibility" in res.reason_list(i)) for i in range(4)] == [False, False, True, True]
 
@@ -232,7 +232,7 @@ def test_uneven_pipeline_split_is_refused():
 def test_linear_layers_hold_less_than_full_attention_at_long_context():
     m = synthetic_linear()
     full = full_only(m)
-    rows = np.array([megatron_row(2, 1, 1, 64)])
+    rows = np.array([make_row(tp=2, batch=64)])
     work = Workload("decode", 131072)
     a, b = evaluate(m, H100, work, rows), evaluate(full, H100, work, rows)
     assert a.memory_bytes[0] < b.memory_bytes[0]

@@ -17,7 +17,7 @@ from lts.cost.layouts import MODE_DIM0, SLOT
 from lts.cost.model import evaluate
 from lts.cost.tables import build_tables, ssd_flops
 from lts.specs import SpecError, linear_params, load_topology, model_from_dict, param_counts
-from lts.specs.strategy import megatron_row
+from lts.specs.strategy import make_row
 from lts.specs.workload import Workload
 from test_layer_kinds import exact_equals_brute_force
 # one recurrent layer's op less the attention layers' share, and the model without them
@@ -139,7 +139,7 @@ def test_ssd_flops_closed_form():
 
 def test_decode_reads_and_writes_the_state_once_a_token():
     m = model_from_dict(model_dict(), "m.toml")
-    row = np.array([megatron_row(1, 1, 1, 1)])
+    row = np.array([make_row()])
     for ctx in (100, 100_000):
         fl, by, held = _mamba_part(m, Workload("decode", ctx), row)
         assert fl == pytest.approx(NH * 5 * P * N, rel=1e-9)
@@ -154,7 +154,7 @@ def test_decode_reads_and_writes_the_state_once_a_token():
 @pytest.mark.parametrize("length", [128, 1000, 32768])
 def test_prefill_costs_linear_in_length(length):
     m = model_from_dict(model_dict(), "m.toml")
-    fl, by, held = _mamba_part(m, Workload("prefill", length), np.array([megatron_row(1, 1, 1, 1)]))
+    fl, by, held = _mamba_part(m, Workload("prefill", length), np.array([make_row()]))
     per_tok = NH * (4 * P * N + 2 * Q * P) + G * 2 * Q * N
     assert fl == pytest.approx(length * per_tok, rel=1e-9)
     # the final state written, each chunk's state written and read, the token io
@@ -165,7 +165,7 @@ def test_prefill_costs_linear_in_length(length):
 def test_heads_split_under_tp_like_qkv():
     """tp 2: z, x, dt by heads and B, C by groups halve, as the column-parallel in_proj's."""
     m = model_from_dict(model_dict(), "m.toml")
-    one, two = (_mamba_part(m, Workload("decode", 100), np.array([megatron_row(tp, 1, 1, 1)]))
+    one, two = (_mamba_part(m, Workload("decode", 100), np.array([make_row(tp=tp)]))
                 for tp in (1, 2))
     # mode none is the whole op on every rank; the DIM0 (heads) mode halves it
     tab = [build_tables(m, H100, Workload("decode", 100), np.array([[tp, 1, 1, 1]]))
@@ -194,14 +194,14 @@ def test_projection_weights_and_parameters():
 def test_uneven_pipeline_split_is_refused():
     """8 layers, three mamba then one full, twice: pp 4 and 8 give stages different kinds."""
     model = synthetic_mamba()
-    rows = np.array([megatron_row(1, 1, pp, 8) for pp in (1, 2, 4, 8)])
+    rows = np.array([make_row(pp=pp, batch=8) for pp in (1, 2, 4, 8)])
     res = evaluate(model, H100, Workload("decode", 4096), rows)
     assert [("divisibility" in res.reason_list(i)) for i in range(4)] == [False, False, True, True]
 
 
 def test_mamba_layers_hold_less_than_full_attention_at_long_context():
     m = synthetic_mamba()
-    rows = np.array([megatron_row(2, 1, 1, 64)])
+    rows = np.array([make_row(tp=2, batch=64)])
     work = Workload("decode", 131072)
     a, b = evaluate(m, H100, work, rows), evaluate(full_only(m), H100, work, rows)
     assert a.memory_bytes[0] < b.memory_bytes[0]

@@ -21,7 +21,7 @@ from lts.cost.model import breakdown, evaluate
 from lts.cost.tables import build_tables
 from lts.specs import (SpecError, load_model, load_topology, model_from_dict, model_from_hf_config,
                        param_counts, weight_params)
-from lts.specs.strategy import megatron_row
+from lts.specs.strategy import make_row
 from lts.specs.workload import Workload
 from test_layer_kinds import exact_equals_brute_force
 
@@ -114,7 +114,7 @@ def test_a_layer_without_an_ffn_saves_its_ffn_norm_and_ffn(phase):
     a = model_from_dict(model_dict(), "m.toml")
     b = model_from_dict(without_bare(model_dict()), "m.toml")
     work = Workload(phase, 2048)
-    row = megatron_row(1, 1, 1, 8)
+    row = make_row(batch=8)
     ra, rb = evaluate(a, H100, work, row[None]), evaluate(b, H100, work, row[None])
     tab = build_tables(a, H100, work, row[None, :4])
     modes = {"ffn_norm": MODE_NONE, "router": MODE_NONE, "ffn1": MODE_DIM1, "ffn2": MODE_DIM0}
@@ -147,7 +147,7 @@ def test_one_tp_all_reduce_per_block():
     and 4 FFN blocks, 10 all-reduces (plus the embedding's, vocab split); the lts layers
     without an FFN add one each, not two."""
     m = synthetic_nemotron_h()
-    _, ops = breakdown(m, H100, Workload("decode", 4096), megatron_row(2, 1, 1, 8))
+    _, ops = breakdown(m, H100, Workload("decode", 4096), make_row(tp=2, batch=8))
     count = {}
     for o in ops:
         for c in o["collectives"]:
@@ -165,7 +165,7 @@ def test_pipeline_stages_end_with_an_ffn():
     with a layer without an FFN and pp 6 stages of different layers: indivisible."""
     m = synthetic_nemotron_h()
     assert kv.even_split(m, np.array([1, 2, 3, 6])).tolist() == [True, True, False, False]
-    rows = np.array([megatron_row(1, 1, pp, 8) for pp in (1, 2, 3, 6)])
+    rows = np.array([make_row(pp=pp, batch=8) for pp in (1, 2, 3, 6)])
     res = evaluate(m, H100, Workload("decode", 4096), rows)
     assert [("divisibility" in res.reason_list(i)) for i in range(4)] == [False, False, True, True]
 
@@ -197,7 +197,7 @@ def test_nemotron_3_nano_config():
     p = param_counts(m)
     assert p["params_total"] == pytest.approx(31.6e9, rel=0.02)
     assert p["params_active"] == pytest.approx(3.6e9, rel=0.02)
-    res = evaluate(m, H100, Workload("decode", 16384), megatron_row(1, 1, 1, 64)[None])
+    res = evaluate(m, H100, Workload("decode", 16384), make_row(batch=64)[None])
     assert res.valid[0]
 
 
@@ -316,7 +316,7 @@ def test_ssm_format_costs_the_mamba_projections_only():
                         "m.toml")
     assert b.precision.format_of("ssm") == "fp8" and b.precision.format_of("attention") == "bf16"
     work = Workload("decode", 4096)
-    row = megatron_row(1, 1, 1, 8)[None]
+    row = make_row(batch=8)[None]
     ra, rb = evaluate(a, H100, work, row), evaluate(b, H100, work, row)
     g = a.linear
     assert ra.memory_bytes[0] - rb.memory_bytes[0] == \

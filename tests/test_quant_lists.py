@@ -322,12 +322,12 @@ def test_a_partly_quantized_group_costs_between_its_two_formats():
     from generators import synthetic_mamba
     from lts.cost.model import evaluate
     from lts.specs import load_topology
-    from lts.specs.strategy import megatron_row
+    from lts.specs.strategy import make_row
     from lts.specs.workload import Workload
     half, fp8, bf16 = (synthetic_mamba(weights="fp8", unquantized=u, **q) for u, q in (
         (["attention"], {"quantized_share": {"ssm": 0.5}}), (["attention"], {}),
         (["attention", "ssm"], {})))
-    rows = np.stack([megatron_row(tp, 1, 1, b) for tp in (1, 2) for b in (1, 64)])
+    rows = np.stack([make_row(tp=tp, batch=b) for tp in (1, 2) for b in (1, 64)])
     topo, work = load_topology("h100_dgx"), Workload("decode", context=2048)
     r = {k: evaluate(m, topo, work, rows) for k, m in (("half", half), ("fp8", fp8),
                                                        ("bf16", bf16))}

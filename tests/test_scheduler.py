@@ -9,7 +9,7 @@ from lts.serving.scheduler import Scheduler
 from lts.serving.serve import Evaluator, serve
 from lts.serving.two_pool import prefill_workload
 from lts.specs import load_model, load_topology
-from lts.specs.strategy import DP_ATTENTION, EXPERTS, N_COARSE, OPS, megatron_row
+from lts.specs.strategy import DP_ATTENTION, EXPERTS, N_COARSE, OPS, make_row
 
 
 @pytest.fixture(scope="module")
@@ -22,8 +22,8 @@ def test_attention_dp_8_with_experts_over_8_costs_the_same_however_written(dsv3,
     # tp=1,ep=8 (lts's attention DP over ep groups) and tp=8 with data-parallel attention and
     # whole experts over the group: one deployment, 8 ranks each scheduling its own requests
     m, topo = dsv3
-    a = megatron_row(1, 8, 1, 64)
-    b = megatron_row(8, 1, 1, 64)
+    a = make_row(ep=8, batch=64)
+    b = make_row(tp=8, batch=64)
     choices = list(DP_ATTENTION)
     choices[OPS.index("ffn1")] = choices[OPS.index("ffn2")] = EXPERTS
     b[N_COARSE:] = choices
@@ -40,10 +40,10 @@ def test_a_chunked_prompt_is_costed_as_its_chunk(dsv3):
     # 4,000-token prompt (2,138 ms, 8x the prefill of the same tokens)
     m, topo = dsv3
     eng = ENGINES["sglang"].profile.for_gpu(topo)
-    row = megatron_row(1, 32, 1, 256)
+    row = make_row(ep=32, batch=256)
     step = serve(m, topo, row[None, :], 4000, 1000, engine=eng, attention_dp=True).mixed_step_s[0]
     ev = Evaluator(m, eng.topology(topo))
-    whole = ev(prefill_workload(4000), megatron_row(1, 32, 1, 32)[None, :]).step_s[0]
+    whole = ev(prefill_workload(4000), make_row(ep=32, batch=32)[None, :]).step_s[0]
     per_token_step = (step - eng.step_overhead_s) / 8192
     per_token_pass = whole / (32 * 4000)
     assert per_token_step < 1.5 * per_token_pass

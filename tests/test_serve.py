@@ -13,7 +13,7 @@ from lts.engines import ENGINES
 from lts.engines.profiles import sglang_mem_fraction
 from lts.serving.serve import decode_workload, serve
 from lts.specs import load_model, load_topology
-from lts.specs.strategy import megatron_row
+from lts.specs.strategy import make_row
 from lts.specs.units import GIB
 
 PROFILES = [e.profile for e in ENGINES.values()]
@@ -26,7 +26,7 @@ def llama8b():
 
 
 def rows(batch, tps=(1, 2, 4, 8)):
-    return np.stack([megatron_row(tp, 1, 1, batch) for tp in tps])
+    return np.stack([make_row(tp=tp, batch=batch) for tp in tps])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -57,7 +57,7 @@ def test_ttft_grows_with_concurrency(llama8b, engine):
     m, topo = llama8b
     conc = np.array([1, 2, 3, 5, 8, 13, 16, 31, 64, 100, 128, 200, 256, 1000, 3000])
     for isl, osl in ((1024, 128), (4096, 1024), (20000, 64)):
-        r = serve(m, topo, np.stack([megatron_row(2, 1, 1, c) for c in conc]), isl, osl,
+        r = serve(m, topo, np.stack([make_row(tp=2, batch=c) for c in conc]), isl, osl,
                   engine=engine)
         assert (np.diff(r.ttft_s) >= -1e-12 * r.ttft_s[1:]).all(), (isl, osl, r.ttft_s)
         # ... and the KV cache caps the running batch; the rest queue
@@ -73,17 +73,17 @@ def test_throughput_never_exceeds_the_pure_decode_bound(llama8b, engine):
     isl, osl = 2048, 256
     conc = np.array([1, 4, 16, 64, 256, 1024])
     for tp in (1, 4):
-        r = serve(m, topo, np.stack([megatron_row(tp, 1, 1, c) for c in conc]), isl, osl,
+        r = serve(m, topo, np.stack([make_row(tp=tp, batch=c) for c in conc]), isl, osl,
                   engine=engine)
         fastest = evaluate(m, engine.topology(topo), Workload("decode", isl, tpot_slo_ms=1e9),
-                           np.stack([megatron_row(tp, 1, 1, n) for n in r.running])).step_s
+                           np.stack([make_row(tp=tp, batch=n) for n in r.running])).step_s
         assert (r.output_tokens_per_s <= r.running / fastest).all()
 
 
 def test_requests_beyond_the_kv_cache_queue_and_add_whole_cycles_to_ttft(llama8b):
     m, topo = llama8b
     cap = int(serve(m, topo, rows(1, (1,)), 4096, 4096).kv_capacity[0])
-    r = serve(m, topo, np.stack([megatron_row(1, 1, 1, c) for c in (cap, 3 * cap)]), 4096, 4096)
+    r = serve(m, topo, np.stack([make_row(batch=c) for c in (cap, 3 * cap)]), 4096, 4096)
     assert r.valid.all() and (r.running == cap).all()
     np.testing.assert_allclose(r.output_tokens_per_s[1], r.output_tokens_per_s[0])
     # 2 * cap requests wait: two whole request latencies each, on average
@@ -106,8 +106,8 @@ def test_best_batch_is_the_best_integer_concurrency(engine, slos):
     SLOs or none, for each engine; MoE rows with ep > 1 (attention DP) included."""
     m, topo = load_model("mixtral-8x7b"), load_topology("h100_dgx")
     prof = ENGINES[engine].profile
-    strat = np.stack([megatron_row(2, 1, 1, 1), megatron_row(4, 1, 1, 1),
-                      megatron_row(1, 4, 1, 1), megatron_row(2, 2, 2, 1)])
+    strat = np.stack([make_row(tp=2), make_row(tp=4),
+                      make_row(ep=4), make_row(tp=2, ep=2, pp=2)])
     kw = dict(tpot_slo_ms=slos[0], ttft_slo_ms=slos[1], engine=prof)
     best = serve(m, topo, strat, 700, 300, best_batch=True, **kw)
     limit = prof.holds(serve(m, topo, strat, 700, 300, engine=prof).kv_capacity)
@@ -169,7 +169,7 @@ def serve_cases(draw):
     conc = draw(st.integers(1, 3000))
     isl, osl = draw(st.integers(1, 20000)), draw(st.integers(1, 4000))
     engine = draw(st.sampled_from(PROFILES))
-    return model, topo, megatron_row(tp, ep, pp, conc)[None], isl, osl, engine
+    return model, topo, make_row(tp=tp, ep=ep, pp=pp, batch=conc)[None], isl, osl, engine
 
 
 @settings(max_examples=40)

@@ -21,7 +21,7 @@ from lts.cost.model import evaluate
 from lts.cost.tables import build_tables
 from lts.specs import (SpecError, attention_params, load_model, load_topology, model_from_dict,
                        param_counts)
-from lts.specs.strategy import Space, megatron_row
+from lts.specs.strategy import Space, make_row
 from lts.specs.workload import Workload
 from test_costmodel_reference import WORKLOADS, compare, report
 from test_layer_kinds import scores     # (FLOPs, bytes, KV) of one sequence's scores op
@@ -172,7 +172,7 @@ def test_sparse_attention_never_reads_more_latent_than_dense_mla(topk, context, 
 def test_sparse_model_matches_reference(phase, topk):
     model, work = synthetic_sparse(topk), WORKLOADS[phase]
     space = Space.for_model(model, H100.gpus)
-    rows = [megatron_row(tp, 1, 1, b) for tp, b in ((1, 1), (2, 8), (8, 64))]
+    rows = [make_row(tp=tp, batch=b) for tp, b in ((1, 1), (2, 8), (8, 64))]
     rows = np.concatenate([np.stack(rows), space.decode(
         space.sample(np.random.default_rng(sum(map(ord, phase)) + topk), 60))])
     bad = compare(model, H100, work, rows)
@@ -338,7 +338,7 @@ def test_shared_index_model_matches_reference(phase, topk):
     reference walking each layer with or without its indexer."""
     model, work = synthetic_shared_index(topk), WORKLOADS[phase]
     space = Space.for_model(model, H100.gpus)
-    rows = [megatron_row(tp, 1, pp, b) for tp, pp, b in ((1, 1, 1), (2, 2, 8), (8, 1, 64),
+    rows = [make_row(tp=tp, pp=pp, batch=b) for tp, pp, b in ((1, 1, 1), (2, 2, 8), (8, 1, 64),
                                                           (2, 4, 8))]
     rows = np.concatenate([np.stack(rows), space.decode(
         space.sample(np.random.default_rng(sum(map(ord, phase)) + topk + 1), 60))])
@@ -367,7 +367,7 @@ def test_deepseek_v32_at_128k_against_dense_mla():
     assert kv.request_bytes(dense, ctx) == 61 * ctx * 576 * 2
     h200 = load_topology("h200_dgx")
     work = Workload("decode", ctx)
-    rows = np.array([megatron_row(8, 1, 1, b) for b in (1, 8, 16)])
+    rows = np.array([make_row(tp=8, batch=b) for b in (1, 8, 16)])
     sp, de = evaluate(m, h200, work, rows), evaluate(dense, h200, work, rows)
     assert np.all(sp.valid == de.valid)
     # reads per token: 2048 latents + every indexer key against every latent

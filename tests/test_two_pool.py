@@ -12,7 +12,7 @@ from lts.engines.space import from_layout
 from lts.serving import two_pool
 from lts.serving.serve import Evaluator, decode_workload
 from lts.specs import load_model, load_topology
-from lts.specs.strategy import BATCH, N_COARSE, megatron_row, parse_strategy
+from lts.specs.strategy import BATCH, N_COARSE, make_row, parse_strategy
 from test_validate import run, write
 
 DATA = Path(__file__).parent / "data" / "measurements"
@@ -22,7 +22,7 @@ ENGINE = ENGINES["sglang"].profile.for_gpu(TOPO)
 
 def layout(*sizes):
     tp, ep, choices = from_layout(MODEL, *sizes)
-    row = megatron_row(tp, ep, 1, 1)
+    row = make_row(tp=tp, ep=ep)
     row[N_COARSE:] = choices
     return row
 

@@ -1,4 +1,4 @@
-"""The cost model's entry: ``evaluate(model, topology, workload, strategies[N, 16])``.
+"""The cost model's entry: ``evaluate(model, topology, workload, strategies[N, WIDTH])``.
 
 How a strategy is costed (docs/design.md §3), one layer per module, read in this order:
 
@@ -30,7 +30,7 @@ from .layouts import (CONVERSION, F, LAYOUT_NAMES, MODE_IN, MODE_OUT, PT, SLOT, 
                       T, check_choices, pack)
 from .tables import REASON_BIT, REASONS, Tables, append_tables, build_tables
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import N_COARSE, N_OPS, OPS, PP, TP
+from ..specs.strategy import N_COARSE, OPS, PP, TP, coarse_key, key_exact
 from .walk import Walk, fuse, fused_walk, walk
 from ..specs.workload import Workload
 
@@ -229,52 +229,32 @@ class FusedRows:
         return self.fused, at
 
 
-KEY_BITS = (12, 12, 12, 24)      # tp, ep, pp, batch in one int64 key (exact when each fits)
-_KEY_WEIGHTS = np.array([1 << 48, 1 << 36, 1 << 24, 1] + [0] * N_OPS, dtype=np.int64)
-
-
-def coarse_key(strategies):
-    """One int64 per strategy from its coarse part (tp, ep, pp < 2^12, batch < 2^24; a row beyond
-    them is grouped by ``group_coarse``'s exact fallback): cheap to sort and compare."""
-    s = np.asarray(strategies, dtype=np.int64)
-    return s @ _KEY_WEIGHTS[:s.shape[1]]       # a matrix-vector product: one pass over the rows
-
-
-def _keys_exact(coarse) -> bool:
-    """Whether ``coarse_key`` keeps every field of these rows (degrees >= 1 are assumed)."""
-    return bool(len(coarse) == 0 or (coarse[:, :3].max() < 1 << KEY_BITS[0]
-                                     and coarse[:, 3].max() < 1 << KEY_BITS[3]))
-
-
 def tables_for(model, topo, work, strategies):
-    """Tables for the distinct coarse rows of strategies [N, 16], and each row's index into them."""
+    """Tables for the distinct coarse rows of strategies [N, WIDTH], and each row's index into them."""
     coarse, inverse = group_coarse(strategies)
     return build_tables(model, topo, work, coarse), inverse
 
 
 def group_coarse(strategies):
-    """Distinct coarse rows [G, 4] of strategies [N, 16] in ascending (tp, ep, pp, batch) order,
+    """Distinct coarse rows [G, N_COARSE] of strategies [N, WIDTH] in ascending coarse order,
     and each strategy's index into them.
 
     Without a sort: the fields of each row's key are ranked through tables over their ranges and
     the ranks combine into one dense code per row (O(N); ``np.unique`` sorts, ~4x slower at 1 M)."""
     s = np.asarray(strategies, dtype=np.int64)
     coarse = s[:, :N_COARSE]
-    if len(s) < CHUNK or not _keys_exact(coarse):
+    if len(s) < CHUNK or not key_exact(coarse):
         _, first, inverse = np.unique(coarse, axis=0, return_index=True, return_inverse=True)
         return coarse[first], inverse.ravel()
-    key = coarse_key(s)
-    code, sizes, values, shift = 0, [], [], 60
-    for bits in KEY_BITS:
-        shift -= bits
-        field = (key >> shift) & ((1 << bits) - 1)
+    code, sizes, values = 0, [], []
+    for field in coarse.T:
         seen = np.zeros(int(field.max()) + 1, dtype=bool)
         seen[field] = True
         values.append(np.flatnonzero(seen))
         sizes.append(len(values[-1]))
         code = code * sizes[-1] + (np.cumsum(seen) - 1)[field]
     if np.prod(sizes, dtype=np.float64) > 1 << 26:     # sparse combinations: sort the keys
-        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        _, first, inverse = np.unique(coarse_key(coarse), return_index=True, return_inverse=True)
         return coarse[first], inverse.ravel()
     used = np.zeros(int(np.prod(sizes)), dtype=bool)     # at most N of them are true
     used[code] = True
@@ -300,7 +280,7 @@ class TableCache:
 
     def evaluate(self, strategies) -> Result:
         strategies = np.atleast_2d(np.asarray(strategies, dtype=np.int64))
-        if not _keys_exact(strategies[:, :N_COARSE]):   # degrees beyond the key: no cache
+        if not key_exact(strategies[:, :N_COARSE]):   # degrees beyond the key: no cache
             return evaluate(self.model, self.topo, self.work, strategies)
         g = self.index(strategies)          # (may grow the tables: first)
         return evaluate(self.model, self.topo, self.work, strategies, tables=self.tables,
@@ -334,7 +314,7 @@ class TableCache:
 
 def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
              tables: Tables | None = None, coarse_index=None, return_walk=False):
-    """Evaluate strategies [N, 16] -> Result with arrays [N].
+    """Evaluate strategies [N, WIDTH] -> Result with arrays [N].
 
     Args:
         tables: precomputed coarse tables (with ``coarse_index`` [N] into them), to skip grouping.

@@ -24,7 +24,7 @@ from .layouts import (CONVERSION, F, FFN1_MODES, FFN2_MODES, MAX_MODES, MODE_DIM
 from ..specs import WEIGHT_GROUPS, ModelSpec, TopologySpec, attention_params, compressor_params
 from ..specs.model import BlockSparse, Compressed, Mamba2Spec
 from ..specs.units import WEIGHT_FORMATS
-from ..specs.strategy import BATCH, EP, EXPERTS, PP, TP
+from ..specs.strategy import BATCH, EP, EXPERTS, PP, TP, instance_gpus, placement
 from ..specs.workload import Workload, compose_step
 
 # validity reasons (bit flags) and their messages
@@ -44,7 +44,7 @@ def _frac(n, ranks):
 @dataclass
 class Tables:
     """Costs for G distinct coarse rows. Arrays are [G, ...]; times in seconds, sizes in bytes."""
-    coarse: np.ndarray                 # [G, 4] tp, ep, pp, batch
+    coarse: np.ndarray                 # [G, N_COARSE] the coarse rows (specs.strategy.AXES)
     compute_s: np.ndarray              # [G, slots, modes] FLOP-bound time of one op instance
     memory_s: np.ndarray               # [G, slots, modes] HBM-bound time
     time_s: np.ndarray                 # [G, slots, modes] roofline + kernel overhead
@@ -64,7 +64,7 @@ class Tables:
     layers_per_stage: np.ndarray       # [G]
     pp: np.ndarray                     # [G] float: pipeline stages
     batch: np.ndarray                  # [G] float: sequences (decode, prefill) or requests (mixed)
-    gpus: np.ndarray                   # [G] float: tp * ep * pp
+    gpus: np.ndarray                   # [G] float: GPUs of one instance (instance_gpus)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -105,6 +105,7 @@ class _Shape:
         self.ep = coarse[:, EP].astype(np.float64)
         self.pp = coarse[:, PP].astype(np.float64)
         self.batch = coarse[:, BATCH].astype(np.float64)
+        self.gpus = instance_gpus(coarse).astype(np.float64)      # GPUs of one instance
         a, f = model.attention, model.ffn
         prec = model.precision
         self.wb, self.kvb, self.ab = prec.weight_bytes, prec.kv_bytes, prec.act_bytes
@@ -403,7 +404,7 @@ class _Builder:
         self.kv = np.zeros(shape)
         # each group's (ranks, stride) and its link levels, computed once for all collectives
         links = s.topo.engine_links
-        self.groups = {"tp": (s.tp, 1.0), "ep": (s.ep, s.tp), "pp": (s.pp, s.tp * s.ep)}
+        self.groups = placement({"tp": s.tp, "ep": s.ep, "pp": s.pp})
         self.levels = {g: coll.levels(links, *rs) for g, rs in self.groups.items()}
         self.measured_ops = set()      # slots whose time was read from measured kernels
         # what of the context op's held cache is a copy of the scores op's latent (MLA,
@@ -1477,7 +1478,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     # layout is T or F, else whole on each rank; the residual hc_mult hidden states wide)
     hid, res = conv_bytes[:, PT["hidden"]], conv_bytes[:, PT["residual"]]
     send_bytes = np.stack([hid / s.tp, hid, res / s.tp, res], axis=1)
-    send = np.stack([coll.send(topo.engine_links, send_bytes[:, i], s.pp, s.tp * s.ep,
+    send = np.stack([coll.send(topo.engine_links, send_bytes[:, i], *b.groups["pp"],
                                b.levels["pp"]) for i in range(4)], 1)
     # workspace: activations of one layer in flight (hidden, qkv, context, FFN intermediate,
     # logits), double-buffered
@@ -1492,7 +1493,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     # coarse-only validity
     budget = work.budget(topo)
     bad = np.zeros(G, dtype=np.int64)
-    bad |= np.where(s.tp * s.ep * s.pp > budget, REASON_BIT["budget"], 0)
+    bad |= np.where(s.gpus > budget, REASON_BIT["budget"], 0)
     bad |= np.where(model.layers % s.pp.astype(np.int64) != 0, REASON_BIT["divisibility"], 0)
     # every stage must hold the layer kinds in the same numbers (the tables cost their mean)
     bad |= np.where(kv.even_split(model, s.pp), 0, REASON_BIT["divisibility"])
@@ -1505,7 +1506,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
                   b.weights, b.kv, kv_layer(model, b.kv, b.latent_copy), conv, conv_bytes, final,
                   send, send_bytes,
                   workspace,
-                  bad, np.floor(model.layers / s.pp), s.pp, s.batch, s.tp * s.ep * s.pp,
+                  bad, np.floor(model.layers / s.pp), s.pp, s.batch, s.gpus,
                   extra={"ids_bytes": ids_bytes, "measured": sorted(b.measured_ops),
                          **({} if b.expert_load is None else {"expert_load": b.expert_load})})
 

@@ -12,7 +12,7 @@ from .exact import search_exact
 from .problems import Problem
 from .methods import search_ppo
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import megatron_row
+from ..specs.strategy import make_row
 from ..specs.workload import Workload
 
 
@@ -85,7 +85,7 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
     fusing = per_s(fresh=True, tables=problem.tables)
     cold = per_s(indexed=False)
     t0 = time.perf_counter()
-    breakdown(model, topo, work, megatron_row(8, 1, 1, 64))
+    breakdown(model, topo, work, make_row(tp=8, batch=64))
     out = Bench(model.name, topo.name, evaluations, warm, fusing, cold, time.perf_counter() - t0)
     if searches:
         problem = Problem(model, topo, work)
@@ -109,7 +109,7 @@ def _simulate(model, topo, best) -> tuple:
     from ..serving.simulate import Load, simulate
     from ..specs.errors import LtsError
     from ..specs.strategy import format_strategy
-    row = megatron_row(int(best[0]), int(best[1]), int(best[2]), 1)
+    row = make_row(tp=int(best[0]), ep=int(best[1]), pp=int(best[2]))
     t0 = time.perf_counter()
     try:
         simulate(model, topo, row, ENGINES[GENERIC].profile,

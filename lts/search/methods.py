@@ -36,7 +36,7 @@ from .serve_exact import guide_bounds as serve_guide_bounds, search_serve_exact
 from ..serving.serve import AT_CAPACITY
 from .names import METHODS, STOCHASTIC
 from .problems import Problem, SearchResult, ServeProblem, Tracker, take
-from ..specs.strategy import BATCH, MEGATRON, N_COARSE, OP_COL, megatron_row, presets
+from ..specs.strategy import BATCH, MEGATRON, N_COARSE, OP_COL, coarse_rows, presets
 
 
 
@@ -268,7 +268,7 @@ class Versus:
 def versus_megatron(problem: Problem, best: Result) -> Versus | None:
     """``Versus`` for the first row of ``best`` (None when it is Megatron's own choice)."""
     row = best.strategies[0]
-    mrow = megatron_row(*row[:N_COARSE])
+    mrow = coarse_rows(row[:N_COARSE])[0]
     if np.array_equal(row, mrow):
         return None
     brow, mstep, mserve = row, mrow, None

@@ -55,7 +55,7 @@ from ..cost.model import Result, TableCache, evaluate
 from ..cost.tables import REASON_BIT, REASONS
 from ..engines import ENGINES, GENERIC
 from ..engines.profiles import EngineProfile
-from ..specs.strategy import BATCH, EP, PP, TP, megatron_row
+from ..specs.strategy import BATCH, EP, PP, TP, coarse_rows, make_row
 from ..specs.workload import Workload
 from .scheduler import step_counts
 from .spec import tokens_per_step
@@ -185,7 +185,7 @@ def warm(ev: Evaluator, engine: EngineProfile, coarse, isl: int, osl: int, gpus:
     once: their memory points and, for the running batch n = C, their two steps (a search then
     builds tables only for running batches the KV cache caps). One build per workload."""
     coarse = np.asarray(coarse, dtype=np.int64)
-    rows = np.stack([megatron_row(*c) for c in coarse]) if len(coarse) else np.zeros((0, 16))
+    rows = coarse_rows(coarse)
     unit = rows[:, TP] * rows[:, EP] * rows[:, PP]
     ev(memory_workload(isl, osl, gpus, cached),
        np.concatenate([_with_batch(rows, unit), _with_batch(rows, 2 * unit)]))
@@ -199,7 +199,7 @@ def draft_rows(rows) -> np.ndarray:
     [N, >= 4]: Megatron's per-op choices at the target's tp and ep on one stage, the batch kept (engines run the draft on the target's tensor-parallel group and
     shard it as a plain model; its one layer sits beside the last stage, counted on every GPU)."""
     rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
-    out = np.tile(megatron_row(1, 1, 1, 1), (len(rows), 1))
+    out = np.tile(make_row(), (len(rows), 1))
     out[:, TP], out[:, EP], out[:, BATCH] = rows[:, TP], rows[:, EP], rows[:, BATCH]
     return out
 

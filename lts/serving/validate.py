@@ -78,7 +78,7 @@ from . import two_pool
 from .serve import serve
 from ..specs import (exists, load_model, load_topology, path_problem, read_text, shipped_names,
                      with_precision)
-from ..specs.strategy import (BATCH, EP, N_COARSE, PP, TP, megatron_row, named_keys,
+from ..specs.strategy import (BATCH, EP, N_COARSE, PP, TP, make_row, named_keys,
                              parse_strategy)
 from ..specs.units import KV_DTYPES, weight_format
 
@@ -384,10 +384,10 @@ def _strategy_row(m: Measurement, model) -> tuple:
         except ValueError as e:
             raise _Skip(f"layout {'/'.join(map(str, m.layout))} (attention tp/dp, moe tp/ep): "
                         f"{e}") from None
-        row, named_batch = megatron_row(tp, ep, 1, 1), False
+        row, named_batch = make_row(tp=tp, ep=ep), False
         row[N_COARSE:] = choices
     else:
-        row, named_batch = megatron_row(m.tp, m.ep, m.pp, 1), False
+        row, named_batch = make_row(tp=m.tp, ep=m.ep, pp=m.pp), False
     if m.concurrency:
         row[BATCH] = m.concurrency
     return row, not (m.concurrency or named_batch)
@@ -448,7 +448,7 @@ def _pool_rows(m: Measurement, model) -> tuple:
         except ValueError as err:
             raise _Skip(f"{name} pool layout {tp}/{adp}/{mtp}/{mep} (attention tp/dp, moe "
                         f"tp/ep): {err}") from None
-        row = megatron_row(t, e, 1, 1)
+        row = make_row(tp=t, ep=e)
         row[N_COARSE:] = choices
         rows.append(row)
     return tuple(rows)

@@ -1,12 +1,23 @@
-"""Strategy vectors, the 12 fused operators, value sets and the search space (docs/design.md §2).
+"""The strategy layout: its coarse axes named once, the 12 fused operators, value sets and the
+search space (docs/design.md §2).
 
-A strategy is one integer row of 16 entries ``(tp, ep, pp, batch, op_1 ... op_12)``: the first four
-are the degrees and the batch themselves, the last twelve are choice codes
+A strategy is one integer row: the coarse axes of ``AXES`` in their order, then twelve per-op
+choice codes
 
     0 = shard dim 0, 1 = shard dim 1, 2 = none (replicated), 3 = experts (FFN1/FFN2 of MoE only).
 
-Ranks of one instance (tp*ep*pp GPUs) are placed tp innermost, then ep, then pp outermost, so a tp
-group is contiguous (stride 1), an ep group has stride tp and a pp group stride tp*ep.
+Everything that reads or writes the coarse part goes through the names and helpers here (the
+columns ``TP``..., ``N_COARSE``, ``instance_gpus``, ``placement``, ``coarse_key``, ``make_row``,
+``coarse_dict``/``format_strategy``/``parse_strategy``, ``Space``): an axis is added by adding it
+to ``AXES`` (and a field of ``Space``), not by editing the modules that use rows.
+
+The ranks of one instance (``instance_gpus``: the product of the degree axes) are placed in the
+order of ``PLACEMENT``, innermost first: tp innermost, then ep, then pp outermost, so a tp group
+is contiguous (stride 1), an ep group has stride tp and a pp group stride tp*ep.
+
+The ``batch`` column is a count of requests whose meaning the phase gives: a decode step's batch,
+a prefill pass's prompts, and in the serve phase the concurrency C (``CONCURRENCY`` names the same
+column; ``AT_CAPACITY`` = 0 there: as many as the KV cache holds). ``load_name`` says which.
 """
 from __future__ import annotations
 
@@ -18,9 +29,47 @@ import numpy as np
 from .errors import StrategyError
 from .limits import MAX_CONCURRENCY, MAX_DEGREE
 
-# column layout of a strategy row
-TP, EP, PP, BATCH = 0, 1, 2, 3
-N_COARSE = 4
+
+@dataclass(frozen=True)
+class Axis:
+    """One coarse axis of a strategy row."""
+    name: str
+    degree: bool       # a parallel degree: its ranks are GPUs of the instance
+    key_bits: int      # bits it takes in ``coarse_key`` (rows beyond them are grouped exactly
+    #                    by a slower path)
+    maximum: int       # the largest value a --strategy string may name
+    help: str
+
+
+# the coarse axes in column order
+AXES = (
+    Axis("tp", True, 12, MAX_DEGREE, "tensor-parallel ranks: the group every op's choice shards over"),
+    Axis("ep", True, 12, MAX_DEGREE, "expert-parallel groups: MoE experts split over them, the rest "
+         "data-parallel"),
+    Axis("pp", True, 12, MAX_DEGREE, "pipeline stages: the layers split in order"),
+    Axis("batch", False, 24, MAX_CONCURRENCY, "requests: a decode step's batch, a prefill pass's "
+         "prompts, the serve phase's concurrency"),
+)
+COARSE = tuple(a.name for a in AXES)                 # ("tp", "ep", "pp", "batch")
+COL = {a.name: i for i, a in enumerate(AXES)}        # column of each coarse axis
+TP, EP, PP, BATCH = COL["tp"], COL["ep"], COL["pp"], COL["batch"]
+N_COARSE = len(AXES)
+DEGREES = tuple(a.name for a in AXES if a.degree)    # the axes whose product is an instance's GPUs
+DEGREE_COLS = tuple(COL[n] for n in DEGREES)
+PLACEMENT = ("tp", "ep", "pp")                       # rank placement, innermost first
+assert sorted(PLACEMENT) == sorted(DEGREES)
+
+# the serve phase's name for the batch column, and its "as many as fit" value
+CONCURRENCY = BATCH
+AT_CAPACITY = 0
+
+
+def load_name(phase: str) -> str:
+    """What the batch column counts in ``phase``: "batch" (decode), "prompts" (prefill),
+    "concurrency" (serve)."""
+    return {"decode": "batch", "prefill": "prompts", "serve": "concurrency"}.get(phase, "batch")
+
+
 OPS = ("embedding", "attn_norm", "qkv", "scores", "context", "out_proj",
        "ffn_norm", "router", "ffn1", "ffn2", "final_norm", "lm_head")
 N_OPS = len(OPS)
@@ -77,15 +126,92 @@ def n_choices(is_moe: bool) -> tuple:
     return tuple(4 if (is_moe and op in ("ffn1", "ffn2")) else 3 for op in OPS)
 
 
-def megatron_row(tp, ep, pp, batch) -> np.ndarray:
-    return np.array([tp, ep, pp, batch, *MEGATRON], dtype=np.int64)
+# ----------------------------------------------------------------------------------------------
+# rows and their coarse part
+
+def make_row(choices=MEGATRON, **coarse) -> np.ndarray:
+    """A strategy row from named coarse values (each axis not named: 1) and per-op ``choices``
+    (Megatron's unless given): ``make_row(tp=8, batch=64)``."""
+    unknown = set(coarse) - set(COARSE)
+    if unknown:
+        raise TypeError(f"make_row: unknown axis {sorted(unknown)[0]!r} (axes: {', '.join(COARSE)})")
+    return np.array([int(coarse.get(n, 1)) for n in COARSE] + list(choices), dtype=np.int64)
+
+
+def coarse_rows(coarse, choices=MEGATRON) -> np.ndarray:
+    """Strategy rows [G, WIDTH] from coarse rows [G, N_COARSE] with the same per-op ``choices``."""
+    coarse = np.asarray(coarse, dtype=np.int64).reshape(-1, N_COARSE)
+    return np.concatenate([coarse, np.tile(np.asarray(choices, dtype=np.int64),
+                                           (len(coarse), 1))], axis=1)
+
+
+def coarse_of(rows) -> np.ndarray:
+    """The coarse part of rows [..., WIDTH] (or of coarse rows themselves): [..., N_COARSE]."""
+    return np.asarray(rows)[..., :N_COARSE]
+
+
+def with_coarse(row, **values) -> np.ndarray:
+    """A copy of strategy row(s) with the named coarse axes set (``with_coarse(r, batch=1)``)."""
+    out = np.array(row, dtype=np.int64, copy=True)
+    for name, v in values.items():
+        out[..., COL[name]] = v
+    return out
+
+
+def instance_gpus(rows):
+    """GPUs of one instance of each row: the product of its degree axes (rows [..., >= N_COARSE]:
+    strategy or coarse rows, one row or many; an int64 scalar or array)."""
+    rows = np.asarray(rows)
+    out = rows[..., DEGREE_COLS[0]]
+    for c in DEGREE_COLS[1:]:
+        out = out * rows[..., c]
+    return out
+
+
+def placement(degrees) -> dict:
+    """Each degree axis's group as (ranks, stride): ``degrees`` maps axis name -> ranks (numbers
+    or arrays); ranks are placed in ``PLACEMENT`` order, innermost first, so an axis's stride is
+    the product of the degrees inside it (tp: 1, ep: tp, pp: tp*ep)."""
+    out, stride = {}, 1.0
+    for name in PLACEMENT:
+        out[name] = (degrees[name], stride)
+        stride = stride * degrees[name]
+    return out
+
+
+def coarse_dict(row) -> dict:
+    """The coarse part of one row by name: {"tp": 8, "ep": 1, "pp": 1, "batch": 64}."""
+    return {n: int(row[COL[n]]) for n in COARSE}
+
+
+# the packed coarse key: each axis's value in its own bits of one int64, first axis highest
+KEY_BITS = tuple(a.key_bits for a in AXES)
+KEY_TOTAL = sum(KEY_BITS)
+assert KEY_TOTAL <= 62
+_KEY_WEIGHTS = np.array([1 << (KEY_TOTAL - sum(KEY_BITS[:i + 1])) for i in range(N_COARSE)]
+                        + [0] * N_OPS, dtype=np.int64)
+
+
+def coarse_key(rows) -> np.ndarray:
+    """One int64 per row [N, >= N_COARSE] from its coarse part (exact while each value fits its
+    axis's ``key_bits``: ``key_exact``), in the order of the coarse rows: cheap to sort and
+    compare."""
+    s = np.asarray(rows, dtype=np.int64)
+    return s @ _KEY_WEIGHTS[:s.shape[1]]       # a matrix-vector product: one pass over the rows
+
+
+def key_exact(coarse) -> bool:
+    """Whether ``coarse_key`` keeps every field of these coarse rows [N, >= N_COARSE] (values
+    >= 0 are assumed)."""
+    coarse = np.asarray(coarse)
+    return bool(len(coarse) == 0 or all(coarse[:, i].max() < 1 << b for i, b in enumerate(KEY_BITS)))
 
 
 # ----------------------------------------------------------------------------------------------
 # --strategy strings
 
 # the largest degree and batch a --strategy string may name (a topology's size is checked later)
-MAX_VALUE = {"tp": MAX_DEGREE, "ep": MAX_DEGREE, "pp": MAX_DEGREE, "batch": MAX_CONCURRENCY}
+MAX_VALUE = {a.name: a.maximum for a in AXES}
 
 
 def _parts(text: str):
@@ -110,7 +236,7 @@ def parse_strategy(text: str, is_moe: bool = True) -> np.ndarray:
     """
     if not text.strip(" ,"):
         raise StrategyError("--strategy: empty (expected e.g. tp=8,ep=1,pp=1,batch=64)")
-    values = {"tp": 1, "ep": 1, "pp": 1, "batch": 1}
+    values = dict.fromkeys(COARSE, 1)
     ops = dict(zip(OPS, MEGATRON))
     seen = set()
     for key, value in _parts(text):
@@ -137,17 +263,16 @@ def parse_strategy(text: str, is_moe: bool = True) -> np.ndarray:
                 raise StrategyError(f"--strategy: {key}=experts needs a MoE model")
             ops[key] = code
         else:
-            raise StrategyError(f"--strategy: unknown key {key!r} (expected tp, ep, pp, batch or "
+            raise StrategyError(f"--strategy: unknown key {key!r} (expected {', '.join(COARSE)} or "
                                 f"one of {', '.join(OPS)})")
-    return np.array([values["tp"], values["ep"], values["pp"], values["batch"],
-                     *[ops[o] for o in OPS]], dtype=np.int64)
+    return make_row([ops[o] for o in OPS], **values)
 
 
 def format_strategy(row, only_changed: bool = False, sep: str = ",") -> str:
     """The inverse of parse_strategy (only ops that differ from Megatron if ``only_changed``;
     ``sep`` ", " for prose, where a narrow terminal then wraps between settings)."""
     row = [int(v) for v in row]
-    parts = [f"tp={row[TP]}", f"ep={row[EP]}", f"pp={row[PP]}", f"batch={row[BATCH]}"]
+    parts = [f"{n}={v}" for n, v in coarse_dict(row).items()]
     for i, op in enumerate(OPS):
         c = row[N_COARSE + i]
         if not only_changed or c != MEGATRON[i]:
@@ -158,7 +283,7 @@ def format_strategy(row, only_changed: bool = False, sep: str = ",") -> str:
 def strategy_dict(row) -> dict:
     """JSON strategy object (docs/design.md §5)."""
     row = [int(v) for v in row]
-    return {"tp": row[TP], "ep": row[EP], "pp": row[PP], "batch": row[BATCH],
+    return {**coarse_dict(row),
             "ops": {op: CHOICE_NAMES[row[N_COARSE + i]] for i, op in enumerate(OPS)}}
 
 
@@ -212,26 +337,35 @@ class Space:
                    tuple(v for v in pp if v <= gpus),
                    _powers_of_two(max_batch), n_choices(model.is_moe), gpus)
 
+    @property
+    def values(self) -> tuple:
+        """The value set of each coarse axis, in column order."""
+        return tuple(getattr(self, n) for n in COARSE)
+
+    def full_grid(self) -> np.ndarray:
+        """Every combination of the coarse value sets [G, N_COARSE], the first axis slowest."""
+        mesh = np.meshgrid(*self.values, indexing="ij")
+        return np.stack([m.ravel() for m in mesh], axis=1).astype(np.int64)
+
     def coarse_grid(self) -> np.ndarray:
-        """All (tp, ep, pp, batch) rows within the GPU budget, [G, 4]."""
-        tp, ep, pp, b = np.meshgrid(self.tp, self.ep, self.pp, self.batch, indexing="ij")
-        grid = np.stack([tp.ravel(), ep.ravel(), pp.ravel(), b.ravel()], axis=1).astype(np.int64)
-        return grid[grid[:, TP] * grid[:, EP] * grid[:, PP] <= self.gpus]
+        """All coarse rows within the GPU budget, [G, N_COARSE]."""
+        grid = self.full_grid()
+        return grid[instance_gpus(grid) <= self.gpus]
 
     @property
     def sizes(self) -> tuple:
-        """Number of values of each of the 16 entries (the policy's head sizes)."""
-        return (len(self.tp), len(self.ep), len(self.pp), len(self.batch)) + tuple(self.choices)
+        """Number of values of each entry of a row (the policy's head sizes)."""
+        return tuple(len(v) for v in self.values) + tuple(self.choices)
 
     @property
     def size(self) -> int:
         return len(self.coarse_grid()) * int(np.prod(self.choices))
 
     def decode(self, idx: np.ndarray) -> np.ndarray:
-        """Index rows [N, 16] (one index per head) -> strategy rows [N, 16]."""
+        """Index rows [N, WIDTH] (one index per head) -> strategy rows [N, WIDTH]."""
         idx = np.asarray(idx, dtype=np.int64)
         out = idx.copy()
-        for col, values in enumerate((self.tp, self.ep, self.pp, self.batch)):
+        for col, values in enumerate(self.values):
             out[:, col] = np.asarray(values, dtype=np.int64)[idx[:, col]]
         return out
 
@@ -239,7 +373,7 @@ class Space:
         """Strategy rows -> index rows (values must be in the value sets)."""
         rows = np.asarray(rows, dtype=np.int64)
         out = rows.copy()
-        for col, values in enumerate((self.tp, self.ep, self.pp, self.batch)):
+        for col, values in enumerate(self.values):
             v = np.asarray(values)
             out[:, col] = np.searchsorted(v, rows[:, col])
         return out
