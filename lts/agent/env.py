@@ -9,15 +9,18 @@ throughput), the action is a full strategy (one index per head), the reward is
 
 for a valid strategy and ``invalid_reward`` otherwise, and the episode ends (one step, bandit
 style). ``Env`` also keeps what the bound-guided proposer (lts.agent.proposer) reads: the calls
-spent, the best valid strategy seen at each coarse row (the first four heads: tp, ep, pp,
-batch) and, when asked, every strategy tried.
+spent, the best valid strategy seen at each coarse row (the first ``N_COARSE`` heads: tp, ep,
+pp, batch) and, when asked, every strategy tried.
 
 Written against a callback ``evaluate(index_rows [n, H]) -> (raw [n], valid [n])`` so that it knows
-nothing about parallelism (the agent is reusable, as CleanRL's are).
+nothing about parallelism beyond how many heads the coarse row has (the agent is reusable, as
+CleanRL's are).
 """
 from __future__ import annotations
 
 import numpy as np
+
+from ..specs.strategy import N_COARSE
 
 
 class EliteHistory:
@@ -54,7 +57,8 @@ class Env:
 
     Args:
         evaluate: callback index rows [n, H] -> (raw tokens/s/GPU [n], valid [n] bool).
-        sizes: number of choices of each of the H heads; the first four are the coarse row.
+        sizes: number of choices of each of the H heads; the first ``N_COARSE`` are the coarse
+            row.
         budget: evaluator calls the search may spend (``calls`` counts them).
         cfg: a PPOConfig (``history``, ``alpha``, ``beta``, ``invalid_reward``).
         keep: keep every strategy tried (``tried``); False keeps memory flat in the budget.
@@ -67,7 +71,7 @@ class Env:
         self.calls = 0
         self.ref = None         # reference throughput: the first valid strategy's (docs/paper.md §5.1)
         self.best = 0.0         # best-so-far in normalized units (b of Eq. 1)
-        self.row_raw = np.full(int(np.prod(sizes[:4])), -np.inf)  # coarse row (flat) -> best raw
+        self.row_raw = np.full(int(np.prod(sizes[:N_COARSE])), -np.inf)  # coarse row -> best raw
         self.row_top = {}       # coarse row (flat) -> the strategy of that best raw
         self._rows, self._raw, self._valid = [], [], []
 
@@ -105,7 +109,7 @@ class Env:
         for a, v, r, x in zip(actions, valid, norm, raw):
             if v:
                 self.elite.add(a, float(r))
-                g = int(np.ravel_multi_index(tuple(a[:4]), self.sizes[:4]))
+                g = int(np.ravel_multi_index(tuple(a[:N_COARSE]), self.sizes[:N_COARSE]))
                 if x > self.row_raw[g]:
                     self.row_raw[g] = float(x)
                     self.row_top[g] = a

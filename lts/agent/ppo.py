@@ -61,7 +61,7 @@ class PPOConfig:
                                    # (paper §3, App. A)
     elite_prior: float = 0.9       # a local restart's probability on the best elite's choice in
                                    # every per-op head (0: uniform, as the paper; docs/agent.md)
-    coarse_kernel: float = 1.0     # > 0: the four coarse heads (degrees, batch) are ordinal, a
+    coarse_kernel: float = 1.0     # > 0: the coarse heads (degrees, batch) are ordinal, a
                                    # fresh network's probability falls as exp(-kernel * |i - elite|)
                                    # (docs/agent.md)
     global_on_stall: bool = True   # a global restart after a chunk that did not improve the best
@@ -78,7 +78,8 @@ class PPOConfig:
                                    # at every coarse row whose bound beats the best
     bound_mask: bool = True        # degrees and batches no row of which can be valid: never drawn
     bound_restarts: bool = True    # the first network and every global restart aim at the next
-                                   # best-bound (tp, ep, pp); stop once no row can beat the best
+                                   # best-bound instance (the coarse heads but the batch); stop
+                                   # once no row can beat the best
     bound_sweeps: int | None = None  # climbs at each aimed restart: sweeps of single per-op
                                    # changes, None: until a sweep finds nothing better (a local
                                    # optimum; 2 left issue 23's serve-mixtral22-h200-trtllm

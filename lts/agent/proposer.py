@@ -10,14 +10,14 @@ proposes itself and where each fresh network starts (issue 13; docs/agent.md).
   after a stalled global chunk comes a local one again.
 - **Aimed restarts**: given ``bound`` (an upper bound on each coarse row's throughput that costs
   no call), degrees no valid row has are masked, and the first network and each global restart
-  aim at the next-best-bound (tp, ep, pp) instead ("bound"), first climbing from the best per-op
-  choices moved there and from the best strategy seen there (``_climb``: sweeps of single changes
-  and of groups of heads that pay off together).
+  aim at the next-best-bound instance (the coarse row but its batch) instead ("bound"), first
+  climbing from the best per-op choices moved there and from the best strategy seen there
+  (``_climb``: sweeps of single changes and of groups of heads that pay off together).
 - **Proof**: the search ends once no bound beats the best found, which is then the optimum
   (``prove_top``: the k best rows).
 
-Knows nothing about parallelism: strategies are index rows, the first four heads (tp, ep, pp,
-batch) the coarse row.
+Knows nothing about parallelism: strategies are index rows, the first ``N_COARSE`` heads (tp,
+ep, pp, batch) the coarse row, of which the ``BATCH`` head is the one a climb steps along.
 """
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ import itertools
 import math
 
 import numpy as np
+
+from ..specs.strategy import BATCH, N_COARSE, instance_index
 
 
 def _prior_bias(sizes, row, probs, kernel=None) -> np.ndarray:
@@ -49,25 +51,26 @@ def _prior_bias(sizes, row, probs, kernel=None) -> np.ndarray:
 def restart_bias(sizes, row, kind: str, cfg, switch_heads=()) -> np.ndarray:
     """Output biases of a fresh network for a restart of ``kind`` around the best elite ``row``.
 
-    local: every head centred on ``row`` (per-op heads ``elite_prior``, the four coarse heads the
+    local: every head centred on ``row`` (per-op heads ``elite_prior``, the coarse heads the
     ordinal ``coarse_kernel``); global: the coarse heads (and ``switch_heads`` when
     ``global_uniform``) uniform, the other per-op heads ``global_fine`` on ``row``'s choices
     (never below uniform); bound: the coarse heads ordinal around ``row``, the per-op heads as a
     global restart's.
     """
-    fine = sizes[4:]
+    fine = sizes[N_COARSE:]
+    ordinal = [cfg.coarse_kernel] * N_COARSE + [0.0] * len(fine)
     if kind == "bound":         # coarse heads around the target row, per-op as a global restart
-        probs = [0.5] * 4 + [max(cfg.global_fine, 1.0 / n) for n in fine]
+        probs = [0.5] * N_COARSE + [max(cfg.global_fine, 1.0 / n) for n in fine]
         for i in switch_heads if cfg.global_uniform else ():
             probs[i] = 1.0 / sizes[i]
-        return _prior_bias(sizes, row, probs, [cfg.coarse_kernel] * 4 + [0.0] * len(fine))
+        return _prior_bias(sizes, row, probs, ordinal)
     if kind == "global":
-        probs = [1.0 / n for n in sizes[:4]] + [max(cfg.global_fine, 1.0 / n) for n in fine]
+        probs = [1.0 / n for n in sizes[:N_COARSE]] + [max(cfg.global_fine, 1.0 / n) for n in fine]
         for i in switch_heads if cfg.global_uniform else ():
             probs[i] = 1.0 / sizes[i]
         return _prior_bias(sizes, row, probs)
     probs = [cfg.elite_prior] * len(sizes)
-    return _prior_bias(sizes, row, probs, [cfg.coarse_kernel] * 4 + [0.0] * len(fine))
+    return _prior_bias(sizes, row, probs, ordinal)
 
 
 class Proposer:
@@ -78,7 +81,7 @@ class Proposer:
             whose budget its own calls spend.
         cfg: a PPOConfig (the restart, ``seed_points``/``baseline_sweep`` and ``bound_*`` fields).
         bound: optional upper bound on the raw throughput of every strategy of each coarse row,
-            shaped ``sizes[:4]`` (-inf: no valid strategy); see ``bound_mask`` and
+            shaped ``sizes[:N_COARSE]`` (-inf: no valid strategy); see ``bound_mask`` and
             ``bound_restarts``. Read as the search goes (a float64 array of that shape is used
             as is): the evaluator may lower entries in place, e.g. to a row's best once every
             strategy of the row has been tried (lts.search in an engine's space).
@@ -104,17 +107,18 @@ class Proposer:
         self.env, self.cfg, self.groups, self.switch_heads, self.prove_top, self.on_calls = \
             env, cfg, groups, switch_heads, prove_top, on_calls
         sizes = env.sizes
-        self.n_coarse = sum(sizes[:4])
+        self.n_coarse = sum(sizes[:N_COARSE])
         self.mask = np.zeros(sum(sizes), dtype=np.float32)
         self.targets = np.zeros(0, dtype=np.int64)      # coarse rows to aim at, best bound first
         self.bound = None
         if bound is not None:
-            self.bound = np.asarray(bound, dtype=np.float64).reshape(sizes[:4])
+            self.bound = np.asarray(bound, dtype=np.float64).reshape(sizes[:N_COARSE])
             if cfg.bound_mask:
                 live = np.isfinite(self.bound)
                 self.mask[:self.n_coarse] = np.concatenate([
-                    np.where(live.any(axis=tuple(j for j in range(4) if j != i)), 0.0, -30.0)
-                    for i in range(4)])
+                    np.where(live.any(axis=tuple(j for j in range(N_COARSE) if j != i)), 0.0,
+                             -30.0)
+                    for i in range(N_COARSE)])
             if cfg.bound_restarts:
                 flat = self.bound.ravel()
                 targets = np.argsort(-flat, kind="stable")
@@ -144,7 +148,7 @@ class Proposer:
         flat = self.bound.ravel()
         for rows in stages:
             rows = np.asarray(rows, dtype=np.int64)
-            g = np.ravel_multi_index(tuple(rows[:, :4].T), sizes[:4])
+            g = np.ravel_multi_index(tuple(rows[:, :N_COARSE].T), sizes[:N_COARSE])
             order = np.argsort(-flat[g], kind="stable")
             order = order[np.isfinite(flat[g[order]])]
             done = np.array([r.tobytes() in seeded for r in rows], dtype=bool)  # (tried as seeds)
@@ -163,7 +167,7 @@ class Proposer:
         kind: "fresh" (no elite, or ``elite_prior`` 0), "local", "global" (after a chunk that did
         not improve the best, with ``global_on_stall``; with ``alternate`` not after a stalled
         global or aimed one) or "bound" (the first chunk and each global restart, with
-        ``bound_restarts``, while a (tp, ep, pp) is left to aim at; climbs there first).
+        ``bound_restarts``, while an instance is left to aim at; climbs there first).
         """
         env, cfg = self.env, self.cfg
         if self.aiming and not self._open_rows().any():
@@ -189,10 +193,10 @@ class Proposer:
         if target is None:
             return None
         row = env.elite.rows[0].copy() if env.elite.rows else np.zeros(len(sizes), np.int64)
-        row[:4] = target
+        row[:N_COARSE] = target
         if env.elite.rows:          # the best per-op choices, moved to the target row
             self._climb(row)
-        here = env.row_top.get(int(np.ravel_multi_index(tuple(target), sizes[:4])))
+        here = env.row_top.get(int(np.ravel_multi_index(tuple(target), sizes[:N_COARSE])))
         if here is not None:        # ... and the best strategy seen at the target row
             self._climb(here.copy())
         bias = restart_bias(sizes, row, "bound", self.cfg, self.switch_heads)
@@ -201,15 +205,17 @@ class Proposer:
         return bias
 
     def _next_target(self):
-        """The coarse heads of the best-bound row that can still beat the best found, of the
-        (tp, ep, pp) not aimed at yet (the local restarts move the batch), or None."""
+        """The coarse heads of the best-bound row that can still beat the best found, of an
+        instance (every coarse head but the batch) not aimed at yet (the local restarts move the
+        batch), or None."""
         sizes = self.env.sizes
         self.targets = self.targets[self._open_rows(self.targets)]
         if not len(self.targets):
             return None
         t = self.targets[0]
-        self.targets = self.targets[self.targets // sizes[3] != t // sizes[3]]
-        return np.array(np.unravel_index(t, sizes[:4]))
+        self.targets = self.targets[instance_index(self.targets, sizes)
+                                    != instance_index(t, sizes)]
+        return np.array(np.unravel_index(t, sizes[:N_COARSE]))
 
     def _open_rows(self, g=None):
         """Whether each coarse row g (flat; None: every row) may still hold what the search
@@ -248,11 +254,12 @@ class Proposer:
         for _ in (itertools.count() if sweeps is None else range(sweeps)):
             if env.calls >= env.budget:
                 return
-            near = [np.r_[row[:h], v, row[h + 1:]] for h in range(4, len(sizes))
+            near = [np.r_[row[:h], v, row[h + 1:]] for h in range(N_COARSE, len(sizes))
                     for v in range(sizes[h]) if v != row[h]]
             if self.cfg.bound_moves:
-                near += [np.r_[row[:3], v, row[4:]] for v in (row[3] - 1, row[3] + 1)
-                         if 0 <= v < sizes[3]]          # the batch, one step either way
+                near += [np.r_[row[:BATCH], v, row[BATCH + 1:]]     # the batch, one step
+                         for v in (row[BATCH] - 1, row[BATCH] + 1)   # either way
+                         if 0 <= v < sizes[BATCH]]
                 for g in self.groups:   # a pair: every joint change; a larger group: to one value
                     values = itertools.product(*(range(sizes[h]) for h in g)) if len(g) == 2 \
                         else ((v,) * len(g) for v in range(min(sizes[h] for h in g)))

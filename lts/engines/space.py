@@ -34,7 +34,8 @@ import numpy as np
 
 from ..specs import ModelSpec
 from ..specs.strategy import (CHOICE_NAMES, DIM0, DIM1, DP_ATTENTION, EP, EXPERT_CHOICES, EXPERTS,
-                       MEGATRON, N_COARSE, NONE, OP_COL, OP_DIMS, OPS, TP, with_experts)
+                       MEGATRON, N_COARSE, NONE, OP_COL, OP_DIMS, OPS, TP, coarse_of, make_row,
+                       with_experts)
 from . import REAL_ENGINES, get
 
 
@@ -56,13 +57,13 @@ def variants(model: ModelSpec) -> tuple:
 def engine_variants(engine: str, model: ModelSpec, tp: int, ep: int) -> tuple:
     """Per-op choice tuples the engine runs at these degrees (empty: the degrees themselves are
     not runnable). tp = 1 has one: every choice costs the same over a group of one."""
-    coarse = np.array([[tp, ep, 1, 1]])
+    coarse = coarse_of(make_row(tp=tp, ep=ep))[None]
     return tuple(v for v in variants(model) if runnable_mask(engine, model, coarse, v)[0]
                  and (tp > 1 or v == MEGATRON))
 
 
 def runnable_mask(engine: str, model: ModelSpec, coarse: np.ndarray, choices) -> np.ndarray:
-    """Whether the engine runs the per-op ``choices`` at each coarse row [G, 4] -> [G] bool (at
+    """Whether the engine runs the per-op ``choices`` at each coarse row [G, N_COARSE] -> [G] bool (at
     tp = 1 any variant: the choices shard nothing there). Every engine runs each variant at
     ep = 1, and at ep > 1 those of its ``ep_variants``."""
     coarse = np.asarray(coarse)
@@ -81,7 +82,7 @@ _ATTENTION_OPS = np.array([op not in ("ffn1", "ffn2") for op in OPS])
 
 
 def attention_dp(model: ModelSpec, rows) -> np.ndarray:
-    """Rows [N, 16] whose tp ranks are attention data-parallel ranks too: DP_ATTENTION's choices
+    """Rows [N, WIDTH] whose tp ranks are attention data-parallel ranks too: DP_ATTENTION's choices
     for every op but the FFN's, at tp > 1 of a MoE (each rank schedules its own requests in an
     engine) [N] bool. Attention DP 8 with the experts over the 8 (written tp=8 with those
     choices, or tp=1,ep=8) is then scheduled as the same 8 ranks either way."""
@@ -144,14 +145,14 @@ def _choices(model: ModelSpec, rows: np.ndarray) -> np.ndarray:
 
 
 def runnable(engine: str, model: ModelSpec, rows) -> np.ndarray:
-    """Which strategy rows [N, 16] the engine runs as written [N] bool (``generic``: all)."""
+    """Which strategy rows [N, WIDTH] the engine runs as written [N] bool (``generic``: all)."""
     rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
     if get(engine).whole_space:
         return np.ones(len(rows), bool)
     ch = _choices(model, rows)
     out = np.zeros(len(rows), bool)
     for v in variants(model):
-        out |= (ch == np.asarray(v)).all(axis=1) & runnable_mask(engine, model, rows[:, :N_COARSE], v)
+        out |= (ch == np.asarray(v)).all(axis=1) & runnable_mask(engine, model, coarse_of(rows), v)
     return out
 
 
@@ -163,7 +164,7 @@ def runnable_on(model: ModelSpec, rows) -> list:
 
 
 def engine_form(model: ModelSpec, rows) -> np.ndarray:
-    """The engine form of each strategy row [N, 16]: data-parallel attention with whole experts
+    """The engine form of each strategy row [N, WIDTH]: data-parallel attention with whole experts
     over the tp group (``with_experts(DP_ATTENTION)`` at tp > 1, each rank its own attention
     and its own experts) is the deployment lts writes as tp = 1, ep = tp * ep (attention DP and
     expert parallelism over every GPU), which is how an engine runs it and costs it (one
@@ -179,7 +180,7 @@ def engine_form(model: ModelSpec, rows) -> np.ndarray:
 
 
 def project(engine: str, model: ModelSpec, rows: np.ndarray) -> np.ndarray:
-    """Strategy (or index) rows [N, 16] -> the engine's variant each stands for, in place: the
+    """Strategy (or index) rows [N, WIDTH] -> the engine's variant each stands for, in place: the
     coarse columns kept (so value and index rows project alike), the per-op choices of a MoE set
     to the expert-parallel variant where FFN1 or FFN2 splits the experts, else to data-parallel
     attention where the QKV projection is replicated, else to Megatron's (a dense model:

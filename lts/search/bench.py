@@ -12,7 +12,7 @@ from .exact import search_exact
 from .problems import Problem
 from .methods import search_ppo
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import make_row
+from ..specs.strategy import degree_dict, make_row
 from ..specs.workload import Workload
 
 
@@ -109,7 +109,7 @@ def _simulate(model, topo, best) -> tuple:
     from ..serving.simulate import Load, simulate
     from ..specs.errors import LtsError
     from ..specs.strategy import format_strategy
-    row = make_row(tp=int(best[0]), ep=int(best[1]), pp=int(best[2]))
+    row = make_row(**degree_dict(best))
     t0 = time.perf_counter()
     try:
         simulate(model, topo, row, ENGINES[GENERIC].profile,

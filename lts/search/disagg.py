@@ -65,7 +65,7 @@ from ..serving import serve, two_pool
 from ..serving.pareto import pareto_front
 from .problems import Problem, ServeProblem
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import BATCH, N_COARSE, PP, TP, Space
+from ..specs.strategy import BATCH, N_COARSE, PP, TP, Space, instance_gpus
 from ..specs.workload import Workload
 
 @dataclass
@@ -213,7 +213,7 @@ class EnginePool(Problem):
                        workspace_bytes=tables.workspace_bytes + margin, extra=extra)
 
     def _figures(self, rows, figures: Tables, ruled: Tables, g) -> Result:
-        """Rows [N, 16] (values, rows ``g`` of both tables) costed on the model's own tables,
+        """Rows [N, WIDTH] (values, rows ``g`` of both tables) costed on the model's own tables,
         valid only where the rule's tables find them valid too."""
         res = evaluate(self.model, self.topo, self.work, rows, tables=figures, coarse_index=g)
         if ruled is not figures:
@@ -263,7 +263,7 @@ def best_pool(pool: Problem, max_gpus: int | None = None):
 def pools(pool: Problem) -> list:
     """Distinct best strategies of one pool's phase (one-row Results), one per instance size
     bound: the whole budget first; the per-GPU optimum at a bound of b GPUs is that one for every
-    b at least its size, so only the instance sizes (tp x ep x pp of the space) below its size
+    b at least its size, so only the instance sizes (``instance_gpus`` of the space) below its size
     are solved again, each as a bound, on the same problem (``search_exact(max_gpus=b)``: its
     tables and bounds are built once). ``pool``: the phase at the whole budget
     (``pool_problem``)."""
@@ -271,11 +271,10 @@ def pools(pool: Problem) -> list:
     if full is None:
         return []
     sp = pool.space
-    sizes = sorted({t * e * p for t in sp.tp for e in sp.ep for p in sp.pp
-                    if t * e * p < int(full.gpus[0])})
+    sizes = np.unique(instance_gpus(sp.full_grid()))
     out = [full]
-    for b in sizes:
-        res = best_pool(pool, b)
+    for b in sizes[sizes < int(full.gpus[0])]:
+        res = best_pool(pool, int(b))
         if res is not None and not any(np.array_equal(res.strategies[0], r.strategies[0])
                                        for r in out):
             out.append(res)

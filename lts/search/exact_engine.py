@@ -18,16 +18,16 @@ import numpy as np
 
 from ..engines.space import runnable_mask, variants
 from .problems import Problem, SearchResult, ServeProblem, Tracker, take
-from ..specs.strategy import BATCH, EP, PP, TP, WIDTH
+from ..specs.strategy import TP, WIDTH, instance_gpus, with_coarse
 
 CHUNK = 4096          # strategies per evaluator call
 
 
 def engine_rows(problem: Problem, max_gpus: int | None = None) -> np.ndarray:
     """Index rows of every strategy the problem's engine runs as written, within the GPU budget
-    (and instances of at most ``max_gpus``) [N, 16]."""
+    (and instances of at most ``max_gpus``) [N, WIDTH]."""
     model = problem.model
-    gpus = problem.grid[:, TP] * problem.grid[:, EP] * problem.grid[:, PP]
+    gpus = instance_gpus(problem.grid)
     fits = gpus <= min(problem.work.budget(problem.topo), max_gpus or gpus.max(initial=0))
     # at tp = 1 every variant is one deployment: Megatron's choices stand for it
     one = problem.grid[:, TP] == 1
@@ -60,19 +60,18 @@ def search_engine_exact(problem: Problem, budget: int = 0, rng=None, top: int = 
 
 def _serve(problem: ServeProblem, top: int, progress=None,
            max_gpus: int | None = None) -> SearchResult:
-    """The serve phase over every integer concurrency: each (tp, ep, pp, per-op variant) the
-    engine runs at its best integer concurrency within the SLOs (``ServeProblem.
-    best_concurrency``, checked against every integer in tests); the top-k are the best of
-    distinct (tp, ep, pp, variant). The trade-off frontier's candidates (``coarse_best``) are
-    those optima and every strategy of the concurrency grid (the powers of two and the KV
-    capacity) that is valid."""
+    """The serve phase over every integer concurrency: each instance (every coarse axis but
+    the concurrency) and per-op variant the engine runs at its best integer concurrency within
+    the SLOs (``ServeProblem.best_concurrency``, checked against every integer in tests); the
+    top-k are the best of distinct (instance, variant). The trade-off frontier's candidates
+    (``coarse_best``) are those optima and every strategy of the concurrency grid (the powers
+    of two and the KV capacity) that is valid."""
     t0 = time.perf_counter()
     grid = problem.space.decode(engine_rows(problem, max_gpus))
     every = problem.evaluate_rows(grid) if len(grid) else None
     if progress:
         progress(0)
-    units = np.unique(np.c_[grid[:, :BATCH], grid[:, BATCH + 1:]], axis=0)
-    units = np.insert(units, BATCH, 1, axis=1)               # the batch column: found below
+    units = np.unique(with_coarse(grid, batch=1), axis=0)    # the concurrency: found below
     res = problem.best_concurrency(units) if len(units) else None
     if progress:
         progress(0)

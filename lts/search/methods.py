@@ -33,10 +33,10 @@ from ..engines.space import engine_form, runnable
 from .exact import guide_bounds, search_exact
 from .exact_engine import engine_rows, search_engine_exact
 from .serve_exact import guide_bounds as serve_guide_bounds, search_serve_exact
-from ..serving.serve import AT_CAPACITY
-from .names import METHODS, STOCHASTIC
+from .names import METHODS
 from .problems import Problem, SearchResult, ServeProblem, Tracker, take
-from ..specs.strategy import BATCH, MEGATRON, N_COARSE, OP_COL, coarse_rows, presets
+from ..specs.strategy import (AT_CAPACITY, BATCH, CONCURRENCY, MEGATRON, N_COARSE, OP_COL,
+                               coarse_of, coarse_rows, presets)
 
 
 
@@ -128,17 +128,18 @@ def seed_rows(problem: Problem, k: int, bound=None):
     """Index rows for the agent to try first: the per-op choices of the schemes engines ship
     (``strategy.presets``; in an engine's space the strategies it runs there) at the k coarse
     rows of highest upper bound (``bound``, by default ``guide``) and at the best-bound row of
-    each of the k best (tp, ep, pp). None when no row can be valid."""
+    each of the k best instances (every coarse axis but the batch). None when no row can be
+    valid."""
     ub = guide(problem) if bound is None else np.asarray(bound).ravel()
     order = np.argsort(-ub, kind="stable")
     order = order[np.isfinite(ub[order])]
-    firsts = np.sort(np.unique(order // problem.grid_shape[3], return_index=True)[1])[:k]
+    firsts = np.sort(np.unique(problem.instance_index(order), return_index=True)[1])[:k]
     top = order[np.union1d(np.arange(min(k, len(order))), firsts)]
-    if AT_CAPACITY in problem.space.batch:      # serve: also each one's best fixed concurrency
-        fixed = order[problem.grid[order, BATCH] != AT_CAPACITY]
-        triples = np.unique(top // problem.grid_shape[3])
-        firsts = np.unique(fixed // problem.grid_shape[3], return_index=True)
-        top = np.union1d(top, fixed[firsts[1][np.isin(firsts[0], triples)]])
+    if AT_CAPACITY in problem.space.values[CONCURRENCY]:   # serve: also each one's best fixed
+        fixed = order[problem.grid[order, CONCURRENCY] != AT_CAPACITY]   # concurrency
+        instances = np.unique(problem.instance_index(top))
+        firsts = np.unique(problem.instance_index(fixed), return_index=True)
+        top = np.union1d(top, fixed[firsts[1][np.isin(firsts[0], instances)]])
     if problem.in_engine_space:
         rows = _engine_strategies(problem)
         rows = rows[np.isin(problem.coarse_index(rows), top)]
@@ -147,7 +148,7 @@ def seed_rows(problem: Problem, k: int, bound=None):
     variants = [v for v in presets(problem.model.is_moe) if within(problem, v)]
     if not variants or not len(coarse):
         return None
-    return np.concatenate([np.c_[coarse, np.tile(v, (len(coarse), 1))] for v in variants])
+    return np.concatenate([coarse_rows(coarse, v) for v in variants])
 
 
 def within(problem: Problem, choices) -> bool:
@@ -268,7 +269,7 @@ class Versus:
 def versus_megatron(problem: Problem, best: Result) -> Versus | None:
     """``Versus`` for the first row of ``best`` (None when it is Megatron's own choice)."""
     row = best.strategies[0]
-    mrow = coarse_rows(row[:N_COARSE])[0]
+    mrow = coarse_rows(coarse_of(row))[0]
     if np.array_equal(row, mrow):
         return None
     brow, mstep, mserve = row, mrow, None
@@ -436,13 +437,13 @@ def every_concurrency(problem: Problem, sr: SearchResult) -> SearchResult:
 
 def _distinct_top(problem: ServeProblem, sr: SearchResult) -> np.ndarray:
     """The strategies to refine: the best of each of the top len(sr.top) distinct deployments
-    (tp, ep, pp and per-op choices) among every coarse row's best the search found
-    (``coarse_best``): its top list counts one deployment once per concurrency, and above the
-    KV capacity those only queue, so it can hold few distinct ones."""
+    (every coarse axis but the concurrency, and the per-op choices) among every coarse row's
+    best the search found (``coarse_best``): its top list counts one deployment once per
+    concurrency, and above the KV capacity those only queue, so it can hold few distinct ones."""
     cands = sr.top if sr.coarse_best is None else np.unique(
         np.concatenate([sr.top, sr.coarse_best]), axis=0)
     scores = problem.score(problem.evaluate_rows(cands))
-    keys = np.delete(cands, BATCH, axis=1)
+    keys = np.delete(cands, CONCURRENCY, axis=1)
     order = np.argsort(-scores, kind="stable")
     _, first = np.unique(keys[order], axis=0, return_index=True)
     best = order[np.sort(first)]                    # each deployment's best, best first

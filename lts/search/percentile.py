@@ -33,7 +33,7 @@ import numpy as np
 
 from ..serving.simulate import Load, prepare, run
 from ..specs.errors import LtsError
-from ..specs.strategy import BATCH, EP, PP, TP
+from ..specs.strategy import CONCURRENCY, instance_gpus
 
 CHECKED = 10          # top deployments a percentile search simulates
 RUNS_PER_PROMPT = 10  # requests per unit of concurrency (InferenceX: --num-prompts $((CONC*10)))
@@ -80,8 +80,8 @@ def _meets(summary: dict, p: int, ttft_ms, tpot_ms) -> bool:
 
 
 def check(problem, top_rows, top_scores, percentile: int, progress=None) -> PercentileCheck:
-    """Simulate the top deployments of a serve search (rows [K, 16], their concurrency in the
-    batch column; scores the search's) at the ``percentile`` (module docstring)."""
+    """Simulate the top deployments of a serve search (rows [K, WIDTH], their concurrency in
+    column ``CONCURRENCY``; scores the search's) at the ``percentile`` (module docstring)."""
     t0 = time.perf_counter()
     out = PercentileCheck(int(percentile))
     pcts = tuple(sorted({50, 90, 99, int(percentile)}))
@@ -91,8 +91,8 @@ def check(problem, top_rows, top_scores, percentile: int, progress=None) -> Perc
         if score * MARGIN < best_score:
             out.checked.append(Checked(row, float(score), 0, 0.0, None))
             continue
-        c0 = max(int(row[BATCH]), 1)
-        gpus = int(row[TP] * row[EP] * row[PP])
+        c0 = max(int(row[CONCURRENCY]), 1)
+        gpus = int(instance_gpus(row))
         fill = float(problem.fill(gpus))       # the share of the budget its copies keep busy
 
         def load(c):

@@ -23,7 +23,8 @@ from ..engines.space import project, runnable
 from ..cost.tables import REASON_BIT, Tables, build_tables
 from ..serving import serve
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import BATCH, EXPERTS, MEGATRON, N_COARSE, OP_COL, OPS, Space
+from ..specs.strategy import (CONCURRENCY, EXPERTS, MEGATRON, N_COARSE, OP_COL, OPS, WIDTH,
+                               Space, coarse_of, coarse_rows, instance_index)
 from ..specs.workload import Workload
 
 
@@ -37,7 +38,7 @@ def fill(budget: int, gpus) -> np.ndarray:
 class Problem:
     """A model, a cluster, a workload and the space; evaluates index rows and counts the calls.
 
-    Coarse tables are built once for every (tp, ep, pp, batch) of the space (instances over the
+    Coarse tables are built once for every coarse row of the space (instances over the
     GPU budget included: they are reported invalid for ``budget``), so each evaluation is a walk.
     ``step_work`` is the step the per-op breakdowns show (here the workload itself).
 
@@ -61,9 +62,8 @@ class Problem:
         self.step_work = work
         self.space = space or Space.for_model(model, work.budget(topo))
         sp = self.space
-        tp, ep, pp, b = np.meshgrid(sp.tp, sp.ep, sp.pp, sp.batch, indexing="ij")
-        self.grid = np.stack([tp.ravel(), ep.ravel(), pp.ravel(), b.ravel()], 1).astype(np.int64)
-        self.grid_shape = tp.shape
+        self.grid = sp.full_grid()                          # [G, N_COARSE], the first axis slowest
+        self.grid_shape = sp.sizes[:N_COARSE]
         if isinstance(tables, Tables):      # another problem's: the same model, topology, step
             self.tables = tables
         else:
@@ -82,11 +82,16 @@ class Problem:
         return self.topo
 
     def coarse_index(self, idx: np.ndarray) -> np.ndarray:
-        """Index rows [N, 16] -> row of the coarse grid [N] (an index out of range raises)."""
-        return np.ravel_multi_index(tuple(idx[:, i] for i in range(N_COARSE)), self.grid_shape)
+        """Index rows [N, WIDTH] -> row of the coarse grid [N] (an index out of range raises)."""
+        return np.ravel_multi_index(tuple(coarse_of(idx).T), self.grid_shape)
+
+    def instance_index(self, g) -> np.ndarray:
+        """Rows g [N] of the coarse grid -> one key per instance (every coarse axis but the
+        batch: ``strategy.instance_index``), in the grid's order."""
+        return instance_index(g, self.grid_shape)
 
     def evaluate(self, idx: np.ndarray, count: bool = True) -> Result:
-        """Evaluate index rows [N, 16] (one index per entry); counts N evaluator calls."""
+        """Evaluate index rows [N, WIDTH] (one index per entry); counts N evaluator calls."""
         idx = np.atleast_2d(idx)
         if count:
             self.calls += len(idx)
@@ -97,7 +102,7 @@ class Problem:
                                       tables=self.tables, coarse_index=g))
 
     def evaluate_rows(self, rows) -> Result:
-        """Evaluate strategy rows [N, 16] (values, not indices); no call is counted."""
+        """Evaluate strategy rows [N, WIDTH] (values, not indices); no call is counted."""
         return self.restrict(evaluate(self.model, self.topo, self.work, np.atleast_2d(rows)))
 
     @property
@@ -139,9 +144,8 @@ class Problem:
         return res.tokens_per_s_per_gpu * self.fill(res.gpus)
 
     def fixed_choice_rows(self, choices) -> np.ndarray:
-        """Index rows [G, 16]: every (tp, ep, pp, batch) of the grid with the per-op ``choices``."""
-        g = np.indices(self.grid_shape).reshape(N_COARSE, -1).T
-        return np.concatenate([g, np.tile(np.asarray(choices, dtype=np.int64), (len(g), 1))], 1)
+        """Index rows [G, WIDTH]: every coarse row of the grid with the per-op ``choices``."""
+        return coarse_rows(np.indices(self.grid_shape).reshape(N_COARSE, -1).T, choices)
 
     def canonical(self, idx: np.ndarray) -> np.ndarray:
         """The strategy an index row stands for.
@@ -221,7 +225,7 @@ class ServeProblem(Problem):
         return self.engine.topology(self.topo)
 
     def serve_rows(self, rows) -> serve.ServeResult:
-        """The closed-loop figures of strategy rows [N, 16] (values); no call is counted."""
+        """The closed-loop figures of strategy rows [N, WIDTH] (values); no call is counted."""
         return serve.serve(self.model, self.topo, np.atleast_2d(rows), self.isl, self.osl,
                            tpot_slo_ms=self.tpot_slo_ms, ttft_slo_ms=self.ttft_slo_ms,
                            gpus=self.work.gpus, engine=self.engine, evaluator=self.evaluator,
@@ -238,8 +242,8 @@ class ServeProblem(Problem):
         return self.restrict(serve.as_result(self.serve_rows(rows)))
 
     def best_concurrency(self, rows) -> Result:
-        """Strategy rows [N, 16] (values) each at its integer concurrency with the most output
-        tokens/s within the SLOs (``serve.best_concurrency``; the batch column is ignored); no
+        """Strategy rows [N, WIDTH] (values) each at its integer concurrency with the most output
+        tokens/s within the SLOs (``serve.best_concurrency``; the concurrency column is ignored); no
         call is counted."""
         res = serve.serve(self.model, self.topo, np.atleast_2d(rows), self.isl, self.osl,
                           best_batch=True, tpot_slo_ms=self.tpot_slo_ms,
@@ -252,7 +256,7 @@ class ServeProblem(Problem):
         """Output tokens/s per GPU of the budget; requests beyond the KV cache add nothing but
         queueing, so of two concurrencies with the same running batch the smaller one wins (by
         a part in 1e9)."""
-        queued = 1.0 - res.running / res.strategies[:, BATCH]
+        queued = 1.0 - res.running / res.strategies[:, CONCURRENCY]
         return np.where(res.valid, self.per_cluster_gpu(res) * (1.0 - 1e-9 * queued), -np.inf)
 
 
@@ -265,9 +269,10 @@ def take(res: Result, rows) -> Result:
 @dataclass
 class SearchResult:
     method: str
-    best: np.ndarray | None          # strategy row [16] (values, not indices), None if none valid
+    best: np.ndarray | None          # strategy row [WIDTH] (values, not indices), None if none
+                                     # valid
     best_score: float                # tokens/s/GPU (-inf if none valid)
-    top: np.ndarray                  # [k, 16] strategy rows, best first (distinct, valid)
+    top: np.ndarray                  # [k, WIDTH] strategy rows, best first (distinct, valid)
     top_scores: np.ndarray
     evaluations: int
     wall_s: float
@@ -275,8 +280,8 @@ class SearchResult:
     tracked: int = 0                 # calls the tracker saw
     stats: dict = field(default_factory=dict)
     evaluated: Result | None = None  # ``top`` evaluated (Problem.evaluate_rows), None if empty
-    coarse_best: np.ndarray | None = None   # [G', 16]: the best valid strategy of every
-                                            # (tp, ep, pp, batch) the search found one for
+    coarse_best: np.ndarray | None = None   # [G', WIDTH]: the best valid strategy of every
+                                            # coarse row the search found one for
                                             # (serve exact: also every frontier strategy)
 
     @property
@@ -290,7 +295,7 @@ class SearchResult:
 
 class Tracker:
     """Keeps the best-so-far curve and the top-k of a search: the best valid strategy of each of
-    the k best distinct (tp, ep, pp, batch), as the exact search reports them.
+    the k best distinct coarse rows, as the exact search reports them.
 
     Memory is bounded by the coarse grid, not the budget: per coarse row only its best strategy
     (the first seen among equals) and the call at which it was seen; the curve as its
@@ -329,7 +334,8 @@ class Tracker:
         """The SearchResult: the top-k ranked (best score, then earliest call) and evaluated."""
         ranked = sorted(self.by_coarse.values(), key=lambda r: (-r[0], r[1]))[:self.k]
         sp = self.problem.space
-        top = sp.decode(np.array([r[2] for r in ranked])) if ranked else np.zeros((0, 16), np.int64)
+        top = sp.decode(np.array([r[2] for r in ranked])) if ranked else \
+            np.zeros((0, WIDTH), np.int64)
         scores = np.array([r[0] for r in ranked])
         evaluated = self.problem.evaluate_rows(top) if len(top) else None
         every = sp.decode(np.array([r[2] for r in self.by_coarse.values()])) if ranked else None

@@ -1,21 +1,21 @@
 """The exact optimum of the serve phase, and its trade-off frontier (``search_serve_exact``: what
 ``lts search --phase serve --method exact`` runs; docs/design.md §8).
 
-Why it is exact. A serve strategy is a coarse part (tp, ep, pp, concurrency C) and per-op
-choices x. Three facts reduce the closed loop (``lts.serving.serve``) to the factorized sums that
-``lts.search.exact`` solves:
+Why it is exact. A serve strategy is a coarse part (an instance: tp, ep, pp; and the concurrency
+C) and per-op choices x. Three facts reduce the closed loop (``lts.serving.serve``) to the
+factorized sums that ``lts.search.exact`` solves:
 
 1. **Memory.** A GPU's bytes at u and at 2u requests are each lp * W_a + M_f over the attention
-   list a and the rest list f (``exact._Exact``), so the KV capacity of every x of a (tp, ep, pp)
+   list a and the rest list f (``exact._Exact``), so the KV capacity of every x of an instance
    is one array over the (a, f) grid, and so is its running batch n(x) (the engine's hold).
 2. **For a fixed running batch n the loop is linear in the two step times.** TTFT, TPOT and the
    request latency are counts of mixed and decode steps (``scheduler.step_counts``: they depend on n,
    the ep groups and the engine alone) times t_mix(x) and t_dec(x), and each step time is
-   pp * (lp * A_a + G_f) + overhead, from the tables of (tp, ep, pp, n).
+   pp * (lp * A_a + G_f) + overhead, from the tables of the instance at batch n.
 3. **Output tokens/s per GPU is n * osl / latency / GPUs**, so for a fixed n the least latency
    wins.
 
-The space therefore splits into rows (tp, ep, pp, n), each with its set X of choices:
+The space therefore splits into rows (instance, n), each with its set X of choices:
 
 - a concurrency C of the grid (a power of two) runs n = C for the x whose n(x) >= C. For the
   other x, requests queue at C; those rows are dominated by the same x at C = its capacity,
@@ -36,9 +36,9 @@ for every x of its row and each tighter and dearer than the one before (``_Loop.
 
 The search stops once no bound can beat the k-th best or add a point to the trade-off frontier
 (for each tokens/s per user, the best tokens/s per GPU). The top-k is the best strategy of each
-(tp, ep, pp, concurrency) slot (over the x that do not queue there) until k distinct
-deployments (tp, ep, pp and x) are surely among them (the k-th best triple's best: one x can be
-the best of several concurrencies of its triple), so that ``methods.every_concurrency`` lists k
+(instance, concurrency) slot (over the x that do not queue there) until k distinct
+deployments (instance and x) are surely among them (the k-th best instance's best: one x can be
+the best of several concurrencies of its instance), so that ``methods.every_concurrency`` lists k
 of them whatever rows the bounds let through. The frontier is collected on the way, from each
 row's own front. The top-k and the frontier are confirmed by the evaluator itself, and tests
 check both against brute force on small spaces.
@@ -58,7 +58,8 @@ from ..serving.scheduler import step_counts
 from .exact import INVALID_S, _Exact
 from ..cost.tables import build_tables
 from .problems import SearchResult, ServeProblem, Tracker
-from ..specs.strategy import PP, TP
+from ..specs.strategy import (BATCH, CONCURRENCY, EP, N_COARSE, PP, TP, coarse_of, instance_gpus,
+                               with_coarse)
 
 CACHE_ELEMENTS = 32_000_000     # running batches n(x) kept for revisits (int32: 128 MB)
 TIGHTEN = 512                   # rows whose bounds are tightened together
@@ -69,7 +70,7 @@ WARM_ROWS = 4096                # rows whose step tables guide_bounds puts in th
 
 
 class _Capacity:
-    """n(x) of one (tp, ep, pp) over its grid (op2, op7, a, f), kept small: n of every pair of
+    """n(x) of one instance over its grid (op2, op7, a, f), kept small: n of every pair of
     a distinct attention-list term and a distinct rest-list term, and which terms each x has."""
 
     def __init__(self, small, inv_a, inv_f):
@@ -124,12 +125,13 @@ class _Loop:
             if p.in_engine_space and p.model.is_moe else None
         self.tpot_limit = p.tpot_slo_ms * 1e-3 if p.tpot_slo_ms and p.osl > 1 else np.inf
         self.ttft_limit = p.ttft_slo_ms * 1e-3 if p.ttft_slo_ms else np.inf
-        self.grids = OrderedDict()      # triple -> n(x) over its grid (int32, flat), recent last
+        self.grids = OrderedDict()      # instance -> n(x) over its grid (int32, flat), recent last
         self.held = {}                  # row -> the tables of its two steps (tight bounds)
 
     def draft_s(self, coarse) -> np.ndarray:
-        """Speculative decoding's draft steps of each row (tp, ep, pp, n) [R] (0 without): the
-        same for every x of a row (``serve.draft_rows``: the draft runs Megatron's sharding)."""
+        """Speculative decoding's draft steps of each row (coarse rows at batch n) [R] (0
+        without): the same for every x of a row (``serve.draft_rows``: the draft runs Megatron's
+        sharding)."""
         coarse = np.atleast_2d(coarse)
         if self.p.spec is None or not len(coarse):
             return np.zeros(len(coarse))
@@ -143,28 +145,29 @@ class _Loop:
                                                     np.asarray(n, dtype=np.float64), dp)
         return first, mid_mix, mid_dec
 
-    def capacities(self, triples) -> list:
-        """A ``_Capacity`` of each (tp, ep, pp) [T, 3] (n = 0 where not one request fits)."""
-        triples = np.asarray(triples, dtype=np.int64)
-        u = triples.prod(axis=1)
-        idx = self.memory.index(np.concatenate([np.c_[triples, u], np.c_[triples, 2 * u]]))
-        tab, T = self.memory.tables, len(triples)
+    def capacities(self, instances) -> list:
+        """A ``_Capacity`` of each instance (coarse rows [T, N_COARSE], the batch column
+        ignored; n = 0 where not one request fits)."""
+        instances = np.asarray(instances, dtype=np.int64)
+        u = instance_gpus(instances)
+        one, two = with_coarse(instances, batch=u), with_coarse(instances, batch=2 * u)
+        idx = self.memory.index(np.concatenate([one, two]))
+        tab, T = self.memory.tables, len(instances)
         lp, _, w1, _, m1 = self.ex.block(tab, idx[:T])
         _, _, w2, _, m2 = self.ex.block(tab, idx[T:])
-        # a speculative draft's memory beside the target (serve.capacity): one pair per triple
+        # a speculative draft's memory beside the target (serve.capacity): one pair per instance
         d_fixed, d_request = np.zeros(T), np.zeros(T)
         if self.p.spec is not None and T:
             d_fixed, d_request = serve.draft_memory(self.p.draft, self.p.isl, self.p.osl,
-                                                    self.p.work.gpus, np.c_[triples, u])
+                                                    self.p.work.gpus, one)
         # cached prefixes (serve.shared_prefix_bytes): a request's KV at the prefix's context,
         # per x as the grid's, held prefixes x ep times
         if self.prefix_memory is not None and T:
-            idc = self.prefix_memory.index(np.concatenate([np.c_[triples, u],
-                                                           np.c_[triples, 2 * u]]))
+            idc = self.prefix_memory.index(np.concatenate([one, two]))
             tc = self.prefix_memory.tables
             lpc, _, w1c, _, m1c = self.ex.block(tc, idc[:T])
             _, _, w2c, _, m2c = self.ex.block(tc, idc[T:])
-            share = self.p.prefix.prefixes * triples[:, 1] / u
+            share = self.p.prefix.prefixes * instances[:, EP] / u
         out = []
         for i in range(T):
             # serve.capacity on the grid: from the bytes at u and 2u requests, the fixed bytes
@@ -179,14 +182,14 @@ class _Loop:
             (fm, pm), jf = _unique_pairs(fm, pm)
             fixed = fa[:, None] + fm[None, :] + d_fixed[i]
             per_request = (pa[:, None] + pm[None, :]) / u[i] + d_request[i]
-            pool = self.engine.kv_pool_bytes(self.topo, fixed, triples[i, TP] * triples[i, PP])
+            pool = self.engine.kv_pool_bytes(self.topo, fixed, instances[i, TP] * instances[i, PP])
             cap = np.floor(np.maximum(pool, 0.0) / per_request)
             out.append(_Capacity(self.engine.holds(cap).astype(np.int32), ia, jf))
         return out
 
-    def running(self, triple, capacity: _Capacity) -> np.ndarray:
-        """n(x) of one triple over its flat grid, the most recent kept (CACHE_ELEMENTS)."""
-        key = tuple(int(v) for v in triple)
+    def running(self, instance, capacity: _Capacity) -> np.ndarray:
+        """n(x) of one instance over its flat grid, the most recent kept (CACHE_ELEMENTS)."""
+        key = tuple(int(v) for v in instance)
         if key in self.grids:
             self.grids.move_to_end(key)
             return self.grids[key]
@@ -195,13 +198,13 @@ class _Loop:
             self.grids.popitem(last=False)
         return grid
 
-    def choices(self, triple, capacity: _Capacity, n: int, at_capacity: bool) -> np.ndarray:
+    def choices(self, instance, capacity: _Capacity, n: int, at_capacity: bool) -> np.ndarray:
         """The choices X of a row (ascending indices into the flat grid (op2, op7, a, f)): those
         whose running batch n(x) is n (an at-capacity row), or at least n (a concurrency n).
         An at-capacity row's are found from the few attention terms that can give n: only
         their part of the grid is read."""
         if not at_capacity:
-            return np.flatnonzero(self.running(triple, capacity) >= n)
+            return np.flatnonzero(self.running(instance, capacity) >= n)
         small = capacity.small
         inv_a = capacity.inv_a.reshape(-1, capacity.inv_a.shape[-1])    # [(op2, op7), a]
         inv_f = capacity.inv_f.reshape(-1, capacity.inv_f.shape[-1])    # [(op2, op7), f]
@@ -212,9 +215,9 @@ class _Loop:
 
     def bounds(self, rows, coarse, gpus, tight: bool, chunk: int = 2048, cached: bool = False,
                layer: bool = False):
-        """Upper bounds on the output tokens/s per GPU of rows ``rows`` (their (tp, ep, pp, n)
-        in ``coarse`` [R, 4]), and lower bounds on their TPOT, latency and TTFT (without a
-        queue): every step at its least time over all x (``_Exact.least_exact``; with
+        """Upper bounds on the output tokens/s per GPU of rows ``rows`` (their coarse rows, at
+        batch n, in ``coarse`` [R, N_COARSE]), and lower bounds on their TPOT, latency and TTFT
+        (without a queue): every step at its least time over all x (``_Exact.least_exact``; with
         ``tight=False`` a bound below it: ``_Exact.least_layer`` with ``layer``, else the
         cheapest, ``_Exact.least``). Tables are
         built chunk by chunk, or with ``cached`` taken from (and added to) the problem's
@@ -241,7 +244,7 @@ class _Loop:
                     s[i:i + chunk] = (self.ex.least_layer if layer else self.ex.least)(tab, g)
             least.append(np.where(s < INVALID_S, coarse[:, PP] * s + self.overhead + drafts,
                                   np.inf))
-        latency, tpot, ttft = self.figures(coarse[:, 3], coarse[:, 1], *least)
+        latency, tpot, ttft = self.figures(coarse[:, BATCH], coarse[:, EP], *least)
         if self.dp_mixed_work is not None and len(coarse):
             # the same rows with every tp rank its own scheduler (the DP-attention variant in
             # an engine's space): the cheap least mixed step of that workload, dp = tp * ep
@@ -250,14 +253,14 @@ class _Loop:
                                               np.arange(len(part)))
                                 for part in np.array_split(coarse, max(1, -(-len(coarse) // chunk)))])
             t_mix = np.where(s < INVALID_S, coarse[:, PP] * s + self.overhead + drafts, np.inf)
-            other = self.figures(coarse[:, 3], coarse[:, 1] * coarse[:, TP], t_mix, least[1])
+            other = self.figures(coarse[:, BATCH], coarse[:, EP] * coarse[:, TP], t_mix, least[1])
             latency, tpot, ttft = (np.minimum(a, b) for a, b in zip((latency, tpot, ttft), other))
         ok = (tpot <= self.tpot_limit) & (ttft <= self.ttft_limit) & np.isfinite(latency)
-        return (np.where(ok, coarse[:, 3] * self.p.osl / latency / gpus, -np.inf), tpot,
+        return (np.where(ok, coarse[:, BATCH] * self.p.osl / latency / gpus, -np.inf), tpot,
                 latency, ttft)
 
     def blocks(self, rs, coarse) -> list:
-        """The factorized step times of rows ``rs`` (coarse rows tp, ep, pp, n in ``coarse``):
+        """The factorized step times of rows ``rs`` (their coarse rows, at batch n, in ``coarse``):
         per row, (lp, A [op2, op7, a], G [op2, op7, f]) of the mixed and the decode step, from
         the tables ``bounds`` held for it (then let go), one ``block`` for the rows held in the
         same tables (a block's cost is mostly per call)."""
@@ -276,7 +279,7 @@ class _Loop:
         return out
 
     def step_s(self, row, s):
-        """A step's time of row ``row`` (tp, ep, pp, n) from its slowest stage s."""
+        """A step's time of row ``row`` (a coarse row at batch n) from its slowest stage s."""
         return np.where(s < INVALID_S, row[PP] * s + self.overhead + self.draft_s(row)[0], np.inf)
 
     def times_at(self, row, block, x):
@@ -301,7 +304,7 @@ class _Loop:
         step is at least the least of the first times lp plus the least of the second, per
         (op2, op7). Far tighter than the row's bound over every x when its memory rules out
         the fastest choices, and far cheaper than the row's solve."""
-        n = row[3]
+        n = row[BATCH]
         hit = capacity.small == n if at_capacity else capacity.small >= n
         ta, tf = hit.any(axis=1), hit.any(axis=0)
         steps = []
@@ -309,7 +312,7 @@ class _Loop:
             a_min = np.where(ta[capacity.inv_a], A, np.inf).min(axis=-1)     # [op2, op7]
             f_min = np.where(tf[capacity.inv_f], G, np.inf).min(axis=-1)
             steps.append(self.step_s(row, np.atleast_1d((lp * a_min + f_min).min())))
-        return self.figures(n, row[1], *steps)
+        return self.figures(n, row[EP], *steps)
 
     def figures(self, n, dp, t_mix, t_dec):
         """(latency, TPOT, TTFT) of a running batch n over dp attention-DP ranks:
@@ -336,19 +339,20 @@ def _front_at(front_tpot, front_score, tpot):
 
 def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: int = 10,
                        progress=None) -> SearchResult:
-    """The optimum of the serve phase over the whole space (tp, ep, pp, concurrency and every
-    per-op choice), the best strategy of each of the next best coarse rows (the top-k), and
-    every strategy on the trade-off frontier (``SearchResult.coarse_best``). See the module
-    docstring for why it is exact; ``budget`` and ``rng`` are unused."""
+    """The optimum of the serve phase over the whole space (every coarse axis, the concurrency
+    among them, and every per-op choice), the best strategy of each of the next best coarse
+    rows (the top-k), and every strategy on the trade-off frontier (``SearchResult.coarse_best``).
+    See the module docstring for why it is exact; ``budget`` and ``rng`` are unused."""
     t0 = time.perf_counter()
     p, loop = problem, _Loop(problem)
     sp, osl = p.space, p.osl
-    if serve.AT_CAPACITY not in sp.batch:
+    concs = sp.values[CONCURRENCY]
+    if serve.AT_CAPACITY not in concs:
         # without it, a strategy whose KV cache holds fewer requests than every concurrency of
         # the space only queues, and the rows below would miss it
         raise ValueError("the exact serve search needs the AT_CAPACITY concurrency in the "
                          "space (ServeProblem adds it by default)")
-    triples, caps, rows, coarse, gpus = _rows(p, loop, progress)
+    instances, caps, rows, coarse, gpus = _rows(p, loop, progress)
 
     # bounds, cheap then tight (module docstring); rows are visited best bound first
     ub, tpot = (loop.bounds(np.arange(len(rows)), coarse, gpus, tight=False, layer=True,
@@ -360,13 +364,13 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
     heap = []                                           # rows with tight bounds: (-bound, row)
     if progress:
         progress(0)
-    by_triple = {}               # triple -> the best of its slots' bests so far
-    kth = -np.inf                # the k-th best of by_triple
+    by_instance = {}             # instance -> the best of its slots' bests so far
+    kth = -np.inf                # the k-th best of by_instance
     # each row's slot and the best score found in each slot so far: a row whose bound does not
     # beat its own slot's best cannot change the top-k (a slot enters it with its best row)
-    n_cols = len(sp.batch)
+    n_cols = len(concs)
     slot_of = rows[:, 0] * n_cols + rows[:, 2] if len(rows) else np.zeros(0, dtype=np.int64)
-    slot_best = np.full(len(triples) * n_cols, -np.inf)
+    slot_best = np.full(len(instances) * n_cols, -np.inf)
     found = []                   # (score, index row)
     front_tpot, front_score, front_idx = np.zeros(0), np.zeros(0), []
     solved = 0
@@ -404,21 +408,21 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
         keep = maybe[_front(tp_[maybe], score[maybe])]
         front_tpot = np.concatenate([front_tpot, tp_[keep]])
         front_score = np.concatenate([front_score, score[keep]])
-        front_idx += [_index_row(loop, sp, triples[t], col, x[k]) for k in keep]
+        front_idx += [_index_row(loop, sp, instances[t], col, x[k]) for k in keep]
         merged = _front(front_tpot, front_score)
         front_tpot, front_score = front_tpot[merged], front_score[merged]
         front_idx = [front_idx[k] for k in merged]
         if score[j] > slot_best[slot_of[r]]:
             slot_best[slot_of[r]] = float(score[j])
-            # the k-th best over the triples of each triple's best slot: the search must go on
-            # until k distinct deployments (tp, ep, pp and the per-op choices) are among the
-            # slots' bests, and one deployment can be the best of several slots of its triple
-            # (concurrencies) but never of another triple's; a triple's best only rises, so
-            # this threshold does too and never passes the k-th distinct deployment's score
-            by_triple[int(t)] = max(by_triple.get(int(t), -np.inf), float(score[j]))
-            if len(by_triple) >= top:
-                kth = sorted(by_triple.values(), reverse=True)[top - 1]
-            found.append((float(score[j]), _index_row(loop, sp, triples[t], col, x[j])))
+            # the k-th best over the instances of each instance's best slot: the search must go
+            # on until k distinct deployments (instance and per-op choices) are among the
+            # slots' bests, and one deployment can be the best of several slots of its instance
+            # (concurrencies) but never of another instance's; an instance's best only rises,
+            # so this threshold does too and never passes the k-th distinct deployment's score
+            by_instance[int(t)] = max(by_instance.get(int(t), -np.inf), float(score[j]))
+            if len(by_instance) >= top:
+                kth = sorted(by_instance.values(), reverse=True)[top - 1]
+            found.append((float(score[j]), _index_row(loop, sp, instances[t], col, x[j])))
 
     while True:
         while pos < len(order):       # skip the cheap rows that cannot help, a window at once
@@ -473,7 +477,7 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
             if useless(r, bound, tp_[0]):
                 continue
             solved += 1
-            x = loop.choices(triples[t], caps[t], n, at_cap)
+            x = loop.choices(instances[t], caps[t], n, at_cap)
             take(r, x, *loop.times_at(coarse[r], block, x))
             if progress:
                 progress(0)
@@ -493,20 +497,23 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
 
 
 def _rows(p: ServeProblem, loop: _Loop, progress=None):
-    """The rows (module docstring) of the (tp, ep, pp) within the GPU budget whose weights can
-    fit: (triples [T, 3], their ``_Capacity`` [T], rows [R, 4] = (triple, n, batch column, at
-    capacity?), their (tp, ep, pp, n) [R, 4] and GPUs [R])."""
+    """The rows (module docstring) of the instances within the GPU budget whose weights can
+    fit: (instances [T, N_COARSE] (coarse rows, the batch column 1), their ``_Capacity`` [T],
+    rows [R, 4] = (instance, n, concurrency column, at capacity?), their coarse rows at batch
+    n [R, N_COARSE] and GPUs [R])."""
     sp = p.space
-    cap_col = sp.batch.index(serve.AT_CAPACITY)
-    triples = np.unique(p.grid[:, :3], axis=0)
-    triples = triples[triples.prod(axis=1) <= p.work.budget(p.topo)]
-    unit = loop.memory.index(np.c_[triples, triples.prod(1)])     # (may grow the tables: first)
-    triples = triples[loop.memory.tables.fixed_invalid[unit] == 0]
+    concs = sp.values[CONCURRENCY]
+    cap_col = concs.index(serve.AT_CAPACITY)
+    instances = np.unique(with_coarse(p.grid, batch=1), axis=0)
+    instances = instances[instance_gpus(instances) <= p.work.budget(p.topo)]
+    unit = loop.memory.index(with_coarse(instances, batch=instance_gpus(instances)))   # (may
+    # grow the tables: first)
+    instances = instances[loop.memory.tables.fixed_invalid[unit] == 0]
     rows, caps = [], []
-    powers = np.array([c for c in sp.batch if c != serve.AT_CAPACITY], dtype=np.int64)
-    pow_cols = np.array([sp.batch.index(c) for c in powers], dtype=np.int64)
-    for i in range(0, len(triples), 32):
-        for t, cap in zip(range(i, i + 32), loop.capacities(triples[i:i + 32])):
+    powers = np.array([c for c in concs if c != serve.AT_CAPACITY], dtype=np.int64)
+    pow_cols = np.array([concs.index(c) for c in powers], dtype=np.int64)
+    for i in range(0, len(instances), 32):
+        for t, cap in zip(range(i, i + 32), loop.capacities(instances[i:i + 32])):
             caps.append(cap)
             ns = cap.values
             fit = powers <= (ns[-1] if len(ns) else 0)
@@ -517,29 +524,30 @@ def _rows(p: ServeProblem, loop: _Loop, progress=None):
         if progress:
             progress(0)
     rows = np.concatenate(rows).astype(np.int64) if rows else np.zeros((0, 4), dtype=np.int64)
-    coarse = np.c_[triples[rows[:, 0]], rows[:, 1]]
+    coarse = with_coarse(instances[rows[:, 0]], batch=rows[:, 1])
     # each row's GPUs as the objective counts them: the budget over the copies it holds, so that
     # tokens/s over these is tokens/s per GPU of the budget (``Problem.fill``)
-    gpus = triples[rows[:, 0]].prod(axis=1).astype(np.float64)
-    return triples, caps, rows, coarse, gpus / p.fill(gpus)
+    gpus = instance_gpus(coarse).astype(np.float64)
+    return instances, caps, rows, coarse, gpus / p.fill(gpus)
 
 
 def guide_bounds(problem: ServeProblem, tighten: int = GUIDE_TIGHTEN, keep: int = 64,
                  rounds: int = 4, warm: int = WARM_ROWS) -> np.ndarray:
     """An upper bound on the output tokens/s per GPU of every strategy of each coarse row of the
-    problem's grid (tp, ep, pp, concurrency column) [G] (-inf: none can be valid), for the
+    problem's grid (instance, concurrency column) [G] (-inf: none can be valid), for the
     agent to aim with; no evaluator call. A strategy x at concurrency C runs n = min(C, n(x))
-    requests, so its row's bound is the best of the row (tp, ep, pp, n = C) and of the at-capacity
+    requests, so its row's bound is the best of the row (instance, n = C) and of the at-capacity
     rows of n < C whose queue, (C - n) / n request latencies (``serve._closed_loop``), can keep
     within the TTFT limit; the ``AT_CAPACITY`` column's is the best of all at-capacity rows.
     Rows have cheap bounds (``_Loop.bounds``), then tight ones ``tighten`` rows at a time, best
     first, until the best ``keep`` rows are all tight (at most ``rounds`` times)."""
     p, loop = problem, _Loop(problem)
     sp = p.space
+    concs = sp.values[CONCURRENCY]
     out = np.full(len(p.grid), -np.inf)
-    if serve.AT_CAPACITY not in sp.batch:
+    if serve.AT_CAPACITY not in concs:
         return out
-    triples, _, rows, coarse, gpus = _rows(p, loop)
+    instances, _, rows, coarse, gpus = _rows(p, loop)
     if not len(rows):
         return out
     # the two steps of up to ``warm`` rows, best bound first, go into the evaluator's caches:
@@ -564,28 +572,37 @@ def guide_bounds(problem: ServeProblem, tighten: int = GUIDE_TIGHTEN, keep: int 
                                                           cached=True)
         tight[top] = True
         loop.held.clear()                               # (kept there for solves; none here)
-    # each row onto the grid: its own (tp, ep, pp, batch column); at-capacity rows also onto
+    # each row onto the grid: its own (instance, concurrency column); at-capacity rows also onto
     # every larger power-of-two concurrency whose queue keeps within the TTFT limit
-    shape = (len(sp.tp), len(sp.ep), len(sp.pp), len(sp.batch))
-    base = np.array([np.ravel_multi_index((sp.tp.index(int(a)), sp.ep.index(int(b)),
-                                           sp.pp.index(int(c)), 0), shape)
-                     for a, b, c in triples])[rows[:, 0]]
-    np.maximum.at(out, base + rows[:, 2], ub)
-    at_cap, n = rows[:, 3] == 1, coarse[:, 3].astype(np.float64)
-    for col, c in enumerate(sp.batch):
+    first, step = _grid_rows(sp, instances)
+    base = first[rows[:, 0]]
+    np.maximum.at(out, base + rows[:, 2] * step, ub)
+    at_cap, n = rows[:, 3] == 1, coarse[:, BATCH].astype(np.float64)
+    for col, c in enumerate(concs):
         if c != serve.AT_CAPACITY:
             queued = at_cap & (n < c) & (ttft + closed_queue_s(c, n, latency) <= loop.ttft_limit)
-            np.maximum.at(out, base[queued] + col, ub[queued])
+            np.maximum.at(out, base[queued] + col * step, ub[queued])
     return out
 
 
-def _index_row(loop: _Loop, sp, triple, col, flat) -> np.ndarray:
-    """The index row [16] of choice ``flat`` of the grid (op2, op7, a, f) of a (tp, ep, pp)."""
+def _grid_rows(sp, instances) -> tuple:
+    """(each instance's row of the space's coarse grid at the first concurrency [T], the grid's
+    step from one concurrency column to the next): an instance's row at column c is its first
+    plus c steps. ``instances``: coarse rows [T, N_COARSE], their concurrency column ignored."""
+    shape = sp.sizes[:N_COARSE]
+    at = [[0 if c == CONCURRENCY else values.index(int(v))
+           for c, (values, v) in enumerate(zip(sp.values, coarse_of(row)))] for row in instances]
+    first = np.ravel_multi_index(tuple(np.array(at, dtype=np.int64).reshape(-1, N_COARSE).T),
+                                 shape)
+    return first, int(np.prod(shape[CONCURRENCY + 1:]))
+
+
+def _index_row(loop: _Loop, sp, instance, col, flat) -> np.ndarray:
+    """The index row [WIDTH] of choice ``flat`` of the grid (op2, op7, a, f) of an instance at
+    concurrency column ``col``."""
     n = loop.ex.n
     a_len, f_len = n[2] * n[3] * n[4] * n[5], n[0] * n[7] * n[8] * n[9] * n[10] * n[11]
     i2, i7, ia, irest = np.unravel_index(int(flat), (n[1], n[6], a_len, f_len))
-    coarse = (sp.tp.index(int(triple[0])), sp.ep.index(int(triple[1])),
-              sp.pp.index(int(triple[2])), int(col))
-    grid_shape = (len(sp.tp), len(sp.ep), len(sp.pp), len(sp.batch))
-    return loop.ex.decode(grid_shape, int(np.ravel_multi_index(coarse, grid_shape)),
+    first, step = _grid_rows(sp, [instance])
+    return loop.ex.decode(sp.sizes[:N_COARSE], int(first[0] + int(col) * step),
                           i2, i7, ia, irest)

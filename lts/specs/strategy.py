@@ -207,6 +207,22 @@ def key_exact(coarse) -> bool:
     return bool(len(coarse) == 0 or all(coarse[:, i].max() < 1 << b for i, b in enumerate(KEY_BITS)))
 
 
+def degree_dict(row) -> dict:
+    """The degree axes of one row by name ({"tp": 8, "ep": 1, "pp": 1}): ``make_row(**
+    degree_dict(r))`` is the same instance at batch 1 with Megatron's choices."""
+    return {n: int(row[COL[n]]) for n in DEGREES}
+
+
+def instance_index(flat, shape) -> np.ndarray:
+    """Flat indices into a coarse grid of ``shape`` (each axis's number of values in column
+    order; a longer tuple such as ``Space.sizes`` is cut to the coarse axes) -> the index of
+    the same row at the batch axis's first value: one key per instance (every axis but the
+    batch), equal exactly within an instance and rising with the grid's order."""
+    flat = np.asarray(flat)
+    stride = int(np.prod(shape[BATCH + 1:N_COARSE]))
+    return flat - flat // stride % shape[BATCH] * stride
+
+
 # ----------------------------------------------------------------------------------------------
 # --strategy strings
 
