@@ -63,9 +63,9 @@ def engine_variants(engine: str, model: ModelSpec, tp: int, ep: int) -> tuple:
 
 
 def runnable_mask(engine: str, model: ModelSpec, coarse: np.ndarray, choices) -> np.ndarray:
-    """Whether the engine runs the per-op ``choices`` at each coarse row [G, N_COARSE] -> [G] bool (at
-    tp = 1 any variant: the choices shard nothing there). Every engine runs each variant at
-    ep = 1, and at ep > 1 those of its ``ep_variants``."""
+    """Whether the engine runs the per-op ``choices`` at each coarse row [G, N_COARSE] -> [G]
+    bool (at tp = 1 any variant: the choices shard nothing there). Every engine runs each
+    variant at ep = 1, and at ep > 1 those of its ``ep_variants``."""
     coarse = np.asarray(coarse)
     tp1, ep1 = coarse[:, TP] == 1, coarse[:, EP] == 1
     choices = tuple(int(c) for c in choices)
@@ -82,10 +82,10 @@ _ATTENTION_OPS = np.array([op not in ("ffn1", "ffn2") for op in OPS])
 
 
 def attention_dp(model: ModelSpec, rows) -> np.ndarray:
-    """Rows [N, WIDTH] whose tp ranks are attention data-parallel ranks too: DP_ATTENTION's choices
-    for every op but the FFN's, at tp > 1 of a MoE (each rank schedules its own requests in an
-    engine) [N] bool. Attention DP 8 with the experts over the 8 (written tp=8 with those
-    choices, or tp=1,ep=8) is then scheduled as the same 8 ranks either way."""
+    """Rows [N, WIDTH] whose tp ranks are attention data-parallel ranks too: DP_ATTENTION's
+    choices for every op but the FFN's, at tp > 1 of a MoE (each rank schedules its own
+    requests in an engine) [N] bool. Attention DP 8 with the experts over the 8 (written tp=8
+    with those choices, or tp=1,ep=8) is then scheduled as the same 8 ranks either way."""
     rows = np.atleast_2d(np.asarray(rows))
     if not model.is_moe:
         return np.zeros(len(rows), bool)

@@ -5,7 +5,7 @@
 - ``random-walk``: from the current point resample one random entry, always accept.
 - ``anneal``: one-entry mutation, Metropolis acceptance on raw tokens/s/GPU, T0 = 100
   cosine-annealed to 0 over the budget; invalid proposals are rejected but consume budget.
-- ``megatron``: Megatron's per-op sharding, exhaustive over tp/ep/pp/batch (``search_fixed``:
+- ``megatron``: Megatron's per-op sharding, exhaustive over the coarse rows (``search_fixed``:
   any fixed per-op choices, optionally on part of the grid; ``lts.launch.emit`` uses it for what an
   engine runs).
 """
@@ -95,8 +95,8 @@ def search_anneal(problem: Problem, budget: int, rng, top: int = 10, progress=No
 
 def search_fixed(problem: Problem, choices, top: int = 10, where=None, count: bool = True,
                  method: str = "megatron") -> SearchResult:
-    """The per-op ``choices`` fixed, exhaustive over tp/ep/pp/batch: every coarse row of the
-    grid, or those where ``where`` [G] is true (``count=False``: no evaluator call counted)."""
+    """The per-op ``choices`` fixed, exhaustive over the coarse rows: all of the grid, or those
+    where ``where`` [G] is true (``count=False``: no evaluator call counted)."""
     t0 = time.perf_counter()
     tr = Tracker(problem, top)
     idx = problem.fixed_choice_rows(choices)
@@ -108,7 +108,7 @@ def search_fixed(problem: Problem, choices, top: int = 10, where=None, count: bo
 
 def search_megatron(problem: Problem, budget: int, rng, top: int = 10,
                     progress=None) -> SearchResult:
-    """Megatron's per-op sharding fixed, exhaustive over tp/ep/pp/batch (the paper's heuristic
+    """Megatron's per-op sharding fixed, exhaustive over the coarse rows (the paper's heuristic
     baseline). Ignores the budget: the coarse grid is small."""
     sr = search_fixed(problem, MEGATRON, top)
     if progress:

@@ -1,6 +1,6 @@
 """The exact optimum of the cost model over the whole strategy space (``search_exact``).
 
-Not a sampler: for each coarse row (tp, ep, pp, batch) the per-op choices are solved exactly from
+Not a sampler: for each coarse row the per-op choices are solved exactly from
 the cost model's pieces (``walk.piece_*``, ``cost.model.stage_max``, ``stage_memory``), coarse rows
 visited best bound first (see ``_Exact`` for why this is exact). The top-k is confirmed with the
 evaluator itself. Decode and prefill only: the serve phase sums several steps.
@@ -41,7 +41,7 @@ def _grid(*sizes):
 class _Exact:
     """Factorized costs of every fine strategy for a block of coarse rows.
 
-    Why this is exact. Fix the coarse part (tp, ep, pp, batch). Every layer makes the same choices
+    Why this is exact. Fix the coarse part (a coarse row). Every layer makes the same choices
     and the tables cost the mean layer of a stage (each layer kind, with its own window, shape
     and KV bytes per token, weighted by its share: every stage holds the kinds in the same
     numbers, ``kv.even_split``, or the row is invalid), and the cost model's step is built

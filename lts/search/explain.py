@@ -1,5 +1,5 @@
 """Why the best strategy wins (or loses) against Megatron's per-op choices at the same
-tp/ep/pp/batch: the collectives it avoids, adds or resizes and the step-time difference, from the
+coarse row: the collectives it avoids, adds or resizes and the step-time difference, from the
 two per-op breakdowns of a ``methods.Versus``. The report formats the dict (``lts search``'s
 ``vs_megatron``).
 

@@ -135,8 +135,9 @@ def seed_rows(problem: Problem, k: int, bound=None):
     order = order[np.isfinite(ub[order])]
     firsts = np.sort(np.unique(problem.instance_index(order), return_index=True)[1])[:k]
     top = order[np.union1d(np.arange(min(k, len(order))), firsts)]
-    if AT_CAPACITY in problem.space.values[CONCURRENCY]:   # serve: also each one's best fixed
-        fixed = order[problem.grid[order, CONCURRENCY] != AT_CAPACITY]   # concurrency
+    if AT_CAPACITY in problem.space.values[CONCURRENCY]:
+        # serve: also each one's best fixed concurrency
+        fixed = order[problem.grid[order, CONCURRENCY] != AT_CAPACITY]
         instances = np.unique(problem.instance_index(top))
         firsts = np.unique(problem.instance_index(fixed), return_index=True)
         top = np.union1d(top, fixed[firsts[1][np.isin(firsts[0], instances)]])
@@ -255,7 +256,7 @@ def _exact_for(problem: Problem):
 
 @dataclass
 class Versus:
-    """The best strategy against Megatron's per-op choices at the same tp/ep/pp/batch: one step
+    """The best strategy against Megatron's per-op choices at the same coarse row: one step
     of each (``cost.model.breakdown``: a one-row Result and its per-op list). Serve phase: one
     decode step of each one's running batch at the mean context, and ``megatron_serve`` the
     closed loop of Megatron's choices (the objective there is not that step's)."""
@@ -295,7 +296,7 @@ class SearchRun:
     wall_s: float                          # the search itself
     megatron: SearchResult | None = None
     versus: Versus | None = None
-    candidates: Result | None = None       # serve: each tp/ep/pp/concurrency's best, evaluated
+    candidates: Result | None = None       # serve: each coarse row's best, evaluated
     pareto: Result | None = None           # serve: the frontier of ``candidates``
     sizing: "Sizing | None" = None         # serve with a request rate: the fewest GPUs
     sizing_disagg: "SizingDisagg | None" = None     # the same with two pools
@@ -353,7 +354,7 @@ class SearchRun:
 def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0,
         top: int = 10, progress=None, request_rate: float | None = None) -> SearchRun:
     """Search ``problem`` with ``method`` (``np.random.default_rng(seed)``, ``budget`` evaluator
-    calls, the ``top`` best distinct tp/ep/pp/batch), then the Megatron baseline and ``Versus``;
+    calls, the ``top`` best distinct coarse rows), then the Megatron baseline and ``Versus``;
     for the serve phase also the trade-off (``pareto``) and, given ``request_rate`` (requests
     per second), the fewest GPUs that serve it (``sizing``), both among the strategies found;
     also two pools (``disagg``, their frontier and, given the rate, ``sizing_disagg``).

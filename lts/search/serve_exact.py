@@ -506,8 +506,8 @@ def _rows(p: ServeProblem, loop: _Loop, progress=None):
     cap_col = concs.index(serve.AT_CAPACITY)
     instances = np.unique(with_coarse(p.grid, batch=1), axis=0)
     instances = instances[instance_gpus(instances) <= p.work.budget(p.topo)]
-    unit = loop.memory.index(with_coarse(instances, batch=instance_gpus(instances)))   # (may
-    # grow the tables: first)
+    # (may grow the tables: first)
+    unit = loop.memory.index(with_coarse(instances, batch=instance_gpus(instances)))
     instances = instances[loop.memory.tables.fixed_invalid[unit] == 0]
     rows, caps = [], []
     powers = np.array([c for c in concs if c != serve.AT_CAPACITY], dtype=np.int64)
