@@ -33,14 +33,15 @@ def serve_dict(m: ModelSpec, res, ops: list, isl: int, osl: int, engine=None,
     batch at the mean context isl + osl/2."""
     d = strategy_dict(res.strategies[0])
     n = int(res.running[0])
-    d.update(phase="serve", isl=int(isl), osl=int(osl), concurrency=int(res.strategies[0][CONCURRENCY]),
+    conc = int(res.strategies[0][CONCURRENCY])
+    d.update(phase="serve", isl=int(isl), osl=int(osl), concurrency=conc,
              valid=bool(res.valid[0]), reasons=res.reason_list(0),
              output_tokens_per_s=num(res.output_tokens_per_s[0]),
              output_tokens_per_s_per_gpu=num(res.output_tokens_per_s_per_gpu[0]),
              tokens_per_s_per_user=num(res.tokens_per_s_per_user[0]),
              ttft_ms=num(res.ttft_s[0] * 1e3), tpot_ms=num(res.tpot_s[0] * 1e3),
              request_latency_ms=num(res.latency_s[0] * 1e3),
-             running=n, queued=max(int(res.strategies[0][CONCURRENCY]) - n, 0),
+             running=n, queued=max(conc - n, 0),
              kv_capacity=int(res.kv_capacity[0]),
              decode_step_ms=num(res.decode_step_s[0] * 1e3),
              mixed_step_ms=num(res.mixed_step_s[0] * 1e3),

@@ -111,8 +111,8 @@ def render_validate(console: Console, d: dict) -> None:
         _render_residuals(console, d["residuals"])
     if sp["groups"]:
         groups = Table(title="Spearman rank correlation per group (rows differing only in "
-                             f"{'/'.join(DEGREES)})", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
-                       width=_validate_width(console))
+                             f"{'/'.join(DEGREES)})", box=box.SIMPLE_HEAD, padding=(0, 1),
+                       pad_edge=False, width=_validate_width(console))
         for col, just in (("model", "left"), ("topology", "left"), ("precision", "left"),
                           ("engine", "left"), ("isl/osl", "right"), ("batch", "right"),
                           ("metric", "left"), ("rows", "right"), ("spearman", "right"),

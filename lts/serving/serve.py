@@ -191,8 +191,9 @@ class Evaluator:
 def warm(ev: Evaluator, engine: EngineProfile, coarse, isl: int, osl: int, gpus: int = 0,
          spec=None, cached: int = 0):
     """Fill a cached Evaluator's tables for coarse rows [G, N_COARSE] (their batch column the
-    concurrency) at once: their memory points and, for the running batch n = C, their two steps (a search then
-    builds tables only for running batches the KV cache caps). One build per workload."""
+    concurrency) at once: their memory points and, for the running batch n = C, their two
+    steps (a search then builds tables only for running batches the KV cache caps). One build
+    per workload."""
     coarse = np.asarray(coarse, dtype=np.int64)
     rows = coarse_rows(coarse)
     unit = instance_gpus(rows)

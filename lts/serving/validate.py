@@ -710,8 +710,8 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
                 continue
             predicted[m.row] = _record(
                 m, spec, engine, release[0], float(_predicted(res, i, m.metric)), gpus=m.gpus,
-                **coarse_dict(res.strategies[i]), best_batch=best, running=int(res.running[i]), strategy=m.strategy or None,
-                layout=list(m.layout) or None)
+                **coarse_dict(res.strategies[i]), best_batch=best, running=int(res.running[i]),
+                strategy=m.strategy or None, layout=list(m.layout) or None)
     rows = [predicted[m.row] for m in meas if m.row in predicted]
     skips = sorted(unread + [{"id": m.id, "row": m.row, "model": m.model, "topology": m.topology,
                               "reason": skipped[m.row]} for m in meas if m.row in skipped],
