@@ -26,6 +26,7 @@ from .serving.imports import FORMATS as IMPORT_FORMATS
 from .serving.spec import MAX_SPEC_TOKENS
 from .specs import load_model, load_topology, shipped_names, weight_bytes, with_expert_placement
 from .specs.errors import LtsError, StrategyError
+from .specs.strategy import COARSE, DEGREES
 from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_REQUEST_RATE,
                            MAX_SEED,
                            MAX_SEEDS, MAX_SERVE_TOP, MAX_SIM_REQUESTS, MAX_TOKENS, MAX_TOP)
@@ -719,7 +720,7 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
     transfer over the link joining the pools, the engine's handoff and the decode pool's steps
     (default concurrency: what the decode pool holds; docs/serving.md)."""
     m, topo = _load(model, topology, precision, kv_cache_dtype)
-    from .specs.strategy import BATCH, named_keys, parse_strategy
+    from .specs.strategy import CONCURRENCY, named_keys, parse_strategy, with_coarse
     spec = _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length)
     prefix = _prefix(phase, prefix_hit, prefixes)
     pooled = prefill_text is not None or decode_text is not None
@@ -755,13 +756,12 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
         profile = _profile(topo, engine)
         named = "batch" in named_keys(strategy_text)
         if concurrency is not None:
-            row[BATCH] = concurrency
+            row[CONCURRENCY] = concurrency
         res = serve(m, topo, row, isl, osl, best_batch=concurrency is None and not named,
                     tpot_slo_ms=tpot_slo_ms if _flag_given("tpot_slo_ms") else None,
                     ttft_slo_ms=ttft_slo_ms, gpus=gpus or 0, engine=profile,
                     attention_dp=profile.name != GENERIC, spec=spec, prefix=prefix)
-        step_row = res.strategies[0].copy()
-        step_row[BATCH] = res.running[0]
+        step_row = with_coarse(res.strategies[0], batch=res.running[0])   # the running batch
         seen = profile.topology(topo)          # as the engine sees it: its kernels read
         _, ops = breakdown(m, seen, decode_workload(isl, osl, gpus or 0), step_row)
         _print(json_, no_color, {**serve_dict(m, res, ops, isl, osl, profile, gpus or topo.gpus),
@@ -802,7 +802,7 @@ def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, dec
                         topo2=None, prefix=None) -> None:
     """``lts estimate`` of a given two-pool deployment (``serving.two_pool``)."""
     from .serving import two_pool
-    from .specs.strategy import BATCH, EP, PP, TP, named_keys, parse_strategy
+    from .specs.strategy import BATCH, instance_gpus, named_keys, parse_strategy
     rows, named = [], []
     for text, flag in ((prefill_text, "--prefill"), (decode_text, "--decode")):
         try:
@@ -814,8 +814,8 @@ def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, dec
     profile = _profile(topo, engine)
     prompts = pre[BATCH] if named[0] else 0
     slots = dec[BATCH] if named[1] else 0
-    g_pre = prefill_workers * int(pre[TP] * pre[EP] * pre[PP])
-    g_dec = decode_workers * int(dec[TP] * dec[EP] * dec[PP])
+    g_pre = prefill_workers * int(instance_gpus(pre))
+    g_dec = decode_workers * int(instance_gpus(dec))
     if topo2 is None and g_pre + g_dec > (gpus or topo.gpus):
         raise click.UsageError(f"the pools use {g_pre + g_dec:,} GPUs, more than the budget of "
                                f"{gpus or topo.gpus:,} (--gpus, or the topology's)")
@@ -884,7 +884,7 @@ def _infeasible(problem, what: str) -> click.ClickException:
                    "the benchmark, docs/search-quality.md); ppo: the paper's agent, guided "
                    "by the exact solver's bounds; ppo-paper: the paper's agent and settings; "
                    "random-walk, anneal, random: baselines; megatron: Megatron's per-op "
-                   "sharding over every tp/ep/pp/batch.")
+                   f"sharding over every {'/'.join(COARSE)}.")
 @click.option("--budget", type=click.IntRange(1), default=4000, show_default=True,
               help="Evaluator calls (ignored by megatron and exact).")
 @click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True,
@@ -1238,8 +1238,8 @@ def _by_keys(ctx, param, value):
 @click.option("--by", "by", default="", callback=_by_keys, metavar="KEY[,KEY...]",
               help="Also print the residual log2(predicted/measured) by these row keys and the "
                    "metric: median (signed), median |.|, within 2x. Keys: model, topology, "
-                   "engine, profile, precision, weights, gpus, tp, ep, pp, isl, osl, "
-                   "concurrency (e.g. --by concurrency, --by tp,isl).")
+                   f"engine, profile, precision, weights, gpus, {', '.join(DEGREES)}, isl, "
+                   "osl, concurrency (e.g. --by concurrency, --by tp,isl).")
 @click.option("--steady", is_flag=True,
               help="Predict every row by the closed loop's steady state, also the rows that "
                    "say how they were measured (by default those are simulated: docs/"
@@ -1387,8 +1387,8 @@ def simulate(model, topology, strategy_text, prefill_text, prefill_workers, deco
         except StrategyError as e:
             raise click.BadParameter(str(e).split(": ", 1)[1], param_hint=f"'{flag}'") from None
     if pooled:
-        from .specs.strategy import BATCH, named_keys
-        used = sum(w * int(r[0] * r[1] * r[2])
+        from .specs.strategy import BATCH, instance_gpus, named_keys
+        used = sum(w * int(instance_gpus(r))
                    for w, r in ((prefill_workers, rows[0]), (decode_workers, rows[1])))
         if used > (gpus or topo.gpus):
             raise click.UsageError(f"the pools use {used:,} GPUs, more than the budget of "
@@ -1601,7 +1601,7 @@ def import_(results, model, topology, strategy_text, tp, ep, pp, engine, engine_
     import csv
     import io
     from .serving import imports
-    from .specs.strategy import EP, PP, TP, parse_strategy
+    from .specs.strategy import EP, PP, TP, instance_gpus, make_row, parse_strategy
     m, topo = _load(model, topology, None, "auto")
     if strategy_text is not None:
         for flag in ("tp", "ep", "pp"):
@@ -1611,14 +1611,17 @@ def import_(results, model, topology, strategy_text, tp, ep, pp, engine, engine_
             row = parse_strategy(strategy_text, m.is_moe)
         except StrategyError as e:
             raise click.BadParameter(str(e).split(": ", 1)[1], param_hint="'--strategy'") from None
-        tp, ep, pp = int(row[TP]), int(row[EP]), int(row[PP])
+    else:
+        row = make_row(tp=tp, ep=ep, pp=pp)
+    # the measurement file's columns: the instance's GPUs and its tp, ep, pp
+    gpus, tp, ep, pp = int(instance_gpus(row)), int(row[TP]), int(row[EP]), int(row[PP])
     cell = lambda v, kind: v if v in shipped_names(kind) else str(Path(v).resolve())  # noqa: E731
     out = []
     try:
         for path, stem in zip(results, imports.stems(results)):
             runs = imports.read(path, fmt)
             out += imports.rows(path, runs, cell(model, "models"), cell(topology, "topologies"),
-                                tp * ep * pp, tp, ep, pp, strategy_text or "", engine or "",
+                                gpus, tp, ep, pp, strategy_text or "", engine or "",
                                 engine_version, precision or "", stem)
     except LtsError as e:
         raise click.ClickException(str(e)) from None

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from ..engines import get
 from ..engines.sglang import BOOTSTRAP_PORT
-from ..specs.strategy import EP, PP, TP
+from ..specs.strategy import instance_gpus
 from . import yamltext
 from .emit import LAUNCHERS
 from .emit_disagg import pool_commands
@@ -71,8 +71,7 @@ def _placed(role: str, cmd: str, first: int, span: int) -> list:
 
 def one_pool_steps(launch, topo) -> tuple:
     """(steps, hosts) of one instance's commands (``emit.Launch``)."""
-    row = launch.strategy
-    hosts = nodes(int(row[TP] * row[EP] * row[PP]), topo.gpus_per_host)
+    hosts = nodes(int(instance_gpus(launch.strategy)), topo.gpus_per_host)
     steps = [s for role, cmd in launch.commands for s in _placed(role, cmd, 0, hosts)]
     return steps, hosts
 
@@ -311,8 +310,7 @@ def one_pool(fmt: str, launch, problem, model_key: str) -> str:
         raise DeployError("nothing to deploy: no strategy the engine runs is feasible")
     eng = get(launch.engine)
     version, topo = eng.flags_version, problem.topo
-    row = launch.strategy
-    size = int(row[TP] * row[EP] * row[PP])
+    size = int(instance_gpus(launch.strategy))
     title = _title(f"{model_key} on {size} GPUs of {topo.name}, one instance "
                    f"({launch.replicas} cop{'ies fit' if launch.replicas > 1 else 'y fits'} the "
                    "budget)", eng.label, version)

@@ -64,7 +64,8 @@ from ..engines.space import check, engine_variants
 from ..search.exact_engine import search_engine_exact
 from ..search.problems import Problem, ServeProblem
 from ..specs import ModelSpec, TopologySpec, shipped_names
-from ..specs.strategy import EP, MEGATRON, N_COARSE, PP, TP, format_strategy
+from ..specs.strategy import (EP, MEGATRON, PP, TP, choices_of, coarse_of, coarse_rows,
+                              format_strategy)
 from ..specs.workload import Workload
 from . import sglang, trtllm, vllm
 from ..specs.units import FORMAT_ALIASES
@@ -121,12 +122,13 @@ def _pick(res: Result) -> int:
 
 
 def same_degrees(engine: str, problem: Problem, row) -> Result | None:
-    """The engine's best per-op sharding at ``row``'s tp/ep/pp/batch (None: not runnable)."""
+    """The engine's best per-op sharding at ``row``'s coarse values (degrees and batch; None:
+    not runnable)."""
     row = np.asarray(row, dtype=np.int64)
     variants = engine_variants(engine, problem.model, int(row[TP]), int(row[EP]))
     if not variants:
         return None
-    rows = np.array([[*row[:N_COARSE], *v] for v in variants], dtype=np.int64)
+    rows = np.concatenate([coarse_rows(coarse_of(row), v) for v in variants])
     res = problem.evaluate_rows(rows)
     i = _pick(res)
     return problem.evaluate_rows(rows[i:i + 1])
@@ -318,7 +320,7 @@ def launch(engine: str, problem: Problem, best, model_arg: str,
                  None, "none", reasons=reasons)
     if not reasons:
         out.strategy, out.chosen, out.result = best, "best", out.best_result
-        if int(best[TP]) == 1 and tuple(int(c) for c in best[N_COARSE:]) != MEGATRON:
+        if int(best[TP]) == 1 and choices_of(best) != MEGATRON:
             out.notes.append("tp=1: the per-op choices have nothing to shard, so the engine's own "
                              "sharding is this strategy")
         out.best_runnable = best_runnable(engine, problem)

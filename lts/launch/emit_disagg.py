@@ -47,7 +47,7 @@ from ..engines import get
 from ..engines.sglang import BOOTSTRAP_PORT
 from ..search.disagg import Disagg, best_pair, decode_pool, prefill_pool
 from ..search.problems import ServeProblem
-from ..specs.strategy import EP, PP, TP
+from ..specs.strategy import instance_gpus
 
 MAX_LISTED = 16               # instances listed one by one; a larger deployment as copies of a unit
 FIRST_PORT = 8100             # instance i listens on FIRST_PORT + i
@@ -108,7 +108,7 @@ def _instances(dg: Disagg, gpus_per_node: int, domain: int = 1):
     for pool, res, count in (("prefill", dg.prefill, dg.prefill_instances),
                              ("decode", dg.decode, dg.decode_instances)):
         row = res.strategies[0]
-        size = int(row[TP] * row[EP] * row[PP])
+        size = int(instance_gpus(row))
         for k in range(count):
             fresh = -(-at // gpus_per_node) * gpus_per_node           # the next node's first GPU
             if size > gpus_per_node:
@@ -199,7 +199,7 @@ def _commands(out: DisaggLaunch, problem: ServeProblem, works: dict, model_arg: 
                                                   for pool, roles in roles_of.items()})
     where_run += [None] * len(cmds)
     for i, (pool, k, row, at, span) in enumerate(places):
-        size = int(row[TP] * row[EP] * row[PP])
+        size = int(instance_gpus(row))
         node, port = at // gpn, FIRST_PORT + i
         roles = roles_of[pool]
         count = dg.prefill_instances if pool == "prefill" else dg.decode_instances
@@ -276,8 +276,7 @@ def pool_commands(dl: DisaggLaunch, pool: str, port: int, host: str) -> list:
     numbered nodes."""
     writer = emit.LAUNCHERS[dl.engine]
     res = dl.deployment.prefill if pool == "prefill" else dl.deployment.decode
-    row = res.strategies[0]
-    size = int(row[TP] * row[EP] * row[PP])
+    size = int(instance_gpus(res.strategies[0]))
     files = writer.pool_files(dl.problem, {"prefill": dl.prefill, "decode": dl.decode},
                               {p: writer.file_lines(r) for p, r in dl.roles.items()})
     out = [(r, c) for r, c in files if r.startswith(pool)]

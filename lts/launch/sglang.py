@@ -8,7 +8,7 @@ from ..engines.sglang import BOOTSTRAP_PORT, DP_ATTENTION_MODELS, ENGINE
 from ..engines.profiles import sglang_mem_fraction
 from ..engines.space import attention_dp
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import EXPERTS, N_COARSE, OP_COL
+from ..specs.strategy import BATCH, EP, EXPERTS, OP_COL, PP, TP, instance_gpus
 from ..specs.workload import Workload
 from .launcher import (HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, eplb_placement, join, nodes,
                        quote, workers)
@@ -57,7 +57,7 @@ class SGLang(Launcher):
 
     def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
                 extra: list, max_len: int, key=None, serve=None, yaml=()) -> tuple:
-        tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
+        tp, ep, pp, batch = (int(row[c]) for c in (TP, EP, PP, BATCH))
         stage = tp * ep                                   # SGLang's tp size: a whole stage
         experts = tp > 1 and row[OP_COL["ffn1"]] == EXPERTS
         ep_size = 1
@@ -113,7 +113,7 @@ class SGLang(Launcher):
                          ("; keep the default --moe-a2a-backend none: the all-to-all backends "
                           "reset --ep-size to --tp-size"
                           if ep_size < stage else ""))   # sglang 0.5.23 arg_groups/overrides.py
-        gpus = stage * pp
+        gpus = int(instance_gpus(row))
         if gpus <= topo.gpus_per_host:
             return [(f"single node ({gpus} GPU{'s' if gpus > 1 else ''})", join(base, tail))], notes
         n = nodes(gpus, topo.gpus_per_host)

@@ -9,7 +9,7 @@ import math
 from ..engines.space import attention_dp
 from ..engines.trtllm import ENGINE
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import EXPERTS, N_COARSE, OP_COL
+from ..specs.strategy import BATCH, EP, EXPERTS, OP_COL, PP, TP, instance_gpus
 from ..specs.workload import Workload
 from .launcher import ROUTER_PORT, Launcher, eplb_placement, join, nodes, printf
 
@@ -58,7 +58,7 @@ class TRTLLM(Launcher):
 
     def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
                 extra: list, max_len: int, key=None, serve=None, yaml=()) -> tuple:
-        tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
+        tp, ep, pp, batch = (int(row[c]) for c in (TP, EP, PP, BATCH))
         size = tp * ep                # ep > 1 only with tp = 1 or data-parallel attention
         experts = tp > 1 and row[OP_COL["ffn1"]] == EXPERTS
         dp_attention = bool(attention_dp(model, row)[0])
@@ -108,7 +108,7 @@ class TRTLLM(Launcher):
                       f"assumed ({serve.engine.title})" if serve is not None else
                       f"one decode step of the batch, or one whole prompt of {work.context} tokens"
                       if work.phase == "decode" else "lts costs the whole prompts in one pass"))
-        gpus = size * pp
+        gpus = int(instance_gpus(row))
         if gpus <= topo.gpus_per_host:
             cmds.append((f"single node ({gpus} GPU{'s' if gpus > 1 else ''})", base))
             return cmds, notes

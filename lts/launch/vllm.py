@@ -10,7 +10,7 @@ import shlex
 from ..engines.space import attention_dp
 from ..engines.vllm import ENGINE, NIXL_PORT
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import EXPERTS, N_COARSE, OP_COL
+from ..specs.strategy import BATCH, EP, EXPERTS, OP_COL, PP, TP, instance_gpus
 from ..specs.workload import Workload
 from .launcher import (HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, eplb_placement, join, nodes,
                        quote, workers)
@@ -53,7 +53,7 @@ class VLLM(Launcher):
 
     def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
                 extra: list, max_len: int, key=None, serve=None, yaml=()) -> tuple:
-        tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
+        tp, ep, pp, batch = (int(row[c]) for c in (TP, EP, PP, BATCH))
         gpn = topo.gpus_per_host
         dp_attention = bool(attention_dp(model, row)[0])
         if dp_attention:   # vLLM's DP ranks of one GPU each; its MoE is then TP over all of them
@@ -91,7 +91,7 @@ class VLLM(Launcher):
         elif expert_parallel:
             notes.append(f"--enable-expert-parallel: whole experts over the {tp} tensor-parallel "
                          "GPUs (lts: ffn1/ffn2 = experts); attention stays tensor-parallel")
-        gpus = tp * ep * pp
+        gpus = int(instance_gpus(row))
         if gpus <= gpn:
             cmd = join(base, f"--data-parallel-size {ep}" if ep > 1 else "", tail)
             return [(f"single node ({gpus} GPU{'s' if gpus > 1 else ''})", cmd)], notes

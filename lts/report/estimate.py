@@ -11,7 +11,7 @@ from rich.table import Table
 
 from ..cost.model import Result
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import strategy_dict
+from ..specs.strategy import CONCURRENCY, DEGREES, coarse_settings, strategy_dict
 from ..specs.units import GIB
 from .format import SHORT, fmt_bytes, fmt_ms, fmt_params, num
 from .results import deploy_fields, model_dict, ops_us, result_dict
@@ -33,14 +33,15 @@ def serve_dict(m: ModelSpec, res, ops: list, isl: int, osl: int, engine=None,
     batch at the mean context isl + osl/2."""
     d = strategy_dict(res.strategies[0])
     n = int(res.running[0])
-    d.update(phase="serve", isl=int(isl), osl=int(osl), concurrency=int(res.strategies[0][3]),
+    conc = int(res.strategies[0][CONCURRENCY])
+    d.update(phase="serve", isl=int(isl), osl=int(osl), concurrency=conc,
              valid=bool(res.valid[0]), reasons=res.reason_list(0),
              output_tokens_per_s=num(res.output_tokens_per_s[0]),
              output_tokens_per_s_per_gpu=num(res.output_tokens_per_s_per_gpu[0]),
              tokens_per_s_per_user=num(res.tokens_per_s_per_user[0]),
              ttft_ms=num(res.ttft_s[0] * 1e3), tpot_ms=num(res.tpot_s[0] * 1e3),
              request_latency_ms=num(res.latency_s[0] * 1e3),
-             running=n, queued=max(int(res.strategies[0][3]) - n, 0),
+             running=n, queued=max(conc - n, 0),
              kv_capacity=int(res.kv_capacity[0]),
              decode_step_ms=num(res.decode_step_s[0] * 1e3),
              mixed_step_ms=num(res.mixed_step_s[0] * 1e3),
@@ -87,8 +88,7 @@ def _model_line(d: dict) -> str:
     """The model, its size and the strategy's degrees and GPUs, of an estimate's dict."""
     m = d["model"]
     return (f"[bold]{escape(m['name'])}[/] ({fmt_params(m['params_total'])} params, "
-            f"{fmt_params(m['params_active'])} active)  tp={d['tp']} ep={d['ep']} "
-            f"pp={d['pp']} batch={d['batch']}  on {d['gpus']} GPUs")
+            f"{fmt_params(m['params_active'])} active)  {coarse_settings(d)}  on {d['gpus']} GPUs")
 
 
 def _status(d: dict) -> str:
@@ -233,7 +233,7 @@ def render_two_pool(console: Console, d: dict, topo: TopologySpec, engine) -> No
         + (f" on {escape(d['decode_topology'])}" if name == "decode" and d.get("decode_topology")
            else "")
         + f": {d[name]['instances']} instance{'s' if d[name]['instances'] != 1 else ''}"
-        f" of tp={d[name]['tp']} ep={d[name]['ep']} pp={d[name]['pp']}"
+        f" of {coarse_settings(d[name], DEGREES)}"
         + (f" ({d[name]['batch']} prompt{'s' if d[name]['batch'] != 1 else ''} a pass)"
            if name == "prefill" else "")
         for name in ("prefill", "decode"))

@@ -12,7 +12,7 @@ from ..cost.model import Result
 from ..engines.space import runnable_on
 from ..search.problems import fill
 from ..specs import ModelSpec, param_counts
-from ..specs.strategy import CHOICE_CODES, OPS, format_strategy, strategy_dict
+from ..specs.strategy import CHOICE_CODES, COARSE, OPS, format_strategy, strategy_dict
 from ..specs.units import GIB
 from .format import num
 
@@ -30,7 +30,7 @@ def result_dict(res: Result, i: int) -> dict:
 
 def strategy_row(d: dict) -> list:
     """The strategy row of a JSON strategy object (``strategy_dict``'s inverse)."""
-    return [d["tp"], d["ep"], d["pp"], d["batch"]] + [CHOICE_CODES[d["ops"][op]] for op in OPS]
+    return [d[n] for n in COARSE] + [CHOICE_CODES[d["ops"][op]] for op in OPS]
 
 
 def strategy_text(d: dict) -> str:

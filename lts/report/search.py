@@ -15,7 +15,8 @@ from rich.table import Table
 from ..engines import ENGINES
 from ..engines.space import engine_form, engine_variants, runnable_on
 from ..search.explain import explain
-from ..specs.strategy import DP_ATTENTION, EXPERT_CHOICES, N_COARSE, format_strategy, with_experts
+from ..specs.strategy import (DP_ATTENTION, EP, EXPERT_CHOICES, N_COARSE, TP, choices_of,
+                              coarse_settings, coarse_text, format_strategy, with_experts)
 from .format import SHORT, fmt_ms, fmt_s, fmt_us, json_safe, num
 from .launch import emit_dict
 from .results import (model_dict, result_dict, search_deploy_fields, search_result_dict,
@@ -34,16 +35,16 @@ def changed_ops(s: dict) -> str:
     """The per-op choices of a JSON strategy that differ from Megatron's, "megatron", or the
     name of an engine variant (``NAMED_CHOICES``; the JSON has every op)."""
     row = strategy_row(s)
-    named = NAMED_CHOICES.get(tuple(row[N_COARSE:]))
+    named = NAMED_CHOICES.get(choices_of(row))
     if named:
         return named
-    parts = format_strategy(row, only_changed=True).split(",")[4:]
+    parts = format_strategy(row, only_changed=True).split(",")[N_COARSE:]
     return ", ".join(parts) if parts else "megatron"
 
 
 def degrees(s: dict) -> str:
-    """tp/ep/pp/batch of a JSON strategy."""
-    return f"{s['tp']}/{s['ep']}/{s['pp']}/{s['batch']}"
+    """The coarse values of a JSON strategy: tp/ep/pp/batch."""
+    return coarse_text(s)
 
 
 def versus_dict(versus) -> dict | None:
@@ -77,7 +78,7 @@ def _why_rows(grid: Table, why: dict, best: dict, phase: str, fill: float) -> No
     result ``best``; ``fill``: the share of the budget copies of its instance keep busy
     (Megatron's tokens/s per GPU there, per GPU of the budget)."""
     mw = why["megatron"]
-    at = f"tp={best['tp']} ep={best['ep']} pp={best['pp']} batch={best['batch']}"
+    at = coarse_settings(best)
     loses = mw["valid"] and mw["tokens_per_s_per_gpu"] > best["tokens_per_s_per_gpu"]
     grid.add_row("[bold]Why it loses[/]" if loses else "[bold]Why it wins[/]",
                  f"against Megatron's per-op choices at the same {at} "
@@ -146,8 +147,8 @@ def headroom_text(run) -> str | None:
     on = runnable_on(p.model, form)[0]
     row = [int(v) for v in form[0]]
     what = (f"a per-op sharding {engine} does not implement"
-            if engine_variants(p.engine_space, p.model, row[0], row[1]) else
-            f"a layout {engine} does not run (tp={row[0]} with ep={row[1]})")
+            if engine_variants(p.engine_space, p.model, row[TP], row[EP]) else
+            f"a layout {engine} does not run (tp={row[TP]} with ep={row[EP]})")
     return (f"{what} would add {(run.headroom - 1) * 100:.1f}%: "
             f"{format_strategy(any_best.strategies[0], only_changed=True, sep=', ')} at "
             f"{float(p.per_cluster_gpu(any_best)[0]):,.1f} tokens/s per GPU of the budget "
@@ -212,7 +213,7 @@ def render_search(console: Console, d: dict, run) -> None:
             ops.add_row(str(i + 1), escape(changed_ops(t)))
         console.print(ops)
     best, why = d["best"], d["vs_megatron"]
-    at = f"tp={best['tp']} ep={best['ep']} pp={best['pp']} batch={best['batch']}"
+    at = coarse_settings(best)
     grid = Table.grid(padding=(0, 1))
     grid.add_column(no_wrap=True)
     grid.add_column(overflow="fold", ratio=1)

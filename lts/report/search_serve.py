@@ -13,7 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..engines import ENGINES
-from ..specs.strategy import format_strategy, strategy_dict
+from ..specs.strategy import (COARSE, COL, CONCURRENCY, DEGREES, coarse_text, format_strategy,
+                              strategy_dict)
 from .format import num
 from .plot import Series, frontier_svg, frontier_text
 from .results import result_dict, search_deploy_fields, slo, strategy_text
@@ -212,9 +213,9 @@ def percentile_dict(check, run) -> dict | None:
         s = c.summary or {"ttft_ms": None, "tpot_ms": None}
         rows.append({"strategy": ", ".join(
                          x for x in format_strategy(c.row, only_changed=True, sep=", ")
-                         .split(", ") if not x.startswith("batch=")),
-                     "tp": int(c.row[0]), "ep": int(c.row[1]), "pp": int(c.row[2]),
-                     "search_concurrency": int(c.row[3]),
+                         .split(", ") if not x.startswith(f"{COARSE[CONCURRENCY]}=")),
+                     **{n: int(c.row[COL[n]]) for n in DEGREES},
+                     "search_concurrency": int(c.row[CONCURRENCY]),
                      "search_tokens_per_s_per_cluster_gpu": num(c.analytic_score),
                      "concurrency": c.concurrency or None,
                      "tokens_per_s_per_cluster_gpu": num(c.score) if c.concurrency else None,
@@ -237,12 +238,13 @@ def render_percentile(console: Console, d: dict) -> None:
                       f"limits); p{p} b: the largest concurrency whose simulated p{p} TTFT and "
                       f"TPOT meet the limits, its tok/s/GPU and its p{p} TTFT and TPOT (not "
                       "run: its search score is over 5% below the best simulated)")
-    for col in ("#", "tp/ep/pp", "b", "tok/s/GPU", f"p{p} b", f"p{p} tok/s/GPU", "TTFT ms",
+    layout = "/".join(DEGREES)
+    for col in ("#", layout, "b", "tok/s/GPU", f"p{p} b", f"p{p} tok/s/GPU", "TTFT ms",
                 "TPOT ms"):
-        t.add_column(col, justify="left" if col == "tp/ep/pp" else "right", no_wrap=True)
+        t.add_column(col, justify="left" if col == layout else "right", no_wrap=True)
     for i, r in enumerate(d["checked"]):
         key = f"p{p}"
-        head = (str(i + 1), f"{r['tp']}/{r['ep']}/{r['pp']}", str(r["search_concurrency"]),
+        head = (str(i + 1), coarse_text(r, DEGREES), str(r["search_concurrency"]),
                 f"{r['search_tokens_per_s_per_cluster_gpu']:,.1f}")
         if r["skipped"]:
             t.add_row(*head, "-", "not run", "-", "-")
@@ -251,7 +253,7 @@ def render_percentile(console: Console, d: dict) -> None:
                   f"{r['tokens_per_s_per_cluster_gpu']:,.1f}" if r["meets"] else "-",
                   f"{r['ttft_ms'][key]:,.1f}", f"{r['tpot_ms'][key]:,.2f}")
     console.print(t)
-    degrees = [(r["tp"], r["ep"], r["pp"]) for r in d["checked"]]
+    degrees = [tuple(r[n] for n in DEGREES) for r in d["checked"]]
     alike = [i for i, g in enumerate(degrees) if degrees.count(g) > 1]
     if alike:       # the same degrees, other per-op choices: say which row is which
         console.print("rows of the same degrees differ in their per-op choices: " + "; ".join(

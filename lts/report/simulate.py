@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..specs.strategy import format_strategy, strategy_dict
+from ..specs.strategy import format_strategy, instance_gpus, strategy_dict
 from .format import num
 from .plot import timeline_svg
 
@@ -54,7 +54,7 @@ def simulate_dict(model, topo, engine, row, load, res, summary: dict, pools=None
     used = [(1, row)] if pools is None else pools
     d.update(model=model.name, topology=topo.name, engine=engine.name,
              engine_title=engine.title, strategy=text,
-             gpus=int(sum(w * int(r[0] * r[1] * r[2]) for w, r in used)),
+             gpus=int(sum(w * int(instance_gpus(r)) for w, r in used)),
              load={"kind": load.kind, "requests": summary["requests"],
                    "max_concurrency": load.max_concurrency or None,
                    "request_rate": num(load.request_rate) if load.kind != "burst" else None,

@@ -7,6 +7,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..specs.strategy import DEGREES, coarse_text
+
 
 METRIC_SHORT = {"output_tokens_per_s": "tok/s", "output_tokens_per_s_per_gpu": "tok/s/GPU",
                 "ttft_ms": "TTFT ms", "tpot_ms": "TPOT ms"}
@@ -47,9 +49,9 @@ def _summary_line(s: dict) -> str:
 
 
 def _parallel(r: dict) -> str:
-    """tp/ep/pp, or two pools' instances x GPUs each: "P 2x8 D 1x32"."""
+    """The degrees (tp/ep/pp), or two pools' instances x GPUs each: "P 2x8 D 1x32"."""
     if not r.get("pools"):
-        return f"{r['tp']}/{r['ep']}/{r['pp']}"
+        return coarse_text(r, DEGREES)
     return " ".join(f"{name[0].upper()} {p['num_workers']}x"
                     f"{p['tp_size'] * p['attention_dp_size'] * p['pp_size']}"
                     for name, p in r["pools"].items())
@@ -73,7 +75,7 @@ def render_validate(console: Console, d: dict) -> None:
     if len(metrics) == 1:      # one metric: name it in the title, not in every row
         table.title += f" ({metrics[0]})"
     for col, just in (("id", "left"), ("model", "left"), ("topology", "left"),
-                      ("tp/ep/pp", "right"), ("isl/osl", "right"), ("batch", "right"),
+                      ("/".join(DEGREES), "right"), ("isl/osl", "right"), ("batch", "right"),
                       ("metric", "left"), ("predicted", "right"), ("measured", "right"),
                       ("ratio", "right")):
         if col == "id":         # long ids fold onto more lines; every other column stays whole
@@ -109,8 +111,8 @@ def render_validate(console: Console, d: dict) -> None:
         _render_residuals(console, d["residuals"])
     if sp["groups"]:
         groups = Table(title="Spearman rank correlation per group (rows differing only in "
-                             "tp/ep/pp)", box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False,
-                       width=_validate_width(console))
+                             f"{'/'.join(DEGREES)})", box=box.SIMPLE_HEAD, padding=(0, 1),
+                       pad_edge=False, width=_validate_width(console))
         for col, just in (("model", "left"), ("topology", "left"), ("precision", "left"),
                           ("engine", "left"), ("isl/osl", "right"), ("batch", "right"),
                           ("metric", "left"), ("rows", "right"), ("spearman", "right"),

@@ -492,17 +492,17 @@ def load_overlay(path) -> dict:
     if not isinstance(e, dict) or not isinstance(e.get("name"), str):
         raise SpecError(path, "engine", "missing table with a name (written by lts calibrate)")
     out = {"name": e["name"], "release": str(e.get("release", ""))}
-    for key, field, unit, low, top in (("step_overhead_us", "step_overhead_s", US, 0.0, 1e6),
-                                       ("request_overhead_ms", "request_overhead_s", MS, 0.0, 1e5),
-                                       ("collective_efficiency", "collective_efficiency", 1.0,
-                                        1e-3, 1.0)):
+    for key, attr, unit, low, top in (("step_overhead_us", "step_overhead_s", US, 0.0, 1e6),
+                                      ("request_overhead_ms", "request_overhead_s", MS, 0.0, 1e5),
+                                      ("collective_efficiency", "collective_efficiency", 1.0,
+                                       1e-3, 1.0)):
         val = e.get(key)
         if val is not None:
             if isinstance(val, bool) or not isinstance(val, (int, float)) or \
                     not low <= val <= top or not math.isfinite(val):
                 raise SpecError(path, f"engine.{key}", f"{val!r} is not a number from {low:g} "
                                                        f"to {top:g}")
-            out[field] = float(val) * unit
+            out[attr] = float(val) * unit
     if out["name"] not in ENGINES:
         raise SpecError(path, "engine.name", f"{out['name']!r} is not an engine lts knows")
     if out["release"] and out["release"] not in ENGINES[out["name"]].profiles:

@@ -3,15 +3,17 @@
 C clients each send a request of ``isl`` input and ``osl`` output tokens, wait for it and send the
 next at once (aiperf/genai-perf ``--concurrency C``, ``vllm bench serve --max-concurrency C``).
 The engine (an ``lts.engines.profiles.EngineProfile``) runs continuous batching with chunked prefill. The
-model is the loop's steady state, vectorized over strategies (the batch column is C):
+model is the loop's steady state, vectorized over strategies (the batch column is C:
+``strategy.CONCURRENCY``):
 
 1. **Memory caps the running batch.** Two decode evaluations at the final context isl+osl (at
-   u and 2u requests, u = tp*ep*pp, where the KV cache grows exactly linearly) give the fixed
-   bytes per GPU (weights, workspace) and the KV bytes per request. The engine's rule
-   (``EngineProfile.kv_pool_bytes``) sizes the KV pool; it holds ``kv_capacity`` requests, each
-   with room for isl+osl tokens (TensorRT-LLM's GUARANTEED_NO_EVICT; conservative for the
-   others). ``running`` n = min(C, kv_capacity, the engine's max running requests); the rest
-   wait in a queue. A configuration is invalid (``memory``) only if not even one request fits.
+   u and 2u requests, u = the GPUs of an instance, ``strategy.instance_gpus``, where the KV cache
+   grows exactly linearly) give the fixed bytes per GPU (weights, workspace) and the KV bytes
+   per request. The engine's rule (``EngineProfile.kv_pool_bytes``, ``kv_pool``) sizes the KV
+   pool; it holds ``kv_capacity`` requests, each with room for isl+osl tokens (TensorRT-LLM's
+   GUARANTEED_NO_EVICT; conservative for the others). ``running`` n = min(C, kv_capacity, the
+   engine's max running requests); the rest wait in a queue. A configuration is invalid
+   (``memory``) only if not even one request fits.
 2. **Two steps are costed by the evaluator**, each one pass over the model with weights read
    once: a decode step (n requests at the mean context isl + osl/2; a step's time is affine in
    the sum of the contexts it reads) and a mixed step (``specs.workload.compose_step``: the decode
@@ -55,19 +57,19 @@ from ..cost.model import Result, TableCache, evaluate
 from ..cost.tables import REASON_BIT, REASONS
 from ..engines import ENGINES, GENERIC
 from ..engines.profiles import EngineProfile
-from ..specs.strategy import BATCH, EP, PP, TP, coarse_rows, make_row
+from ..specs.strategy import (AT_CAPACITY, BATCH, CONCURRENCY, EP, PP, TP, coarse_rows,
+                              instance_gpus, make_row, with_coarse)
 from ..specs.workload import Workload
 from .scheduler import step_counts
 from .spec import tokens_per_step
 
-AT_CAPACITY = 0      # a batch column of 0: the concurrency the KV cache and the engine hold
 NO_SLO = float("inf")
 
 
 @dataclass
 class ServeResult:
     """Serve-phase results of N strategies; arrays are [N]. Times in seconds, memory in bytes."""
-    strategies: np.ndarray               # [N, 16], the batch column holding the concurrency C
+    strategies: np.ndarray               # [N, WIDTH], the batch column holding the concurrency C
     valid: np.ndarray
     reasons: np.ndarray                  # bit flags, see cost.model.REASONS
     output_tokens_per_s: np.ndarray      # whole instance
@@ -146,7 +148,7 @@ def shared_prefix_bytes(ev: "Evaluator", prefix, isl: int, gpus: int, rows) -> n
     c = prefix.cached(isl) if prefix is not None else 0
     if c < 1:
         return np.zeros(len(rows))
-    unit = rows[:, TP] * rows[:, EP] * rows[:, PP]
+    unit = instance_gpus(rows)
     work = prefix_workload(c, gpus)
     one = ev(work, _with_batch(rows, unit)).memory_bytes
     two = ev(work, _with_batch(rows, 2 * unit)).memory_bytes
@@ -154,9 +156,16 @@ def shared_prefix_bytes(ev: "Evaluator", prefix, isl: int, gpus: int, rows) -> n
 
 
 def _with_batch(strategies, batch) -> np.ndarray:
-    rows = np.array(strategies, copy=True)
-    rows[:, BATCH] = np.asarray(batch, dtype=np.int64)
-    return rows
+    """Copies of strategy rows with their batch column (the concurrency C, or a step's
+    requests) set to ``batch``."""
+    return with_coarse(strategies, batch=np.asarray(batch, dtype=np.int64))
+
+
+def kv_pool(engine: EngineProfile, topo, fixed, rows) -> np.ndarray:
+    """KV-cache bytes per GPU of strategy rows [N] once ``fixed`` bytes are held: the engine's
+    rule (``EngineProfile.kv_pool_bytes``) at the rows' tp * pp, which SGLang's reads."""
+    rows = np.atleast_2d(np.asarray(rows))
+    return engine.kv_pool_bytes(topo, fixed, rows[:, TP] * rows[:, PP])
 
 
 class Evaluator:
@@ -181,27 +190,29 @@ class Evaluator:
 
 def warm(ev: Evaluator, engine: EngineProfile, coarse, isl: int, osl: int, gpus: int = 0,
          spec=None, cached: int = 0):
-    """Fill a cached Evaluator's tables for coarse rows [G, 4] (tp, ep, pp, concurrency) at
-    once: their memory points and, for the running batch n = C, their two steps (a search then
-    builds tables only for running batches the KV cache caps). One build per workload."""
+    """Fill a cached Evaluator's tables for coarse rows [G, N_COARSE] (their batch column the
+    concurrency) at once: their memory points and, for the running batch n = C, their two
+    steps (a search then builds tables only for running batches the KV cache caps). One build
+    per workload."""
     coarse = np.asarray(coarse, dtype=np.int64)
     rows = coarse_rows(coarse)
-    unit = rows[:, TP] * rows[:, EP] * rows[:, PP]
+    unit = instance_gpus(rows)
     ev(memory_workload(isl, osl, gpus, cached),
        np.concatenate([_with_batch(rows, unit), _with_batch(rows, 2 * unit)]))
-    run = rows[rows[:, BATCH] != AT_CAPACITY]
+    run = rows[rows[:, CONCURRENCY] != AT_CAPACITY]
     for work in step_workloads(isl, osl, engine, gpus, spec, cached):
         ev(work, run)
 
 
 def draft_rows(rows) -> np.ndarray:
-    """A speculative draft's rows [N, 16] from strategy rows or coarse rows (tp, ep, pp, batch)
-    [N, >= 4]: Megatron's per-op choices at the target's tp and ep on one stage, the batch kept (engines run the draft on the target's tensor-parallel group and
-    shard it as a plain model; its one layer sits beside the last stage, counted on every GPU)."""
+    """A speculative draft's rows [N, WIDTH] from strategy rows or coarse rows
+    [N, >= N_COARSE]: Megatron's per-op choices at the target's tp and ep on one stage (every
+    other axis 1), the batch kept (engines run the draft on the target's tensor-parallel group
+    and shard it as a plain model; its one layer sits beside the last stage, counted on every
+    GPU)."""
     rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
-    out = np.tile(make_row(), (len(rows), 1))
-    out[:, TP], out[:, EP], out[:, BATCH] = rows[:, TP], rows[:, EP], rows[:, BATCH]
-    return out
+    return with_coarse(np.tile(make_row(), (len(rows), 1)), tp=rows[:, TP], ep=rows[:, EP],
+                       batch=rows[:, BATCH])
 
 
 def draft_s(draft: Evaluator, spec, isl: int, osl: int, gpus: int, rows) -> np.ndarray:
@@ -214,7 +225,7 @@ def draft_memory(draft: Evaluator, isl: int, osl: int, gpus: int, rows) -> tuple
     """(fixed bytes per GPU, KV bytes per request per GPU) [N] of a speculative draft beside
     the target of ``rows``, as ``capacity`` takes them from two memory points."""
     rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
-    unit = rows[:, TP] * rows[:, EP] * rows[:, PP]
+    unit = instance_gpus(rows)
     work = memory_workload(isl, osl, gpus)
     both = draft(work, draft_rows(np.concatenate([_with_batch(rows, unit),
                                                   _with_batch(rows, 2 * unit)]))).memory_bytes
@@ -229,7 +240,7 @@ def capacity(ev: Evaluator, engine: EngineProfile, strategies, isl: int, osl: in
     speculative ``draft`` (its Evaluator), its weights and KV cache per request count too; with
     a ``prefix`` cache (``serving.prefix``), a request holds its own tokens and the cached
     prefixes are held once (``shared_prefix_bytes``)."""
-    unit = strategies[:, TP] * strategies[:, EP] * strategies[:, PP]
+    unit = instance_gpus(strategies)
     cached = prefix.cached(isl) if prefix is not None else 0
     work = memory_workload(isl, osl, gpus, cached)
     # both points in one call (one table build: a row's figures do not depend on the others)
@@ -244,7 +255,7 @@ def capacity(ev: Evaluator, engine: EngineProfile, strategies, isl: int, osl: in
         d_fixed, d_request = draft_memory(draft, isl, osl, gpus, strategies)
         fixed, per_request = fixed + d_fixed, per_request + d_request
     fixed = fixed + shared_prefix_bytes(ev, prefix, isl, gpus, strategies)
-    pool = engine.kv_pool_bytes(ev.topo, fixed, strategies[:, TP] * strategies[:, PP])
+    pool = kv_pool(engine, ev.topo, fixed, strategies)
     cap = np.floor(np.maximum(pool, 0.0) / per_request)
     return cap, fixed, per_request, both.reasons[:n] & ~(REASON_BIT["memory"] | REASON_BIT["slo"])
 
@@ -254,7 +265,8 @@ def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
           gpus: int = 0, engine: EngineProfile = ENGINES[GENERIC].profile,
           evaluator: Evaluator | None = None, attention_dp: bool = False,
           spec=None, draft: Evaluator | None = None, prefix=None) -> ServeResult:
-    """Serve-phase figures of strategies [N, 16] at concurrency C = their batch column.
+    """Serve-phase figures of strategies [N, WIDTH] at concurrency C = their batch column
+    (``CONCURRENCY``).
 
     Args:
         isl, osl: input and output tokens per request (both >= 1).
@@ -347,7 +359,7 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
     engine runs them, every rank of their tp groups its own scheduler (an engine's space; in
     the whole per-op space lts's one scheduler per ep group holds for every row)."""
     limit = engine.holds(cap)
-    conc = strategies[:, BATCH].astype(np.float64)
+    conc = strategies[:, CONCURRENCY].astype(np.float64)
     conc = np.where(conc == AT_CAPACITY, np.maximum(limit, 1.0), conc)
     strategies = _with_batch(strategies, conc)
     n = np.maximum(np.minimum(conc, limit), 1.0)               # running requests
@@ -375,7 +387,7 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
         reasons |= np.where(tpot > tpot_slo_ms * 1e-3, slo, 0)
     if ttft_slo_ms:
         reasons |= np.where(ttft > ttft_slo_ms * 1e-3, slo, 0)
-    gpus_used = (strategies[:, TP] * strategies[:, EP] * strategies[:, PP]).astype(np.float64)
+    gpus_used = instance_gpus(strategies).astype(np.float64)
     memory = fixed + n * per_request
     return ServeResult(strategies, reasons == 0, reasons, tokens, tokens / gpus_used, 1.0 / tpot,
                        ttft, tpot, latency + wait, n, cap,

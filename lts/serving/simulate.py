@@ -44,7 +44,7 @@ import numpy as np
 
 from ..specs.errors import LtsError
 from ..specs.limits import MAX_SIM_REQUESTS
-from ..specs.strategy import BATCH, EP, PP, TP
+from ..specs.strategy import instance_gpus, with_coarse
 from .scheduler import CLIP_NEW_TOKENS, Scheduler
 
 
@@ -522,10 +522,8 @@ class _Run:
 def ranks_of(model, row) -> int:
     """The deployment's attention-DP ranks: its ep groups, and its tp ranks too under the
     DP-attention variant (``engines.space.attention_dp``)."""
-    from ..engines.space import attention_dp
-    row = np.atleast_2d(np.asarray(row, dtype=np.int64))
-    dp = int(row[0, EP])
-    return dp * int(row[0, TP]) if attention_dp(model, row)[0] else dp
+    from .two_pool import ranks
+    return int(ranks(model, np.atleast_2d(np.asarray(row, dtype=np.int64)))[0])
 
 
 MAX_SPAN_S = 1e9      # seconds a run's arrivals span at most (31 years: a step's milliseconds
@@ -573,7 +571,7 @@ def prepare(model, topo, row, engine, loads, gpus: int = 0) -> Deployment:
     """The deployment ``row`` (a strategy row: degrees and per-op choices; its batch column is
     ignored) served by ``engine`` (an EngineProfile as the engine sets itself up on the
     topology's GPU), ready to run each of ``loads``. LtsError where not one request fits."""
-    from .serve import Evaluator, capacity
+    from .serve import Evaluator, capacity, kv_pool
     from .steptime import StepTable
     row = np.array(np.atleast_2d(np.asarray(row, dtype=np.int64))[0], copy=True)
     reqs = requests_of(loads)
@@ -581,14 +579,13 @@ def prepare(model, topo, row, engine, loads, gpus: int = 0) -> Deployment:
     osl = np.concatenate([r[2] for r in reqs])
     top_isl, top_osl = int(isl.max()), int(osl.max())
     ev = Evaluator(model, engine.topology(topo))
-    probe = row.copy()
-    probe[BATCH] = int(row[TP] * row[EP] * row[PP])
+    probe = with_coarse(row, batch=int(instance_gpus(row)))
     _, fixed, per_request, reasons = capacity(ev, engine, probe[None, :], top_isl, top_osl, gpus)
     if reasons[0]:
         from ..cost.tables import REASONS, REASON_BIT
         why = [r for r in REASONS if reasons[0] & REASON_BIT[r]]
         raise LtsError(f"the deployment is invalid: {', '.join(why)}")
-    pool = float(engine.kv_pool_bytes(ev.topo, fixed, row[TP] * row[PP])[0])
+    pool = float(kv_pool(engine, ev.topo, fixed, row)[0])
     per_token = float(per_request[0]) / (top_isl + top_osl)    # bytes per GPU a cached token
     kv_tokens = max(pool, 0.0) / per_token if per_token > 0 else math.inf
     sched = Scheduler.of(engine, ranks_of(model, row))

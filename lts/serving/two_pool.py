@@ -44,7 +44,7 @@ from ..cost.tables import REASON_BIT, REASONS
 from ..engines.profiles import EngineProfile
 from ..engines.space import attention_dp as runs_attention_dp
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import BATCH, EP, PP, TP
+from ..specs.strategy import EP, TP, instance_gpus, with_coarse
 from ..specs.workload import Workload, rank_budget
 from .serve import NO_SLO, Evaluator, capacity, decode_workload, draft_s
 from .spec import tokens_per_step
@@ -122,9 +122,9 @@ def prefill_workload(isl: int, gpus: int = 0, cached: int = 0) -> Workload:
 
 
 def _with_batch(rows, batch):
-    out = np.array(rows, copy=True)
-    out[:, BATCH] = np.maximum(np.asarray(batch, dtype=np.int64), 1)
-    return out
+    """Copies of strategy rows with their batch column (prompts of a pass, or running
+    requests) set to ``batch``, at least 1."""
+    return with_coarse(rows, batch=np.maximum(np.asarray(batch, dtype=np.int64), 1))
 
 
 def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefill_rows,
@@ -135,7 +135,7 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
     """Figures of N two-pool deployments (see the module docstring).
 
     Args:
-        prefill_rows, decode_rows: strategy rows [N, 16] of one instance of each pool (their
+        prefill_rows, decode_rows: strategy rows [N, WIDTH] of one instance of each pool (their
             batch columns are ignored).
         prefill_workers, decode_workers: instances of each pool [N].
         prefill_prompts: prompts one prefill instance runs in a pass [N] (over its attention-DP
@@ -164,8 +164,8 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
     ev = Evaluator(model, engine.topology(topo))
     d_topo, d_engine = decode_topo or topo, decode_engine or engine
     ev_d = ev if decode_topo is None else Evaluator(model, d_engine.topology(d_topo))
-    g_p = (pre[:, TP] * pre[:, EP] * pre[:, PP]).astype(np.float64)
-    g_d = (dec[:, TP] * dec[:, EP] * dec[:, PP]).astype(np.float64)
+    g_p = instance_gpus(pre).astype(np.float64)
+    g_d = instance_gpus(dec).astype(np.float64)
     used = x * g_p + y * g_d
 
     # prefill: k prompts per pass per instance, a whole number on each rank; the engine's time

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..cost.tables import REASON_BIT
 from ..specs.errors import LtsError
-from ..specs.strategy import BATCH, EP, PP, TP
+from ..specs.strategy import BATCH, instance_gpus, with_coarse
 from .simulate import Load, SimResult, check_fit, requests_of
 
 
@@ -62,7 +62,7 @@ def prepare_pools(model, topo, engine, prefill_row, prefill_workers, decode_row,
     (``decode_slots``, 0: what its KV cache and the engine hold) and the prompts of one prefill
     pass (``prefill_prompts``, 0: what its token budget holds)."""
     from .scheduler import Scheduler
-    from .serve import Evaluator, capacity
+    from .serve import Evaluator, capacity, kv_pool
     from .steptime import StepTable
     from .two_pool import prefill_workload, ranks, transfer_between_s, transfer_s
     pre = np.array(np.atleast_2d(np.asarray(prefill_row, dtype=np.int64))[0], copy=True)
@@ -88,8 +88,7 @@ def prepare_pools(model, topo, engine, prefill_row, prefill_workers, decode_row,
     pass_s = [0.0] + [float(t) + chunks * engine.step_overhead_s for t in res.step_s]
     # decode: slots and KV cache of the pool, one instance's step table
     dp_d = int(ranks(model, dec[None, :])[0])
-    probe = dec.copy()
-    probe[BATCH] = int(dec[TP] * dec[EP] * dec[PP])
+    probe = with_coarse(dec, batch=int(instance_gpus(dec)))
     cap, fixed, per_request, reasons = capacity(ev_d, d_engine, probe[None, :], top_isl,
                                                 top_osl, gpus)
     if reasons[0]:
@@ -97,7 +96,7 @@ def prepare_pools(model, topo, engine, prefill_row, prefill_workers, decode_row,
     if cap[0] < 1:
         raise LtsError(f"not one request of {top_isl + top_osl:,} tokens fits a decode "
                        "instance's KV cache")
-    pool = float(d_engine.kv_pool_bytes(ev_d.topo, fixed, dec[TP] * dec[PP])[0])
+    pool = float(kv_pool(d_engine, ev_d.topo, fixed, dec)[0])
     kv_tokens = pool / (float(per_request[0]) / (top_isl + top_osl)) * decode_workers
     check_fit(isl, osl, kv_tokens / decode_workers / dp_d,
               "the KV cache of a decode instance's attention-DP rank" if dp_d > 1 else
@@ -107,7 +106,7 @@ def prepare_pools(model, topo, engine, prefill_row, prefill_workers, decode_row,
     slots = max(per_instance, 1) * decode_workers
     table = StepTable(ev_d, d_engine, dec, mean_isl, int(round(osl.mean())),
                       max(per_instance, 1), 1, int(isl.min()), top_isl + top_osl, gpus)
-    g_p, g_d = (int(r[TP] * r[EP] * r[PP]) for r in (pre, dec))
+    g_p, g_d = (int(instance_gpus(r)) for r in (pre, dec))
     used = prefill_workers * g_p + decode_workers * g_d
     move = float(transfer_s(model, engine.topology(topo), mean_isl, used, min(g_p, g_d))
                  if decode_topo is None else

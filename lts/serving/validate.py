@@ -78,8 +78,8 @@ from . import two_pool
 from .serve import serve
 from ..specs import (exists, load_model, load_topology, path_problem, read_text, shipped_names,
                      with_precision)
-from ..specs.strategy import (BATCH, EP, N_COARSE, PP, TP, make_row, named_keys,
-                             parse_strategy)
+from ..specs.strategy import (COARSE, CONCURRENCY, DEGREE_COLS, DEGREES, choices_of,
+                             coarse_dict, instance_gpus, make_row, named_keys, parse_strategy)
 from ..specs.units import KV_DTYPES, weight_format
 
 COLUMNS = ("id", "model", "topology", "gpus", "tp", "ep", "pp", "precision", "isl", "osl",
@@ -384,12 +384,11 @@ def _strategy_row(m: Measurement, model) -> tuple:
         except ValueError as e:
             raise _Skip(f"layout {'/'.join(map(str, m.layout))} (attention tp/dp, moe tp/ep): "
                         f"{e}") from None
-        row, named_batch = make_row(tp=tp, ep=ep), False
-        row[N_COARSE:] = choices
+        row, named_batch = make_row(choices, tp=tp, ep=ep), False
     else:
         row, named_batch = make_row(tp=m.tp, ep=m.ep, pp=m.pp), False
     if m.concurrency:
-        row[BATCH] = m.concurrency
+        row[CONCURRENCY] = m.concurrency
     return row, not (m.concurrency or named_batch)
 
 
@@ -448,9 +447,7 @@ def _pool_rows(m: Measurement, model) -> tuple:
         except ValueError as err:
             raise _Skip(f"{name} pool layout {tp}/{adp}/{mtp}/{mep} (attention tp/dp, moe "
                         f"tp/ep): {err}") from None
-        row = make_row(tp=t, ep=e)
-        row[N_COARSE:] = choices
-        rows.append(row)
+        rows.append(make_row(choices, tp=t, ep=e))
     return tuple(rows)
 
 
@@ -476,12 +473,13 @@ def _profile_of(engine: str, release: tuple, topo):
 
 def _record(m: Measurement, spec, engine: str, release: str, p: float, **parallel) -> dict:
     """One predicted row of ``validate``'s output: the measurement, the model's formats, the
-    prediction and its ratio, and ``parallel`` (gpus, tp, ep, pp, batch, best_batch, running,
-    strategy, layout; two pools: tp/ep/pp None and their ``pools``), in that order."""
+    prediction and its ratio, and ``parallel`` (gpus, the coarse axes (tp, ep, pp, batch),
+    best_batch, running, strategy, layout; two pools: the degrees None and their ``pools``), in
+    that order."""
     out = {"id": m.id, "model": m.model, "topology": m.topology,
            "precision": m.precision or spec.precision.weights,
            "weights": spec.precision.weights, "kv_cache": spec.precision.kv_cache}
-    out.update({k: parallel.pop(k) for k in ("gpus", "tp", "ep", "pp", "batch", "best_batch")})
+    out.update({k: parallel.pop(k) for k in ("gpus", *COARSE, "best_batch")})
     out.update({"isl": m.isl, "osl": m.osl, "concurrency": m.concurrency or None,
                 "metric": m.metric, "engine": engine, "running": parallel.pop("running"),
                 "predicted": p, "measured": m.value, "ratio": p / m.value,
@@ -523,7 +521,7 @@ def _simulated(spec, topo, prof, bench: Bench, items, two: bool = False):
             pre, dec = row
             dep = prepare_pools(spec, topo, prof, pre, pw, dec, dw,
                                 dbatch * int(ranks(spec, dec[None, :])[0]), list(loads.values()))
-            gpus = sum(w * int(r[TP] * r[EP] * r[PP]) for w, r in ((pw, pre), (dw, dec)))
+            gpus = sum(w * int(instance_gpus(r)) for w, r in ((pw, pre), (dw, dec)))
         else:
             dep = prepare(spec, topo, row, prof, list(loads.values()))
     except LtsError as e:
@@ -617,7 +615,7 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
             except _Skip as e:
                 skipped[m.row] = str(e)
                 continue
-            used = sum(w * int(r[TP] * r[EP] * r[PP]) for (w, *_), r in zip(m.pools, (pre, dec)))
+            used = sum(w * int(instance_gpus(r)) for (w, *_), r in zip(m.pools, (pre, dec)))
             if m.gpus and used != m.gpus:
                 skipped[m.row] = f"the pools use {used} GPUs but gpus = {m.gpus}"
                 continue
@@ -634,14 +632,14 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
         except _Skip as e:
             skipped[m.row] = str(e)
             continue
-        used = int(row[TP] * row[EP] * row[PP])
+        used = int(instance_gpus(row))
         if used != m.gpus:
-            skipped[m.row] = f"tp·ep·pp = {used} but gpus = {m.gpus}"
+            skipped[m.row] = f"{'·'.join(DEGREES)} = {used} but gpus = {m.gpus}"
             continue
         if m.bench is not None and not steady:
             runs[(m.model, m.topology, m.precision, m.quant, m.isl, m.osl, m.engine, release,
-                  replace(m.bench, num_prompts=0), tuple(int(v) for v in row[N_COARSE:]),
-                  int(row[TP]), int(row[EP]), int(row[PP]))].append((m, row))
+                  replace(m.bench, num_prompts=0), choices_of(row),
+                  tuple(int(row[c]) for c in DEGREE_COLS))].append((m, row))
             continue
         jobs[(m.model, m.topology, m.precision, m.quant, m.isl, m.osl, best, m.engine,
               release)].append((m, row))
@@ -661,11 +659,11 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
                 skipped[m.row] = why
                 continue
             if two:
-                parallel = dict(gpus=rec.pop("gpus"), tp=None, ep=None, pp=None, strategy=None,
+                parallel = dict(gpus=rec.pop("gpus"), **dict.fromkeys(DEGREES), strategy=None,
                                 layout=None, pools={name: dict(zip(POOL_KEYS, vals))
                                                     for name, vals in zip(POOLS, m.pools)})
             else:
-                parallel = dict(gpus=m.gpus, tp=key[-3], ep=key[-2], pp=key[-1],
+                parallel = dict(gpus=m.gpus, **dict(zip(DEGREES, key[-1])),
                                 strategy=m.strategy or None, layout=list(m.layout) or None)
             predicted[m.row] = _record(
                 m, spec, engine, release[0], rec.pop("value"), batch=m.concurrency,
@@ -692,7 +690,7 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
                 continue
             predicted[m.row] = _record(
                 m, spec, engine, release[0], float(_predicted(res, i, m.metric)),
-                gpus=int(res.gpus[i]), tp=None, ep=None, pp=None, batch=m.concurrency,
+                gpus=int(res.gpus[i]), **dict.fromkeys(DEGREES), batch=m.concurrency,
                 best_batch=False, running=int(round(float(res.running[i]))), strategy=None,
                 layout=None, pools={name: dict(zip(POOL_KEYS, vals))
                                     for name, vals in zip(POOLS, m.pools)})
@@ -708,14 +706,12 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
         for i, (m, _) in enumerate(items):
             if not res.valid[i]:
                 skipped[m.row] = ("prediction invalid: " + ", ".join(res.reason_list(i))
-                                 + f" (batch {int(res.strategies[i, BATCH])})")
+                                 + f" (batch {int(res.strategies[i, CONCURRENCY])})")
                 continue
             predicted[m.row] = _record(
                 m, spec, engine, release[0], float(_predicted(res, i, m.metric)), gpus=m.gpus,
-                tp=int(res.strategies[i, TP]), ep=int(res.strategies[i, EP]),
-                pp=int(res.strategies[i, PP]), batch=int(res.strategies[i, BATCH]),
-                best_batch=best, running=int(res.running[i]), strategy=m.strategy or None,
-                layout=list(m.layout) or None)
+                **coarse_dict(res.strategies[i]), best_batch=best, running=int(res.running[i]),
+                strategy=m.strategy or None, layout=list(m.layout) or None)
     rows = [predicted[m.row] for m in meas if m.row in predicted]
     skips = sorted(unread + [{"id": m.id, "row": m.row, "model": m.model, "topology": m.topology,
                               "reason": skipped[m.row]} for m in meas if m.row in skipped],
@@ -736,8 +732,8 @@ def none_predicted(file, skipped: list) -> str:
 
 
 # the row keys ``lts validate --by`` groups the residuals by
-BY_KEYS = ("model", "topology", "engine", "profile", "precision", "weights", "gpus", "tp", "ep",
-           "pp", "isl", "osl", "concurrency")
+BY_KEYS = ("model", "topology", "engine", "profile", "precision", "weights", "gpus", *DEGREES,
+           "isl", "osl", "concurrency")
 
 
 def residuals(rows: list, by: tuple) -> list:

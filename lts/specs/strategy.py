@@ -184,6 +184,12 @@ def coarse_dict(row) -> dict:
     return {n: int(row[COL[n]]) for n in COARSE}
 
 
+def choices_of(row) -> tuple:
+    """The per-op choice codes of one row as a tuple of ints (comparable with ``MEGATRON`` and
+    the engines' variants)."""
+    return tuple(int(c) for c in row[N_COARSE:])
+
+
 # the packed coarse key: each axis's value in its own bits of one int64, first axis highest
 KEY_BITS = tuple(a.key_bits for a in AXES)
 KEY_TOTAL = sum(KEY_BITS)
@@ -301,6 +307,17 @@ def strategy_dict(row) -> dict:
     row = [int(v) for v in row]
     return {**coarse_dict(row),
             "ops": {op: CHOICE_NAMES[row[N_COARSE + i]] for i, op in enumerate(OPS)}}
+
+
+def coarse_text(d: dict, names=COARSE, sep: str = "/") -> str:
+    """The coarse values ``names`` of a strategy by name (``coarse_dict``, a JSON strategy or
+    record) joined by ``sep``: "8/1/1/64"; ``names=DEGREES``: "8/1/1"."""
+    return sep.join(str(d[n]) for n in names)
+
+
+def coarse_settings(d: dict, names=COARSE, sep: str = " ") -> str:
+    """The same as settings: "tp=8 ep=1 pp=1 batch=64"."""
+    return sep.join(f"{n}={d[n]}" for n in names)
 
 
 # ----------------------------------------------------------------------------------------------
