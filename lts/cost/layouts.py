@@ -138,7 +138,7 @@ _LOW_BITS_3 = sum(1 << SHIFT[op] for op in OPS if op not in EXPERT_OPS)
 
 
 def pack(strategies) -> np.ndarray:
-    """Strategies [N, 16] -> their choices packed in one int64 each (a matrix-vector product:
+    """Strategies [N, WIDTH] -> their choices packed in one int64 each (a matrix-vector product:
     one pass over the rows)."""
     return np.asarray(strategies, dtype=np.int64) @ _PACK
 

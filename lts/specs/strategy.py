@@ -353,8 +353,8 @@ class Space:
     every degree the model's expert copies divide into: powers of two and whole nodes' multiples
     of 8, up to the copies, so EP 72 on an NVL72 rack with 32 redundant experts, EP 128 and 256
     over InfiniBand; 1 for dense models); pp: divisors of the layer count (up to 128); batch:
-    powers of two up to ``max_batch``. Only instances that fit the GPU budget (tp*ep*pp <= gpus)
-    are in the space.
+    powers of two up to ``max_batch``. Only instances that fit the GPU budget
+    (``instance_gpus`` <= gpus) are in the space.
     """
     tp: tuple
     ep: tuple
