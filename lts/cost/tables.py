@@ -24,7 +24,7 @@ from .layouts import (CONVERSION, F, FFN1_MODES, FFN2_MODES, MAX_MODES, MODE_DIM
 from ..specs import WEIGHT_GROUPS, ModelSpec, TopologySpec, attention_params, compressor_params
 from ..specs.model import BlockSparse, Compressed, Mamba2Spec
 from ..specs.units import WEIGHT_FORMATS
-from ..specs.strategy import BATCH, DEGREES, EP, EXPERTS, PP, TP, instance_gpus, placement
+from ..specs.strategy import BATCH, COL, DEGREES, EP, EXPERTS, PP, TP, instance_gpus, placement
 from ..specs.workload import Workload, compose_step
 
 # validity reasons (bit flags) and their messages
@@ -106,6 +106,7 @@ class _Shape:
         self.pp = coarse[:, PP].astype(np.float64)
         self.batch = coarse[:, BATCH].astype(np.float64)
         self.gpus = instance_gpus(coarse).astype(np.float64)      # GPUs of one instance
+        self.degrees = {n: coarse[:, COL[n]].astype(np.float64) for n in DEGREES}
         a, f = model.attention, model.ffn
         prec = model.precision
         self.wb, self.kvb, self.ab = prec.weight_bytes, prec.kv_bytes, prec.act_bytes
@@ -404,7 +405,7 @@ class _Builder:
         self.kv = np.zeros(shape)
         # each group's (ranks, stride) and its link levels, computed once for all collectives
         links = s.topo.engine_links
-        self.groups = placement({n: getattr(s, n) for n in DEGREES})
+        self.groups = placement(s.degrees)
         self.levels = {g: coll.levels(links, *rs) for g, rs in self.groups.items()}
         self.measured_ops = set()      # slots whose time was read from measured kernels
         # what of the context op's held cache is a copy of the scores op's latent (MLA,
