@@ -30,7 +30,7 @@ from .layouts import (CONVERSION, F, LAYOUT_NAMES, MODE_IN, MODE_OUT, PT, SLOT, 
                       T, check_choices, pack)
 from .tables import REASON_BIT, REASONS, Tables, append_tables, build_tables
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import N_COARSE, OPS, PP, TP, coarse_key, key_exact
+from ..specs.strategy import N_COARSE, OPS, PP, TP, coarse_key, key_exact, key_fields
 from .walk import Walk, fuse, fused_walk, walk
 from ..specs.workload import Workload
 
@@ -247,7 +247,7 @@ def group_coarse(strategies):
         _, first, inverse = np.unique(coarse, axis=0, return_index=True, return_inverse=True)
         return coarse[first], inverse.ravel()
     code, sizes, values = 0, [], []
-    for field in coarse.T:
+    for field in key_fields(coarse_key(s)):
         seen = np.zeros(int(field.max()) + 1, dtype=bool)
         seen[field] = True
         values.append(np.flatnonzero(seen))
