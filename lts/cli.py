@@ -13,7 +13,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import click
 
@@ -27,8 +27,8 @@ from .serving.spec import MAX_SPEC_TOKENS
 from .specs import load_model, load_topology, shipped_names, weight_bytes, with_expert_placement
 from .specs.errors import LtsError, StrategyError
 from .specs.strategy import COARSE, DEGREES
-from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_REQUEST_RATE,
-                           MAX_SEED,
+from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_CP, MAX_DEGREE, MAX_GPUS,
+                           MAX_REQUEST_RATE, MAX_SEED,
                            MAX_SEEDS, MAX_SERVE_TOP, MAX_SIM_REQUESTS, MAX_TOKENS, MAX_TOP)
 from .specs.units import GIB, KV_DTYPES, weight_format
 from .specs.workload import PHASES, Workload
@@ -356,7 +356,7 @@ def _workload_flags(fn, phases, phase_help):
 
 
 def _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl, engine,
-             spec=None, prefix=None):
+             spec=None, prefix=None, max_cp=1):
     """The search problem of the flags: the serve phase's closed loop (its SLOs only when given
     on the command line; ``spec``: speculative decoding), else one decode or prefill step. A
     named engine (``engine`` is its profile) restricts the space to what it runs
@@ -365,9 +365,9 @@ def _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl, 
         return ServeProblem(m, topo, isl, osl,
                             tpot_slo_ms if _flag_given("tpot_slo_ms") else None, ttft_slo_ms,
                             gpus or 0, engine=engine, engine_space=engine.name, spec=spec,
-                            prefix=prefix)
-    return Problem(m, topo, _workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus),
-                   engine_space=engine.name)
+                            prefix=prefix, max_cp=max_cp)
+    return Problem(m, topo, replace(_workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus),
+                                    max_cp=max_cp), engine_space=engine.name)
 
 
 def _phase_flags(phase: str, any_phase=()) -> None:
@@ -919,6 +919,11 @@ def _infeasible(problem, what: str) -> click.ClickException:
               help="--phase serve: pair the two-pool deployment's prefill pool on TOPOLOGY with "
                    "a decode pool on this topology (another GPU type); --gpus counts both "
                    "pools' GPUs.")
+@click.option("--max-cp", type=click.IntRange(1, MAX_CP), default=1, show_default=True,
+              help="Context parallelism: cp degrees up to this (powers of two) in the space, "
+                   "each prompt's tokens split over cp more GPUs. A prefill pass runs it "
+                   "(--phase prefill; --phase serve: the prefill pool of two pools); a decode "
+                   "step does not (docs/design.md §2).")
 @click.option("--slo-percentile", type=click.Choice(("50", "90", "99")), default=None,
               help="--phase serve: the limits are on this percentile, not the mean: the top "
                    "deployments are checked by simulating a benchmark run (10 x C requests at "
@@ -932,7 +937,7 @@ def _infeasible(problem, what: str) -> click.ClickException:
 @expert_options
 @output_options
 def search(model, topology, method, budget, seed, top, emit, emit_format, emit_file, plot,
-           request_rate,
+           request_rate, max_cp,
            decode_topology, slo_percentile, phase, context, tpot_slo_ms, ttft_slo_ms, gpus,
            precision, kv_cache_dtype, isl, osl, engine, spec_text, spec_tokens, acceptance,
            accepted_length, prefix_hit, prefixes, json_, no_color):
@@ -961,6 +966,10 @@ def search(model, topology, method, budget, seed, top, emit, emit_format, emit_f
     if request_rate is not None and phase != "serve":
         raise click.UsageError("--request-rate sizes a serving deployment: it needs --phase serve")
     _check_budget(budget, [method], phase)
+    if max_cp > 1 and phase == "decode":
+        raise click.UsageError("--max-cp: a decode step does not run context parallelism in "
+                               "lts (a prefill pass does: --phase prefill, or --phase serve's "
+                               "prefill pool)")
     if slo_percentile is not None:
         if phase != "serve":
             raise click.UsageError("--slo-percentile: only with --phase serve")
@@ -979,7 +988,7 @@ def search(model, topology, method, budget, seed, top, emit, emit_format, emit_f
     spec = _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length)
     prefix = _prefix(phase, prefix_hit, prefixes)
     problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
-                       _profile(topo, engine, emit), spec, prefix)
+                       _profile(topo, engine, emit), spec, prefix, max_cp)
     if decode_topology is not None:
         if phase != "serve":
             raise click.UsageError("--decode-topology: only with --phase serve")

@@ -40,7 +40,7 @@ from .search.names import METHODS
 from .specs import _toml, read_text
 from .specs.errors import SpecError
 from .specs.limits import MAX_TOKENS
-from .specs.strategy import coarse_text
+from .specs.strategy import coarse_text, shown_axes
 from .specs.workload import PHASES as STEP_PHASES
 
 PHASES = STEP_PHASES + ("serve",)   # what --phase takes
@@ -247,7 +247,7 @@ def summary(lines: dict, problems: list, prices: dict) -> dict:
                    "model": r["model"]["name"] if isinstance(r.get("model"), dict) else p.model,
                    "topology": p.topology, "workload": p.workload, "engine": p.engine or None,
                    "gpus": p.gpus or None,
-                   "strategy": coarse_text(b),
+                   "strategy": coarse_text(b, shown_axes([b])),
                    "tokens_per_s_per_gpu": per_gpu, "price_per_gpu_hour": price,
                    "tokens_per_dollar": per_gpu * 3600.0 / price if price else None}
     rows = sorted(best.values(), key=lambda r: (r["model"], r["workload"],

@@ -19,16 +19,17 @@ from . import collectives as coll
 from . import kv
 from .expert_load import busiest
 from .layouts import (CONVERSION, F, FFN1_MODES, FFN2_MODES, MAX_MODES, MODE_DIM0, MODE_DIM1,
-                      MODE_EXPERTS, MODE_NONE, MODE_NONE_T, N_LAYOUTS, P, POINTS, PT, SLOT, SLOTS,
-                      T)
+                      MODE_EXPERTS, MODE_NONE, MODE_NONE_T, N_LAYOUTS, P, POINTS, PT, SLOT,
+                      SLOT_MODES, SLOTS, T)
 from ..specs import WEIGHT_GROUPS, ModelSpec, TopologySpec, attention_params, compressor_params
 from ..specs.model import BlockSparse, Compressed, Mamba2Spec
 from ..specs.units import WEIGHT_FORMATS
-from ..specs.strategy import BATCH, COL, DEGREES, EP, EXPERTS, PP, TP, instance_gpus, placement
+from ..specs.strategy import BATCH, COL, CP, DEGREES, EP, EXPERTS, PP, TP, instance_gpus, placement
 from ..specs.workload import Workload, compose_step
 
 # validity reasons (bit flags) and their messages
-REASONS = ("budget", "divisibility", "memory", "slo", "experts", "engine")
+# (context-parallel: cp > 1 where lts does not cost it: a decode step, linear-attention layers)
+REASONS = ("budget", "divisibility", "memory", "slo", "experts", "engine", "context-parallel")
 REASON_BIT = {r: 1 << i for i, r in enumerate(REASONS)}
 
 
@@ -144,6 +145,15 @@ class _Shape:
         # tokens per sequence per step: decode one, or the query tokens speculative decoding
         # verifies (Workload.query_tokens); prefill the whole prompt but a cached prefix
         self.tps = float(work.query_tokens) if decode else float(work.context - work.cached)
+        # context parallelism (the ``cp`` axis): a prefill's new tokens split over the cp ranks
+        # in 2*cp zigzag chunks, chunks r and 2cp-1-r on rank r, so every rank does the same
+        # causal attention work (vLLM 0.33.0 v1/worker/gpu/pcp_manager.py _iter_rank_chunks;
+        # SGLang 0.5.23 layers/cp/zigzag.py): each rank runs every op on its tokens, its queries
+        # attending the whole prompt (``_fill_context_parallel``); weights and the prompt's
+        # cache whole on every rank (vLLM: "every PCP rank retains a complete cache replica")
+        self.cp = coarse[:, CP].astype(np.float64)
+        if not decode and (self.cp > 1).any():
+            self.tps = self.tps / self.cp
         self.rows = self.seqs * self.tps                            # tokens per tp group
         self.seqs_t = np.ceil(self.seqs / self.tp)                   # sequences per rank under T
         self.rows_t = self.seqs_t * self.tps
@@ -590,6 +600,39 @@ def _fill_gemm_kinds(b: _Builder, slot, parts):
         total = cur if total is None else [t + c for t, c in zip(total, cur)]
     for x, t in zip(arrays, total):
         x[:, sl, modes] = t
+
+
+def _fill_context_parallel(b: _Builder):
+    """Context parallelism's exchange (``cp`` > 1, a prefill pass): before attention each layer
+    all-gathers the step's new cache entries over the cp group, so every rank attends its
+    queries over the whole prompt and holds its cache (vLLM 0.33.0 v1/attention/ops/pcp.py
+    ``_gather_prefill_cache_inputs``: the new K/V, MLA's latent and rope key, all-gathered before
+    the cache write; SGLang 0.5.23 layers/cp/zigzag.py ``materialize_full_kv``; neither engine
+    passes KV around a ring). The gathered bytes: cp times a rank's own tokens' entries, in the
+    layout the scores op reads them (K and V split by KV heads under the heads split, by head
+    dim under the head-dim split, whole otherwise; a latent, a compressed entry and an indexer
+    key whole), charged with the scores op in each of its modes (the breakdown names it:
+    all-gather over cp)."""
+    s = b.s
+    if not (s.cp > 1).any():
+        return
+    sl = SLOT["scores"]
+    shared = s.m.attention.kind == "mla" or s.m.attention.compressed     # one entry, K = V
+    for mode in range(len(SLOT_MODES["scores"])):
+        if (sl, mode) not in b.intrinsic:
+            continue
+        per_tok = s.idx_tok
+        for k in s.kinds:
+            kh = float(k.k_heads)
+            split = {MODE_DIM0: _frac(kh, s.tp) if kh > 1 else 1.0,
+                     MODE_DIM1: _frac(float(k.qk_dim), s.tp)}.get(mode, 1.0)
+            per_tok = per_tok + k.share * split * (k.k_tok + (0.0 if shared else k.v_tok))
+        rows = s.rows_t if mode == MODE_NONE_T else s.rows
+        nb = np.where(s.cp > 1, rows * per_tok * s.cp, 0.0)
+        t = b._coll("all-gather", "cp", nb)
+        b.intr[:, sl, mode] = b.intr[:, sl, mode] + t
+        b.intrinsic[(sl, mode)] = b.intrinsic[(sl, mode)] + [
+            ("all-gather", "cp", _full(nb, s.tp.shape).astype(np.float64), t)]
 
 
 def _fill_softmax_kinds(b: _Builder):
@@ -1418,6 +1461,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     _fill_norm(b, "ffn_norm")
     _fill_norm(b, "final_norm")
     _fill_attention(b)
+    _fill_context_parallel(b)
     _fill_ffn(b, moe=model.is_moe)
     if model.is_moe:
         _fill_ffn(b, moe=False)   # the dense layers
@@ -1498,6 +1542,11 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     bad |= np.where(model.layers % s.pp.astype(np.int64) != 0, REASON_BIT["divisibility"], 0)
     # every stage must hold the layer kinds in the same numbers (the tables cost their mean)
     bad |= np.where(kv.even_split(model, s.pp), 0, REASON_BIT["divisibility"])
+    # context parallelism is costed for a prefill pass over softmax attention: a decode step's
+    # (vLLM's decode context parallel, TensorRT-LLM's helix) and a recurrent state split over a
+    # sequence are not
+    cp_off = work.phase != "prefill" or model.linear_layers > 0
+    bad |= np.where((s.cp > 1) & cp_off, REASON_BIT["context-parallel"], 0)
     if model.is_moe:
         # the expert copies (experts + redundant) divide over the ep groups
         bad |= np.where(f.slots % s.ep.astype(np.int64) != 0, REASON_BIT["divisibility"], 0)

@@ -26,6 +26,11 @@ class Engine:
     # at ep = 1); None: no engine space, the paper's whole per-op space
     ep_variants: tuple | None = None
     more_reasons: Callable | None = None   # (tp, ep, choices) -> further sentences for check
+    # context parallelism (lts's cp axis: more GPUs, each prompt's tokens split over them in
+    # prefill): the attention kinds it runs it for (() none) and, where it runs none or not
+    # this model's, why, with its source
+    cp_kinds: tuple = ()
+    cp_why: str = ""
     # launch flags (lts.launch): "" where lts writes none
     flags_version: str = ""     # the release whose source the flags were read from
     flags_docs: str = ""        # the files they were read from

@@ -68,6 +68,10 @@ ENGINE = Engine(
     # ep > 1: --ep-size ep with Megatron's experts, --ep-size tp*ep with whole experts, or
     # --attn-dp-size: every variant
     ep_variants=(MEGATRON, EXPERT_CHOICES, DP_ATTENTION),
+    cp_why="SGLang 0.5.23's prefill context parallelism (--attn-cp-size with --enable-prefill-cp) "
+           "takes its ranks from the tp group, the attention alone split over the sequence "
+           "(srt/runtime_context.py derive_attn_tp_size: attn_tp = tp / (dp x cp); world tp x "
+           "pp), which lts's cp, more GPUs each running every op on its tokens, is not",
     flags_version=FLAGS_VERSION, flags_docs=FLAGS_DOCS, disagg_docs=DISAGG_DOCS,
     command="sglang.launch_server",
     # the GPUs of one command: --tp-size (its attention-DP ranks are inside it) x --pp-size

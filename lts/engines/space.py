@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import ModelSpec
-from ..specs.strategy import (CHOICE_NAMES, DIM0, DIM1, DP_ATTENTION, EP, EXPERT_CHOICES, EXPERTS,
+from ..specs.strategy import (CHOICE_NAMES, CP, DIM0, DIM1, DP_ATTENTION, EP, EXPERT_CHOICES, EXPERTS,
                        MEGATRON, N_COARSE, NONE, OP_COL, OP_DIMS, OPS, TP, coarse_of, make_row,
                        with_experts)
 from . import REAL_ENGINES, get
@@ -68,12 +68,19 @@ def runnable_mask(engine: str, model: ModelSpec, coarse: np.ndarray, choices) ->
     variant at ep = 1, and at ep > 1 those of its ``ep_variants``."""
     coarse = np.asarray(coarse)
     tp1, ep1 = coarse[:, TP] == 1, coarse[:, EP] == 1
+    cp_ok = (coarse[:, CP] == 1) | runs_cp(engine, model)
     choices = tuple(int(c) for c in choices)
     if not model.is_moe:
-        return ep1 if choices == MEGATRON else np.zeros(len(coarse), bool)
+        return ep1 & cp_ok if choices == MEGATRON else np.zeros(len(coarse), bool)
     if choices not in (MEGATRON, EXPERT_CHOICES, DP_ATTENTION):
         return np.zeros(len(coarse), bool)
-    return tp1 | (np.ones_like(ep1) if choices in get(engine).ep_variants else ep1)
+    return cp_ok & (tp1 | (np.ones_like(ep1) if choices in get(engine).ep_variants else ep1))
+
+
+def runs_cp(engine: str, model: ModelSpec) -> bool:
+    """Whether the engine runs context parallelism (cp > 1) for this model's attention."""
+    eng = get(engine)
+    return eng.whole_space or model.attention.kind in eng.cp_kinds
 
 
 # the ops whose choices make attention data-parallel over the tp ranks (all but the FFN's: the
@@ -109,6 +116,9 @@ def check(engine: str, model: ModelSpec, row) -> list:
     tp, ep = row[TP], row[EP]
     eng = get(engine)
     name = eng.label
+    if row[CP] > 1 and not runs_cp(engine, model):
+        return [f"{name} cannot run cp={row[CP]} on {model.attention.kind} attention: "
+                f"{eng.cp_why}"]
     variants = engine_variants(engine, model, tp, ep)
     if not variants:
         if not model.is_moe:

@@ -68,6 +68,10 @@ ENGINE = Engine(
     # ep > 1: attention is tensor-parallel over every GPU or data-parallel with one GPU per
     # rank (enable_attention_dp), so only tp = 1 or data-parallel attention
     ep_variants=(DP_ATTENTION,),
+    cp_why="TensorRT-LLM 1.2's PyTorch backend has no prefill context parallelism for MLA or "
+           "GQA: context_parallel_size runs Ulysses (heads over tp x cp), star attention "
+           "(FLASHINFER_STAR_ATTENTION only) or helix (decode, disaggregated generation servers) "
+           "(tensorrt_llm/mapping.py, llmapi/llm_args.py CpConfig; 1.2.1 itself not read)",
     flags_version=FLAGS_VERSION, flags_docs=FLAGS_DOCS, disagg_docs=DISAGG_DOCS,
     command="trtllm-serve",
     # the GPUs of one command: --tp_size (attention DP ranks inside it) x --pp_size

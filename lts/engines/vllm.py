@@ -122,6 +122,12 @@ ENGINE = Engine(
     # ep > 1: expert parallelism only; its DP ranks' MoE is tensor-parallel over all of them
     # (no EP) otherwise, so Megatron and DP attention run at ep = 1 only
     ep_variants=(EXPERT_CHOICES,), more_reasons=_ep_reasons,
+    # --prefill-context-parallel-size (vllm 0.33.0 wheel: config/parallel.py ParallelConfig,
+    # world = pp x tp x pcp; v1/worker/gpu/pcp_manager.py PCPManager.validate_config: "MRV2 PCP
+    # currently supports MLA models only"; the V2 model runner, 0.33.0's default)
+    cp_kinds=("mla",),
+    cp_why="vLLM 0.33.0 runs --prefill-context-parallel-size for MLA models only "
+           "(v1/worker/gpu/pcp_manager.py PCPManager.validate_config)",
     flags_version=FLAGS_VERSION, flags_docs=FLAGS_DOCS, disagg_docs=DISAGG_DOCS,
     command="vllm serve",
     # the GPUs of one command: tensor x pipeline x data parallel sizes

@@ -15,8 +15,9 @@ from rich.table import Table
 from ..engines import ENGINES
 from ..engines.space import engine_form, engine_variants, runnable_on
 from ..search.explain import explain
-from ..specs.strategy import (DP_ATTENTION, EP, EXPERT_CHOICES, N_COARSE, TP, choices_of,
-                              coarse_settings, coarse_text, format_strategy, with_experts)
+from ..specs.strategy import (COARSE, DP_ATTENTION, EP, EXPERT_CHOICES, TP, choices_of,
+                              coarse_settings, coarse_text, format_ops, format_strategy,
+                              shown_axes, with_experts)
 from .format import SHORT, fmt_ms, fmt_s, fmt_us, json_safe, num
 from .launch import emit_dict
 from .results import (model_dict, result_dict, search_deploy_fields, search_result_dict,
@@ -38,13 +39,12 @@ def changed_ops(s: dict) -> str:
     named = NAMED_CHOICES.get(choices_of(row))
     if named:
         return named
-    parts = format_strategy(row, only_changed=True).split(",")[N_COARSE:]
-    return ", ".join(parts) if parts else "megatron"
+    return format_ops(row, only_changed=True, sep=", ") or "megatron"
 
 
-def degrees(s: dict) -> str:
-    """The coarse values of a JSON strategy: tp/ep/pp/batch."""
-    return coarse_text(s)
+def degrees(s: dict, names=COARSE) -> str:
+    """The coarse values ``names`` of a JSON strategy: tp/ep/pp/batch."""
+    return coarse_text(s, names)
 
 
 def versus_dict(versus) -> dict | None:
@@ -177,7 +177,8 @@ def render_search(console: Console, d: dict, run) -> None:
                           f"×Meg: tok/s/GPU ÷ Megatron's best",
                   box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)
     table.add_column("#", justify="right", no_wrap=True)
-    table.add_column("tp/ep/pp/b", no_wrap=True)
+    axes = shown_axes(top)          # cp where some row has it
+    table.add_column("/".join("b" if n == "batch" else n for n in axes), no_wrap=True)
     # below OPS_BESIDE columns the ops would fold mid-name in a column a few letters wide:
     # they go under the table, a line per rank
     ops_beside = console.width >= OPS_BESIDE
@@ -199,7 +200,8 @@ def render_search(console: Console, d: dict, run) -> None:
         lat = t["ttft_ms"] if phase == "prefill" else t["tpot_ms"]
         ratio = f"{tps / mega_score:.3f}" if math.isfinite(mega_score) and mega_score > 0 else "-"
         third = fmt_s(t["ttft_ms"]) if serving else f"{t['memory_gib_per_gpu']:.1f}"
-        table.add_row(str(i + 1), degrees(t), *([escape(changed_ops(t))] if ops_beside else []),
+        table.add_row(str(i + 1), degrees(t, axes),
+                      *([escape(changed_ops(t))] if ops_beside else []),
                       "".join(e[0] for e in t["runnable_on"]) or "-", f"{t['replicas']:,}",
                       f"{tps:,.1f}", f"{t['tokens_per_s_per_gpu']:,.1f}", fmt_ms(lat), third,
                       ratio)

@@ -186,7 +186,7 @@ class EnginePool(Problem):
                  engine: EngineProfile, tables=True, engine_space: str = GENERIC,
                  space: Space | None = None):
         self.engine, self.engine_topo = engine, topo
-        space = space or Space.for_model(model, work.budget(topo))
+        space = space or Space.for_model(model, work.budget(topo), max_cp=work.max_cp)
         parallel = np.array(sorted({t * p for t in space.tp for p in space.pp}))
         self.kv_scale, limits = memory_rule(engine, topo, parallel)
         self.limit = float(limits.max())
@@ -420,7 +420,8 @@ def prefill_pool(problem: ServeProblem, limit_ms: float | None = None,
         return None
     return pool_problem(problem, Workload("prefill", problem.isl, ttft_slo_ms=limit,
                                           gpus=gpus or problem.work.budget(problem.topo),
-                                          cached=getattr(problem, "cached", 0)))
+                                          cached=getattr(problem, "cached", 0),
+                                          max_cp=getattr(problem, "max_cp", 1)))
 
 
 _CANDIDATES = weakref.WeakKeyDictionary()    # problem -> (its settings, pool_candidates)

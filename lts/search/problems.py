@@ -60,7 +60,7 @@ class Problem:
         self.engine_space = engine_space
         self.whole_budget = whole_budget
         self.step_work = work
-        self.space = space or Space.for_model(model, work.budget(topo))
+        self.space = space or Space.for_model(model, work.budget(topo), max_cp=work.max_cp)
         sp = self.space
         self.grid = sp.full_grid()                          # [G, N_COARSE], the first axis slowest
         self.grid_shape = sp.sizes[:N_COARSE]
@@ -194,8 +194,11 @@ class ServeProblem(Problem):
     def __init__(self, model: ModelSpec, topo: TopologySpec, isl: int, osl: int,
                  tpot_slo_ms: float | None = None, ttft_slo_ms: float | None = None,
                  gpus: int = 0, space: Space | None = None, engine=None,
-                 engine_space: str = GENERIC, spec=None, prefix=None):
+                 engine_space: str = GENERIC, spec=None, prefix=None, max_cp: int = 1):
         self.prefix = prefix          # prefix caching (serving.prefix), or None
+        # context parallelism runs in a prefill pass (cost.tables): the prefill pool of two
+        # pools searches cp up to this; one pool's decode steps do not run it
+        self.max_cp = int(max_cp)
         # two pools on two GPU types: the decode pool's problem on its topology (set by the
         # caller, ``search.disagg.decoder``), else None
         self.decode_problem = None

@@ -12,8 +12,9 @@ columns ``TP``..., ``N_COARSE``, ``instance_gpus``, ``placement``, ``coarse_key`
 to ``AXES`` (and a field of ``Space``), not by editing the modules that use rows.
 
 The ranks of one instance (``instance_gpus``: the product of the degree axes) are placed in the
-order of ``PLACEMENT``, innermost first: tp innermost, then ep, then pp outermost, so a tp group
-is contiguous (stride 1), an ep group has stride tp and a pp group stride tp*ep.
+order of ``PLACEMENT``, innermost first: tp innermost, then cp, ep, and pp outermost, so a tp
+group is contiguous (stride 1), a cp group has stride tp, an ep group tp*cp and a pp group
+tp*cp*ep.
 
 The ``batch`` column is a count of requests whose meaning the phase gives: a decode step's batch,
 a prefill pass's prompts, and in the serve phase the concurrency C (``CONCURRENCY`` names the same
@@ -39,24 +40,29 @@ class Axis:
     #                    by a slower path)
     maximum: int       # the largest value a --strategy string may name
     help: str
+    shown_at_one: bool = True   # text names it at 1 too (JSON always does)
 
 
 # the coarse axes in column order
 AXES = (
-    Axis("tp", True, 12, MAX_DEGREE, "tensor-parallel ranks: the group every op's choice shards over"),
+    Axis("tp", True, 10, MAX_DEGREE, "tensor-parallel ranks: the group every op's choice shards over"),
     Axis("ep", True, 12, MAX_DEGREE, "expert-parallel groups: MoE experts split over them, the rest "
          "data-parallel"),
-    Axis("pp", True, 12, MAX_DEGREE, "pipeline stages: the layers split in order"),
+    Axis("pp", True, 8, MAX_DEGREE, "pipeline stages: the layers split in order"),
+    Axis("cp", True, 8, MAX_DEGREE, "context-parallel ranks: each prompt's tokens split over "
+         "them in prefill, the step's keys and values all-gathered", shown_at_one=False),
     Axis("batch", False, 24, MAX_CONCURRENCY, "requests: a decode step's batch, a prefill pass's "
          "prompts, the serve phase's concurrency"),
 )
-COARSE = tuple(a.name for a in AXES)                 # ("tp", "ep", "pp", "batch")
+COARSE = tuple(a.name for a in AXES)                 # ("tp", "ep", "pp", "cp", "batch")
 COL = {a.name: i for i, a in enumerate(AXES)}        # column of each coarse axis
-TP, EP, PP, BATCH = COL["tp"], COL["ep"], COL["pp"], COL["batch"]
+TP, EP, PP, CP, BATCH = COL["tp"], COL["ep"], COL["pp"], COL["cp"], COL["batch"]
 N_COARSE = len(AXES)
 DEGREES = tuple(a.name for a in AXES if a.degree)    # the axes whose product is an instance's GPUs
 DEGREE_COLS = tuple(COL[n] for n in DEGREES)
-PLACEMENT = ("tp", "ep", "pp")                       # rank placement, innermost first
+# rank placement, innermost first: cp just outside tp, as vLLM 0.33.0 (ParallelConfig: world
+# pp x tp x pcp) and TensorRT-LLM (mapping.py: cp groups strided by tp) order their ranks
+PLACEMENT = ("tp", "cp", "ep", "pp")
 assert sorted(PLACEMENT) == sorted(DEGREES)
 
 # the serve phase's name for the batch column, and its "as many as fit" value
@@ -305,14 +311,26 @@ def parse_strategy(text: str, is_moe: bool = True) -> np.ndarray:
 
 def format_strategy(row, only_changed: bool = False, sep: str = ",") -> str:
     """The inverse of parse_strategy (only ops that differ from Megatron if ``only_changed``;
-    ``sep`` ", " for prose, where a narrow terminal then wraps between settings)."""
+    ``sep`` ", " for prose, where a narrow terminal then wraps between settings). An axis not
+    ``shown_at_one`` (cp) is named only where it is not 1."""
     row = [int(v) for v in row]
-    parts = [f"{n}={v}" for n, v in coarse_dict(row).items()]
-    for i, op in enumerate(OPS):
-        c = row[N_COARSE + i]
-        if not only_changed or c != MEGATRON[i]:
-            parts.append(f"{op}={CHOICE_NAMES[c]}")
-    return sep.join(parts)
+    parts = [f"{a.name}={row[i]}" for i, a in enumerate(AXES) if a.shown_at_one or row[i] != 1]
+    ops = format_ops(row, only_changed, sep)
+    return sep.join(parts + ([ops] if ops else []))
+
+
+def format_ops(row, only_changed: bool = False, sep: str = ",") -> str:
+    """The per-op part of ``format_strategy`` alone ("" when only_changed and none differ)."""
+    row = [int(v) for v in row]
+    return sep.join(f"{op}={CHOICE_NAMES[row[N_COARSE + i]]}" for i, op in enumerate(OPS)
+                    if not only_changed or row[N_COARSE + i] != MEGATRON[i])
+
+
+def shown_axes(dicts) -> tuple:
+    """The coarse axes a table of these strategies (``coarse_dict``s or JSON strategies) names:
+    every axis ``shown_at_one``, the others where some strategy's is not 1."""
+    dicts = list(dicts)
+    return tuple(a.name for a in AXES if a.shown_at_one or any(d[a.name] != 1 for d in dicts))
 
 
 def strategy_dict(row) -> dict:
@@ -329,8 +347,9 @@ def coarse_text(d: dict, names=COARSE, sep: str = "/") -> str:
 
 
 def coarse_settings(d: dict, names=COARSE, sep: str = " ") -> str:
-    """The same as settings: "tp=8 ep=1 pp=1 batch=64"."""
-    return sep.join(f"{n}={d[n]}" for n in names)
+    """The same as settings: "tp=8 ep=1 pp=1 batch=64" (an axis not ``shown_at_one`` only
+    where it is not 1)."""
+    return sep.join(f"{n}={d[n]}" for n in names if n in shown_axes([d]))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -366,8 +385,9 @@ class Space:
     every degree the model's expert copies divide into: powers of two and whole nodes' multiples
     of 8, up to the copies, so EP 72 on an NVL72 rack with 32 redundant experts, EP 128 and 256
     over InfiniBand; 1 for dense models); pp: divisors of the layer count (up to 128); batch:
-    powers of two up to ``max_batch``. Only instances that fit the GPU budget
-    (``instance_gpus`` <= gpus) are in the space.
+    powers of two up to ``max_batch``; cp: powers of two up to ``max_cp`` (1 unless asked:
+    ``Workload.max_cp``). Only instances that fit the GPU budget (``instance_gpus`` <= gpus) are
+    in the space.
     """
     tp: tuple
     ep: tuple
@@ -375,13 +395,16 @@ class Space:
     batch: tuple
     choices: tuple       # n choices per op
     gpus: int
+    cp: tuple = (1,)
 
     @classmethod
-    def for_model(cls, model, gpus: int, max_batch: int = 4096, max_tp: int = 64):
+    def for_model(cls, model, gpus: int, max_batch: int = 4096, max_tp: int = 64,
+                  max_cp: int = 1):
         pp = tuple(d for d in range(1, min(model.layers, 128) + 1) if model.layers % d == 0)
-        return cls(tuple(v for v in _powers_of_two(max_tp) if v <= gpus), ep_values(model, gpus),
-                   tuple(v for v in pp if v <= gpus),
-                   _powers_of_two(max_batch), n_choices(model.is_moe), gpus)
+        return cls(tp=tuple(v for v in _powers_of_two(max_tp) if v <= gpus),
+                   ep=ep_values(model, gpus), pp=tuple(v for v in pp if v <= gpus),
+                   batch=_powers_of_two(max_batch), choices=n_choices(model.is_moe), gpus=gpus,
+                   cp=tuple(v for v in _powers_of_two(max_cp) if v <= gpus))
 
     @property
     def values(self) -> tuple:

@@ -50,6 +50,8 @@ class Workload:
                                    # prefill chunk of exactly ``chunk`` tokens of prompts of
                                    # ``isl`` tokens split in chunks of ``step_tokens`` (0: the
                                    # step compose_step composes for the running batch)
+    max_cp: int = 1                # prefill: the largest context-parallel degree the search
+                                   # space holds (specs.strategy.Space; 1: none)
 
     def budget(self, topo: TopologySpec) -> int:
         return self.gpus or topo.gpus
