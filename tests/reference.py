@@ -75,7 +75,7 @@ from lts.specs import attention_params
 from lts.specs.model import WEIGHT_GROUPS
 from lts.specs.units import WEIGHT_FORMATS
 from lts.specs.model import BlockSparse, Chunk, Compressed
-from lts.specs.strategy import BATCH, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
+from lts.specs.strategy import BATCH, CP, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
 
 COMPAT = ("kv_per_microbatch", "moe_layout_everywhere", "ffn_fractional_t_rows")
 # "engine" is set by a search problem restricted to an engine's space (lts.search.problems), never by the
@@ -224,6 +224,7 @@ class _Ctx:
         unknown = self.compat - set(COMPAT)
         assert not unknown, unknown
         self.tp, self.ep, self.pp, self.batch = (int(row[i]) for i in (TP, EP, PP, BATCH))
+        self.cp = int(row[CP])          # context parallelism: a prefill's tokens over cp ranks
         self.p = float(self.tp)
         a, f, prec = model.attention, model.ffn, model.precision
         self.wb, self.kvb, self.ab = prec.weight_bytes, prec.kv_bytes, prec.act_bytes
@@ -300,6 +301,8 @@ class _Ctx:
         self.seqs = float(math.ceil(self.mb / self.ep))          # sequences per tp group
         # tokens per sequence per step (decode: the query tokens speculative decoding verifies)
         self.tps = float(work.query_tokens) if decode else float(work.context - work.cached)
+        if not decode:      # zigzag chunks: each cp rank a cp-th of every prompt's new tokens
+            self.tps /= self.cp
         self.rows = self.seqs * self.tps
         self.seqs_t = float(math.ceil(self.seqs / self.p))        # sequences per rank under T
         self.rows_t = self.seqs_t * self.tps
@@ -555,9 +558,11 @@ class _Ctx:
         self.point_bytes["scores"] = score_rows * self.heads * self.ab
 
     def group(self, name):
-        """(size, stride) of the tp, ep or pp group of one rank (tp innermost, then ep, pp)."""
-        return {"tp": (self.p, 1.0), "ep": (float(self.ep), self.p),
-                "pp": (float(self.pp), self.p * self.ep)}[name]
+        """(size, stride) of the tp, cp, ep or pp group of one rank (tp innermost, then cp, ep,
+        pp)."""
+        return {"tp": (self.p, 1.0), "cp": (float(self.cp), self.p),
+                "ep": (float(self.ep), self.p * self.cp),
+                "pp": (float(self.pp), self.p * self.cp * self.ep)}[name]
 
     def coll_time(self, kind, group, nbytes, shuffle=False):
         p, stride = self.group(group)
@@ -934,10 +939,33 @@ def scores(c, choice, lin):
     if c.linear:
         return _linear_op(c, choice, lin, "rule"), {DIM0: F, DIM1: P}.get(choice, lin)
     if c.m.attention.kind == "compressed":
-        return _compressed_attention(c, choice, lin, True), {DIM0: F, DIM1: P}.get(choice, lin)
-    op = _attention(c, choice, lin, (c.qk_dim, c.pre_qk_dim, c.up_k, c.up_k_el), c.k_tok,
-                    index=c.indexed)
+        op = _compressed_attention(c, choice, lin, True)
+    else:
+        op = _attention(c, choice, lin, (c.qk_dim, c.pre_qk_dim, c.up_k, c.up_k_el), c.k_tok,
+                        index=c.indexed)
+    if c.cp > 1:
+        _cp_gather(c, op, choice, lin)
     return op, {DIM0: F, DIM1: P}.get(choice, lin)
+
+
+def _cp_gather(c, op, choice, lin):
+    """Context parallelism: the step's new cache entries of this layer all-gathered over the
+    cp ranks before attention (each rank then holds and attends the whole prompt's): cp times a
+    rank's own tokens' K and V (MLA's latent, a compressed entry: one, K = V; an indexer key
+    whole), split as the scores op reads them (by KV heads, or by head dim)."""
+    shared = c.m.attention.kind in ("mla", "compressed")
+    if choice == DIM0:
+        f = frac(c.k_heads, c.p) if c.k_heads > 1 else 1.0
+    elif choice == DIM1:
+        f = frac(c.qk_dim, c.p)
+    else:
+        f = 1.0
+    rows = c.rows_t if (choice not in (DIM0, DIM1) and lin == T) else c.rows
+    per_tok = f * (c.k_tok + (0.0 if shared else c.v_tok)) + (c.idx_tok if c.indexed else 0.0)
+    nb = rows * per_tok * c.cp
+    t = c.coll_time("all-gather", "cp", nb)
+    op.colls.append(("all-gather", "cp", nb, t))
+    op.time_s += t
 
 
 def context(c, choice, lin):
@@ -1204,7 +1232,7 @@ def evaluate(model, topo, work, row, compat=()):
     ch = {op: int(row[N_COARSE + i]) for i, op in enumerate(OPS)}
     reasons = set()
     tp, ep, pp, batch = c.tp, c.ep, c.pp, c.batch
-    if tp * ep * pp > work.budget(topo):
+    if tp * ep * pp * c.cp > work.budget(topo):
         reasons.add("budget")
     if model.layers % pp:
         reasons.add("divisibility")
@@ -1228,6 +1256,8 @@ def evaluate(model, topo, work, row, compat=()):
         reasons.add("divisibility")
     if not model.is_moe and (ep > 1 or EXPERTS in (ch["ffn1"], ch["ffn2"])):
         reasons.add("experts")
+    if c.cp > 1 and (work.phase != "prefill" or model.linear_layers > 0):
+        reasons.add("context-parallel")
 
     L = model.layers
     lp = L // pp
@@ -1328,7 +1358,7 @@ def evaluate(model, topo, work, row, compat=()):
             reasons.add("slo")
     if memory > topo.hbm_bytes - topo.hbm_reserve_bytes:
         reasons.add("memory")
-    gpus = tp * ep * pp
+    gpus = tp * ep * pp * c.cp
     collectives = [dict(op=k[0], kind=k[1], group=k[2], bytes=k[3], time_s=k[4], count=n)
                    for k, n in w.colls.items()]
     if pp > 1 and send_s > 0:

@@ -7,6 +7,7 @@ from lts.agent.ppo import PPOConfig
 from lts.agent.proposer import Proposer
 
 SIZES = (2, 1, 1, 2, 3)         # 4 coarse rows (tp x batch), one per-op head
+LAYOUT = dict(coarse=4, step_head=3)   # the agent's coarse heads here: (tp, ep, pp, batch)
 
 
 def _table(raw_of):
@@ -20,7 +21,7 @@ def _table(raw_of):
 def test_env_reward_is_eq1_against_the_best_before_the_step():
     """r = alpha * raw + beta * (raw - best) in units of the first valid strategy's throughput,
     ``invalid_reward`` for an invalid one; the best and the elite history move after."""
-    env = Env(_table({(0, 0, 0): 2.0, (1, 1, 2): 3.0, (1, 0, 1): 1.0}), SIZES, 10, PPOConfig())
+    env = Env(_table({(0, 0, 0): 2.0, (1, 1, 2): 3.0, (1, 0, 1): 1.0}), SIZES, 10, PPOConfig(), **LAYOUT)
     _, _, r = env.step(np.array([[0, 0, 0, 0, 0], [0, 0, 0, 1, 1]]))
     assert env.ref == 2.0 and env.best == 1.0 and env.calls == 2
     assert np.allclose(r, [1.0 + 1.0, -10.0])       # best was 0 before the step
@@ -37,7 +38,7 @@ def test_proposer_masks_sweeps_and_proves():
     strategy best bound first, and stops once no bound beats the best found, which then proves
     the search over (``restart`` returns None)."""
     bound = np.array([[[[5.0, 4.0]]], [[[-np.inf, -np.inf]]]])    # only tp index 0 is live
-    env = Env(_table({(0, 0, 0): 5.0, (0, 1, 0): 4.0}), SIZES, 100, PPOConfig())
+    env = Env(_table({(0, 0, 0): 5.0, (0, 1, 0): 4.0}), SIZES, 100, PPOConfig(), **LAYOUT)
     prop = Proposer(env, PPOConfig(n_steps=1), bound)
     assert list(prop.mask[:2]) == [0.0, -30.0] and not prop.mask[2:].any()
     sweep = np.array([[t, 0, 0, b, 0] for t in range(2) for b in range(2)])
@@ -59,7 +60,7 @@ def test_climb_goes_on_to_a_local_optimum():
 
     for cfg, best in ((PPOConfig(bound_moves=False), 6.0),
                       (PPOConfig(bound_moves=False, bound_sweeps=2), 3.0)):
-        env = Env(evaluate, sizes, 1000, cfg)
+        env = Env(evaluate, sizes, 1000, cfg, **LAYOUT)
         prop = Proposer(env, cfg)
         prop._climb(np.zeros(len(sizes), dtype=np.int64))
         assert env.best * env.ref == best

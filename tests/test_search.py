@@ -21,7 +21,7 @@ def brute_force(problem):
     """Best tokens/s/GPU over every strategy of the (small) space."""
     sp = problem.space
     best = -np.inf
-    coarse = list(itertools.product(*[range(len(v)) for v in (sp.tp, sp.ep, sp.pp, sp.batch)]))
+    coarse = list(itertools.product(*[range(len(v)) for v in sp.values]))
     fine = np.array(list(itertools.product(*[range(n) for n in sp.choices])))
     for c in coarse:
         idx = np.concatenate([np.tile(c, (len(fine), 1)), fine], axis=1)
@@ -61,7 +61,8 @@ def test_ppo_sweeps_the_baseline_where_the_bound_allows():
     found = {}
     for on in (True, False):
         _, raw, _, _ = ppo.train(evaluate, sizes, 16, np.random.default_rng(0),
-                                 replace(cfg, baseline_sweep=on), bound=bound, sweep=sweep)
+                                 replace(cfg, baseline_sweep=on), bound=bound, sweep=sweep,
+                                 coarse=4, step_head=3)
         found[on] = raw.max()
         if on:
             assert raw[3] == 5.0            # the sweep's first call, in bound order
@@ -83,7 +84,8 @@ def test_ppo_climb_moves_a_group_at_once():
     first = {}
     for groups in (((4, 5),), ()):
         rows, raw, _, _ = ppo.train(evaluate, sizes, 64, np.random.default_rng(0), cfg,
-                                    seed=np.zeros((1, 7), np.int64), bound=bound, groups=groups)
+                                    seed=np.zeros((1, 7), np.int64), bound=bound, groups=groups,
+                                    coarse=4, step_head=3)
         first[groups] = int(np.argmax(raw == 11.0)) if (raw == 11.0).any() else len(raw)
     singles = 1 + 1 + 6             # the seed, the climb's start, its 6 single changes
     assert first[((4, 5),)] < singles + 4 and first[()] >= singles   # (+ the pair's 4 joint)
@@ -170,7 +172,7 @@ def _restart_kinds(cfg, budget=8 * 64):
     flat = lambda idx: (np.ones(len(idx)), np.ones(len(idx), dtype=bool))    # noqa: E731
     small = dict(d_model=16, n_heads=2, d_ff=16, n_steps=32, chunks=8, confidence=1.01)
     return ppo.train(flat, sizes, budget, np.random.default_rng(0),
-                     ppo.PPOConfig(**{**small, **cfg}))[3].kinds
+                     ppo.PPOConfig(**{**small, **cfg}), coarse=4, step_head=3)[3].kinds
 
 
 def test_ppo_restart_schedule():
@@ -194,7 +196,7 @@ def test_ppo_restart_priors():
     starts = np.concatenate([[0], np.cumsum(sizes)])
 
     def probs(kind):
-        b = proposer.restart_bias(sizes, row, kind, cfg)
+        b = proposer.restart_bias(sizes, row, kind, cfg, coarse=4)
         return [np.exp(b[i:j]) / np.exp(b[i:j]).sum() for i, j in zip(starts[:-1], starts[1:])]
 
     local, glob = probs("local"), probs("global")
@@ -213,18 +215,18 @@ def test_ppo_global_restart_leaves_the_expert_split_uniform():
     """A global restart makes the switch heads uniform (search_ppo passes a MoE's router, FFN1
     and FFN2 columns) and keeps ``global_fine`` on the other per-op heads; the paper's agent
     does not."""
-    from lts.specs.strategy import OP_COL, n_choices
+    from lts.specs.strategy import N_COARSE, OP_COL, n_choices
     cfg = ppo.PPOConfig()
     assert cfg.global_uniform and not ppo.PPOConfig.paper().global_uniform
     switch = tuple(OP_COL[op] for op in ("router", "ffn1", "ffn2"))
-    sizes = (4, 3, 5, 6) + n_choices(True)
-    row = np.array([1, 0, 4, 2] + [1] * len(n_choices(True)))
+    sizes = (4, 3, 5, 1, 6) + n_choices(True)          # tp, ep, pp, cp, batch, the ops
+    row = np.array([1, 0, 4, 0, 2] + [1] * len(n_choices(True)))
     starts = np.concatenate([[0], np.cumsum(sizes)])
     for c, heads in ((cfg, switch), (ppo.PPOConfig(global_uniform=False), ())):
         b = proposer.restart_bias(sizes, row, "global", c, switch)
         for h, (i, j) in enumerate(zip(starts[:-1], starts[1:])):
             p = np.exp(b[i:j]) / np.exp(b[i:j]).sum()
-            if h < 4 or h in heads:
+            if h < N_COARSE or h in heads:
                 assert np.allclose(p, 1.0 / sizes[h])
             else:
                 assert np.isclose(p[row[h]], cfg.global_fine)

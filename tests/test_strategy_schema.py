@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lts.specs.errors import StrategyError
-from lts.specs.strategy import (AXES, BATCH, COARSE, COL, DEGREES, EP, KEY_BITS, MEGATRON,
+from lts.specs.strategy import (AXES, BATCH, COARSE, COL, CP, DEGREES, EP, KEY_BITS, MEGATRON,
                                 N_COARSE, PP, TP, WIDTH, Space, coarse_dict, coarse_key,
                                 coarse_rows, format_strategy, instance_gpus, instance_index,
                                 key_exact, make_row, parse_strategy, placement, strategy_dict,
@@ -24,27 +24,30 @@ degree = st.integers(1, (1 << 8) - 1)
 
 
 def test_columns_follow_the_axes():
-    assert COARSE == ("tp", "ep", "pp", "batch") and N_COARSE == len(AXES)
-    assert (TP, EP, PP, BATCH) == tuple(COL[n] for n in COARSE)
-    assert DEGREES == ("tp", "ep", "pp") and WIDTH == N_COARSE + len(MEGATRON)
+    assert COARSE == ("tp", "ep", "pp", "cp", "batch") and N_COARSE == len(AXES)
+    assert (TP, EP, PP, CP, BATCH) == tuple(COL[n] for n in COARSE)
+    assert DEGREES == ("tp", "ep", "pp", "cp") and WIDTH == N_COARSE + len(MEGATRON)
 
 
-@given(degree, degree, degree, st.integers(1, 4096))
-def test_row_helpers_are_the_arithmetic(tp, ep, pp, batch):
-    row = make_row(tp=tp, ep=ep, pp=pp, batch=batch)
-    assert list(row) == [tp, ep, pp, batch, *MEGATRON]
-    assert int(instance_gpus(row)) == tp * ep * pp
-    assert coarse_dict(row) == {"tp": tp, "ep": ep, "pp": pp, "batch": batch}
-    assert list(with_coarse(row, batch=7)[:N_COARSE]) == [tp, ep, pp, 7]
+@given(degree, degree, degree, degree, st.integers(1, 4096))
+def test_row_helpers_are_the_arithmetic(tp, ep, pp, cp, batch):
+    row = make_row(tp=tp, ep=ep, pp=pp, cp=cp, batch=batch)
+    assert list(row) == [tp, ep, pp, cp, batch, *MEGATRON]
+    assert int(instance_gpus(row)) == tp * ep * pp * cp
+    assert coarse_dict(row) == {"tp": tp, "ep": ep, "pp": pp, "cp": cp, "batch": batch}
+    assert list(with_coarse(row, batch=7)[:N_COARSE]) == [tp, ep, pp, cp, 7]
     assert np.array_equal(coarse_rows([row[:N_COARSE]])[0], row)
-    # ranks tp innermost, then ep, then pp
-    assert placement(coarse_dict(row)) == {"tp": (tp, 1.0), "ep": (ep, tp), "pp": (pp, tp * ep)}
-    # parse and format are each other's inverse, the JSON object names the same values
+    # ranks tp innermost, then cp, ep, pp
+    assert placement(coarse_dict(row)) == {"tp": (tp, 1.0), "cp": (cp, tp), "ep": (ep, tp * cp),
+                                           "pp": (pp, tp * cp * ep)}
+    # parse and format are each other's inverse, the JSON object names the same values; text
+    # names cp only where it is not 1
     assert np.array_equal(parse_strategy(format_strategy(row)), row)
+    assert ("cp=" in format_strategy(row)) == (cp != 1)
     assert {k: v for k, v in strategy_dict(row).items() if k != "ops"} == coarse_dict(row)
 
 
-@given(st.lists(st.tuples(degree, degree, degree, st.integers(0, (1 << 24) - 1)),
+@given(st.lists(st.tuples(degree, degree, degree, degree, st.integers(0, (1 << 24) - 1)),
                 min_size=2, max_size=30))
 def test_coarse_key_orders_rows_as_their_values(rows):
     """The packed key sorts rows lexicographically (first axis slowest) and is one-to-one."""
@@ -62,9 +65,10 @@ def test_key_exact_names_rows_beyond_the_bits():
 
 
 def test_grid_and_instance_index():
-    sp = Space(tp=(1, 2, 4), ep=(1, 2), pp=(1, 3), batch=(1, 8, 64), choices=(3,) * 12, gpus=8)
+    sp = Space(tp=(1, 2, 4), ep=(1, 2), pp=(1, 3), batch=(1, 8, 64), choices=(3,) * 12, gpus=8,
+               cp=(1, 2))
     full, grid = sp.full_grid(), sp.coarse_grid()
-    assert len(full) == 3 * 2 * 2 * 3 and np.all(instance_gpus(grid) <= 8)
+    assert len(full) == 3 * 2 * 2 * 2 * 3 and np.all(instance_gpus(grid) <= 8)
     assert len(grid) == sum(int(np.prod(r[:BATCH])) <= 8 for r in full)
     # one key per instance: equal across the batch values of an instance, distinct across them
     inst = instance_index(np.arange(len(full)), sp.sizes)
@@ -76,7 +80,8 @@ def test_grid_and_instance_index():
 def test_make_row_and_parse_name_the_axes():
     with pytest.raises(TypeError, match="unknown axis 'cq'"):
         make_row(cq=2)
-    with pytest.raises(StrategyError, match=r"unknown key 'cq' \(expected tp, ep, pp, batch or"):
+    with pytest.raises(StrategyError,
+                       match=r"unknown key .cq. \(expected tp, ep, pp, cp, batch or"):
         parse_strategy("tp=2,cq=2")
 
 
@@ -85,7 +90,7 @@ def test_make_row_and_parse_name_the_axes():
 
 def _with_axis(dst: Path) -> Path:
     """A copy of the package whose strategy rows carry one more degree axis, ``xp`` (one value,
-    1), between pp and batch and placed just outside tp: edits to specs/strategy.py only."""
+    1), between pp and cp and placed just outside cp: edits to specs/strategy.py only."""
     shutil.copytree(ROOT / "lts", dst / "lts", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "lts.py", dst / "lts.py")
     for shipped in ("models", "topologies"):
@@ -93,13 +98,12 @@ def _with_axis(dst: Path) -> Path:
     path = dst / "lts" / "specs" / "strategy.py"
     src = path.read_text()
     edits = [
-        ('    Axis("tp", True, 12,', '    Axis("tp", True, 10,'),
-        ('    Axis("pp", True, 12, MAX_DEGREE, "pipeline stages: the layers split in order"),',
+        ('    Axis("ep", True, 12,', '    Axis("ep", True, 10,'),
+        ('    Axis("pp", True, 8, MAX_DEGREE, "pipeline stages: the layers split in order"),',
          '    Axis("pp", True, 8, MAX_DEGREE, "pipeline stages: the layers split in order"),\n'
-         '    Axis("xp", True, 8, MAX_DEGREE, "an added degree"),'),
-        ('PLACEMENT = ("tp", "ep", "pp")', 'PLACEMENT = ("tp", "xp", "ep", "pp")'),
-        ("    choices: tuple       # n choices per op\n    gpus: int\n",
-         "    choices: tuple       # n choices per op\n    gpus: int\n    xp: tuple = (1,)\n"),
+         '    Axis("xp", True, 2, MAX_DEGREE, "an added degree"),'),
+        ('PLACEMENT = ("tp", "cp", "ep", "pp")', 'PLACEMENT = ("tp", "cp", "xp", "ep", "pp")'),
+        ("    cp: tuple = (1,)\n", "    cp: tuple = (1,)\n    xp: tuple = (1,)\n"),
     ]
     for old, new in edits:
         assert src.count(old) == 1, f"specs/strategy.py no longer holds {old!r}: update this test"
@@ -144,7 +148,7 @@ def _run(root: Path, args) -> dict:
 
 @pytest.mark.parametrize("args", COMMANDS, ids=lambda a: "-".join(a[:2] + a[-1:]))
 def test_an_added_axis_changes_no_answer(tmp_path, args):
-    """The proof that every module reads rows through the schema: with a fifth coarse column
+    """The proof that every module reads rows through the schema: with a sixth coarse column
     whose only value is 1, the answers are the same as without it."""
     added = _with_axis(tmp_path)
     assert _strip(_run(added, args)) == _strip(_run(ROOT, args))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..specs.strategy import N_COARSE
+from ..specs.strategy import BATCH, N_COARSE
 
 
 class EliteHistory:
@@ -64,14 +64,18 @@ class Env:
         keep: keep every strategy tried (``tried``); False keeps memory flat in the budget.
     """
 
-    def __init__(self, evaluate, sizes, budget: int, cfg, keep: bool = True):
+    def __init__(self, evaluate, sizes, budget: int, cfg, keep: bool = True,
+                 coarse: int = N_COARSE, step_head: int = BATCH):
         self.evaluate, self.sizes, self.budget, self.cfg, self.keep = \
             evaluate, sizes, budget, cfg, keep
         self.elite = EliteHistory(sizes, cfg.history)
         self.calls = 0
         self.ref = None         # reference throughput: the first valid strategy's (docs/paper.md §5.1)
         self.best = 0.0         # best-so-far in normalized units (b of Eq. 1)
-        self.row_raw = np.full(int(np.prod(sizes[:N_COARSE])), -np.inf)  # coarse row -> best raw
+        # the first ``coarse`` heads are the coarse row, ``step_head`` the one a climb steps
+        # along (the batch): the strategy layout's unless the caller gives the agent fewer heads
+        self.coarse, self.step_head = coarse, step_head
+        self.row_raw = np.full(int(np.prod(sizes[:coarse])), -np.inf)  # coarse row -> best raw
         self.row_top = {}       # coarse row (flat) -> the strategy of that best raw
         self._rows, self._raw, self._valid = [], [], []
 
@@ -109,7 +113,7 @@ class Env:
         for a, v, r, x in zip(actions, valid, norm, raw):
             if v:
                 self.elite.add(a, float(r))
-                g = int(np.ravel_multi_index(tuple(a[:N_COARSE]), self.sizes[:N_COARSE]))
+                g = int(np.ravel_multi_index(tuple(a[:self.coarse]), self.sizes[:self.coarse]))
                 if x > self.row_raw[g]:
                     self.row_raw[g] = float(x)
                     self.row_top[g] = a

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..specs.strategy import BATCH, N_COARSE
 from . import nn
 from . import policy
 from .env import Env
@@ -190,7 +191,8 @@ def ppo_loss_and_grad(params, cfg, X, actions, old_logprob, advantages, returns,
 
 def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig = PPOConfig(),
           on_calls=None, switch_heads=(), keep: bool = True, seed=None, bound=None,
-          groups=(), sweep=None, prove_top: int = 1):
+          groups=(), sweep=None, prove_top: int = 1, coarse: int | None = None,
+          step_head: int | None = None):
     """Run the agent for ``budget`` evaluator calls.
 
     Args:
@@ -201,6 +203,8 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
             budget (empty arrays, the last update's log only).
         seed, sweep: strategies tried before the first network (``Proposer.start``).
         switch_heads, bound, groups, prove_top: see ``Proposer``.
+        coarse, step_head: the number of coarse heads and the batch head's position (default:
+            the strategy layout's, ``N_COARSE`` and ``BATCH``).
 
     Returns:
         (index rows [calls, H], raw [calls], valid [calls], PPOStats) of every strategy tried.
@@ -208,7 +212,8 @@ def train(evaluate, sizes, budget: int, rng: np.random.Generator, cfg: PPOConfig
     sizes = tuple(int(s) for s in sizes)
     pcfg = policy.PolicyConfig(n_choices=sizes, T=cfg.history, n_extra=1, d_model=cfg.d_model,
                                n_heads=cfg.n_heads, d_ff=cfg.d_ff, hidden=cfg.d_model)
-    env = Env(evaluate, sizes, budget, cfg, keep)
+    env = Env(evaluate, sizes, budget, cfg, keep, N_COARSE if coarse is None else coarse,
+              BATCH if step_head is None else step_head)
     proposer = Proposer(env, cfg, bound, groups, switch_heads, prove_top, on_calls)
     stats = PPOStats()
     chunk = max(cfg.n_steps, budget // cfg.chunks)

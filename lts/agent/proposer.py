@@ -16,8 +16,9 @@ proposes itself and where each fresh network starts (issue 13; docs/agent.md).
 - **Proof**: the search ends once no bound beats the best found, which is then the optimum
   (``prove_top``: the k best rows).
 
-Knows nothing about parallelism: strategies are index rows, the first ``N_COARSE`` heads (tp,
-ep, pp, batch) the coarse row, of which the ``BATCH`` head is the one a climb steps along.
+Knows nothing about parallelism: strategies are index rows, the first ``Env.coarse`` heads (the
+strategy layout's coarse axes the search gives the agent) the coarse row, of which the
+``Env.step_head`` head (the batch) is the one a climb steps along.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ import math
 
 import numpy as np
 
-from ..specs.strategy import BATCH, N_COARSE, instance_index
+from ..specs.strategy import N_COARSE, instance_index
 
 
 def _prior_bias(sizes, row, probs, kernel=None) -> np.ndarray:
@@ -48,7 +49,7 @@ def _prior_bias(sizes, row, probs, kernel=None) -> np.ndarray:
     return np.concatenate(bias)
 
 
-def restart_bias(sizes, row, kind: str, cfg, switch_heads=()) -> np.ndarray:
+def restart_bias(sizes, row, kind: str, cfg, switch_heads=(), coarse: int = N_COARSE) -> np.ndarray:
     """Output biases of a fresh network for a restart of ``kind`` around the best elite ``row``.
 
     local: every head centred on ``row`` (per-op heads ``elite_prior``, the coarse heads the
@@ -57,15 +58,15 @@ def restart_bias(sizes, row, kind: str, cfg, switch_heads=()) -> np.ndarray:
     (never below uniform); bound: the coarse heads ordinal around ``row``, the per-op heads as a
     global restart's.
     """
-    fine = sizes[N_COARSE:]
-    ordinal = [cfg.coarse_kernel] * N_COARSE + [0.0] * len(fine)
+    fine = sizes[coarse:]
+    ordinal = [cfg.coarse_kernel] * coarse + [0.0] * len(fine)
     if kind == "bound":         # coarse heads around the target row, per-op as a global restart
-        probs = [0.5] * N_COARSE + [max(cfg.global_fine, 1.0 / n) for n in fine]
+        probs = [0.5] * coarse + [max(cfg.global_fine, 1.0 / n) for n in fine]
         for i in switch_heads if cfg.global_uniform else ():
             probs[i] = 1.0 / sizes[i]
         return _prior_bias(sizes, row, probs, ordinal)
     if kind == "global":
-        probs = [1.0 / n for n in sizes[:N_COARSE]] + [max(cfg.global_fine, 1.0 / n) for n in fine]
+        probs = [1.0 / n for n in sizes[:coarse]] + [max(cfg.global_fine, 1.0 / n) for n in fine]
         for i in switch_heads if cfg.global_uniform else ():
             probs[i] = 1.0 / sizes[i]
         return _prior_bias(sizes, row, probs)
@@ -81,7 +82,7 @@ class Proposer:
             whose budget its own calls spend.
         cfg: a PPOConfig (the restart, ``seed_points``/``baseline_sweep`` and ``bound_*`` fields).
         bound: optional upper bound on the raw throughput of every strategy of each coarse row,
-            shaped ``sizes[:N_COARSE]`` (-inf: no valid strategy); see ``bound_mask`` and
+            shaped ``sizes[:env.coarse]`` (-inf: no valid strategy); see ``bound_mask`` and
             ``bound_restarts``. Read as the search goes (a float64 array of that shape is used
             as is): the evaluator may lower entries in place, e.g. to a row's best once every
             strategy of the row has been tried (lts.search in an engine's space).
@@ -107,18 +108,18 @@ class Proposer:
         self.env, self.cfg, self.groups, self.switch_heads, self.prove_top, self.on_calls = \
             env, cfg, groups, switch_heads, prove_top, on_calls
         sizes = env.sizes
-        self.n_coarse = sum(sizes[:N_COARSE])
+        self.n_coarse = sum(sizes[:env.coarse])
         self.mask = np.zeros(sum(sizes), dtype=np.float32)
         self.targets = np.zeros(0, dtype=np.int64)      # coarse rows to aim at, best bound first
         self.bound = None
         if bound is not None:
-            self.bound = np.asarray(bound, dtype=np.float64).reshape(sizes[:N_COARSE])
+            self.bound = np.asarray(bound, dtype=np.float64).reshape(sizes[:env.coarse])
             if cfg.bound_mask:
                 live = np.isfinite(self.bound)
                 self.mask[:self.n_coarse] = np.concatenate([
-                    np.where(live.any(axis=tuple(j for j in range(N_COARSE) if j != i)), 0.0,
+                    np.where(live.any(axis=tuple(j for j in range(env.coarse) if j != i)), 0.0,
                              -30.0)
-                    for i in range(N_COARSE)])
+                    for i in range(env.coarse)])
             if cfg.bound_restarts:
                 flat = self.bound.ravel()
                 targets = np.argsort(-flat, kind="stable")
@@ -148,7 +149,7 @@ class Proposer:
         flat = self.bound.ravel()
         for rows in stages:
             rows = np.asarray(rows, dtype=np.int64)
-            g = np.ravel_multi_index(tuple(rows[:, :N_COARSE].T), sizes[:N_COARSE])
+            g = np.ravel_multi_index(tuple(rows[:, :env.coarse].T), sizes[:env.coarse])
             order = np.argsort(-flat[g], kind="stable")
             order = order[np.isfinite(flat[g[order]])]
             done = np.array([r.tobytes() in seeded for r in rows], dtype=bool)  # (tried as seeds)
@@ -177,7 +178,8 @@ class Proposer:
             stalled = self.kind is not None and env.best <= self.best_at_start
             after_global = cfg.alternate and self.kind in ("global", "bound")
             kind = "global" if cfg.global_on_stall and stalled and not after_global else "local"
-            bias = restart_bias(env.sizes, env.elite.rows[0], kind, cfg, self.switch_heads)
+            bias = restart_bias(env.sizes, env.elite.rows[0], kind, cfg, self.switch_heads,
+                                env.coarse)
         if self.aiming and (kind == "global" or self.kind is None):
             aimed = self._aim()
             if aimed is not None:
@@ -193,13 +195,13 @@ class Proposer:
         if target is None:
             return None
         row = env.elite.rows[0].copy() if env.elite.rows else np.zeros(len(sizes), np.int64)
-        row[:N_COARSE] = target
+        row[:env.coarse] = target
         if env.elite.rows:          # the best per-op choices, moved to the target row
             self._climb(row)
-        here = env.row_top.get(int(np.ravel_multi_index(tuple(target), sizes[:N_COARSE])))
+        here = env.row_top.get(int(np.ravel_multi_index(tuple(target), sizes[:env.coarse])))
         if here is not None:        # ... and the best strategy seen at the target row
             self._climb(here.copy())
-        bias = restart_bias(sizes, row, "bound", self.cfg, self.switch_heads)
+        bias = restart_bias(sizes, row, "bound", self.cfg, self.switch_heads, env.coarse)
         if not env.elite.rows:      # nothing to centre the per-op heads on
             bias[self.n_coarse:] = 0.0
         return bias
@@ -208,14 +210,15 @@ class Proposer:
         """The coarse heads of the best-bound row that can still beat the best found, of an
         instance (every coarse head but the batch) not aimed at yet (the local restarts move the
         batch), or None."""
-        sizes = self.env.sizes
+        env = self.env
+        shape = env.sizes[:env.coarse]
         self.targets = self.targets[self._open_rows(self.targets)]
         if not len(self.targets):
             return None
         t = self.targets[0]
-        self.targets = self.targets[instance_index(self.targets, sizes)
-                                    != instance_index(t, sizes)]
-        return np.array(np.unravel_index(t, sizes[:N_COARSE]))
+        self.targets = self.targets[instance_index(self.targets, shape, env.step_head)
+                                    != instance_index(t, shape, env.step_head)]
+        return np.array(np.unravel_index(t, shape))
 
     def _open_rows(self, g=None):
         """Whether each coarse row g (flat; None: every row) may still hold what the search
@@ -248,18 +251,19 @@ class Proposer:
         improves: to a local optimum, or ``bound_sweeps`` sweeps at most when given. Each sweep
         that goes on raises the best, so the climb ends (or the budget does)."""
         sizes, env = self.env.sizes, self.env
+        b = env.step_head
         r0, v0 = self._probe(row[None])
         here = float(r0[0]) if len(r0) and v0[0] else -np.inf
         sweeps = self.cfg.bound_sweeps
         for _ in (itertools.count() if sweeps is None else range(sweeps)):
             if env.calls >= env.budget:
                 return
-            near = [np.r_[row[:h], v, row[h + 1:]] for h in range(N_COARSE, len(sizes))
+            near = [np.r_[row[:h], v, row[h + 1:]] for h in range(env.coarse, len(sizes))
                     for v in range(sizes[h]) if v != row[h]]
             if self.cfg.bound_moves:
-                near += [np.r_[row[:BATCH], v, row[BATCH + 1:]]     # the batch, one step
-                         for v in (row[BATCH] - 1, row[BATCH] + 1)   # either way
-                         if 0 <= v < sizes[BATCH]]
+                near += [np.r_[row[:b], v, row[b + 1:]]     # the batch, one step
+                         for v in (row[b] - 1, row[b] + 1)   # either way
+                         if 0 <= v < sizes[b]]
                 for g in self.groups:   # a pair: every joint change; a larger group: to one value
                     values = itertools.product(*(range(sizes[h]) for h in g)) if len(g) == 2 \
                         else ((v,) * len(g) for v in range(min(sizes[h] for h in g)))

@@ -621,12 +621,13 @@ def _fill_context_parallel(b: _Builder):
     for mode in range(len(SLOT_MODES["scores"])):
         if (sl, mode) not in b.intrinsic:
             continue
-        per_tok = s.idx_tok
+        per_tok = 0.0
         for k in s.kinds:
             kh = float(k.k_heads)
             split = {MODE_DIM0: _frac(kh, s.tp) if kh > 1 else 1.0,
                      MODE_DIM1: _frac(float(k.qk_dim), s.tp)}.get(mode, 1.0)
-            per_tok = per_tok + k.share * split * (k.k_tok + (0.0 if shared else k.v_tok))
+            per_tok = per_tok + k.share * (split * (k.k_tok + (0.0 if shared else k.v_tok))
+                                           + s.idx_tok * k.index)
         rows = s.rows_t if mode == MODE_NONE_T else s.rows
         nb = np.where(s.cp > 1, rows * per_tok * s.cp, 0.0)
         t = b._coll("all-gather", "cp", nb)

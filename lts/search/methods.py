@@ -35,8 +35,8 @@ from .exact_engine import engine_rows, search_engine_exact
 from .serve_exact import guide_bounds as serve_guide_bounds, search_serve_exact
 from .names import METHODS
 from .problems import Problem, SearchResult, ServeProblem, Tracker, take
-from ..specs.strategy import (AT_CAPACITY, BATCH, CONCURRENCY, MEGATRON, N_COARSE, OP_COL,
-                               coarse_of, coarse_rows, presets)
+from ..specs.strategy import (AT_CAPACITY, BATCH, CONCURRENCY, MEGATRON, N_COARSE, OP_COL, WIDTH,
+                               agent_columns, coarse_of, coarse_rows, presets)
 
 
 
@@ -98,9 +98,24 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
     # an engine's serve phase: its exact optimum is over every integer concurrency and the top
     # found on the grid is refined (every_concurrency), so the grid's top k are proved first
     prove_top = top if engine is not None and isinstance(problem, ServeProblem) else 1
-    _, _, _, stats = ppo.train(evaluate, problem.space.sizes, budget, rng, cfg,
-                               on_calls=progress, switch_heads=switch, keep=False, seed=seed,
-                               bound=bound, groups=GROUPS, sweep=sweep, prove_top=prove_top)
+    # the agent's heads: the layout's columns but an added axis the space fixes (agent_columns)
+    cols = agent_columns(problem.space)
+    at = {int(c): j for j, c in enumerate(cols)}
+
+    def evaluate_heads(a):
+        rows = np.zeros((len(a), WIDTH), dtype=np.int64)     # a fixed axis: its one value
+        rows[:, cols] = a
+        return evaluate(rows)
+
+    _, _, _, stats = ppo.train(
+        evaluate_heads, tuple(np.asarray(problem.space.sizes)[cols]), budget, rng, cfg,
+        on_calls=progress, switch_heads=tuple(at[c] for c in switch), keep=False,
+        seed=None if seed is None else seed[:, cols], bound=bound,
+        groups=tuple(tuple(at[c] for c in g) for g in GROUPS),
+        sweep=None if sweep is None else [r[:, cols] for r in
+                                          ([sweep] if isinstance(sweep, np.ndarray) else sweep)],
+        prove_top=prove_top,
+        coarse=int((cols < N_COARSE).sum()), step_head=at[BATCH])
     ended = ("budget spent" if not stats.proved else "on the proof that nothing is feasible"
              if not np.isfinite(tr.best) else "on the proof of optimality" if prove_top == 1
              else f"on the proof of the {prove_top} best on the concurrency grid")

@@ -238,14 +238,17 @@ def degree_dict(row) -> dict:
     return {n: int(row[COL[n]]) for n in DEGREES}
 
 
-def instance_index(flat, shape) -> np.ndarray:
+def instance_index(flat, shape, batch: int = BATCH) -> np.ndarray:
     """Flat indices into a coarse grid of ``shape`` (each axis's number of values in column
     order; a longer tuple such as ``Space.sizes`` is cut to the coarse axes) -> the index of
     the same row at the batch axis's first value: one key per instance (every axis but the
-    batch), equal exactly within an instance and rising with the grid's order."""
+    batch), equal exactly within an instance and rising with the grid's order. ``batch``: the
+    batch axis's position in ``shape`` (a grid of fewer axes: the agent's, ``agent_columns``),
+    then ``shape`` must be the coarse axes alone."""
     flat = np.asarray(flat)
-    stride = int(np.prod(shape[BATCH + 1:N_COARSE]))
-    return flat - flat // stride % shape[BATCH] * stride
+    end = N_COARSE if batch == BATCH and len(shape) >= N_COARSE else len(shape)
+    stride = int(np.prod(shape[batch + 1:end]))
+    return flat - flat // stride % shape[batch] * stride
 
 
 # ----------------------------------------------------------------------------------------------
@@ -307,6 +310,14 @@ def parse_strategy(text: str, is_moe: bool = True) -> np.ndarray:
             raise StrategyError(f"--strategy: unknown key {key!r} (expected {', '.join(COARSE)} or "
                                 f"one of {', '.join(OPS)})")
     return make_row([ops[o] for o in OPS], **values)
+
+
+def agent_columns(space) -> np.ndarray:
+    """The columns of a row the agent acts on (its heads): every one but an added axis's (not
+    ``shown_at_one``: cp) where ``space`` gives it one value, so the agent's action space is
+    the paper's 16 entries exactly until the axis is a choice."""
+    return np.array([i for i, a in enumerate(AXES) if a.shown_at_one or len(space.values[i]) > 1]
+                    + list(range(N_COARSE, WIDTH)), dtype=np.int64)
 
 
 def format_strategy(row, only_changed: bool = False, sep: str = ",") -> str:
