@@ -80,7 +80,7 @@ from lts.specs.strategy import BATCH, CP, DIM0, DIM1, EP, EXPERTS, N_COARSE, NON
 COMPAT = ("kv_per_microbatch", "moe_layout_everywhere", "ffn_fractional_t_rows")
 # "engine" is set by a search problem restricted to an engine's space (lts.search.problems), never by the
 # cost model itself
-REASONS = ("budget", "divisibility", "memory", "slo", "experts", "engine")
+REASONS = ("budget", "divisibility", "memory", "slo", "experts", "engine", "context-parallel")
 
 R, T, F, P, ER, ET = "R", "T", "F", "P", "ER", "ET"
 NORM_LAYOUT = {DIM0: T, DIM1: F, NONE: R}

@@ -131,7 +131,8 @@ ENGINE = Engine(
     flags_version=FLAGS_VERSION, flags_docs=FLAGS_DOCS, disagg_docs=DISAGG_DOCS,
     command="vllm serve",
     # the GPUs of one command: tensor x pipeline x data parallel sizes
-    gpu_flags=("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size"),
+    gpu_flags=("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size",
+               "--prefill-context-parallel-size"),
     fp8_kv_dtype="fp8",         # vllm/config/cache.py CacheDType
     # CUDA and ROCm: docs.vllm.ai GPU installation, "compute capability 7.0 or higher"; ROCm
     # "MI300 (gfx942), MI350 (gfx950)", "MI350 requires ROCm 7.0" (shared/data/hardware.md §5.9 [E1])

@@ -10,7 +10,7 @@ import shlex
 from ..engines.space import attention_dp
 from ..engines.vllm import ENGINE, NIXL_PORT
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import BATCH, EP, EXPERTS, OP_COL, PP, TP, instance_gpus
+from ..specs.strategy import BATCH, CP, EP, EXPERTS, OP_COL, PP, TP, instance_gpus
 from ..specs.workload import Workload
 from .launcher import (HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, eplb_placement, join, nodes,
                        quote, workers)
@@ -53,7 +53,7 @@ class VLLM(Launcher):
 
     def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
                 extra: list, max_len: int, key=None, serve=None, yaml=()) -> tuple:
-        tp, ep, pp, batch = (int(row[c]) for c in (TP, EP, PP, BATCH))
+        tp, ep, pp, cp, batch = (int(row[c]) for c in (TP, EP, PP, CP, BATCH))
         gpn = topo.gpus_per_host
         dp_attention = bool(attention_dp(model, row)[0])
         if dp_attention:   # vLLM's DP ranks of one GPU each; its MoE is then TP over all of them
@@ -71,6 +71,10 @@ class VLLM(Launcher):
         # vllm/entrypoints/common/cli_args.py make_arg_parser (--headless)
         base = join("vllm serve", ref, f"--tensor-parallel-size {tp}",
                     f"--pipeline-parallel-size {pp}" if pp > 1 else "",
+                    # context parallelism: vllm 0.33.0 config/parallel.py ParallelConfig
+                    # prefill_context_parallel_size (world pp x tp x pcp; MLA models only,
+                    # engines.space.runs_cp)
+                    f"--prefill-context-parallel-size {cp}" if cp > 1 else "",
                     "--enable-expert-parallel" if expert_parallel else "",
                     "--enable-eplb" if eplb else "",
                     f"--eplb-config {quote(cfg)}" if redundant else "")
@@ -95,7 +99,7 @@ class VLLM(Launcher):
         if gpus <= gpn:
             cmd = join(base, f"--data-parallel-size {ep}" if ep > 1 else "", tail)
             return [(f"single node ({gpus} GPU{'s' if gpus > 1 else ''})", cmd)], notes
-        rank = tp * pp                                  # GPUs of one DP rank
+        rank = tp * pp * cp                             # GPUs of one DP rank
         if ep == 1:
             n = nodes(gpus, gpn)
             multi = f"--nnodes {n} --node-rank"
