@@ -19,7 +19,7 @@ from lts.cost.model import evaluate                                       # noqa
 from lts.search.methods import SEARCHERS                                  # noqa: E402
 from lts.search.problems import Problem                                   # noqa: E402
 from lts.specs import load_model, load_topology                           # noqa: E402
-from lts.specs.strategy import CP, Space, coarse_rows, format_strategy, presets   # noqa: E402
+from lts.specs.strategy import Space, coarse_rows, format_strategy, presets   # noqa: E402
 from lts.specs.workload import Workload                                   # noqa: E402
 
 
