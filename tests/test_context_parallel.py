@@ -105,6 +105,28 @@ def test_exact_equals_brute_force_with_cp(model, phase):
     assert int(res.best[CP]) > 1       # the TTFT limit needs it: the answer is a cp row
 
 
+def test_exact_equals_brute_force_with_cp_in_decode_and_serve_spaces():
+    """cp in the space of a decode step and of the serve phase's one pool (whose steps decode):
+    every cp > 1 row is refused, and the exact searches still equal brute force over the whole
+    space, cp rows included."""
+    from lts.engines import ENGINES
+    from lts.search.problems import ServeProblem
+    model = synthetic_dense()
+    choices = (2, 2, 2, 2, 2, 2, 2, 1, 2, 2, 2, 2)
+    decode = Problem(model, H100, Workload("decode", context=4096, tpot_slo_ms=15),
+                     Space(tp=(1, 2, 4), ep=(1,), pp=(1, 2), batch=(1, 16, 256), cp=(1, 2),
+                           choices=choices, gpus=16))
+    serve = ServeProblem(model, H100, 2000, 200, 15, 400, gpus=8,
+                         engine=ENGINES["generic"].profile,
+                         space=Space(tp=(1, 2), ep=(1,), pp=(1, 2), batch=(1, 8, 64, 0),
+                                     cp=(1, 2), choices=choices, gpus=8))
+    for problem in (decode, serve):
+        res = SEARCHERS["exact"](problem, 0, None, top=1)
+        want = brute_force(problem)
+        assert np.isfinite(want) and res.best_score == pytest.approx(want, rel=1e-12)
+        assert int(res.best[CP]) == 1
+
+
 def test_engines_that_run_cp():
     """vLLM 0.33.0 runs prefill context parallelism for MLA models only; SGLang's runs inside
     its tp group and TensorRT-LLM has none for these models: each says why."""
