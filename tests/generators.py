@@ -394,7 +394,7 @@ def space_for(model, topo, max_batch=4096):
 
 @st.composite
 def strategy_rows(draw, model, topo, max_batch=4096):
-    """One strategy row [16] of Space.for_model(model, topo.gpus): one index per head."""
+    """One strategy row [WIDTH] of Space.for_model(model, topo.gpus): one index per head."""
     space = space_for(model, topo, max_batch)
     idx = [draw(st.integers(0, size - 1)) for size in space.sizes]
     return space.decode(np.array([idx], dtype=np.int64))[0]
@@ -402,7 +402,7 @@ def strategy_rows(draw, model, topo, max_batch=4096):
 
 @st.composite
 def problems(draw, models=None, n_max=12):
-    """(model, topology, workload, strategies [n, 16]) with 1..n_max strategy rows."""
+    """(model, topology, workload, strategies [n, WIDTH]) with 1..n_max strategy rows."""
     model = draw(models if models is not None else model_specs())
     topo = draw(topologies())
     work = draw(workloads())

@@ -119,7 +119,7 @@ def test_estimate_serve_matches_the_serve_phase_and_picks_the_best_batch():
     import numpy as np
     from lts.serving import serve as sv
     from lts.specs import load_model, load_topology
-    from lts.specs.strategy import parse_strategy
+    from lts.specs.strategy import BATCH, parse_strategy
     r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--phase", "serve",
             "--isl", "500", "--osl", "2000", "--json")
     assert r.exit_code == 0, r.output
@@ -129,7 +129,7 @@ def test_estimate_serve_matches_the_serve_phase_and_picks_the_best_batch():
     cap = int(sv.serve(m, t, row, 500, 2000).kv_capacity[0])
     cands = np.arange(1, cap + 1)                   # every integer concurrency the cache holds
     rows = np.repeat(row, len(cands), axis=0)
-    rows[:, 3] = cands
+    rows[:, BATCH] = cands
     every = sv.serve(m, t, rows, 500, 2000)
     best = int(np.argmax(np.where(every.valid, every.output_tokens_per_s, -1)))
     assert d["phase"] == "serve" and d["valid"] and (d["isl"], d["osl"]) == (500, 2000)

@@ -28,8 +28,9 @@ from lts.cost.layouts import CONVERSION, LAYOUT_NAMES, SLOT, SLOT_MODES
 from lts.cost.tables import build_tables
 from lts.specs.workload import Workload
 from lts.specs import attention_params, load_topology, with_expert_placement
-from lts.specs.strategy import (EXPERTS, N_COARSE, NONE, OPS, format_strategy, coarse_rows,
-                          parse_strategy)
+from lts.specs.strategy import (BATCH, COL, EXPERTS, N_COARSE, NONE, OPS, TP, coarse_of,
+                                coarse_rows, format_strategy, instance_gpus, make_row,
+                                parse_strategy)
 
 FEW = settings(max_examples=40)
 SOME = settings(max_examples=60)
@@ -242,11 +243,11 @@ def test_flops_summed_over_shards_equal_model_flops(model, topo, work, data):
     if model.is_moe:
         model = with_expert_placement(model, load="uniform")
     row = data.draw(strategy_rows(model, topo))
-    tp, ep, pp, batch = (int(v) for v in row[:N_COARSE])
+    tp, ep, pp, batch = (int(row[COL[n]]) for n in ("tp", "ep", "pp", "batch"))
     # the routed experts at the dense rate (a grouped GEMM's rate depends on the tokens per
     # expert, tests/test_gemm_formats.py): one rate turns every op's time back into FLOPs
     topo = dataclasses.replace(topo, grouped={})
-    tab = build_tables(model, topo, work, row[None, :N_COARSE])
+    tab = build_tables(model, topo, work, coarse_of(row)[None])
     w = model.precision.weights
     peak = topo.peak_for(w) * topo.compute_efficiency_for(w)
     # attention math at its own rate: the activations' type, fp8 over an fp8 KV cache
@@ -277,7 +278,7 @@ def test_flops_summed_over_shards_equal_model_flops(model, topo, work, data):
 @given(model=model_specs(), topo=topologies(), work=workloads(),
        batch=st.sampled_from([1, 3, 64, 4096]))
 def test_one_gpu_with_none_everywhere_communicates_nothing(model, topo, work, batch):
-    row = np.array([[1, 1, 1, batch] + [NONE] * len(OPS)])
+    row = make_row([NONE] * len(OPS), batch=batch)[None]
     res, w, tab = evaluate(model, topo, work, row, return_walk=True)
     assert all(float(t[0]) == 0.0 for *_, t, _scope in w.convs)
     for slot, mode in w.modes.items():
@@ -295,7 +296,7 @@ LAYER_SLOTS = ("attn_norm", "qkv", "scores", "context", "out_proj", "ffn_norm", 
 @given(model=model_specs(), topo=topologies(), work=workloads(), data=st.data())
 def test_megatron_has_one_allreduce_after_attention_and_one_after_the_ffn(model, topo, work, data):
     coarse = data.draw(strategy_rows(model, topo))[:N_COARSE]
-    coarse[0] = max(coarse[0], 2)            # a tp group to talk in (may exceed the budget)
+    coarse[TP] = max(coarse[TP], 2)          # a tp group to talk in (may exceed the budget)
     row = coarse_rows(coarse)[0][None]
     res, w, tab = evaluate(model, topo, work, row, return_walk=True)
     inserted = sorted((feeds, CONVERSION.get((int(src[0]), int(dst[0]))), scope)
@@ -369,9 +370,9 @@ def test_step_takes_at_least_the_flops_over_all_gpus(problem):
         per_layer_ffn = [f.n_mats * h * f.intermediate] * model.layers
     per_token = model.layers * att + sum(per_layer_ffn)
     tps = 1 if work.phase == "decode" else work.context
-    batch = rows[:, 3].astype(float)
+    batch = rows[:, BATCH].astype(float)
     flops = 2.0 * batch * tps * per_token + 2.0 * batch * h * model.vocab
-    gpus = rows[:, 0] * rows[:, 1] * rows[:, 2]
+    gpus = instance_gpus(rows)
     w = model.precision.weights
     # the fastest rate any GEMM runs at: dense, or the experts' grouped GEMM at its best size
     e = model.precision.format_of("experts")

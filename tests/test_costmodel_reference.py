@@ -22,7 +22,8 @@ from lts.cost.model import breakdown, evaluate
 from lts.cost.tables import REASONS
 from lts.specs.workload import Workload
 from lts.specs import load_model, load_topology, shipped_names
-from lts.specs.strategy import Space, format_strategy, make_row, parse_strategy
+from lts.specs.strategy import (WIDTH, Space, coarse_of, format_strategy, make_row,
+                                parse_strategy)
 
 # deviations of lts.cost.model from docs/design.md that the comparisons ask the reference to reproduce
 KNOWN = ()
@@ -219,8 +220,9 @@ def test_fused_walk_is_bit_identical_to_the_op_walk(phase):
     for f in FIELDS + ("valid", "reasons"):
         assert np.array_equal(getattr(fused, f), getattr(walked, f), equal_nan=True), f
     coarse, index = group_coarse(rows)
-    _, first, inverse = np.unique(rows[:, :4], axis=0, return_index=True, return_inverse=True)
-    assert np.array_equal(coarse, rows[first, :4]) and np.array_equal(index, inverse.ravel())
+    _, first, inverse = np.unique(coarse_of(rows), axis=0, return_index=True,
+                                  return_inverse=True)
+    assert np.array_equal(coarse, coarse_of(rows)[first]) and np.array_equal(index, inverse.ravel())
 
 
 @pytest.mark.parametrize("op, code", [("attn_norm", 3), ("qkv", 3), ("out_proj", 4),
@@ -239,7 +241,7 @@ def test_choice_codes_an_op_does_not_take_are_refused(op, code, n):
 
 def test_no_strategies_give_an_empty_result():
     model, topo = synthetic_moe(), load_topology("h100_dgx")
-    res = evaluate(model, topo, WORKLOADS["decode"], np.zeros((0, 16), dtype=np.int64))
+    res = evaluate(model, topo, WORKLOADS["decode"], np.zeros((0, WIDTH), dtype=np.int64))
     assert len(res) == 0 and res.tokens_per_s_per_gpu.shape == (0,) and res.valid.dtype == bool
 
 

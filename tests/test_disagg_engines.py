@@ -16,7 +16,7 @@ from lts.cost.tables import REASON_BIT
 from lts.search.problems import Problem, ServeProblem
 from lts.search.methods import size_disagg
 from lts.specs import load_model, load_topology
-from lts.specs.strategy import BATCH, OP_COL, PP, TP, Space, make_row
+from lts.specs.strategy import BATCH, N_COARSE, OP_COL, PP, TP, Space, make_row
 from lts.specs.workload import Workload
 
 GIB = 2**30
@@ -59,7 +59,7 @@ def test_every_pool_strategy_fits_its_engines_memory_rule(engine):
         ctx = context or (p.isl if np.isnan(res.tpot_s[0]) else p.isl + p.osl)
         assert res.valid[0]
         assert fits(p.engine, topo, res.memory_bytes[0], kv_bytes(p.model, row, ctx),
-                    row[TP] * row[PP]), (engine, row[:4], res.memory_bytes[0] / GIB)
+                    row[TP] * row[PP]), (engine, row[:N_COARSE], res.memory_bytes[0] / GIB)
     broken = 0
     for pool, context in ((disagg.prefill_pool(p), p.isl), (disagg.decode_pool(p), p.isl + p.osl)):
         plain = Problem(pool.model, pool.engine_topo, pool.work, tables=pool.figures,
@@ -108,8 +108,8 @@ def test_the_generic_engine_keeps_its_pools():
 
 
 def _all_rows(space: Space) -> np.ndarray:
-    """Every strategy of a small space, values [N, 16]."""
-    axes = [np.asarray(v) for v in (space.tp, space.ep, space.pp, space.batch)] \
+    """Every strategy of a small space, values [N, WIDTH]."""
+    axes = [np.asarray(v) for v in space.values] \
         + [np.arange(n) for n in space.choices]
     return np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, len(axes))
 

@@ -19,7 +19,8 @@ from lts.specs.workload import Workload
 from lts.report.launch import render_emit, wrap_command
 from lts.search.problems import Problem
 from lts.specs import load_model, load_topology
-from lts.specs.strategy import DP_ATTENTION, EXPERTS, MEGATRON, N_COARSE, OP_COL, parse_strategy
+from lts.specs.strategy import (DP_ATTENTION, EXPERTS, MEGATRON, N_COARSE, OP_COL, coarse_of,
+                                make_row, parse_strategy)
 from rich.console import Console
 
 MIXTRAL = ("mixtral-8x7b", "h100_dgx", "--gpus", "8")
@@ -108,10 +109,11 @@ def test_search_emit_json_matches_the_text(engine):
     assert all(isinstance(n, str) for n in e["notes"])
     if e["faithful"]:
         assert "nearest" not in e and e["strategy"] == {k: d["best"][k] for k in
-                                                        ("tp", "ep", "pp", "batch", "ops")}
+                                                        ("tp", "ep", "pp", "cp", "batch", "ops")}
     else:
         assert RESULT_KEYS <= set(e["nearest"]) and e["reasons"]
-        assert e["strategy"] == {k: e["nearest"][k] for k in ("tp", "ep", "pp", "batch", "ops")}
+        assert e["strategy"] == {k: e["nearest"][k]
+                                 for k in ("tp", "ep", "pp", "cp", "batch", "ops")}
     text = unwrap(run(*args).stdout)
     for c in e["commands"]:
         assert c["command"] in text
@@ -308,7 +310,8 @@ def test_not_faithful_names_the_op_and_launches_the_same_degrees():
     assert any(r.startswith("vLLM cannot run ffn2=1 (down projection sharded on hidden")
                for r in lau.reasons)
     same = lau.same_degrees
-    assert same is not None and np.array_equal(same.strategies[0][:N_COARSE], [8, 1, 1, 256])
+    assert same is not None and np.array_equal(coarse_of(same.strategies[0]),
+                                                 coarse_of(make_row(tp=8, batch=256)))
     assert tuple(same.strategies[0][N_COARSE:]) in emit.engine_variants(
         "vllm", problem().model, 8, 1)
     if lau.chosen == "same_degrees":

@@ -17,7 +17,7 @@ from lts.launch.emit_disagg import command_gpus, launch_disagg
 from lts.launch.launcher import nodes
 from lts.search.problems import ServeProblem
 from lts.specs import load_model, load_topology
-from lts.specs.strategy import parse_strategy
+from lts.specs.strategy import instance_gpus, make_row, parse_strategy
 from lts.specs.workload import Workload
 
 
@@ -89,7 +89,7 @@ def test_every_emitted_command_asks_for_the_instances_gpus(engine):
         cmds, _ = emit.commands(engine, model, topo, Workload(gpus=128), row, "mixtral-8x7b")
         heads = [c for role, c in cmds if engine_cmd[engine] in c and "worker" not in role]
         assert len(heads) == 1, cmds
-        assert command_gpus(engine, heads[0]) == int(np.prod(row[:3])), (strategy, heads[0])
+        assert command_gpus(engine, heads[0]) == int(instance_gpus(row)), (strategy, heads[0])
         checked += 1
     assert checked >= 4
 
@@ -116,7 +116,7 @@ def test_instances_never_share_a_gpu_and_multi_node_ones_take_whole_nodes():
     from lts.launch.emit_disagg import _instances
 
     def pool(tp, pp):
-        row = np.array([tp, 1, pp, 8] + [0] * 12)
+        row = make_row([0] * 12, tp=tp, pp=pp, batch=8)
         return SimpleNamespace(strategies=row[None], gpus=np.array([tp * pp]))
 
     for p_row, d_row, x, y in ((pool(4, 1), pool(4, 3), 1, 1), (pool(4, 1), pool(16, 1), 3, 1),
@@ -125,7 +125,7 @@ def test_instances_never_share_a_gpu_and_multi_node_ones_take_whole_nodes():
                              decode_instances=y)
         used = set()
         for _, _, row, at, span in _instances(dg, 8):
-            size = int(row[0] * row[1] * row[2])
+            size = int(instance_gpus(row))
             if span > 1:      # whole nodes from a node boundary, as many as its command uses
                 assert at % 8 == 0 and span == nodes(size, 8)
                 gpus = set(range(at, at + span * 8))

@@ -18,8 +18,9 @@ from lts.search.problems import Problem, ServeProblem
 from lts.search.methods import SEARCHERS
 from lts.serving.serve import serve
 from lts.specs import load_model, load_topology
-from lts.specs.strategy import (DP_ATTENTION, EXPERT_CHOICES, MEGATRON, N_COARSE, OP_COL, Space,
-                          make_row, n_choices, parse_strategy)
+from lts.specs.strategy import (BATCH, DP_ATTENTION, EXPERT_CHOICES, MEGATRON, N_COARSE, OP_COL,
+                                Space, coarse_of, instance_gpus, make_row, n_choices,
+                                parse_strategy)
 from lts.specs.workload import Workload, compose_step
 
 TOPO = load_topology("h100_dgx")
@@ -36,8 +37,8 @@ def brute_force(model, work, space, engine):
     fine = every_choice(model)
     budget = work.budget(TOPO)
     best, best_row = -np.inf, None
-    for tp, ep, pp, b in itertools.product(space.tp, space.ep, space.pp, space.batch):
-        rows = np.concatenate([np.tile([tp, ep, pp, b], (len(fine), 1)), fine], axis=1)
+    for coarse in space.full_grid():
+        rows = np.concatenate([np.tile(coarse, (len(fine), 1)), fine], axis=1)
         rows = rows[runnable(engine, model, rows)]
         if not len(rows):
             continue
@@ -85,7 +86,7 @@ def test_engine_serve_exact_is_brute_force_over_every_integer_concurrency(engine
     best = -np.inf
     for tp, ep in itertools.product(space.tp, space.ep):
         for v in variants(model):       # DP attention: each rank schedules its own requests
-            row = np.array([tp, ep, 1, 1, *v])
+            row = make_row(v, tp=tp, ep=ep, batch=1)
             if not runnable(engine, model, row[None])[0]:
                 continue
             kw = dict(tpot_slo_ms=30, ttft_slo_ms=1500, gpus=8, engine=ENGINES[engine].profile,
@@ -94,7 +95,7 @@ def test_engine_serve_exact_is_brute_force_over_every_integer_concurrency(engine
                                                **kw).kv_capacity)[0]
             cs = np.arange(1, int(cap) + 1)
             rows = np.repeat(row[None], len(cs), axis=0)
-            rows[:, 3] = cs
+            rows[:, BATCH] = cs
             r = serve(model, topo, rows, 1500, 300, **kw)
             fill = np.floor(8 / r.gpus) * r.gpus / 8
             best = max(best, float(np.where(r.valid, r.output_tokens_per_s_per_gpu * fill,
@@ -126,7 +127,8 @@ def test_project_lands_on_the_engine_variant():
                      parse_strategy("tp=1,ep=2,embedding=none")])
     out = project("vllm", model, rows.copy())
     assert tuple(out[0, N_COARSE:]) == EXPERT_CHOICES
-    assert tuple(out[1, N_COARSE:]) == MEGATRON and tuple(out[2, :N_COARSE]) == (1, 2, 1, 1)
+    assert tuple(out[1, N_COARSE:]) == MEGATRON
+    assert tuple(out[2, :N_COARSE]) == tuple(coarse_of(make_row(tp=1, ep=2)))
     assert (project("generic", model, rows.copy()) == rows).all()
 
 
@@ -139,7 +141,7 @@ def test_every_encoding_of_one_deployment_costs_the_same():
     for m in (model, dense):
         sp = Space.for_model(m, 16)
         rows = sp.decode(sp.sample(rng, 3000))
-        rows = rows[rows[:, 0] * rows[:, 1] * rows[:, 2] <= 16]
+        rows = rows[instance_gpus(rows) <= 16]
         if m.is_moe:                                    # some of each variant
             rows[::4, N_COARSE:], rows[1::4, N_COARSE:] = DP_ATTENTION, MEGATRON
         for engine in REAL_ENGINES:
@@ -148,7 +150,7 @@ def test_every_encoding_of_one_deployment_costs_the_same():
             for row in rows[ok]:
                 cmds, _ = emit.commands(engine, m, TOPO, work, row, "synthetic.toml")
                 # the batch is the load, not the deployment (--max-num-seqs rounds it per rank)
-                groups.setdefault((repr(cmds), int(row[3])), []).append(row)
+                groups.setdefault((repr(cmds), int(row[BATCH])), []).append(row)
             assert any(len(g) > 1 for g in groups.values())
             for g in groups.values():
                 res = evaluate(m, TOPO, work, np.array(g))

@@ -6,7 +6,6 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
@@ -21,7 +20,7 @@ from lts.specs import (WEIGHT_GROUPS, SpecError, load_model, load_topology, para
                        with_precision)
 from lts.specs import weight_bytes, weight_params
 from lts.specs.model import PrecisionSpec
-from lts.specs.strategy import make_row
+from lts.specs.strategy import coarse_of, make_row
 from lts.specs.units import (ACCEPTED_FORMATS, FORMAT_ALIASES, REFUSED_FORMATS,
                              WEIGHT_FORMATS, weight_format)
 from lts.specs.workload import Workload
@@ -124,7 +123,7 @@ def test_cli_kv_cache_dtype_flag():
 def test_tables_cost_unquantized_groups_at_bf16():
     topo = load_topology("b200_dgx")
     work = Workload("decode", 1024, 50.0)
-    row = np.array([[1, 1, 1, 8]])
+    row = coarse_of(make_row(batch=8))[None]
     q = load_model("mixtral-8x7b", "nvfp4")
     everything = dataclasses.replace(q, precision=dataclasses.replace(q.precision, unquantized=()))
     tq, te = (build_tables(m, topo, work, row) for m in (q, everything))

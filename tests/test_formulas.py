@@ -14,7 +14,7 @@ from lts.cost.layouts import MODE_DIM0, MODE_DIM1, MODE_EXPERTS_T, MODE_NONE, SL
 from lts.cost.tables import build_tables, roofline_time
 from lts.specs.workload import Workload
 from lts.specs import load_model, load_topology, with_expert_placement
-from lts.specs.strategy import OP_COL, make_row
+from lts.specs.strategy import OP_COL, coarse_of, make_row
 
 H100 = load_topology("h100_dgx")
 
@@ -56,7 +56,7 @@ def test_moe_dispatch_and_combine_bytes():
     # one token; every token goes to top_k = 2 experts, hidden = 12288, activations bf16 (2 B).
     # Under uniform routing (--expert-load uniform) every ep group receives the mean:
     flat = with_expert_placement(load_model("moe1.6t"), load="uniform")
-    tab = build_tables(flat, H100, Workload(), np.array([[2, 8, 1, 64]]))
+    tab = build_tables(flat, H100, Workload(), coarse_of(make_row(tp=2, ep=8, batch=64))[None])
 
     def all_to_all(slot, mode, group="ep", tab=tab):
         (nbytes,) = [nb[0] for kind, g, nb, _ in tab.intrinsic[(SLOT[slot], mode)]
@@ -74,7 +74,8 @@ def test_moe_dispatch_and_combine_bytes():
     assert all_to_all("ffn1", MODE_EXPERTS_T, "tp") == 4 * 2 * 12288 * 2
     # the collector's skewed load (the default): the busiest ep group, 2 of the 16 experts, with
     # the 64 tokens of the step routed, receives I times the mean (cost.expert_load)
-    skew = build_tables(load_model("moe1.6t"), H100, Workload(), np.array([[2, 8, 1, 64]]))
+    skew = build_tables(load_model("moe1.6t"), H100, Workload(),
+                        coarse_of(make_row(tp=2, ep=8, batch=64))[None])
     load = float(busiest(load_model("moe1.6t").ffn, 2, 64))
     assert load > 1.2
     assert all_to_all("ffn1", MODE_NONE, tab=skew) == pytest.approx(8 * 2 * 12288 * 2 * load,
@@ -91,7 +92,7 @@ def test_moe_dispatch_time_every_peer_at_once():
     expected = 3 * 1.4e-6 + 3 / 8 * S / (450e9 * 0.75) + 1 * 4.5e-6 + 4 / 8 * S / (50e9 * 0.92)
     assert coll.dispatch(H100.links, S, 8, 2) == pytest.approx(expected, rel=1e-12)
     flat = with_expert_placement(load_model("moe1.6t"), load="uniform")
-    tab = build_tables(flat, H100, Workload(), np.array([[2, 8, 1, 64]]))
+    tab = build_tables(flat, H100, Workload(), coarse_of(make_row(tp=2, ep=8, batch=64))[None])
     [(kind, group, nbytes, t)] = tab.intrinsic[(SLOT["ffn1"], MODE_NONE)]
     assert (kind, group, nbytes[0]) == ("all-to-all", "ep", S)
     assert t[0] == pytest.approx(expected, rel=1e-12)
@@ -109,7 +110,8 @@ def test_all_reduce_ring_on_one_level():
     assert coll.all_reduce(H100.links, S, 8, 1) == pytest.approx(expected, rel=1e-12)
     # inside a serving step the cost model uses the links at collective_efficiency = 0.42: the
     # hidden-split norm (mode 1) all-reduces one fp32 sum of squares per token, 64 tokens at tp=8
-    tab = build_tables(load_model("llama3.1-70b"), H100, Workload(), np.array([[8, 1, 1, 64]]))
+    tab = build_tables(load_model("llama3.1-70b"), H100, Workload(),
+                       coarse_of(make_row(tp=8, batch=64))[None])
     [(kind, group, nbytes, t)] = tab.intrinsic[(SLOT["attn_norm"], MODE_DIM1)]
     assert (kind, group, nbytes[0]) == ("all-reduce", "tp", 64 * 4)
     expected = 2 * 7 / 8 * (64 * 4) / (450e9 * 0.75 * 0.42) + 2 * 7 * 1.4e-6
@@ -124,7 +126,8 @@ def test_roofline_time_max_and_smooth():
     # on h100_dgx (bf16_tflops = 989.4, compute_efficiency = 0.80, hbm_bandwidth_tb_s = 3.35,
     # memory_efficiency = 0.81, roofline_exponent = 3, kernel_overhead_us = 3.0): a [64, 8192] x
     # [heads 64 * head_dim 128 = 8192, hidden 8192] GEMM in bf16 (2 B weights and activations)
-    tab = build_tables(load_model("llama3.1-70b"), H100, Workload(), np.array([[1, 1, 1, 64]]))
+    tab = build_tables(load_model("llama3.1-70b"), H100, Workload(),
+                       coarse_of(make_row(batch=64))[None])
     at = (0, SLOT["out_proj"], MODE_NONE)
     c = 2 * 64 * 8192 * 8192 / (989.4e12 * 0.80)                       # FLOPs / achievable peak
     m = (8192 * 8192 * 2 + 64 * (8192 + 8192) * 2) / (3.35e12 * 0.81)  # weights + rows in and out

@@ -14,6 +14,7 @@ from lts.specs import (SpecError, load_model, load_topology, model_from_dict,
                        with_expert_placement, with_precision)
 from lts.specs import topology_from_dict
 from lts.specs.units import WEIGHT_FORMATS
+from lts.specs.strategy import coarse_of, make_row
 from lts.specs.workload import Workload
 
 H100 = load_topology("h100_dgx")
@@ -49,7 +50,7 @@ def test_dense_fp8_block_gemm_closed_form():
     """A dense fp8_block model's qkv GEMM at batch 1: FLOPs at 0.57 of the fp8 peak, weights read
     at 0.65 of HBM (activations at memory_efficiency)."""
     m = with_precision(load_model("llama3.1-8b"), "fp8_block")
-    tab = build_tables(m, H100, Workload(context=1024), np.array([[1, 1, 1, 1]]))
+    tab = build_tables(m, H100, Workload(context=1024), coarse_of(make_row())[None])
     a = m.attention
     w = m.hidden * (a.heads + 2 * a.kv_heads) * a.head_dim
     c = 2.0 * w / (H100.peak_flops["fp8"] * 0.57)
@@ -65,7 +66,7 @@ def test_dense_fp8_block_gemm_closed_form():
 
 def _shape(topo, fmt="fp8_block"):
     m = with_precision(load_model("minimax-m2.5"), fmt)
-    return _Shape(m, topo, Workload(), np.array([[1, 1, 1, 1]]))
+    return _Shape(m, topo, Workload(), coarse_of(make_row())[None])
 
 
 @pytest.mark.parametrize("fmt, at64, at256, at1024", [
@@ -132,7 +133,7 @@ def test_grouped_gemm_reproduces_microbenchmarks(fmt):
     m = _bench_model(fmt)
     for tokens, us in MOE_ROWS[fmt]:
         tab = build_tables(m, H100, Workload(phase="prefill", context=tokens // 8),
-                           np.array([[1, 8, 1, 8]]))
+                           coarse_of(make_row(ep=8, batch=8))[None])
         t = tab.time_s[0, SLOT["ffn1"], MODE_NONE] + tab.time_s[0, SLOT["ffn2"], MODE_NONE]
         assert t * 1e6 == pytest.approx(us, rel=0.02), (fmt, tokens)
 
@@ -142,7 +143,8 @@ def test_grouped_gemm_slower_than_dense_at_16k_tokens():
     a dense block-fp8 GEMM reaches 0.57: lts's ffn1 compute time is 0.57/0.216 of the dense
     rate's."""
     m = _bench_model("fp8_block")
-    tab = build_tables(m, H100, Workload(phase="prefill", context=2048), np.array([[1, 8, 1, 8]]))
+    tab = build_tables(m, H100, Workload(phase="prefill", context=2048),
+                       coarse_of(make_row(ep=8, batch=8))[None])
     flops = 2.0 * 16384 * 2 * 4096 * 1536
     assert tab.compute_s[0, SLOT["ffn1"], MODE_NONE] == \
         pytest.approx(flops / (H100.peak_flops["fp8"] * 0.216), rel=1e-12)
@@ -209,7 +211,7 @@ def test_attention_math_runs_in_the_activations_type_not_the_weights():
     from lts.specs import load_model, load_topology, with_precision
     from lts.specs.workload import Workload
     topo = load_topology("b200_dgx")
-    row = np.array([[8, 1, 1, 16]])
+    row = coarse_of(make_row(tp=8, batch=16))[None]
     work = Workload("prefill", 8192)
     base = load_model("llama3.1-70b")
     bf16 = build_tables(base, topo, work, row)

@@ -6,7 +6,6 @@ model with the gate and per-kind heads; Step-3.7-Flash's config.json read as its
 import dataclasses
 import json
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +15,7 @@ from lts.cost.layouts import MODE_NONE, SLOT
 from lts.cost.tables import build_tables
 from lts.specs import (SpecError, attention_params, load_model, load_topology, model_from_dict,
                        param_counts)
+from lts.specs.strategy import coarse_of, make_row
 from lts.specs.workload import Workload
 from test_layer_kinds import EXACT_WORKS, exact_equals_brute_force, never_costs_more
 
@@ -62,7 +62,7 @@ def test_gate_flops_and_weights_in_the_qkv_table():
     """The qkv op of a gated model, replicated (``none`` mode), costs 2 tokens x hidden x heads
     FLOPs more than without the gate and holds hidden x heads more weights (bf16)."""
     work = Workload("decode", context=1024)
-    coarse = np.array([[1, 1, 1, 8]])
+    coarse = coarse_of(make_row(batch=8))[None]
     a, b = (build_tables(m, H100, work, coarse) for m in (gated(), gated(head_gate=False)))
     sl = SLOT["qkv"]
     assert a.weight_bytes[0, sl, MODE_NONE] - b.weight_bytes[0, sl, MODE_NONE] == H * 16 * 2

@@ -6,7 +6,6 @@ brute force (the scalar reference walks each layer: tests/test_costmodel_referen
 config.json against its published counts."""
 import dataclasses
 
-import numpy as np
 import pytest
 
 from generators import synthetic_kda
@@ -15,6 +14,7 @@ from lts.cost.layouts import MODE_DIM0, SLOT
 from lts.cost.tables import build_tables
 from lts.specs import (attention_params, linear_params, load_model, load_topology, param_counts,
                        res_params)
+from lts.specs.strategy import coarse_of, make_row
 from lts.specs.workload import Workload
 from test_layer_kinds import EXACT_WORKS, exact_equals_brute_force
 
@@ -139,7 +139,8 @@ def test_kda_decode_against_the_measured_kernel(topo):
     t = load_topology(topo)
 
     def mixer(model):
-        tab = build_tables(model, t, Workload("decode", context=4096), np.array([[1, 1, 1, 64]]))
+        tab = build_tables(model, t, Workload("decode", context=4096),
+                           coarse_of(make_row(batch=64))[None])
         return sum(tab.time_s[0, SLOT[x], MODE_DIM0] for x in ("scores", "context"))
     kda = (mixer(heavy) - mixer(full) / 93) * 93 / 92
     assert abs(kda / MEASURED_DECODE[topo] - 1) < 0.25, kda

@@ -18,6 +18,7 @@ from lts.cost.tables import build_tables
 from lts.engines import ENGINES
 from lts.specs import load_model, load_topology
 from lts.specs.errors import SpecError
+from lts.specs.strategy import coarse_of, make_row
 from lts.specs.workload import Workload
 
 H100 = load_topology("h100_dgx")
@@ -99,7 +100,7 @@ def test_moe_shape_held_and_left_out():
 def tables(model, kernels=True, phase="decode", tp=4):
     topo = ENGINES["vllm"].profile.for_gpu(H100).with_kernels("0.24.0", on=kernels).topology(H100)
     w = Workload(phase=phase, context=2048)
-    return build_tables(model, topo, w, np.array([[tp, 1, 1, 8]])), topo
+    return build_tables(model, topo, w, coarse_of(make_row(tp=tp, batch=8))[None]), topo
 
 
 def test_the_cost_model_takes_the_table_time_of_a_gemm():

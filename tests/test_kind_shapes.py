@@ -18,6 +18,7 @@ from lts.cost.layouts import MODE_NONE, SLOT
 from lts.cost.tables import build_tables
 from lts.search.exact import _Exact
 from lts.specs import SpecError, attention_params, load_topology, model_from_dict, param_counts
+from lts.specs.strategy import coarse_of, make_row
 from lts.specs.workload import Workload
 from test_layer_kinds import exact_equals_brute_force, never_costs_more
 
@@ -112,7 +113,7 @@ def test_each_kind_holds_its_own_bytes(context):
     held = 4 * min(context, W) * (SLIDE_K + SLIDE_V) + 4 * context * (FULL_K + FULL_V)
     assert kv.request_bytes(m, context) == held
     # the tables' mean layer holds the same per layer (one sequence, one GPU)
-    tab = build_tables(m, H100, Workload("decode", context), np.array([[1, 1, 1, 1]]))
+    tab = build_tables(m, H100, Workload("decode", context), coarse_of(make_row())[None])
     assert tab.kv_layer_bytes[0, MODE_NONE, MODE_NONE] * 8 == pytest.approx(held, rel=1e-12)
 
 
@@ -121,7 +122,7 @@ def test_each_kind_attends_in_its_own_shape(context):
     """Decode, one sequence on one GPU: the scores and context ops are the mean of the two kinds,
     each with its own heads, widths and cache; the projections' weights too."""
     m = synthetic_shapes()
-    tab = build_tables(m, H100, Workload("decode", context), np.array([[1, 1, 1, 1]]))
+    tab = build_tables(m, H100, Workload("decode", context), coarse_of(make_row())[None])
     peak = H100.peak_for("bf16") * H100.compute_efficiency_for("bf16")
     hbm = H100.hbm_bandwidth_bytes_s * H100.memory_efficiency
     held = min(context, W)
@@ -149,7 +150,7 @@ def test_each_kind_attends_in_its_own_shape(context):
 def test_one_shape_tables_are_unchanged():
     """A kind table that repeats the model's shape costs exactly what no table does."""
     work = Workload("decode", 4096)
-    rows = np.array([[2, 1, 1, 8], [1, 1, 2, 64]])
+    rows = coarse_of(np.stack([make_row(tp=2, batch=8), make_row(pp=2, batch=64)]))
     a = build_tables(shapes(), H100, work, rows)
     b = build_tables(shapes(full=dict(heads=16)), H100, work, rows)
     assert np.allclose(a.time_s, b.time_s, rtol=1e-12, equal_nan=True)

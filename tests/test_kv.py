@@ -1,7 +1,6 @@
 """The one KV seam (``lts.cost.kv``, issue 21): bytes per token and layer worked by hand, and the
 cost tables, the two pools' transfer and the exact solver all taking theirs from it; a model
 whose layers keep different bytes is costed kind by kind (tests/test_kind_shapes.py)."""
-import numpy as np
 import pytest
 
 from lts.cost import kv
@@ -11,6 +10,7 @@ from lts.search import disagg
 from lts.search.exact import _Exact
 from lts.search.problems import ServeProblem
 from lts.specs import load_model, load_topology
+from lts.specs.strategy import coarse_of, make_row
 from lts.specs.workload import Workload
 
 H100 = load_topology("h100_dgx")
@@ -35,7 +35,7 @@ def test_the_tables_hold_what_the_seam_says(name):
     """One sequence, one GPU, no split: a layer's resident cache is the request's bytes over the
     layers."""
     model, ctx = load_model(name), 3000
-    tab = build_tables(model, H100, Workload("decode", ctx), np.array([[1, 1, 1, 1]]))
+    tab = build_tables(model, H100, Workload("decode", ctx), coarse_of(make_row())[None])
     held = tab.kv_layer_bytes[0, MODE_NONE, MODE_NONE]
     assert held * model.layers == kv.request_bytes(model, ctx)
 
@@ -57,7 +57,7 @@ def test_windowed_layers_hold_min_context_window():
     k, v = kv.token_bytes(model)
     for ctx in (100, 512, 3000):
         assert kv.request_bytes(model, ctx) == (4 * ctx + 4 * min(ctx, 512)) * (k + v)
-        tab = build_tables(model, H100, Workload("decode", ctx), np.array([[1, 1, 1, 1]]))
+        tab = build_tables(model, H100, Workload("decode", ctx), coarse_of(make_row())[None])
         held = tab.kv_layer_bytes[0, MODE_NONE, MODE_NONE]
         assert held * model.layers == pytest.approx(kv.request_bytes(model, ctx), rel=1e-12)
 

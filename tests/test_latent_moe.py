@@ -22,7 +22,7 @@ from lts.cost.model import evaluate
 from lts.cost.tables import build_tables
 from lts.specs import (SpecError, load_model, load_topology, model_from_dict, param_counts,
                        weight_params, with_expert_placement)
-from lts.specs.strategy import make_row
+from lts.specs.strategy import N_COARSE, make_row
 from lts.specs.workload import Workload
 from test_layer_kinds import exact_equals_brute_force
 
@@ -88,7 +88,7 @@ def test_ffn_ops_of_a_latent_moe(phase):
     m = synthetic_latent_moe()
     b = without_latent(m)
     work = Workload(phase, 2048)
-    row = make_row(batch=8)[None, :4]
+    row = make_row(batch=8)[None, :N_COARSE]
     one_rate = dataclasses.replace(H100, grouped={})   # the experts at the dense rate, not the grouped ramp
     tm, tb = build_tables(m, one_rate, work, row), build_tables(b, one_rate, work, row)
     sl = SLOT["ffn1"]
@@ -104,7 +104,7 @@ def test_latent_projections_are_replicated_over_tp():
     width, fc1_latent_proj whole on every rank (vLLM's ReplicatedLinear); the FFN1 weights a
     GPU holds at ep 1: (E L EI / 4 + H SI / 4 + H L) x 2 bytes."""
     m = synthetic_latent_moe()
-    tab = build_tables(m, H100, Workload("decode", 4096), make_row(tp=4, batch=8)[None, :4])
+    tab = build_tables(m, H100, Workload("decode", 4096), make_row(tp=4, batch=8)[None, :N_COARSE])
     assert tab.weight_bytes[0, SLOT["ffn1"], MODE_DIM1] == \
         (E * L * EI / 4 + H * SI / 4 + H * L) * 2.0
 
@@ -124,7 +124,7 @@ def test_dispatch_at_latent_width():
     a token at latent width, 64 x K x L x 2 bytes (bf16), not 64 x K x H x 2 (under uniform
     routing: the skewed load's busiest group receives I times that, cost.expert_load)."""
     m = with_expert_placement(synthetic_latent_moe(), load="uniform")
-    tab = build_tables(m, H100, Workload("decode", 4096), make_row(ep=4, batch=64)[None, :4])
+    tab = build_tables(m, H100, Workload("decode", 4096), make_row(ep=4, batch=64)[None, :N_COARSE])
     rows = 64 / 4                                   # the tokens of one ep rank's sequences
     a = _a2a(tab, "ffn1")
     assert a[MODE_DIM1] == rows * K * L * 2.0
@@ -140,7 +140,7 @@ def test_dispatch_bytes_scale_by_latent_over_hidden(data, phase):
     m = synthetic_latent_moe()
     b = without_latent(m)
     rows = np.stack(data.draw(st.lists(strategy_rows(m, H100, max_batch=512), min_size=1,
-                                       max_size=6)))[:, :4]
+                                       max_size=6)))[:, :N_COARSE]
     work = Workload(phase, 2048)
     tm, tb = build_tables(m, H100, work, rows), build_tables(b, H100, work, rows)
     for (sl, mode), recs in tm.intrinsic.items():

@@ -23,7 +23,7 @@ from lts.cost.tables import build_tables
 from lts.search.methods import SEARCHERS
 from lts.search.problems import Problem
 from lts.specs import SpecError, load_model, load_topology, model_from_dict
-from lts.specs.strategy import Space, make_row
+from lts.specs.strategy import Space, coarse_of, make_row
 from lts.specs.workload import Workload
 
 H100 = load_topology("h100_dgx")
@@ -154,7 +154,7 @@ HEADS, HEAD_DIM, KV_BYTES = 16, 64, 4 * 64 * 2       # one token's K (or V) in o
 
 def scores(model, work):
     """(FLOPs, HBM bytes, resident KV of one layer) of one sequence on one GPU."""
-    tab = build_tables(model, H100, work, np.array([[1, 1, 1, 1]]))
+    tab = build_tables(model, H100, work, coarse_of(make_row())[None])
     peak = H100.peak_for("bf16") * H100.compute_efficiency_for("bf16")
     hbm = H100.hbm_bandwidth_bytes_s * H100.memory_efficiency
     sl = SLOT["scores"]
@@ -261,7 +261,7 @@ def brute_force(problem):
     sp = problem.space
     best = -np.inf
     fine = np.array(list(itertools.product(*[range(n) for n in sp.choices])))
-    for c in itertools.product(*[range(len(v)) for v in (sp.tp, sp.ep, sp.pp, sp.batch)]):
+    for c in itertools.product(*[range(len(v)) for v in sp.values]):
         idx = np.concatenate([np.tile(c, (len(fine), 1)), fine], axis=1)
         best = max(best, float(problem.score(problem.evaluate(idx, count=False)).max()))
     return best

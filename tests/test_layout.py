@@ -125,7 +125,7 @@ def test_validate_by_prints_residuals(tmp_path):
     bad = CliRunner().invoke(cli, ["validate", p, "--by", "tp,colour"])
     assert bad.exit_code == 2
     assert "Invalid value for '--by': 'tp,colour': expected distinct row keys of model, " \
-        "topology, engine, profile, precision, weights, gpus, tp, ep, pp, isl, osl, " \
+        "topology, engine, profile, precision, weights, gpus, tp, ep, pp, cp, isl, osl, " \
         "concurrency, comma-separated" in bad.output
 
 

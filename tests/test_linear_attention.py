@@ -21,7 +21,7 @@ from lts.cost.model import evaluate
 from lts.cost.tables import DELTA_CHUNK, build_tables, delta_rule_flops
 from lts.specs import (SpecError, linear_params, load_model, load_topology, model_from_dict,
                        param_counts)
-from lts.specs.strategy import make_row
+from lts.specs.strategy import N_COARSE, coarse_of, make_row
 from lts.specs.workload import Workload
 from test_layer_kinds import exact_equals_brute_force
 
@@ -156,7 +156,7 @@ def _linear_part(m, work, row, slot="scores"):
     """(FLOPs, bytes, held bytes) of one linear layer's ``slot`` op in mode none at ``row``: the
     mixed tables' value less the attention layers' share, over the linear share."""
     a = (m.layers - m.linear_layers) / m.layers
-    mix, att = (build_tables(x, H100, work, row[:, :4]) for x in (m, full_only(m)))
+    mix, att = (build_tables(x, H100, work, row[:, :N_COARSE]) for x in (m, full_only(m)))
     sl = SLOT[slot]
     out = []
     for arr, rate in (("compute_s", H100.peak_for("bf16") * H100.compute_efficiency_for("bf16")),
@@ -215,7 +215,7 @@ def test_projection_weights_and_parameters():
     assert param_counts(m)["params_total"] == 3 * sum(p.values()) + att + 4 * (2 * h + ffn) + embed
     assert param_counts(gated)["params_total"] - param_counts(m)["params_total"] == h * 16 * 64
     # the tables' resident weights of qkv and out_proj: the mean of the two kinds
-    tab = build_tables(m, H100, Workload("decode", 10), np.array([[1, 1, 1, 1]]))
+    tab = build_tables(m, H100, Workload("decode", 10), coarse_of(make_row())[None])
     for slot, lin, full in (("qkv", p["qkv"], 1024 * 20 * 64), ("out_proj", p["o"], 1024 * 1024)):
         assert tab.weight_bytes[0, SLOT[slot], MODE_NONE] == pytest.approx(
             (3 * lin + full) / 4 * 2.0, rel=1e-12)

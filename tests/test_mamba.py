@@ -17,7 +17,7 @@ from lts.cost.layouts import MODE_DIM0, SLOT
 from lts.cost.model import evaluate
 from lts.cost.tables import build_tables, ssd_flops
 from lts.specs import SpecError, linear_params, load_topology, model_from_dict, param_counts
-from lts.specs.strategy import make_row
+from lts.specs.strategy import coarse_of, make_row
 from lts.specs.workload import Workload
 from test_layer_kinds import exact_equals_brute_force
 # one recurrent layer's op less the attention layers' share, and the model without them
@@ -168,7 +168,7 @@ def test_heads_split_under_tp_like_qkv():
     one, two = (_mamba_part(m, Workload("decode", 100), np.array([make_row(tp=tp)]))
                 for tp in (1, 2))
     # mode none is the whole op on every rank; the DIM0 (heads) mode halves it
-    tab = [build_tables(m, H100, Workload("decode", 100), np.array([[tp, 1, 1, 1]]))
+    tab = [build_tables(m, H100, Workload("decode", 100), coarse_of(make_row(tp=tp))[None])
            for tp in (1, 2)]
     w = [t.weight_bytes[0, SLOT["qkv"], MODE_DIM0] for t in tab]
     full = 1024 * 20 * 64 * 2.0                  # the attention layer's q, k, v weights (bf16)

@@ -1,18 +1,18 @@
 """MLA prefill un-absorbed, decode absorbed (issue 23, item 3; lts.cost.tables.mla_prefill_shape):
 the attention FLOPs of a prefill's queries in closed form for DeepSeek-V3 against the absorbed
 form it was costed in before, decode unchanged, sparse MLA absorbed in both phases."""
-import numpy as np
 import pytest
 
 from generators import synthetic_sparse
 from lts.cost.layouts import MODE_NONE, SLOT
 from lts.cost.tables import build_tables, mla_prefill_shape
 from lts.specs import load_model, load_topology
+from lts.specs.strategy import coarse_of, make_row
 from lts.specs.workload import Workload
 
 H200 = load_topology("h200_dgx")
 V3 = load_model("deepseek-v3")
-ONE = np.array([[1, 1, 1, 1]])          # tp 1, one sequence: every head on one GPU (MODE_NONE)
+ONE = coarse_of(make_row())[None]    # tp 1, one sequence: every head on one GPU (MODE_NONE)
 
 
 def flops(model, phase, context):

@@ -23,6 +23,7 @@ from lts.specs import (SpecError, attention_params, load_model, load_topology, m
                        param_counts, weight_params)
 from lts.specs.model import BlockSparse, PrecisionSpec
 from lts.specs.units import WEIGHT_FORMATS, weight_format
+from lts.specs.strategy import coarse_of, make_row
 from lts.specs.workload import Workload
 from test_layer_kinds import EXACT_WORKLOADS, exact_equals_brute_force, never_costs_more, scores
 
@@ -216,8 +217,8 @@ def test_the_indexer_splits_with_the_heads():
     """Heads split over tp = 4: each rank scores with 8 / 4 index heads, reads every index key;
     at tp = 16 a rank keeps one index head (SGLang's max(1, index_heads / tp))."""
     work = Workload("decode", 8192)
-    one = build_tables(all_sparse(), H100, work, np.array([[1, 1, 1, 1]]))
-    split = build_tables(all_sparse(), H100, work, np.array([[4, 1, 1, 1], [16, 1, 1, 1]]))
+    one = build_tables(all_sparse(), H100, work, coarse_of(make_row())[None])
+    split = build_tables(all_sparse(), H100, work, coarse_of(np.stack([make_row(tp=4), make_row(tp=16)])))
     peak = H100.peak_for("bf16") * H100.compute_efficiency_for("bf16")
     sl, sel = SLOT["scores"], brute_keys(8192, B, TOPK)
     assert one.compute_s[0, sl, MODE_DIM0] * peak == \

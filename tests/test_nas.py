@@ -7,7 +7,6 @@ of a layer without one: tests/test_costmodel_reference.py, ``nas-small``.)"""
 import dataclasses
 import json
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,6 +17,7 @@ from lts.cost.layouts import MODE_NONE, SLOT
 from lts.cost.tables import build_tables
 from lts.specs import (SpecError, attention_params, load_model, load_topology, model_from_dict,
                        model_from_hf_config, param_counts)
+from lts.specs.strategy import coarse_of, make_row
 from lts.specs.workload import Workload
 from test_layer_kinds import EXACT_WORKS, exact_equals_brute_force, never_costs_more
 
@@ -88,7 +88,7 @@ def test_the_mean_layer_holds_the_attention_layers_share():
     full = dataclasses.replace(m, layer_types=(),
                                ffn=dataclasses.replace(m.ffn, widths=(), intermediate=4096))
     work = Workload("decode", context=1024)
-    coarse = np.array([[1, 1, 1, 8]])
+    coarse = coarse_of(make_row(batch=8))[None]
     a, b = (build_tables(x, load_topology("h100_dgx"), work, coarse) for x in (m, full))
     sl = SLOT["qkv"]
     assert a.weight_bytes[0, sl, MODE_NONE] == pytest.approx(b.weight_bytes[0, sl, MODE_NONE]

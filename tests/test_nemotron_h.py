@@ -21,7 +21,7 @@ from lts.cost.model import breakdown, evaluate
 from lts.cost.tables import build_tables
 from lts.specs import (SpecError, load_model, load_topology, model_from_dict, model_from_hf_config,
                        param_counts, weight_params)
-from lts.specs.strategy import make_row
+from lts.specs.strategy import N_COARSE, make_row
 from lts.specs.workload import Workload
 from test_layer_kinds import exact_equals_brute_force
 
@@ -116,7 +116,7 @@ def test_a_layer_without_an_ffn_saves_its_ffn_norm_and_ffn(phase):
     work = Workload(phase, 2048)
     row = make_row(batch=8)
     ra, rb = evaluate(a, H100, work, row[None]), evaluate(b, H100, work, row[None])
-    tab = build_tables(a, H100, work, row[None, :4])
+    tab = build_tables(a, H100, work, row[None, :N_COARSE])
     modes = {"ffn_norm": MODE_NONE, "router": MODE_NONE, "ffn1": MODE_DIM1, "ffn2": MODE_DIM0}
     op = sum(tab.op_total_s[0, SLOT[s], m] for s, m in modes.items())
     w = sum(tab.weight_bytes[0, SLOT[s], m] for s, m in modes.items())

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from lts.cli import cli
 from lts.report.plot import Series, frontier_svg, frontier_text, nice_ticks
+from lts.specs.strategy import BATCH
 from lts.serving.pareto import pareto_front
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -163,7 +164,7 @@ def test_disaggregated_pools_match_their_rates_within_the_budget_and_slos():
     # Little's law over the loop; the most clients within the SLOs, at most the decode slots
     assert d.requests_per_s * (d.ttft_s + 999 * d.tpot_s) == pytest.approx(d.concurrency,
                                                                            rel=1e-3)
-    slots = d.decode_instances * int(d.decode.strategies[0][3])
+    slots = d.decode_instances * int(d.decode.strategies[0][BATCH])
     assert d.concurrency <= slots
     if d.concurrency < slots:
         more = closed_loop(p, pairs, np.array([d.concurrency + 1]))

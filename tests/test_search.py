@@ -14,7 +14,7 @@ from lts.specs.workload import Workload
 from lts.search.methods import SEARCHERS
 from lts.search.problems import Problem
 from lts.specs import load_model, load_topology
-from lts.specs.strategy import Space, format_strategy
+from lts.specs.strategy import Space, coarse_of, format_strategy, instance_gpus, make_row
 
 
 def brute_force(problem):
@@ -282,7 +282,7 @@ def test_exact_with_max_gpus_equals_exact_on_the_smaller_budget(phase):
         got = search_exact(whole, top=1, max_gpus=b)
         want = search_exact(Problem(model, topo, Workload(**work, gpus=b)), top=1)
         assert got.best_score == pytest.approx(want.best_score, rel=1e-12), b
-        assert got.best is None or int(np.prod(got.best[:3])) <= b
+        assert got.best is None or int(instance_gpus(got.best)) <= b
 
 
 def test_ppo_seed_points_are_tried_first_within_the_budget():
@@ -337,8 +337,8 @@ def test_cheap_least_counts_a_moes_dense_layers_per_stage(phase):
     model = synthetic_moe()           # 8 layers, the first 2 dense, the dense FFN 8x wider
     sp = CASES["moe-decode"][2]
     ex = _Exact(model, sp.choices)
-    coarse = np.array([[tp, ep, pp, b] for tp in (1, 2, 4) for ep in (1, 2) for pp in (1, 2)
-                       for b in (1, 16, 256)])
+    coarse = coarse_of(np.stack([make_row(tp=tp, ep=ep, pp=pp, batch=b) for tp in (1, 2, 4)
+                                 for ep in (1, 2) for pp in (1, 2) for b in (1, 16, 256)]))
     tab = build_tables(model, load_topology("h100_dgx"), Workload(phase, context=2048), coarse)
     g = np.arange(len(coarse))
     least, exact = ex.least(tab, g), ex.least_exact(tab, g)
@@ -389,8 +389,9 @@ def test_the_exact_searchs_bounds_are_ordered_and_the_layout_paths_exact(name):
     model, topo = load_model(name), load_topology("h100_dgx")
     ex = _Exact(model, Space.for_model(model, 64).choices)
     rng = np.random.default_rng(0)
-    coarse = np.c_[rng.choice([1, 2, 4, 8], 200), rng.choice([1, 2, 4, 8], 200),
-                   rng.choice([1, 2, 4], 200), rng.integers(1, 3000, 200)]
+    coarse = coarse_of(np.stack([make_row(tp=tp, ep=ep, pp=pp, batch=b) for tp, ep, pp, b in zip(
+        rng.choice([1, 2, 4, 8], 200), rng.choice([1, 2, 4, 8], 200),
+        rng.choice([1, 2, 4], 200), rng.integers(1, 3000, 200))]))
     for work in (Workload("decode", context=4096, gpus=64),
                  Workload("prefill", context=2048, gpus=64)):
         tab = build_tables(model, topo, work, coarse)

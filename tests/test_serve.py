@@ -13,7 +13,7 @@ from lts.engines import ENGINES
 from lts.engines.profiles import sglang_mem_fraction
 from lts.serving.serve import decode_workload, serve
 from lts.specs import load_model, load_topology
-from lts.specs.strategy import make_row
+from lts.specs.strategy import BATCH, make_row
 from lts.specs.units import GIB
 
 PROFILES = [e.profile for e in ENGINES.values()]
@@ -114,7 +114,7 @@ def test_best_batch_is_the_best_integer_concurrency(engine, slos):
     for i in range(len(strat)):
         cs = np.arange(1, int(limit[i]) + 1)
         every = np.repeat(strat[i:i + 1], len(cs), axis=0)
-        every[:, 3] = cs
+        every[:, BATCH] = cs
         ev = serve(m, topo, every, 700, 300, **kw)
         score = np.where(ev.valid, ev.output_tokens_per_s, -np.inf)
         if not np.isfinite(score.max()):
@@ -122,7 +122,8 @@ def test_best_batch_is_the_best_integer_concurrency(engine, slos):
             continue
         assert best.valid[i]
         assert best.output_tokens_per_s[i] == pytest.approx(score.max(), rel=1e-12)
-        assert best.strategies[i, 3] == cs[np.flatnonzero(score >= score.max() * (1 - 1e-12))[0]]
+        first_best = np.flatnonzero(score >= score.max() * (1 - 1e-12))[0]
+        assert best.strategies[i, BATCH] == cs[first_best]
 
 
 def test_compose_step_cohorts():
@@ -215,8 +216,10 @@ def test_cached_evaluator_grown_call_by_call_equals_uncached():
     model, topo = load_model("mixtral-8x7b"), load_topology("h100_dgx")
     work = Workload("decode", 2048, gpus=8)
     rng = np.random.default_rng(0)
-    rows = np.c_[rng.choice([1, 2, 4, 8], 300), rng.choice([1, 2, 4, 8], 300), np.ones(300),
-                 rng.integers(1, 400, 300), rng.integers(0, 3, (300, 12))].astype(np.int64)
+    tp, ep = rng.choice([1, 2, 4, 8], 300), rng.choice([1, 2, 4, 8], 300)
+    batch, choices = rng.integers(1, 400, 300), rng.integers(0, 3, (300, 12))
+    rows = np.stack([make_row(c, tp=t, ep=e, batch=b)
+                     for t, e, b, c in zip(tp, ep, batch, choices)])
     cached = Evaluator(model, topo, cached=True)
     got = [cached(work, rows[i:i + 7]) for i in range(0, 300, 7)]
     cache = cached.cache(work)

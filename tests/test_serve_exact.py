@@ -40,7 +40,7 @@ def every_strategy(problem):
     """Every strategy of the (small) space, evaluated, and its score."""
     sp = problem.space
     coarse = np.array(list(itertools.product(*[range(len(v))
-                                               for v in (sp.tp, sp.ep, sp.pp, sp.batch)])))
+                                               for v in sp.values])))
     fine = np.array(list(itertools.product(*[range(n) for n in sp.choices])))
     idx = np.concatenate([np.repeat(coarse, len(fine), axis=0),
                           np.tile(fine, (len(coarse), 1))], axis=1)
@@ -181,7 +181,7 @@ def test_serve_guide_bounds_hold_on_every_strategy(case):
     bound = np.asarray(guide(p)).ravel()
     sp = p.space
     coarse = np.array(list(itertools.product(*[range(len(v))
-                                               for v in (sp.tp, sp.ep, sp.pp, sp.batch)])))
+                                               for v in sp.values])))
     g = np.repeat(np.ravel_multi_index(tuple(coarse.T), p.grid_shape),
                   len(score) // len(coarse))
     ok = np.isfinite(score)

@@ -21,7 +21,7 @@ from lts.cost.model import evaluate
 from lts.cost.tables import build_tables
 from lts.specs import (SpecError, attention_params, load_model, load_topology, model_from_dict,
                        param_counts)
-from lts.specs.strategy import Space, make_row
+from lts.specs.strategy import Space, coarse_of, make_row
 from lts.specs.workload import Workload
 from test_costmodel_reference import WORKLOADS, compare, report
 from test_layer_kinds import scores     # (FLOPs, bytes, KV) of one sequence's scores op
@@ -149,7 +149,7 @@ def test_sparse_attention_never_reads_more_latent_than_dense_mla(topk, context, 
         io = {op: (rows * HEADS * d_sp * 2 * 2 / hbm, rows * HEADS * d_de * 2 * 2 / hbm)
               for op, d_sp, d_de in (("scores", LATENT, 96), ("context", 256, 64))}
     work = Workload(phase, context)
-    coarse = np.array([[tp, 1, 1, batch]])
+    coarse = coarse_of(make_row(tp=tp, batch=batch))[None]
     sp = build_tables(synthetic_sparse(topk), H100, work, coarse)
     de = build_tables(synthetic_mla(), H100, work, coarse)
     ctx = SLOT["context"]

@@ -11,6 +11,7 @@ from . import kernels
 from .layouts import SLOTS
 from .tables import build_tables
 from ..specs import ModelSpec, TopologySpec
+from ..specs.strategy import coarse_of, make_row
 from ..specs.workload import Workload
 
 
@@ -55,7 +56,7 @@ def model_rows(model: ModelSpec, topo: TopologySpec) -> dict:
     out = {"gpu": topo.kernel_gpu or None, "engine": ks.engine if ks else None,
            "version": ks.version if ks else None,
            "tables": ks.as_dict()["tables"] if ks else [], "ops": []}
-    coarse = np.array([[1, 1, 1, 8]])
+    coarse = coarse_of(make_row(batch=8))[None]           # tp 1, 8 sequences
     tables = {ph: build_tables(model, topo, Workload(phase=ph, context=2048), coarse)
               for ph in ("decode", "prefill")}
     for i, slot in enumerate(SLOTS):

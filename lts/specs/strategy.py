@@ -339,9 +339,11 @@ def format_ops(row, only_changed: bool = False, sep: str = ",") -> str:
 
 def shown_axes(dicts) -> tuple:
     """The coarse axes a table of these strategies (``coarse_dict``s or JSON strategies) names:
-    every axis ``shown_at_one``, the others where some strategy's is not 1."""
+    every axis ``shown_at_one``, the others where some strategy's is not 1 (an axis a JSON
+    strategy lacks is 1, as in ``make_row``: a ``lts sweep`` output written before cp existed)."""
     dicts = list(dicts)
-    return tuple(a.name for a in AXES if a.shown_at_one or any(d[a.name] != 1 for d in dicts))
+    return tuple(a.name for a in AXES
+                 if a.shown_at_one or any(d.get(a.name, 1) != 1 for d in dicts))
 
 
 def strategy_dict(row) -> dict:
