@@ -45,9 +45,10 @@ class Axis:
 
 # the coarse axes in column order
 AXES = (
-    Axis("tp", True, 10, MAX_DEGREE, "tensor-parallel ranks: the group every op's choice shards over"),
-    Axis("ep", True, 12, MAX_DEGREE, "expert-parallel groups: MoE experts split over them, the rest "
-         "data-parallel"),
+    Axis("tp", True, 10, MAX_DEGREE,
+         "tensor-parallel ranks: the group every op's choice shards over"),
+    Axis("ep", True, 12, MAX_DEGREE,
+         "expert-parallel groups: MoE experts split over them, the rest data-parallel"),
     Axis("pp", True, 8, MAX_DEGREE, "pipeline stages: the layers split in order"),
     Axis("cp", True, 8, MAX_DEGREE, "context-parallel ranks: each prompt's tokens split over "
          "them in prefill, the step's keys and values all-gathered", shown_at_one=False),
@@ -140,7 +141,8 @@ def make_row(choices=MEGATRON, **coarse) -> np.ndarray:
     (Megatron's unless given): ``make_row(tp=8, batch=64)``."""
     unknown = set(coarse) - set(COARSE)
     if unknown:
-        raise TypeError(f"make_row: unknown axis {sorted(unknown)[0]!r} (axes: {', '.join(COARSE)})")
+        raise TypeError(f"make_row: unknown axis {sorted(unknown)[0]!r} "
+                        f"(axes: {', '.join(COARSE)})")
     return np.array([int(coarse.get(n, 1)) for n in COARSE] + list(choices), dtype=np.int64)
 
 
