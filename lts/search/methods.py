@@ -101,21 +101,22 @@ def search_ppo(problem: Problem, budget: int, rng, top: int = 10, progress=None,
     # the agent's heads: the layout's columns but an added axis the space fixes (agent_columns)
     cols = agent_columns(problem.space)
     at = {int(c): j for j, c in enumerate(cols)}
-
-    def evaluate_heads(a):
-        rows = np.zeros((len(a), WIDTH), dtype=np.int64)     # a fixed axis: its one value
-        rows[:, cols] = a
-        return evaluate(rows)
+    heads = evaluate
+    if len(cols) < WIDTH:
+        def with_fixed(a):             # the fixed axis back in, at its one value (index 0)
+            rows = np.zeros((len(a), WIDTH), dtype=np.int64)
+            rows[:, cols] = a
+            return evaluate(rows)
+        heads = with_fixed
+        seed = None if seed is None else seed[:, cols]
+        sweep = None if sweep is None else [r[:, cols] for r in
+                                            ([sweep] if isinstance(sweep, np.ndarray) else sweep)]
 
     _, _, _, stats = ppo.train(
-        evaluate_heads, tuple(np.asarray(problem.space.sizes)[cols]), budget, rng, cfg,
-        on_calls=progress, switch_heads=tuple(at[c] for c in switch), keep=False,
-        seed=None if seed is None else seed[:, cols], bound=bound,
-        groups=tuple(tuple(at[c] for c in g) for g in GROUPS),
-        sweep=None if sweep is None else [r[:, cols] for r in
-                                          ([sweep] if isinstance(sweep, np.ndarray) else sweep)],
-        prove_top=prove_top,
-        coarse=int((cols < N_COARSE).sum()), step_head=at[BATCH])
+        heads, tuple(np.asarray(problem.space.sizes)[cols]), budget, rng, cfg,
+        on_calls=progress, switch_heads=tuple(at[c] for c in switch), keep=False, seed=seed,
+        bound=bound, groups=tuple(tuple(at[c] for c in g) for g in GROUPS), sweep=sweep,
+        prove_top=prove_top, coarse=int((cols < N_COARSE).sum()), step_head=at[BATCH])
     ended = ("budget spent" if not stats.proved else "on the proof that nothing is feasible"
              if not np.isfinite(tr.best) else "on the proof of optimality" if prove_top == 1
              else f"on the proof of the {prove_top} best on the concurrency grid")

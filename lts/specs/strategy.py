@@ -241,15 +241,13 @@ def degree_dict(row) -> dict:
 
 
 def instance_index(flat, shape, batch: int = BATCH) -> np.ndarray:
-    """Flat indices into a coarse grid of ``shape`` (each axis's number of values in column
-    order; a longer tuple such as ``Space.sizes`` is cut to the coarse axes) -> the index of
-    the same row at the batch axis's first value: one key per instance (every axis but the
-    batch), equal exactly within an instance and rising with the grid's order. ``batch``: the
-    batch axis's position in ``shape`` (a grid of fewer axes: the agent's, ``agent_columns``),
-    then ``shape`` must be the coarse axes alone."""
+    """Flat indices into a coarse grid of ``shape`` (the coarse axes' numbers of values, in
+    column order) -> the index of the same row at the batch axis's first value: one key per
+    instance (every axis but the batch), equal exactly within an instance and rising with the
+    grid's order. ``batch``: the batch axis's position in ``shape`` (the agent's grid may lack
+    an axis: ``agent_columns``)."""
     flat = np.asarray(flat)
-    end = N_COARSE if batch == BATCH and len(shape) >= N_COARSE else len(shape)
-    stride = int(np.prod(shape[batch + 1:end]))
+    stride = int(np.prod(shape[batch + 1:]))
     return flat - flat // stride % shape[batch] * stride
 
 
