@@ -920,10 +920,11 @@ def _infeasible(problem, what: str) -> click.ClickException:
                    "a decode pool on this topology (another GPU type); --gpus counts both "
                    "pools' GPUs.")
 @click.option("--max-cp", type=click.IntRange(1, MAX_CP), default=1, show_default=True,
-              help="Context parallelism: cp degrees up to this (powers of two) in the space, "
-                   "each prompt's tokens split over cp more GPUs. A prefill pass runs it "
-                   "(--phase prefill; --phase serve: the prefill pool of two pools); a decode "
-                   "step does not (docs/design.md §2).")
+              help="Context parallelism up to this degree (powers of two) in the space. A "
+                   "prefill pass splits each prompt's tokens over cp more GPUs (--phase "
+                   "prefill; --phase serve: the prefill pool of two pools); a decode step "
+                   "splits the KV cache by tokens over dcp of its tp ranks (--phase decode; "
+                   "--phase serve: one pool, the decode pool of two) (docs/design.md §2).")
 @click.option("--slo-percentile", type=click.Choice(("50", "90", "99")), default=None,
               help="--phase serve: the limits are on this percentile, not the mean: the top "
                    "deployments are checked by simulating a benchmark run (10 x C requests at "
@@ -966,10 +967,6 @@ def search(model, topology, method, budget, seed, top, emit, emit_format, emit_f
     if request_rate is not None and phase != "serve":
         raise click.UsageError("--request-rate sizes a serving deployment: it needs --phase serve")
     _check_budget(budget, [method], phase)
-    if max_cp > 1 and phase == "decode":
-        raise click.UsageError("--max-cp: a decode step does not run context parallelism in "
-                               "lts (a prefill pass does: --phase prefill, or --phase serve's "
-                               "prefill pool)")
     if slo_percentile is not None:
         if phase != "serve":
             raise click.UsageError("--slo-percentile: only with --phase serve")

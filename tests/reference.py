@@ -75,7 +75,7 @@ from lts.specs import attention_params
 from lts.specs.model import WEIGHT_GROUPS
 from lts.specs.units import WEIGHT_FORMATS
 from lts.specs.model import BlockSparse, Chunk, Compressed
-from lts.specs.strategy import BATCH, CP, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
+from lts.specs.strategy import BATCH, CP, DCP, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
 
 COMPAT = ("kv_per_microbatch", "moe_layout_everywhere", "ffn_fractional_t_rows")
 # "engine" is set by a search problem restricted to an engine's space (lts.search.problems), never by the
@@ -225,6 +225,8 @@ class _Ctx:
         assert not unknown, unknown
         self.tp, self.ep, self.pp, self.batch = (int(row[i]) for i in (TP, EP, PP, BATCH))
         self.cp = int(row[CP])          # context parallelism: a prefill's tokens over cp ranks
+        self.dcp = int(row[DCP])        # decode context parallelism: the cache's tokens over
+        #                                 dcp ranks of the tp group, heads over tp / dcp groups
         self.p = float(self.tp)
         a, f, prec = model.attention, model.ffn, model.precision
         self.wb, self.kvb, self.ab = prec.weight_bytes, prec.kv_bytes, prec.act_bytes
@@ -560,7 +562,7 @@ class _Ctx:
     def group(self, name):
         """(size, stride) of the tp, cp, ep or pp group of one rank (tp innermost, then cp, ep,
         pp)."""
-        return {"tp": (self.p, 1.0), "cp": (float(self.cp), self.p),
+        return {"tp": (self.p, 1.0), "dcp": (float(self.dcp), 1.0), "cp": (float(self.cp), self.p),
                 "ep": (float(self.ep), self.p * self.cp),
                 "pp": (float(self.pp), self.p * self.cp * self.ep)}[name]
 
@@ -907,9 +909,12 @@ def _attention(c, choice, lin, dims, cache_tok, index=False):
     per_seq_read = c.sel * cache_tok                     # the cache is read once per step
     per_seq_io = c.tps * heads * own * c.ab * 2          # query in, result out
     if choice == DIM0:     # heads; the cache splits by KV heads (MLA: one latent, not split)
-        seqs, ffl = c.seqs, frac(heads, c.p)
-        fpre = ffl
-        fcache = frac(c.k_heads, c.p) if c.k_heads > 1 else 1.0
+        # under dcp the decoders' queries of a group's heads (tp / dcp groups) over a dcp-th of
+        # its cache's tokens; the prefill tokens' heads over the tp ranks
+        g = max(c.p / c.dcp, 1.0)
+        seqs, ffl = c.seqs, frac(heads, g) / c.dcp
+        fpre = frac(heads, c.p)
+        fcache = (frac(c.k_heads, g) if c.k_heads > 1 else 1.0) / c.dcp
         if c.a.sparse_block_size:   # a block-sparse indexer's heads split with the heads
             idx_fl *= frac(c.a.index_heads, c.p)
     elif choice == DIM1:   # the head dim: the cache as the decode shape's
@@ -929,7 +934,8 @@ def _attention(c, choice, lin, dims, cache_tok, index=False):
         before = chunk * max(c.chunk_read - 1.0, 0.0)
         fl += chunk * 2.0 * heads * pre * c.chunk_sel * fpre + chunk * idx_fl * c.chunk_keys \
             + before * up * fpre
-        by += chunk * (c.chunk_read * cache_tok * fcache + heads * pre * c.ab * 2 * fpre) \
+        gathered = fcache * c.dcp if choice == DIM0 else fcache   # dcp: the prompt's cache whole
+        by += chunk * (c.chunk_read * cache_tok * gathered + heads * pre * c.ab * 2 * fpre) \
             + chunk * c.chunk_read * idx_tok + before * up_el * c.ab * 2 * fpre
     return _Op(c, fl, by, 0.0, seqs * c.ctx * cache_tok * fcache + seqs * c.ctx * idx_tok,
                compute_s=fl / c.attn_peak)
@@ -945,7 +951,31 @@ def scores(c, choice, lin):
                         index=c.indexed)
     if c.cp > 1:
         _cp_gather(c, op, choice, lin)
+    if c.dcp > 1 and choice == DIM0 and c.decode:
+        _dcp_exchange(c, op, True)
     return op, {DIM0: F, DIM1: P}.get(choice, lin)
+
+
+def _dcp_exchange(c, op, scores_op):
+    """Decode context parallelism under the heads split: the scores op all-gathers the
+    decoders' queries of the group's heads and their log-sum-exp (fp32) over the dcp ranks (and
+    a mixed step's chunk its prompt's earlier cache, whole over the group's KV heads); the
+    context op reduce-scatters the partial outputs."""
+    g = max(c.p / c.dcp, 1.0)
+    hq = c.heads * frac(float(c.heads), g)
+    rows = c.seqs * c.tps
+    if scores_op:
+        parts = [rows * hq * c.qk_dim * c.ab, rows * hq * 4.0]
+        if c.chunk:
+            f = frac(c.k_heads, g) if c.k_heads > 1 else 1.0
+            parts.append(c.chunk * max(c.chunk_read - 1.0, 0.0) * c.k_tok * f)
+        kinds = ["all-gather"] * len(parts)
+    else:
+        parts, kinds = [rows * hq * c.v_dim * c.ab], ["reduce-scatter"]
+    for kind, nb in zip(kinds, parts):
+        t = c.coll_time(kind, "dcp", nb)
+        op.colls.append((kind, "dcp", nb, t))
+        op.time_s += t
 
 
 def _cp_gather(c, op, choice, lin):
@@ -974,6 +1004,8 @@ def context(c, choice, lin):
     if c.m.attention.kind == "compressed":
         return _compressed_attention(c, choice, lin, False), {DIM0: F, DIM1: F}.get(choice, lin)
     op = _attention(c, choice, lin, (c.v_dim, c.pre_v_dim, c.up_v, c.up_v_el), c.v_tok)
+    if c.dcp > 1 and choice == DIM0 and c.decode:
+        _dcp_exchange(c, op, False)
     return op, {DIM0: F, DIM1: F}.get(choice, lin)
 
 
@@ -1258,6 +1290,14 @@ def evaluate(model, topo, work, row, compat=()):
         reasons.add("experts")
     if c.cp > 1 and (work.phase != "prefill" or model.linear_layers > 0):
         reasons.add("context-parallel")
+    a = model.attention
+    one_shape = not (a.kind == "gqa" and (a.kinds or a.v_head_dim or a.k_eq_v))
+    if c.dcp > 1 and (work.phase == "prefill" or c.cp > 1 or a.compressed or a.block_sparse
+                      or model.linear_layers or model.bare_layers or not one_shape
+                      or any(w is not None for w in model.layer_windows)):
+        reasons.add("context-parallel")
+    if tp % c.dcp:
+        reasons.add("divisibility")
 
     L = model.layers
     lp = L // pp

@@ -19,8 +19,8 @@ from lts.specs.workload import Workload
 from lts.report.launch import render_emit, wrap_command
 from lts.search.problems import Problem
 from lts.specs import load_model, load_topology
-from lts.specs.strategy import (DP_ATTENTION, EXPERTS, MEGATRON, N_COARSE, OP_COL, coarse_of,
-                                make_row, parse_strategy)
+from lts.specs.strategy import (COARSE, DP_ATTENTION, EXPERTS, MEGATRON, N_COARSE, OP_COL,
+                                coarse_of, make_row, parse_strategy)
 from rich.console import Console
 
 MIXTRAL = ("mixtral-8x7b", "h100_dgx", "--gpus", "8")
@@ -109,11 +109,11 @@ def test_search_emit_json_matches_the_text(engine):
     assert all(isinstance(n, str) for n in e["notes"])
     if e["faithful"]:
         assert "nearest" not in e and e["strategy"] == {k: d["best"][k] for k in
-                                                        ("tp", "ep", "pp", "cp", "batch", "ops")}
+                                                        (*COARSE, "ops")}
     else:
         assert RESULT_KEYS <= set(e["nearest"]) and e["reasons"]
         assert e["strategy"] == {k: e["nearest"][k]
-                                 for k in ("tp", "ep", "pp", "cp", "batch", "ops")}
+                                 for k in (*COARSE, "ops")}
     text = unwrap(run(*args).stdout)
     for c in e["commands"]:
         assert c["command"] in text

@@ -24,11 +24,13 @@ from .layouts import (CONVERSION, F, FFN1_MODES, FFN2_MODES, MAX_MODES, MODE_DIM
 from ..specs import WEIGHT_GROUPS, ModelSpec, TopologySpec, attention_params, compressor_params
 from ..specs.model import BlockSparse, Compressed, Mamba2Spec
 from ..specs.units import WEIGHT_FORMATS
-from ..specs.strategy import BATCH, COL, CP, DEGREES, EP, EXPERTS, PP, TP, instance_gpus, placement
+from ..specs.strategy import (BATCH, COL, CP, DCP, DEGREES, EP, EXPERTS, PP, TP, instance_gpus,
+                               placement)
 from ..specs.workload import Workload, compose_step
 
 # validity reasons (bit flags) and their messages
-# (context-parallel: cp > 1 where lts does not cost it: a decode step, linear-attention layers)
+# (context-parallel: cp > 1 where lts does not cost it: a decode step, linear-attention layers;
+# dcp > 1 in a prefill pass, with cp, or over a token mixer ``dcp_costed`` does not name)
 REASONS = ("budget", "divisibility", "memory", "slo", "experts", "engine", "context-parallel")
 REASON_BIT = {r: 1 << i for i, r in enumerate(REASONS)}
 
@@ -154,6 +156,10 @@ class _Shape:
         self.cp = coarse[:, CP].astype(np.float64)
         if not decode and (self.cp > 1).any():
             self.tps = self.tps / self.cp
+        # decode context parallelism (the ``dcp`` axis, no more GPUs): under the heads split
+        # the tp group's attention becomes heads over tp/dcp rank groups and the cache's tokens
+        # over dcp ranks (``_dcp_modes``, ``_fill_decode_context_parallel``)
+        self.dcp = coarse[:, DCP].astype(np.float64)
         self.rows = self.seqs * self.tps                            # tokens per tp group
         self.seqs_t = np.ceil(self.seqs / self.tp)                   # sequences per rank under T
         self.rows_t = self.seqs_t * self.tps
@@ -416,6 +422,8 @@ class _Builder:
         # each group's (ranks, stride) and its link levels, computed once for all collectives
         links = s.topo.engine_links
         self.groups = placement(s.degrees)
+        # decode context parallelism's ranks: dcp consecutive ranks of the tp group
+        self.groups["dcp"] = (s.dcp, 1.0)
         self.levels = {g: coll.levels(links, *rs) for g, rs in self.groups.items()}
         self.measured_ops = set()      # slots whose time was read from measured kernels
         # what of the context op's held cache is a copy of the scores op's latent (MLA,
@@ -683,6 +691,65 @@ def _fill_softmax_kinds(b: _Builder):
                                      for k in s.kinds])
 
 
+def _dcp_shares(s: _Shape, heads: float, kh: float) -> tuple:
+    """(share of the attention FLOPs, of the cache) on the busiest rank under the heads split
+    with decode context parallelism: heads over the tp/dcp rank groups, each group's cache split
+    by tokens over its dcp ranks, each rank attending the gathered queries of its group's heads
+    over its tokens (vLLM 0.33.0 v1/attention/backends/flash_attn.py ``_forward_with_dcp``, the
+    MLA backends alike; SGLang 0.5.23 configs/model_config.py ``get_num_kv_heads``: "heads shard
+    across tp // dcp groups"). At dcp = 1 the plain heads split's shares."""
+    g = np.maximum(s.tp / s.dcp, 1.0)          # a dcp that does not divide tp: refused
+    fkv = _frac(kh, g) if kh > 1 else 1.0
+    return _frac(heads, g) / s.dcp, fkv / s.dcp
+
+
+def _fill_decode_context_parallel(b: _Builder):
+    """Decode context parallelism's exchange (``dcp`` > 1, a decode or mixed step, the heads
+    split): each layer all-gathers the queries of the group's heads over the dcp ranks and their
+    log-sum-exp (fp32), and reduce-scatters the partial outputs back to each rank's heads (vLLM
+    0.33.0 ``--dcp-comm-backend ag_rs``, its default: v1/attention/ops/dcp.py
+    ``cp_lse_ag_out_rs``; SGLang 0.5.23 layers/dcp/comm.py the same three calls); the queries
+    and the LSE charged with the scores op, the outputs with the context op. A mixed step's
+    prefill chunk attends its prompt's earlier cache all-gathered over the dcp ranks (vLLM
+    model_executor/layers/attention/mla_attention.py ``MLADCPManager.kv_gather``; SGLang
+    ``all_gather_kv_cache_for_mla_extend``), charged with the scores op too."""
+    s = b.s
+    if not (s.dcp > 1).any() or s.work.phase == "prefill":
+        return
+    a = s.m.attention
+    heads, kh = float(a.heads), float(s.k_heads)
+    g = np.maximum(s.tp / s.dcp, 1.0)
+    on = s.dcp > 1
+    hq = heads * _frac(heads, g)                       # a rank's heads after the gather
+    rows = s.seqs * s.tps                              # the decoding queries
+    parts = {"scores": [("all-gather", rows * hq * s.qk_dim * s.ab),
+                        ("all-gather", rows * hq * 4.0)],
+             "context": [("reduce-scatter", rows * hq * s.v_dim * s.ab)]}
+    if s.chunk is not None:
+        fkv = _frac(kh, g) if kh > 1 else 1.0
+        earlier = sum(k.share * np.maximum(k.chunk_read - 1.0, 0.0) for k in s.kinds)
+        parts["scores"].append(("all-gather", s.chunk * earlier * s.k_tok * fkv))
+    for slot, colls in parts.items():
+        sl = SLOT[slot]
+        for kind, nb in colls:
+            nb = np.where(on, nb, 0.0)
+            t = b._coll(kind, "dcp", nb)
+            b.intr[:, sl, MODE_DIM0] = b.intr[:, sl, MODE_DIM0] + t
+            b.intrinsic[(sl, MODE_DIM0)] = b.intrinsic[(sl, MODE_DIM0)] + [
+                (kind, "dcp", _full(nb, s.tp.shape).astype(np.float64), t)]
+
+
+def dcp_costed(model: ModelSpec) -> bool:
+    """Whether lts costs decode context parallelism for this model's token mixer: softmax
+    attention of one shape in every layer, full (no window), MLA or gqa, neither compressed nor
+    block-sparse, no linear-attention layers (the engines' DCP backends: vLLM 0.33.0 FlashAttention
+    and the MLA backends; a window's or a recurrent state's split is not costed)."""
+    a = model.attention
+    return (not a.compressed and not a.block_sparse and model.linear_layers == 0
+            and model.bare_layers == 0 and not (a.kind == "gqa" and bool(a.kinds or a.v_head_dim or a.k_eq_v))
+            and all(w is None for (w, _), _ in model.attention_kinds))
+
+
 def _fill_softmax(b: _Builder):
     """The softmax-attention layers' ops (``_fill_attention``)."""
     s = b.s
@@ -762,7 +829,10 @@ def _fill_softmax(b: _Builder):
                     earlier = ch * np.maximum(k.chunk_read - 1.0, 0.0)   # keys before the chunk
                     fl = fl + ch * 2.0 * heads * pre_dim * k.chunk_sel * fpre \
                         + ch * idx_fl * k.chunk_keys + earlier * up * fpre
-                    by = by + ch * (k.chunk_read * cache_tok * fcache
+                    # (under dcp the chunk reads its prompt's cache gathered whole over the
+                    # dcp ranks: ``_fill_decode_context_parallel``)
+                    fch = fcache * s.dcp if mode == MODE_DIM0 else fcache
+                    by = by + ch * (k.chunk_read * cache_tok * fch
                                     + heads * pre_dim * s.ab * 2 * fpre) \
                         + ch * k.chunk_read * idx_tok + earlier * up_io * fpre
                 parts.append((k.share, fl, by))
@@ -775,17 +845,19 @@ def _fill_softmax(b: _Builder):
     fdim_k = _frac(s.qk_dim, s.tp) if a.kind == "mla" else _frac(a.head_dim, s.tp)
     fh = _frac(heads, s.tp)
     # per mode: (sequences, share of the FLOPs, of the prefill tokens' FLOPs, of the cache) on
-    # the busiest rank
+    # the busiest rank; under the heads split with dcp > 1 the decode share and the cache's
+    # are ``_dcp_modes``'s
     fkv = _frac(kh, s.tp) if kh > 1 else 1.0
+    fh_d, fkv_d = _dcp_shares(s, heads, kh)
     attn("scores", s.qk_dim, s.k_tok, {
-        MODE_DIM0: (s.seqs, fh, fh, fkv),                                              # heads
+        MODE_DIM0: (s.seqs, fh_d, fh, fkv_d),                                          # heads
         MODE_DIM1: (s.seqs, _frac(s.qk_dim, s.tp), _frac(s.pre_qk_dim, s.tp), fdim_k),  # head dim
         MODE_NONE: (s.seqs, 1.0, 1.0, 1.0),
         MODE_NONE_T: (s.seqs_t, 1.0, 1.0, 1.0)}, s.pre_qk_dim, s.up_k,
          index=a.sparse or a.block_sparse)
     fdim_v = _frac(s.v_dim, s.tp)
     attn("context", s.v_dim, s.v_tok, {
-        MODE_DIM0: (s.seqs, fh, fh, fkv),
+        MODE_DIM0: (s.seqs, fh_d, fh, fkv_d),
         MODE_DIM1: (s.seqs, fdim_v, _frac(s.pre_v_dim, s.tp), fdim_v),
         MODE_NONE: (s.seqs, 1.0, 1.0, 1.0),
         MODE_NONE_T: (s.seqs_t, 1.0, 1.0, 1.0)}, s.pre_v_dim, s.up_v)
@@ -818,31 +890,37 @@ def _attention_measured(b: _Builder):
     kv_dtype = s.m.precision.kv_cache
     heads, kvh = float(a.heads), float(a.kv_heads)
     decode = w.phase in ("decode", "mixed")
-    for mode, (hr, kr, seqs, chunk) in {
-            MODE_DIM0: (np.ceil(heads / s.tp), np.ceil(kvh / s.tp), s.seqs, s.chunk),
-            MODE_NONE: (np.full_like(s.tp, heads), np.full_like(s.tp, kvh), s.seqs, s.chunk),
+    # the heads split with dcp > 1 (``_dcp_shares``): a rank's group's heads and KV heads over
+    # its share of the cache (decode: the gen table at context / dcp); its chunk as without
+    one = np.ones_like(s.tp)
+    g = np.maximum(s.tp / s.dcp, 1.0)
+    for mode, (hr, kr, seqs, chunk, d) in {
+            MODE_DIM0: (np.ceil(heads / g), np.ceil(kvh / g), s.seqs, s.chunk, s.dcp),
+            MODE_NONE: (np.full_like(s.tp, heads), np.full_like(s.tp, kvh), s.seqs, s.chunk,
+                        one),
             MODE_NONE_T: (np.full_like(s.tp, heads), np.full_like(s.tp, kvh), s.seqs_t,
-                          s.chunk_t if s.chunk is not None else None)}.items():
+                          s.chunk_t if s.chunk is not None else None, one)}.items():
+        hc, kc = (np.ceil(heads / s.tp), np.ceil(kvh / s.tp)) if mode == MODE_DIM0 else (hr, kr)
         total = np.zeros_like(s.tp)
         ok = np.ones(s.tp.shape, dtype=bool)
         for k in s.kinds:
             win = 0 if k.window is None else int(k.window)
             new_share = (1.0 - (cached / whole) ** 2) if not win else 1.0 - cached / whole
             t = np.zeros_like(s.tp)
-            for h_, k_ in {(float(x), float(y)) for x, y in zip(hr, kr)}:
-                sel = (hr == h_) & (kr == k_)
+            for h_, k_, d_, hc_, kc_ in {tuple(map(float, x)) for x in zip(hr, kr, d, hc, kc)}:
+                sel = (hr == h_) & (kr == k_) & (d == d_) & (hc == hc_) & (kc == kc_)
                 if decode:
-                    g = ks.attention("gen", kv_dtype, h_, k_, a.head_dim, win,
-                                     np.maximum(seqs[sel], 1.0), k.ctx)
+                    r = ks.attention("gen", kv_dtype, h_, k_, a.head_dim, win,
+                                     np.maximum(seqs[sel], 1.0), k.ctx / d_)
                 else:
-                    g = ks.attention("ctx", kv_dtype, h_, k_, a.head_dim, win,
+                    r = ks.attention("ctx", kv_dtype, h_, k_, a.head_dim, win,
                                      np.maximum(seqs[sel], 1.0), whole)
-                    g = None if g is None else g * new_share
-                if g is None:
+                    r = None if r is None else r * new_share
+                if r is None:
                     return
-                part = np.where(seqs[sel] > 0, g, 0.0)
+                part = np.where(seqs[sel] > 0, r, 0.0)
                 if chunk is not None:   # the chunk's share of its prompt's new tokens
-                    c = ks.attention("ctx", kv_dtype, h_, k_, a.head_dim, win, 1.0, whole)
+                    c = ks.attention("ctx", kv_dtype, hc_, kc_, a.head_dim, win, 1.0, whole)
                     if c is None:
                         return
                     part = part + c * new_share * chunk[sel] / (whole - cached)
@@ -1463,6 +1541,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     _fill_norm(b, "final_norm")
     _fill_attention(b)
     _fill_context_parallel(b)
+    _fill_decode_context_parallel(b)
     _fill_ffn(b, moe=model.is_moe)
     if model.is_moe:
         _fill_ffn(b, moe=False)   # the dense layers
@@ -1548,6 +1627,14 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     # sequence are not
     cp_off = work.phase != "prefill" or model.linear_layers > 0
     bad |= np.where((s.cp > 1) & cp_off, REASON_BIT["context-parallel"], 0)
+    # decode context parallelism: a decode or mixed step over the token mixers ``dcp_costed``
+    # names, its ranks dcp of the tp group's (vLLM 0.33.0 config/parallel.py: "tp % dcp == 0";
+    # SGLang 0.5.23: a divisor of tp_size); not with cp (vLLM: dcp in {1, pcp, tp*pcp} and
+    # sparse MLA only; SGLang: "--dcp-size > 1 does not support --enable-prefill-cp")
+    dcp_off = work.phase == "prefill" or not dcp_costed(model)
+    bad |= np.where((s.dcp > 1) & (dcp_off | (s.cp > 1)), REASON_BIT["context-parallel"], 0)
+    bad |= np.where(s.tp.astype(np.int64) % s.dcp.astype(np.int64) != 0,
+                    REASON_BIT["divisibility"], 0)
     if model.is_moe:
         # the expert copies (experts + redundant) divide over the ep groups
         bad |= np.where(f.slots % s.ep.astype(np.int64) != 0, REASON_BIT["divisibility"], 0)

@@ -31,6 +31,12 @@ class Engine:
     # this model's, why, with its source
     cp_kinds: tuple = ()
     cp_why: str = ""
+    # decode context parallelism (lts's dcp axis: the KV cache split by tokens over dcp of the
+    # tp ranks): the attention kinds it runs it for, why not elsewhere, and whether a gqa
+    # model's dcp is bounded by its duplicated KV heads (vLLM's rule: engines.space.dcp_mask)
+    dcp_kinds: tuple = ()
+    dcp_why: str = ""
+    dcp_kv_rule: bool = False
     # launch flags (lts.launch): "" where lts writes none
     flags_version: str = ""     # the release whose source the flags were read from
     flags_docs: str = ""        # the files they were read from

@@ -72,6 +72,10 @@ ENGINE = Engine(
            "takes its ranks from the tp group, the attention alone split over the sequence "
            "(srt/runtime_context.py derive_attn_tp_size: attn_tp = tp / (dp x cp); world tp x "
            "pp), which lts's cp, more GPUs each running every op on its tokens, is not",
+    # --dcp-size (sglang 0.5.23 wheel: arg_groups/fields/parallel.py; arg_groups/attention_hook.py
+    # "--dcp-size must divide --tp-size"; configs/model_config.py get_num_kv_heads: KV heads
+    # over tp // dcp groups, at least one each; layers/dcp/comm.py: MHA/GQA and MLA)
+    dcp_kinds=("mla", "gqa"),
     flags_version=FLAGS_VERSION, flags_docs=FLAGS_DOCS, disagg_docs=DISAGG_DOCS,
     command="sglang.launch_server",
     # the GPUs of one command: --tp-size (its attention-DP ranks are inside it) x --pp-size

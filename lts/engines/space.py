@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import ModelSpec
-from ..specs.strategy import (CHOICE_NAMES, CP, DIM0, DIM1, DP_ATTENTION, EP, EXPERT_CHOICES, EXPERTS,
+from ..specs.strategy import (CHOICE_NAMES, CP, DCP, DIM0, DIM1, DP_ATTENTION, EP, EXPERT_CHOICES, EXPERTS,
                        MEGATRON, N_COARSE, NONE, OP_COL, OP_DIMS, OPS, TP, coarse_of, make_row,
                        with_experts)
 from . import REAL_ENGINES, get
@@ -68,12 +68,14 @@ def runnable_mask(engine: str, model: ModelSpec, coarse: np.ndarray, choices) ->
     variant at ep = 1, and at ep > 1 those of its ``ep_variants``."""
     coarse = np.asarray(coarse)
     tp1, ep1 = coarse[:, TP] == 1, coarse[:, EP] == 1
-    cp_ok = (coarse[:, CP] == 1) | runs_cp(engine, model)
+    cp_ok = ((coarse[:, CP] == 1) | runs_cp(engine, model)) & dcp_mask(engine, model, coarse)
     choices = tuple(int(c) for c in choices)
     if not model.is_moe:
         return ep1 & cp_ok if choices == MEGATRON else np.zeros(len(coarse), bool)
     if choices not in (MEGATRON, EXPERT_CHOICES, DP_ATTENTION):
         return np.zeros(len(coarse), bool)
+    if choices == DP_ATTENTION:       # attention data-parallel: no tp group of heads to split
+        cp_ok = cp_ok & (coarse[:, DCP] == 1)
     return cp_ok & (tp1 | (np.ones_like(ep1) if choices in get(engine).ep_variants else ep1))
 
 
@@ -81,6 +83,26 @@ def runs_cp(engine: str, model: ModelSpec) -> bool:
     """Whether the engine runs context parallelism (cp > 1) for this model's attention."""
     eng = get(engine)
     return eng.whole_space or model.attention.kind in eng.cp_kinds
+
+
+def dcp_mask(engine: str, model: ModelSpec, coarse) -> np.ndarray:
+    """Whether the engine runs each coarse row's decode context parallelism [G] bool (dcp = 1
+    always): this model's attention kind among its ``dcp_kinds`` and, under vLLM's rule
+    (``dcp_kv_rule``), a gqa model's dcp within its duplicated KV heads (vllm 0.33.0
+    config/model.py verify_with_parallel_config: tp > kv heads, dcp <= tp // kv heads, and
+    the query heads per KV head a multiple of dcp). A dcp that does not divide tp is the cost
+    tables' (divisibility)."""
+    coarse = np.asarray(coarse)
+    dcp = coarse[:, DCP]
+    eng, a = get(engine), model.attention
+    if eng.whole_space:
+        return np.ones(len(coarse), bool)
+    if a.kind not in eng.dcp_kinds:
+        return dcp == 1
+    if not (eng.dcp_kv_rule and a.kind == "gqa"):
+        return np.ones(len(coarse), bool)
+    tp, kvh = coarse[:, TP], a.kv_heads
+    return (dcp == 1) | ((tp > kvh) & (dcp <= tp // kvh) & ((a.heads // kvh) % dcp == 0))
 
 
 # the ops whose choices make attention data-parallel over the tp ranks (all but the FFN's: the
@@ -119,6 +141,14 @@ def check(engine: str, model: ModelSpec, row) -> list:
     if row[CP] > 1 and not runs_cp(engine, model):
         return [f"{name} cannot run cp={row[CP]} on {model.attention.kind} attention: "
                 f"{eng.cp_why}"]
+    if not dcp_mask(engine, model, coarse_of(np.asarray(row))[None])[0]:
+        a = model.attention
+        if a.kind not in eng.dcp_kinds:
+            return [f"{name} cannot run dcp={row[DCP]} on {a.kind} attention: {eng.dcp_why}"]
+        return [f"{name} cannot run dcp={row[DCP]} at tp={tp} with {a.kv_heads} KV heads of "
+                f"{a.heads} query heads: it splits only duplicated KV heads (tp above the KV "
+                "heads, dcp at most tp / KV heads, query heads per KV head a multiple of dcp: "
+                "vllm 0.33.0 config/model.py verify_with_parallel_config)"]
     variants = engine_variants(engine, model, tp, ep)
     if not variants:
         if not model.is_moe:

@@ -72,6 +72,10 @@ ENGINE = Engine(
            "GQA: context_parallel_size runs Ulysses (heads over tp x cp), star attention "
            "(FLASHINFER_STAR_ATTENTION only) or helix (decode, disaggregated generation servers) "
            "(tensorrt_llm/mapping.py, llmapi/llm_args.py CpConfig; 1.2.1 itself not read)",
+    dcp_why="TensorRT-LLM's decode context parallelism is helix (cp_config cp_type HELIX), a "
+            "prototype on the generation servers of disaggregated serving, for MLA on Blackwell, "
+            "its cp ranks more GPUs (docs/source/features/helix.md, tensorrt_llm/mapping.py; "
+            "1.2.1 itself not read), which lts's dcp, tp ranks reused, is not",
     flags_version=FLAGS_VERSION, flags_docs=FLAGS_DOCS, disagg_docs=DISAGG_DOCS,
     command="trtllm-serve",
     # the GPUs of one command: --tp_size (attention DP ranks inside it) x --pp_size

@@ -128,6 +128,11 @@ ENGINE = Engine(
     cp_kinds=("mla",),
     cp_why="vLLM 0.33.0 runs --prefill-context-parallel-size for MLA models only "
            "(v1/worker/gpu/pcp_manager.py PCPManager.validate_config)",
+    # --decode-context-parallel-size (vllm 0.33.0 wheel: config/parallel.py ParallelConfig, "DCP
+    # reuses TP ranks", tp % dcp == 0; backends with supports_dcp: FlashAttention and the MLA
+    # ones); a gqa model only where its KV heads are duplicated (config/model.py
+    # verify_with_parallel_config: tp > kv heads, dcp <= tp // kv heads, q per kv head % dcp)
+    dcp_kinds=("mla", "gqa"), dcp_kv_rule=True,
     flags_version=FLAGS_VERSION, flags_docs=FLAGS_DOCS, disagg_docs=DISAGG_DOCS,
     command="vllm serve",
     # the GPUs of one command: tensor x pipeline x data parallel sizes

@@ -8,7 +8,7 @@ from ..engines.sglang import BOOTSTRAP_PORT, DP_ATTENTION_MODELS, ENGINE
 from ..engines.profiles import sglang_mem_fraction
 from ..engines.space import attention_dp
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import BATCH, EP, EXPERTS, OP_COL, PP, TP, instance_gpus
+from ..specs.strategy import BATCH, DCP, EP, EXPERTS, OP_COL, PP, TP, instance_gpus
 from ..specs.workload import Workload
 from .launcher import (HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, eplb_placement, join, nodes,
                        quote, workers)
@@ -57,7 +57,7 @@ class SGLang(Launcher):
 
     def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
                 extra: list, max_len: int, key=None, serve=None, yaml=()) -> tuple:
-        tp, ep, pp, batch = (int(row[c]) for c in (TP, EP, PP, BATCH))
+        tp, ep, pp, dcp, batch = (int(row[c]) for c in (TP, EP, PP, DCP, BATCH))
         stage = tp * ep                                   # SGLang's tp size: a whole stage
         experts = tp > 1 and row[OP_COL["ffn1"]] == EXPERTS
         ep_size = 1
@@ -77,7 +77,10 @@ class SGLang(Launcher):
                     f"--ep-size {ep_size}" if ep_size > 1 else "",
                     "--enable-eplb" if eplb else "",
                     f"--ep-num-redundant-experts {redundant}" if redundant else "",
-                    f"--pp-size {pp}" if pp > 1 else "")
+                    f"--pp-size {pp}" if pp > 1 else "",
+                    # decode context parallelism over dcp of each attention TP group's ranks
+                    # (fields/parallel.py --dcp-size; attention_hook.py: it divides --tp-size)
+                    f"--dcp-size {dcp}" if dcp > 1 else "")
         if serve is not None and serve.engine.name == self.name:
             # the KV pool the serve phase costed: SGLang 0.5.1's rule at lts's tp x pp
             # (profiles.sglang_mem_fraction); 0.5.23 computes its own differently

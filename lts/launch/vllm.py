@@ -10,7 +10,7 @@ import shlex
 from ..engines.space import attention_dp
 from ..engines.vllm import ENGINE, NIXL_PORT
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import BATCH, CP, EP, EXPERTS, OP_COL, PP, TP, instance_gpus
+from ..specs.strategy import BATCH, CP, DCP, EP, EXPERTS, OP_COL, PP, TP, instance_gpus
 from ..specs.workload import Workload
 from .launcher import (HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, eplb_placement, join, nodes,
                        quote, workers)
@@ -53,7 +53,7 @@ class VLLM(Launcher):
 
     def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
                 extra: list, max_len: int, key=None, serve=None, yaml=()) -> tuple:
-        tp, ep, pp, cp, batch = (int(row[c]) for c in (TP, EP, PP, CP, BATCH))
+        tp, ep, pp, cp, dcp, batch = (int(row[c]) for c in (TP, EP, PP, CP, DCP, BATCH))
         gpn = topo.gpus_per_host
         dp_attention = bool(attention_dp(model, row)[0])
         if dp_attention:   # vLLM's DP ranks of one GPU each; its MoE is then TP over all of them
@@ -75,6 +75,9 @@ class VLLM(Launcher):
                     # prefill_context_parallel_size (world pp x tp x pcp; MLA models only,
                     # engines.space.runs_cp)
                     f"--prefill-context-parallel-size {cp}" if cp > 1 else "",
+                    # decode context parallelism: ParallelConfig decode_context_parallel_size
+                    # ("DCP reuses TP ranks"; engines.space.dcp_mask)
+                    f"--decode-context-parallel-size {dcp}" if dcp > 1 else "",
                     "--enable-expert-parallel" if expert_parallel else "",
                     "--enable-eplb" if eplb else "",
                     f"--eplb-config {quote(cfg)}" if redundant else "")

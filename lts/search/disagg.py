@@ -186,7 +186,7 @@ class EnginePool(Problem):
                  engine: EngineProfile, tables=True, engine_space: str = GENERIC,
                  space: Space | None = None):
         self.engine, self.engine_topo = engine, topo
-        space = space or Space.for_model(model, work.budget(topo), max_cp=work.max_cp)
+        space = space or Space.for_model(model, work.budget(topo), **work.cp_space())
         parallel = np.array(sorted({t * p for t in space.tp for p in space.pp}))
         self.kv_scale, limits = memory_rule(engine, topo, parallel)
         self.limit = float(limits.max())
@@ -407,7 +407,8 @@ def decode_pool(problem: ServeProblem, tpot_ms: float | None = None, tables=None
     tpot = tpot if tpot and math.isfinite(tpot) else 1e9
     dec = decoder(problem)          # (another topology where the search names one)
     return pool_problem(dec, Workload("decode", problem.isl + problem.osl, tpot_slo_ms=tpot,
-                                      gpus=gpus or dec.work.budget(dec.topo)), tables)
+                                      gpus=gpus or dec.work.budget(dec.topo),
+                                      max_cp=getattr(problem, "max_cp", 1)), tables)
 
 
 def prefill_pool(problem: ServeProblem, limit_ms: float | None = None,

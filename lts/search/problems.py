@@ -60,7 +60,7 @@ class Problem:
         self.engine_space = engine_space
         self.whole_budget = whole_budget
         self.step_work = work
-        self.space = space or Space.for_model(model, work.budget(topo), max_cp=work.max_cp)
+        self.space = space or Space.for_model(model, work.budget(topo), **work.cp_space())
         sp = self.space
         self.grid = sp.full_grid()                          # [G, N_COARSE], the first axis slowest
         self.grid_shape = sp.sizes[:N_COARSE]
@@ -196,8 +196,8 @@ class ServeProblem(Problem):
                  gpus: int = 0, space: Space | None = None, engine=None,
                  engine_space: str = GENERIC, spec=None, prefix=None, max_cp: int = 1):
         self.prefix = prefix          # prefix caching (serving.prefix), or None
-        # context parallelism runs in a prefill pass (cost.tables): the prefill pool of two
-        # pools searches cp up to this; one pool's decode steps do not run it
+        # context parallelism up to this: a prefill pass's cp (the prefill pool of two pools),
+        # a decode or mixed step's dcp (one pool, the decode pool of two) (cost.tables)
         self.max_cp = int(max_cp)
         # two pools on two GPU types: the decode pool's problem on its topology (set by the
         # caller, ``search.disagg.decoder``), else None
@@ -205,7 +205,7 @@ class ServeProblem(Problem):
         self.cached = prefix.cached(isl) if prefix is not None else 0
         work = serve.memory_workload(isl, osl, gpus, self.cached)
         if space is None:      # concurrencies: the powers of two, then each strategy's capacity
-            space = Space.for_model(model, work.budget(topo))
+            space = Space.for_model(model, work.budget(topo), max_dcp=self.max_cp)
             space = replace(space, batch=space.batch + (serve.AT_CAPACITY,))
         super().__init__(model, topo, work, space, tables=False, engine_space=engine_space)
         self.isl, self.osl = int(isl), int(osl)

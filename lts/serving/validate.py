@@ -479,7 +479,9 @@ def _record(m: Measurement, spec, engine: str, release: str, p: float, **paralle
     out = {"id": m.id, "model": m.model, "topology": m.topology,
            "precision": m.precision or spec.precision.weights,
            "weights": spec.precision.weights, "kv_cache": spec.precision.kv_cache}
-    out.update({k: parallel.pop(k) for k in ("gpus", *COARSE, "best_batch")})
+    # an axis a measurement does not give (dcp) is 1 on a one-pool row, None on a two-pool one
+    one = parallel.get("tp") is not None
+    out.update({k: parallel.pop(k, 1 if one else None) for k in ("gpus", *COARSE, "best_batch")})
     out.update({"isl": m.isl, "osl": m.osl, "concurrency": m.concurrency or None,
                 "metric": m.metric, "engine": engine, "running": parallel.pop("running"),
                 "predicted": p, "measured": m.value, "ratio": p / m.value,

@@ -45,22 +45,27 @@ class Axis:
 
 # the coarse axes in column order
 AXES = (
-    Axis("tp", True, 10, MAX_DEGREE,
+    Axis("tp", True, 9, MAX_DEGREE,
          "tensor-parallel ranks: the group every op's choice shards over"),
-    Axis("ep", True, 12, MAX_DEGREE,
+    Axis("ep", True, 11, MAX_DEGREE,
          "expert-parallel groups: MoE experts split over them, the rest data-parallel"),
     Axis("pp", True, 8, MAX_DEGREE, "pipeline stages: the layers split in order"),
-    Axis("cp", True, 8, MAX_DEGREE, "context-parallel ranks: each prompt's tokens split over "
+    Axis("cp", True, 7, MAX_DEGREE, "context-parallel ranks: each prompt's tokens split over "
          "them in prefill, the step's keys and values all-gathered", shown_at_one=False),
-    Axis("batch", False, 24, MAX_CONCURRENCY, "requests: a decode step's batch, a prefill pass's "
+    Axis("dcp", False, 7, MAX_DEGREE, "decode context parallelism: the KV cache split by tokens "
+         "over this many of the tp ranks (no more GPUs), the queries gathered and the partial "
+         "results combined each layer", shown_at_one=False),
+    Axis("batch", False, 20, MAX_CONCURRENCY, "requests: a decode step's batch, a prefill pass's "
          "prompts, the serve phase's concurrency"),
 )
-COARSE = tuple(a.name for a in AXES)                 # ("tp", "ep", "pp", "cp", "batch")
+COARSE = tuple(a.name for a in AXES)        # ("tp", "ep", "pp", "cp", "dcp", "batch")
 COL = {a.name: i for i, a in enumerate(AXES)}        # column of each coarse axis
-TP, EP, PP, CP, BATCH = COL["tp"], COL["ep"], COL["pp"], COL["cp"], COL["batch"]
+TP, EP, PP, CP, DCP, BATCH = (COL[n] for n in ("tp", "ep", "pp", "cp", "dcp", "batch"))
 N_COARSE = len(AXES)
 DEGREES = tuple(a.name for a in AXES if a.degree)    # the axes whose product is an instance's GPUs
 DEGREE_COLS = tuple(COL[n] for n in DEGREES)
+# the axes that make an instance (every one but the load: a deployment at any batch)
+INSTANCE = tuple(n for n in COARSE if n != "batch")
 # rank placement, innermost first: cp just outside tp, as vLLM 0.33.0 (ParallelConfig: world
 # pp x tp x pcp) and TensorRT-LLM (mapping.py: cp groups strided by tp) order their ranks
 PLACEMENT = ("tp", "cp", "ep", "pp")
@@ -235,9 +240,10 @@ def key_exact(coarse) -> bool:
 
 
 def degree_dict(row) -> dict:
-    """The degree axes of one row by name ({"tp": 8, "ep": 1, "pp": 1}): ``make_row(**
-    degree_dict(r))`` is the same instance at batch 1 with Megatron's choices."""
-    return {n: int(row[COL[n]]) for n in DEGREES}
+    """The instance axes of one row by name ({"tp": 8, "ep": 1, "pp": 1, "cp": 1, "dcp": 1}:
+    every axis but batch): ``make_row(**degree_dict(r))`` is the same instance at batch 1 with
+    Megatron's choices."""
+    return {n: int(row[COL[n]]) for n in INSTANCE}
 
 
 def instance_index(flat, shape, batch: int = BATCH) -> np.ndarray:
@@ -399,8 +405,10 @@ class Space:
     of 8, up to the copies, so EP 72 on an NVL72 rack with 32 redundant experts, EP 128 and 256
     over InfiniBand; 1 for dense models); pp: divisors of the layer count (up to 128); batch:
     powers of two up to ``max_batch``; cp: powers of two up to ``max_cp`` (1 unless asked:
-    ``Workload.max_cp``). Only instances that fit the GPU budget (``instance_gpus`` <= gpus) are
-    in the space.
+    ``Workload.max_cp``); dcp: powers of two up to ``max_dcp`` (1 unless asked: a decode step's
+    context parallelism, ``Workload.cp_limits``; a row whose tp it does not divide is refused by
+    the cost tables). Only instances that fit the GPU budget (``instance_gpus`` <= gpus) are in
+    the space.
     """
     tp: tuple
     ep: tuple
@@ -409,15 +417,17 @@ class Space:
     choices: tuple       # n choices per op
     gpus: int
     cp: tuple = (1,)
+    dcp: tuple = (1,)
 
     @classmethod
     def for_model(cls, model, gpus: int, max_batch: int = 4096, max_tp: int = 64,
-                  max_cp: int = 1):
+                  max_cp: int = 1, max_dcp: int = 1):
         pp = tuple(d for d in range(1, min(model.layers, 128) + 1) if model.layers % d == 0)
         return cls(tp=tuple(v for v in _powers_of_two(max_tp) if v <= gpus),
                    ep=ep_values(model, gpus), pp=tuple(v for v in pp if v <= gpus),
                    batch=_powers_of_two(max_batch), choices=n_choices(model.is_moe), gpus=gpus,
-                   cp=tuple(v for v in _powers_of_two(max_cp) if v <= gpus))
+                   cp=tuple(v for v in _powers_of_two(max_cp) if v <= gpus),
+                   dcp=tuple(v for v in _powers_of_two(min(max_dcp, max_tp)) if v <= gpus))
 
     @property
     def values(self) -> tuple:

@@ -50,8 +50,17 @@ class Workload:
                                    # prefill chunk of exactly ``chunk`` tokens of prompts of
                                    # ``isl`` tokens split in chunks of ``step_tokens`` (0: the
                                    # step compose_step composes for the running batch)
-    max_cp: int = 1                # prefill: the largest context-parallel degree the search
-                                   # space holds (specs.strategy.Space; 1: none)
+    max_cp: int = 1                # the largest context-parallel degree the search space
+                                   # holds (specs.strategy.Space; 1: none): a prefill pass's
+                                   # cp, a decode or mixed step's dcp (``cp_space``)
+
+    def cp_space(self) -> dict:
+        """``Space.for_model``'s context-parallel limits for this phase: a prefill pass splits
+        prompts over cp more GPUs, a decode or mixed step its KV cache over dcp of the tp
+        ranks."""
+        if self.phase == "prefill":
+            return {"max_cp": self.max_cp}
+        return {"max_dcp": self.max_cp}
 
     def budget(self, topo: TopologySpec) -> int:
         return self.gpus or topo.gpus
