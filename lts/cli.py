@@ -17,7 +17,7 @@ from dataclasses import asdict, replace
 
 import click
 
-from .engines import ENGINE_NAMES, ENGINES, GENERIC, REAL_ENGINES
+from .engines import ENGINE_NAMES, ENGINES, GENERIC, REAL_ENGINES, chunked
 from .report.catalog import (model_show_dict, models_rows, render_model_show, render_models,
                              render_topologies, topologies_rows)
 from .report.format import json_safe, make_console, progress
@@ -387,8 +387,9 @@ def _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl, 
                             tpot_slo_ms if _flag_given("tpot_slo_ms") else None, ttft_slo_ms,
                             gpus or 0, engine=engine, engine_space=engine.name, spec=spec,
                             prefix=prefix, max_cp=max_cp)
-    return Problem(m, topo, replace(_workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus),
-                                    max_cp=max_cp), engine_space=engine.name)
+    work = replace(_workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus), max_cp=max_cp)
+    return Problem(m, topo, chunked(work, engine) if phase == "prefill" else work,
+                   engine_space=engine.name)
 
 
 def _phase_flags(phase: str, any_phase=()) -> None:
