@@ -17,7 +17,7 @@ from dataclasses import asdict, replace
 
 import click
 
-from .engines import ENGINE_NAMES, ENGINES, GENERIC, REAL_ENGINES
+from .engines import ENGINE_NAMES, ENGINES, GENERIC, REAL_ENGINES, chunked
 from .report.catalog import (model_show_dict, models_rows, render_model_show, render_models,
                              render_topologies, topologies_rows)
 from .report.format import json_safe, make_console, progress
@@ -25,7 +25,7 @@ from .search.names import BUDGET_SECONDS, MAX_BUDGET, METHODS, STOCHASTIC
 from .serving.imports import FORMATS as IMPORT_FORMATS
 from .serving.spec import MAX_SPEC_TOKENS
 from .specs import load_model, load_topology, shipped_names, weight_bytes, with_expert_placement
-from .specs.errors import LtsError, StrategyError
+from .specs.errors import LtsError, StrategyError, plain
 from .specs.strategy import COARSE, DEGREES
 from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_CP, MAX_DEGREE, MAX_GPUS,
                            MAX_REQUEST_RATE, MAX_SEED,
@@ -169,6 +169,7 @@ def _load(model: str, topology: str, precision=None, kv_cache_dtype=None):
             flag, _, why = str(e).partition(": ")
             raise click.BadParameter(why, param_hint=f"'{flag}'") from None
     params = ctx.params
+    _check_window(m, params)
     gpus = params.get("gpus")
     if gpus is not None and gpus > topo.gpus:
         nodes = f"{topo.nodes:,} node{'s' if topo.nodes != 1 else ''}"
@@ -181,6 +182,26 @@ def _load(model: str, topology: str, precision=None, kv_cache_dtype=None):
                 f"--{flag} {e.name}: {e.label} does not run on {topo.gpu_name} ({topology}, "
                 f"gpu.vendor = {topo.vendor}); it runs on {' and '.join(e.vendors)} GPUs only")
     return m, topo
+
+
+def _check_window(m, params: dict) -> None:
+    """Refuse a workload whose requests do not fit the model's context window
+    (``ModelSpec.context_window``) as a bad flag: the serve phase's --isl + --osl (and lts
+    simulate's, the longest request; a trace's are checked when it is read), a decode or
+    prefill step's --context."""
+    phase = params.get("phase")
+    if phase in PHASES and params.get("context") is not None:
+        n = params["context"]
+        why, flag = m.window_excess(n, f"{n:,} tokens"), "'--context'"
+    elif (phase == "serve" or phase is None and not params.get("trace_path")) \
+            and params.get("isl") is not None and params.get("osl") is not None:
+        isl, osl = params["isl"], params["osl"]
+        why = m.window_excess(isl + osl, f"{isl:,} input + {osl:,} output tokens")
+        flag = "'--isl' / '--osl'"
+    else:
+        return
+    if why:
+        raise click.BadParameter(why, param_hint=flag)
 
 
 def _check_budget(budget: int, methods, phase: str, flag: str = "--budget",
@@ -366,8 +387,9 @@ def _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl, 
                             tpot_slo_ms if _flag_given("tpot_slo_ms") else None, ttft_slo_ms,
                             gpus or 0, engine=engine, engine_space=engine.name, spec=spec,
                             prefix=prefix, max_cp=max_cp)
-    return Problem(m, topo, replace(_workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus),
-                                    max_cp=max_cp), engine_space=engine.name)
+    work = replace(_workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus), max_cp=max_cp)
+    return Problem(m, topo, chunked(work, engine) if phase == "prefill" else work,
+                   engine_space=engine.name)
 
 
 def _phase_flags(phase: str, any_phase=()) -> None:
@@ -1412,6 +1434,11 @@ def simulate(model, topology, strategy_text, prefill_text, prefill_workers, deco
             trace = read_trace(trace_path)
         except LtsError as e:
             raise click.ClickException(str(e)) from None
+        longest = max(trace, key=lambda r: r[1] + r[2])
+        why = m.window_excess(longest[1] + longest[2], f"its longest request, {longest[1]:,} "
+                                                       f"input + {longest[2]:,} output tokens,")
+        if why:
+            raise click.ClickException(f"{plain(trace_path)}: {why}")
         load = Load(max_concurrency=max_concurrency or 0, seed=seed, trace=trace)
     else:
         if request_rate is None and max_concurrency is None:

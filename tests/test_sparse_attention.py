@@ -192,7 +192,11 @@ V32 = {   # huggingface.co/deepseek-ai/DeepSeek-V3.2/blob/main/config.json: its 
     "index_head_dim": 128, "num_nextn_predict_layers": 1, "vocab_size": 129280,
     "tie_word_embeddings": False, "torch_dtype": "bfloat16",
     "quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
-                            "weight_block_size": [128, 128]}}
+                            "weight_block_size": [128, 128]},
+    # and its context window, as models/deepseek-v3.2.toml's context_window gives it (YaRN 40 x
+    # 4096: already scaled)
+    "max_position_embeddings": 163840,
+    "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096}}
 GLM5 = {  # huggingface.co/zai-org/GLM-5 config.json's shape keys (models/glm-5.toml's sources)
     "architectures": ["GlmMoeDsaForCausalLM"], "model_type": "glm_moe_dsa",
     "hidden_size": 6144, "intermediate_size": 12288, "moe_intermediate_size": 2048,
@@ -201,7 +205,8 @@ GLM5 = {  # huggingface.co/zai-org/GLM-5 config.json's shape keys (models/glm-5.
     "v_head_dim": 256, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
     "first_k_dense_replace": 3, "index_topk": 2048, "index_n_heads": 32, "index_head_dim": 128,
     "num_nextn_predict_layers": 1, "vocab_size": 154880, "tie_word_embeddings": False,
-    "torch_dtype": "bfloat16"}
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 202752}   # (NVIDIA NeMo AutoModel's GLM-5 page: 202,752)
 
 
 def write(tmp_path, config, **changes):

@@ -104,7 +104,8 @@ def test_an_edited_grid_solves_what_changed_and_sums_only_its_own_lines(tmp_path
     (tmp_path / "g.toml").write_text(GRID)
     out = str(tmp_path / "o.jsonl")
     first = json.loads(run("sweep", str(tmp_path / "g.toml"), "-o", out, "--json").stdout)
-    (tmp_path / "g.toml").write_text(GRID.replace("context = 4096", "context = 65536"))
+    # (32,768: mixtral-8x7b's context window; a longer context is refused)
+    (tmp_path / "g.toml").write_text(GRID.replace("context = 4096", "context = 32768"))
     d = json.loads(run("sweep", str(tmp_path / "g.toml"), "-o", out, "--json").stdout)
     assert (d["ran"], d["skipped"], d["problems"], d["answered"]) == (4, 0, 4, 4)
     assert len((tmp_path / "o.jsonl").read_text().splitlines()) == 8

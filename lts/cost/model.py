@@ -381,6 +381,8 @@ def finish(topo: TopologySpec, work: Workload, tables: Tables, g, slowest, memor
     prefill = work.phase not in ("decode", "mixed")
     # a decode step is its batch's TPOT, a prefill pass its prompts' TTFT (no queue)
     step = latency.step_s(pp, slowest, topo.step_overhead_s, fill_drain=prefill)
+    if prefill:     # a pass chunked to the engine's budget: its steps (tables.steps)
+        step = step * tables.steps[g]
     if not prefill:
         tpot, ttft = step, np.full(len(g), np.nan)
         tokens = batch / step

@@ -26,7 +26,7 @@ from ..specs.model import BlockSparse, Compressed, Mamba2Spec
 from ..specs.units import WEIGHT_FORMATS
 from ..specs.strategy import (BATCH, COL, CP, DCP, DEGREES, EP, EXPERTS, PP, TP, instance_gpus,
                                placement)
-from ..specs.workload import Workload, compose_step
+from ..specs.workload import Workload, compose_step, prefill_steps
 
 # validity reasons (bit flags) and their messages
 # (context-parallel: cp > 1 where lts does not cost it: a decode step, linear-attention layers;
@@ -68,6 +68,8 @@ class Tables:
     pp: np.ndarray                     # [G] float: pipeline stages
     batch: np.ndarray                  # [G] float: sequences (decode, prefill) or requests (mixed)
     gpus: np.ndarray                   # [G] float: GPUs of one instance (instance_gpus)
+    steps: np.ndarray                  # [G] float: steps of one pass (a prefill chunked to the
+    #                                    engine's budget: ``prefill_steps``; else 1)
     extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -96,6 +98,9 @@ class _Kind:
                                                        self.ctx_full - work.cached)
         self.score_rows = self.chunk_keys = self.chunk_read = None
         self.sel = self.sel_attn = self.chunk_sel = None     # sparse attention's (``_Shape``)
+        # the prompt so far a step sees (its indexer keys read), the keys before its queries
+        # (a cached prefix: MLA up-projects them again); a chunked prefill's: ``_chunked``
+        self.prefix, self.earlier = self.ctx_full, float(work.cached)
 
 
 class _Shape:
@@ -147,6 +152,13 @@ class _Shape:
         # tokens per sequence per step: decode one, or the query tokens speculative decoding
         # verifies (Workload.query_tokens); prefill the whole prompt but a cached prefix
         self.tps = float(work.query_tokens) if decode else float(work.context - work.cached)
+        # a prefill chunked to the engine's token budget (Workload.step_tokens): ``steps`` steps
+        # of new / steps tokens a prompt (each ep group an attention-DP rank), each reading its
+        # prompt so far (``_chunked``); the pass is ``steps`` such steps (cost.model.finish)
+        self.steps = np.ones_like(self.tp)
+        if work.phase == "prefill" and work.step_tokens:
+            self.steps = prefill_steps(work, self.ep)
+            self.tps = self.tps / self.steps
         # context parallelism (the ``cp`` axis): a prefill's new tokens split over the cp ranks
         # in 2*cp zigzag chunks, chunks r and 2cp-1-r on rank r, so every rank does the same
         # causal attention work (vLLM 0.33.0 v1/worker/gpu/pcp_manager.py _iter_rank_chunks;
@@ -202,6 +214,8 @@ class _Shape:
                 k.sel = kv.read_tokens(k.window, k.ctx_full) if decode else k.ctx
                 k.sel_attn = k.sel if decode else kv.mean_keys_after(
                     k.window, float(work.cached), k.ctx_full - work.cached)
+            if work.phase == "prefill" and work.step_tokens:
+                _chunked(k, work, self.steps)
             k.score_rows = self.rows * k.sel_attn                   # sum of keys over the queries
         self.chunk = None
         if work.phase == "mixed":
@@ -295,6 +309,22 @@ class _Shape:
         rest = self._format(self.m.precision.activations)
         return (share * one[0] + (1 - share) * rest[0], share * one[1] + (1 - share) * rest[1],
                 1.0 / (share / one[2] + (1 - share) / rest[2]))
+
+
+def _chunked(k: _Kind, work: Workload, steps):
+    """A prefill pass in ``steps`` [G] chunks of a prompt's new tokens (``prefill_steps``) on
+    kind ``k``, as a mixed step's chunk (``_Shape``'s mixed branch): each step's mean over the
+    chunks of the cache it reads (``kv.chunk_reads``: chunk j its prompt so far, the cached
+    prefix and j chunks, a window's at most), of the prompt so far (``prefix``: its indexer
+    keys) and of the keys before its queries (``earlier``: MLA up-projects them again). The
+    queries attend to the keys they did unchunked (``sel_attn``); rows of one step (steps 1)
+    keep the one pass's figures exactly."""
+    new, cached = float(work.context - work.cached), float(work.cached)
+    size = new / steps                                  # a prompt's tokens a step
+    many = steps > 1
+    k.sel = np.where(many, size * kv.chunk_reads(k.window, steps, new, cached), k.sel)
+    k.prefix = np.where(many, size * kv.chunk_reads(None, steps, new, cached), k.prefix)
+    k.earlier = np.where(many, k.sel - size, k.earlier)
 
 
 def mla_prefill_shape(a):
@@ -746,7 +776,8 @@ def dcp_costed(model: ModelSpec) -> bool:
     and the MLA backends; a window's or a recurrent state's split is not costed)."""
     a = model.attention
     return (not a.compressed and not a.block_sparse and model.linear_layers == 0
-            and model.bare_layers == 0 and not (a.kind == "gqa" and bool(a.kinds or a.v_head_dim or a.k_eq_v))
+            and model.bare_layers == 0
+            and not (a.kind == "gqa" and bool(a.kinds or a.v_head_dim or a.k_eq_v))
             and all(w is None for (w, _), _ in model.attention_kinds))
 
 
@@ -820,10 +851,12 @@ def _fill_softmax(b: _Builder):
                 per_seq_flops = 2.0 * heads * sdim * k.sel_attn * s.tps
                 per_seq_read = k.sel * cache_tok                   # the cache read once per step
                 fl = seqs * per_seq_flops * sfl + seqs * idx_fl * k.ctx_attn * s.tps
-                by = seqs * (per_seq_read * fcache + per_seq_io * sfl) + seqs * k.ctx * idx_tok
-                if prefill and s.work.cached:   # a cached prefix's keys, up-projected again
-                    fl = fl + seqs * s.work.cached * up * fpre
-                    by = by + seqs * s.work.cached * up_io * fpre
+                by = seqs * (per_seq_read * fcache + per_seq_io * sfl) + seqs * k.prefix * idx_tok
+                if prefill and (s.work.cached or s.work.step_tokens):
+                    # the keys before the step's queries (a cached prefix, earlier chunks),
+                    # up-projected again
+                    fl = fl + seqs * k.earlier * up * fpre
+                    by = by + seqs * k.earlier * up_io * fpre
                 if s.chunk is not None:   # mixed step: the prefill chunk's queries, cache reads
                     ch = s.chunk_t if mode == MODE_NONE_T else s.chunk
                     earlier = ch * np.maximum(k.chunk_read - 1.0, 0.0)   # keys before the chunk
@@ -915,7 +948,8 @@ def _attention_measured(b: _Builder):
                 else:
                     r = ks.attention("ctx", kv_dtype, h_, k_, a.head_dim, win,
                                      np.maximum(seqs[sel], 1.0), whole)
-                    r = None if r is None else r * new_share
+                    # (a chunked pass: each step its share, ``_Shape.steps``)
+                    r = None if r is None else r * new_share / s.steps[sel]
                 if r is None:
                     return
                 part = np.where(seqs[sel] > 0, r, 0.0)
@@ -1031,7 +1065,9 @@ def _fill_linear(b: _Builder):
         fl = s.tps * (tok_fl + tok_extra_fl)
         if decode:
             return fl, 2.0 * state + s.tps * tok_io
-        return fl, state + s.tps * (tok_io + chunked * 2.0 * state / chunk_len)
+        # (a prefill in several steps reads and writes it in each: ``_Shape.steps``)
+        return fl, state * np.where(s.steps > 1, 2.0, 1.0) \
+            + s.tps * (tok_io + chunked * 2.0 * state / chunk_len)
 
     fdv = _frac(dv, s.tp)
     modes = {MODE_DIM0: (s.seqs, fv), MODE_DIM1: (s.seqs, fdv), MODE_NONE: (s.seqs, 1.0),
@@ -1102,7 +1138,7 @@ def _fill_compressed(b: _Builder):
                     by = by + seqs * k.sel * s.k_tok * fkv[mode]
                 if idx:       # the indexer: its scores of every compressed entry, its keys
                     fl = fl + seqs * s.tps * s.idx_flops * k.idx
-                    by = by + seqs * np.floor(k.ctx_full / k.window.ratio) * s.idx_tok
+                    by = by + seqs * np.floor(k.prefix / k.window.ratio) * s.idx_tok
                 if s.chunk is not None:   # mixed step: the prefill chunk's queries and reads
                     ch = s.chunk_t if mode == MODE_NONE_T else s.chunk
                     fl = fl + ch * 2.0 * heads * hd * k.chunk_sel * fr
@@ -1644,7 +1680,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
                   b.weights, b.kv, kv_layer(model, b.kv, b.latent_copy), conv, conv_bytes, final,
                   send, send_bytes,
                   workspace,
-                  bad, np.floor(model.layers / s.pp), s.pp, s.batch, s.gpus,
+                  bad, np.floor(model.layers / s.pp), s.pp, s.batch, s.gpus, s.steps,
                   extra={"ids_bytes": ids_bytes, "measured": sorted(b.measured_ops),
                          **({} if b.expert_load is None else {"expert_load": b.expert_load})})
 

@@ -13,8 +13,12 @@ with it (the profile's ``title`` names the release). Launch flags for a new rele
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from . import generic, sglang, trtllm, vllm
 from .engine import Engine
+from .profiles import EngineProfile
+from ..specs.workload import Workload
 
 ENGINES = {e.name: e for e in (generic.ENGINE, vllm.ENGINE, sglang.ENGINE, trtllm.ENGINE)}
 ENGINE_NAMES = tuple(ENGINES)                # the --engine choices
@@ -49,3 +53,17 @@ def version_in_source(text: str, engine: str) -> str:
         if w in ENGINES[engine].source_keys and nxt[:1].isdigit():
             return nxt
     return ""
+
+
+def chunked(work: Workload, profile: EngineProfile) -> Workload:
+    """A prefill pass as the engine of ``profile`` runs it: a prompt longer than its token budget
+    per step (``step_tokens``, each attention-DP rank its own or a share: ``budget_per_rank``)
+    prefilled in chunks over several steps (``specs.workload.prefill_steps``), where the engine
+    chunks a long prompt by default (``Engine.chunked_prefill``: vLLM, SGLang). Unchanged (one
+    pass) for the generic engine, lts's own with no release behind it, and TensorRT-LLM
+    (enable_chunked_prefill off; lts's prefill launch sets --max_num_tokens to the pass)."""
+    e = ENGINES.get(profile.name)
+    if e is None or e.whole_space or not e.chunked_prefill:
+        return work
+    return replace(work, step_tokens=profile.step_tokens,
+                   budget_per_rank=profile.budget_per_rank)

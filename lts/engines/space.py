@@ -33,9 +33,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import ModelSpec
-from ..specs.strategy import (CHOICE_NAMES, CP, DCP, DIM0, DIM1, DP_ATTENTION, EP, EXPERT_CHOICES, EXPERTS,
-                       MEGATRON, N_COARSE, NONE, OP_COL, OP_DIMS, OPS, TP, coarse_of, make_row,
-                       with_experts)
+from ..specs.strategy import (CHOICE_NAMES, CP, DCP, DIM0, DIM1, DP_ATTENTION, EP,
+                               EXPERT_CHOICES, EXPERTS, MEGATRON, N_COARSE, NONE, OP_COL, OP_DIMS,
+                               OPS, TP, coarse_of, make_row, with_experts)
 from . import REAL_ENGINES, get
 
 

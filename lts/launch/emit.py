@@ -294,7 +294,9 @@ def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, 
         notes.append(f"lts costs the batch as {int(row[PP])} pipeline micro-batches; the engine "
                      "schedules its own")
     if work.phase == "prefill" and get(engine).chunked_prefill:
-        notes.append("lts costs each prompt in one pass; the engine's chunked prefill may split it")
+        notes.append(f"lts costs a prompt over {work.step_tokens:,} tokens in steps of that many, "
+                     "as the engine's chunked prefill splits it" if work.step_tokens else
+                     "lts costs each prompt in one pass; the engine's chunked prefill may split it")
     return cmds, notes
 
 

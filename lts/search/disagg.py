@@ -56,7 +56,7 @@ import numpy as np
 
 from ..cost.model import Result, evaluate, tables_for
 from ..engines.profiles import EngineProfile
-from ..engines import GENERIC
+from ..engines import GENERIC, chunked
 from .exact import search_exact
 from .exact_engine import search_engine_exact
 from ..cost.latency import pool_pass_limit, pool_ttft_s
@@ -419,10 +419,11 @@ def prefill_pool(problem: ServeProblem, limit_ms: float | None = None,
     limit = _prefill_limit(problem) if limit_ms is None else limit_ms
     if limit is None:
         return None
-    return pool_problem(problem, Workload("prefill", problem.isl, ttft_slo_ms=limit,
-                                          gpus=gpus or problem.work.budget(problem.topo),
-                                          cached=getattr(problem, "cached", 0),
-                                          max_cp=getattr(problem, "max_cp", 1)))
+    return pool_problem(problem, chunked(Workload("prefill", problem.isl, ttft_slo_ms=limit,
+                                                  gpus=gpus or problem.work.budget(problem.topo),
+                                                  cached=getattr(problem, "cached", 0),
+                                                  max_cp=getattr(problem, "max_cp", 1)),
+                                         problem.engine))
 
 
 _CANDIDATES = weakref.WeakKeyDictionary()    # problem -> (its settings, pool_candidates)

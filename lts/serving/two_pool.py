@@ -41,6 +41,7 @@ import numpy as np
 
 from ..cost import kv
 from ..cost.tables import REASON_BIT, REASONS
+from ..engines import chunked
 from ..engines.profiles import EngineProfile
 from ..engines.space import attention_dp as runs_attention_dp
 from ..specs import ModelSpec, TopologySpec
@@ -115,10 +116,13 @@ def transfer_between_s(model: ModelSpec, src: TopologySpec, dst: TopologySpec, i
         + max(a.latency_s, b.latency_s)
 
 
-def prefill_workload(isl: int, gpus: int = 0, cached: int = 0) -> Workload:
+def prefill_workload(isl: int, gpus: int = 0, cached: int = 0,
+                     engine: EngineProfile | None = None) -> Workload:
     """A prefill pass of whole prompts of isl tokens, the first ``cached`` of them already in
-    the KV cache (prefix caching: ``serving.prefix``)."""
-    return Workload("prefill", int(isl), tpot_slo_ms=NO_SLO, gpus=gpus, cached=int(cached))
+    the KV cache (prefix caching: ``serving.prefix``), in chunks of the ``engine``'s token
+    budget where it chunks a long prompt (``engines.chunked``; None: one pass)."""
+    work = Workload("prefill", int(isl), tpot_slo_ms=NO_SLO, gpus=gpus, cached=int(cached))
+    return work if engine is None else chunked(work, engine)
 
 
 def _with_batch(rows, batch):
@@ -174,7 +178,7 @@ def estimate(model: ModelSpec, topo: TopologySpec, engine: EngineProfile, prefil
     per_rank = np.maximum(np.ceil(prompts / dp_p), 1.0)
     k = per_rank * dp_p
     cached = prefix.cached(isl) if prefix is not None else 0
-    passes = ev(prefill_workload(isl, gpus, cached), _with_batch(pre, k))
+    passes = ev(prefill_workload(isl, gpus, cached, engine), _with_batch(pre, k))
     chunks = np.ceil(per_rank * (isl - cached) / rank_budget(engine.step_tokens,
                                                              engine.budget_per_rank, dp_p))
     t_pass = passes.step_s + chunks * engine.step_overhead_s

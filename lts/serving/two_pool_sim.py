@@ -80,7 +80,7 @@ def prepare_pools(model, topo, engine, prefill_row, prefill_workers, decode_row,
     per_pass = int(prefill_prompts) or dp_p * max(int(rank_budget // max(mean_isl, 1)), 1)
     rows = np.tile(pre, (per_pass, 1))
     rows[:, BATCH] = np.arange(1, per_pass + 1)
-    res = ev_p(prefill_workload(mean_isl, gpus), rows)
+    res = ev_p(prefill_workload(mean_isl, gpus, engine=engine), rows)
     if not np.isfinite(res.step_s).all() or (res.reasons & ~REASON_BIT["slo"]).any():
         raise LtsError("the prefill pool's pass is invalid: "
                        + ", ".join(res.reason_list(int(np.argmax(res.reasons != 0)))))

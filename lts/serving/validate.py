@@ -606,6 +606,10 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
         key = (m.model, m.precision, m.quant)
         if key not in specs:
             specs[key] = _model_for(models.get(m.model), m.precision, m.quant)
+        why = specs[key].window_excess(m.isl + m.osl, f"isl + osl = {m.isl:,} + {m.osl:,} tokens")
+        if why:
+            skipped[m.row] = why
+            continue
         # the profile's release and the row's own version (the measured kernels' release)
         release = (ENGINES[m.engine].release_for(m.engine_version), m.engine_version)
         if m.pools:

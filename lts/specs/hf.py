@@ -107,13 +107,14 @@ re-labelled with config.json keys. ``specs.load_model`` dispatches a config.json
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
 from pathlib import Path
 
 from .errors import SpecError
-from .model import TOO_DEEP, WEIGHT_GROUPS, ModelSpec, model_from_dict, read_text
+from .model import MAX_WINDOW, TOO_DEEP, WEIGHT_GROUPS, ModelSpec, model_from_dict, read_text
 from .units import FP8_BLOCK, MXFP4_GROUP, NVFP4_GROUP, W4A16_GROUP, W4A16_GROUP_32
 
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
@@ -1962,6 +1963,55 @@ def model_from_hf_config(path) -> ModelSpec:
     c = _Config(_read_json(path), path)
 
     c, family = _family_view(c)
+    window = _context_window(c)
+    return dataclasses.replace(_family_model(c, family, path), context_window=window)
+
+
+# vllm 0.33.0 vllm/transformers_utils/model_arch_config_convertor.py
+# derive_max_model_len_and_key: the least of these keys the (text) config sets, model_max_length
+# where set
+WINDOW_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+               "model_max_length", "max_target_positions", "max_sequence_length",
+               "max_seq_length", "seq_len")
+# vllm 0.33.0 vllm/config/model.py _get_and_verify_max_len: the rope types whose config already
+# counts the scaled length ("YaRN variants leave max_position_embeddings already scaled");
+# any other rope type's factor multiplies it (linear, dynamic)
+SCALED_ROPE = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+
+
+def _context_window(c: _Config) -> int:
+    """The context window vLLM serves the model at by default, its max_model_len
+    (vllm 0.33.0 vllm/config/model.py _get_and_verify_max_len): the least of ``WINDOW_KEYS``
+    (``model_max_length`` where set), times the rope scaling ``factor`` unless the rope type is
+    one of ``SCALED_ROPE`` (YaRN's max_position_embeddings is already original x factor:
+    DeepSeek-V3's 163,840 = 4,096 x 40); ``rope_parameters`` or ``rope_scaling``, one or one
+    per layer type (Gemma 4). 0 where the config sets none of the keys (vLLM then assumes
+    2,048; lts refuses nothing)."""
+    found = [v for k in WINDOW_KEYS if isinstance(v := c.data.get(k), int)
+             and not isinstance(v, bool) and v > 0]
+    if not found:
+        return 0
+    length = c.data["model_max_length"] if isinstance(c.data.get("model_max_length"), int) \
+        and not isinstance(c.data.get("model_max_length"), bool) else min(found)
+    rope = c.data.get("rope_parameters") or c.data.get("rope_scaling")
+    ropes = [] if not isinstance(rope, dict) else \
+        [r for r in rope.values() if isinstance(r, dict)] or [rope]
+    factor = 1.0
+    for r in ropes:
+        kind = r.get("rope_type", r.get("type", "default"))
+        f = r.get("factor")
+        if kind not in SCALED_ROPE and isinstance(f, (int, float)) and not isinstance(f, bool):
+            factor = float(f)
+    window = int(length * factor)
+    if window > MAX_WINDOW:
+        key = next(k for k in WINDOW_KEYS if c.data.get(k) == length)
+        raise c.error(key, f"{length!r} (times the rope factor {factor:g}) must be <= "
+                           f"{MAX_WINDOW:,} tokens")
+    return window
+
+
+def _family_model(c: _Config, family: str, path: Path) -> ModelSpec:
+    """The ModelSpec of a config (``_family_view``'s text config and family)."""
     if family in OWN_READERS:
         return OWN_READERS[family](c, path)
     if family not in FAMILIES:

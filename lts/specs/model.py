@@ -390,6 +390,18 @@ class ModelSpec:
     # residual stream a block of this many layers; each norm point mixes the snapshots so far and
     # the running stream by a softmax of their scores (cost.tables ``_fill_norm``); 0: none
     attn_res_block: int = 0
+    # the context window: the most tokens (prompt and output together) one request may hold
+    # (model file ``context_window``; a config.json's max_position_embeddings as vLLM derives
+    # max_model_len from it, ``hf._context_window``); 0: not known, no request is refused
+    context_window: int = 0
+
+    def window_excess(self, tokens: int, what: str) -> str:
+        """Why a request of ``tokens`` tokens (``what`` says which: "1,000,000 input + 1,024
+        output tokens") does not fit the context window, "" when it does or none is known."""
+        if not self.context_window or tokens <= self.context_window:
+            return ""
+        return (f"{what} is more than the context window of {self.name}, "
+                f"{self.context_window:,} tokens")
 
     @property
     def is_moe(self) -> bool:
@@ -591,6 +603,9 @@ MAX_NODES = 1_048_576         # node.count
 MAX_NUMBER = 1e6              # every float key (TFLOP/s, GiB, GB/s, TB/s, us, efficiencies <= 1)
 MIN_NUMBER = 1e-6             # every float key that must be positive (rates, sizes, efficiencies)
 MAX_PARAMS = 1e15             # params_published
+# context_window: 2^30 tokens (the largest shipped, 1,048,576; Llama-4-Scout-Instruct's
+# max_position_embeddings 10,485,760 is under it)
+MAX_WINDOW = 2**30
 
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 
@@ -914,10 +929,12 @@ def model_from_dict(data: dict, path) -> ModelSpec:
     mtp_shared = t.get("mtp_shared_embeddings", bool, False)
     hc = t.get("hc_mult", int, 1, positive=True, maximum=64)
     res = t.get("attn_res_block", int, 0, minimum=0, maximum=layers)
+    window_tokens = t.get("context_window", int, 0, positive=t.has("context_window"),
+                          maximum=MAX_WINDOW)
     t.finish()
     return ModelSpec(name, source, layers, hidden, vocab, attention, ffn, precision, tie,
                      params_pub, active_pub, str(path), layer_types, mtp, linear, mtp_shared,
-                     no_ffn, hc, res)
+                     no_ffn, hc, res, window_tokens)
 
 
 def _widths(f: _Table, path, layers: int) -> tuple:

@@ -4,7 +4,7 @@ constants) and ``compose_step`` (docs/design.md §8).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -28,12 +28,14 @@ class Workload:
     gpus: int = 0                  # device budget; 0: the whole topology
     isl: int = 0                   # mixed: prompt length of the requests being prefilled
     osl: int = 0                   # mixed: output tokens per request
-    step_tokens: int = 0           # mixed: the engine's token budget per step
+    step_tokens: int = 0           # mixed: the engine's token budget per step; prefill: the
+                                   # same, a prompt longer than one rank's is prefilled in
+                                   # chunks over several steps (``prefill_steps``; 0: one pass)
     mixed: bool = True             # mixed: decodes share the step (False: a prefill-only step)
     cohort_base: float = 1.0       # mixed: requests prefilled together: base + share x running
     cohort_share: float = 0.0
-    budget_per_rank: bool = True   # mixed: each attention-DP rank (ep group) schedules its own
-                                   # steps of step_tokens (False: the ranks share step_tokens)
+    budget_per_rank: bool = True   # mixed, prefill: each attention-DP rank (ep group) schedules
+                                   # its own steps of step_tokens (False: the ranks share them)
     attn_dp_tp: bool = False       # mixed: the tp group's ranks are attention-DP ranks too (the
                                    # DP-attention variant in an engine: each its own scheduler)
     query_tokens: int = 1          # decode, mixed: tokens each running sequence puts through the
@@ -148,3 +150,15 @@ def _given_step(n, work: Workload, dp) -> StepMix:
     chunk = np.full_like(decoders, float(work.chunk))
     return StepMix(decoders, chunk, np.maximum(chunk / new, 1.0), np.ones_like(decoders),
                    per_prompt, budget * np.ones_like(decoders))
+
+
+def prefill_steps(work: Workload, dp=1):
+    """Steps of a prefill pass (phase "prefill") whose engine chunks a prompt to its token
+    budget (``work.step_tokens``; 0: one pass, ones): ceil(new tokens / one rank's budget) over
+    ``dp`` attention-DP ranks, the ``per_prompt`` of ``compose_step``'s prefill-only steps (the
+    prompt's new tokens after a cached prefix, ``work.context - work.cached``)."""
+    ones = np.ones_like(np.asarray(dp, dtype=np.float64))
+    if not work.step_tokens:
+        return ones
+    alone = replace(work, isl=work.context, mixed=False, chunk=0)
+    return compose_step(1.0, alone, dp).per_prompt * ones
