@@ -28,7 +28,7 @@ from .specs import load_model, load_topology, shipped_names, weight_bytes, with_
 from .specs.errors import LtsError, StrategyError, plain
 from .specs.strategy import COARSE, DEGREES
 from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_CP, MAX_DEGREE, MAX_GPUS,
-                           MAX_REQUEST_RATE, MAX_SEED,
+                           MAX_OFFLOAD_GIB, MAX_REQUEST_RATE, MAX_SEED,
                            MAX_SEEDS, MAX_SERVE_TOP, MAX_SIM_REQUESTS, MAX_TOKENS, MAX_TOP)
 from .specs.units import GIB, KV_DTYPES, weight_format
 from .specs.workload import PHASES, Workload
@@ -258,22 +258,59 @@ def prefix_options(fn):
                      help="serve, with --prefix-hit: distinct cached prefixes, their KV cache "
                           "held once each (1: a shared system prompt; one per conversation: "
                           "as many as the clients)."),
+        click.option("--kv-offload", type=Finite(0, MAX_OFFLOAD_GIB, min_open=True),
+                     default=None, metavar="GIB",
+                     help="serve, with --prefix-hit and an engine (vllm, sglang, trtllm): GiB of "
+                          "host memory per GPU for the cached prefixes the GPU does not hold; "
+                          "a hit there is copied back over the GPU's host link "
+                          "(gpu.host_bandwidth_gb_s) before its prefill. Default: every prefix "
+                          "on the GPU (docs/serving.md)."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
     return fn
 
 
-def _prefix(phase, prefix_hit, prefixes):
+def _prefix(phase, prefix_hit, prefixes, kv_offload=None, isl: int = 1):
     """The PrefixCache the flags name (None without --prefix-hit); one-line usage errors."""
     from .serving.prefix import PrefixCache
     if prefix_hit is None:
-        if _flag_given("prefixes"):
-            raise click.UsageError("--prefixes: only with --prefix-hit")
+        for flag in ("prefixes", "kv_offload"):
+            if _flag_given(flag):
+                raise click.UsageError(f"--{flag.replace('_', '-')}: only with --prefix-hit")
         return None
     if phase != "serve":
         raise click.UsageError("--prefix-hit: only with --phase serve")
-    return PrefixCache(float(prefix_hit), int(prefixes))
+    cache = PrefixCache(float(prefix_hit), int(prefixes), float(kv_offload or 0.0) * GIB)
+    if kv_offload is not None and cache.cached(isl) < 1:
+        raise click.UsageError(f"--kv-offload: --prefix-hit {prefix_hit:g} caches no token of a "
+                               f"{isl:,}-token prompt: nothing to offload")
+    return cache
+
+
+def _offload_search_flags(method: str, decode_topology) -> None:
+    """What a search with --kv-offload does not run: the agent (its bounds come from the exact
+    per-op solver, which holds every prefix on the GPU) and two pools on two topologies."""
+    if method in ("ppo", "ppo-paper"):
+        raise click.UsageError(f"--kv-offload: not with --method {method} (its bounds hold every "
+                               "prefix on the GPU); use exact, megatron or a baseline")
+    if decode_topology is not None:
+        raise click.UsageError("--kv-offload: not with --decode-topology (the two-pool loop holds "
+                               "every prefix on the GPU)")
+
+
+def _offload_checks(prefix, profile, topo) -> None:
+    """--kv-offload needs an engine that ships a host tier and the topology's host link."""
+    if prefix is None or not prefix.offload_bytes:
+        return
+    e = ENGINES[profile.name]
+    if not e.kv_offload:
+        raise click.UsageError(f"--kv-offload: the {e.label} engine has no KV-cache offload to "
+                               "host memory; name one that ships it (--engine vllm, sglang or "
+                               "trtllm)")
+    if topo.host_bandwidth_bytes_s <= 0:
+        raise click.UsageError(f"--kv-offload: topology {topo.name} gives no "
+                               "gpu.host_bandwidth_gb_s (each GPU's link to host memory)")
 
 
 def _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length):
@@ -728,7 +765,7 @@ def cli():
 def estimate(model, topology, strategy_text, prefill_text, prefill_workers, decode_text,
              decode_workers, decode_topology, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, precision,
              kv_cache_dtype, isl, osl, engine, concurrency, spec_text, spec_tokens, acceptance,
-             accepted_length, prefix_hit, prefixes, json_, no_color):
+             accepted_length, prefix_hit, prefixes, kv_offload, json_, no_color):
     """Cost one strategy: per-op compute, memory and collectives, then throughput, latency and
     memory per GPU. Exit status 1 if the strategy is invalid (memory, SLO, budget, ...).
 
@@ -744,10 +781,13 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
     m, topo = _load(model, topology, precision, kv_cache_dtype)
     from .specs.strategy import CONCURRENCY, named_keys, parse_strategy, with_coarse
     spec = _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length)
-    prefix = _prefix(phase, prefix_hit, prefixes)
+    prefix = _prefix(phase, prefix_hit, prefixes, kv_offload, isl)
     pooled = prefill_text is not None or decode_text is not None
     if pooled:
         _two_pool_flags(strategy_text, prefill_text, decode_text, phase)
+        if kv_offload is not None:
+            raise click.UsageError("--kv-offload: one pool only (the two-pool loop holds every "
+                                   "prefix on the GPU)")
     elif strategy_text is None:
         raise click.UsageError("--strategy is required (or two pools: --prefill and --decode "
                                "with --phase serve)")
@@ -776,6 +816,7 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
     if phase == "serve":
         from .serving.serve import decode_workload, serve
         profile = _profile(topo, engine)
+        _offload_checks(prefix, profile, topo)
         named = "batch" in named_keys(strategy_text)
         if concurrency is not None:
             row[CONCURRENCY] = concurrency
@@ -791,7 +832,7 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
                                  else seen.kernels.as_dict(),
                                  "concurrency_chosen": concurrency is None and not named,
                                  "speculation": spec_dict(spec),
-                                 "prefix_cache": prefix_dict(prefix, isl)},
+                                 "prefix_cache": prefix_dict(prefix, isl, res)},
                render_serve, topo, profile)
         if not res.valid[0]:
             sys.exit(1)
@@ -963,7 +1004,7 @@ def search(model, topology, method, budget, seed, top, emit, emit_format, emit_f
            request_rate, max_cp,
            decode_topology, slo_percentile, phase, context, tpot_slo_ms, ttft_slo_ms, gpus,
            precision, kv_cache_dtype, isl, osl, engine, spec_text, spec_tokens, acceptance,
-           accepted_length, prefix_hit, prefixes, json_, no_color):
+           accepted_length, prefix_hit, prefixes, kv_offload, json_, no_color):
     """Search the strategy space for the highest tokens/s per GPU that fits memory and the SLO;
     print the best strategies against Megatron's and why the best one wins. Exit status 1 if
     nothing is feasible.
@@ -1005,9 +1046,13 @@ def search(model, topology, method, budget, seed, top, emit, emit_format, emit_f
                                  param_hint="'--top'")
     m, topo = _load(model, topology, precision, kv_cache_dtype)
     spec = _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length)
-    prefix = _prefix(phase, prefix_hit, prefixes)
+    prefix = _prefix(phase, prefix_hit, prefixes, kv_offload, isl)
+    if kv_offload is not None:
+        _offload_search_flags(method, decode_topology)
+    profile = _profile(topo, engine, emit)
+    _offload_checks(prefix, profile, topo)
     problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
-                       _profile(topo, engine, emit), spec, prefix, max_cp)
+                       profile, spec, prefix, max_cp)
     if decode_topology is not None:
         if phase != "serve":
             raise click.UsageError("--decode-topology: only with --phase serve")

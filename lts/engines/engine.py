@@ -45,6 +45,12 @@ class Engine:
     gpu_flags: tuple = ()       # the flags whose product is the GPUs one command asks for
     fp8_kv_dtype: str = ""      # --kv-cache-dtype for an fp8 KV cache ("": no such flag)
     chunked_prefill: bool = True   # splits a long prompt over steps by default
+    # KV-cache offload to host memory (--kv-offload, serving.offload): where the engine ships
+    # it ("": it has none), and whether the host copy includes what the GPU holds (every block
+    # stored to host as computed: True; blocks copied to host only when the GPU evicts them:
+    # False)
+    kv_offload: str = ""
+    offload_inclusive: bool = False
     # the GPU vendors it runs on (a topology's [gpu] vendor); --engine/--emit on another vendor's
     # GPU is refused with one line (cli); each engine module cites the docs of its platforms
     vendors: tuple = ("nvidia",)

@@ -78,6 +78,14 @@ ENGINE = Engine(
     dcp_kinds=("mla", "gqa"),
     flags_version=FLAGS_VERSION, flags_docs=FLAGS_DOCS, disagg_docs=DISAGG_DOCS,
     command="sglang.launch_server",
+    # --enable-hierarchical-cache: an L2 host tier of the radix cache, --hicache-size GB
+    # (decimal, an integer, per rank; overrides --hicache-ratio, default 2.0 x the device
+    # pool); write_through by default, so the host pool holds what the GPU holds too; evicted
+    # nodes are loaded back host -> device before use (sglang 0.5.23
+    # srt/arg_groups/fields/memory.py, srt/mem_cache/pool_host/base.py "host_size * 1e9")
+    kv_offload="sglang 0.5.23 --enable-hierarchical-cache --hicache-size "
+               "(srt/arg_groups/fields/memory.py; srt/mem_cache/pool_host/base.py)",
+    offload_inclusive=True,
     # the GPUs of one command: --tp-size (its attention-DP ranks are inside it) x --pp-size
     gpu_flags=("--tp-size", "--pp-size"),
     fp8_kv_dtype="fp8_e4m3",    # sglang/srt/arg_groups/fields/model.py kv_cache_dtype choices

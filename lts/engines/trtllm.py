@@ -78,6 +78,14 @@ ENGINE = Engine(
             "1.2.1 itself not read), which lts's dcp, tp ranks reused, is not",
     flags_version=FLAGS_VERSION, flags_docs=FLAGS_DOCS, disagg_docs=DISAGG_DOCS,
     command="trtllm-serve",
+    # kv_cache_config.host_cache_size (bytes, each rank's KV cache manager): a block the GPU
+    # evicts is copied to host memory and stays reusable; reused, it is copied back to the GPU
+    # first (tensorrt_llm/llmapi/llm_args.py KvCacheConfig; docs/source/features/kvcache.md
+    # "Enable Offloading to Host Memory", read from the stored NVIDIA/TensorRT-LLM main branch:
+    # not verified in 1.2.1, whose wheel was not at hand)
+    kv_offload="TensorRT-LLM kv_cache_config.host_cache_size (llmapi/llm_args.py KvCacheConfig; "
+               "docs/source/features/kvcache.md; read from main, not verified in 1.2.1)",
+    offload_inclusive=False,
     # the GPUs of one command: --tp_size (attention DP ranks inside it) x --pp_size
     gpu_flags=("--tp_size", "--pp_size"),
     chunked_prefill=False,      # enable_chunked_prefill False (llm_args.py; the profile's notes)

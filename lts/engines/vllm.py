@@ -135,6 +135,15 @@ ENGINE = Engine(
     dcp_kinds=("mla", "gqa"), dcp_kv_rule=True,
     flags_version=FLAGS_VERSION, flags_docs=FLAGS_DOCS, disagg_docs=DISAGG_DOCS,
     command="vllm serve",
+    # --kv-offloading-size GiB (summed over one engine core's pp x tp x pcp ranks) with
+    # --kv-offloading-backend native: the OffloadingConnector stores every computed block to
+    # CPU (store_threshold 0) and loads prefix hits back asynchronously before the request is
+    # scheduled (vllm 0.33.0 config/cache.py CacheConfig.kv_offloading_size, config/vllm.py
+    # _post_init_kv_transfer_config, v1/kv_offload/cpu/spec.py world_size copies,
+    # distributed/kv_transfer/kv_connector/v1/offloading/scheduler.py get_num_new_matched_tokens)
+    kv_offload="vllm 0.33.0 --kv-offloading-size (config/cache.py CacheConfig; native backend: "
+               "the OffloadingConnector, v1/kv_offload/)",
+    offload_inclusive=True,
     # the GPUs of one command: tensor x pipeline x data parallel sizes
     gpu_flags=("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size",
                "--prefill-context-parallel-size"),

@@ -283,6 +283,9 @@ def commands(engine: str, model: ModelSpec, topo: TopologySpec, work: Workload, 
     if extras is not None and getattr(extras, "prefix", None) is not None:
         flags, note = launcher.prefix_flags()
         extra, notes = extra + flags, notes + [note]
+        if getattr(extras, "offloads", False):     # a host tier (--kv-offload)
+            flags, lines, note = launcher.offload_flags(extras.prefix.offload_bytes, model, row)
+            extra, yaml, notes = extra + flags, list(yaml) + lines, notes + [note]
     cmds, more = launcher.command(model, topo, work, row, ref, extra, max_len, key, serve,
                                   yaml=yaml)
     notes = ([ref_note] if ref_note else []) + more + notes

@@ -18,6 +18,11 @@ HEAD_IP, NODE_RANK = "$HEAD_IP", "$NODE_RANK"        # shell variables the user 
 ROUTER_PORT = 8000            # what clients of a two-pool deployment call
 
 
+def plain(x: float) -> str:
+    """A number as a flag value: at most 4 decimals, no exponent, no trailing zeros."""
+    return f"{x:.4f}".rstrip("0").rstrip(".")
+
+
 def eplb_placement(model, ep_size: int, engine: str) -> tuple:
     """(runs, notes) for a MoE ``model`` deployed with the expert-parallel load balancer
     (``FFNSpec.eplb``, its ``redundant_experts``): whether the engine's flags for it go into a
@@ -67,6 +72,12 @@ class Launcher:
 
     def prefix_flags(self) -> tuple:
         """(flags, note) for prefix caching, on by default in every engine lts launches."""
+        raise NotImplementedError
+
+    def offload_flags(self, host_bytes: float, model, row) -> tuple:
+        """(flags, YAML lines of the instance's options file, note) that give each GPU of
+        strategy ``row`` ``host_bytes`` of host memory for the KV cache (--kv-offload,
+        ``serving.offload``)."""
         raise NotImplementedError
 
     def policy_flags(self, profile) -> tuple:

@@ -11,7 +11,7 @@ from ..specs import ModelSpec, TopologySpec
 from ..specs.strategy import BATCH, DCP, EP, EXPERTS, OP_COL, PP, TP, instance_gpus
 from ..specs.workload import Workload
 from .launcher import (HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, eplb_placement, join, nodes,
-                       quote, workers)
+                       plain, quote, workers)
 
 DIST_INIT_PORT = 50000        # --dist-init-addr HEAD_IP:PORT of a multi-node instance
 
@@ -54,6 +54,17 @@ class SGLang(Launcher):
     def prefix_flags(self) -> tuple:
         return ([], "prefix caching: RadixAttention is on by default (sglang 0.5.23 "
                     "sglang/srt/arg_groups/fields/memory.py disable_radix_cache = False)")
+
+    def offload_flags(self, host_bytes: float, model, row) -> tuple:
+        # sglang 0.5.23 srt/arg_groups/fields/memory.py: --enable-hierarchical-cache, and
+        # hicache_size: int "The size of host KV cache memory pool in gigabytes. Overrides
+        # --hicache-ratio"; per rank (one GPU): srt/mem_cache/pool_host/base.py host_size * 1e9
+        gb = max(int(host_bytes // 1e9), 1)
+        return (["--enable-hierarchical-cache", f"--hicache-size {gb}"], [],
+                f"KV offload: {plain(host_bytes / 2**30)} GiB of host memory per GPU for the "
+                f"cached prefixes, --hicache-size {gb} GB per rank (whole decimal GB: sglang "
+                "0.5.23 srt/arg_groups/fields/memory.py hicache_size: int; the host pool "
+                "writes through, so only what exceeds the GPU pool adds prefixes)")
 
     def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
                 extra: list, max_len: int, key=None, serve=None, yaml=()) -> tuple:

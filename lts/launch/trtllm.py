@@ -11,7 +11,7 @@ from ..engines.trtllm import ENGINE
 from ..specs import ModelSpec, TopologySpec
 from ..specs.strategy import BATCH, EP, EXPERTS, OP_COL, PP, TP, instance_gpus
 from ..specs.workload import Workload
-from .launcher import ROUTER_PORT, Launcher, eplb_placement, join, nodes, printf
+from .launcher import ROUTER_PORT, Launcher, eplb_placement, join, nodes, plain, printf
 
 INSTANCE_YAML = "lts-trtllm.yaml"      # one instance's --extra_llm_api_options (attention DP)
 DISAGG_YAML = "lts-disagg.yaml"
@@ -55,6 +55,17 @@ class TRTLLM(Launcher):
     def prefix_flags(self) -> tuple:
         return ([], "prefix caching: KV block reuse is on by default (tensorrt_llm/llmapi/"
                     "llm_args.py KvCacheConfig.enable_block_reuse = True)")
+
+    def offload_flags(self, host_bytes: float, model, row) -> tuple:
+        # tensorrt_llm/llmapi/llm_args.py KvCacheConfig.host_cache_size "Size of the host cache
+        # in bytes", each rank's KV cache manager; docs/source/features/kvcache.md "Enable
+        # Offloading to Host Memory" (read from the stored main branch: 1.2.1 not verified)
+        size = int(host_bytes)
+        return ([], ["kv_cache_config:", f"  host_cache_size: {size}"],
+                f"KV offload: kv_cache_config.host_cache_size {size} bytes per rank "
+                f"({plain(host_bytes / 2**30)} GiB of host memory per GPU) for the cached "
+                "prefixes (tensorrt_llm/llmapi/llm_args.py KvCacheConfig, read from the "
+                "TensorRT-LLM main branch: not verified in 1.2.1)")
 
     def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
                 extra: list, max_len: int, key=None, serve=None, yaml=()) -> tuple:

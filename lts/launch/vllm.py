@@ -13,7 +13,7 @@ from ..specs import ModelSpec, TopologySpec
 from ..specs.strategy import BATCH, CP, DCP, EP, EXPERTS, OP_COL, PP, TP, instance_gpus
 from ..specs.workload import Workload
 from .launcher import (HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, eplb_placement, join, nodes,
-                       quote, workers)
+                       plain, quote, workers)
 
 DP_RPC_PORT, RAY_PORT = 13345, 6379
 
@@ -50,6 +50,24 @@ class VLLM(Launcher):
                 "prefix caching: on by default (vllm 0.19.0 vllm/config/cache.py CacheConfig."
                 "enable_prefix_caching = True); --enable-prefix-caching says so for older "
                 "releases")
+
+    def offload_flags(self, host_bytes: float, model, row) -> tuple:
+        # vllm 0.33.0 config/cache.py CacheConfig.kv_offloading_size: "Size of the KV cache
+        # offloading buffer in GiB. When TP > 1, this is the total buffer size summed across all
+        # TP ranks"; v1/kv_offload/cpu/spec.py splits it over one engine core's world
+        # (config/parallel.py world_size = pp x tp x pcp); each data-parallel rank is its own
+        # engine core with the same flag. --kv-offloading-backend native: the
+        # OffloadingConnector (config/vllm.py _post_init_kv_transfer_config)
+        tp, pp, cp = (int(row[c]) for c in (TP, PP, CP))
+        if attention_dp(model, row)[0]:        # DP ranks of one GPU each (``command``)
+            tp = 1
+        world = tp * pp * cp
+        gib = host_bytes / 2**30
+        return ([f"--kv-offloading-size {plain(gib * world)}", "--kv-offloading-backend native"],
+                [], f"KV offload: {plain(gib)} GiB of host memory per GPU for the cached prefixes, "
+                    f"--kv-offloading-size summed over an engine core's {world} GPU"
+                    f"{'s' if world != 1 else ''} (vllm 0.33.0 config/cache.py CacheConfig."
+                    "kv_offloading_size; native: the OffloadingConnector)")
 
     def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
                 extra: list, max_len: int, key=None, serve=None, yaml=()) -> tuple:

@@ -177,9 +177,16 @@ def _prefix_line(pc: dict | None) -> str:
     """How a serve estimate's prompts meet a prefix cache (empty without --prefix-hit)."""
     if not pc:
         return ""
-    return (f"\n[bold]prefix caching[/] {pc['cached_tokens']} tokens of each prompt cached, "
+    line = (f"\n[bold]prefix caching[/] {pc['cached_tokens']} tokens of each prompt cached, "
             f"not prefilled; {pc['prefixes']} distinct prefix"
             f"{'es' if pc['prefixes'] != 1 else ''} held once")
+    if pc.get("on_gpu") is None:
+        return line
+    copy = f", copied in {pc['copy_ms']:.2f} ms" if pc.get("copy_ms") is not None else ""
+    return (line + f"; host tier {pc['kv_offload_gib']:g} GiB per GPU: a request finds its "
+            f"prefix on the GPU {pc['on_gpu']:.1%}, on the host {pc['on_host']:.1%}{copy}, "
+            f"nowhere {pc['recomputed']:.1%} (recomputed: {pc['effective_hit']:.1%} of the "
+            "prompt tokens hit)")
 
 
 def _spec_line(sp: dict | None) -> str:

@@ -102,7 +102,9 @@ def slo_text(w: dict) -> str:
                                   f"({sp['accepted_length']:.2f} a step)")
         if pc:
             spec += (f", {pc['cached_tokens']} prompt tokens cached ({pc['prefixes']} prefix"
-                     f"{'es' if pc['prefixes'] != 1 else ''})")
+                     f"{'es' if pc['prefixes'] != 1 else ''}"
+                     + (f", {pc['kv_offload_gib']:g} GiB per GPU of host memory for them"
+                        if pc.get("kv_offload_gib") else "") + ")")
         return f"{w['isl']} in / {w['osl']} out tokens per request{spec}, " + \
             (", ".join(x for x in slos if x) or "no SLO")
     if w["phase"] == "decode":
@@ -132,8 +134,18 @@ def spec_dict(spec) -> dict | None:
             "acceptance": spec.acceptance, "accepted_length": num(spec.accepted_length)}
 
 
-def prefix_dict(prefix, isl: int) -> dict | None:
-    """The ``prefix_cache`` object of a serve estimate or search (null without --prefix-hit)."""
+def prefix_dict(prefix, isl: int, res=None) -> dict | None:
+    """The ``prefix_cache`` object of a serve estimate or search (null without --prefix-hit);
+    with a host tier (--kv-offload) its size and, of a serve result ``res``'s first row, where
+    the requests found their prefix and the copy a host hit waits for (``serving.offload``)."""
     if prefix is None:
         return None
-    return {"hit": prefix.hit, "prefixes": prefix.prefixes, "cached_tokens": prefix.cached(isl)}
+    d = {"hit": prefix.hit, "prefixes": prefix.prefixes, "cached_tokens": prefix.cached(isl)}
+    if prefix.offload_bytes:
+        d["kv_offload_gib"] = num(prefix.offload_bytes / GIB)
+    if res is not None and getattr(res, "prefix_split", None) is not None:
+        gpu, host, miss = (float(v) for v in res.prefix_split[0])
+        d.update(on_gpu=num(gpu), on_host=num(host), recomputed=num(miss),
+                 effective_hit=num(prefix.hit * (1.0 - miss)),
+                 copy_ms=num(float(res.copy_s[0]) / host * 1e3) if host > 0 else None)
+    return d

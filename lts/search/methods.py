@@ -382,7 +382,10 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
                                                       np.random.default_rng(seed), top=top,
                                                       progress=progress))
     out = SearchRun(problem, method, budget, seed, sr, time.perf_counter() - t0)
-    if problem.in_engine_space:     # the headroom: the same search over every sharding
+    # a host tier for the cached prefixes (serving.offload) is costed in one pool of an
+    # engine's space: neither the whole per-op space's exact solver nor two pools hold it
+    offload = isinstance(problem, ServeProblem) and problem.offloads
+    if problem.in_engine_space and not offload:   # the headroom: the same search, every sharding
         calls, problem.calls = problem.calls, 0
         with problem.in_space():
             out.any_sharding = every_concurrency(problem, SEARCHERS[method](
@@ -402,7 +405,7 @@ def run(problem: Problem, method: str = "ppo", budget: int = 4000, seed: int = 0
         out.pareto = frontier(out.candidates)
         if request_rate is not None:
             out.sizing = size(problem, out.candidates, request_rate)
-    if serving:     # two pools, also where one pool has nothing feasible
+    if serving and not offload:     # two pools, also where one pool has nothing feasible
         limits = () if out.pareto is None else tpot_limits(out.pareto.tpot_s * 1e3)
         out.disagg, out.disagg_pareto = disaggregate(problem, limits)
         if request_rate is not None:

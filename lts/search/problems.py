@@ -224,6 +224,11 @@ class ServeProblem(Problem):
         return "serve"
 
     @property
+    def offloads(self) -> bool:
+        """Whether the cached prefixes have a host tier (``serving.offload``)."""
+        return serve.offloads(self.prefix, self.isl)
+
+    @property
     def step_topo(self) -> TopologySpec:
         return self.engine.topology(self.topo)
 

@@ -342,7 +342,11 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
     """The optimum of the serve phase over the whole space (every coarse axis, the concurrency
     among them, and every per-op choice), the best strategy of each of the next best coarse
     rows (the top-k), and every strategy on the trade-off frontier (``SearchResult.coarse_best``).
-    See the module docstring for why it is exact; ``budget`` and ``rng`` are unused."""
+    See the module docstring for why it is exact; ``budget`` and ``rng`` are unused. A host
+    tier for the cached prefixes (``serving.offload``) is not in its capacity grid: refused."""
+    if problem.offloads:
+        raise ValueError("the exact per-op serve search holds every cached prefix on the GPU: "
+                         "a host tier is searched in an engine's space")
     t0 = time.perf_counter()
     p, loop = problem, _Loop(problem)
     sp, osl = p.space, p.osl

@@ -14,6 +14,9 @@ default since V1; SGLang's RadixAttention) and prefill only the rest of a prompt
   conversations), each request holding only its own isl - c + osl tokens.
 - **Decode** reads each request's whole context, prefix included (paged attention reads the
   shared blocks once per request).
+- **A host tier** (``offload_bytes`` per GPU, ``--kv-offload``): the prefixes the GPU does not
+  hold live in host memory and are copied back before their request's prefill
+  (``serving.offload``).
 """
 from __future__ import annotations
 
@@ -23,15 +26,19 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class PrefixCache:
     """``hit``: the fraction of each prompt's tokens found in the cache; ``prefixes``: distinct
-    cached prefixes, their KV held once each."""
+    cached prefixes, their KV held once each; ``offload_bytes``: host memory per GPU that holds
+    the prefixes the GPU does not (0: none, every prefix on the GPU; ``serving.offload``)."""
     hit: float
     prefixes: int = 1
+    offload_bytes: float = 0.0
 
     def __post_init__(self):
         if not 0.0 <= self.hit <= 1.0:
             raise ValueError(f"prefix hit {self.hit:g}: expected 0 to 1")
         if self.prefixes < 1:
             raise ValueError(f"prefixes {self.prefixes}: expected at least 1")
+        if not self.offload_bytes >= 0.0:
+            raise ValueError(f"offload bytes {self.offload_bytes:g}: expected at least 0")
 
     def cached(self, isl: int) -> int:
         """Tokens of a prompt of ``isl`` served from the cache: hit x isl, at most isl - 1."""

@@ -60,6 +60,7 @@ from ..engines.profiles import EngineProfile
 from ..specs.strategy import (AT_CAPACITY, BATCH, CONCURRENCY, EP, PP, TP, coarse_rows,
                               instance_gpus, make_row, with_coarse)
 from ..specs.workload import Workload
+from .offload import host_tier
 from .scheduler import step_counts
 from .spec import tokens_per_step
 
@@ -84,6 +85,10 @@ class ServeResult:
     decode_step_s: np.ndarray            # one decode step of the n running requests
     mixed_step_s: np.ndarray             # one step that holds a prefill chunk
     gpus: np.ndarray
+    # with a host tier (serving.offload; else None): [N, 3] the fractions of requests whose
+    # prefix is on the GPU, on the host, nowhere (recomputed); the copy a host hit waits for
+    prefix_split: np.ndarray | None = None
+    copy_s: np.ndarray | None = None
 
     def reason_list(self, i: int) -> list:
         return [r for r in REASONS if self.reasons[i] & REASON_BIT[r]]
@@ -92,7 +97,8 @@ class ServeResult:
         return len(self.valid)
 
     def take(self, idx) -> "ServeResult":
-        return ServeResult(*(getattr(self, f.name)[idx] for f in fields(ServeResult)))
+        return ServeResult(*(None if getattr(self, f.name) is None else getattr(self, f.name)[idx]
+                             for f in fields(ServeResult)))
 
 
 def memory_workload(isl: int, osl: int, gpus: int = 0, cached: int = 0) -> Workload:
@@ -293,14 +299,62 @@ def serve(model, topo, strategies, isl: int, osl: int, best_batch: bool = False,
     cap, fixed, per_request, fixed_reasons = capacity(ev, engine, strategies, isl, osl, gpus,
                                                       draft, prefix)
     cached = prefix.cached(isl) if prefix is not None else 0
+    tier = None
+    if offloads(prefix, isl):
+        tier, cap, fixed, per_request = _host_tier(ev, engine, prefix, isl, gpus, strategies,
+                                                   cap, fixed, per_request)
     if not best_batch:
         return _closed_loop(ev, engine, strategies, isl, osl, cap, fixed, per_request,
                             fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus, attention_dp,
-                            spec, draft, cached)
+                            spec, draft, cached, tier)
     loop = lambda rows, take: _closed_loop(                   # noqa: E731
         ev, engine, rows, isl, osl, cap[take], fixed[take], per_request[take],
-        fixed_reasons[take], tpot_slo_ms, ttft_slo_ms, gpus, attention_dp, spec, draft, cached)
+        fixed_reasons[take], tpot_slo_ms, ttft_slo_ms, gpus, attention_dp, spec, draft, cached,
+        tier.take(take) if tier is not None else None)
     return best_concurrency(loop, strategies, engine.holds(cap))
+
+
+def offloads(prefix, isl: int) -> bool:
+    """Whether a prefix cache has a host tier that holds something (``serving.offload``)."""
+    return prefix is not None and prefix.offload_bytes > 0 and prefix.cached(isl) >= 1
+
+
+def _host_tier(ev: "Evaluator", engine: EngineProfile, prefix, isl, gpus, rows, cap, fixed,
+               per_request) -> tuple:
+    """``offload.host_tier`` of strategy rows on the evaluator's topology: (HostTier, capacity,
+    fixed bytes, bytes per request) [N]; a ValueError where the engine or the topology has no
+    host tier."""
+    eng = ENGINES[engine.name]
+    if not eng.kv_offload:
+        raise ValueError(f"{eng.label} has no KV-cache offload to host memory")
+    bandwidth = ev.topo.host_bandwidth_bytes_s
+    if bandwidth <= 0:
+        raise ValueError(f"topology {ev.topo.name} gives no gpu.host_bandwidth_gb_s")
+    shared = shared_prefix_bytes(ev, prefix, isl, gpus, rows)
+    return host_tier(prefix, lambda f: kv_pool(engine, ev.topo, f, rows), rows, cap, fixed,
+                     per_request, shared, prefix_kv_bytes(ev, prefix.cached(isl), gpus, rows),
+                     bandwidth, eng.offload_inclusive)
+
+
+def prefix_kv_bytes(ev: "Evaluator", cached: int, gpus: int, rows) -> np.ndarray:
+    """The KV cache alone of one prefix of ``cached`` tokens on one GPU of its attention-DP
+    rank [N]: what a host tier holds and copies back (``serving.offload``). A request's bytes
+    per GPU at a context (two memory points, as ``shared_prefix_bytes``) hold its workspace too;
+    the difference between ``cached`` tokens and one is the KV of cached - 1 tokens, to which
+    one token's share is added."""
+    rows = np.atleast_2d(np.asarray(rows, dtype=np.int64))
+    unit = instance_gpus(rows)
+
+    def per_request(tokens):
+        work = prefix_workload(tokens, gpus)
+        one = ev(work, _with_batch(rows, unit)).memory_bytes
+        two = ev(work, _with_batch(rows, 2 * unit)).memory_bytes
+        return rows[:, EP] * (two - one) / unit
+
+    if cached < 2:
+        return per_request(cached)
+    kv = per_request(cached) - per_request(1)
+    return kv * cached / (cached - 1)
 
 
 WINDOW = 16      # concurrencies on each side of the largest within the SLOs that best_concurrency also tries
@@ -352,18 +406,47 @@ def best_concurrency(loop, strategies, limit) -> ServeResult:
 def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_request,
                  fixed_reasons, tpot_slo_ms, ttft_slo_ms, gpus,
                  attention_dp: bool = False, spec=None, draft=None,
-                 cached: int = 0) -> ServeResult:
+                 cached: int = 0, tier=None) -> ServeResult:
     """Steps 2-4 of the module docstring for rows whose batch column is the concurrency C
     (``AT_CAPACITY``: as many as the KV cache and the engine hold). ``attention_dp``: the rows
     of the data-parallel-attention variant (``engines.space.attention_dp``) are scheduled as an
     engine runs them, every rank of their tp groups its own scheduler (an engine's space; in
-    the whole per-op space lts's one scheduler per ep group holds for every row)."""
+    the whole per-op space lts's one scheduler per ep group holds for every row). ``tier``: a
+    host tier of the cached prefixes (``serving.offload.HostTier``), or None."""
     limit = engine.holds(cap)
     conc = strategies[:, CONCURRENCY].astype(np.float64)
     conc = np.where(conc == AT_CAPACITY, np.maximum(limit, 1.0), conc)
     strategies = _with_batch(strategies, conc)
     n = np.maximum(np.minimum(conc, limit), 1.0)               # running requests
     rows = _with_batch(strategies, n)
+    t_dec, t_mix, ttft, tpot, latency = _step_times(ev, engine, strategies, rows, n, isl, osl,
+                                                    gpus, attention_dp, spec, draft, cached)
+    split = copy = None
+    if tier is not None:
+        split, copy, t_mix, ttft, tpot, latency = _with_tier(
+            tier, n, (t_mix, ttft, tpot, latency),
+            lambda m: _step_times(ev, engine, strategies[m], rows[m], n[m], isl, osl, gpus,
+                                  attention_dp, spec, draft, 0)[1:])
+    tokens = n * osl / latency
+    wait = closed_queue_s(conc, n, latency)                     # queued for a running slot
+    ttft = ttft + wait
+    reasons = fixed_reasons | np.where(cap < 1, REASON_BIT["memory"], 0)
+    slo = REASON_BIT["slo"]
+    if tpot_slo_ms:                                           # nan (osl 1) meets any limit
+        reasons |= np.where(tpot > tpot_slo_ms * 1e-3, slo, 0)
+    if ttft_slo_ms:
+        reasons |= np.where(ttft > ttft_slo_ms * 1e-3, slo, 0)
+    gpus_used = instance_gpus(strategies).astype(np.float64)
+    memory = fixed + n * per_request
+    return ServeResult(strategies, reasons == 0, reasons, tokens, tokens / gpus_used, 1.0 / tpot,
+                       ttft, tpot, latency + wait, n, cap,
+                       memory, t_dec, t_mix, gpus_used, split, copy)
+
+
+def _step_times(ev: Evaluator, engine, strategies, rows, n, isl, osl, gpus, attention_dp,
+                spec, draft, cached) -> tuple:
+    """(decode step, mixed step, TTFT, TPOT, request latency) [N] of running batches ``rows``
+    (n requests each, no queue), ``cached`` prompt tokens each not prefilled."""
     c0 = np.full(len(rows), engine.step_overhead_s)
     if spec is not None:      # k draft steps before each verification (serving.spec)
         c0 = c0 + draft_s(draft, spec, isl, osl, gpus, rows)
@@ -378,20 +461,26 @@ def _closed_loop(ev: Evaluator, engine, strategies, isl, osl, cap, fixed, per_re
     dp = np.where(adp, dp * strategies[:, TP], dp)
     ttft, tpot, latency = request_s(*step_counts(engine, mixed, n, dp), t_mix, t_dec, osl,
                                     engine.request_overhead_s)
-    tokens = n * osl / latency
-    wait = closed_queue_s(conc, n, latency)                     # queued for a running slot
-    ttft = ttft + wait
-    reasons = fixed_reasons | np.where(cap < 1, REASON_BIT["memory"], 0)
-    slo = REASON_BIT["slo"]
-    if tpot_slo_ms:                                           # nan (osl 1) meets any limit
-        reasons |= np.where(tpot > tpot_slo_ms * 1e-3, slo, 0)
-    if ttft_slo_ms:
-        reasons |= np.where(ttft > ttft_slo_ms * 1e-3, slo, 0)
-    gpus_used = instance_gpus(strategies).astype(np.float64)
-    memory = fixed + n * per_request
-    return ServeResult(strategies, reasons == 0, reasons, tokens, tokens / gpus_used, 1.0 / tpot,
-                       ttft, tpot, latency + wait, n, cap,
-                       memory, t_dec, t_mix, gpus_used)
+    return t_dec, t_mix, ttft, tpot, latency
+
+
+def _with_tier(tier, n, hit: tuple, miss_of) -> tuple:
+    """(split [N, 3], copy [N], mixed step, TTFT, TPOT, latency) of a host tier at n running
+    requests (``serving.offload``): ``hit`` the loop's (mixed step, TTFT, TPOT, latency) with
+    every prompt hitting, ``miss_of(mask)`` the same of the rows ``mask`` with none; each
+    figure the mean of the two weighted by the miss fraction, a host hit's copy on its TTFT
+    and latency."""
+    on_gpu, on_host, miss = tier.split(n)
+    out = [np.array(v, dtype=np.float64) for v in hit]
+    some = miss > 0
+    if some.any():
+        w = miss[some]
+        for v, m in zip(out, miss_of(some)):
+            v[some] = (1.0 - w) * v[some] + w * m
+    copy = on_host * tier.copy_s()
+    t_mix, ttft, tpot, latency = out
+    return (np.stack([on_gpu, on_host, miss], axis=1), copy, t_mix, ttft + copy, tpot,
+            latency + copy)
 
 
 def as_result(r: ServeResult) -> Result:

@@ -97,6 +97,10 @@ class TopologySpec:
     # compute tray, whose NVLink domain (gpus_per_node) spans 18 trays ([node] host_gpus;
     # 0: the node is one host). Launch commands split an instance over hosts, not NVLink domains.
     host_gpus: int = 0
+    # each GPU's link to its host's memory, one direction ([gpu] host_bandwidth_gb_s: PCIe or
+    # NVLink-C2C; 0: not given): the KV cache offloaded to host memory crosses it
+    # (serving.prefix, --kv-offload)
+    host_bandwidth_bytes_s: float = 0.0
 
     @property
     def gpus_per_host(self) -> int:
@@ -405,6 +409,8 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
         if g.has(key) and gemm.get(fmt, (0.0, 0.0))[i]:
             raise SpecError(path, f"gpu.gemm.{fmt}", f"gives the rate gpu.{key} gives: "
                                                      "give one of them")
+    host_bw = g.get("host_bandwidth_gb_s", float, 0.0, required=False,
+                    minimum=MIN_LINK_GB_S) * GB
     reserve = g.get("hbm_reserve_gib", float, minimum=0.0) * GIB
     if reserve >= hbm:
         raise SpecError(path, "gpu.hbm_reserve_gib",
@@ -446,7 +452,8 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
                         reserve, per_node, nodes, tuple(links), str(path), fp8_eff_c, fp8_eff_m,
                         step_overhead, rexp, coll_eff, vendor, fp4_eff_c, gemm=gemm,
                         grouped=grouped, grouped_tokens=grouped_tokens, kernel_gpu=kernel_gpu,
-                        host_gpus=0 if host_gpus == per_node else host_gpus)
+                        host_gpus=0 if host_gpus == per_node else host_gpus,
+                        host_bandwidth_bytes_s=host_bw)
 
 
 MAX_GROUPED_POINTS = 16    # [gpu.grouped_gemm] tokens_per_expert: at most this many points

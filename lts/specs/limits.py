@@ -12,6 +12,7 @@ MAX_CP = 64                   # --max-cp: context-parallel degrees a search hold
 MAX_GPUS = 2**36              # a measurement's gpus (a topology holds at most 65,536 x 1,048,576)
 MAX_MEASURED = 1e15           # a measured value (tokens/s or ms)
 MIN_MEASURED = 1e-6           # ... and its least (a nanosecond in ms; a token per 11 days)
+MAX_OFFLOAD_GIB = 65_536      # --kv-offload, GiB of host memory per GPU (64 TiB: beyond any host)
 MAX_REQUEST_RATE = 1e9        # --request-rate, requests/s (a billion: beyond any deployment)
 MAX_SEED = 2**63 - 1          # --seed: numpy's generators take seeds 0 .. 2^63-1 here
 MAX_TOP = 1000                # --top: rows to list
