@@ -508,6 +508,7 @@ def _deployment_files(fmt, path, launch, disagg_launch, problem, model_arg) -> l
         where = None
         if path is not None and text is not None:
             where = path if i == 0 else _beside(path, ".two-pools")
+            _check_output(str(where), "--emit-file")
             try:
                 with open(where, "w", encoding="utf-8") as f:
                     f.write(text)
@@ -531,6 +532,15 @@ def _beside(path: str, tag: str) -> str:
     if p.exists() and not p.is_file():
         return path
     return str(p.with_name(p.stem + tag + p.suffix)) if p.suffix else path + tag
+
+
+def _beside_named(path: str, name_tail: str) -> str:
+    """A file beside ``path`` named by its stem and ``name_tail`` (f.toml -> f-engine.toml);
+    a path that is not a regular file's (/dev/null) stays itself, as in ``_beside``."""
+    p = Path(path)
+    if p.exists() and not p.is_file():
+        return path
+    return str(p.with_name(p.stem + name_tail))
 
 
 def _profile(topo, engine: str | None, emit: str | None = None):
@@ -1027,6 +1037,11 @@ def search(model, topology, method, budget, seed, top, emit, emit_format, emit_f
                                "k8s-lws, dynamo)")
     if plot is not None and phase != "serve":
         raise click.UsageError("--plot draws the serving trade-off: it needs --phase serve")
+    read = _inputs(model, topology, decode_topology)
+    _check_output(plot, "--plot", read)
+    _check_output(emit_file, "--emit-file", read)
+    if emit_file:
+        _check_output(str(_beside(emit_file, ".two-pools")), "--emit-file", read)
     if request_rate is not None and phase != "serve":
         raise click.UsageError("--request-rate sizes a serving deployment: it needs --phase serve")
     _check_budget(budget, [method], phase)
@@ -1084,11 +1099,7 @@ def search(model, topology, method, budget, seed, top, emit, emit_format, emit_f
     disagg_launch = launch_disagg(emit, problem, run.disagg, model, precision) \
         if emit and run.disagg is not None and decode_topology is None else None
     if plot is not None:
-        try:
-            with open(plot, "w", encoding="utf-8") as f:
-                f.write(pareto_svg(run))
-        except OSError as e:
-            raise click.ClickException(f"--plot {plot}: {e.strerror or e}") from None
+        _write_file(plot, pareto_svg(run), "--plot", _inputs(model, topology, decode_topology))
     files = _deployment_files(emit_format, emit_file, launch, disagg_launch, problem, model) \
         if launch is not None and (emit_format != "shell" or emit_file is not None) else []
     d = search_dict(run, launch)
@@ -1440,6 +1451,7 @@ def simulate(model, topology, strategy_text, prefill_text, prefill_workers, deco
     render_simulate = _later(".report.simulate", "render_simulate")
     simulate_dict = _later(".report.simulate", "simulate_dict")
     simulate_svg = _later(".report.simulate", "simulate_svg")
+    _check_output(plot, "--plot", _inputs(model, topology, trace_path))
     m, topo = _load(model, topology, precision, kv_cache_dtype)
     pooled = prefill_text is not None or decode_text is not None
     if pooled and (prefill_text is None or decode_text is None):
@@ -1518,17 +1530,59 @@ def simulate(model, topology, strategy_text, prefill_text, prefill_workers, deco
     d = {**simulate_dict(m, topo, profile, rows[0], load, res, summary, pools),
          "slo": slo or None, "warmups": warmups}
     if plot is not None:
-        _write_file(plot, simulate_svg(d), "--plot", (model, topology, trace_path))
+        _write_file(plot, simulate_svg(d), "--plot", _inputs(model, topology, trace_path))
     _print(json_, no_color, d, render_simulate)
 
 
-def _write_file(path: str, text: str, flag: str, inputs=()) -> None:
-    """Write an output file named by ``flag``; one line if it cannot be, and never over one
-    of the command's ``inputs``."""
+def _inputs(model=None, topology=None, *files) -> tuple:
+    """The files a command reads: its model and topology (a shipped name: its file) and the
+    ``files`` given (None: not given)."""
+    from .specs import resolve
+    out = []
+    for kind, name in (("models", model), ("topologies", topology)):
+        if name:
+            try:
+                out.append(str(resolve(kind, name)))
+            except LtsError:          # not a file: the command says so where it reads it
+                pass
+    return tuple(out) + tuple(str(f) for f in files if f)
+
+
+def _check_output(path, flag: str, inputs=()) -> None:
+    """Refuse, before any work, an output lts must not write (one line, exit 2): an empty
+    name, a path that exists but is neither a regular file nor a character device (a folder, a
+    pipe, a socket: writing would fail or block until a reader came; /dev/null and /dev/stdout
+    are written, and a file named beside one is the device itself: ``_beside``), a missing
+    folder, or one of the command's ``inputs`` (the same file under another name or a hard link
+    included: ``os.path.samefile``). None: no output asked for."""
+    import os
+    import stat
+    if path is None:
+        return
+    if not str(path).strip():
+        raise click.UsageError(f"{flag}: an empty file name")
+    p = Path(path)
     try:
-        for ref in inputs:
-            if ref and Path(ref).exists() and Path(ref).resolve() == Path(path).resolve():
-                raise click.UsageError(f"{flag} {path}: is an input of this command")
+        mode = p.stat().st_mode if p.exists() else None
+        if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISCHR(mode)):
+            raise click.UsageError(f"{flag} {path}: is not a file lts can write (a folder, a "
+                                   "pipe or a socket); give a file or a device such as "
+                                   "/dev/null")
+        if not p.resolve().parent.is_dir():
+            raise click.UsageError(f"{flag} {path}: its folder does not exist")
+        for ref in filter(None, inputs):
+            if mode is not None and stat.S_ISREG(mode) and Path(ref).exists() \
+                    and os.path.samefile(p, ref):
+                raise click.UsageError(f"{flag} {path}: is {ref}, an input of this command")
+    except OSError as e:
+        raise click.UsageError(f"{flag} {path}: {e.strerror or e}") from None
+
+
+def _write_file(path: str, text: str, flag: str, inputs=()) -> None:
+    """Write an output file named by ``flag`` (``_check_output`` first); one line naming it if
+    it cannot be written."""
+    _check_output(path, flag, inputs)
+    try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
     except OSError as e:
@@ -1590,10 +1644,10 @@ def sweep(grid, output, jobs, shard, json_, no_color):
     output = output or str(Path(grid).with_suffix(".jsonl"))
     if Path(output).resolve() == Path(grid).resolve():
         raise click.UsageError("-o: the same file as the grid")
-    if not Path(output).resolve().parent.is_dir():
-        raise click.UsageError(f"-o {output}: its folder does not exist")
-    if sw.output_problem(output):
-        raise click.UsageError(f"-o {output}: {sw.output_problem(output)}")
+    _check_output(output, "-o", (grid,))
+    if Path(output).exists() and not Path(output).is_file():
+        raise click.UsageError(f"-o {output}: is not a regular file (a sweep reads its output "
+                               "back to resume)")
     try:
         done = sw.done_keys(sw.read_lines(output))
     except LtsError as e:
@@ -1680,6 +1734,7 @@ def import_(results, model, topology, strategy_text, tp, ep, pp, engine, engine_
     import io
     from .serving import imports
     from .specs.strategy import EP, PP, TP, instance_gpus, make_row, parse_strategy
+    _check_output(output, "-o", _inputs(model, topology, *results))
     m, topo = _load(model, topology, None, "auto")
     if strategy_text is not None:
         for flag in ("tp", "ep", "pp"):
@@ -1710,10 +1765,7 @@ def import_(results, model, topology, strategy_text, tp, ep, pp, engine, engine_
     if output is None:
         click.echo(buf.getvalue(), nl=False)
         return
-    try:
-        Path(output).write_text(buf.getvalue(), encoding="utf-8")
-    except OSError as e:
-        raise click.ClickException(f"{output}: {e.strerror or e}") from None
+    _write_file(output, buf.getvalue(), "-o", _inputs(model, topology, *results))
     click.echo(f"{output}: {len(out)} rows from {len(out) // len(imports.METRICS)} runs")
 
 
@@ -1751,12 +1803,13 @@ def calibrate(measurements, output, overlay, train, holdout, json_, no_color):
     from .serving import calibrate as cal
     from .serving.validate import read_measurements
     from .specs import resolve
-    overlay = overlay or str(Path(output).with_name(Path(output).stem + "-engine.toml"))
-    if Path(overlay).resolve() == Path(output).resolve():
+    _check_output(output, "-o", (measurements,))
+    overlay_flag = "--overlay" if overlay is not None else "--overlay (-o's name with -engine.toml)"
+    overlay = overlay or _beside_named(output, "-engine.toml")
+    device = Path(output).exists() and not Path(output).is_file()      # /dev/null: both there
+    if Path(overlay).resolve() == Path(output).resolve() and not device:
         raise click.UsageError("--overlay: the same file as -o (the topology)")
-    for p in (output, overlay):
-        if not Path(p).resolve().parent.is_dir():
-            raise click.UsageError(f"{p}: its folder does not exist")
+    _check_output(overlay, overlay_flag, (measurements,))
     try:
         meas = read_measurements(measurements)[0]
         base_path = resolve("topologies", meas[0].topology) if meas and meas[0].topology in \
@@ -1766,16 +1819,16 @@ def calibrate(measurements, output, overlay, train, holdout, json_, no_color):
             fit = cal.calibrate(measurements, train, progress=advance, holdout=holdout)
     except LtsError as e:
         raise click.ClickException(str(e)) from None
+    if base_path is not None:       # the topology the rows name: read again, never written
+        _check_output(output, "-o", (str(base_path),))
+        _check_output(overlay, overlay_flag, (str(base_path),))
     note = (f"FITTED by lts calibrate on {Path(measurements).name} ({fit.train_points} points; "
             f"held out {fit.held_points}: median |log2| "
             f"{_f(fit.before['held_out']['median_abs_log2_ratio'])} -> "
             f"{_f(fit.after['held_out']['median_abs_log2_ratio'])})")
-    try:
-        Path(output).write_text(cal.topology_text(base_path, fit, note), encoding="utf-8")
-        Path(overlay).write_text(cal.overlay_text(fit, note, cal.collective_of(fit, base_path)),
-                                 encoding="utf-8")
-    except OSError as e:
-        raise click.ClickException(f"{e.filename}: {e.strerror or e}") from None
+    _write_file(output, cal.topology_text(base_path, fit, note), "-o")
+    _write_file(overlay, cal.overlay_text(fit, note, cal.collective_of(fit, base_path)),
+                overlay_flag)
     d = {"knobs": fit.knobs, "base": fit.base, "identified": fit.identified,
          "engine": fit.engine, "release": fit.release, "train_points": fit.train_points,
          "held_points": fit.held_points, "before": _strip(fit.before), "after": _strip(fit.after),

@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,18 +164,6 @@ def read_grid(path) -> tuple:
         raise SpecError(path, "", f"{len(problems):,} problems, over the {MAX_PROBLEMS:,} a "
                                   "sweep takes (split the grid)")
     return problems, {str(k): float(v) for k, v in prices.items()}
-
-
-def output_problem(out_path) -> str:
-    """Why ``out_path`` cannot hold a sweep's lines ("" when it can): an existing path that is
-    not a regular file (a folder, a device, a pipe: lts reads it back to resume)."""
-    p = Path(out_path)
-    try:
-        if p.exists() and not stat.S_ISREG(p.stat().st_mode):
-            return "is not a regular file (a sweep reads its output back to resume)"
-    except OSError as e:
-        return e.strerror or str(e)
-    return ""
 
 
 def read_lines(out_path) -> dict:

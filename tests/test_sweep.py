@@ -131,7 +131,9 @@ def test_shards_cover_the_grid_and_the_whole_run_solves_nothing_more(tmp_path):
 def test_an_output_that_is_not_a_regular_file(tmp_path):
     (tmp_path / "g.toml").write_text(GRID)
     r = run("sweep", str(tmp_path / "g.toml"), "-o", str(tmp_path))
-    assert r.exit_code == 2 and "is not a regular file" in r.output
+    assert r.exit_code == 2 and "is not a file lts can write" in r.output
+    r = run("sweep", str(tmp_path / "g.toml"), "-o", "/dev/null")     # written, never read back
+    assert r.exit_code == 2 and "is not a regular file (a sweep reads its output back" in r.output
     (tmp_path / "junk.jsonl").write_bytes(b"\xff\xfe null\n5\n[]\n")
     r = run("sweep", str(tmp_path / "g.toml"), "-o", str(tmp_path / "junk.jsonl"), "--json")
     assert r.exit_code == 0 and json.loads(r.stdout)["answered"] == 4
