@@ -175,3 +175,18 @@ def test_two_pool_emit_and_sizing_carry_the_speculation():
     assert prefill and all("--speculative-algorithm NEXTN" in c for c in prefill)
     dep = d["sizing_disagg"]["deployment"]
     assert dep["tpot_ms"] < dep["decode"]["tpot_ms"]
+
+def test_a_limit_names_what_set_it():
+    """k set by the model's MTP layers (no --spec-tokens): the message says so, not as if the
+    user had asked for 17 (issue 38 item 7); a --spec-tokens beyond the limit names the flag."""
+    from dataclasses import replace
+    from lts.serving.spec import speculation
+    from lts.specs import load_model
+    m = replace(load_model("deepseek-v3"), mtp_layers=17)
+    with pytest.raises(ValueError) as e:
+        speculation(m, "mtp", None, None, None)
+    assert str(e.value) == ("17 drafted tokens from DeepSeek-V3's 17 MTP layers (one token "
+                            "each): expected 1 to 16; give --spec-tokens N to draft fewer")
+    with pytest.raises(ValueError, match=r"^20 drafted tokens from --spec-tokens: expected 1 "):
+        speculation(m, "mtp", 20, None, None)
+    assert speculation(m, "mtp", 4, None, None).tokens == 4

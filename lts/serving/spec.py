@@ -103,7 +103,11 @@ def speculation(model: ModelSpec, method: str, tokens: int | None = None,
                          "--accepted-length L (measured mean tokens per step): lts has no "
                          "default for it")
     if not 1 <= k <= MAX_SPEC_TOKENS:
-        raise ValueError(f"{k} drafted tokens: expected 1 to {MAX_SPEC_TOKENS}")
+        # a limit message names what the user set: --spec-tokens, or the model's MTP layers
+        # that set k when it is not given
+        whose = "--spec-tokens" if tokens else f"{model.name}'s {k} MTP layers (one token each)"
+        raise ValueError(f"{k} drafted tokens from {whose}: expected 1 to {MAX_SPEC_TOKENS}"
+                         + ("" if tokens else "; give --spec-tokens N to draft fewer"))
     if acceptance is not None:
         if not 0.0 <= acceptance <= 1.0:
             raise ValueError(f"acceptance {acceptance:g}: expected 0 to 1")
