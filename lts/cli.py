@@ -439,8 +439,12 @@ def _phase_flags(phase: str, any_phase=()) -> None:
         if phase == other and flag in params and _flag_given(flag):
             raise click.UsageError(f"--{flag.replace('_', '-')}: not with --phase {phase} ({why}"
                                    f"; --phase serve bounds both)")
-    given = [f"--{n}" for n in ("isl", "osl", "concurrency", "engine")
-             if n in params and n not in any_phase and _flag_given(n)]
+    # (an --engine-profile overlay holds the serving loop's constants: no other phase reads it)
+    ctx = click.get_current_context()
+    takes = {p.name for p in ctx.command.params}       # (engine_profile is not a kwarg)
+    given = [f"--{n.replace('_', '-')}" for n in ("isl", "osl", "concurrency", "engine",
+                                                  "engine_profile")
+             if n in takes and n not in any_phase and _flag_given(n)]
     if phase != "serve" and given:
         raise click.UsageError(f"{', '.join(given)}: only with --phase serve")
     if phase == "serve" and _flag_given("context"):

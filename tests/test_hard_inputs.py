@@ -184,3 +184,21 @@ def test_empty_strategy_tiny_rates_and_compare_totals(tmp_path):
         "Error: Invalid value for '--seeds x --budget': 1,000,000,000 is above the maximum of "
         "1,000,000 evaluator calls for --methods ppo --phase decode (the largest run finishes "
         "within 60 s on a 2-core machine)")
+
+
+@pytest.mark.parametrize("args", [
+    ["search", "llama3.1-8b", "h100_dgx", "--engine", "vllm"],
+    ["estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1"],
+    ["search", "llama3.1-8b", "h100_dgx", "--phase", "prefill", "--engine", "vllm"],
+], ids=["search-decode", "estimate-decode", "search-prefill"])
+def test_an_engine_overlay_outside_the_serve_phase_is_refused(tmp_path, args):
+    """--engine-profile holds the serving loop's constants: a decode step or a prefill pass
+    never reads them, so the flag is refused there as the other serve-only flags are (issue 38
+    item 6), not accepted and ignored."""
+    overlay = tmp_path / "o.toml"
+    overlay.write_text('[engine]\nname = "vllm"\nrelease = "0.15"\nstep_overhead_us = 2900.0\n')
+    r = run(*args, "--engine-profile", str(overlay))
+    assert r.exit_code == 2 and error(r) == "Error: --engine-profile: only with --phase serve"
+    r = run("search", "llama3.1-8b", "h100_dgx", "--phase", "serve", "--engine", "vllm",
+            "--gpus", "1", "--engine-profile", str(overlay), "--json")
+    assert r.exit_code == 0, r.output
