@@ -457,6 +457,13 @@ def _flag_given(name: str) -> bool:
         click.core.ParameterSource.COMMANDLINE
 
 
+def engine_release_text(version: str) -> bool:
+    """Whether ``version`` of --engine NAME@VERSION reads as a release: an ASCII digit first, at
+    most 40 characters, and numbers lts can order (``Engine.release_for``)."""
+    from .specs.versions import DIGITS, numbers
+    return 0 < len(version) <= 40 and version[0] in DIGITS and bool(numbers(version))
+
+
 class EngineParam(click.ParamType):
     """--engine NAME or NAME@VERSION: the engine's name (what the engine space, --emit and the
     JSON use); the version picks its profile release (``Engine.release_for``), kept in the
@@ -478,9 +485,11 @@ class EngineParam(click.ParamType):
             releases = [r for r in engine.profiles if r]
             if not releases:
                 self.fail(f"{value!r}: {name} has no releases to pick from", param, ctx)
-            if not version[:1].isdigit():
-                self.fail(f"{value!r}: {version!r} is not a version (releases lts models: "
-                          f"{', '.join(releases)})", param, ctx)
+            if not engine_release_text(version):
+                shown = version if len(version) <= 40 else version[:20] + \
+                    f"... ({len(version):,} characters)"
+                self.fail(f"{name + '@' + shown!r}: {shown!r} is not a version (releases lts "
+                          f"models: {', '.join(releases)})", param, ctx)
             if ctx is not None:
                 ctx.meta["lts_engine_version"] = version     # the measured kernels' release
                 release = ctx.meta["lts_engine_release"] = engine.release_for(version)

@@ -26,13 +26,14 @@ release not newer than the engine's (or, when all are newer, the oldest) and rec
 from __future__ import annotations
 
 import json
-import re
 import zipfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+
+from ..specs.versions import numbers, order_key
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "kernels"
 KINDS = ("gemm", "moe", "gen", "ctx", "ar")
@@ -68,18 +69,15 @@ MOE_SCALE_POWER = 0.85
 
 
 def _version(v: str) -> tuple:
-    """Three leading dotted integers (missing ones 0), then an rc number (1.3.0rc20 -> (1, 3,
-    0, -1, 20); 0.5.6.post2 -> (0, 5, 6, 0, 0)): release candidates before their release."""
-    nums = [int(x) for x in re.findall(r"\d+", str(v).split("rc")[0])[:3]]
-    rc = re.search(r"rc(\d+)", str(v))
-    return tuple(nums + [0] * (3 - len(nums))) + ((-1, int(rc.group(1))) if rc else (0, 0))
+    """A release's order (``specs.versions.order_key``: rc before its release)."""
+    return order_key(v)
 
 
 def pick_release(releases, version: str) -> tuple:
     """(release, note): the newest of ``releases`` not newer than ``version``, else the oldest;
     a version with no numbers takes the newest."""
     ordered = sorted(releases, key=_version)
-    if not re.search(r"\d", str(version or "")):
+    if not numbers(version or ""):
         return ordered[-1], f"newest ({ordered[-1]})"
     want = _version(version)
     older = [r for r in ordered if _version(r) <= want]

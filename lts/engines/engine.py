@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from ..specs.versions import numbers
 from .profiles import EngineProfile
 
 
@@ -65,21 +66,21 @@ class Engine:
         ``engine_version``): the newest release not newer than it, by its numeric dotted prefix
         ("0.18.0" -> "0.12" of {"0.12", "0.19"}); older than every release, the oldest; a
         version without numbers ("nightly-...", a branch name) or "", the served ``version``."""
-        want = _numbers(version)
-        numbered = [r for r in self.profiles if _numbers(r)]
+        want = numbers(version)
+        numbered = [r for r in self.profiles if numbers(r)]
         if not want or not numbered:
             return self.version
-        older = [r for r in numbered if _numbers(r) <= want]
-        return max(older, key=_numbers) if older else min(numbered, key=_numbers)
+        older = [r for r in numbered if numbers(r) <= want]
+        return max(older, key=numbers) if older else min(numbered, key=numbers)
 
     @staticmethod
     def same_release(a: str, b: str) -> bool:
         """Whether two versions name one release ("0.12.0", "v0.12" and "0.12" do)."""
         def key(v):
-            numbers = list(_numbers(v))
-            while numbers and numbers[-1] == 0:
-                numbers.pop()
-            return numbers
+            parts = list(numbers(v))
+            while parts and parts[-1] == 0:
+                parts.pop()
+            return parts
         return key(a) == key(b)
 
     @property
@@ -88,21 +89,3 @@ class Engine:
         return self.ep_variants is None
 
 
-def _numbers(version: str) -> tuple:
-    """The leading dotted integers of a version ("1.2.0rc2.post2" -> (1, 2, 0); "v0.12" ->
-    (0, 12); "" -> ())."""
-    out = []
-    text = str(version).strip().lower()
-    text = text[1:] if text.startswith("v") and text[1:2].isdigit() else text
-    for part in text.split("."):
-        digits = ""
-        for ch in part:
-            if not ch.isdigit():
-                break
-            digits += ch
-        if not digits:
-            break
-        out.append(int(digits))
-        if len(digits) < len(part):
-            break
-    return tuple(out)
