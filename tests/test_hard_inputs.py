@@ -86,7 +86,8 @@ def test_huge_strategy_degree_is_a_bad_flag():
      "hidden: 99999999 must be <= 16,777,216"),
     ("model", lambda t: re.sub(r'^name = ".*?"', lambda _: 'name = "a\\u001b[2Jb"', t,
                                flags=re.M),
-     "name: 'a\\x1b[2Jb' contains control characters (expected plain text)"),
+     "name: 'a\\x1b[2Jb' contains control or bidirectional formatting characters (expected "
+     "plain text)"),
     ("model", lambda t: t + "deep = " + "[" * 5000 + "]" * 5000 + "\n",
      "nested too deeply (hundreds of levels of tables or arrays; a model or topology needs 2)"),
     ("topo", lambda t: t.replace("span_gpus = 8 ", "span_gpus = 3 ", 1),
@@ -202,3 +203,27 @@ def test_an_engine_overlay_outside_the_serve_phase_is_refused(tmp_path, args):
     r = run("search", "llama3.1-8b", "h100_dgx", "--phase", "serve", "--engine", "vllm",
             "--gpus", "1", "--engine-profile", str(overlay), "--json")
     assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("char", ["\u202e", "\u2066", "\u200b", "\u2028"],
+                         ids=["RLO", "LRI", "zero-width-space", "line-separator"])
+def test_a_name_with_bidirectional_or_hidden_characters(tmp_path, char):
+    """A bidirectional override or isolate, a zero-width space or a line separator in a file's
+    name: refused as control characters are (they reorder or hide what a terminal shows),
+    shown escaped; in a measurement row's id, the row is skipped with the same words."""
+    path = tmp_path / "m.toml"
+    path.write_text(re.sub(r'^name = ".*?"', f'name = "a{char}b"', MODEL, flags=re.M))
+    r = run("estimate", str(path), "h100_dgx", "--strategy", "tp=1")
+    escaped = "a" + char.encode("unicode_escape").decode() + "b"
+    assert r.exit_code == 1 and error(r) == (
+        f"Error: {path}: name: '{escaped}' contains control or bidirectional formatting "
+        "characters (expected plain text)")
+    csv = tmp_path / "v.csv"
+    csv.write_text("id,model,topology,gpus,tp,ep,pp,precision,isl,osl,concurrency,metric,value,"
+                   f"source\nr{char}1,llama3.1-8b,h100_dgx,1,1,1,1,bf16,1000,100,8,tpot_ms,10,x\n"
+                   "r2,llama3.1-8b,h100_dgx,1,1,1,1,bf16,1000,100,8,tpot_ms,10,x\n")
+    d = json.loads(run("validate", str(csv), "--json").stdout)
+    (skip,) = d["skipped"]
+    assert skip["id"] == f"'r{char.encode('unicode_escape').decode()}1'"
+    assert skip["reason"].endswith("contains control or bidirectional formatting characters "
+                                   "(expected plain text)")

@@ -114,7 +114,7 @@ def test_measurement_rows_a_metric_or_cell_cannot_hold(tmp_path):
     r = run("validate", str(tmp_path / "b.csv"))
     assert r.exit_code == 1 and error(r) == (
         f"Error: no row of {tmp_path / 'b.csv'} could be predicted (1 skipped; row 1: id: "
-        "'a\\nb' contains control characters (expected plain text))")
+        "'a\\nb' contains control or bidirectional formatting characters (expected plain text))")
     d = json.loads(run("validate", str(tmp_path / "b.csv"), "--json").stdout)
     assert d["skipped"][0]["id"] == "'a\\nb'"       # as the reason shows it: no raw line break
     (tmp_path / "c.csv").write_text("id," + "x" * 200000 + ",model\n")

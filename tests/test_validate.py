@@ -70,8 +70,8 @@ def test_validate_small_file(tmp_path):
     (("tp", "99999999999999999999"), "tp: 99999999999999999999 is above the maximum 65,536"),
     (("isl", "99999999999"), "isl: 99999999999 is above the maximum 10,000,000"),
     (("value", "1e300"), "value: '1e300' is not a number from 1e-06 to 1e+15"),
-    (("source", "a\x1b[2Jb"), "source: 'a\\x1b[2Jb' contains control characters (expected "
-                              "plain text)"),
+    (("source", "a\x1b[2Jb"), "source: 'a\\x1b[2Jb' contains control or bidirectional "
+                              "formatting characters (expected plain text)"),
 ])
 def test_a_bad_cell_skips_its_row_with_the_reason(tmp_path, cell, reason):
     """Issue 36: a bad cell skips its row (listed with the reason, in the table and the JSON);
@@ -131,7 +131,8 @@ def test_one_file_of_a_good_row_and_bad_rows_of_every_kind(tmp_path):
         ("short", "short,llama3.1-8b,h100_dgx,1",
          f"has 4 fields: expected {len(cols)}, one per column of the header"),
         ("'a\\x07b'", row(id="a\x07b"),
-         "id: 'a\\x07b' contains control characters (expected plain text)"),
+         "id: 'a\\x07b' contains control or bidirectional formatting characters (expected "
+         "plain text)"),
         ("nomodel", row(id="nomodel", model="gpt-5"),
          "model 'gpt-5' is not shipped, nor a file or folder (relative paths resolve against "
          f"{tmp_path.resolve()})"),

@@ -62,7 +62,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -71,7 +70,7 @@ import numpy as np
 
 from ..engines import ENGINE_NAMES, ENGINES, GENERIC, engine_for_source, version_in_source
 from ..engines.space import from_layout
-from ..specs.errors import LtsError, SpecError, StrategyError, plain
+from ..specs.errors import LtsError, SpecError, StrategyError, has_hidden, hidden_problem, plain
 from ..specs.limits import (MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED,
                            MAX_SIM_REQUESTS, MAX_TOKENS, MIN_MEASURED)
 from . import two_pool
@@ -261,8 +260,8 @@ def _measurement(n: int, raw: dict, fields: int, seen: dict) -> Measurement:
         raise _Skip(f"has {given} fields: expected {fields}, one per column of the header")
     r = {k: (v or "").strip() for k, v in raw.items()}
     for k, v in r.items():
-        if any(unicodedata.category(ch) == "Cc" for ch in v):
-            raise _Skip(f"{k}: {v!r} contains control characters (expected plain text)")
+        if has_hidden(v):
+            raise _Skip(f"{k}: {hidden_problem(v)}")
     if not r["id"]:
         raise _Skip("id: '' is empty: expected a row identifier")
     if r["id"] in seen:

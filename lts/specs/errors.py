@@ -2,6 +2,7 @@
 
 Imports nothing from lts.
 """
+import unicodedata
 
 
 class LtsError(Exception):
@@ -20,9 +21,29 @@ class SpecError(LtsError):
         super().__init__(where + message)
 
 
+# characters a name never shows raw: control (C0, C1: terminal escapes), format (the
+# bidirectional overrides and isolates U+202A-202E, U+2066-2069, zero widths: they reorder or
+# hide what a terminal shows) and line or paragraph separators
+HIDDEN = frozenset(("Cc", "Cf", "Zl", "Zp"))
+
+
+def has_hidden(text: str) -> bool:
+    """Whether ``text`` holds a character of ``HIDDEN``'s categories."""
+    return any(unicodedata.category(ch) in HIDDEN for ch in text)
+
+
+def hidden_problem(value: str) -> str:
+    """The one message for a text value holding ``HIDDEN`` characters ("" when it holds
+    none)."""
+    return f"{value!r} contains control or bidirectional formatting characters (expected plain " \
+        "text)" if has_hidden(value) else ""
+
+
 def plain(text: str) -> str:
-    """A name as typed, or its repr when it holds control characters (terminal escapes)."""
-    return repr(text) if any(ord(ch) < 32 or 127 <= ord(ch) < 160 for ch in text) else text
+    """A name as typed, or its repr when it holds control or bidirectional formatting
+    characters (``has_hidden``): shown escaped, never raw."""
+    text = str(text)
+    return repr(text) if has_hidden(text) else text     # (repr escapes every one of them)
 
 
 class StrategyError(LtsError):

@@ -14,11 +14,10 @@ import dataclasses
 import math
 import os
 import stat
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SpecError
+from .errors import SpecError, has_hidden, hidden_problem
 from .units import DTYPE_BYTES, FORMAT_ALIASES, WEIGHT_FORMATS, weight_format
 
 
@@ -642,9 +641,8 @@ class _Table:
             maximum = MAX_NUMBER if maximum is None else maximum
         if typ is int:
             maximum = MAX_COUNT if maximum is None else maximum
-        if typ is str and any(unicodedata.category(ch) == "Cc" for ch in value):
-            raise SpecError(self.file, self._key(key),
-                            f"{value!r} contains control characters (expected plain text)")
+        if typ is str and has_hidden(value):
+            raise SpecError(self.file, self._key(key), hidden_problem(value))
         if choices is not None and value not in choices:
             raise SpecError(self.file, self._key(key),
                             f"{value!r} is not one of {', '.join(map(repr, choices))}")
