@@ -27,7 +27,7 @@ from .serving.spec import MAX_SPEC_TOKENS
 from .specs import load_model, load_topology, shipped_names, weight_bytes, with_expert_placement
 from .specs.errors import LtsError, StrategyError, plain
 from .specs.strategy import COARSE, DEGREES
-from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_CP, MAX_DEGREE, MAX_GPUS,
+from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_CP, MAX_DEGREE, MAX_ETP, MAX_GPUS,
                            MAX_OFFLOAD_GIB, MAX_REQUEST_RATE, MAX_SEED,
                            MAX_SEEDS, MAX_SERVE_TOP, MAX_SIM_REQUESTS, MAX_TOKENS, MAX_TOP)
 from .specs.units import GIB, KV_DTYPES, weight_format
@@ -414,7 +414,7 @@ def _workload_flags(fn, phases, phase_help):
 
 
 def _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl, engine,
-             spec=None, prefix=None, max_cp=1):
+             spec=None, prefix=None, max_cp=1, max_etp=1):
     """The search problem of the flags: the serve phase's closed loop (its SLOs only when given
     on the command line; ``spec``: speculative decoding), else one decode or prefill step. A
     named engine (``engine`` is its profile) restricts the space to what it runs
@@ -423,8 +423,9 @@ def _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl, 
         return ServeProblem(m, topo, isl, osl,
                             tpot_slo_ms if _flag_given("tpot_slo_ms") else None, ttft_slo_ms,
                             gpus or 0, engine=engine, engine_space=engine.name, spec=spec,
-                            prefix=prefix, max_cp=max_cp)
-    work = replace(_workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus), max_cp=max_cp)
+                            prefix=prefix, max_cp=max_cp, max_etp=max_etp)
+    work = replace(_workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus), max_cp=max_cp,
+                   max_etp=max_etp)
     return Problem(m, topo, chunked(work, engine) if phase == "prefill" else work,
                    engine_space=engine.name)
 
@@ -1011,6 +1012,13 @@ def _infeasible(problem, what: str) -> click.ClickException:
                    "prefill; --phase serve: the prefill pool of two pools); a decode step "
                    "splits the KV cache by tokens over dcp of its tp ranks (--phase decode; "
                    "--phase serve: one pool, the decode pool of two) (docs/design.md §2).")
+@click.option("--moe-tp", "max_etp", type=click.IntRange(1, MAX_ETP), default=1,
+              show_default=True,
+              help="Expert tensor parallelism up to this degree (powers of two, at most tp) in "
+                   "the space: under ffn1/ffn2 = experts each expert split over etp of the tp "
+                   "ranks, the experts over tp x ep / etp groups (the engines' moe_tp x moe_ep; "
+                   "SGLang and TensorRT-LLM run it). A MoE model's; no more GPUs "
+                   "(docs/design.md §2).")
 @click.option("--slo-percentile", type=click.Choice(("50", "90", "99")), default=None,
               help="--phase serve: the limits are on this percentile, not the mean: the top "
                    "deployments are checked by simulating a benchmark run (10 x C requests at "
@@ -1024,7 +1032,7 @@ def _infeasible(problem, what: str) -> click.ClickException:
 @expert_options
 @output_options
 def search(model, topology, method, budget, seed, top, emit, emit_format, emit_file, plot,
-           request_rate, max_cp,
+           request_rate, max_cp, max_etp,
            decode_topology, slo_percentile, phase, context, tpot_slo_ms, ttft_slo_ms, gpus,
            precision, kv_cache_dtype, isl, osl, engine, spec_text, spec_tokens, acceptance,
            accepted_length, prefix_hit, prefixes, kv_offload, json_, no_color):
@@ -1073,6 +1081,9 @@ def search(model, topology, method, budget, seed, top, emit, emit_format, emit_f
                                  f"within {BUDGET_SECONDS} s on a 2-core machine)",
                                  param_hint="'--top'")
     m, topo = _load(model, topology, precision, kv_cache_dtype)
+    if max_etp > 1 and not m.is_moe:
+        raise click.UsageError(f"--moe-tp: {m.name} is dense (expert tensor parallelism splits "
+                               "a MoE model's experts)")
     spec = _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length)
     prefix = _prefix(phase, prefix_hit, prefixes, kv_offload, isl)
     if kv_offload is not None:
@@ -1080,7 +1091,7 @@ def search(model, topology, method, budget, seed, top, emit, emit_format, emit_f
     profile = _profile(topo, engine, emit)
     _offload_checks(prefix, profile, topo)
     problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
-                       profile, spec, prefix, max_cp)
+                       profile, spec, prefix, max_cp, max_etp)
     if decode_topology is not None:
         if phase != "serve":
             raise click.UsageError("--decode-topology: only with --phase serve")

@@ -75,7 +75,8 @@ from lts.specs import attention_params
 from lts.specs.model import WEIGHT_GROUPS
 from lts.specs.units import WEIGHT_FORMATS
 from lts.specs.model import BlockSparse, Chunk, Compressed
-from lts.specs.strategy import BATCH, CP, DCP, DIM0, DIM1, EP, EXPERTS, N_COARSE, NONE, OPS, PP, TP
+from lts.specs.strategy import (BATCH, CP, DCP, DIM0, DIM1, EP, ETP, EXPERTS, N_COARSE, NONE, OPS,
+                                PP, TP)
 
 COMPAT = ("kv_per_microbatch", "moe_layout_everywhere", "ffn_fractional_t_rows")
 # "engine" is set by a search problem restricted to an engine's space (lts.search.problems), never by the
@@ -227,6 +228,8 @@ class _Ctx:
         self.cp = int(row[CP])          # context parallelism: a prefill's tokens over cp ranks
         self.dcp = int(row[DCP])        # decode context parallelism: the cache's tokens over
         #                                 dcp ranks of the tp group, heads over tp / dcp groups
+        self.etp = int(row[ETP])        # expert tensor parallelism: under `experts` each expert
+        #                                 split over etp ranks of the tp group
         self.p = float(self.tp)
         a, f, prec = model.attention, model.ffn, model.precision
         self.wb, self.kvb, self.ab = prec.weight_bytes, prec.kv_bytes, prec.act_bytes
@@ -1042,7 +1045,9 @@ def ffn(c, which, choice, lin, moe):
     tokens = c.mb * c.tps                          # tokens routed per micro-batch step
     if c.work.phase == "mixed":
         tokens += c.chunk_mb
-    e_rank_x = math.ceil(e_loc / p)                # experts per rank under `experts`
+    # experts per expert group of etp ranks under `experts` (tp / etp groups per tp group)
+    etp = float(c.etp) if moe else 1.0
+    e_rank_x = math.ceil(e_loc / max(p / etp, 1.0))
     frac_t = "ffn_fractional_t_rows" in c.compat
     t_pairs = pairs / p if frac_t else c.rows_t * k
     # whole sequences: this rank's ceil(seqs/tp) of its own tp group, in every ep group
@@ -1072,8 +1077,9 @@ def ffn(c, which, choice, lin, moe):
         fr, npairs, ex, toks = 1.0, pairs, e_loc, tokens
     elif choice == NONE:
         fr, npairs, ex, toks = 1.0, t_pairs, e_loc, t_tokens
-    elif moe:              # experts: whole experts per rank, the tokens routed to them
-        fr, npairs, ex, toks = 1.0, pairs * e_rank_x / e_loc, e_rank_x, tokens
+    elif moe:              # experts: whole experts per expert group, the tokens routed to
+        # them, each of its etp ranks a 1/etp share of each expert's intermediate width
+        fr, npairs, ex, toks = frac(inter, etp), pairs * e_rank_x / e_loc, e_rank_x, tokens
     else:                  # `experts` on a dense FFN: replicated weights, a share of the tokens
         fr, npairs, ex, toks = 1.0, t_pairs, 1.0, t_tokens
     # expected expert copies that receive a token: only their weights are read (docs/design.md
@@ -1084,8 +1090,9 @@ def ffn(c, which, choice, lin, moe):
         npairs *= float(busiest(f, ex, toks))
     in_w = h if which == 1 else inter
     out_w = inter * up_mats if which == 1 else h
-    fin = fr if choice == DIM0 else 1.0
-    fout = fr if choice == DIM1 else 1.0
+    # (an expert over etp ranks: FFN1 split by columns, FFN2 by rows into partial sums)
+    fin = fr if choice == DIM0 or (moe and choice == EXPERTS and which == 2) else 1.0
+    fout = fr if choice == DIM1 or (moe and choice == EXPERTS and which == 1) else 1.0
     flops = 2.0 * npairs * w_exp * fr
     wb, wbr, peak = c.fmts["experts" if moe else "dense_ffn"]
     if moe:   # routed experts: a grouped GEMM, compute by tokens per active expert
@@ -1137,12 +1144,16 @@ def ffn(c, which, choice, lin, moe):
         # the routed copies travel at the experts' width (a latent MoE's latent)
         lw = f.latent or h
         # the busiest ep group receives I times the mean of the routed copies
-        colls.append(("all-to-all", "ep", c.rows * k * lw * c.ab / (p if split else 1.0)
+        # (`experts` over etp ranks: each copy to, and partial sums from, the etp ranks of
+        # its expert's group)
+        share = p / etp if choice == EXPERTS else p
+        colls.append(("all-to-all", "ep", c.rows * k * lw * c.ab / (share if split else 1.0)
                       * float(busiest(f, e_loc, tokens))))
     if choice == EXPERTS and (lin == T or lout == T):
         # the busiest rank receives I times its experts' mean share of the copies
         colls.append(("all-to-all", "tp", c.rows_t * k * (f.latent if moe and f.latent else h)
-                      * c.ab * (float(busiest(f, e_rank_x, tokens)) if moe else 1.0), True))
+                      * c.ab * (float(busiest(f, e_rank_x, tokens)) if moe else 1.0) * etp,
+                      True))
     return _Op(c, flops, nbytes, weights, colls=colls, compute_s=compute_s), lout
 
 
@@ -1298,6 +1309,10 @@ def evaluate(model, topo, work, row, compat=()):
         reasons.add("context-parallel")
     if tp % c.dcp:
         reasons.add("divisibility")
+    if tp % c.etp:
+        reasons.add("divisibility")
+    if c.etp > 1 and (not model.is_moe or ch["ffn1"] != EXPERTS):   # etp: `experts` only
+        reasons.add("experts")
 
     L = model.layers
     lp = L // pp

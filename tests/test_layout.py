@@ -16,26 +16,33 @@ DENSE = load_model("llama3.1-8b")
 
 
 @pytest.mark.parametrize("layout, want", [
-    ((1, 1, 1, 1), (1, 1, MEGATRON)),
-    ((4, 1, 4, 1), (4, 1, MEGATRON)),             # tensor-parallel attention and experts
-    ((4, 1, 1, 4), (4, 1, EXPERT_CHOICES)),       # whole experts over the tp group
-    ((1, 4, 1, 4), (1, 4, MEGATRON)),             # attention DP, experts spread over the ranks
-    ((1, 4, 4, 1), (4, 1, DP_ATTENTION)),         # attention DP, experts tensor-parallel
-    ((1, 16, 4, 4), (4, 4, DP_ATTENTION)),        # attention DP over 16, experts tp 4 x ep 4
-    ((2, 2, 2, 2), (2, 2, MEGATRON)),             # tp 2 inside 2 DP groups, experts tp 2 ep 2
-    ((2, 2, 1, 4), (2, 2, EXPERT_CHOICES)),
-    ((4, 4, 1, 16), (4, 4, EXPERT_CHOICES)),
+    ((1, 1, 1, 1), (1, 1, MEGATRON, 1)),
+    ((4, 1, 4, 1), (4, 1, MEGATRON, 1)),          # tensor-parallel attention and experts
+    ((4, 1, 1, 4), (4, 1, EXPERT_CHOICES, 1)),    # whole experts over the tp group
+    ((1, 4, 1, 4), (1, 4, MEGATRON, 1)),          # attention DP, experts spread over the ranks
+    ((1, 4, 4, 1), (4, 1, DP_ATTENTION, 1)),      # attention DP, experts tensor-parallel
+    ((1, 16, 4, 4), (4, 4, DP_ATTENTION, 1)),     # attention DP over 16, experts tp 4 x ep 4
+    ((2, 2, 2, 2), (2, 2, MEGATRON, 1)),          # tp 2 inside 2 DP groups, experts tp 2 ep 2
+    ((2, 2, 1, 4), (2, 2, EXPERT_CHOICES, 1)),
+    ((4, 4, 1, 16), (4, 4, EXPERT_CHOICES, 1)),
+    # experts split both ways inside the attention group: lts's etp (moe_tp = etp, moe_ep =
+    # tp x ep / etp): serving_moe.csv's TensorRT-LLM rows, SGLang --tp-size 8 --ep-size 4
+    ((4, 1, 2, 2), (4, 1, EXPERT_CHOICES, 2)),
+    ((8, 1, 2, 4), (8, 1, EXPERT_CHOICES, 2)),
+    ((4, 2, 2, 4), (4, 2, EXPERT_CHOICES, 2)),
 ])
 def test_layouts_lts_costs(layout, want):
-    tp, ep, choices = from_layout(MOE, *layout)
-    assert (tp, ep, tuple(choices)) == want
+    tp, ep, choices, etp = from_layout(MOE, *layout)
+    assert (tp, ep, tuple(choices), etp) == want
     assert tp * ep == layout[0] * layout[1]       # the same GPUs
+    assert (etp, tp * ep // etp) == (layout[2], layout[3]) or choices != EXPERT_CHOICES \
+        or etp == 1
 
 
 @pytest.mark.parametrize("layout, message", [
-    ((4, 1, 2, 2), "attention tp 4 x dp 1 with experts over moe tp 2 x ep 2 is not a layout lts "
-                   "costs (its experts are split over the attention group either by tensor or "
-                   "by expert, not both)"),
+    ((2, 2, 4, 1), "attention tp 2 x dp 2 with experts over moe tp 4 x ep 1 is not a layout lts "
+                   "costs (each expert's tensor split, moe_tp 4, must divide the attention tp 2: "
+                   "lts's etp)"),
     ((4, 1, 2, 1), "attention_tp x attention_dp = 4 GPUs but moe_tp x moe_ep = 2"),
     ((0, 1, 1, 1), "every size must be at least 1"),
 ])
@@ -46,7 +53,7 @@ def test_layouts_refused(layout, message):
 
 
 def test_dense_layouts():
-    assert from_layout(DENSE, 8, 1, 8, 1) == (8, 1, MEGATRON)
+    assert from_layout(DENSE, 8, 1, 8, 1) == (8, 1, MEGATRON, 1)
     with pytest.raises(ValueError, match="attention_dp 2 on a dense model"):
         from_layout(DENSE, 4, 2, 8, 1)
 
@@ -70,7 +77,7 @@ def test_validate_reads_layouts_and_quantization(tmp_path):
         "fp4,minimax-m2.5,b200_dgx,4,,,,fp4,1024,128,16,tpot_ms,20,x,,vllm,,4,1,4,1,nvfp4,nvfp4",
         "oss,gpt-oss-120b,h200_dgx,1,1,1,1,fp4,1024,128,16,tpot_ms,5,x,\"tp=1,ep=1,pp=1\",vllm,,"
         "1,1,1,1,nvfp4,nvfp4",
-        "mix,minimax-m2.5,h200_dgx,4,,,,fp8,1024,128,16,tpot_ms,20,x,,vllm,,4,1,2,2,fp8,fp8")
+        "mix,minimax-m2.5,h200_dgx,4,,,,fp8,1024,128,16,tpot_ms,20,x,,vllm,,4,2,8,1,fp8,fp8")
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)
     rows = {row["id"]: row for row in d["rows"]}
@@ -82,10 +89,10 @@ def test_validate_reads_layouts_and_quantization(tmp_path):
     assert (rows["fp4"]["weights"], rows["fp4"]["kv_cache"]) == ("nvfp4", "bf16")
     assert rows["oss"]["weights"] == "mxfp4"         # an fp4 kind: gpt-oss's own MXFP4
     skipped = {s["id"]: s["reason"] for s in d["skipped"]}
-    assert skipped == {"mix": "layout 4/1/2/2 (attention tp/dp, moe tp/ep): attention tp 4 x "
-                              "dp 1 with experts over moe tp 2 x ep 2 is not a layout lts costs "
-                              "(its experts are split over the attention group either by "
-                              "tensor or by expert, not both)"}
+    assert skipped == {"mix": "layout 4/2/8/1 (attention tp/dp, moe tp/ep): attention tp 4 x "
+                              "dp 2 with experts over moe tp 8 x ep 1 is not a layout lts costs "
+                              "(each expert's tensor split, moe_tp 8, must divide the attention "
+                              "tp 4: lts's etp)"}
     assert set(d["summary"]["by_model"]) == {"minimax-m2.5", "gpt-oss-120b"}
 
 

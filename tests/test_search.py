@@ -219,9 +219,9 @@ def test_ppo_global_restart_leaves_the_expert_split_uniform():
     cfg = ppo.PPOConfig()
     assert cfg.global_uniform and not ppo.PPOConfig.paper().global_uniform
     switch = tuple(OP_COL[op] for op in ("router", "ffn1", "ffn2"))
-    sizes = (4, 3, 5, 1, 1, 6) + n_choices(True)       # tp, ep, pp, cp, dcp, batch, the ops
+    sizes = (4, 3, 5, 1, 1, 1, 6) + n_choices(True)    # tp, ep, pp, cp, dcp, etp, batch, ops
     assert len(sizes) == N_COARSE + len(n_choices(True))
-    row = np.array([1, 0, 4, 0, 0, 2] + [1] * len(n_choices(True)))
+    row = np.array([1, 0, 4, 0, 0, 0, 2] + [1] * len(n_choices(True)))
     starts = np.concatenate([[0], np.cumsum(sizes)])
     for c, heads in ((cfg, switch), (ppo.PPOConfig(global_uniform=False), ())):
         b = proposer.restart_bias(sizes, row, "global", c, switch)

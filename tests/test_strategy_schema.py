@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lts.specs.errors import StrategyError
-from lts.specs.strategy import (AXES, BATCH, COARSE, COL, CP, DCP, DEGREES, EP, KEY_BITS, MEGATRON,
+from lts.specs.strategy import (AXES, BATCH, COARSE, COL, CP, DCP, DEGREES, EP, ETP, KEY_BITS, MEGATRON,
                                 N_COARSE, PP, TP, WIDTH, Space, coarse_dict, coarse_key,
                                 coarse_rows, format_strategy, instance_gpus, instance_index,
                                 key_exact, make_row, parse_strategy, placement, strategy_dict,
@@ -24,19 +24,20 @@ degree = st.integers(1, (1 << 8) - 1)
 
 
 def test_columns_follow_the_axes():
-    assert COARSE == ("tp", "ep", "pp", "cp", "dcp", "batch") and N_COARSE == len(AXES)
-    assert (TP, EP, PP, CP, DCP, BATCH) == tuple(COL[n] for n in COARSE)
+    assert COARSE == ("tp", "ep", "pp", "cp", "dcp", "etp", "batch") and N_COARSE == len(AXES)
+    assert (TP, EP, PP, CP, DCP, ETP, BATCH) == tuple(COL[n] for n in COARSE)
     assert DEGREES == ("tp", "ep", "pp", "cp") and WIDTH == N_COARSE + len(MEGATRON)
 
 
-@given(degree, degree, degree, degree, st.integers(1, 64), st.integers(1, 4096))
-def test_row_helpers_are_the_arithmetic(tp, ep, pp, cp, dcp, batch):
-    row = make_row(tp=tp, ep=ep, pp=pp, cp=cp, dcp=dcp, batch=batch)
-    assert list(row) == [tp, ep, pp, cp, dcp, batch, *MEGATRON]
-    assert int(instance_gpus(row)) == tp * ep * pp * cp          # dcp: tp's own ranks
+@given(degree, degree, degree, degree, st.integers(1, 64), st.integers(1, 64),
+       st.integers(1, 4096))
+def test_row_helpers_are_the_arithmetic(tp, ep, pp, cp, dcp, etp, batch):
+    row = make_row(tp=tp, ep=ep, pp=pp, cp=cp, dcp=dcp, etp=etp, batch=batch)
+    assert list(row) == [tp, ep, pp, cp, dcp, etp, batch, *MEGATRON]
+    assert int(instance_gpus(row)) == tp * ep * pp * cp          # dcp, etp: tp's own ranks
     assert coarse_dict(row) == {"tp": tp, "ep": ep, "pp": pp, "cp": cp, "dcp": dcp,
-                                "batch": batch}
-    assert list(with_coarse(row, batch=7)[:N_COARSE]) == [tp, ep, pp, cp, dcp, 7]
+                                "etp": etp, "batch": batch}
+    assert list(with_coarse(row, batch=7)[:N_COARSE]) == [tp, ep, pp, cp, dcp, etp, 7]
     assert np.array_equal(coarse_rows([row[:N_COARSE]])[0], row)
     # ranks tp innermost, then cp, ep, pp
     assert placement(coarse_dict(row)) == {"tp": (tp, 1.0), "cp": (cp, tp), "ep": (ep, tp * cp),
@@ -46,11 +47,12 @@ def test_row_helpers_are_the_arithmetic(tp, ep, pp, cp, dcp, batch):
     assert np.array_equal(parse_strategy(format_strategy(row)), row)
     assert (",cp=" in format_strategy(row)) == (cp != 1)
     assert ("dcp=" in format_strategy(row)) == (dcp != 1)
+    assert ("etp=" in format_strategy(row)) == (etp != 1)
     assert {k: v for k, v in strategy_dict(row).items() if k != "ops"} == coarse_dict(row)
 
 
-@given(st.lists(st.tuples(degree, degree, degree, st.integers(1, 127), st.integers(1, 127),
-                          st.integers(0, (1 << 20) - 1)),
+@given(st.lists(st.tuples(degree, st.integers(1, 1023), degree, st.integers(1, 63),
+                          st.integers(1, 63), st.integers(1, 63), st.integers(0, (1 << 18) - 1)),
                 min_size=2, max_size=30))
 def test_coarse_key_orders_rows_as_their_values(rows):
     """The packed key sorts rows lexicographically (first axis slowest) and is one-to-one."""
@@ -84,7 +86,7 @@ def test_make_row_and_parse_name_the_axes():
     with pytest.raises(TypeError, match="unknown axis 'cq'"):
         make_row(cq=2)
     with pytest.raises(StrategyError,
-                       match=r"unknown key .cq. \(expected tp, ep, pp, cp, dcp, batch or"):
+                       match=r"unknown key .cq. \(expected tp, ep, pp, cp, dcp, etp, batch or"):
         parse_strategy("tp=2,cq=2")
 
 
@@ -101,7 +103,7 @@ def _with_axis(dst: Path) -> Path:
     path = dst / "lts" / "specs" / "strategy.py"
     src = path.read_text()
     edits = [
-        ('    Axis("ep", True, 11,', '    Axis("ep", True, 9,'),
+        ('    Axis("ep", True, 10,', '    Axis("ep", True, 8,'),
         ('    Axis("pp", True, 8, MAX_DEGREE, "pipeline stages: the layers split in order"),',
          '    Axis("pp", True, 8, MAX_DEGREE, "pipeline stages: the layers split in order"),\n'
          '    Axis("xp", True, 2, MAX_DEGREE, "an added degree"),'),

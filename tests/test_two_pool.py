@@ -21,8 +21,8 @@ ENGINE = ENGINES["sglang"].profile.for_gpu(TOPO)
 
 
 def layout(*sizes):
-    tp, ep, choices = from_layout(MODEL, *sizes)
-    row = make_row(tp=tp, ep=ep)
+    tp, ep, choices, etp = from_layout(MODEL, *sizes)
+    row = make_row(tp=tp, ep=ep, etp=etp)
     row[N_COARSE:] = choices
     return row
 

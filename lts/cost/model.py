@@ -27,10 +27,11 @@ import numpy as np
 
 from . import latency
 from .layouts import (CONVERSION, F, LAYOUT_NAMES, MODE_IN, MODE_OUT, PT, SLOT, SLOT_MODES, SLOTS,
-                      T, check_choices, pack)
+                      T, check_choices, field, pack)
 from .tables import REASON_BIT, REASONS, Tables, append_tables, build_tables
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import N_COARSE, OPS, PP, TP, coarse_key, key_exact, key_fields
+from ..specs.strategy import (ETP, EXPERTS, N_COARSE, OPS, PP, TP, coarse_key, key_exact,
+                               key_fields)
 from .walk import Walk, fuse, fused_walk, walk
 from ..specs.workload import Workload
 
@@ -164,6 +165,9 @@ def _times(model, tables, fz, g, at, code):
     rows g (rows ``at`` of ``fz``) and packed choices ``code``."""
     (attn, between, ffn, ffn_d, first, last, send,
      layer_w, ffn_w, ffn_dw, emb_w, tail_w, bad, alone, alone_w) = fused_walk(fz, at, code, model)
+    # etp > 1 only under ffn1 = experts (``walk.etp_ok``)
+    bad = bad | np.where((tables.coarse[g, ETP] == 1) | (field(code, "ffn1", "ffn1") == EXPERTS),
+                         0, REASON_BIT["experts"])
     lp, pp = tables.layers_per_stage[g], tables.pp[g]
     slowest = stage_max(model, lp, pp, attn, between, ffn, ffn_d, first, last, send, alone)
     memory = stage_memory(model, lp, pp, layer_w, ffn_w, ffn_dw, emb_w, tail_w,

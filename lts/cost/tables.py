@@ -19,13 +19,13 @@ from . import collectives as coll
 from . import kv
 from .expert_load import busiest
 from .layouts import (CONVERSION, F, FFN1_MODES, FFN2_MODES, MAX_MODES, MODE_DIM0, MODE_DIM1,
-                      MODE_EXPERTS, MODE_NONE, MODE_NONE_T, N_LAYOUTS, P, POINTS, PT, SLOT,
+                      MODE_EXPERTS, MODE_EXPERTS_T, MODE_NONE, MODE_NONE_T, N_LAYOUTS, P, POINTS, PT, SLOT,
                       SLOT_MODES, SLOTS, T)
 from ..specs import WEIGHT_GROUPS, ModelSpec, TopologySpec, attention_params, compressor_params
 from ..specs.model import BlockSparse, Compressed, Mamba2Spec
 from ..specs.units import WEIGHT_FORMATS
-from ..specs.strategy import (BATCH, COL, CP, DCP, DEGREES, EP, EXPERTS, PP, TP, instance_gpus,
-                               placement)
+from ..specs.strategy import (BATCH, COL, CP, DCP, DEGREES, EP, ETP, EXPERTS, PP, TP,
+                               instance_gpus, placement)
 from ..specs.workload import Workload, compose_step, prefill_steps
 
 # validity reasons (bit flags) and their messages
@@ -172,6 +172,11 @@ class _Shape:
         # the tp group's attention becomes heads over tp/dcp rank groups and the cache's tokens
         # over dcp ranks (``_dcp_modes``, ``_fill_decode_context_parallel``)
         self.dcp = coarse[:, DCP].astype(np.float64)
+        # expert tensor parallelism (the ``etp`` axis, no more GPUs): under ffn1/ffn2 = experts
+        # each routed expert split by its intermediate width over etp consecutive tp ranks, the
+        # experts over the stage's tp x ep / etp expert groups (``_ffn_layer``, ``_routed``,
+        # ``_ffn_collectives``); the other FFN choices are as at etp = 1
+        self.etp = coarse[:, ETP].astype(np.float64)
         self.rows = self.seqs * self.tps                            # tokens per tp group
         self.seqs_t = np.ceil(self.seqs / self.tp)                   # sequences per rank under T
         self.rows_t = self.seqs_t * self.tps
@@ -1229,14 +1234,16 @@ def _fill_empty(b: _Builder, slot, modes):
         b.put(slot, mode, 0.0, 0.0, launch=False)
 
 
-def dispatch_bytes(s: _Shape, split, load=1.0):
+def dispatch_bytes(s: _Shape, split, load=1.0, etp=1.0):
     """Bytes the busiest rank moves in a MoE dispatch (or combine) all-to-all: every routed copy
     of a token's hidden state (tokens x top_k x hidden; a latent MoE's latent, FFNSpec.latent),
     a 1/tp share when the tokens are split over the tp group, times ``load``, the busiest ep
     group's share of the routed copies over the mean (``cost.expert_load``: it receives that
-    many, the others wait for it); nothing without expert parallelism."""
+    many, the others wait for it); nothing without expert parallelism. ``etp``: the experts'
+    tensor-parallel ranks under `experts` (each copy reaches all etp ranks of its expert's
+    group, and each sends its partial sums back: a 1/(tp/etp) share)."""
     lw = s.m.ffn.expert_width(s.h)
-    return s.rows * s.top_k * lw * s.ab / (s.tp if split else 1.0) * load * (s.ep > 1)
+    return s.rows * s.top_k * lw * s.ab / (s.tp / etp if split else 1.0) * load * (s.ep > 1)
 
 
 def _active(s, experts_rank, tokens):
@@ -1262,7 +1269,8 @@ class _FFN:
     pairs: object      # (token, expert) pairs per tp group
     shared: float      # shared-expert width (0: none)
     tokens: object     # tokens routed per micro-batch step
-    e_rank_x: object   # experts per rank under the `experts` choice
+    e_rank_x: object   # experts per rank under the `experts` choice (per expert group of etp
+    #                    ranks, each rank 1/etp of each)
 
     @property
     def group(self) -> str:
@@ -1275,8 +1283,11 @@ def _ffn_layer(s: _Shape, moe: bool, width=None) -> _FFN:
     f = s.m.ffn
     if moe:
         k, e_loc = s.top_k, s.slots / s.ep                # expert copies on each ep rank
+        # `experts`: the ep group's copies over its tp / etp expert groups (an etp that does not
+        # divide tp is refused: ``build_tables``)
         return _FFN(True, float(f.expert_intermediate), k, e_loc, s.rows * k,
-                    float(f.shared_intermediate), s.mb_tokens, np.ceil(e_loc / s.tp))
+                    float(f.shared_intermediate), s.mb_tokens,
+                    np.ceil(e_loc / np.maximum(s.tp / s.etp, 1.0)))
     return _FFN(False, float(width or f.intermediate), 1.0, 1.0, s.rows, 0.0, s.mb_tokens,
                 np.ceil(1.0 / s.tp))
 
@@ -1303,8 +1314,10 @@ def _routed(s: _Shape, x: _FFN, which: int, mode: int):
     elif mode == MODE_NONE_T:   # none on T: each rank its own whole sequences (every ep group;
         # no more than the micro-batch holds: at tp = 1 this is the R mode, one deployment)
         fr, npairs, ex, toks = 1.0, s.rows_t * x.k, x.e_loc, np.minimum(s.rows_t * s.ep, x.tokens)
-    elif x.moe:   # experts: whole experts per rank, tokens of those experts only
-        fr, npairs, ex, toks = 1.0, x.pairs * x.e_rank_x / x.e_loc, x.e_rank_x, x.tokens
+    elif x.moe:   # experts: whole experts per expert group (a 1/etp share of each expert's
+        # intermediate width on each of its etp ranks), tokens of those experts only
+        fr, npairs, ex, toks = (_frac(inter, s.etp), x.pairs * x.e_rank_x / x.e_loc, x.e_rank_x,
+                                x.tokens)
     else:   # `experts` on a dense FFN: replicated weights, each rank a share of whole sequences
         fr, npairs, ex, toks = 1.0, s.rows_t, 1.0, np.minimum(s.rows_t * s.ep, x.tokens)
     act = _active(s, ex, toks) if x.moe else 1.0     # weights of idle experts are not read
@@ -1314,8 +1327,11 @@ def _routed(s: _Shape, x: _FFN, which: int, mode: int):
     flops = 2.0 * npairs * w_exp * fr
     in_w = h if which == 1 else inter
     out_w = inter * up_mats if which == 1 else h
-    fin = fr if mode == MODE_DIM0 else 1.0        # row split: the input is split
-    fout = fr if mode == MODE_DIM1 else 1.0       # column split: the output is split
+    # row split: the input is split; column split: the output is (an expert split over etp
+    # ranks under `experts`: FFN1 by columns, FFN2 by rows, its output partial sums)
+    etp_split = x.moe and mode in (MODE_EXPERTS, MODE_EXPERTS_T)
+    fin = fr if mode == MODE_DIM0 or (etp_split and which == 2) else 1.0
+    fout = fr if mode == MODE_DIM1 or (etp_split and which == 1) else 1.0
     wb, wbr, peak = s.fmt[x.group]
     if x.moe:   # a grouped GEMM: its own weight-read rate; compute by tokens per active expert
         wbr = s.grouped[0]
@@ -1374,7 +1390,8 @@ def _ffn_collectives(s: _Shape, x: _FFN, which: int, choice, lin, lout) -> list:
         # an expert subset send only their share
         split = (lin if which == 1 else lout) in (T, F) or choice == EXPERTS
         colls.append(("all-to-all", "ep",
-                      dispatch_bytes(s, split, expert_load(s, x, x.e_loc, x.tokens))))
+                      dispatch_bytes(s, split, expert_load(s, x, x.e_loc, x.tokens),
+                                     s.etp if choice == EXPERTS else 1.0)))
     if choice == EXPERTS and (lin == T or lout == T):
         # tokens held per rank (T) travel to the rank holding their expert and back (a latent
         # MoE's at its latent width; a dense layer's at hidden)
@@ -1382,7 +1399,10 @@ def _ffn_collectives(s: _Shape, x: _FFN, which: int, choice, lin, lout) -> list:
         # experts' share of them (the routed load: as the ep all-to-all's ``dispatch_bytes``)
         width = s.m.ffn.expert_width(s.h) if x.moe else s.h
         load = expert_load(s, x, x.e_rank_x, x.tokens)
-        colls.append(("all-to-all", "tp", s.rows_t * x.k * width * s.ab * load))
+        # (a MoE's experts split over etp ranks: each copy goes to its expert group's etp ranks
+        # and their partial sums come back to be added, etp times the bytes)
+        etp = s.etp if x.moe else 1.0
+        colls.append(("all-to-all", "tp", s.rows_t * x.k * width * s.ab * load * etp))
     return colls
 
 
@@ -1447,14 +1467,14 @@ def _ffn_mode_shape(s: _Shape, x: _FFN, mode: int) -> tuple:
     expert split over tp ranks, the experts over ep, ``tokens`` distinct tokens entering the
     layer. The tp modes split each expert over the tp group; `none` runs whole experts on every
     tp rank (tp 1), on T its own sequences' tokens; `experts` spreads whole experts over the
-    tp x ep ranks."""
+    tp x ep ranks, each expert over etp of them (moe_tp = etp, moe_ep = tp x ep / etp)."""
     if mode in (MODE_DIM0, MODE_DIM1):
         return s.tp, s.ep, x.tokens
     if mode == MODE_NONE:
         return 1.0, s.ep, x.tokens
     if mode == MODE_NONE_T:
         return 1.0, s.ep, np.minimum(s.rows_t * s.ep, x.tokens)
-    return 1.0, s.ep * s.tp, x.tokens
+    return s.etp, s.ep * s.tp / s.etp, x.tokens
 
 
 def _dense_ffn_measured(s: _Shape, x: _FFN, which: int):
@@ -1671,11 +1691,16 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
     bad |= np.where((s.dcp > 1) & (dcp_off | (s.cp > 1)), REASON_BIT["context-parallel"], 0)
     bad |= np.where(s.tp.astype(np.int64) % s.dcp.astype(np.int64) != 0,
                     REASON_BIT["divisibility"], 0)
+    # expert tensor parallelism: etp of each expert group's ranks, a divisor of tp (SGLang 0.5.23
+    # srt/runtime_context.py derive_parallel_widths: moe_tp = tp // ep // moe_dp; TensorRT-LLM
+    # 1.2.1 moe_tensor_parallel_size x moe_expert_parallel_size = tp_size)
+    bad |= np.where(s.tp.astype(np.int64) % s.etp.astype(np.int64) != 0,
+                    REASON_BIT["divisibility"], 0)
     if model.is_moe:
         # the expert copies (experts + redundant) divide over the ep groups
         bad |= np.where(f.slots % s.ep.astype(np.int64) != 0, REASON_BIT["divisibility"], 0)
     else:
-        bad |= np.where(s.ep > 1, REASON_BIT["experts"], 0)
+        bad |= np.where((s.ep > 1) | (s.etp > 1), REASON_BIT["experts"], 0)
     return Tables(np.asarray(coarse), b.compute, b.memory, b.time, b.intr, b.intrinsic,
                   b.weights, b.kv, kv_layer(model, b.kv, b.latent_copy), conv, conv_bytes, final,
                   send, send_bytes,

@@ -21,7 +21,7 @@ from .layouts import (ER, F, FFN1_OUT, FIXED_IN, MAX_MODES, MODE_OF, MODE_OUT, N
                       PATH, PICK, POINTS, R, SLOT, SLOTS, T, conv_index, field, unfield)
 from .tables import REASON_BIT, Tables
 from ..specs import ModelSpec
-from ..specs.strategy import EXPERTS, NONE, OPS
+from ..specs.strategy import ETP, EXPERTS, NONE, OPS
 
 class Gather:
     """Table lookups for coarse indices ``g`` that broadcast against choice/layout arrays.
@@ -113,6 +113,15 @@ def piece_alone(x: Gather, attn_norm, out_layout):
     w = (x.weight("attn_norm", attn_norm) + x.weight("qkv", m["qkv"])
          + x.weight("out_proj", m["out_proj"]) + x.kv(m["scores"], m["context"]))
     return t, w
+
+
+def etp_ok(x: Gather, ffn1):
+    """Whether the coarse rows' expert tensor parallelism means something with FFN1's choice
+    ``ffn1`` (broadcast against them): etp = 1, or the experts split by expert (ffn1 =
+    experts, which ffn2 must match). etp > 1 under another FFN choice is refused, reason
+    experts (docs/design.md §2: the experts are then already split over the whole tp group, or
+    whole on each rank; costing it as etp = 1 would list each such strategy once per etp)."""
+    return (x.tab.coarse[x.g, ETP] == 1) | (ffn1 == EXPERTS)
 
 
 def piece_ffn(x: Gather, model, ffn_layout, router, ffn1, ffn2, dense: bool = False):
@@ -235,7 +244,7 @@ def walk(tab: Tables, g: np.ndarray, choices: np.ndarray, model: ModelSpec,
     if model.is_moe and model.dense_ffn_layers:
         ffn_d, ffn_dw, _, _ = piece_ffn(x, model, ffn_layout, c["router"], c["ffn1"], c["ffn2"],
                                         dense=True)
-    bad = np.where(pair_ok, 0, REASON_BIT["experts"])
+    bad = np.where(pair_ok & etp_ok(x, c["ffn1"]), 0, REASON_BIT["experts"])
     if not model.is_moe:
         bad |= np.where((c["ffn1"] == EXPERTS) | (c["ffn2"] == EXPERTS), REASON_BIT["experts"], 0)
     between = piece_between(x, out, ffn_layout, attn_layout)

@@ -38,6 +38,11 @@ class Engine:
     dcp_kinds: tuple = ()
     dcp_why: str = ""
     dcp_kv_rule: bool = False
+    # expert tensor parallelism (lts's etp axis: under ffn1/ffn2 = experts each expert split over
+    # etp tp ranks, the engine's moe_tp = etp x moe_ep = tp x ep / etp): whether it runs it, and
+    # where it does not, why, with its source
+    runs_etp: bool = False
+    etp_why: str = ""
     # launch flags (lts.launch): "" where lts writes none
     flags_version: str = ""     # the release whose source the flags were read from
     flags_docs: str = ""        # the files they were read from

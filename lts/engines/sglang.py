@@ -76,6 +76,10 @@ ENGINE = Engine(
     # "--dcp-size must divide --tp-size"; configs/model_config.py get_num_kv_heads: KV heads
     # over tp // dcp groups, at least one each; layers/dcp/comm.py: MHA/GQA and MLA)
     dcp_kinds=("mla", "gqa"),
+    # expert tensor parallelism: --ep-size below --tp-size (sglang 0.5.23 wheel:
+    # srt/runtime_context.py derive_parallel_widths: moe_tp_size = tp_size // moe_ep_size //
+    # moe_dp_size, so --tp-size 8 --ep-size 4 is moe_tp 2 x moe_ep 4)
+    runs_etp=True,
     flags_version=FLAGS_VERSION, flags_docs=FLAGS_DOCS, disagg_docs=DISAGG_DOCS,
     command="sglang.launch_server",
     # --enable-hierarchical-cache: an L2 host tier of the radix cache, --hicache-size GB

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..specs import ModelSpec
-from ..specs.strategy import (CHOICE_NAMES, CP, DCP, DIM0, DIM1, DP_ATTENTION, EP,
+from ..specs.strategy import (CHOICE_NAMES, CP, DCP, DIM0, DIM1, DP_ATTENTION, EP, ETP,
                                EXPERT_CHOICES, EXPERTS, MEGATRON, N_COARSE, NONE, OP_COL, OP_DIMS,
                                OPS, TP, coarse_of, make_row, with_experts)
 from . import REAL_ENGINES, get
@@ -71,11 +71,17 @@ def runnable_mask(engine: str, model: ModelSpec, coarse: np.ndarray, choices) ->
     cp_ok = ((coarse[:, CP] == 1) | runs_cp(engine, model)) & dcp_mask(engine, model, coarse)
     choices = tuple(int(c) for c in choices)
     if not model.is_moe:
-        return ep1 & cp_ok if choices == MEGATRON else np.zeros(len(coarse), bool)
+        return ep1 & cp_ok & (coarse[:, ETP] == 1) if choices == MEGATRON \
+            else np.zeros(len(coarse), bool)
     if choices not in (MEGATRON, EXPERT_CHOICES, DP_ATTENTION):
         return np.zeros(len(coarse), bool)
     if choices == DP_ATTENTION:       # attention data-parallel: no tp group of heads to split
         cp_ok = cp_ok & (coarse[:, DCP] == 1)
+    # expert tensor parallelism: whole experts over the group split over etp ranks each, by an
+    # engine that runs it (``Engine.runs_etp``)
+    eng = get(engine)
+    if not (choices == EXPERT_CHOICES and (eng.runs_etp or eng.whole_space)):
+        cp_ok = cp_ok & (coarse[:, ETP] == 1)
     return cp_ok & (tp1 | (np.ones_like(ep1) if choices in get(engine).ep_variants else ep1))
 
 
@@ -149,6 +155,16 @@ def check(engine: str, model: ModelSpec, row) -> list:
                 f"{a.heads} query heads: it splits only duplicated KV heads (tp above the KV "
                 "heads, dcp at most tp / KV heads, query heads per KV head a multiple of dcp: "
                 "vllm 0.33.0 config/model.py verify_with_parallel_config)"]
+    if row[ETP] > 1 and not eng.whole_space:
+        if not model.is_moe:
+            return [f"{name} cannot run etp={row[ETP]} on a dense model (no experts to split)"]
+        if not eng.runs_etp:
+            return [f"{name} cannot run etp={row[ETP]} (each expert split over {row[ETP]} of the "
+                    f"tp ranks, the experts over the rest): {eng.etp_why}"]
+        if tuple(row[N_COARSE:]) != EXPERT_CHOICES:
+            return [f"{name} runs etp={row[ETP]} only with the experts split by expert over the "
+                    "group (ffn1/ffn2 = experts, moe_tp = etp x moe_ep = tp x ep / etp); "
+                    "under the other FFN choices etp means nothing"]
     variants = engine_variants(engine, model, tp, ep)
     if not variants:
         if not model.is_moe:
@@ -212,7 +228,9 @@ def engine_form(model: ModelSpec, rows) -> np.ndarray:
     rows = np.array(np.atleast_2d(rows), dtype=np.int64, copy=True)
     if not model.is_moe:
         return rows
-    same = (rows[:, TP] > 1) & (rows[:, N_COARSE:] == np.asarray(with_experts(DP_ATTENTION))).all(1)
+    # (experts split over etp > 1 ranks each: tp = 1 cannot say so, the row stays as it is)
+    same = (rows[:, TP] > 1) & (rows[:, ETP] == 1) \
+        & (rows[:, N_COARSE:] == np.asarray(with_experts(DP_ATTENTION))).all(1)
     rows[same, EP] *= rows[same, TP]
     rows[same, TP] = 1
     rows[same, N_COARSE:] = MEGATRON
@@ -243,7 +261,8 @@ def from_layout(model: ModelSpec, attention_tp: int, attention_dp: int, moe_tp: 
                 moe_ep: int) -> tuple:
     """An engine's own layout (attention tensor- and data-parallel sizes, MoE tensor- and
     expert-parallel sizes: the columns benchmark records carry, e.g. shared/data/serving_moe.csv)
-    -> lts's (tp, ep, per-op choices); ValueError with the reason where lts has no such layout.
+    -> lts's (tp, ep, per-op choices, etp); ValueError with the reason where lts has no such
+    layout.
 
     attention_tp x attention_dp = moe_tp x moe_ep GPUs. lts's ep > 1 is attention DP over ep
     groups of tp GPUs with the experts spread over the groups, so:
@@ -251,8 +270,11 @@ def from_layout(model: ModelSpec, attention_tp: int, attention_dp: int, moe_tp: 
     (moe_tp 1); dp > 1 and attention_tp 1: ep = dp (moe_ep = dp), or tp = dp with data-parallel
     attention (moe_tp = dp), or tp = moe_tp, ep = moe_ep with data-parallel attention; dp > 1
     and attention_tp > 1: tp = attention_tp, ep = dp, the experts Megatron's (moe_tp =
-    attention_tp) or whole over the group (moe_tp 1). A dense model: tp = attention_tp x
-    attention_dp's Megatron only when dp is 1."""
+    attention_tp) or whole over the group (moe_tp 1). Attention tp > 1 with the experts split
+    both ways (1 < moe_tp < attention_tp, a divisor of it): whole experts over the group, each
+    over etp = moe_tp ranks (moe_ep = tp x ep / etp: SGLang --ep-size below --tp-size,
+    TensorRT-LLM moe_tensor_parallel_size). etp is 1 everywhere else. A dense model:
+    tp = attention_tp x attention_dp's Megatron only when dp is 1."""
     atp, adp, mtp, mep = (int(v) for v in (attention_tp, attention_dp, moe_tp, moe_ep))
     if min(atp, adp, mtp, mep) < 1:
         raise ValueError("every size must be at least 1")
@@ -261,25 +283,21 @@ def from_layout(model: ModelSpec, attention_tp: int, attention_dp: int, moe_tp: 
                          f"= {mtp * mep}")
     if not model.is_moe:
         if adp == 1:
-            return atp, 1, MEGATRON
+            return atp, 1, MEGATRON, 1
         raise ValueError(f"attention_dp {adp} on a dense model: replicas are separate "
                          "instances (one row each)")
-    if adp == 1:
+    if atp == 1 and adp > 1:
+        if mtp == 1:
+            return 1, adp, MEGATRON, 1
         if mep == 1:
-            return atp, 1, MEGATRON
-        if mtp == 1:
-            return atp, 1, EXPERT_CHOICES
-    elif atp == 1:
-        if mtp == 1:
-            return 1, adp, MEGATRON
-        if mep == 1:
-            return adp, 1, DP_ATTENTION
-        return mtp, mep, DP_ATTENTION
-    else:
-        if mtp == atp:
-            return atp, adp, MEGATRON
-        if mtp == 1:
-            return atp, adp, EXPERT_CHOICES
+            return adp, 1, DP_ATTENTION, 1
+        return mtp, mep, DP_ATTENTION, 1
+    if mtp == atp:        # (adp 1: moe_ep 1)
+        return atp, adp, MEGATRON, 1
+    if mtp == 1:
+        return atp, adp, EXPERT_CHOICES, 1
+    if atp % mtp == 0:    # whole experts over the group, each over moe_tp of its tp ranks
+        return atp, adp, EXPERT_CHOICES, mtp
     raise ValueError(f"attention tp {atp} x dp {adp} with experts over moe tp {mtp} x ep {mep} "
-                     "is not a layout lts costs (its experts are split over the attention "
-                     "group either by tensor or by expert, not both)")
+                     f"is not a layout lts costs (each expert's tensor split, moe_tp {mtp}, "
+                     f"must divide the attention tp {atp}: lts's etp)")

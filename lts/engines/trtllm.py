@@ -76,6 +76,10 @@ ENGINE = Engine(
             "prototype on the generation servers of disaggregated serving, for MLA on Blackwell, "
             "its cp ranks more GPUs (docs/source/features/helix.md, tensorrt_llm/mapping.py; "
             "1.2.1 itself not read), which lts's dcp, tp ranks reused, is not",
+    # expert tensor parallelism: moe_tensor_parallel_size x moe_expert_parallel_size = tp_size
+    # (tensorrt_llm/llmapi/llm_args.py BaseLlmArgs, tensorrt_llm/mapping.py; serve's --ep_size,
+    # alias --moe_expert_parallel_size: tests/data/engine_flags/trtllm-1.2.1*.txt)
+    runs_etp=True,
     flags_version=FLAGS_VERSION, flags_docs=FLAGS_DOCS, disagg_docs=DISAGG_DOCS,
     command="trtllm-serve",
     # kv_cache_config.host_cache_size (bytes, each rank's KV cache manager): a block the GPU

@@ -133,6 +133,10 @@ ENGINE = Engine(
     # ones); a gqa model only where its KV heads are duplicated (config/model.py
     # verify_with_parallel_config: tp > kv heads, dcp <= tp // kv heads, q per kv head % dcp)
     dcp_kinds=("mla", "gqa"), dcp_kv_rule=True,
+    etp_why="vLLM 0.33.0's MoE layers are either tensor-parallel over all of a stage's DP x TP "
+            "ranks or, with --enable-expert-parallel, expert-parallel over all of them with no "
+            "tensor split (model_executor/layers/fused_moe/config.py FusedMoEParallelConfig.make: "
+            "ep_size = tp_size, tp_size = 1), never both",
     flags_version=FLAGS_VERSION, flags_docs=FLAGS_DOCS, disagg_docs=DISAGG_DOCS,
     command="vllm serve",
     # --kv-offloading-size GiB (summed over one engine core's pp x tp x pcp ranks) with

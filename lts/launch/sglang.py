@@ -8,7 +8,7 @@ from ..engines.sglang import BOOTSTRAP_PORT, DP_ATTENTION_MODELS, ENGINE
 from ..engines.profiles import sglang_mem_fraction
 from ..engines.space import attention_dp
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import BATCH, DCP, EP, EXPERTS, OP_COL, PP, TP, instance_gpus
+from ..specs.strategy import BATCH, DCP, EP, ETP, EXPERTS, OP_COL, PP, TP, instance_gpus
 from ..specs.workload import Workload
 from .launcher import (HEAD_IP, NODE_RANK, ROUTER_PORT, Launcher, eplb_placement, join, nodes,
                        plain, quote, workers)
@@ -68,12 +68,15 @@ class SGLang(Launcher):
 
     def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
                 extra: list, max_len: int, key=None, serve=None, yaml=()) -> tuple:
-        tp, ep, pp, dcp, batch = (int(row[c]) for c in (TP, EP, PP, DCP, BATCH))
+        tp, ep, pp, dcp, etp, batch = (int(row[c]) for c in (TP, EP, PP, DCP, ETP, BATCH))
         stage = tp * ep                                   # SGLang's tp size: a whole stage
         experts = tp > 1 and row[OP_COL["ffn1"]] == EXPERTS
         ep_size = 1
         if model.is_moe and stage > 1:
-            ep_size = stage if (experts or tp == 1) else ep
+            # whole experts over the stage, each over etp ranks: --ep-size stage / etp, SGLang's
+            # moe_tp = --tp-size // --ep-size = etp (sglang 0.5.23 srt/runtime_context.py
+            # derive_parallel_widths)
+            ep_size = stage // etp if (experts or tp == 1) else ep
         dp_attention = bool(attention_dp(model, row)[0])
         attn_dp = stage if dp_attention else ep      # attention-DP ranks (attention TP 1 or tp)
         # the load balancer over --ep-size ranks: --enable-eplb, --ep-num-redundant-experts

@@ -9,7 +9,7 @@ import math
 from ..engines.space import attention_dp
 from ..engines.trtllm import ENGINE
 from ..specs import ModelSpec, TopologySpec
-from ..specs.strategy import BATCH, EP, EXPERTS, OP_COL, PP, TP, instance_gpus
+from ..specs.strategy import BATCH, EP, ETP, EXPERTS, OP_COL, PP, TP, instance_gpus
 from ..specs.workload import Workload
 from .launcher import ROUTER_PORT, Launcher, eplb_placement, join, nodes, plain, printf
 
@@ -69,7 +69,7 @@ class TRTLLM(Launcher):
 
     def command(self, model: ModelSpec, topo: TopologySpec, work: Workload, row, ref: str,
                 extra: list, max_len: int, key=None, serve=None, yaml=()) -> tuple:
-        tp, ep, pp, batch = (int(row[c]) for c in (TP, EP, PP, BATCH))
+        tp, ep, pp, etp, batch = (int(row[c]) for c in (TP, EP, PP, ETP, BATCH))
         size = tp * ep                # ep > 1 only with tp = 1 or data-parallel attention
         experts = tp > 1 and row[OP_COL["ffn1"]] == EXPERTS
         dp_attention = bool(attention_dp(model, row)[0])
@@ -86,7 +86,8 @@ class TRTLLM(Launcher):
         # BaseLlmArgs
         ep_flag, moe_ep = "", 1
         if model.is_moe:   # moe_ep x moe_tp = tp_size: data-parallel attention keeps moe_tp = tp
-            moe_ep = ep if dp_attention else size if (experts or ep > 1) else 1
+            # (experts each over etp ranks: moe_ep = size / etp, moe_tp = etp)
+            moe_ep = ep if dp_attention else size // etp if (experts or ep > 1) else 1
             ep_flag = f"--ep_size {moe_ep}"
         # the online load balancer over the moe_ep ranks: moe_config.load_balancer, num_slots
         # expert copies, one layer rebalanced each iteration (llm_args.py MoeConfig.load_balancer,
@@ -95,7 +96,10 @@ class TRTLLM(Launcher):
         eplb, eplb_notes = eplb_placement(model, moe_ep, "TensorRT-LLM")
         balancer = ["moe_config:", "  load_balancer:", f"    num_slots: {model.ffn.slots}",
                     "    layer_updates_per_iter: 1"] if eplb else []
-        lines = (["enable_attention_dp: true"] if adp else []) + balancer + list(yaml)
+        # each expert over etp ranks: moe_tensor_parallel_size (llm_args.py BaseLlmArgs; with
+        # moe_expert_parallel_size, serve's --ep_size, their product is tp_size: mapping.py)
+        moe_tp = [f"moe_tensor_parallel_size: {etp}"] if etp > 1 else []
+        lines = (["enable_attention_dp: true"] if adp else []) + moe_tp + balancer + list(yaml)
         base = join("trtllm-serve", ref, f"--tp_size {size}", f"--pp_size {pp}" if pp > 1 else "",
                     ep_flag, f"--max_batch_size {per_rank}", f"--max_num_tokens {tokens}",
                     f"--max_seq_len {max_len}",
@@ -111,6 +115,11 @@ class TRTLLM(Launcher):
                     f"--ep_size {size} puts whole experts on each GPU (lts tp=1, ep={ep})")
             notes.append(f"enable_attention_dp: every GPU is its own attention rank; {what}; "
                          f"--max_batch_size is per rank: lts's batch {batch} over {size} ranks")
+        elif experts and etp > 1:
+            notes.append(f"--ep_size {moe_ep} with moe_tensor_parallel_size {etp}: whole experts "
+                         f"over {moe_ep} groups of {etp} GPUs, each expert split over its group "
+                         f"(lts: ffn1/ffn2 = experts, etp={etp}); attention stays "
+                         "tensor-parallel")
         elif experts:
             notes.append(f"--ep_size {size}: whole experts over the {size} GPUs (lts: ffn1/ffn2 = "
                          "experts); attention stays tensor-parallel")

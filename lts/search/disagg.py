@@ -408,7 +408,8 @@ def decode_pool(problem: ServeProblem, tpot_ms: float | None = None, tables=None
     dec = decoder(problem)          # (another topology where the search names one)
     return pool_problem(dec, Workload("decode", problem.isl + problem.osl, tpot_slo_ms=tpot,
                                       gpus=gpus or dec.work.budget(dec.topo),
-                                      max_cp=getattr(problem, "max_cp", 1)), tables)
+                                      max_cp=getattr(problem, "max_cp", 1),
+                                      max_etp=getattr(problem, "max_etp", 1)), tables)
 
 
 def prefill_pool(problem: ServeProblem, limit_ms: float | None = None,
@@ -422,7 +423,8 @@ def prefill_pool(problem: ServeProblem, limit_ms: float | None = None,
     return pool_problem(problem, chunked(Workload("prefill", problem.isl, ttft_slo_ms=limit,
                                                   gpus=gpus or problem.work.budget(problem.topo),
                                                   cached=getattr(problem, "cached", 0),
-                                                  max_cp=getattr(problem, "max_cp", 1)),
+                                                  max_cp=getattr(problem, "max_cp", 1),
+                                                  max_etp=getattr(problem, "max_etp", 1)),
                                          problem.engine))
 
 

@@ -18,8 +18,8 @@ from ..cost.layouts import (FIXED_IN, MODE_OF, MODE_OUT, N_LAYOUTS, NORM_OF, PIC
                             SLOT_MODES)
 from .problems import Problem, SearchResult, ServeProblem, Tracker
 from ..specs.strategy import NONE, PP
-from ..cost.walk import (Gather, piece_alone, piece_attn, piece_between, piece_ffn, piece_ffn_in,
-                         piece_ffn_out, piece_first, piece_last, piece_send)
+from ..cost.walk import (Gather, etp_ok, piece_alone, piece_attn, piece_between, piece_ffn,
+                         piece_ffn_in, piece_ffn_out, piece_first, piece_last, piece_send)
 
 
 INVALID_S = 1e30      # the time of an invalid option inside the exact search
@@ -99,8 +99,8 @@ class _Exact:
         ffn_layout = NORM_OF[ffn_norm]
         ffn, ffn_w, out, ok = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2)   # [C, |f|]
         # an unmatched `experts` pair is invalid: a huge finite time (inf would give 0 * inf = nan
-        # in stages that hold no MoE layer)
-        ffn = np.where(ok, ffn, INVALID_S)
+        # in stages that hold no MoE layer); so is etp > 1 without `experts` (``etp_ok``)
+        ffn = np.where(ok & etp_ok(x, ffn1), ffn, INVALID_S)
         out = np.broadcast_to(out, ffn.shape)          # layouts follow from the choices alone
         if model.is_moe and model.dense_ffn_layers:
             ffn_d, ffn_dw, _, _ = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2, dense=True)
@@ -218,7 +218,7 @@ class _Exact:
             lay1 = np.broadcast_to(lay1, in7.shape).reshape(n[6], n[7], n[8])[:, 0]
             conv, op, _, _, ok = piece_ffn_out(x, lay1[out7, out1], out1, out2, dense=dense)
             t = t_in[..., None] + conv.reshape(shape) + op.reshape(shape)
-            t = np.where(ok.reshape(shape[1:]), t, INVALID_S)
+            t = np.where(ok.reshape(shape[1:]) & etp_ok(x, out1).reshape(shape), t, INVALID_S)
             return t.reshape(C, 1, n[6], -1).min(axis=3)                          # [C, 1, op7]
 
         lp = tab.layers_per_stage[g][:, None, None]
@@ -285,7 +285,7 @@ class _Exact:
         ffn_norm, router, ffn1, ffn2 = self.f
         ffn_layout = NORM_OF[ffn_norm]
         ffn, ffn_w, out, ok = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2)  # [C, |f|]
-        ffn = np.where(ok, ffn, INVALID_S)
+        ffn = np.where(ok & etp_ok(x, ffn1), ffn, INVALID_S)
         out = np.broadcast_to(out, ffn.shape)
         dense = model.is_moe and model.dense_ffn_layers
         ffn_d, ffn_dw = piece_ffn(x, model, ffn_layout, router, ffn1, ffn2, dense=True)[:2] \

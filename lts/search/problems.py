@@ -194,18 +194,22 @@ class ServeProblem(Problem):
     def __init__(self, model: ModelSpec, topo: TopologySpec, isl: int, osl: int,
                  tpot_slo_ms: float | None = None, ttft_slo_ms: float | None = None,
                  gpus: int = 0, space: Space | None = None, engine=None,
-                 engine_space: str = GENERIC, spec=None, prefix=None, max_cp: int = 1):
+                 engine_space: str = GENERIC, spec=None, prefix=None, max_cp: int = 1,
+                 max_etp: int = 1):
         self.prefix = prefix          # prefix caching (serving.prefix), or None
         # context parallelism up to this: a prefill pass's cp (the prefill pool of two pools),
         # a decode or mixed step's dcp (one pool, the decode pool of two) (cost.tables)
         self.max_cp = int(max_cp)
+        # expert tensor parallelism up to this (the etp axis, every pool: ``Workload.max_etp``)
+        self.max_etp = int(max_etp)
         # two pools on two GPU types: the decode pool's problem on its topology (set by the
         # caller, ``search.disagg.decoder``), else None
         self.decode_problem = None
         self.cached = prefix.cached(isl) if prefix is not None else 0
         work = serve.memory_workload(isl, osl, gpus, self.cached)
         if space is None:      # concurrencies: the powers of two, then each strategy's capacity
-            space = Space.for_model(model, work.budget(topo), max_dcp=self.max_cp)
+            space = Space.for_model(model, work.budget(topo), max_dcp=self.max_cp,
+                                    max_etp=self.max_etp)
             space = replace(space, batch=space.batch + (serve.AT_CAPACITY,))
         super().__init__(model, topo, work, space, tables=False, engine_space=engine_space)
         self.isl, self.osl = int(isl), int(osl)

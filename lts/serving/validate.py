@@ -379,11 +379,11 @@ def _strategy_row(m: Measurement, model) -> tuple:
         named_batch = "batch" in named_keys(m.strategy)
     elif m.layout:
         try:
-            tp, ep, choices = from_layout(model, *m.layout)
+            tp, ep, choices, etp = from_layout(model, *m.layout)
         except ValueError as e:
             raise _Skip(f"layout {'/'.join(map(str, m.layout))} (attention tp/dp, moe tp/ep): "
                         f"{e}") from None
-        row, named_batch = make_row(choices, tp=tp, ep=ep), False
+        row, named_batch = make_row(choices, tp=tp, ep=ep, etp=etp), False
     else:
         row, named_batch = make_row(tp=m.tp, ep=m.ep, pp=m.pp), False
     if m.concurrency:
@@ -442,11 +442,11 @@ def _pool_rows(m: Measurement, model) -> tuple:
         if pp != 1:
             raise _Skip(f"{name} pool: pp {pp} (lts costs the engine layouts of one stage)")
         try:
-            t, e, choices = from_layout(model, tp, adp, mtp, mep)
+            t, e, choices, etp = from_layout(model, tp, adp, mtp, mep)
         except ValueError as err:
             raise _Skip(f"{name} pool layout {tp}/{adp}/{mtp}/{mep} (attention tp/dp, moe "
                         f"tp/ep): {err}") from None
-        rows.append(make_row(choices, tp=t, ep=e))
+        rows.append(make_row(choices, tp=t, ep=e, etp=etp))
     return tuple(rows)
 
 

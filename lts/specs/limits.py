@@ -9,6 +9,8 @@ MAX_CONCURRENCY = 10_000_000  # requests in flight: --concurrency, a batch, a co
 MAX_DEGREE = 65_536           # tp, ep, pp, cp of a strategy
 MAX_CP = 64                   # --max-cp: context-parallel degrees a search holds (a 1M-token
                               # prompt over 64 ranks: 16k tokens each)
+MAX_ETP = 64                  # --moe-tp: expert-tensor-parallel degrees a search holds (the
+                              # space's tp stops at 64: specs.strategy.Space.for_model)
 MAX_GPUS = 2**36              # a measurement's gpus (a topology holds at most 65,536 x 1,048,576)
 MAX_MEASURED = 1e15           # a measured value (tokens/s or ms)
 MIN_MEASURED = 1e-6           # ... and its least (a nanosecond in ms; a token per 11 days)

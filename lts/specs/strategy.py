@@ -44,23 +44,32 @@ class Axis:
 
 
 # the coarse axes in column order
+# (the key's 62 bits: tp 8 (< 256; the search's tp stops at 64), ep 10 (< 1,024 expert
+# copies), pp 8 (the space's pp stops at 128), cp, dcp and etp 6 each (< 64: 64 itself, --max-cp
+# 64 or --moe-tp 64, goes to ``key_exact``'s exact, slower path), batch 18 (< 262,144 requests);
+# etp's 6 bits came from tp 9 -> 8, ep 11 -> 10, cp 7 -> 6, dcp 7 -> 6 and batch 20 -> 18)
 AXES = (
-    Axis("tp", True, 9, MAX_DEGREE,
+    Axis("tp", True, 8, MAX_DEGREE,
          "tensor-parallel ranks: the group every op's choice shards over"),
-    Axis("ep", True, 11, MAX_DEGREE,
+    Axis("ep", True, 10, MAX_DEGREE,
          "expert-parallel groups: MoE experts split over them, the rest data-parallel"),
     Axis("pp", True, 8, MAX_DEGREE, "pipeline stages: the layers split in order"),
-    Axis("cp", True, 7, MAX_DEGREE, "context-parallel ranks: each prompt's tokens split over "
+    Axis("cp", True, 6, MAX_DEGREE, "context-parallel ranks: each prompt's tokens split over "
          "them in prefill, the step's keys and values all-gathered", shown_at_one=False),
-    Axis("dcp", False, 7, MAX_DEGREE, "decode context parallelism: the KV cache split by tokens "
+    Axis("dcp", False, 6, MAX_DEGREE, "decode context parallelism: the KV cache split by tokens "
          "over this many of the tp ranks (no more GPUs), the queries gathered and the partial "
          "results combined each layer", shown_at_one=False),
-    Axis("batch", False, 20, MAX_CONCURRENCY, "requests: a decode step's batch, a prefill pass's "
+    Axis("etp", False, 6, MAX_DEGREE, "expert tensor parallelism under ffn1/ffn2 = experts: "
+         "each expert's matrices split over this many of the tp ranks, the experts over the "
+         "stage's tp x ep / etp expert groups (no more GPUs; the engines' moe_tp, moe_ep = "
+         "tp x ep / etp)", shown_at_one=False),
+    Axis("batch", False, 18, MAX_CONCURRENCY, "requests: a decode step's batch, a prefill pass's "
          "prompts, the serve phase's concurrency"),
 )
-COARSE = tuple(a.name for a in AXES)        # ("tp", "ep", "pp", "cp", "dcp", "batch")
+COARSE = tuple(a.name for a in AXES)        # ("tp", "ep", "pp", "cp", "dcp", "etp", "batch")
 COL = {a.name: i for i, a in enumerate(AXES)}        # column of each coarse axis
-TP, EP, PP, CP, DCP, BATCH = (COL[n] for n in ("tp", "ep", "pp", "cp", "dcp", "batch"))
+TP, EP, PP, CP, DCP, ETP, BATCH = (COL[n] for n in ("tp", "ep", "pp", "cp", "dcp", "etp",
+                                                    "batch"))
 N_COARSE = len(AXES)
 DEGREES = tuple(a.name for a in AXES if a.degree)    # the axes whose product is an instance's GPUs
 DEGREE_COLS = tuple(COL[n] for n in DEGREES)
@@ -240,7 +249,8 @@ def key_exact(coarse) -> bool:
 
 
 def degree_dict(row) -> dict:
-    """The instance axes of one row by name ({"tp": 8, "ep": 1, "pp": 1, "cp": 1, "dcp": 1}:
+    """The instance axes of one row by name ({"tp": 8, "ep": 1, "pp": 1, "cp": 1, "dcp": 1,
+    "etp": 1}:
     every axis but batch): ``make_row(**degree_dict(r))`` is the same instance at batch 1 with
     Megatron's choices."""
     return {n: int(row[COL[n]]) for n in INSTANCE}
@@ -407,8 +417,10 @@ class Space:
     powers of two up to ``max_batch``; cp: powers of two up to ``max_cp`` (1 unless asked:
     ``Workload.max_cp``); dcp: powers of two up to ``max_dcp`` (1 unless asked: a decode step's
     context parallelism, ``Workload.cp_limits``; a row whose tp it does not divide is refused by
-    the cost tables). Only instances that fit the GPU budget (``instance_gpus`` <= gpus) are in
-    the space.
+    the cost tables); etp: powers of two up to ``max_etp`` (1 unless asked: ``Workload.max_etp``,
+    ``lts search --moe-tp``; a MoE model's only; a row whose tp it does not divide is refused by
+    the cost tables, one whose ffn1/ffn2 are not `experts` costs as etp = 1). Only instances
+    that fit the GPU budget (``instance_gpus`` <= gpus) are in the space.
     """
     tp: tuple
     ep: tuple
@@ -418,16 +430,19 @@ class Space:
     gpus: int
     cp: tuple = (1,)
     dcp: tuple = (1,)
+    etp: tuple = (1,)
 
     @classmethod
     def for_model(cls, model, gpus: int, max_batch: int = 4096, max_tp: int = 64,
-                  max_cp: int = 1, max_dcp: int = 1):
+                  max_cp: int = 1, max_dcp: int = 1, max_etp: int = 1):
         pp = tuple(d for d in range(1, min(model.layers, 128) + 1) if model.layers % d == 0)
         return cls(tp=tuple(v for v in _powers_of_two(max_tp) if v <= gpus),
                    ep=ep_values(model, gpus), pp=tuple(v for v in pp if v <= gpus),
                    batch=_powers_of_two(max_batch), choices=n_choices(model.is_moe), gpus=gpus,
                    cp=tuple(v for v in _powers_of_two(max_cp) if v <= gpus),
-                   dcp=tuple(v for v in _powers_of_two(min(max_dcp, max_tp)) if v <= gpus))
+                   dcp=tuple(v for v in _powers_of_two(min(max_dcp, max_tp)) if v <= gpus),
+                   etp=tuple(v for v in _powers_of_two(min(max_etp, max_tp)) if v <= gpus)
+                   if model.is_moe else (1,))
 
     @property
     def values(self) -> tuple:

@@ -55,14 +55,17 @@ class Workload:
     max_cp: int = 1                # the largest context-parallel degree the search space
                                    # holds (specs.strategy.Space; 1: none): a prefill pass's
                                    # cp, a decode or mixed step's dcp (``cp_space``)
+    max_etp: int = 1               # the largest expert-tensor-parallel degree (the etp axis:
+                                   # each expert split over etp tp ranks under `experts`) the
+                                   # search space holds (1: none; ``lts search --moe-tp``)
 
     def cp_space(self) -> dict:
-        """``Space.for_model``'s context-parallel limits for this phase: a prefill pass splits
-        prompts over cp more GPUs, a decode or mixed step its KV cache over dcp of the tp
-        ranks."""
+        """``Space.for_model``'s limits of the axes a flag adds for this phase: a prefill pass
+        splits prompts over cp more GPUs, a decode or mixed step its KV cache over dcp of the
+        tp ranks; etp in every phase."""
         if self.phase == "prefill":
-            return {"max_cp": self.max_cp}
-        return {"max_dcp": self.max_cp}
+            return {"max_cp": self.max_cp, "max_etp": self.max_etp}
+        return {"max_dcp": self.max_cp, "max_etp": self.max_etp}
 
     def budget(self, topo: TopologySpec) -> int:
         return self.gpus or topo.gpus
