@@ -416,10 +416,10 @@ class Space:
     over InfiniBand; 1 for dense models); pp: divisors of the layer count (up to 128); batch:
     powers of two up to ``max_batch``; cp: powers of two up to ``max_cp`` (1 unless asked:
     ``Workload.max_cp``); dcp: powers of two up to ``max_dcp`` (1 unless asked: a decode step's
-    context parallelism, ``Workload.cp_limits``; a row whose tp it does not divide is refused by
+    context parallelism, ``Workload.cp_space``; a row whose tp it does not divide is refused by
     the cost tables); etp: powers of two up to ``max_etp`` (1 unless asked: ``Workload.max_etp``,
     ``lts search --moe-tp``; a MoE model's only; a row whose tp it does not divide is refused by
-    the cost tables, one whose ffn1/ffn2 are not `experts` costs as etp = 1). Only instances
+    the cost tables, as is one whose ffn1/ffn2 are not `experts`: reason experts). Only instances
     that fit the GPU budget (``instance_gpus`` <= gpus) are in the space.
     """
     tp: tuple
