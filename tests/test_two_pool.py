@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from lts.engines import ENGINES
 from lts.engines.space import from_layout
@@ -71,6 +71,7 @@ def test_many_clients_run_at_the_slower_pool():
         assert r.decode_slots[0] == y * 128
 
 
+@settings(max_examples=40)      # 9 (x, y) pairs: 40 draws cover them and the concurrency range
 @given(st.integers(1, 3000), st.integers(1, 3), st.integers(1, 3))
 def test_closed_loop_invariants(conc, x, y):
     """Little's law over the loop (C = X x (TTFT + D)) where the decode pool holds every
