@@ -539,22 +539,16 @@ def _model_label(model_arg: str) -> str:
         or "model"
 
 
-def _beside(path: str, tag: str) -> str:
-    """``path`` with ``tag`` before its suffix (lts.sbatch -> lts.two-pools.sbatch); a path
+def _beside(path: str, tag: str, suffix: str | None = None) -> str:
+    """``path`` with ``tag`` before its suffix (lts.sbatch -> lts.two-pools.sbatch), or with
+    ``tag`` and ``suffix`` after its stem (f.toml, "-engine", ".toml" -> f-engine.toml); a path
     that is not a regular file's (/dev/null, /dev/stdout) stays itself."""
     p = Path(path)
     if p.exists() and not p.is_file():
         return path
+    if suffix is not None:
+        return str(p.with_name(p.stem + tag + suffix))
     return str(p.with_name(p.stem + tag + p.suffix)) if p.suffix else path + tag
-
-
-def _beside_named(path: str, name_tail: str) -> str:
-    """A file beside ``path`` named by its stem and ``name_tail`` (f.toml -> f-engine.toml);
-    a path that is not a regular file's (/dev/null) stays itself, as in ``_beside``."""
-    p = Path(path)
-    if p.exists() and not p.is_file():
-        return path
-    return str(p.with_name(p.stem + name_tail))
 
 
 def _profile(topo, engine: str | None, emit: str | None = None):
@@ -1829,7 +1823,7 @@ def calibrate(measurements, output, overlay, train, holdout, json_, no_color):
     from .specs import resolve
     _check_output(output, "-o", (measurements,))
     overlay_flag = "--overlay" if overlay is not None else "--overlay (-o's name with -engine.toml)"
-    overlay = overlay or _beside_named(output, "-engine.toml")
+    overlay = overlay or _beside(output, "-engine", ".toml")
     device = Path(output).exists() and not Path(output).is_file()      # /dev/null: both there
     if Path(overlay).resolve() == Path(output).resolve() and not device:
         raise click.UsageError("--overlay: the same file as -o (the topology)")

@@ -86,7 +86,8 @@ class ServeResult:
     mixed_step_s: np.ndarray             # one step that holds a prefill chunk
     gpus: np.ndarray
     # with a host tier (serving.offload; else None): [N, 3] the fractions of requests whose
-    # prefix is on the GPU, on the host, nowhere (recomputed); the copy a host hit waits for
+    # prefix is on the GPU, on the host, nowhere (recomputed); the copy a request waits for
+    # on average (a host hit's times the share on the host)
     prefix_split: np.ndarray | None = None
     copy_s: np.ndarray | None = None
 
