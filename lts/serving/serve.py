@@ -361,6 +361,41 @@ def prefix_kv_bytes(ev: "Evaluator", cached: int, gpus: int, rows) -> np.ndarray
 WINDOW = 16      # concurrencies on each side of the largest within the SLOs that best_concurrency also tries
 
 
+ROUND_ROWS = 64      # closed loops costed at once by one round of best_concurrency's bisection
+
+
+def _bisect(loop, strategies, take, lo, hi) -> tuple:
+    """``depth`` bisection steps of best_concurrency at once: (lo, hi) [n] after them. Every
+    midpoint the steps could visit (a subtree of 2^depth - 1 per row) is costed in one call
+    of ``loop``, then the steps are replayed on those answers, so the result is the plain
+    bisection's exactly, in fewer calls: a call's tables cost about the same for 1 row as for
+    64 (``cost.tables.build_tables``), so ``depth`` fills ROUND_ROWS."""
+    n = len(lo)
+    depth = max(1, int(np.log2(ROUND_ROWS / n + 1)))
+    nodes = (1 << depth) - 1                   # heap order: node i's children 2i+1, 2i+2
+    node_lo, node_hi = np.empty((n, nodes)), np.empty((n, nodes))
+    node_lo[:, 0], node_hi[:, 0] = lo, hi
+    for i in range(nodes // 2):                # a node's halves: (lo, mid) and (mid, hi)
+        mid = np.floor((node_lo[:, i] + node_hi[:, i]) / 2)
+        node_lo[:, 2 * i + 1], node_hi[:, 2 * i + 1] = node_lo[:, i], mid
+        node_lo[:, 2 * i + 2], node_hi[:, 2 * i + 2] = mid, node_hi[:, i]
+    live = node_hi - node_lo > 1               # a midpoint bisection could reach and cost
+    row, node = np.nonzero(live)
+    ok = np.zeros((n, nodes), dtype=bool)
+    mids = np.floor((node_lo[row, node] + node_hi[row, node]) / 2)
+    ok[row, node] = loop(_with_batch(strategies[row], mids), take[row]).valid
+    lo, hi, at = lo.copy(), hi.copy(), np.zeros(n, dtype=np.int64)
+    everyone = np.arange(n)
+    for _ in range(depth):                     # the plain bisection, on the answers
+        go = hi - lo > 1
+        mid = np.floor((lo + hi) / 2)
+        good = ok[everyone, at]
+        lo = np.where(go & good, mid, lo)
+        hi = np.where(go & ~good, mid, hi)
+        at = np.minimum(2 * at + np.where(good, 2, 1), nodes - 1)
+    return lo, hi
+
+
 def best_concurrency(loop, strategies, limit) -> ServeResult:
     """Per strategy row, the integer concurrency C in 1..limit (what the KV cache and the engine
     hold: beyond it requests only queue) with the most output tokens/s within the SLOs; where
@@ -383,10 +418,7 @@ def best_concurrency(loop, strategies, limit) -> ServeResult:
         todo = np.flatnonzero(hi - lo > 1)
         if not len(todo):
             break
-        mid = np.floor((lo[todo] + hi[todo]) / 2)
-        ok = loop(_with_batch(strategies[todo], mid), todo).valid
-        lo[todo] = np.where(ok, mid, lo[todo])
-        hi[todo] = np.where(ok, hi[todo], mid)
+        lo[todo], hi[todo] = _bisect(loop, strategies[todo], todo, lo[todo], hi[todo])
     top = np.maximum(lo, 1.0)
     powers = 2.0 ** np.arange(int(np.log2(max(top.max(initial=1.0), 1.0))) + 1)
     cand = np.concatenate([top[:, None] + np.arange(-WINDOW, WINDOW + 1)[None, :],
