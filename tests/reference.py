@@ -222,6 +222,9 @@ class _Ctx:
 
     def __init__(self, model, topo, work, row, compat):
         self.m, self.topo, self.work, self.compat = model, topo, work, frozenset(compat)
+        # in-engine link rates (topology [gpu] collective_efficiency), once per strategy
+        self.coll_links = tuple(replace(link, efficiency=link.efficiency *
+                                        topo.collective_efficiency) for link in topo.links)
         unknown = self.compat - set(COMPAT)
         assert not unknown, unknown
         self.tp, self.ep, self.pp, self.batch = (int(row[i]) for i in (TP, EP, PP, BATCH))
@@ -575,9 +578,7 @@ class _Ctx:
         # (``shuffle``): every peer at once, at the links' own rates
         if kind == "all-to-all" and (group == "ep" or shuffle):
             return dispatch(self.topo.links, nbytes, p, stride)
-        links = tuple(replace(link, efficiency=link.efficiency * self.topo.collective_efficiency)
-                      for link in self.topo.links)     # in-engine rate (topology [gpu] key)
-        return COLLECTIVE[kind](links, nbytes, p, stride)
+        return COLLECTIVE[kind](self.coll_links, nbytes, p, stride)
 
 
 def grouped_peak(c, tokens_per_expert):

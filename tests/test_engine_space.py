@@ -1,6 +1,7 @@
 """Searching what an engine runs (issue 20): the engine's space against brute force, every
 encoding of one deployment at one cost, the headroom, the objective per GPU of the budget, and
 attention-DP ranks with their own token budgets."""
+import functools
 import itertools
 
 import numpy as np
@@ -26,20 +27,25 @@ from lts.specs.workload import Workload, compose_step
 TOPO = load_topology("h100_dgx")
 
 
-def every_choice(model):
-    """Every per-op choice vector of the model, [K, 12]."""
-    return np.array(list(itertools.product(*[range(n) for n in n_choices(model.is_moe)])))
+@functools.lru_cache(maxsize=2)
+def every_choice(moe: bool):
+    """Every per-op choice vector of a MoE or dense model, [K, 12] (itertools.product's order:
+    the last op fastest)."""
+    sizes = n_choices(moe)
+    return np.indices(sizes).reshape(len(sizes), -1).T
 
 
 def brute_force(model, work, space, engine):
     """The best tokens/s per GPU of the budget over every strategy of the space that the engine
     runs as written (``runnable`` on every per-op vector, costed by the plain evaluator)."""
-    fine = every_choice(model)
+    fine = every_choice(model.is_moe)
     budget = work.budget(TOPO)
     best, best_row = -np.inf, None
+    every = np.empty((len(fine), N_COARSE + fine.shape[1]), dtype=np.int64)
+    every[:, N_COARSE:] = fine
     for coarse in space.full_grid():
-        rows = np.concatenate([np.tile(coarse, (len(fine), 1)), fine], axis=1)
-        rows = rows[runnable(engine, model, rows)]
+        every[:, :N_COARSE] = coarse
+        rows = every[runnable(engine, model, every)]
         if not len(rows):
             continue
         res = evaluate(model, TOPO, work, rows)

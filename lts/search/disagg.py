@@ -62,6 +62,7 @@ from .exact_engine import search_engine_exact
 from ..cost.latency import pool_pass_limit, pool_ttft_s
 from ..cost.tables import Tables
 from ..serving import serve, two_pool
+from ..serving.serve import bisect_largest
 from ..serving.pareto import pareto_front
 from .problems import Problem, ServeProblem
 from ..specs import ModelSpec, TopologySpec
@@ -147,19 +148,15 @@ def _meets(problem: ServeProblem, loop) -> np.ndarray:
 def loop_concurrency(problem: ServeProblem, pairs) -> tuple:
     """(concurrency [N], loop result) of deployments ``pairs``: the most clients up to what
     their decode pool holds that meet the SLOs (TTFT and TPOT rise with the clients, output
-    tokens/s does not fall: the largest such C serves the most), found by bisection; where
-    not even one client meets them, C = 1 (the result says it fails)."""
+    tokens/s does not fall: the largest such C serves the most), found by bisection
+    (``serving.serve.bisect_largest``); where not even one client meets them, C = 1 (the
+    result says it fails)."""
     full = np.array([y * d.strategies[0][BATCH] for _, d, _, y in pairs], dtype=np.float64)
     loop = closed_loop(problem, pairs, full)
     ok = _meets(problem, loop)
-    lo, hi = np.where(ok, full, 0.0), np.where(ok, full + 1, full)
-    while True:
-        todo = np.flatnonzero(hi - lo > 1)
-        if not len(todo):
-            break
-        mid = np.floor((lo[todo] + hi[todo]) / 2)
-        good = _meets(problem, closed_loop(problem, [pairs[i] for i in todo], mid))
-        lo[todo], hi[todo] = np.where(good, mid, lo[todo]), np.where(good, hi[todo], mid)
+    lo = bisect_largest(lambda take, c: _meets(problem, closed_loop(problem,
+                                                                   [pairs[i] for i in take], c)),
+                        np.where(ok, full, 0.0), np.where(ok, full + 1, full))
     conc = np.maximum(lo, 1.0)
     return conc, closed_loop(problem, pairs, conc)
 

@@ -361,39 +361,44 @@ def prefix_kv_bytes(ev: "Evaluator", cached: int, gpus: int, rows) -> np.ndarray
 WINDOW = 16      # concurrencies on each side of the largest within the SLOs that best_concurrency also tries
 
 
-ROUND_ROWS = 64      # closed loops costed at once by one round of best_concurrency's bisection
+ROUND_ROWS = 64      # closed loops costed at once by one round of ``bisect_largest``
 
 
-def _bisect(loop, strategies, take, lo, hi) -> tuple:
-    """``depth`` bisection steps of best_concurrency at once: (lo, hi) [n] after them. Every
-    midpoint the steps could visit (a subtree of 2^depth - 1 per row) is costed in one call
-    of ``loop``, then the steps are replayed on those answers, so the result is the plain
-    bisection's exactly, in fewer calls: a call's tables cost about the same for 1 row as for
-    64 (``cost.tables.build_tables``), so ``depth`` fills ROUND_ROWS."""
-    n = len(lo)
-    depth = max(1, int(np.log2(ROUND_ROWS / n + 1)))
-    nodes = (1 << depth) - 1                   # heap order: node i's children 2i+1, 2i+2
-    node_lo, node_hi = np.empty((n, nodes)), np.empty((n, nodes))
-    node_lo[:, 0], node_hi[:, 0] = lo, hi
-    for i in range(nodes // 2):                # a node's halves: (lo, mid) and (mid, hi)
-        mid = np.floor((node_lo[:, i] + node_hi[:, i]) / 2)
-        node_lo[:, 2 * i + 1], node_hi[:, 2 * i + 1] = node_lo[:, i], mid
-        node_lo[:, 2 * i + 2], node_hi[:, 2 * i + 2] = mid, node_hi[:, i]
-    live = node_hi - node_lo > 1               # a midpoint bisection could reach and cost
-    row, node = np.nonzero(live)
-    ok = np.zeros((n, nodes), dtype=bool)
-    mids = np.floor((node_lo[row, node] + node_hi[row, node]) / 2)
-    ok[row, node] = loop(_with_batch(strategies[row], mids), take[row]).valid
-    lo, hi, at = lo.copy(), hi.copy(), np.zeros(n, dtype=np.int64)
-    everyone = np.arange(n)
-    for _ in range(depth):                     # the plain bisection, on the answers
-        go = hi - lo > 1
-        mid = np.floor((lo + hi) / 2)
-        good = ok[everyone, at]
-        lo = np.where(go & good, mid, lo)
-        hi = np.where(go & ~good, mid, hi)
-        at = np.minimum(2 * at + np.where(good, 2, 1), nodes - 1)
-    return lo, hi
+def bisect_largest(valid, lo, hi) -> np.ndarray:
+    """Per row, the bisection between ``lo`` (a C known to meet the limits, 0: none) and ``hi``
+    (one known not to) for the largest C that ``valid(rows [k], C [k]) -> bool [k]`` accepts:
+    ``lo`` once ``hi - lo <= 1`` everywhere.
+
+    Each round takes ``depth`` bisection steps at once: every midpoint they could visit (a
+    subtree of 2^depth - 1 per row) is asked in one call of ``valid``, then the steps are
+    replayed on the answers, so the result is the plain bisection's exactly, in fewer calls.
+    A call's tables cost about the same for 1 row as for 64 (``cost.tables.build_tables``), so
+    ``depth`` fills ROUND_ROWS (one step a round from 64 rows on)."""
+    lo, hi = np.array(lo, dtype=np.float64), np.array(hi, dtype=np.float64)
+    while True:
+        todo = np.flatnonzero(hi - lo > 1)
+        if not len(todo):
+            return lo
+        n = len(todo)
+        depth = max(1, int(np.log2(ROUND_ROWS / n + 1)))
+        nodes = (1 << depth) - 1               # heap order: node i's children 2i+1, 2i+2
+        node_lo, node_hi = np.empty((n, nodes)), np.empty((n, nodes))
+        node_lo[:, 0], node_hi[:, 0] = lo[todo], hi[todo]
+        for i in range(nodes // 2):            # a node's halves: (lo, mid) and (mid, hi)
+            mid = np.floor((node_lo[:, i] + node_hi[:, i]) / 2)
+            node_lo[:, 2 * i + 1], node_hi[:, 2 * i + 1] = node_lo[:, i], mid
+            node_lo[:, 2 * i + 2], node_hi[:, 2 * i + 2] = mid, node_hi[:, i]
+        row, node = np.nonzero(node_hi - node_lo > 1)      # midpoints bisection could reach
+        ok = np.zeros((n, nodes), dtype=bool)
+        ok[row, node] = valid(todo[row], np.floor((node_lo[row, node] + node_hi[row, node]) / 2))
+        r_lo, r_hi, at = lo[todo], hi[todo], np.zeros(n, dtype=np.int64)
+        for _ in range(depth):                 # the plain bisection, on the answers
+            go = r_hi - r_lo > 1
+            mid = np.floor((r_lo + r_hi) / 2)
+            good = ok[np.arange(n), at]
+            r_lo, r_hi = np.where(go & good, mid, r_lo), np.where(go & ~good, mid, r_hi)
+            at = np.minimum(2 * at + np.where(good, 2, 1), nodes - 1)
+        lo[todo], hi[todo] = r_lo, r_hi
 
 
 def best_concurrency(loop, strategies, limit) -> ServeResult:
@@ -412,13 +417,9 @@ def best_concurrency(loop, strategies, limit) -> ServeResult:
     n = len(strategies)
     limit = np.maximum(np.asarray(limit, dtype=np.float64), 1.0)
     everyone = np.arange(n)
-    lo = np.zeros(n)                  # the largest C known within the SLOs (0: none yet)
-    hi = np.floor(limit) + 1.0        # the smallest C known beyond them (or beyond the limit)
-    while True:
-        todo = np.flatnonzero(hi - lo > 1)
-        if not len(todo):
-            break
-        lo[todo], hi[todo] = _bisect(loop, strategies[todo], todo, lo[todo], hi[todo])
+    # the largest C within the SLOs (0: none), below the smallest beyond them or the limit
+    lo = bisect_largest(lambda take, c: loop(_with_batch(strategies[take], c), take).valid,
+                        np.zeros(n), np.floor(limit) + 1.0)
     top = np.maximum(lo, 1.0)
     powers = 2.0 ** np.arange(int(np.log2(max(top.max(initial=1.0), 1.0))) + 1)
     cand = np.concatenate([top[:, None] + np.arange(-WINDOW, WINDOW + 1)[None, :],
