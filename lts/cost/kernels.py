@@ -167,20 +167,19 @@ def _lerp(table, grids, xs, slopes):
         lx = np.log2(np.maximum(xs[0], 1e-12))
         return np.interp(lx, lg, row) + slopes[0] * np.maximum(lx - lg[-1], 0.0)
     parts = [_axis(g, x) for g, x in zip(grids, xs)]
-    num = np.zeros(xs[0].shape)
-    den = np.zeros(xs[0].shape)
-    n = len(grids)
-    for corner in range(1 << n):
-        idx, w = [], 1.0
-        for a, (i, wa, _) in enumerate(parts):
-            up = (corner >> a) & 1
-            idx.append(np.minimum(i + up, len(grids[a]) - 1))   # one point: weight 0 above
-            w = w * (wa if up else 1.0 - wa)
-        v = table[tuple(idx)].astype(np.float64)
-        good = np.isfinite(v)
-        w = np.where(good, w, 0.0)
-        num += w * np.where(good, v, 0.0)
-        den += w
+    # all 2^n corners at once, corner c on the leading axis (axis a upper where bit a of c):
+    # one gather, and the sums over the corners in corner order, as a loop over them would add
+    corner = np.arange(1 << len(grids)).reshape((-1,) + (1,) * xs[0].ndim)
+    idx, w = [], 1.0
+    for a, (i, wa, _) in enumerate(parts):
+        up = (corner >> a) & 1
+        idx.append(np.minimum(i + up, len(grids[a]) - 1))       # one point: weight 0 above
+        w = w * np.where(up == 1, wa, 1.0 - wa)
+    v = table[tuple(idx)].astype(np.float64)
+    good = np.isfinite(v)
+    w = np.where(good, w, 0.0)
+    num = np.add.reduce(w * np.where(good, v, 0.0), axis=0)
+    den = np.add.reduce(w, axis=0)
     out = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
     for (_, _, over), s in zip(parts, slopes):
         out = out + s * over
