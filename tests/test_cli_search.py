@@ -137,7 +137,7 @@ def test_bench_no_search_json():
     r = run("bench", "llama3.1-8b", "h100_dgx", "--evaluations", "1000", "--no-search", "--json")
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
-    assert d["evaluations_per_s"] > 0
+    assert d["evaluations_per_s"] > 0 and d["kernel_per_s"] > 0
     assert d["search_wall_s"] is None and d["exact_wall_s"] is None
 
 

@@ -344,12 +344,7 @@ def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
             parts.append((*assemble(model, tables, g[i:i + CHUNK], w), w.bad))
         slowest, memory, bad = (np.concatenate(x) for x in zip(*parts)) if parts else \
             (np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64))
-    out = [np.empty(len(g), dtype=d) for d in (bool, np.int64) + (np.float64,) * 7]
-    for i in range(0, len(g), CHUNK):     # chunks that stay in cache
-        j = slice(i, i + CHUNK)
-        for o, v in zip(out, finish(topo, work, tables, g[j], slowest[j], memory[j], bad[j])):
-            o[j] = v
-    return Result(strategies, *out)
+    return Result(strategies, *finish(topo, work, tables, g, slowest, memory, bad))
 
 
 def _stages(model, tables: Tables, g, code):
@@ -358,23 +353,39 @@ def _stages(model, tables: Tables, g, code):
     stay in cache while its strategies are costed (about 2x faster over many coarse rows)."""
     cache = FusedRows.of(tables)
     fz, at = cache.rows(tables, model, g)
-    n, G = len(g), len(tables.coarse)
-    order = None
-    if n > CHUNK and G > 1:
-        order = np.argsort(g.astype(np.uint16) if G <= 1 << 16 else g, kind="stable")
-        g = np.repeat(np.arange(G), np.bincount(g, minlength=G))
-        at = cache.at[g]
-        code = code[order]
+    G = len(tables.coarse)
+    if len(g) <= CHUNK or G == 1:
+        return _chunks(model, tables, fz, g, at, code)
+    order = np.argsort(g.astype(np.uint16) if G <= 1 << 16 else g, kind="stable")
+    g = np.repeat(np.arange(G), np.bincount(g, minlength=G))
+    out = _chunks(model, tables, fz, g, cache.at[g], code[order])
+    for k, v in enumerate(out):
+        out[k] = np.empty_like(v)
+        out[k][order] = v
+    return out
+
+
+def _chunks(model, tables: Tables, fz, g, at, code) -> list:
+    """``_times`` of rows g (rows ``at`` of ``fz``), chunk by chunk (each chunk's temporaries
+    stay in cache): [slowest stage, fullest stage's memory, reason bits]."""
+    n = len(g)
     out = [np.empty(n), np.empty(n), np.empty(n, dtype=np.int64)]
     for i in range(0, n, CHUNK):
         j = slice(i, i + CHUNK)
         for o, v in zip(out, _times(model, tables, fz, g[j], at[j], code[j])):
             o[j] = v
-    if order is not None:
-        for k, v in enumerate(out):
-            out[k] = np.empty_like(v)
-            out[k][order] = v
     return out
+
+
+def kernel(model: ModelSpec, topo: TopologySpec, work: Workload, tables: Tables, g, code):
+    """The evaluator's arithmetic alone, for ``lts bench`` to compare with: the fused walk's
+    lookups and additions, the stages and ``finish``, over rows g [N] of ``tables`` whose
+    pieces are fused and packed choices ``code`` [N] given in coarse-row order (so a row's
+    pieces stay in cache). ``evaluate`` adds what a caller needs around it: packing and
+    checking the choices, fusing new rows, the grouping by coarse row and the caller's order.
+    Returns ``finish``'s arrays."""
+    fz, at = FusedRows.of(tables).rows(tables, model, g)
+    return finish(topo, work, tables, g, *_chunks(model, tables, fz, g, at, code))
 
 
 def finish(topo: TopologySpec, work: Workload, tables: Tables, g, slowest, memory, bad):

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost.model import breakdown, evaluate
+from ..cost.layouts import pack
+from ..cost.model import breakdown, evaluate, kernel
 from .exact import search_exact
 from .problems import Problem
 from .methods import search_ppo
@@ -26,6 +27,8 @@ class Bench:
                                        # grid's tables and fused pieces built (a search's state)
     evaluations_per_s_fusing: float    # the same rows, the fused pieces built in the call
     evaluations_per_s_cold: float      # the same rows, grouped and all tables built in the call
+    kernel_per_s: float                # the evaluator's arithmetic alone on the same rows
+                                       # (``cost.model.kernel``: packed, in coarse-row order)
     estimate_wall_s: float             # one breakdown (what ``lts estimate`` costs)
     search_wall_s: float | None = None     # ppo, budget 4000 calls, seed 0 (None: not measured)
     exact_wall_s: float | None = None      # the exact optimum
@@ -81,12 +84,37 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
             total += float(np.median(times))
         return evaluations / total
 
+    def kernel_per_s():
+        """Strategies per second of ``cost.model.kernel`` on the same rows (packed and put in
+        coarse-row order beforehand, untimed), timed as ``per_s`` times the evaluator; its
+        figures must equal the evaluator's."""
+        total = 0.0
+        for k, n in enumerate(sizes):
+            strategies, g = rows(k, n)
+            order = np.argsort(g, kind="stable")
+            g, code = g[order], pack(strategies)[order]
+            got = kernel(model, topo, work, problem.tables, g, code)
+            want = evaluate(model, topo, work, strategies[order], tables=problem.tables,
+                            coarse_index=g)
+            if not (np.array_equal(got[0], want.valid) and
+                    np.array_equal(got[2], want.tokens_per_s_per_gpu, equal_nan=True)):
+                raise AssertionError("cost.model.kernel differs from evaluate")
+            times = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                kernel(model, topo, work, problem.tables, g, code)
+                times.append(time.perf_counter() - t0)
+            total += float(np.median(times))
+        return evaluations / total
+
     warm = per_s(tables=problem.tables)
     fusing = per_s(fresh=True, tables=problem.tables)
     cold = per_s(indexed=False)
+    plain = kernel_per_s()
     t0 = time.perf_counter()
     breakdown(model, topo, work, make_row(tp=8, batch=64))
-    out = Bench(model.name, topo.name, evaluations, warm, fusing, cold, time.perf_counter() - t0)
+    out = Bench(model.name, topo.name, evaluations, warm, fusing, cold, plain,
+                time.perf_counter() - t0)
     if searches:
         problem = Problem(model, topo, work)
         t0 = time.perf_counter()
