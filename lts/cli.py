@@ -18,8 +18,6 @@ from dataclasses import asdict, replace
 import click
 
 from .engines import ENGINE_NAMES, ENGINES, GENERIC, REAL_ENGINES, chunked
-from .report.catalog import (model_show_dict, models_rows, render_model_show, render_models,
-                             render_topologies, topologies_rows)
 from .report.format import json_safe, make_console, progress
 from .search.names import BUDGET_SECONDS, MAX_BUDGET, METHODS, STOCHASTIC
 from .serving.imports import FORMATS as IMPORT_FORMATS
@@ -1220,6 +1218,7 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
 @output_options
 def models(show, contexts, json_, no_color):
     """List the shipped models with their sizes."""
+    from .report.catalog import model_show_dict, models_rows, render_model_show, render_models
     if show is not None:
         m = _loaded(lambda: load_model(show))
         _print(json_, no_color, model_show_dict(show, m, contexts), render_model_show, m)
@@ -1233,6 +1232,7 @@ def models(show, contexts, json_, no_color):
 @output_options
 def topologies(json_, no_color):
     """List the shipped topologies (GPUs, memory, links)."""
+    from .report.catalog import render_topologies, topologies_rows
     _print(json_, no_color,
            _loaded(lambda: topologies_rows([(n, load_topology(n))
                                             for n in shipped_names("topologies")])),

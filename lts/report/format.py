@@ -7,10 +7,8 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn,
-                           TimeElapsedColumn)
+# rich is imported where a console is made (``make_console``, ``progress``), not with this
+# module: the CLI imports it at start-up, and ``lts --help`` prints through click alone
 
 
 MIN_WIDTH = 80   # columns a table is laid out in at least: narrower, rich elides the numbers
@@ -19,6 +17,7 @@ MIN_WIDTH = 80   # columns a table is laid out in at least: narrower, rich elide
 
 def make_console(no_color: bool = False, stderr: bool = False) -> Console:
     """A console on stdout (results) or stderr, at least MIN_WIDTH columns wide."""
+    from rich.console import Console
     console = Console(stderr=stderr, no_color=no_color, highlight=False)
     if console.width < MIN_WIDTH:
         console.width = MIN_WIDTH
@@ -97,6 +96,7 @@ class _Advance:
 
     def describe(self, text: str) -> None:
         if self.progress is not None:
+            from rich.markup import escape
             self.progress.update(self.task, description=escape(text))
 
     def set_total(self, total: int) -> None:
@@ -108,6 +108,10 @@ class _Advance:
 def progress(total, description: str, disable: bool = False):
     """A transient progress bar on stderr (off when ``disable`` or stderr is not a terminal);
     ``total=None`` shows an indeterminate bar. Yields an ``_Advance`` callback."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn,
+                               TextColumn, TimeElapsedColumn)
     console = Console(stderr=True, highlight=False)
     if disable or not console.is_terminal:
         yield _Advance(None, None)
