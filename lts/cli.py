@@ -26,7 +26,7 @@ from .specs import load_model, load_topology, shipped_names, weight_bytes, with_
 from .specs.errors import LtsError, StrategyError, plain
 from .specs.strategy import COARSE, DEGREES
 from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_CP, MAX_DEGREE, MAX_ETP, MAX_GPUS,
-                           MAX_OFFLOAD_GIB, MAX_REQUEST_RATE, MAX_SEED,
+                           MAX_JOBS, MAX_OFFLOAD_GIB, MAX_REQUEST_RATE, MAX_SEED,
                            MAX_SEEDS, MAX_SERVE_TOP, MAX_SIM_REQUESTS, MAX_TOKENS, MAX_TOP)
 from .specs.units import GIB, KV_DTYPES, weight_format
 from .specs.workload import PHASES, Workload
@@ -1632,8 +1632,9 @@ def _sweep_one(problem):
 @click.option("-o", "--output", "output", default=None, metavar="FILE.jsonl",
               help="Where the JSON lines go (default: GRID's name with .jsonl); problems "
                    "already in it are skipped, so a stopped sweep goes on where it stopped.")
-@click.option("--jobs", type=click.IntRange(1, 256), default=1, show_default=True,
-              help="Processes solving problems at once (each search runs on one core).")
+@click.option("--jobs", type=click.IntRange(1, MAX_JOBS), default=1, show_default=True,
+              help="Processes solving problems at once (each search runs on one core; each "
+                   "holds up to ~0.3 GiB).")
 @click.option("--shard", default=None, metavar="I/N",
               help="Solve only every N-th problem from the I-th (one machine's share; "
                    "docs/sweep.md).")

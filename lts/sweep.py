@@ -121,6 +121,10 @@ def read_grid(path) -> tuple:
     loads = grid.get("workloads")
     if not isinstance(loads, list) or not loads or not all(isinstance(w, dict) for w in loads):
         raise SpecError(path, "workloads", "missing: at least one [[workloads]] table")
+    count = len(models) * len(topologies) * len(loads) * len(engines) * len(gpus)
+    if count > MAX_PROBLEMS:        # counted from the lists, before a problem is made
+        raise SpecError(path, "", f"{count:,} problems, over the {MAX_PROBLEMS:,} a sweep "
+                                  "takes (split the grid)")
     names, flags = [], []
     for i, w in enumerate(loads):
         where = f"workloads[{i}]"
@@ -160,9 +164,6 @@ def read_grid(path) -> tuple:
                                    *(("--gpus", str(g)) if g else ())))
         for m in models for t in topologies for name, f in zip(names, flags)
         for e in engines for g in gpus]
-    if len(problems) > MAX_PROBLEMS:
-        raise SpecError(path, "", f"{len(problems):,} problems, over the {MAX_PROBLEMS:,} a "
-                                  "sweep takes (split the grid)")
     return problems, {str(k): float(v) for k, v in prices.items()}
 
 
@@ -178,7 +179,7 @@ def read_lines(out_path) -> dict:
             for text in f:
                 try:
                     d = json.loads(text)
-                except ValueError:
+                except (ValueError, RecursionError):    # (nesting past Python's stack)
                     continue
                 if isinstance(d, dict) and isinstance(d.get("key"), str):
                     out[d["key"]] = d
@@ -187,10 +188,33 @@ def read_lines(out_path) -> dict:
     return out
 
 
+def answer(d: dict):
+    """(tokens/s per GPU, strategy text, model name) of an output line that holds a whole
+    answer, else None: a line whose search failed or found nothing, or one edited or written
+    by something else (a key missing, a degree or tokens/s that is not a finite number) is no
+    answer, so the sweep solves its problem again and the summary never reads it."""
+    r = d.get("result")
+    b = r.get("best") if isinstance(r, dict) else None
+    if not isinstance(b, dict):
+        return None
+    per_gpu = b.get("tokens_per_s_per_cluster_gpu", b.get("tokens_per_s_per_gpu"))
+    if not _number(per_gpu) or per_gpu < 0:
+        return None
+    axes = shown_axes([b])       # degrees at least 1, the batch (concurrency) at least 0
+    if not all(_number(b.get(a)) and b[a] >= (a != "batch") for a in axes):
+        return None
+    m = r.get("model")
+    name = m.get("name") if isinstance(m, dict) else None
+    return float(per_gpu), coarse_text(b, axes), name if isinstance(name, str) else None
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
 def done_keys(lines: dict) -> set:
-    """The keys the output already answers: lines with a result (a problem that failed, or
-    found nothing feasible, is tried again)."""
-    return {k for k, d in lines.items() if d.get("result")}
+    """The keys the output already answers (``answer``): the rest are solved again."""
+    return {k for k, d in lines.items() if answer(d) is not None}
 
 
 def ends_mid_line(path) -> bool:
@@ -218,23 +242,22 @@ def summary(lines: dict, problems: list, prices: dict) -> dict:
         d = lines.get(p.key)
         if d is None:
             continue
-        r = d.get("result")
-        if not isinstance(r, dict) or not isinstance(r.get("best"), dict):
+        got = answer(d)
+        if got is None:
             failed += 1
             if len(errors) < 5:
-                errors.append(f"{p.key.rsplit('|', 1)[0]}: {d.get('error') or 'no answer'}")
+                error = d.get("error")
+                errors.append(f"{p.key.rsplit('|', 1)[0]}: "
+                              f"{error if isinstance(error, str) and error else 'no answer'}")
             continue
-        b = r["best"]
-        per_gpu = b.get("tokens_per_s_per_cluster_gpu", b.get("tokens_per_s_per_gpu"))
+        per_gpu, strategy, name = got
         k = (p.model, p.topology, p.workload)
         if k in best and per_gpu <= best[k]["tokens_per_s_per_gpu"]:
             continue
         price = prices.get(p.topology)
-        best[k] = {"key": p.key,
-                   "model": r["model"]["name"] if isinstance(r.get("model"), dict) else p.model,
+        best[k] = {"key": p.key, "model": name or p.model,
                    "topology": p.topology, "workload": p.workload, "engine": p.engine or None,
-                   "gpus": p.gpus or None,
-                   "strategy": coarse_text(b, shown_axes([b])),
+                   "gpus": p.gpus or None, "strategy": strategy,
                    "tokens_per_s_per_gpu": per_gpu, "price_per_gpu_hour": price,
                    "tokens_per_dollar": per_gpu * 3600.0 / price if price else None}
     rows = sorted(best.values(), key=lambda r: (r["model"], r["workload"],

@@ -179,3 +179,68 @@ def test_grid_problems_are_the_product():
                                     "sweep_example.toml")
     assert len(problems) == 60 and len({p.key for p in problems}) == 60
     assert prices == {"h100_dgx": 3.0, "h200_dgx": 3.7, "b200_dgx": 5.5}
+
+
+def test_a_grid_over_the_limit_is_refused_before_a_problem_is_made(tmp_path):
+    """5,000 models x 5,000 topologies: counted from the lists (it once built 25 M problems,
+    5.5 GiB, before the check)."""
+    names = ", ".join(f'"m{i}"' for i in range(5000))
+    tops = ", ".join(f'"t{i}"' for i in range(5000))
+    (tmp_path / "g.toml").write_text(f"models = [{names}]\ntopologies = [{tops}]\n"
+                                     "[[workloads]]\nphase = \"decode\"\n")
+    r = run("sweep", str(tmp_path / "g.toml"))
+    assert r.exit_code == 1
+    assert "25,000,000 problems, over the 100,000 a sweep takes (split the grid)" in r.output
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+def _mangled(good: dict) -> list:
+    """Lines of an output file another hand has edited: each holds the key of a problem but no
+    answer the summary may read."""
+    def with_best(**edit):
+        d = json.loads(json.dumps(good))
+        b = d["result"]["best"]
+        for k, v in edit.items():       # (tokens/s: per GPU of the budget too, where given)
+            for key in (k, k.replace("per_gpu", "per_cluster_gpu")):
+                if key == k or key in b:
+                    b[key] = v
+        return d
+    no_best = json.loads(json.dumps(good))
+    del no_best["result"]["best"]
+    no_tp = json.loads(json.dumps(good))
+    del no_tp["result"]["best"]["tp"]
+    return [json.dumps(with_best(tokens_per_s_per_gpu=float("nan"))),       # NaN (Python's)
+            json.dumps(with_best(tokens_per_s_per_gpu=-1e308)),
+            json.dumps(with_best(tokens_per_s_per_gpu="10")),
+            json.dumps(with_best(tp="8")),
+            json.dumps(no_best), json.dumps(no_tp),
+            json.dumps({**good, "result": "[" * 50}),
+            '{"key": "' + good["key"] + '", "result": ' + "[" * 100_000 + "]" * 100_000 + "}"]
+
+
+def test_a_resumed_sweep_solves_a_bad_line_again_and_never_sums_it(tmp_path):
+    """A line whose answer is not whole (a key missing, a tokens/s that is NaN, negative or a
+    string, a degree that is text, nesting past Python's stack) is no answer: the problem is
+    solved again and the summary reads the new line."""
+    grid = GRID.replace('engines = ["", "vllm"]', 'engines = [""]').replace(
+        '"llama3.1-8b", "mixtral-8x7b"', '"llama3.1-8b"')
+    (tmp_path / "g.toml").write_text(grid)
+    out = tmp_path / "a.jsonl"
+    first = json.loads(run("sweep", str(tmp_path / "g.toml"), "-o", str(out), "--json").stdout)
+    good = lines(out)[0]
+    for bad in _mangled(good):
+        out.write_text(bad + "\n")
+        assert sw.done_keys(sw.read_lines(out)) == set()
+        r = run("sweep", str(tmp_path / "g.toml"), "-o", str(out), "--json")
+        assert r.exit_code == 0, (bad[:200], r.output)
+        d = json.loads(r.stdout)
+        assert (d["ran"], d["skipped"], d["answered"]) == (1, 0, 1), bad[:200]
+        assert d["rows"] == first["rows"], bad[:200]
+
+
+def test_jobs_are_bounded_by_memory(tmp_path):
+    """--jobs at most MAX_JOBS (6 workers of ~0.3 GiB: under 2 GiB), refused as a bad flag."""
+    (tmp_path / "g.toml").write_text(GRID)
+    r = run("sweep", str(tmp_path / "g.toml"), "--jobs", "256")
+    assert r.exit_code == 2 and "'--jobs': 256 is not in the range 1<=x<=6" in r.output
+    assert not (tmp_path / "g.jsonl").exists()
