@@ -175,10 +175,8 @@ def _load(model: str, topology: str, precision=None, kv_cache_dtype=None):
                                  f"({nodes} of {topo.gpus_per_node})", param_hint="'--gpus'")
     for flag in ("engine", "emit"):          # an engine that does not run on this GPU's vendor
         e = ENGINES.get(params.get(flag) or GENERIC)
-        if not e.whole_space and topo.vendor not in e.vendors:
-            raise click.ClickException(
-                f"--{flag} {e.name}: {e.label} does not run on {topo.gpu_name} ({topology}, "
-                f"gpu.vendor = {topo.vendor}); it runs on {' and '.join(e.vendors)} GPUs only")
+        if e.vendor_problem(topo, topology):
+            raise click.ClickException(f"--{flag} {e.name}: {e.vendor_problem(topo, topology)}")
     return m, topo
 
 
@@ -568,6 +566,11 @@ def _profile(topo, engine: str | None, emit: str | None = None):
         if overlay["name"] != e.name:
             raise click.UsageError(f"--engine-profile: the overlay is for {overlay['name']}, "
                                    f"not {e.name} (name it with --engine {overlay['name']})")
+        if overlay["release"] and overlay["release"] != (release or e.version):
+            raise click.UsageError(
+                f"--engine-profile: the overlay is for {e.name} {overlay['release']}'s profile, "
+                f"not {release or e.version}'s (name it with --engine "
+                f"{e.name}@{overlay['release']})")
         profile = _overlaid(profile, overlay)
     return _with_kernel_flags(profile)
 
@@ -834,6 +837,10 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
         profile = _profile(topo, engine)
         _offload_checks(prefix, profile, topo)
         named = "batch" in named_keys(strategy_text)
+        if named and concurrency is not None and int(row[CONCURRENCY]) != concurrency:
+            raise click.UsageError(f"--strategy batch={int(row[CONCURRENCY]):,} and --concurrency "
+                                   f"{concurrency:,} disagree (both set the requests in "
+                                   "flight): give one")
         if concurrency is not None:
             row[CONCURRENCY] = concurrency
         res = serve(m, topo, row, isl, osl, best_batch=concurrency is None and not named,

@@ -125,6 +125,19 @@ def test_an_overlay_for_another_engine_is_refused(tmp_path):
     assert r.exit_code == 2 and "engine.step_overhead_us: -1 is not a number from 0" in r.output
 
 
+def test_an_overlay_for_another_release_is_refused(tmp_path):
+    """An overlay fitted on one release's profile is not applied under another (issue 38)."""
+    (tmp_path / "o.toml").write_text('[engine]\nname = "vllm"\nrelease = "0.12"\n'
+                                     'step_overhead_us = 100\n')
+    args = ("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--phase", "serve",
+            "--engine-profile", str(tmp_path / "o.toml"), "--engine")
+    r = run(*args, "vllm")
+    assert r.exit_code == 2 and r.output.splitlines()[-1] == (
+        "Error: --engine-profile: the overlay is for vllm 0.12's profile, not 0.15's (name it "
+        "with --engine vllm@0.12)")
+    assert run(*args, "vllm@0.12").exit_code == 0
+
+
 @pytest.mark.parametrize("holdout", ["isl", "concurrency"])
 def test_held_out_request_shapes_and_loads(tmp_path, holdout):
     """Fitted on half the (isl, osl) pairs, or on the lower concurrencies, the constants carry

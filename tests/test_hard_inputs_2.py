@@ -193,3 +193,13 @@ def test_a_long_exact_serve_list_is_bounded():
     assert r.exit_code == 2 and error(r) == (
         "Error: Invalid value for '--top': 101 is above the 100 rows an exact serve search lists "
         "(it proves each; the largest run finishes within 60 s on a 2-core machine)")
+
+
+def test_a_strategys_batch_and_concurrency_that_disagree_are_refused():
+    """Both set the requests in flight (issue 38 item 6): the same value is one setting."""
+    args = ("estimate", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--phase", "serve")
+    r = run(*args, "--strategy", "tp=1,batch=16", "--concurrency", "64")
+    assert r.exit_code == 2
+    assert r.output.splitlines()[-1] == ("Error: --strategy batch=16 and --concurrency 64 "
+                                         "disagree (both set the requests in flight): give one")
+    assert run(*args, "--strategy", "tp=1,batch=64", "--concurrency", "64").exit_code == 0

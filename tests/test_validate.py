@@ -276,3 +276,28 @@ def test_validate_engine_cells_take_the_profile_names_and_their_spellings(tmp_pa
     # an empty cell falls back to the engine the source names
     assert [row["engine"] for row in json.loads(r.output)["rows"]] == \
         ["vllm", "vllm", "trtllm", "vllm", "sglang"]
+
+
+def test_an_engine_on_another_vendors_gpu_is_skipped_and_not_fitted(tmp_path):
+    """What estimate and search refuse (TensorRT-LLM on an AMD GPU), validate skips with the
+    same sentence and calibrate refuses: rows of serving_moe.csv moved onto MI300X."""
+    import csv
+    with open(MOE, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["engine"] == "trtllm"][:2]
+    for r in rows:
+        r["topology"] = "mi300x_x8"
+    path = tmp_path / "amd.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    why = ("TensorRT-LLM does not run on AMD Instinct MI300X 192GB (mi300x_x8, gpu.vendor = "
+           "amd); it runs on nvidia GPUs only")
+    r = run("validate", str(path), "--json")
+    d = json.loads(r.stdout)
+    assert [s["reason"] for s in d["skipped"]] == [why, why] and d["rows"] == []
+    r = run("calibrate", str(path), "-o", str(tmp_path / "fit.toml"))
+    assert r.exit_code == 1 and why in r.output and not (tmp_path / "fit.toml").exists()
+    r = run("estimate", "gpt-oss-120b", "mi300x_x8", "--phase", "serve", "--engine", "trtllm",
+            "--strategy", "tp=1")
+    assert r.exit_code == 1 and r.output.strip() == f"Error: --engine trtllm: {why}"

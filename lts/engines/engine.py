@@ -88,6 +88,14 @@ class Engine:
             return parts
         return key(a) == key(b)
 
+    def vendor_problem(self, topo, topology: str) -> str:
+        """Why this engine does not run on ``topo``'s GPUs (named ``topology``), or "": the one
+        sentence ``lts estimate``/``search`` refuse with and ``validate`` skips a row for."""
+        if self.whole_space or topo.vendor in self.vendors:
+            return ""
+        return (f"{self.label} does not run on {topo.gpu_name} ({topology}, gpu.vendor = "
+                f"{topo.vendor}); it runs on {' and '.join(self.vendors)} GPUs only")
+
     @property
     def whole_space(self) -> bool:
         """True when the engine runs every strategy (no engine space: ``generic``)."""

@@ -609,6 +609,10 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
         if why:
             skipped[m.row] = why
             continue
+        why = ENGINES[m.engine].vendor_problem(topos.get(m.topology), m.topology)
+        if why:             # as lts estimate and search refuse it
+            skipped[m.row] = why
+            continue
         # the profile's release and the row's own version (the measured kernels' release)
         release = (ENGINES[m.engine].release_for(m.engine_version), m.engine_version)
         if m.pools:
