@@ -13,7 +13,7 @@ settings.register_profile("ci", derandomize=True, deadline=None, database=None, 
 settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true" else "dev")
 
 
-MAX_WORKERS = 4     # a worker holds up to ~0.8 GiB (test_engine_space's brute force: 834 MB)
+MAX_WORKERS = 4     # a worker holds up to ~1 GiB (a whole run's largest: 1.0 GB max RSS)
 
 
 def pytest_xdist_auto_num_workers(config):
