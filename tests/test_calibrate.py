@@ -288,3 +288,31 @@ def test_small_all_reduces_have_their_own_time(tmp_path):
                                                        "test"))
     assert load_topology(str(tmp_path / "t.toml")).links[0].oneshot_latency_s == \
         pytest.approx(fit.knobs["oneshot_latency_us"] * 1e-6, rel=1e-3)
+
+
+@pytest.mark.parametrize("name", ["h200_dgx", "h20_hgx", "h100_dgx", "gb200_nvl72", "mi300x_x8"])
+def test_the_written_topology_reads_back_with_the_fitted_rates(tmp_path, name):
+    """What calibrate writes, lts reads back with the same figures (issue 38 item 2): every
+    tuned rate of the topology — memory, compute, per-format GEMM and grouped-GEMM rates, the
+    kernel overhead, the one-shot latency — is the tuned topology's, also under a section
+    header that carries a comment (h200_dgx's ``[gpu.grouped_gemm]  # ...`` once lost them)."""
+    from lts.specs import resolve
+    base = resolve("topologies", name)
+    knobs = {"memory_scale": 0.8, "compute_scale": 0.7, "kernel_overhead_us": 3.5,
+             "oneshot_latency_us": 7.0, "memory_scale@fp8": 0.9, "compute_scale@fp8": 0.6,
+             "step_overhead_us": 100.0, "request_overhead_ms": 1.0, "collective_scale": 1.0}
+    fit = cal.Fit(knobs, {}, {k: True for k in knobs}, "vllm", "0.15", {}, {}, 0, 0)
+    out = tmp_path / "t.toml"
+    out.write_text(cal.topology_text(base, fit, "test"))
+    got, want = load_topology(str(out)), cal.tuned_topology(load_topology(str(base)), knobs)
+    for key in ("memory_efficiency", "fp8_memory_efficiency", "compute_efficiency",
+                "fp8_compute_efficiency", "fp4_compute_efficiency", "kernel_overhead_s"):
+        assert getattr(got, key) == pytest.approx(getattr(want, key), rel=1e-3), key
+    assert set(got.gemm) == set(want.gemm) and set(got.grouped) == set(want.grouped)
+    for f in want.gemm:
+        assert got.gemm[f] == pytest.approx(want.gemm[f], rel=1e-3), f
+    for f in want.grouped:
+        assert np.allclose(got.grouped[f][0], want.grouped[f][0], rtol=1e-3), f
+        assert got.grouped[f][1] == pytest.approx(want.grouped[f][1], rel=1e-3), f
+    assert got.links[0].oneshot_latency_s == pytest.approx(want.links[0].oneshot_latency_s,
+                                                           rel=1e-3)

@@ -398,6 +398,9 @@ _GPU_MEMORY = ("memory_efficiency", "fp8_memory_efficiency")
 _GPU_COMPUTE = ("compute_efficiency", "fp8_compute_efficiency", "fp4_compute_efficiency")
 
 
+_HEADER = re.compile(r"^(\[\[?)\s*([A-Za-z0-9_.\- ]+?)\s*\]\]?\s*(#.*)?$")
+
+
 def topology_text(base_path, fit: Fit, note: str) -> str:
     """The base topology file with the fitted values written in (each the tuned topology's,
     ``tuned_topology``; each line commented with ``note``) and its name suffixed ``-fitted``. A
@@ -414,11 +417,10 @@ def topology_text(base_path, fit: Fit, note: str) -> str:
     out, section, link, written = [], "", -1, set()
     for line in Path(base_path).read_text(encoding="utf-8").splitlines():
         head = line.strip()
-        if head.startswith("[["):
-            section = head.strip("[]").strip()
-            link += section == "link"
-        elif head.startswith("["):
-            section = head.strip("[]").strip()
+        header = _HEADER.match(head)        # [table] or [[array]], a comment after it or not
+        if header:
+            section = header.group(2).strip()
+            link += header.group(1) == "[[" and section == "link"
         key = head.split("=", 1)[0].strip().strip('"').strip("'") \
             if "=" in head and not head.startswith("#") else ""
         code, _, _ = line.partition("#")
