@@ -203,3 +203,19 @@ def test_a_strategys_batch_and_concurrency_that_disagree_are_refused():
     assert r.output.splitlines()[-1] == ("Error: --strategy batch=16 and --concurrency 64 "
                                          "disagree (both set the requests in flight): give one")
     assert run(*args, "--strategy", "tp=1,batch=64", "--concurrency", "64").exit_code == 0
+
+
+def test_a_gpu_of_unbounded_memory_never_answers_more_than_max_concurrency(tmp_path):
+    """1,000,000 GiB a GPU and 3-token requests: the KV cache holds billions, which once
+    overflowed the exact serve search's int32 counts into 1.2 billion clients with a 3-hour
+    TPOT; an engine runs at most MAX_CONCURRENCY requests (EngineProfile.holds)."""
+    from lts.specs.limits import MAX_CONCURRENCY
+    text = (ROOT / "topologies" / "h100_dgx.toml").read_text()
+    text = re.sub(r"^hbm_gib = [0-9.]+", "hbm_gib = 1000000", text, flags=re.M)
+    (tmp_path / "big.toml").write_text(text)
+    r = run("search", "llama3.1-8b", str(tmp_path / "big.toml"), "--gpus", "8", "--phase",
+            "serve", "--isl", "1", "--osl", "2", "--engine", "sglang", "--json")
+    assert r.exit_code == 0, r.output[-500:]
+    d = json.loads(r.stdout)
+    batches = [row["batch"] for row in d["top"]]
+    assert max(batches) <= MAX_CONCURRENCY and min(batches) >= 1, batches

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..cost import kernels
 from ..specs import TopologySpec
+from ..specs.limits import MAX_CONCURRENCY
 from ..specs.units import GIB
 
 MIB = 2**20
@@ -97,8 +98,11 @@ class EngineProfile:
                        kernel_dir=self.kernel_dir if data_dir is None else data_dir)
 
     def holds(self, kv_capacity):
-        """Requests the engine runs at once: what the KV cache holds, capped by max_running."""
-        return np.minimum(kv_capacity, self.max_running) if self.max_running else kv_capacity
+        """Requests the engine runs at once: what the KV cache holds, capped by max_running,
+        and never more than MAX_CONCURRENCY (a GPU of unbounded memory, a request of a few
+        bytes: the count stays one lts's integers and answers hold)."""
+        cap = np.minimum(kv_capacity, self.max_running) if self.max_running else kv_capacity
+        return np.minimum(cap, MAX_CONCURRENCY)
 
     def topology(self, topo: TopologySpec) -> TopologySpec:
         """The topology as this engine's collectives see it."""
