@@ -1,6 +1,7 @@
 """A given two-pool deployment under a closed loop (lts.serving.two_pool, issue 24): its limits
 by hand, the invariants of a closed loop, and lts validate on two-pool measurements."""
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -264,3 +265,38 @@ def test_decode_topology_naming_the_same_cluster_is_one_cluster():
     a = json.loads(run(*POOLS, "--json").output)
     b = json.loads(run(*POOLS, "--decode-topology", "h200_dgx", "--json").output)
     assert a["transfer_ms"] == b["transfer_ms"] and a["ttft_ms"] == b["ttft_ms"]
+
+
+@pytest.mark.parametrize("gpus", ["256"])
+def test_pairing_around_the_balance_is_pairing_over_every_count(monkeypatch, gpus):
+    """disagg.pair tries only the prefill instance counts around the continuous balance on a
+    budget of more than PAIR_XS of them (millions of GPUs): forced on small budgets, the answer
+    is the same as trying every count."""
+    from click.testing import CliRunner
+    from lts.cli import cli
+    from lts.search import disagg
+    args = ["search", "llama3.1-8b", "h100_dgx", "--gpus", gpus, "--phase", "serve", "--isl",
+            "2000", "--osl", "200", "--ttft-slo-ms", "3000", "--json"]
+    whole = json.loads(CliRunner().invoke(cli, args).stdout)["disagg"]
+    monkeypatch.setattr(disagg, "PAIR_XS", 2)
+    windowed = json.loads(CliRunner().invoke(cli, args).stdout)["disagg"]
+    assert whole is not None and windowed == whole
+
+
+def test_a_billion_gpus_pair_in_seconds(tmp_path):
+    """A topology of 1,073,741,824 GPUs (1,048,576 nodes of 1,024): the serve search answers,
+    its two pools paired without an array per GPU (it once held ~1 GB at 8 M GPUs)."""
+    from click.testing import CliRunner
+    from lts.cli import cli
+    text = (Path(__file__).resolve().parents[1] / "topologies" / "h100_dgx.toml").read_text()
+    for old, new in (("gpus = 8 ", "gpus = 1024 "), ("count = 3072 ", "count = 1048576 "),
+                     ("span_gpus = 24576 ", "span_gpus = 1073741824 "),
+                     ("span_gpus = 8 ", "span_gpus = 1024 ")):
+        text, n = re.subn("^" + old, new, text, flags=re.M)
+        assert n == 1, old
+    (tmp_path / "giga.toml").write_text(text)
+    r = CliRunner().invoke(cli, ["search", "llama3.1-8b", str(tmp_path / "giga.toml"), "--phase",
+                                 "serve", "--isl", "1000", "--osl", "1000", "--json"])
+    assert r.exit_code == 0, r.output[-500:]
+    dg = json.loads(r.stdout)["disagg"]
+    assert dg["gpus"] <= 1 << 30 and dg["prefill_instances"] >= 1

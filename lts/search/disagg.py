@@ -322,6 +322,9 @@ def deployment(problem: ServeProblem, prefill, decode, x: int, y: int) -> Disagg
                   decode_topology=other.topo.name if other is not problem else None)
 
 
+PAIR_XS = 1 << 16      # prefill instance counts ``pair`` tries one by one (a budget's worth)
+
+
 def pair(problem: ServeProblem, prefill, decode, budget: int | None = None):
     """The best instance counts of two pool strategies within the budget (default: the
     problem's): (output tokens/s per GPU of the budget, GPUs used, prefill instances, decode
@@ -330,13 +333,24 @@ def pair(problem: ServeProblem, prefill, decode, budget: int | None = None):
     The objective is the one pool's: output tokens/s per GPU of the budget, i.e. the rate
     served, GPUs left idle counted. For x prefill instances the served rate min(x r_p, y r_d)
     rises with y up to the balance y = x r_p / r_d and stays there, so the best y is the
-    balance's floor or ceiling within the budget; ties go to the fewest GPUs."""
+    balance's floor or ceiling within the budget; ties go to the fewest GPUs.
+
+    Every x up to what the budget holds is tried, except on a budget of more than PAIR_XS
+    prefill instances (a cluster of millions of GPUs): then the x around the continuous
+    balance x* = budget / (g_p + g_d r_p / r_d), where the served rate peaks (it rises as
+    x r_p below x* and falls with the decode instances y_max left above it, level over runs of
+    g_d / g_p values of x), so the work does not grow with the GPUs."""
     budget = budget or problem.work.budget(problem.topo)
     g_p, g_d = int(prefill.gpus[0]), int(decode.gpus[0])
     r_p, r_d = pool_rates(problem, prefill, decode)
-    x = np.arange(1, (budget - g_d) // g_p + 1, dtype=np.float64)
-    if not len(x):
+    top = (budget - g_d) // g_p
+    if top < 1:
         return None
+    lo, hi = 1, top
+    if top > PAIR_XS:
+        centre, pad = budget / (g_p + g_d * r_p / r_d), 2 * math.ceil(g_d / g_p) + 16
+        lo, hi = max(1, math.floor(centre) - pad), min(top, math.ceil(centre) + pad)
+    x = np.arange(lo, hi + 1, dtype=np.float64)
     y_max = np.floor((budget - x * g_p) / g_d)
     balance = x * r_p / r_d
     xs, ys = np.concatenate([x, x]), np.clip(np.concatenate([np.floor(balance),
