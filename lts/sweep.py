@@ -23,8 +23,8 @@ A grid file::
 
 Each problem is the flags of one ``lts search`` (``Problem.args``); its key (model, topology,
 workload, engine, gpus) names it in the output, so a run that stops can go on: a key already in
-the output file is skipped. Nothing here imports click: the CLI runs each problem's flags
-through its own search command, in a process pool.
+the output file is skipped. Nothing here imports click: each problem is solved by the search's
+library entry (``solve``: ``plan.plan``, what ``lts search`` calls), in the CLI's process pool.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from .engines import ENGINE_NAMES
 from .search.names import METHODS
 from .specs import _toml, read_text
-from .specs.errors import SpecError
+from .specs.errors import LtsError, SpecError
 from .specs.limits import MAX_TOKENS
 from .specs.strategy import coarse_text, shown_axes
 from .specs.workload import PHASES as STEP_PHASES
@@ -59,7 +59,8 @@ class Problem:
     workload: str          # its name
     engine: str            # "" for the per-op optimum
     gpus: int              # 0 for the topology's
-    args: tuple            # the flags of ``lts search`` after MODEL TOPOLOGY
+    args: tuple            # the flags of ``lts search`` after MODEL TOPOLOGY (the key's digest)
+    options: tuple = ()    # the same as ``plan.plan``'s keywords: (name, value) pairs
 
     @property
     def key(self) -> str:
@@ -153,16 +154,18 @@ def read_grid(path) -> tuple:
         if name in names:
             raise SpecError(path, f"{where}.name", f"{name!r} names two workloads")
         names.append(name)
-        args = ["--phase", phase]
+        args, options = ["--phase", phase], [("phase", phase), ("method", method)]
         for k in ("isl", "osl", "context", "ttft_slo_ms", "tpot_slo_ms"):
             if k in w:
                 args += ["--" + k.replace("_", "-"), str(w[k])]
-        flags.append(tuple(args))
+                options.append((k, float(w[k]) if k.endswith("_ms") else w[k]))
+        flags.append((tuple(args), tuple(options)))
     problems = [
         Problem(m, t, name, e, g, (*f, "--method", method, "--json",
                                    *(("--engine", e) if e else ()),
-                                   *(("--gpus", str(g)) if g else ())))
-        for m in models for t in topologies for name, f in zip(names, flags)
+                                   *(("--gpus", str(g)) if g else ())),
+                (*o, *((("gpus", g),) if g else ())))
+        for m in models for t in topologies for name, (f, o) in zip(names, flags)
         for e in engines for g in gpus]
     return problems, {str(k): float(v) for k, v in prices.items()}
 
@@ -265,6 +268,24 @@ def summary(lines: dict, problems: list, prices: dict) -> dict:
     answered = sum(1 for p in problems if p.key in lines) - failed
     return {"rows": rows, "problems": len(problems), "answered": answered, "failed": failed,
             "errors": errors}
+
+
+def solve(problem: Problem) -> tuple:
+    """One problem through the search's library entry (``plan.plan``, as ``lts search``):
+    (problem, exit status, the JSON ``lts search --json`` prints or None, the line it ends on
+    or "")."""
+    from .plan import parse_engine, plan, refusal
+    from .report.format import json_safe
+    try:
+        engine, version = parse_engine(problem.engine) if problem.engine else (None, None)
+        answer = plan(problem.model, problem.topology, engine=engine, engine_version=version,
+                      **dict(problem.options))
+        return problem, 0, json_safe(answer.dict()), ""
+    except LtsError as e:
+        code, why = refusal(e)
+        return problem, code, None, why
+    except Exception as e:      # a bug: the line says so and the sweep goes on with the rest
+        return problem, 1, None, f"internal error (please report): {type(e).__name__}: {e}"
 
 
 def shard(problems: list, text: str) -> list:

@@ -244,3 +244,59 @@ def test_jobs_are_bounded_by_memory(tmp_path):
     r = run("sweep", str(tmp_path / "g.toml"), "--jobs", "256")
     assert r.exit_code == 2 and "'--jobs': 256 is not in the range 1<=x<=6" in r.output
     assert not (tmp_path / "g.jsonl").exists()
+
+
+# ---- the library entry (issue 38 item 8): a sweep problem is plan(...), what lts search calls
+
+def _grid(tmp_path, head: str, workload: str = 'phase = "decode"\ncontext = 4096') -> list:
+    (tmp_path / "g.toml").write_text(f"{head}\n[[workloads]]\n{workload}\n")
+    return sw.read_grid(tmp_path / "g.toml")[0]
+
+
+def test_a_sweep_line_holds_what_search_prints(tmp_path):
+    """A serve problem with an engine release: the line's result is `lts search --json`'s."""
+    p, = _grid(tmp_path, 'models = ["llama3.1-8b"]\ntopologies = ["h100_dgx"]\n'
+                         'engines = ["vllm@0.12"]\ngpus = [8]',
+               'phase = "serve"\nisl = 1000\nosl = 500\ntpot_slo_ms = 50')
+    got = json.loads(sw.line(*sw.solve(p)))
+    r = run("search", p.model, p.topology, *p.args)
+    assert r.exit_code == 0 and got["exit"] == 0 and got["error"] is None
+    assert strip(got["result"]) == strip(json.loads(r.stdout))
+
+
+@pytest.mark.parametrize("head, workload, code, message", [
+    ('models = ["no-such-model"]\ntopologies = ["h100_dgx"]', None, 1, "no-such-model"),
+    ('models = ["llama3.1-8b"]\ntopologies = ["h100_dgx"]\ngpus = [30000]', None, 2,
+     "Invalid value for '--gpus': 30,000 is more than the 24,576 GPUs of h100_dgx"),
+    ('models = ["llama3.1-8b"]\ntopologies = ["h100_dgx"]\nengines = ["vllm@abc"]',
+     'phase = "serve"', 2, "Invalid value for '--engine': 'vllm@abc': 'abc' is not a version"),
+    ('models = ["llama3.1-8b"]\ntopologies = ["mi300x_x8"]\nengines = ["trtllm"]',
+     'phase = "serve"', 1, "--engine trtllm: TensorRT-LLM does not run on"),
+    ('models = ["llama3.1-8b"]\ntopologies = ["h100_dgx"]', 'phase = "decode"\n'
+     'context = 1000000', 2, "Invalid value for '--context': 1,000,000 tokens"),
+    ('models = ["llama3.1-8b"]\ntopologies = ["h100_dgx"]\ngpus = [8]', 'phase = "decode"\n'
+     'tpot_slo_ms = 0.001', 1, "no feasible strategy found (Llama-3.1-8B on h100_dgx with 8 "
+                               "GPUs, decode"),
+])
+def test_a_refused_sweep_problem_has_the_exit_status_and_line_of_search(tmp_path, head,
+                                                                         workload, code,
+                                                                         message):
+    p, = _grid(tmp_path, head, *([workload] if workload else []))
+    _, got, result, error = sw.solve(p)
+    r = run("search", p.model, p.topology, *p.args)
+    assert (got, result) == (code, None) and message in error, error
+    assert r.exit_code == code and r.output.strip().splitlines()[-1] == f"Error: {error}"
+
+
+def test_the_sweep_solves_without_click(tmp_path):
+    """The workers call the library: solving a problem imports no click."""
+    import subprocess
+    import sys
+    code = ("import sys, lts.sweep as sw\n"
+            f"p, = sw.read_grid({str(tmp_path / 'g.toml')!r})[0]\n"
+            "_, status, result, _ = sw.solve(p)\n"
+            "print(status, result['best']['tp'] >= 1, 'click' in sys.modules)\n")
+    _grid(tmp_path, 'models = ["llama3.1-8b"]\ntopologies = ["h100_dgx"]\ngpus = [8]')
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1], timeout=60)
+    assert out.stdout.split() == ["0", "True", "False"], out.stderr
