@@ -1,10 +1,12 @@
 """The ``lts`` command line. The only module that imports click; it wires the others together.
 
-Each command parses and checks its flags, calls the library (``search.methods.run``, ``search.methods.compare``,
-``bench.measure``, ``cost.model.breakdown``, ``serve.serve``, ``validate.validate``, ``emit.launch``)
-and prints the result through ``report`` (rich tables, or JSON with --json).
+Each command parses and checks its flags, calls the library (``plan.plan`` for a search,
+``search.methods.compare``, ``bench.measure``, ``cost.model.breakdown``, ``serve.serve``,
+``validate.validate``, ``emit.launch``) and prints the result through ``report`` (rich tables,
+or JSON with --json).
 
-Exit status: 0 success, 1 bad input file or nothing feasible (LtsError), 2 bad flags (click).
+Exit status: 0 success, 1 bad input file or nothing feasible (LtsError), 2 bad flags (click;
+the library's FlagError and UsageError: ``_refusals``).
 Results go to stdout (rich tables, or JSON with --json); progress and diagnostics to stderr.
 """
 from __future__ import annotations
@@ -1441,10 +1443,12 @@ def sweep(grid, output, jobs, shard, json_, no_color):
         raise click.UsageError(f"-o {output}: is not a regular file (a sweep reads its output "
                                "back to resume)")
     try:
-        done = sw.done_keys(sw.read_lines(output))
+        before = sw.read_lines(output)
     except LtsError as e:
         raise click.ClickException(str(e)) from None
+    done = sw.done_keys(before)
     todo = [p for p in problems if p.key not in done]
+    again = sum(1 for p in todo if p.key in before)   # a line without a whole answer: again
     t0 = time.perf_counter()
     try:
         with open(output, "a", encoding="utf-8") as out, \
@@ -1474,7 +1478,7 @@ def sweep(grid, output, jobs, shard, json_, no_color):
     except LtsError as e:
         raise click.ClickException(str(e)) from None
     d = {**sw.summary(lines, problems, prices), "file": output, "ran": len(todo),
-         "skipped": len(problems) - len(todo), "jobs": jobs,
+         "resolved": again, "skipped": len(problems) - len(todo), "jobs": jobs,
          "wall_s": time.perf_counter() - t0}
     from .report.sweep import render_sweep
     _print(json_, no_color, d, render_sweep)

@@ -312,8 +312,8 @@ def _no_bar(total, label):
 
 @dataclass
 class Plan:
-    """A search's answer: its problem, its run (``search.methods.Run``) and, with ``emit``, the
-    launch of the best strategy (and of two pools where the search sized them)."""
+    """A search's answer: its problem, its run (``search.methods.SearchRun``) and, with
+    ``emit``, the launch of the best strategy (and of two pools where the search sized them)."""
     problem: object
     run: object
     launch: object = None

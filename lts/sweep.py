@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .engines import ENGINE_NAMES
 from .search.names import METHODS
-from .specs import _toml, read_text
+from .specs import read_toml
 from .specs.errors import LtsError, SpecError
 from .specs.limits import MAX_TOKENS
 from .specs.strategy import coarse_text, shown_axes
@@ -44,6 +44,9 @@ from .specs.workload import PHASES as STEP_PHASES
 
 PHASES = STEP_PHASES + ("serve",)   # what --phase takes
 MAX_PROBLEMS = 100_000     # a grid's problems at most (each seconds of one core)
+# a grid file's bytes at most: 100,000 names of ~40 characters; reading a 4 MiB grid takes
+# 1.7 s and 50 MB here (tomllib; 64 MiB, the cap of model files: 17 s and 564 MB)
+MAX_GRID_BYTES = 4 * 2**20
 WORKLOAD_KEYS = {"name": str, "phase": str, "isl": int, "osl": int, "context": int,
                  "ttft_slo_ms": float, "tpot_slo_ms": float}
 # the workload settings a phase uses (as the search's flags: cli._phase_flags)
@@ -78,6 +81,9 @@ def _strings(grid: dict, path, key: str, required: bool) -> list:
         return [""]
     if not isinstance(v, list) or not v or not all(isinstance(x, str) for x in v):
         raise SpecError(path, key, "expected a non-empty list of strings")
+    if len(v) > MAX_PROBLEMS:       # (each list is at most the product, counted below)
+        raise SpecError(path, key, f"{len(v):,} entries, over the {MAX_PROBLEMS:,} problems a "
+                                   "sweep takes (split the grid)")
     if len(set(v)) != len(v):
         raise SpecError(path, key, "names one entry twice")
     return v
@@ -85,10 +91,7 @@ def _strings(grid: dict, path, key: str, required: bool) -> list:
 
 def read_grid(path) -> tuple:
     """(problems, prices {topology: $ per GPU-hour}) of a grid file; SpecError on a bad key."""
-    try:
-        grid = _toml.loads(read_text(Path(path), "a sweep grid (.toml)"))
-    except _toml.TOMLDecodeError as e:
-        raise SpecError(path, "", f"invalid TOML ({e})") from None
+    grid = read_toml(Path(path), "a sweep grid (.toml)", MAX_GRID_BYTES, "a sweep grid needs 2")
     unknown = sorted(set(grid) - GRID_KEYS)
     if unknown:
         raise SpecError(path, unknown[0], f"unknown key (expected {', '.join(sorted(GRID_KEYS))})")

@@ -95,7 +95,7 @@ def test_an_infeasible_problem_is_a_line_with_its_error(tmp_path):
     one = lines(tmp_path / "g.jsonl")[0]
     assert one["exit"] == 1 and one["result"] is None and one["error"]
     d = json.loads(run("sweep", str(tmp_path / "g.toml"), "--json").stdout)
-    assert (d["ran"], d["skipped"], d["failed"]) == (4, 0, 4)
+    assert (d["ran"], d["resolved"], d["skipped"], d["failed"]) == (4, 4, 0, 4)
 
 
 def test_an_edited_grid_solves_what_changed_and_sums_only_its_own_lines(tmp_path):
@@ -235,6 +235,8 @@ def test_a_resumed_sweep_solves_a_bad_line_again_and_never_sums_it(tmp_path):
         assert r.exit_code == 0, (bad[:200], r.output)
         d = json.loads(r.stdout)
         assert (d["ran"], d["skipped"], d["answered"]) == (1, 0, 1), bad[:200]
+        # (said: solved again; a line too deep to read names no problem)
+        assert d["resolved"] == (len(bad) < 100_000), bad[:200]
         assert d["rows"] == first["rows"], bad[:200]
 
 
@@ -300,3 +302,28 @@ def test_the_sweep_solves_without_click(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parents[1], timeout=60)
     assert out.stdout.split() == ["0", "True", "False"], out.stderr
+
+
+def test_a_grid_file_has_the_guards_of_every_file(tmp_path):
+    """Nesting past Python's stack, integers of thousands of digits, a file over 4 MiB, a list
+    longer than a sweep's problems: one line each, exit 1, nothing run (issue 38 item 1)."""
+    head = 'models = ["llama3.1-8b"]\ntopologies = ["h100_dgx"]\n'
+    names = ", ".join(f'"m{i}"' for i in range(sw.MAX_PROBLEMS + 1))
+    for text, message in [
+            (head + "gpus = " + "[" * 5000 + "]" * 5000 + "\n[[workloads]]\n",
+             "g.toml: nested too deeply (hundreds of levels of tables or arrays; a sweep grid "
+             "needs 2)"),
+            (head + f"gpus = [1{'0' * 5000}]\n[[workloads]]\n",
+             "g.toml: invalid TOML (a number of thousands of digits)"),
+            (head + "#" * sw.MAX_GRID_BYTES + "\n[[workloads]]\n",
+             f"g.toml: is {sw.MAX_GRID_BYTES + len(head) + 15:,} bytes, more than the "
+             f"{sw.MAX_GRID_BYTES:,} expected of a sweep grid (.toml)"),
+            (f"models = [{names}]\ntopologies = [\"h100_dgx\"]\n[[workloads]]\n",
+             "g.toml: models: 100,001 entries, over the 100,000 problems a sweep takes (split "
+             "the grid)")]:
+        (tmp_path / "g.toml").write_text(text)
+        r = run("sweep", str(tmp_path / "g.toml"))
+        assert r.exit_code == 1 and r.output.strip().splitlines()[-1].endswith(message), \
+            r.output[-300:]
+        assert len(r.output.strip().splitlines()) == 1
+        assert not (tmp_path / "g.jsonl").exists()
