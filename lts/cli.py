@@ -1409,7 +1409,7 @@ def _write_file(path: str, text: str, flag: str, inputs=()) -> None:
                    "already in it are skipped, so a stopped sweep goes on where it stopped.")
 @click.option("--jobs", type=click.IntRange(1, MAX_JOBS), default=1, show_default=True,
               help="Processes solving problems at once (each search runs on one core; each "
-                   "holds up to ~0.3 GiB).")
+                   f"holds up to ~0.64 GB, so at most {MAX_JOBS}: docs/limits.md).")
 @click.option("--shard", default=None, metavar="I/N",
               help="Solve only every N-th problem from the I-th (one machine's share; "
                    "docs/sweep.md).")

@@ -299,15 +299,9 @@ def infeasible(prob, what: str) -> LtsError:
 # the search
 
 def _no_bar(total, label):
-    from contextlib import nullcontext
-
-    class _Advance:
-        def __call__(self, n=1):
-            pass
-
-        def describe(self, *a, **k):
-            pass
-    return nullcontext(_Advance())
+    """No progress bar (``report.format.progress``, off)."""
+    from .report.format import progress
+    return progress(total, label, disable=True)
 
 
 @dataclass

@@ -241,10 +241,11 @@ def test_a_resumed_sweep_solves_a_bad_line_again_and_never_sums_it(tmp_path):
 
 
 def test_jobs_are_bounded_by_memory(tmp_path):
-    """--jobs at most MAX_JOBS (6 workers of ~0.3 GiB: under 2 GiB), refused as a bad flag."""
+    """--jobs at most MAX_JOBS (3 workers of at most ~0.64 GB, the heaviest shipped search:
+    under 2 GiB), refused as a bad flag."""
     (tmp_path / "g.toml").write_text(GRID)
     r = run("sweep", str(tmp_path / "g.toml"), "--jobs", "256")
-    assert r.exit_code == 2 and "'--jobs': 256 is not in the range 1<=x<=6" in r.output
+    assert r.exit_code == 2 and "'--jobs': 256 is not in the range 1<=x<=3" in r.output
     assert not (tmp_path / "g.jsonl").exists()
 
 
