@@ -313,7 +313,7 @@ def _workload_flags(fn, phases, phase_help):
         click.option("--context", type=click.IntRange(1, MAX_TOKENS), default=16384,
                      show_default=True, help="Context (KV cache) length in tokens; prompt length "
                                              "in prefill."),
-        click.option("--tpot-slo-ms", type=MS, default=50.0,
+        click.option("--tpot-slo-ms", type=MS, default=plan.TPOT_SLO_MS,
                      show_default=True, help="Decode SLO: time per output token (serve: only "
                                              "when given)."),
         click.option("--ttft-slo-ms", type=MS, default=None,

@@ -23,7 +23,7 @@ from .specs.limits import MAX_SERVE_TOP
 from .specs.units import GIB
 from .specs.workload import PHASES, Workload
 
-TPOT_SLO_MS = 50.0      # a decode step's or prefill pass's TPOT limit when none is given (ms)
+TPOT_SLO_MS = Workload.tpot_slo_ms     # a step's TPOT limit when none is given (ms: 50)
 
 
 def refusal(e: LtsError) -> tuple:
