@@ -184,7 +184,12 @@ def read_lines(out_path) -> dict:
         with p.open(encoding="utf-8", errors="replace") as f:
             for text in f:
                 try:
-                    d = json.loads(text)
+                    d = json.loads(text, parse_constant=_not_finite)
+                except _NotFinite:      # NaN or Infinity: lts never writes one (allow_nan=False),
+                    d = json.loads(text)        # so the line is kept as no answer
+                    if isinstance(d, dict):
+                        d = {"key": d.get("key"), "result": None,
+                             "error": "a number that is not finite (NaN or Infinity)"}
                 except (ValueError, RecursionError):    # (nesting past Python's stack)
                     continue
                 if isinstance(d, dict) and isinstance(d.get("key"), str):
@@ -192,6 +197,14 @@ def read_lines(out_path) -> dict:
     except OSError as e:
         raise SpecError(out_path, "", e.strerror or str(e)) from None
     return out
+
+
+class _NotFinite(ValueError):
+    pass
+
+
+def _not_finite(token):
+    raise _NotFinite(token)
 
 
 def answer(d: dict):
@@ -203,9 +216,11 @@ def answer(d: dict):
     b = r.get("best") if isinstance(r, dict) else None
     if not isinstance(b, dict):
         return None
-    per_gpu = b.get("tokens_per_s_per_cluster_gpu", b.get("tokens_per_s_per_gpu"))
-    if not _number(per_gpu) or per_gpu < 0:
+    figures = [b.get(k) for k in ("tokens_per_s_per_gpu", "tokens_per_s_per_cluster_gpu")
+               if k in b or k == "tokens_per_s_per_gpu"]      # (both where the line has both)
+    if not all(_number(x) and x >= 0 for x in figures):
         return None
+    per_gpu = figures[-1]       # of the budget's GPUs where given (docs/json.md)
     axes = shown_axes([b])       # degrees at least 1, the batch (concurrency) at least 0
     if not all(_number(b.get(a)) and b[a] >= (a != "batch") for a in axes):
         return None

@@ -209,7 +209,13 @@ def _mangled(good: dict) -> list:
     del no_best["result"]["best"]
     no_tp = json.loads(json.dumps(good))
     del no_tp["result"]["best"]["tp"]
+    one_nan = json.loads(json.dumps(good))        # NaN in the figure the summary does not read
+    one_nan["result"]["best"]["tokens_per_s_per_gpu"] = float("nan")
+    stray = json.loads(json.dumps(good))          # Infinity anywhere: lts never writes one
+    stray["result"]["evaluations"] = float("inf")
     return [json.dumps(with_best(tokens_per_s_per_gpu=float("nan"))),       # NaN (Python's)
+            json.dumps(one_nan), json.dumps(stray),
+            json.dumps(with_best(tokens_per_s_per_gpu=float("-inf"))),
             json.dumps(with_best(tokens_per_s_per_gpu=-1e308)),
             json.dumps(with_best(tokens_per_s_per_gpu="10")),
             json.dumps(with_best(tp="8")),
@@ -238,6 +244,10 @@ def test_a_resumed_sweep_solves_a_bad_line_again_and_never_sums_it(tmp_path):
         # (said: solved again; a line too deep to read names no problem)
         assert d["resolved"] == (len(bad) < 100_000), bad[:200]
         assert d["rows"] == first["rows"], bad[:200]
+    out.write_text(_mangled(good)[1] + "\n")      # the table says it too
+    r = run("sweep", str(tmp_path / "g.toml"), "-o", str(out), "--no-color")
+    assert "this run: 1 solved (1 of them again: their lines held no whole answer), 0 already " \
+           "answered" in " ".join(r.output.split()), r.output
 
 
 def test_jobs_are_bounded_by_memory(tmp_path):
