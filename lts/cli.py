@@ -1,10 +1,12 @@
 """The ``lts`` command line. The only module that imports click; it wires the others together.
 
-Each command parses and checks its flags, calls the library (``search.methods.run``, ``search.methods.compare``,
-``bench.measure``, ``cost.model.breakdown``, ``serve.serve``, ``validate.validate``, ``emit.launch``)
-and prints the result through ``report`` (rich tables, or JSON with --json).
+Each command parses and checks its flags, calls the library (``plan.plan`` for a search,
+``search.methods.compare``, ``bench.measure``, ``cost.model.breakdown``, ``serve.serve``,
+``validate.validate``, ``emit.launch``) and prints the result through ``report`` (rich tables,
+or JSON with --json).
 
-Exit status: 0 success, 1 bad input file or nothing feasible (LtsError), 2 bad flags (click).
+Exit status: 0 success, 1 bad input file or nothing feasible (LtsError), 2 bad flags (click;
+the library's FlagError and UsageError: ``_refusals``).
 Results go to stdout (rich tables, or JSON with --json); progress and diagnostics to stderr.
 """
 from __future__ import annotations
@@ -12,23 +14,25 @@ from __future__ import annotations
 import json
 import math
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from dataclasses import asdict, replace
+from dataclasses import asdict
 
 import click
 
-from .engines import ENGINE_NAMES, ENGINES, GENERIC, REAL_ENGINES, chunked
+from . import plan
+from .engines import ENGINE_NAMES, GENERIC, REAL_ENGINES
 from .report.format import json_safe, make_console, progress
-from .search.names import BUDGET_SECONDS, MAX_BUDGET, METHODS, STOCHASTIC
+from .search.names import METHODS, STOCHASTIC
 from .serving.imports import FORMATS as IMPORT_FORMATS
 from .serving.spec import MAX_SPEC_TOKENS
-from .specs import load_model, load_topology, shipped_names, weight_bytes, with_expert_placement
-from .specs.errors import LtsError, StrategyError, plain
+from .specs import load_model, load_topology, shipped_names
+from .specs.errors import FlagError, LtsError, StrategyError, UsageError, plain
 from .specs.strategy import COARSE, DEGREES
 from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_CP, MAX_DEGREE, MAX_ETP, MAX_GPUS,
                            MAX_JOBS, MAX_OFFLOAD_GIB, MAX_REQUEST_RATE, MAX_SEED,
                            MAX_SEEDS, MAX_SERVE_TOP, MAX_SIM_REQUESTS, MAX_TOKENS, MAX_TOP)
-from .specs.units import GIB, KV_DTYPES, weight_format
+from .specs.units import KV_DTYPES, weight_format
 from .specs.workload import PHASES, Workload
 
 
@@ -53,28 +57,17 @@ render_two_pool = _later(".report.estimate", "render_two_pool")
 render_simulated = _later(".report.simulate", "render_simulated")
 serve_dict = _later(".report.estimate", "serve_dict")
 two_pool_dict = _later(".report.estimate", "two_pool_dict")
-emit_disagg_dict = _later(".report.launch", "emit_disagg_dict")
 render_emit = _later(".report.launch", "render_emit")
 render_emit_disagg = _later(".report.launch", "render_emit_disagg")
 prefix_dict = _later(".report.results", "prefix_dict")
-slo_text = _later(".report.results", "slo_text")
 spec_dict = _later(".report.results", "spec_dict")
-workload_dict = _later(".report.results", "workload_dict")
 render_search = _later(".report.search", "render_search")
-search_dict = _later(".report.search", "search_dict")
-disagg_dict = _later(".report.search_serve", "disagg_dict")
-disagg_text = _later(".report.search_serve", "disagg_text")
 pareto_svg = _later(".report.search_serve", "pareto_svg")
 render_calibrate = _later(".report.validate", "render_calibrate")
 render_validate = _later(".report.validate", "render_validate")
 measure = _later(".search.bench", "measure")
 breakdown = _later(".cost.model", "breakdown")
-emit_launch = _later(".launch.emit", "launch")
-launch_disagg = _later(".launch.emit_disagg", "launch_disagg")
-Problem = _later(".search.problems", "Problem")
-ServeProblem = _later(".search.problems", "ServeProblem")
 run_compare = _later(".search.methods", "compare")
-run_search = _later(".search.methods", "run")
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -151,65 +144,32 @@ def _print(json_: bool, no_color: bool, d, render, *extra) -> None:
 
 
 def _load(model: str, topology: str, precision=None, kv_cache_dtype=None):
+    """The model and topology (``plan.load``) with the current command's flags: its expert
+    placement and the checks of its values (context window, --gpus, engine)."""
+    ctx = click.get_current_context()
+    with _refusals():
+        return plan.load(model, topology, precision, kv_cache_dtype, ctx.meta.get("lts_experts"),
+                         ctx.params)
+
+
+@contextmanager
+def _refusals():
+    """The library's refusals as click's (``plan.refusal``: the same exit status and line):
+    a bad flag's value, flags that do not go together (exit 2), anything else (exit 1)."""
     try:
-        m, topo = load_model(model, precision, kv_cache_dtype), load_topology(topology)
+        yield
+    except FlagError as e:
+        raise click.BadParameter(e.reason, param_hint=e.hint) from None
+    except UsageError as e:
+        raise click.UsageError(str(e)) from None
     except LtsError as e:
         raise click.ClickException(str(e)) from None
-    ctx = click.get_current_context()
-    experts = ctx.meta.get("lts_experts", {})
-    if experts:               # --redundant-experts, --eplb, --expert-load (expert_options)
-        load = experts.get("expert_load")
-        try:
-            m = with_expert_placement(m, experts.get("redundant_experts"),
-                                      bool(experts.get("eplb")),
-                                      load.replace("-", "_") if load else None)
-        except LtsError as e:
-            flag, _, why = str(e).partition(": ")
-            raise click.BadParameter(why, param_hint=f"'{flag}'") from None
-    params = ctx.params
-    _check_window(m, params)
-    gpus = params.get("gpus")
-    if gpus is not None and gpus > topo.gpus:
-        nodes = f"{topo.nodes:,} node{'s' if topo.nodes != 1 else ''}"
-        raise click.BadParameter(f"{gpus:,} is more than the {topo.gpus:,} GPUs of {topology} "
-                                 f"({nodes} of {topo.gpus_per_node})", param_hint="'--gpus'")
-    for flag in ("engine", "emit"):          # an engine that does not run on this GPU's vendor
-        e = ENGINES.get(params.get(flag) or GENERIC)
-        if e.vendor_problem(topo, topology):
-            raise click.ClickException(f"--{flag} {e.name}: {e.vendor_problem(topo, topology)}")
-    return m, topo
-
-
-def _check_window(m, params: dict) -> None:
-    """Refuse a workload whose requests do not fit the model's context window
-    (``ModelSpec.context_window``) as a bad flag: the serve phase's --isl + --osl (and lts
-    simulate's, the longest request; a trace's are checked when it is read), a decode or
-    prefill step's --context."""
-    phase = params.get("phase")
-    if phase in PHASES and params.get("context") is not None:
-        n = params["context"]
-        why, flag = m.window_excess(n, f"{n:,} tokens"), "'--context'"
-    elif (phase == "serve" or phase is None and not params.get("trace_path")) \
-            and params.get("isl") is not None and params.get("osl") is not None:
-        isl, osl = params["isl"], params["osl"]
-        why = m.window_excess(isl + osl, f"{isl:,} input + {osl:,} output tokens")
-        flag = "'--isl' / '--osl'"
-    else:
-        return
-    if why:
-        raise click.BadParameter(why, param_hint=flag)
 
 
 def _check_budget(budget: int, methods, phase: str, flag: str = "--budget",
                   method_flag: str = "--method") -> None:
-    """A budget above a method's maximum in the phase (search.names.MAX_BUDGET) is a bad flag."""
-    for method in methods:
-        top = MAX_BUDGET.get(method, {}).get(phase)
-        if top is not None and budget > top:
-            raise click.BadParameter(f"{budget:,} is above the maximum of {top:,} evaluator "
-                                     f"calls for {method_flag} {method} --phase {phase} (the "
-                                     f"largest run finishes within {BUDGET_SECONDS} s on a "
-                                     "2-core machine)", param_hint=f"'{flag}'")
+    with _refusals():
+        plan.check_budget(budget, methods, phase, flag, method_flag)
 
 
 def output_options(fn):
@@ -269,70 +229,37 @@ def prefix_options(fn):
 
 def _prefix(phase, prefix_hit, prefixes, kv_offload=None, isl: int = 1):
     """The PrefixCache the flags name (None without --prefix-hit); one-line usage errors."""
-    from .serving.prefix import PrefixCache
+    _prefix_alone(prefix_hit)
+    with _refusals():
+        return plan.prefix_cache(phase, prefix_hit, prefixes, kv_offload, isl)
+
+
+def _prefix_alone(prefix_hit) -> None:
+    """Refuse --prefixes or --kv-offload without --prefix-hit."""
     if prefix_hit is None:
         for flag in ("prefixes", "kv_offload"):
             if _flag_given(flag):
                 raise click.UsageError(f"--{flag.replace('_', '-')}: only with --prefix-hit")
-        return None
-    if phase != "serve":
-        raise click.UsageError("--prefix-hit: only with --phase serve")
-    cache = PrefixCache(float(prefix_hit), int(prefixes), float(kv_offload or 0.0) * GIB)
-    if kv_offload is not None and cache.cached(isl) < 1:
-        raise click.UsageError(f"--kv-offload: --prefix-hit {prefix_hit:g} caches no token of a "
-                               f"{isl:,}-token prompt: nothing to offload")
-    return cache
 
 
-def _offload_search_flags(method: str, decode_topology) -> None:
-    """What a search with --kv-offload does not run: the agent (its bounds come from the exact
-    per-op solver, which holds every prefix on the GPU) and two pools on two topologies."""
-    if method in ("ppo", "ppo-paper"):
-        raise click.UsageError(f"--kv-offload: not with --method {method} (its bounds hold every "
-                               "prefix on the GPU); use exact, megatron or a baseline")
-    if decode_topology is not None:
-        raise click.UsageError("--kv-offload: not with --decode-topology (the two-pool loop holds "
-                               "every prefix on the GPU)")
+def _spec_alone(spec_text) -> None:
+    """Refuse --spec-tokens, --acceptance or --accepted-length without --spec."""
+    given = [f"--{n.replace('_', '-')}" for n in ("spec_tokens", "acceptance", "accepted_length")
+             if _flag_given(n)]
+    if spec_text is None and given:
+        raise click.UsageError(f"{', '.join(given)}: only with --spec")
 
 
 def _offload_checks(prefix, profile, topo) -> None:
-    """--kv-offload needs an engine that ships a host tier and the topology's host link."""
-    if prefix is None or not prefix.offload_bytes:
-        return
-    e = ENGINES[profile.name]
-    if not e.kv_offload:
-        raise click.UsageError(f"--kv-offload: the {e.label} engine has no KV-cache offload to "
-                               "host memory; name one that ships it (--engine vllm, sglang or "
-                               "trtllm)")
-    if topo.host_bandwidth_bytes_s <= 0:
-        raise click.UsageError(f"--kv-offload: topology {topo.name} gives no "
-                               "gpu.host_bandwidth_gb_s (each GPU's link to host memory)")
+    with _refusals():
+        plan.offload_checks(prefix, profile, topo)
 
 
 def _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length):
     """The Speculation the flags name (None without --spec); one-line usage errors."""
-    from .serving.spec import speculation
-    given = [f"--{n.replace('_', '-')}" for n in ("spec_tokens", "acceptance", "accepted_length")
-             if _flag_given(n)]
-    if spec_text is None:
-        if given:
-            raise click.UsageError(f"{', '.join(given)}: only with --spec")
-        return None
-    if phase != "serve":
-        raise click.UsageError("--spec: only with --phase serve")
-    method, _, name = spec_text.partition(":")
-    if (method == "draft") != bool(name):
-        raise click.BadParameter(f"{spec_text!r} is not one of mtp, eagle, draft:MODEL",
-                                 param_hint="'--spec'")
-    try:
-        draft = load_model(name) if name else None
-    except LtsError as e:
-        raise click.BadParameter(f"draft:{name}: {str(e).split(': ', 1)[-1]}",
-                                 param_hint="'--spec'") from None
-    try:
-        return speculation(m, method, spec_tokens, acceptance, accepted_length, draft, name)
-    except ValueError as e:
-        raise click.BadParameter(str(e), param_hint="'--spec'") from None
+    _spec_alone(spec_text)
+    with _refusals():
+        return plan.speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length)
 
 
 def workload_options(fn):
@@ -386,7 +313,7 @@ def _workload_flags(fn, phases, phase_help):
         click.option("--context", type=click.IntRange(1, MAX_TOKENS), default=16384,
                      show_default=True, help="Context (KV cache) length in tokens; prompt length "
                                              "in prefill."),
-        click.option("--tpot-slo-ms", type=MS, default=50.0,
+        click.option("--tpot-slo-ms", type=MS, default=plan.TPOT_SLO_MS,
                      show_default=True, help="Decode SLO: time per output token (serve: only "
                                              "when given)."),
         click.option("--ttft-slo-ms", type=MS, default=None,
@@ -411,19 +338,11 @@ def _workload_flags(fn, phases, phase_help):
 
 def _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl, engine,
              spec=None, prefix=None, max_cp=1, max_etp=1):
-    """The search problem of the flags: the serve phase's closed loop (its SLOs only when given
-    on the command line; ``spec``: speculative decoding), else one decode or prefill step. A
-    named engine (``engine`` is its profile) restricts the space to what it runs
-    (``Problem.engine_space``); ``prefix``: prefix caching."""
-    if phase == "serve":
-        return ServeProblem(m, topo, isl, osl,
-                            tpot_slo_ms if _flag_given("tpot_slo_ms") else None, ttft_slo_ms,
-                            gpus or 0, engine=engine, engine_space=engine.name, spec=spec,
-                            prefix=prefix, max_cp=max_cp, max_etp=max_etp)
-    work = replace(_workload(phase, context, tpot_slo_ms, ttft_slo_ms, gpus), max_cp=max_cp,
-                   max_etp=max_etp)
-    return Problem(m, topo, chunked(work, engine) if phase == "prefill" else work,
-                   engine_space=engine.name)
+    """The search problem of the flags (``plan.problem``; the TPOT limit only when given on
+    the command line)."""
+    return plan.problem(m, topo, phase, context,
+                        tpot_slo_ms if _flag_given("tpot_slo_ms") else None, ttft_slo_ms, gpus,
+                        isl, osl, engine, spec, prefix, max_cp, max_etp)
 
 
 def _phase_flags(phase: str, any_phase=()) -> None:
@@ -454,13 +373,6 @@ def _flag_given(name: str) -> bool:
         click.core.ParameterSource.COMMANDLINE
 
 
-def engine_release_text(version: str) -> bool:
-    """Whether ``version`` of --engine NAME@VERSION reads as a release: an ASCII digit first, at
-    most 40 characters, and numbers lts can order (``Engine.release_for``)."""
-    from .specs.versions import DIGITS, numbers
-    return 0 < len(version) <= 40 and version[0] in DIGITS and bool(numbers(version))
-
-
 class EngineParam(click.ParamType):
     """--engine NAME or NAME@VERSION: the engine's name (what the engine space, --emit and the
     JSON use); the version picks its profile release (``Engine.release_for``), kept in the
@@ -471,30 +383,12 @@ class EngineParam(click.ParamType):
         return "[" + "|".join(ENGINE_NAMES) + "][@VERSION]"
 
     def convert(self, value, param, ctx):
-        name, _, version = str(value).partition("@")
-        if "@" in version:
-            self.fail(f"{value!r}: one @VERSION at most (e.g. vllm@0.12)", param, ctx)
-        if name not in ENGINE_NAMES:
-            self.fail(f"{value!r} is not one of {', '.join(ENGINE_NAMES)} (optionally "
-                      "@VERSION, e.g. vllm@0.12)", param, ctx)
-        if "@" in str(value):
-            engine = ENGINES[name]
-            releases = [r for r in engine.profiles if r]
-            if not releases:
-                self.fail(f"{value!r}: {name} has no releases to pick from", param, ctx)
-            if not engine_release_text(version):
-                shown = version if len(version) <= 40 else version[:20] + \
-                    f"... ({len(version):,} characters)"
-                self.fail(f"{name + '@' + shown!r}: {shown!r} is not a version (releases lts "
-                          f"models: {', '.join(releases)})", param, ctx)
-            if ctx is not None:
-                ctx.meta["lts_engine_version"] = version     # the measured kernels' release
-                release = ctx.meta["lts_engine_release"] = engine.release_for(version)
-                if not engine.same_release(release, version):
-                    # said once, on stderr (a --json answer stays as it is)
-                    ctx.meta["lts_engine_note"] = (
-                        f"Note: {value}: lts has no profile of that release; it uses {release}'s "
-                        f"(of {', '.join(releases)}: the newest not newer than it, else the oldest)")
+        try:
+            name, version = plan.parse_engine(value)
+        except FlagError as e:
+            self.fail(e.reason, param, ctx)
+        if version is not None and ctx is not None:
+            ctx.meta["lts_engine_version"] = version     # its profile's and kernels' release
         return name
 
 
@@ -549,49 +443,22 @@ def _beside(path: str, tag: str, suffix: str | None = None) -> str:
 
 def _profile(topo, engine: str | None, emit: str | None = None):
     """The engine profile of --engine (its NAME@VERSION release, else the newest), else of the
-    --emit engine, else generic, as the engine sets itself up on the topology's GPU
-    (``EngineProfile.for_gpu``), with an --engine-profile overlay's constants."""
-    e = ENGINES[engine or emit or GENERIC]
-    ctx = click.get_current_context()
-    release = ctx.meta.get("lts_engine_release") if engine else None
-    note = ctx.meta.pop("lts_engine_note", None) if engine else None
-    if note:
-        click.echo(note, err=True)
-    profile = (e.profiles[release] if release else e.profile).for_gpu(topo)
-    if engine and ctx.meta.get("lts_engine_version"):
-        profile = profile.with_kernels(ctx.meta["lts_engine_version"])
-    _note_missing_kernels(topo, profile, ctx)
-    overlay = ctx.meta.get("lts_overlay")
-    if overlay is not None:
-        if overlay["name"] != e.name:
-            raise click.UsageError(f"--engine-profile: the overlay is for {overlay['name']}, "
-                                   f"not {e.name} (name it with --engine {overlay['name']})")
-        if overlay["release"] and overlay["release"] != (release or e.version):
-            raise click.UsageError(
-                f"--engine-profile: the overlay is for {e.name} {overlay['release']}'s profile, "
-                f"not {release or e.version}'s (name it with --engine "
-                f"{e.name}@{overlay['release']})")
-        profile = _overlaid(profile, overlay)
-    return _with_kernel_flags(profile)
+    --emit engine, else generic (``plan.profile``), with the command's --engine-profile,
+    --kernels and --no-kernels; its notes said once on stderr."""
+    meta = click.get_current_context().meta
+    with _refusals():
+        return plan.profile(topo, engine, emit,
+                            meta.get("lts_engine_version") if engine else None,
+                            meta.get("lts_overlay"), meta.get("lts_kernel_dir"),
+                            bool(meta.get("lts_no_kernels")), _note)
 
 
-def _fits(profile, overlay: dict) -> bool:
-    """Whether an overlay applies to a profile: its engine, and its release where it names one
-    (the profile's title names the release)."""
-    if profile.name != overlay["name"]:
-        return False
-    return not overlay["release"] or any(
-        p is profile or p.title == profile.title
-        for r, p in ENGINES[profile.name].profiles.items() if r == overlay["release"])
-
-
-def _overlaid(profile, overlay: dict):
-    """A profile with an overlay's fitted constants (``serving.calibrate.load_overlay``)."""
-    from dataclasses import replace
-    fields = {k: overlay[k] for k in ("step_overhead_s", "collective_efficiency") if k in overlay}
-    profile = replace(profile, **fields)
-    return profile.with_request_time(overlay["request_overhead_s"]) \
-        if "request_overhead_s" in overlay else profile
+def _note(text: str) -> None:
+    """Say ``text`` on stderr, once in a command."""
+    said = click.get_current_context().meta.setdefault("lts_said", set())
+    if text not in said:
+        said.add(text)
+        click.echo(text, err=True)
 
 
 def _load_overlay(ctx, param, value):
@@ -691,29 +558,10 @@ def expert_options(fn):
     return fn
 
 
-def _note_missing_kernels(topo, profile, ctx):
-    """Say once, on stderr, when a topology names kernel tables that are not there (a
-    --kernels folder without them, a name lts does not ship): its ops take the roofline."""
-    from .cost.kernels import gpu_path
-    from .engines.profiles import MEASURED_ENGINES
-    data_dir = ctx.meta.get("lts_kernel_dir")
-    if topo.kernel_gpu and profile.name in MEASURED_ENGINES and \
-            not ctx.meta.get("lts_no_kernels") and gpu_path(topo.kernel_gpu, data_dir) is None \
-            and not ctx.meta.get("lts_kernel_noted"):
-        ctx.meta["lts_kernel_noted"] = True
-        click.echo(f"Note: {topo.name} names kernel tables {topo.kernel_gpu!r}, which "
-                   f"{data_dir or 'lts'} does not hold: every op is costed by the roofline",
-                   err=True)
-
-
 def _with_kernel_flags(profile):
     """The profile as --kernels / --no-kernels say (unchanged without them)."""
     meta = click.get_current_context().meta
-    if meta.get("lts_no_kernels"):
-        return profile.with_kernels(on=False)
-    if meta.get("lts_kernel_dir"):
-        return profile.with_kernels(data_dir=meta["lts_kernel_dir"])
-    return profile
+    return plan.with_kernels(profile, meta.get("lts_kernel_dir"), bool(meta.get("lts_no_kernels")))
 
 
 def pool_options(what: str):
@@ -943,25 +791,6 @@ def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, dec
         sys.exit(1)
 
 
-def _infeasible(problem, what: str) -> click.ClickException:
-    m, topo = problem.model, problem.topo
-    gpus = problem.work.budget(topo)
-    # the weights alone against the budget's memory: a bound no sharding beats (each GPU holds
-    # at least its share of them)
-    usable = topo.hbm_bytes - topo.hbm_reserve_bytes
-    weights = weight_bytes(m)["total"]
-    fit = ""
-    if weights > gpus * usable:
-        fit = (f"; its weights alone, {weights / GIB:,.0f} GiB, exceed the "
-               f"{gpus * usable / GIB:,.0f} GiB usable on {gpus} GPU{'s' if gpus != 1 else ''}: "
-               f"at least {math.ceil(weights / usable)} {topo.gpu_name} are needed")
-    return click.ClickException(
-        f"no feasible strategy found ({m.name} on {topo.name} with {gpus} GPU"
-        f"{'s' if gpus != 1 else ''}, {problem.phase}, {slo_text(workload_dict(problem))}"
-        + (f", what {problem.engine_space} runs" if problem.in_engine_space else "")
-        + f"; {what}{fit})")
-
-
 @cli.command()
 @click.argument("model")
 @click.argument("topology")
@@ -1064,70 +893,31 @@ def search(model, topology, method, budget, seed, top, emit, emit_format, emit_f
         _check_output(str(_beside(emit_file, ".two-pools")), "--emit-file", read)
     if request_rate is not None and phase != "serve":
         raise click.UsageError("--request-rate sizes a serving deployment: it needs --phase serve")
-    _check_budget(budget, [method], phase)
-    if slo_percentile is not None:
-        if phase != "serve":
-            raise click.UsageError("--slo-percentile: only with --phase serve")
-        if not (_flag_given("ttft_slo_ms") or _flag_given("tpot_slo_ms")):
-            raise click.UsageError("--slo-percentile: give the limits it applies to "
-                                   "(--ttft-slo-ms, --tpot-slo-ms)")
-        if spec_text is not None or _flag_given("prefix_hit"):
-            raise click.UsageError("--slo-percentile: the simulator does not run speculative "
-                                   "decoding or prefix caching yet")
-    if phase == "serve" and method == "exact" and top > MAX_SERVE_TOP:
-        raise click.BadParameter(f"{top:,} is above the {MAX_SERVE_TOP} rows an exact serve "
-                                 f"search lists (it proves each; the largest run finishes "
-                                 f"within {BUDGET_SECONDS} s on a 2-core machine)",
-                                 param_hint="'--top'")
-    m, topo = _load(model, topology, precision, kv_cache_dtype)
-    if max_etp > 1 and not m.is_moe:
-        raise click.UsageError(f"--moe-tp: {m.name} is dense (expert tensor parallelism splits "
-                               "a MoE model's experts)")
-    spec = _speculation(m, phase, spec_text, spec_tokens, acceptance, accepted_length)
-    prefix = _prefix(phase, prefix_hit, prefixes, kv_offload, isl)
-    if kv_offload is not None:
-        _offload_search_flags(method, decode_topology)
-    profile = _profile(topo, engine, emit)
-    _offload_checks(prefix, profile, topo)
-    problem = _problem(m, topo, phase, context, tpot_slo_ms, ttft_slo_ms, gpus, isl, osl,
-                       profile, spec, prefix, max_cp, max_etp)
-    if decode_topology is not None:
-        if phase != "serve":
-            raise click.UsageError("--decode-topology: only with --phase serve")
-        topo2 = _load(model, decode_topology, precision, kv_cache_dtype)[1]
-        if topo2.name != topo.name:     # the same cluster: one topology, as without the flag
-            problem.decode_problem = _problem(m, topo2, phase, context, tpot_slo_ms,
-                                              ttft_slo_ms, gpus, isl, osl,
-                                              _profile(topo2, engine, emit), spec, prefix)
-    with progress(None if method == "exact" else budget, method, disable=json_) as advance:
-        run = run_search(problem, method, budget, seed, top, progress=advance,
-                         request_rate=request_rate)
-    if slo_percentile is not None and run.found:
-        from .search.percentile import CHECKED, check
-        with progress(None, f"checking the top at p{slo_percentile}", disable=json_) as advance:
-            run.percentile = check(problem, run.top.strategies[:CHECKED],
-                                   problem.score(run.top)[:CHECKED], int(slo_percentile),
-                                   advance)
-    if not run.found:
-        dg = run.disagg
-        proved = run.result.stats.get("ended") == "on the proof that nothing is feasible"
-        raise _infeasible(problem, ("the exact optimum: none exists" if method == "exact"
-                          else f"{method}: its bounds prove none exists" if proved
-                          else f"{method}, {run.result.evaluations} evaluations" +
-                          "; --method exact tells whether any exists")
-                          + ("" if dg is None else
-                             "; two pools would serve it: " + disagg_text(disagg_dict(dg))))
-    launch = emit_launch(emit, problem, run.best.strategies[0], model, precision,
-                         best_result=run.best) if emit else None
-    disagg_launch = launch_disagg(emit, problem, run.disagg, model, precision) \
-        if emit and run.disagg is not None and decode_topology is None else None
+    _prefix_alone(prefix_hit)
+    _spec_alone(spec_text)
+    meta = click.get_current_context().meta
+    with _refusals():
+        answer = plan.plan(
+            model, topology, method=method, budget=budget, seed=seed, top=top, phase=phase,
+            context=context, isl=isl, osl=osl,
+            tpot_slo_ms=tpot_slo_ms if _flag_given("tpot_slo_ms") else None,
+            ttft_slo_ms=ttft_slo_ms, gpus=gpus, precision=precision,
+            kv_cache_dtype=kv_cache_dtype, engine=engine,
+            engine_version=meta.get("lts_engine_version") if engine else None, emit=emit,
+            request_rate=request_rate, max_cp=max_cp, max_etp=max_etp,
+            decode_topology=decode_topology, slo_percentile=slo_percentile, spec=spec_text,
+            spec_tokens=spec_tokens, acceptance=acceptance, accepted_length=accepted_length,
+            prefix_hit=prefix_hit, prefixes=prefixes, kv_offload=kv_offload,
+            overlay=meta.get("lts_overlay"), kernel_dir=meta.get("lts_kernel_dir"),
+            no_kernels=bool(meta.get("lts_no_kernels")), experts=meta.get("lts_experts"),
+            bar=lambda total, label: progress(total, label, disable=json_), note=_note)
+    problem, run = answer.problem, answer.run
+    launch, disagg_launch = answer.launch, answer.disagg_launch
     if plot is not None:
         _write_file(plot, pareto_svg(run), "--plot", _inputs(model, topology, decode_topology))
     files = _deployment_files(emit_format, emit_file, launch, disagg_launch, problem, model) \
         if launch is not None and (emit_format != "shell" or emit_file is not None) else []
-    d = search_dict(run, launch)
-    if disagg_launch is not None:
-        d["emit_disagg"] = emit_disagg_dict(disagg_launch)
+    d = answer.dict()
     if files:
         d["deployment_files"] = [{"format": emit_format, "deployment": what, "path": path,
                                   "content": text, "error": why}
@@ -1210,7 +1000,8 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
         cmp = run_compare(problem, methods, seeds, budget, progress=advance,
                           on_run=advance.describe)
     if cmp.exact.best is None:
-        raise _infeasible(problem, "the exact optimum: none exists")
+        raise click.ClickException(str(plan.infeasible(problem, "the exact optimum: none "
+                                                             "exists")))
     _print(json_, no_color, compare_dict(cmp), render_compare)
 
 
@@ -1380,7 +1171,8 @@ def validate(measurements, by, steady, json_, no_color):
         with progress(None, "predicting", disable=json_) as advance:
             overlay = click.get_current_context().meta.get("lts_overlay")
             tune = lambda t, p: (t, _with_kernel_flags(                    # noqa: E731
-                _overlaid(p, overlay) if overlay is not None and _fits(p, overlay) else p))
+                plan.overlaid(p, overlay) if overlay is not None and plan.fits(p, overlay)
+                else p))
             d = run_validate(measurements, progress=advance, by=by, tune=tune, steady=steady)
             if overlay is not None and not any(
                     r["engine"] == overlay["name"] and (not overlay["release"] or
@@ -1614,26 +1406,6 @@ def _write_file(path: str, text: str, flag: str, inputs=()) -> None:
         raise click.ClickException(f"{flag} {path}: {e.strerror or e}") from None
 
 
-def _sweep_one(problem):
-    """One sweep problem through the search command itself (its flags, its JSON): (problem,
-    exit status, the result or None, the error line or "")."""
-    import contextlib
-    import io
-    buf = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(buf):
-            search.main(args=[problem.model, problem.topology, *problem.args],
-                        prog_name="lts search", standalone_mode=False)
-    except click.ClickException as e:
-        return problem, e.exit_code, None, e.format_message()
-    except SystemExit as e:
-        code = e.code if isinstance(e.code, int) else 1
-        return problem, code, (json.loads(buf.getvalue()) if buf.getvalue() else None), ""
-    except Exception as e:      # a bug: the line says so and the sweep goes on with the rest
-        return problem, 1, None, f"internal error (please report): {type(e).__name__}: {e}"
-    return problem, 0, json.loads(buf.getvalue()), ""
-
-
 @cli.command()
 @click.argument("grid", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", "output", default=None, metavar="FILE.jsonl",
@@ -1641,7 +1413,7 @@ def _sweep_one(problem):
                    "already in it are skipped, so a stopped sweep goes on where it stopped.")
 @click.option("--jobs", type=click.IntRange(1, MAX_JOBS), default=1, show_default=True,
               help="Processes solving problems at once (each search runs on one core; each "
-                   "holds up to ~0.3 GiB).")
+                   f"holds up to ~0.64 GB, so at most {MAX_JOBS}: docs/limits.md).")
 @click.option("--shard", default=None, metavar="I/N",
               help="Solve only every N-th problem from the I-th (one machine's share; "
                    "docs/sweep.md).")
@@ -1675,10 +1447,12 @@ def sweep(grid, output, jobs, shard, json_, no_color):
         raise click.UsageError(f"-o {output}: is not a regular file (a sweep reads its output "
                                "back to resume)")
     try:
-        done = sw.done_keys(sw.read_lines(output))
+        before = sw.read_lines(output)
     except LtsError as e:
         raise click.ClickException(str(e)) from None
+    done = sw.done_keys(before)
     todo = [p for p in problems if p.key not in done]
+    again = sum(1 for p in todo if p.key in before)   # a line without a whole answer: again
     t0 = time.perf_counter()
     try:
         with open(output, "a", encoding="utf-8") as out, \
@@ -1686,14 +1460,14 @@ def sweep(grid, output, jobs, shard, json_, no_color):
             if out.tell() and sw.ends_mid_line(output):   # a line cut short by a stop
                 out.write("\n")
             if jobs == 1 or len(todo) < 2:
-                answers = map(_sweep_one, todo)
+                answers = map(sw.solve, todo)
                 pool = None
             else:
                 import multiprocessing
                 # a fresh worker every 16 problems: memory stays one search's
                 pool = multiprocessing.get_context().Pool(min(jobs, len(todo)),
                                                           maxtasksperchild=16)
-                answers = pool.imap_unordered(_sweep_one, todo)
+                answers = pool.imap_unordered(sw.solve, todo)
             try:
                 for problem, code, result, error in answers:
                     out.write(sw.line(problem, code, result, error))
@@ -1708,7 +1482,7 @@ def sweep(grid, output, jobs, shard, json_, no_color):
     except LtsError as e:
         raise click.ClickException(str(e)) from None
     d = {**sw.summary(lines, problems, prices), "file": output, "ran": len(todo),
-         "skipped": len(problems) - len(todo), "jobs": jobs,
+         "resolved": again, "skipped": len(problems) - len(todo), "jobs": jobs,
          "wall_s": time.perf_counter() - t0}
     from .report.sweep import render_sweep
     _print(json_, no_color, d, render_sweep)

@@ -23,8 +23,8 @@ A grid file::
 
 Each problem is the flags of one ``lts search`` (``Problem.args``); its key (model, topology,
 workload, engine, gpus) names it in the output, so a run that stops can go on: a key already in
-the output file is skipped. Nothing here imports click: the CLI runs each problem's flags
-through its own search command, in a process pool.
+the output file is skipped. Nothing here imports click: each problem is solved by the search's
+library entry (``solve``: ``plan.plan``, what ``lts search`` calls), in the CLI's process pool.
 """
 from __future__ import annotations
 
@@ -36,14 +36,17 @@ from pathlib import Path
 
 from .engines import ENGINE_NAMES
 from .search.names import METHODS
-from .specs import _toml, read_text
-from .specs.errors import SpecError
+from .specs import read_toml
+from .specs.errors import LtsError, SpecError
 from .specs.limits import MAX_TOKENS
 from .specs.strategy import coarse_text, shown_axes
 from .specs.workload import PHASES as STEP_PHASES
 
 PHASES = STEP_PHASES + ("serve",)   # what --phase takes
 MAX_PROBLEMS = 100_000     # a grid's problems at most (each seconds of one core)
+# a grid file's bytes at most: 100,000 names of ~40 characters; reading a 4 MiB grid takes
+# 1.7 s and 50 MB here (tomllib; 64 MiB, the cap of model files: 17 s and 564 MB)
+MAX_GRID_BYTES = 4 * 2**20
 WORKLOAD_KEYS = {"name": str, "phase": str, "isl": int, "osl": int, "context": int,
                  "ttft_slo_ms": float, "tpot_slo_ms": float}
 # the workload settings a phase uses (as the search's flags: cli._phase_flags)
@@ -59,7 +62,8 @@ class Problem:
     workload: str          # its name
     engine: str            # "" for the per-op optimum
     gpus: int              # 0 for the topology's
-    args: tuple            # the flags of ``lts search`` after MODEL TOPOLOGY
+    args: tuple            # the flags of ``lts search`` after MODEL TOPOLOGY (the key's digest)
+    options: tuple = ()    # the same as ``plan.plan``'s keywords: (name, value) pairs
 
     @property
     def key(self) -> str:
@@ -77,6 +81,9 @@ def _strings(grid: dict, path, key: str, required: bool) -> list:
         return [""]
     if not isinstance(v, list) or not v or not all(isinstance(x, str) for x in v):
         raise SpecError(path, key, "expected a non-empty list of strings")
+    if len(v) > MAX_PROBLEMS:       # (each list is at most the product, counted below)
+        raise SpecError(path, key, f"{len(v):,} entries, over the {MAX_PROBLEMS:,} problems a "
+                                   "sweep takes (split the grid)")
     if len(set(v)) != len(v):
         raise SpecError(path, key, "names one entry twice")
     return v
@@ -84,10 +91,7 @@ def _strings(grid: dict, path, key: str, required: bool) -> list:
 
 def read_grid(path) -> tuple:
     """(problems, prices {topology: $ per GPU-hour}) of a grid file; SpecError on a bad key."""
-    try:
-        grid = _toml.loads(read_text(Path(path), "a sweep grid (.toml)"))
-    except _toml.TOMLDecodeError as e:
-        raise SpecError(path, "", f"invalid TOML ({e})") from None
+    grid = read_toml(Path(path), "a sweep grid (.toml)", MAX_GRID_BYTES, "a sweep grid needs 2")
     unknown = sorted(set(grid) - GRID_KEYS)
     if unknown:
         raise SpecError(path, unknown[0], f"unknown key (expected {', '.join(sorted(GRID_KEYS))})")
@@ -153,16 +157,18 @@ def read_grid(path) -> tuple:
         if name in names:
             raise SpecError(path, f"{where}.name", f"{name!r} names two workloads")
         names.append(name)
-        args = ["--phase", phase]
+        args, options = ["--phase", phase], [("phase", phase), ("method", method)]
         for k in ("isl", "osl", "context", "ttft_slo_ms", "tpot_slo_ms"):
             if k in w:
                 args += ["--" + k.replace("_", "-"), str(w[k])]
-        flags.append(tuple(args))
+                options.append((k, float(w[k]) if k.endswith("_ms") else w[k]))
+        flags.append((tuple(args), tuple(options)))
     problems = [
         Problem(m, t, name, e, g, (*f, "--method", method, "--json",
                                    *(("--engine", e) if e else ()),
-                                   *(("--gpus", str(g)) if g else ())))
-        for m in models for t in topologies for name, f in zip(names, flags)
+                                   *(("--gpus", str(g)) if g else ())),
+                (*o, *((("gpus", g),) if g else ())))
+        for m in models for t in topologies for name, (f, o) in zip(names, flags)
         for e in engines for g in gpus]
     return problems, {str(k): float(v) for k, v in prices.items()}
 
@@ -178,7 +184,12 @@ def read_lines(out_path) -> dict:
         with p.open(encoding="utf-8", errors="replace") as f:
             for text in f:
                 try:
-                    d = json.loads(text)
+                    d = json.loads(text, parse_constant=_not_finite)
+                except _NotFinite:      # NaN or Infinity: lts never writes one (allow_nan=False),
+                    d = json.loads(text)        # so the line is kept as no answer
+                    if isinstance(d, dict):
+                        d = {"key": d.get("key"), "result": None,
+                             "error": "a number that is not finite (NaN or Infinity)"}
                 except (ValueError, RecursionError):    # (nesting past Python's stack)
                     continue
                 if isinstance(d, dict) and isinstance(d.get("key"), str):
@@ -186,6 +197,14 @@ def read_lines(out_path) -> dict:
     except OSError as e:
         raise SpecError(out_path, "", e.strerror or str(e)) from None
     return out
+
+
+class _NotFinite(ValueError):
+    pass
+
+
+def _not_finite(token):
+    raise _NotFinite(token)
 
 
 def answer(d: dict):
@@ -197,9 +216,11 @@ def answer(d: dict):
     b = r.get("best") if isinstance(r, dict) else None
     if not isinstance(b, dict):
         return None
-    per_gpu = b.get("tokens_per_s_per_cluster_gpu", b.get("tokens_per_s_per_gpu"))
-    if not _number(per_gpu) or per_gpu < 0:
+    figures = [b.get(k) for k in ("tokens_per_s_per_gpu", "tokens_per_s_per_cluster_gpu")
+               if k in b or k == "tokens_per_s_per_gpu"]      # (both where the line has both)
+    if not all(_number(x) and x >= 0 for x in figures):
         return None
+    per_gpu = figures[-1]       # of the budget's GPUs where given (docs/json.md)
     axes = shown_axes([b])       # degrees at least 1, the batch (concurrency) at least 0
     if not all(_number(b.get(a)) and b[a] >= (a != "batch") for a in axes):
         return None
@@ -265,6 +286,24 @@ def summary(lines: dict, problems: list, prices: dict) -> dict:
     answered = sum(1 for p in problems if p.key in lines) - failed
     return {"rows": rows, "problems": len(problems), "answered": answered, "failed": failed,
             "errors": errors}
+
+
+def solve(problem: Problem) -> tuple:
+    """One problem through the search's library entry (``plan.plan``, as ``lts search``):
+    (problem, exit status, the JSON ``lts search --json`` prints or None, the line it ends on
+    or "")."""
+    from .plan import parse_engine, plan, refusal
+    from .report.format import json_safe
+    try:
+        engine, version = parse_engine(problem.engine) if problem.engine else (None, None)
+        answer = plan(problem.model, problem.topology, engine=engine, engine_version=version,
+                      **dict(problem.options))
+        return problem, 0, json_safe(answer.dict()), ""
+    except LtsError as e:
+        code, why = refusal(e)
+        return problem, code, None, why
+    except Exception as e:      # a bug: the line says so and the sweep goes on with the rest
+        return problem, 1, None, f"internal error (please report): {type(e).__name__}: {e}"
 
 
 def shard(problems: list, text: str) -> list:

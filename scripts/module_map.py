@@ -34,7 +34,10 @@ above it in this list, never one below.
 
 `tests/test_layers.py` enforces that order, and that only `cli.py` imports click and only
 `report/` imports rich. `tests/reference.py` is a slow scalar cost model used only to check the
-vectorized one; `tests/test_formulas.py` pins each formula by a closed form.
+vectorized one; `tests/test_formulas.py` pins each formula by a closed form. Two top-level
+modules sit with `report/`, between it and `cli.py`: `plan.py`, the search as a library call
+(what `lts search` does between reading its flags and printing; `plan.plan`), and `sweep.py`,
+whose workers call it for each problem of a grid, without click.
 
 `serving/` models one engine instance serving under load (the closed loop, its validation);
 the solvers that search over it, the exact serve optimum (`search/serve_exact.py`) and the

@@ -15,7 +15,8 @@ LTS = Path(__file__).resolve().parents[1] / "lts"
 LAYERS = ["specs", "cost", "engines", "serving", "agent", "search", "launch", "report", "cli"]
 TOP = {"__init__": -1, "__main__": len(LAYERS), "cli": LAYERS.index("cli"),
        "streams": LAYERS.index("cli"),   # the process's output streams: the CLI's own
-       "sweep": LAYERS.index("search")}  # a grid of search problems (reads specs)
+       "plan": LAYERS.index("report"),   # the search as a library call (its JSON: report)
+       "sweep": LAYERS.index("report")}  # a grid of search problems, each through plan
 
 
 def layer(module: str) -> int:

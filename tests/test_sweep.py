@@ -95,7 +95,7 @@ def test_an_infeasible_problem_is_a_line_with_its_error(tmp_path):
     one = lines(tmp_path / "g.jsonl")[0]
     assert one["exit"] == 1 and one["result"] is None and one["error"]
     d = json.loads(run("sweep", str(tmp_path / "g.toml"), "--json").stdout)
-    assert (d["ran"], d["skipped"], d["failed"]) == (4, 0, 4)
+    assert (d["ran"], d["resolved"], d["skipped"], d["failed"]) == (4, 4, 0, 4)
 
 
 def test_an_edited_grid_solves_what_changed_and_sums_only_its_own_lines(tmp_path):
@@ -209,7 +209,13 @@ def _mangled(good: dict) -> list:
     del no_best["result"]["best"]
     no_tp = json.loads(json.dumps(good))
     del no_tp["result"]["best"]["tp"]
+    one_nan = json.loads(json.dumps(good))        # NaN in the figure the summary does not read
+    one_nan["result"]["best"]["tokens_per_s_per_gpu"] = float("nan")
+    stray = json.loads(json.dumps(good))          # Infinity anywhere: lts never writes one
+    stray["result"]["evaluations"] = float("inf")
     return [json.dumps(with_best(tokens_per_s_per_gpu=float("nan"))),       # NaN (Python's)
+            json.dumps(one_nan), json.dumps(stray),
+            json.dumps(with_best(tokens_per_s_per_gpu=float("-inf"))),
             json.dumps(with_best(tokens_per_s_per_gpu=-1e308)),
             json.dumps(with_best(tokens_per_s_per_gpu="10")),
             json.dumps(with_best(tp="8")),
@@ -235,12 +241,100 @@ def test_a_resumed_sweep_solves_a_bad_line_again_and_never_sums_it(tmp_path):
         assert r.exit_code == 0, (bad[:200], r.output)
         d = json.loads(r.stdout)
         assert (d["ran"], d["skipped"], d["answered"]) == (1, 0, 1), bad[:200]
+        # (said: solved again; a line too deep to read names no problem)
+        assert d["resolved"] == (len(bad) < 100_000), bad[:200]
         assert d["rows"] == first["rows"], bad[:200]
+    out.write_text(_mangled(good)[1] + "\n")      # the table says it too
+    r = run("sweep", str(tmp_path / "g.toml"), "-o", str(out), "--no-color")
+    assert "this run: 1 solved (1 of them again: their lines held no whole answer), 0 already " \
+           "answered" in " ".join(r.output.split()), r.output
 
 
 def test_jobs_are_bounded_by_memory(tmp_path):
-    """--jobs at most MAX_JOBS (6 workers of ~0.3 GiB: under 2 GiB), refused as a bad flag."""
+    """--jobs at most MAX_JOBS (3 workers of at most ~0.64 GB, the heaviest shipped search:
+    under 2 GiB), refused as a bad flag."""
     (tmp_path / "g.toml").write_text(GRID)
     r = run("sweep", str(tmp_path / "g.toml"), "--jobs", "256")
-    assert r.exit_code == 2 and "'--jobs': 256 is not in the range 1<=x<=6" in r.output
+    assert r.exit_code == 2 and "'--jobs': 256 is not in the range 1<=x<=3" in r.output
     assert not (tmp_path / "g.jsonl").exists()
+
+
+# ---- the library entry (issue 38 item 8): a sweep problem is plan(...), what lts search calls
+
+def _grid(tmp_path, head: str, workload: str = 'phase = "decode"\ncontext = 4096') -> list:
+    (tmp_path / "g.toml").write_text(f"{head}\n[[workloads]]\n{workload}\n")
+    return sw.read_grid(tmp_path / "g.toml")[0]
+
+
+def test_a_sweep_line_holds_what_search_prints(tmp_path):
+    """A serve problem with an engine release: the line's result is `lts search --json`'s."""
+    p, = _grid(tmp_path, 'models = ["llama3.1-8b"]\ntopologies = ["h100_dgx"]\n'
+                         'engines = ["vllm@0.12"]\ngpus = [8]',
+               'phase = "serve"\nisl = 1000\nosl = 500\ntpot_slo_ms = 50')
+    got = json.loads(sw.line(*sw.solve(p)))
+    r = run("search", p.model, p.topology, *p.args)
+    assert r.exit_code == 0 and got["exit"] == 0 and got["error"] is None
+    assert strip(got["result"]) == strip(json.loads(r.stdout))
+
+
+@pytest.mark.parametrize("head, workload, code, message", [
+    ('models = ["no-such-model"]\ntopologies = ["h100_dgx"]', None, 1, "no-such-model"),
+    ('models = ["llama3.1-8b"]\ntopologies = ["h100_dgx"]\ngpus = [30000]', None, 2,
+     "Invalid value for '--gpus': 30,000 is more than the 24,576 GPUs of h100_dgx"),
+    ('models = ["llama3.1-8b"]\ntopologies = ["h100_dgx"]\nengines = ["vllm@abc"]',
+     'phase = "serve"', 2, "Invalid value for '--engine': 'vllm@abc': 'abc' is not a version"),
+    ('models = ["llama3.1-8b"]\ntopologies = ["mi300x_x8"]\nengines = ["trtllm"]',
+     'phase = "serve"', 1, "--engine trtllm: TensorRT-LLM does not run on"),
+    ('models = ["llama3.1-8b"]\ntopologies = ["h100_dgx"]', 'phase = "decode"\n'
+     'context = 1000000', 2, "Invalid value for '--context': 1,000,000 tokens"),
+    ('models = ["llama3.1-8b"]\ntopologies = ["h100_dgx"]\ngpus = [8]', 'phase = "decode"\n'
+     'tpot_slo_ms = 0.001', 1, "no feasible strategy found (Llama-3.1-8B on h100_dgx with 8 "
+                               "GPUs, decode"),
+])
+def test_a_refused_sweep_problem_has_the_exit_status_and_line_of_search(tmp_path, head,
+                                                                         workload, code,
+                                                                         message):
+    p, = _grid(tmp_path, head, *([workload] if workload else []))
+    _, got, result, error = sw.solve(p)
+    r = run("search", p.model, p.topology, *p.args)
+    assert (got, result) == (code, None) and message in error, error
+    assert r.exit_code == code and r.output.strip().splitlines()[-1] == f"Error: {error}"
+
+
+def test_the_sweep_solves_without_click(tmp_path):
+    """The workers call the library: solving a problem imports no click."""
+    import subprocess
+    import sys
+    code = ("import sys, lts.sweep as sw\n"
+            f"p, = sw.read_grid({str(tmp_path / 'g.toml')!r})[0]\n"
+            "_, status, result, _ = sw.solve(p)\n"
+            "print(status, result['best']['tp'] >= 1, 'click' in sys.modules)\n")
+    _grid(tmp_path, 'models = ["llama3.1-8b"]\ntopologies = ["h100_dgx"]\ngpus = [8]')
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1], timeout=60)
+    assert out.stdout.split() == ["0", "True", "False"], out.stderr
+
+
+def test_a_grid_file_has_the_guards_of_every_file(tmp_path):
+    """Nesting past Python's stack, integers of thousands of digits, a file over 4 MiB, a list
+    longer than a sweep's problems: one line each, exit 1, nothing run (issue 38 item 1)."""
+    head = 'models = ["llama3.1-8b"]\ntopologies = ["h100_dgx"]\n'
+    names = ", ".join(f'"m{i}"' for i in range(sw.MAX_PROBLEMS + 1))
+    for text, message in [
+            (head + "gpus = " + "[" * 5000 + "]" * 5000 + "\n[[workloads]]\n",
+             "g.toml: nested too deeply (hundreds of levels of tables or arrays; a sweep grid "
+             "needs 2)"),
+            (head + f"gpus = [1{'0' * 5000}]\n[[workloads]]\n",
+             "g.toml: invalid TOML (a number of thousands of digits)"),
+            (head + "#" * sw.MAX_GRID_BYTES + "\n[[workloads]]\n",
+             f"g.toml: is {sw.MAX_GRID_BYTES + len(head) + 15:,} bytes, more than the "
+             f"{sw.MAX_GRID_BYTES:,} expected of a sweep grid (.toml)"),
+            (f"models = [{names}]\ntopologies = [\"h100_dgx\"]\n[[workloads]]\n",
+             "g.toml: models: 100,001 entries, over the 100,000 problems a sweep takes (split "
+             "the grid)")]:
+        (tmp_path / "g.toml").write_text(text)
+        r = run("sweep", str(tmp_path / "g.toml"))
+        assert r.exit_code == 1 and r.output.strip().splitlines()[-1].endswith(message), \
+            r.output[-300:]
+        assert len(r.output.strip().splitlines()) == 1
+        assert not (tmp_path / "g.jsonl").exists()

@@ -49,6 +49,7 @@ def render_sweep(console: Console, d: dict) -> None:
     if d["failed"] > len(d["errors"]):
         console.print(f"(and {d['failed'] - len(d['errors']):,} more: their lines' \"error\")")
     console.print(f"{d['problems']:,} problems of the grid in {escape(d['file'])} (one `lts "
-                  f"search --json` answer a line); this run: {d['ran']:,} solved, "
+                  f"search --json` answer a line); this run: {d['ran']:,} solved "
+                  f"({d['resolved']:,} of them again: their lines held no whole answer), "
                   f"{d['skipped']:,} already answered, {d['wall_s']:.1f} s with {d['jobs']} "
                   "job(s)", overflow="fold")

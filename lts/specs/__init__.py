@@ -178,14 +178,19 @@ class TopologySpec:
 # ----------------------------------------------------------------------------------------------
 # TOML files
 
-def _read_toml(path: Path) -> dict:
-    text = read_text(path, "a .toml file")
+def read_toml(path: Path, expected: str = "a .toml file", max_bytes: int = MAX_FILE_BYTES,
+              needs: str = "") -> dict:
+    """A TOML file's table (``read_text``'s guards: a regular file of at most ``max_bytes``),
+    or one SpecError line: invalid TOML, nesting past Python's stack (``TOO_DEEP``; ``needs``:
+    the depth the file's kind needs, in its place), an integer of thousands of digits."""
+    text = read_text(path, expected, max_bytes)
     try:
         return _toml.loads(text)
     except _toml.TOMLDecodeError as e:
         raise SpecError(path, "", f"invalid TOML ({e})") from None
     except RecursionError:
-        raise SpecError(path, "", TOO_DEEP) from None
+        raise SpecError(path, "", TOO_DEEP.replace("a model or topology needs 2", needs)
+                        if needs else TOO_DEEP) from None
     except ValueError:            # Python refuses integers of more than 4300 digits
         raise SpecError(path, "", "invalid TOML (a number of thousands of digits)") from None
 
@@ -280,7 +285,7 @@ def load_model(name_or_path, precision: str | None = None,
         from .hf import model_from_hf_config     # (imported when a config.json is read)
         spec = model_from_hf_config(path)
     else:
-        spec = model_from_dict(_read_toml(path), path)
+        spec = model_from_dict(read_toml(path), path)
     if precision is not None or kv_cache not in (None, "auto"):
         spec = with_precision(spec, precision, kv_cache)
     return spec
@@ -357,7 +362,7 @@ def with_expert_placement(spec: ModelSpec, redundant: int | None = None, eplb: b
 
 def load_topology(name_or_path) -> TopologySpec:
     path = resolve("topologies", str(name_or_path))
-    return topology_from_dict(_read_toml(path), path)
+    return topology_from_dict(read_toml(path), path)
 
 
 MIN_TFLOPS = 1.0        # TFLOP/s of any tensor-core class (a T4: 65 fp16)

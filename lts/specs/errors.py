@@ -52,3 +52,16 @@ class StrategyError(LtsError):
 
 class InfeasibleError(LtsError):
     """No strategy satisfies memory, SLO and budget."""
+
+
+class FlagError(LtsError):
+    """A flag's value refused (exit status 2, as click refuses one): ``hint`` names the flag as
+    the message shows it ("'--gpus'", "'--isl' / '--osl'"), ``reason`` the rest."""
+
+    def __init__(self, hint: str, reason: str):
+        self.hint, self.reason = hint, reason
+        super().__init__(f"Invalid value for {hint}: {reason}")
+
+
+class UsageError(LtsError):
+    """Flags that do not go together (exit status 2, as click's usage errors)."""

@@ -23,9 +23,11 @@ MAX_TOP = 1000                # --top: rows to list
 # at --top 100 (7.4 s with --ttft-slo-ms 2000 --tpot-slo-ms 50), 21 s and 42 s at 1000
 MAX_SERVE_TOP = 100
 MAX_SEEDS = 1000              # --seeds of compare
-MAX_JOBS = 6                  # sweep --jobs: a worker peaks at ~0.29 GiB (the example
-                              # grid, scripts/sweep_example.toml: 295 MB max RSS), so 6
-                              # and the parent stay under 2 GiB; beyond the cores no help
+MAX_JOBS = 3                  # sweep --jobs: a worker peaks at its largest problem's: 637 MB
+                              # max RSS for the heaviest shipped search (qwen3.5-397b-a17b or
+                              # llama4-maverick h100_dgx --phase serve, the whole cluster;
+                              # the example grid's 295 MB), so 3 and the parent (~0.1 GB)
+                              # stay under 2 GiB; beyond the cores no help
 MAX_BENCH = 10_000_000        # bench --evaluations: the rows are held in memory at once
 # requests one simulated run holds at most (lts simulate --num-prompts, a trace's rows, a
 # measurement's num_prompts): 10 x C at C = 100,000; the run keeps a few lists of this length
