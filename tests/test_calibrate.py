@@ -125,6 +125,19 @@ def test_an_overlay_for_another_engine_is_refused(tmp_path):
     assert r.exit_code == 2 and "engine.step_overhead_us: -1 is not a number from 0" in r.output
 
 
+@pytest.mark.parametrize("value, message", [
+    ("[" * 5000 + "1" + "]" * 5000, "nested too deeply (hundreds of levels of tables or arrays; "
+                                    "an overlay needs 1)"),
+    ("9" * 5000, "invalid TOML (a number of thousands of digits)")])
+def test_an_overlay_is_read_with_the_guards_of_every_toml_file(tmp_path, value, message):
+    """Nesting past Python's stack and integers of thousands of digits were tracebacks."""
+    (tmp_path / "o.toml").write_text(f'[engine]\nname = "vllm"\nstep_overhead_us = {value}\n')
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--phase", "serve",
+            "--engine", "vllm", "--engine-profile", str(tmp_path / "o.toml"))
+    assert r.exit_code == 2 and r.output.splitlines()[-1] == (
+        f"Error: Invalid value for '--engine-profile': {tmp_path / 'o.toml'}: {message}")
+
+
 def test_an_overlay_for_another_release_is_refused(tmp_path):
     """An overlay fitted on one release's profile is not applied under another (issue 38)."""
     (tmp_path / "o.toml").write_text('[engine]\nname = "vllm"\nrelease = "0.12"\n'

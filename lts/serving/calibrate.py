@@ -484,12 +484,9 @@ def collective_of(fit: Fit, topology_path) -> float:
 def load_overlay(path) -> dict:
     """{"name", "release", "step_overhead_s", "request_overhead_s", "collective_efficiency"}
     of an overlay file (the keys it gives)."""
-    from ..specs import _toml
-    from ..specs import read_text
-    try:
-        data = _toml.loads(read_text(Path(path), "an engine profile overlay (.toml)"))
-    except _toml.TOMLDecodeError as e:
-        raise SpecError(path, "", f"invalid TOML ({e})") from None
+    from ..specs import read_toml
+    data = read_toml(Path(path), "an engine profile overlay (.toml)",
+                     needs="an overlay needs 1")
     e = data.get("engine")
     if not isinstance(e, dict) or not isinstance(e.get("name"), str):
         raise SpecError(path, "engine", "missing table with a name (written by lts calibrate)")
