@@ -98,7 +98,7 @@ def test_results_named_alike_get_distinct_ids(tmp_path):
     ("mean_tpot_ms", float("nan"), "mean_tpot_ms: nan is not a positive number"),
     ("total_output_tokens", 0, "total_output_tokens: 0 is not a positive number"),
     ("request_rate", 5.0, "request_rate: 5.0 paces the requests"),
-    ("max_concurrency", 16.5, "concurrency: 16.5 is not a positive integer"),
+    ("max_concurrency", 16.5, "concurrency: 16.5 is not an integer from 1 to 10,000,000"),
 ])
 def test_values_a_measurement_cannot_hold_are_refused(tmp_path, key, value, message):
     d = json.loads((DATA / EXAMPLES["vllm"]).read_text())
@@ -114,3 +114,37 @@ def test_an_empty_list_is_no_result(tmp_path):
     r = run("import", str(tmp_path / "e.json"), "--model", "llama3.1-8b", "--topology",
             "h100_dgx")
     assert r.exit_code == 1 and "holds no runs" in r.output
+
+
+def _vllm(**edit) -> str:
+    d = json.loads((DATA / EXAMPLES["vllm"]).read_text())
+    d.update(edit)
+    return json.dumps(d)
+
+
+@pytest.mark.parametrize("text, where, message", [
+    ("[1, 2]", "run 1", "a JSON int, not a result object"),
+    ('"text"', "run 1", "a JSON string, not a result object"),
+    ("[" * 100_000 + "]" * 100_000, "", "nested too deeply (hundreds of levels of objects or "
+                                        "arrays; a benchmark result needs a few)"),
+    ('{"completed": ' + "9" * 5000 + "}", "", "a number of thousands of digits"),
+    (_vllm(request_rate=10.0), "run 1", "request_rate: 10.0 paces the requests"),
+    (_vllm(request_rate="10"), "run 1", "request_rate: '10' paces the requests"),
+    (_vllm(request_rate=float("nan")), "run 1", "request_rate: nan paces the requests"),
+    (_vllm(completed=2.5), "run 1", "completed: 2.5 is not a whole number of requests"),
+    (_vllm(total_input_tokens=0.3), "run 1", "tokens per request"),
+    (_vllm(max_concurrency=10**8), "run 1", "concurrency: 100000000 is not an integer from 1 to "
+                                            "10,000,000 (what lts validate reads)"),
+])
+def test_a_file_that_is_no_closed_loop_result_is_one_line(tmp_path, text, where, message):
+    """Issue 38: a top level that is no object, nesting past the stack, 5,000-digit integers
+    (tracebacks before); a run paced at a rate, NaN or "10" (taken as closed loops before);
+    fractional or sub-token counts. With and without --format."""
+    path = tmp_path / "r.json"
+    path.write_text(text)
+    for fmt in ((), ("--format", "vllm")):
+        r = run("import", str(path), "--model", "llama3.1-8b", "--topology", "h100_dgx", *fmt)
+        assert r.exit_code == 1, r.output
+        last = r.output.strip().splitlines()[-1]
+        assert last.startswith(f"Error: {path}{': ' + where if where else ''}: "), last
+        assert message in last, last

@@ -42,11 +42,12 @@ from pathlib import Path
 from ..engines import ENGINE_NAMES
 from ..specs.errors import SpecError
 from ..specs import read_text
-from ..specs.limits import MAX_TOKENS
+from ..specs.limits import MAX_CONCURRENCY, MAX_TOKENS
 
 FORMATS = ("vllm", "sglang", "aiperf", "genai-perf")
 MAX_VALUE = 1e15                  # the largest number a result may hold (validate's MAX_MEASURED)
-MAX_BYTES = 2**28                 # a benchmark file (detailed per-request vLLM output is MBs)
+MAX_BYTES = 2**26                 # a benchmark file, 64 MiB as every input file (docs/limits.md;
+                                  # per-request vLLM output is MBs): a 63 MiB result 2.9 s, 0.54 GB
 TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3}   # -> ms
 
 
@@ -54,7 +55,7 @@ def _objects(path: Path) -> list:
     """The JSON objects of a file: one document, or one a line (JSONL)."""
     text = read_text(path, "a benchmark result (.json or .jsonl)", max_bytes=MAX_BYTES)
     try:
-        data = json.loads(text)
+        data = _loads(path, "", text)
         return data if isinstance(data, list) else [data]
     except json.JSONDecodeError:
         pass
@@ -62,12 +63,26 @@ def _objects(path: Path) -> list:
     for n, line in enumerate(text.splitlines(), 1):
         if line.strip():
             try:
-                out.append(json.loads(line))
+                out.append(_loads(path, f"line {n}", line))
             except json.JSONDecodeError as e:
                 raise SpecError(path, f"line {n}", f"not JSON ({e.msg})") from None
     if not out:
         raise SpecError(path, "", "holds no JSON")
     return out
+
+
+def _loads(path, where: str, text: str):
+    """json.loads, with the guards of every input file: nesting past Python's stack and
+    integers of thousands of digits are one SpecError line (JSONDecodeError passes through)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise SpecError(path, where, "nested too deeply (hundreds of levels of objects or "
+                                     "arrays; a benchmark result needs a few)") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:            # Python refuses integers of more than 4300 digits
+        raise SpecError(path, where, "a number of thousands of digits") from None
 
 
 def detect(obj: dict) -> str:
@@ -114,10 +129,23 @@ def _metric(path, where, obj, key, ms: bool):
     return float(m["avg"]) * TIME_UNITS[unit]
 
 
-def _find(obj, key):
-    """The first integer value of ``key`` anywhere in nested dicts and lists, or None."""
+def _closed(path, where, rate) -> None:
+    """Refuse a run paced at a request rate: absent, null or infinite (a number or the text
+    "inf"/"Infinity" as the tools write it) is a closed loop; a finite rate, NaN, or text
+    naming anything else ("10") is not what lts validate predicts."""
+    if rate is None or isinstance(rate, float) and math.isinf(rate) and rate > 0 or \
+            isinstance(rate, str) and rate.strip().lower() in ("inf", "+inf", "infinity"):
+        return
+    raise SpecError(path, where, f"request_rate: {rate!r} paces the requests (or is no rate): "
+                                 "a rate-limited run is not the closed loop of C clients lts "
+                                 "validate predicts (run with an infinite request rate)")
+
+
+def _find(obj, key, kinds=(int,)):
+    """The first value of ``key`` of one of ``kinds`` anywhere in nested dicts and lists (a bool
+    is none), or None."""
     if isinstance(obj, dict):
-        if isinstance(obj.get(key), int) and not isinstance(obj.get(key), bool):
+        if isinstance(obj.get(key), kinds) and not isinstance(obj.get(key), bool):
             return obj[key]
         items = obj.values()
     elif isinstance(obj, list):
@@ -125,7 +153,7 @@ def _find(obj, key):
     else:
         return None
     for v in items:
-        got = _find(v, key)
+        got = _find(v, key, kinds)
         if got is not None:
             return got
     return None
@@ -142,18 +170,19 @@ def read(path, fmt: str = "auto") -> list:
         raise SpecError(path, "", "holds no runs")
     for i, obj in enumerate(objects, 1):
         where = f"run {i}"
+        if not isinstance(obj, dict):
+            raise SpecError(path, where, f"a JSON {type(obj).__name__.replace('str', 'string')}"
+                                         ", not a result object")
         kind = detect(obj) if fmt == "auto" else fmt
         if kind not in FORMATS:
             raise SpecError(path, where, "not a result of vllm bench serve, sglang "
                                          "bench_serving, aiperf or genai-perf (--format names one)")
         if kind in ("vllm", "sglang"):
             done = _num(path, where, obj, "completed")
-            rate = obj.get("request_rate")
-            if isinstance(rate, (int, float)) and not isinstance(rate, bool) and \
-                    math.isfinite(rate):
-                raise SpecError(path, where, f"request_rate: {rate!r} paces the requests: a "
-                                             "rate-limited run is not the closed loop lts "
-                                             "validate predicts (run with --request-rate inf)")
+            if done != int(done):
+                raise SpecError(path, where, f"completed: {obj['completed']!r} is not a whole "
+                                             "number of requests")
+            _closed(path, where, obj.get("request_rate"))
             conc = obj.get("max_concurrency")
             run = {"isl": _num(path, where, obj, "total_input_tokens") / done,
                    "osl": _num(path, where, obj, "total_output_tokens") / done,
@@ -167,6 +196,7 @@ def read(path, fmt: str = "auto") -> list:
                    if isinstance(obj.get("server_info"), dict) else "",
                    "bench": _bench(path, where, obj, kind, done)}
         else:
+            _closed(path, where, _find(obj.get("input_config"), "request_rate", (int, float, str)))
             conc = _find(obj.get("input_config"), "concurrency")
             run = {"isl": _metric(path, where, obj, "input_sequence_length", False),
                    "osl": _metric(path, where, obj, "output_sequence_length", False),
@@ -178,8 +208,13 @@ def read(path, fmt: str = "auto") -> list:
         if conc is None:
             raise SpecError(path, where, "no fixed concurrency (max_concurrency / concurrency): "
                                          "lts validate predicts closed loops of C clients")
-        if isinstance(conc, bool) or not isinstance(conc, int) or not 1 <= conc <= MAX_VALUE:
-            raise SpecError(path, where, f"concurrency: {conc!r} is not a positive integer")
+        if isinstance(conc, bool) or not isinstance(conc, int) or \
+                not 1 <= conc <= MAX_CONCURRENCY:
+            raise SpecError(path, where, f"concurrency: {conc!r} is not an integer from 1 to "
+                                         f"{MAX_CONCURRENCY:,} (what lts validate reads)")
+        if run["isl"] < 1 or run["osl"] < 1:
+            raise SpecError(path, where, f"tokens per request ({run['isl']:.4g} in, "
+                                         f"{run['osl']:.4g} out) below one")
         if run["isl"] > MAX_TOKENS or run["osl"] > MAX_TOKENS:
             raise SpecError(path, where, f"tokens per request ({run['isl']:.4g} in, "
                                          f"{run['osl']:.4g} out) above {MAX_TOKENS:,}")
