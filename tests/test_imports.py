@@ -148,3 +148,20 @@ def test_a_file_that_is_no_closed_loop_result_is_one_line(tmp_path, text, where,
         last = r.output.strip().splitlines()[-1]
         assert last.startswith(f"Error: {path}{': ' + where if where else ''}: "), last
         assert message in last, last
+
+
+def test_what_import_writes_validate_reads_every_row_of(tmp_path):
+    """Round trip (issue 38 item 2): a file name and an engine version holding control
+    characters, and each weight format --precision takes, give rows lts validate predicts,
+    none skipped (the escapes are written as text: ``\\x1b``)."""
+    odd = tmp_path / "r\x1bx.json"
+    odd.write_text((DATA / EXAMPLES["vllm"]).read_text())
+    for extra in (("--engine", "vllm", "--engine-version", "0.12\x07"), ("--precision", "w4a16"),
+                  ("--precision", "mxfp8"), ("--precision", "fp8_block")):
+        out = tmp_path / "m.csv"
+        r = run("import", str(odd), "--model", "llama3.1-8b", "--topology", "h100_dgx",
+                *extra, "-o", str(out))
+        assert r.exit_code == 0, r.output
+        d = json.loads(run("validate", str(out), "--json").stdout)
+        assert (len(d["rows"]), d["skipped"]) == (3, []), (extra, d["skipped"])
+        assert "\\x1b" in out.read_text()

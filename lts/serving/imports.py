@@ -40,7 +40,7 @@ import math
 from pathlib import Path
 
 from ..engines import ENGINE_NAMES
-from ..specs.errors import SpecError
+from ..specs.errors import SpecError, has_hidden
 from ..specs import read_text
 from ..specs.limits import MAX_CONCURRENCY, MAX_TOKENS
 
@@ -249,6 +249,12 @@ HEADER = ("id", "model", "topology", "gpus", "tp", "ep", "pp", "precision", "isl
           "benchmark", "num_prompts", "arrival", "range_ratio")
 
 
+def _escaped(text: str) -> str:
+    """A cell lts validate reads as plain text: control and bidirectional formatting characters
+    (a file name's, a version's) written as their escapes (``\\x1b``), the rest as it is."""
+    return repr(text)[1:-1] if has_hidden(text) else text
+
+
 def stems(paths) -> list:
     """Each result file's name in its rows' ids, distinct: the stem, with the folder's name
     where two files share a stem (aiperf and genai-perf name every export alike), then a
@@ -278,14 +284,14 @@ def rows(path, runs: list, model: str, topology: str, gpus: int, tp: int, ep: in
                 "aiperf": "aiperf", "genai-perf": "genai-perf"}[run["format"]]
         for metric in METRICS:
             out.append({
-                "id": f"{stem}-{i}-{metric}" if len(runs) > 1 else f"{stem}-{metric}",
+                "id": _escaped(f"{stem}-{i}-{metric}" if len(runs) > 1 else f"{stem}-{metric}"),
                 "model": model, "topology": topology, "gpus": gpus, "tp": tp, "ep": ep,
                 "pp": pp, "precision": precision, "isl": max(int(round(run["isl"])), 1),
                 "osl": max(int(round(run["osl"])), 1), "concurrency": run["concurrency"],
                 "metric": metric, "value": f"{run[metric]:.6g}",
-                "source": f"{tool} {Path(path).name}" + (f" ({served} {version})"
-                                                         if served and version else ""),
-                "strategy": strategy, "engine": served, "engine_version": version,
+                "source": _escaped(f"{tool} {Path(path).name}" + (f" ({served} {version})"
+                                                                  if served and version else "")),
+                "strategy": strategy, "engine": served, "engine_version": _escaped(version),
                 **{k: run["bench"].get(k, "") for k in ("benchmark", "num_prompts", "arrival",
                                                         "range_ratio")}})
     return out
