@@ -133,6 +133,7 @@ def _vllm(**edit) -> str:
     (_vllm(request_rate=float("nan")), "run 1", "request_rate: nan paces the requests"),
     (_vllm(completed=2.5), "run 1", "completed: 2.5 is not a whole number of requests"),
     (_vllm(total_input_tokens=0.3), "run 1", "tokens per request"),
+    (_vllm(mean_ttft_ms=1e-9), "run 1", "ttft_ms: 1e-09 is below the 1e-06 a measurement holds"),
     (_vllm(max_concurrency=10**8), "run 1", "concurrency: 100000000 is not an integer from 1 to "
                                             "10,000,000 (what lts validate reads)"),
 ])

@@ -42,10 +42,10 @@ from pathlib import Path
 from ..engines import ENGINE_NAMES
 from ..specs.errors import SpecError, has_hidden
 from ..specs import read_text
-from ..specs.limits import MAX_CONCURRENCY, MAX_TOKENS
+from ..specs.limits import MAX_CONCURRENCY, MAX_MEASURED, MAX_TOKENS, MIN_MEASURED
 
 FORMATS = ("vllm", "sglang", "aiperf", "genai-perf")
-MAX_VALUE = 1e15                  # the largest number a result may hold (validate's MAX_MEASURED)
+MAX_VALUE = MAX_MEASURED          # the largest number a result may hold, as validate reads
 MAX_BYTES = 2**26                 # a benchmark file, 64 MiB as every input file (docs/limits.md;
                                   # per-request vLLM output is MBs): a 63 MiB result 2.9 s, 0.54 GB
 TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3}   # -> ms
@@ -212,6 +212,10 @@ def read(path, fmt: str = "auto") -> list:
                 not 1 <= conc <= MAX_CONCURRENCY:
             raise SpecError(path, where, f"concurrency: {conc!r} is not an integer from 1 to "
                                          f"{MAX_CONCURRENCY:,} (what lts validate reads)")
+        for metric in ("ttft_ms", "tpot_ms", "output_tokens_per_s"):    # as validate reads
+            if run[metric] < MIN_MEASURED:
+                raise SpecError(path, where, f"{metric}: {run[metric]:g} is below the "
+                                             f"{MIN_MEASURED:g} a measurement holds")
         if run["isl"] < 1 or run["osl"] < 1:
             raise SpecError(path, where, f"tokens per request ({run['isl']:.4g} in, "
                                          f"{run['osl']:.4g} out) below one")
