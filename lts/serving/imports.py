@@ -48,6 +48,8 @@ FORMATS = ("vllm", "sglang", "aiperf", "genai-perf")
 MAX_VALUE = MAX_MEASURED          # the largest number a result may hold, as validate reads
 MAX_BYTES = 2**26                 # a benchmark file, 64 MiB as every input file (docs/limits.md;
                                   # per-request vLLM output is MBs): a 63 MiB result 2.9 s, 0.54 GB
+MAX_RUNS = 10_000                 # runs (sweep points) one result file holds: a benchmark
+                                  # sweep has tens; 10,000 JSONL runs read in ~2 s
 TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3}   # -> ms
 
 
@@ -56,11 +58,16 @@ def _objects(path: Path) -> list:
     text = read_text(path, "a benchmark result (.json or .jsonl)", max_bytes=MAX_BYTES)
     try:
         data = _loads(path, "", text)
+        if isinstance(data, list) and len(data) > MAX_RUNS:
+            raise SpecError(path, "", f"{len(data):,} runs, more than the {MAX_RUNS:,} a file "
+                                      "holds")
         return data if isinstance(data, list) else [data]
     except json.JSONDecodeError:
         pass
     out = []
     for n, line in enumerate(text.splitlines(), 1):
+        if len(out) >= MAX_RUNS:      # (a 64 MiB file of "{}" lines: 10 M objects, minutes)
+            raise SpecError(path, f"line {n}", f"more than {MAX_RUNS:,} runs in one file")
         if line.strip():
             try:
                 out.append(_loads(path, f"line {n}", line))
