@@ -329,3 +329,65 @@ def test_the_written_topology_reads_back_with_the_fitted_rates(tmp_path, name):
         assert got.grouped[f][1] == pytest.approx(want.grouped[f][1], rel=1e-3), f
     assert got.links[0].oneshot_latency_s == pytest.approx(want.links[0].oneshot_latency_s,
                                                            rel=1e-3)
+
+
+def test_the_fit_is_sized_within_its_bound(tmp_path, monkeypatch):
+    """calibrate's work is counted before it starts (validate.work_s): the training rows are
+    predicted at most as often as the bound allows, and where fewer than FEWEST predictions of
+    them fit, training points are cut (held out, in an even spread) until FEWEST do."""
+    path = synthetic(tmp_path / "m.csv")
+    every = v.validate(path, work_only=True)
+    fit = cal.calibrate(path, train=0.5)
+    assert 0 < fit.evaluations <= fit.allowed <= cal.EVALUATIONS
+    assert fit.train_points == fit.asked_points == 12
+    # a bound that holds FEWEST predictions of half the training rows' serve calls: points cut
+    monkeypatch.setattr(cal, "BOUND_S", 2 * every + cal.FEWEST * every / 2)
+    small = cal.calibrate(path, train=0.5)
+    assert 0 < small.train_points < small.asked_points == 12
+    assert small.train_points + small.held_points == 24
+    assert small.evaluations <= small.allowed
+    train, held = cal.split(v.validate(path)["rows"], 0.5)
+    kept, _, _, allowed = cal.within_bound(path, train, held)
+    assert len({cal._point(r["id"]) for r in kept}) == small.train_points
+    assert allowed == small.allowed >= cal.FEWEST
+    assert allowed * v.validate(path, work_only=True, only={r["id"] for r in kept}) <= \
+        cal.BOUND_S - 2 * every + 1e-9
+
+
+def test_a_file_too_large_to_fit_is_refused(tmp_path, monkeypatch):
+    path = synthetic(tmp_path / "m.csv")
+    every = v.validate(path, work_only=True)
+    monkeypatch.setattr(cal, "BOUND_S", 2 * every)
+    with pytest.raises(cal.LtsError, match=r"predicting its rows takes about \d+ s, and "
+                                           r"calibrate predicts them twice and fits within "
+                                           r"\d+ s \(docs/limits.md\): fit fewer rows at a time"):
+        cal.calibrate(path, train=0.5)
+    monkeypatch.setattr(cal, "BOUND_S", 2 * every / 0.74)
+    with pytest.raises(cal.LtsError, match=r"fitting even one point \(.*\) takes 80 predictions"):
+        cal.calibrate(path, train=0.5)
+
+
+def test_a_fit_stopped_by_its_bound_keeps_what_it_cannot_pin(tmp_path, monkeypatch):
+    """Too few predictions for the refits: every knob still above its threshold is kept at its
+    base, and those kept fitted only if they beat the base on the training rows."""
+    path = synthetic(tmp_path / "m.csv")
+    monkeypatch.setattr(cal, "EVALUATIONS", 30)       # the unbounded fit takes 66
+    fit = cal.calibrate(path, train=0.5)
+    assert fit.bounded and fit.evaluations <= fit.allowed == 30
+    assert 0 < sum(fit.identified.values()) < len(fit.identified)
+    for n, ok in fit.identified.items():
+        if not ok:
+            assert fit.knobs[n] == fit.base[n]
+    assert fit.knobs["memory_scale"] == pytest.approx(0.8, rel=0.05)
+    assert fit.after["train"]["median_abs_log2_ratio"] < \
+        fit.before["train"]["median_abs_log2_ratio"]
+    monkeypatch.setattr(cal, "EVALUATIONS", 20)       # no refit fits: nothing identified
+    fit = cal.calibrate(path, train=0.5)
+    assert fit.bounded and not any(fit.identified.values()) and fit.knobs == fit.base
+
+
+def test_spread_orders_every_index_once():
+    for n in range(1, 70):
+        order = cal._spread(n)
+        assert sorted(order) == list(range(n))
+        assert order[0] == n // 2

@@ -185,6 +185,13 @@ def render_calibrate(console: Console, d: dict) -> None:
             a = d["after"][key][metric]
             r.add_row(half, metric, _half(s), _half(a))
     console.print(r)
+    if d["train_points"] < d["asked_points"]:
+        console.print(f"[yellow]fitted {d['train_points']} of the {d['asked_points']} training "
+                      "points[/]: more would not fit calibrate's bound of time "
+                      "(docs/limits.md); the rest are held out")
+    if d["bounded"]:
+        console.print(f"[yellow]the fit stopped at its bound of {d['allowed']} predictions[/]: "
+                      "the constants it could not pin by then are kept at their base")
     _render_skipped(console, d["skipped"])
     console.print(f"wrote {escape(d['topology_file'])} (--topology) and "
                   f"{escape(d['overlay_file'])} (--engine-profile)", overflow="fold")

@@ -31,7 +31,7 @@ import numpy as np
 from ..engines import ENGINES
 from ..engines.profiles import EngineProfile
 from ..specs import TopologySpec
-from ..specs.errors import LtsError, SpecError
+from ..specs.errors import LtsError, SpecError, plain
 from ..specs.units import FORMAT_ALIASES, MS, US, WEIGHT_FORMATS
 from . import validate as v
 
@@ -57,6 +57,16 @@ KNOBS = {
 }
 US_KNOBS = ("kernel_overhead_us", "oneshot_latency_us")   # fitted in ms (their step: 0.5 us)
 ITERATIONS = 25        # Levenberg-Marquardt iterations at most
+# The command's work, bounded by how it is sized (issue 38), in validate.work_s's seconds (a
+# count of simulated deployments and requests and serve calls; 1-1.7x the time measured here on
+# the shipped files): every row is predicted twice (before and after) and the training rows as
+# many times as fit in the rest of BOUND_S, at most EVALUATIONS (each Levenberg-Marquardt step
+# takes one, a Jacobian one per free knob). Where fewer than FEWEST fit, the training points are
+# cut (in an even spread, the rest held out) until FEWEST do.
+BOUND_S = 60.0
+EVALUATIONS = 400      # the unbounded fits of tests/test_calibrate.py take 66-121
+FEWEST = 80
+GAIN = 1e-3            # a taken step that lowers the loss by less than this share ends a fit
 STEP = 0.02            # finite-difference step in each parameter's space (log, or ms; a
 KERNEL_STEP = 0.0005   # kernel's launch time: 0.5 us)
 
@@ -172,6 +182,59 @@ def split(rows: list, train: float, holdout: str = "fraction") -> tuple:
     return ([r for r, k in zip(rows, inside) if k], [r for r, k in zip(rows, inside) if not k])
 
 
+def within_bound(path, train_rows: list, held_rows: list) -> tuple:
+    """(training rows, held-out rows, training points before any cut, predictions of the
+    training rows the fit may make): two predictions of every row and those within ``BOUND_S``
+    (``validate.work_s``), at most ``EVALUATIONS``; where fewer than ``FEWEST`` fit, training
+    points are cut (in an even spread; those cut are held out) until ``FEWEST`` do. LtsError
+    where the file's rows or one training point alone take too long."""
+    every = 2 * v.validate(path, work_only=True)
+    fit_s = BOUND_S - every
+    if fit_s < 0.25 * BOUND_S:
+        raise LtsError(f"{plain(str(path))}: predicting its rows takes about {every / 2:.0f} s, "
+                       f"and calibrate predicts them twice and fits within {BOUND_S:.0f} s "
+                       "(docs/limits.md): fit fewer rows at a time (split the file)")
+    points = sorted({_point(r["id"]) for r in train_rows})
+
+    def seconds(keep):
+        return v.validate(path, only={r["id"] for r in train_rows if _point(r["id"]) in keep},
+                          work_only=True)
+    keep = set(points)
+    if seconds(keep) * FEWEST > fit_s:
+        # the points in an even spread (the middle, then the quarters, ...), each kept while
+        # FEWEST predictions fit: points sharing a deployment kept cost only their runs
+        keep = set()
+        for i in _spread(len(points)):
+            if seconds(keep | {points[i]}) * FEWEST <= fit_s:
+                keep.add(points[i])
+        if not keep:
+            one = seconds({points[0]})
+            raise LtsError(f"{plain(str(path))}: fitting even one point ({points[0]}) takes "
+                           f"{FEWEST} predictions of about {one:.1f} s each, over calibrate's "
+                           "bound (docs/limits.md): its simulated runs hold too many requests")
+    allowed = int(min(EVALUATIONS, fit_s // max(seconds(keep), 1e-9)))
+    if len(keep) == len(points):
+        return train_rows, held_rows, len(points), allowed
+    cut = [r for r in train_rows if _point(r["id"]) not in keep]
+    return ([r for r in train_rows if _point(r["id"]) in keep], held_rows + cut, len(points),
+            allowed)
+
+
+def _spread(n: int) -> list:
+    """0..n-1 in the order that spreads any prefix evenly: the middle, then the quarters, ..."""
+    order, seen, parts = [], set(), 1
+    while len(order) < n:
+        for j in range(parts):
+            i = min(int((2 * j + 1) * n / (2 * parts)), n - 1)
+            if i not in seen:
+                seen.add(i)
+                order.append(i)
+        parts *= 2
+        if parts > 2 * n:
+            order += [i for i in range(n) if i not in seen]
+    return order
+
+
 def _loss(rows: list) -> float:
     return float(np.mean([r["log2_ratio"] ** 2 for r in rows])) if rows else math.inf
 
@@ -189,6 +252,10 @@ class Fit:
     train_points: int
     held_points: int
     skipped: list = field(default_factory=list)   # rows not fitted: validate's, with reasons
+    evaluations: int = 0   # predictions of the training rows the fit made
+    allowed: int = 0       # those calibrate's bound allowed (within_bound)
+    asked_points: int = 0  # training points before calibrate's bound cut them (within_bound)
+    bounded: bool = False  # the fit stopped at its bound: knobs still uncertain kept at base
 
 
 def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction") -> Fit:
@@ -243,6 +310,7 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
     if holdout != "fraction" and not held_rows:
         raise SpecError(path, "", f"--holdout {holdout} holds nothing out: the rows have one "
                                   f"{'(isl, osl) pair' if holdout == 'isl' else 'concurrency'}")
+    train_rows, held_rows, asked, allowed = within_bound(path, train_rows, held_rows)
     train_ids = {r["id"] for r in train_rows}
 
     def run(knobs, every: bool = False):
@@ -265,7 +333,14 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
                 t * (1000.0 if n.endswith("_us") else 1.0)
         return out
 
+    seen = {}              # theta's bytes -> residuals: a point asked again is not predicted again
+
     def residuals(theta):
+        key = np.asarray(theta, np.float64).tobytes()
+        if key in seen:
+            return seen[key]
+        if len(seen) >= allowed:         # the callers ask only within the bound (left())
+            raise AssertionError("calibrate asked past its bound of predictions")
         rows = {r["id"]: r["log2_ratio"] for r in run(to_knobs(theta))[0]}
         if progress:
             progress(1)
@@ -273,7 +348,11 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
         # that a few rows far off (queues the loop does not model) do not drive the fit:
         # rho(r) = 2 (sqrt(1 + r^2) - 1), least squares of sign(r) sqrt(rho(r))
         r = np.array([rows.get(i, 2.0) for i in order])
-        return np.sign(r) * np.sqrt(2.0 * (np.sqrt(1.0 + r * r) - 1.0))
+        seen[key] = np.sign(r) * np.sqrt(2.0 * (np.sqrt(1.0 + r * r) - 1.0))
+        return seen[key]
+
+    def left():
+        return allowed - len(seen)
 
     steps = np.array([KERNEL_STEP if n in US_KNOBS else STEP for n in names])
     lo = np.array([_spec(n)[2][0] for n in names])
@@ -292,9 +371,18 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
         if free.sum() * 2 <= len(order):
             break
         free[i] = False
+    bounded, ratio = False, np.full(len(names), np.inf)    # not fitted yet: all uncertain
+    at_base = to_theta(base)
     while free.any():     # fit; drop the least identified knob (kept at its base); refit
-        theta, r, jac = _levenberg_marquardt(residuals, theta, lo, hi, free, steps)
-        dof = max(len(r) - int(free.sum()), 1)
+        k = int(free.sum())
+        if left() < 2 * (k + 1) + 1:      # no refit within the bound: every knob still above
+            bounded = True                # its threshold is kept at its base (one prediction
+            free &= ratio <= 1.0          # kept for the check below)
+            theta = np.where(free, theta, at_base)
+            break
+        theta, r, jac = _levenberg_marquardt(residuals, theta, lo, hi, free, steps,
+                                             lambda: left() - 1)
+        dof = max(len(r) - k, 1)
         # a direction the rows do not move (a zero or collinear column) gets a huge variance,
         # not pinv's zero
         jtj = jac[:, free].T @ jac[:, free]
@@ -305,12 +393,23 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
                           for i in range(len(names))])
         if ratio.max() <= 1.0:
             break
-        # of the knobs above their threshold, the most specific goes first (knobs the rows
-        # cannot tell apart, such as the times per step, per kernel and per small all-reduce
-        # on one model, are all uncertain; the generic one stays)
-        free[max(np.flatnonzero(ratio > 1.0), key=lambda i: (_specific(names[i]), ratio[i]))] \
-            = False
-        theta = np.where(free, theta, to_theta(base))
+        if left() < 4 * (k + 1):
+            # short of a refit for each: every knob above its threshold at once
+            free &= ratio <= 1.0
+        else:
+            # of the knobs above their threshold, the most specific goes first (knobs the
+            # rows cannot tell apart, such as the times per step, per kernel and per small
+            # all-reduce on one model, are all uncertain; the generic one stays)
+            free[max(np.flatnonzero(ratio > 1.0),
+                     key=lambda i: (_specific(names[i]), ratio[i]))] = False
+        theta = np.where(free, theta, at_base)
+    if bounded and free.any():
+        # the knobs kept were fitted beside some now at their base: kept only if together they
+        # fit the training rows better than the base does
+        fitted, plain_base = residuals(theta), residuals(at_base)
+        if fitted @ fitted >= plain_base @ plain_base:
+            free[:] = False
+            theta = at_base
     knobs = {n: float(x) for n, x in to_knobs(theta).items()}
     identified = {n: bool(free[i]) for i, n in enumerate(names)}
     for n in names:
@@ -327,7 +426,8 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
                 "train_by_metric": _by_metric([r for r in rows if r["id"] in train_ids]),
                 "held_by_metric": _by_metric([r for r in rows if r["id"] in held_ids])},
                len({_point(r["id"]) for r in train_rows}),
-               len({_point(r["id"]) for r in held_rows}), first["skipped"])
+               len({_point(r["id"]) for r in held_rows}), first["skipped"], len(seen), allowed,
+               asked, bounded)
 
 
 # the order in which knobs the rows cannot pin are dropped (most specific first)
@@ -349,14 +449,20 @@ def _threshold(name: str, value: float) -> float:
     return max(0.3 * abs(value), 0.001 if name in US_KNOBS else 0.2)
 
 
-def _levenberg_marquardt(residuals, theta, lo, hi, free, steps):
+def _levenberg_marquardt(residuals, theta, lo, hi, free, steps, left=lambda: math.inf):
     """Least squares of ``residuals(theta)`` over the ``free`` parameters within [lo, hi]
-    (projected Levenberg-Marquardt, the Jacobian by forward differences): (theta, residuals,
-    Jacobian at theta)."""
-    lam = 1e-2
+    (projected Levenberg-Marquardt): (theta, residuals, Jacobian at theta). The Jacobian by
+    forward differences at the start and the end; between, each taken step updates it by
+    Broyden's rank-one rule (one prediction a step, not one a knob), and a step refused on an
+    updated Jacobian differences it again before damping more. A step starts only while
+    ``left()`` predictions hold it and the last Jacobian."""
+    lam, k = 1e-2, int(free.sum())
     r = residuals(theta)
     jac = _jacobian(residuals, theta, r, lo, hi, free, steps)
+    fresh = True           # jac differenced at theta (not updated)
     for _ in range(ITERATIONS):
+        if left() < 1 + k + (0 if fresh else k):
+            break
         a = jac[:, free].T @ jac[:, free]
         g = jac[:, free].T @ r
         step = np.linalg.solve(a + lam * np.diag(np.diag(a) + 1e-12), -g)
@@ -365,14 +471,19 @@ def _levenberg_marquardt(residuals, theta, lo, hi, free, steps):
         rt = residuals(trial)
         if rt @ rt < r @ r - 1e-12:
             gain = (r @ r - rt @ rt) / max(r @ r, 1e-30)
-            theta, r, lam = trial, rt, max(lam / 3, 1e-6)
-            jac = _jacobian(residuals, theta, r, lo, hi, free, steps)
-            if gain < 1e-6:
+            dx = (trial - theta)[free]
+            jac[:, free] += np.outer(rt - r - jac[:, free] @ dx, dx) / max(dx @ dx, 1e-30)
+            theta, r, lam, fresh = trial, rt, max(lam / 3, 1e-6), False
+            if gain < GAIN:
                 break
+        elif not fresh:
+            jac, fresh = _jacobian(residuals, theta, r, lo, hi, free, steps), True
         else:
             lam *= 5
             if lam > 1e6:
                 break
+    if not fresh:
+        jac = _jacobian(residuals, theta, r, lo, hi, free, steps)
     return theta, r, jac
 
 

@@ -491,6 +491,37 @@ def _record(m: Measurement, spec, engine: str, release: str, p: float, **paralle
     return out
 
 
+# What predicting rows costs, counted before any is predicted (``work_s``): each simulated
+# deployment builds its step tables once (``simulate.prepare``, or ``two_pool_sim``'s pair), each
+# distinct run simulates its requests, each closed-loop group is one ``serve`` call (a search
+# over the batch where the row names no concurrency). Measured on the development machine (2
+# cores, 2026-11-29), each figure the largest of the shipped files' means:
+# - a deployment's step tables: 0.15-0.26 s (MiniMax-M2.5 on B200 tp=4, vLLM, isl/osl 1,024-8,192);
+# - a simulated request: 33 us (MiniMax-M2.5 on B200 rows of serving_moe.csv), 45 us (all of
+#   serving_moe.csv), 10-140 us over C 1-1,024 (most at small C, or with the KV cache full);
+#   one of two pools: ~3 us (serving_disagg.csv, 1.03 M requests in 59 runs, 11.7 s in all);
+# - a serve call: 22 ms (serving_calibration.csv, 32 groups), 53 ms searching the batch
+#   (calibration.csv, 144 groups).
+PREPARE_S = 0.2
+REQUEST_S = 6e-5
+POOL_REQUEST_S = 1e-5
+GROUP_S = 0.03
+BEST_GROUP_S = 0.08
+# the simulations one ``lts validate`` runs, in work_s's seconds (about 60 s here: the estimate
+# is 1-1.7x the time measured; all of serving_moe.csv: 58 estimated, 41 s measured); the rows
+# of the runs past it are skipped with their reason
+SIMULATION_S = 90.0
+
+
+def work_s(runs: dict, pooled: dict, jobs: dict) -> float:
+    """The seconds predicting these groups (``validate``'s, by kind) takes here, about."""
+    total = PREPARE_S * len(runs) + GROUP_S * len(pooled)
+    for key, items in runs.items():
+        distinct = {(m.concurrency, m.bench.num_prompts): m.bench.num_prompts for m, _ in items}
+        total += (POOL_REQUEST_S if key[9] == "pools" else REQUEST_S) * sum(distinct.values())
+    return total + sum(BEST_GROUP_S if key[6] else GROUP_S for key in jobs)
+
+
 SIM_METRICS = {"ttft_ms": lambda s: s["ttft_ms"]["mean"], "tpot_ms": lambda s: s["tpot_ms"]["mean"],
                "output_tokens_per_s": lambda s: s["output_tokens_per_s"]}
 
@@ -572,7 +603,7 @@ def spearman(x, y) -> float:
 
 
 def validate(path, progress=None, by: tuple = (), tune=None, only=None,
-             steady: bool = False) -> dict:
+             steady: bool = False, work_only: bool = False):
     """Predict every row of a measurement file; the JSON dict of ``lts validate --json``
     (with ``by``, row keys of ``BY_KEYS``: the residuals by those keys and the metric).
 
@@ -582,7 +613,8 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
     ``only``: the row ids to predict (the others are left out, as if not in the file).
     A row that says how it was measured (``Bench``) is predicted by simulating its run
     (``serving.simulate``; its record says ``"predicted_by": "simulation"``), unless ``steady``:
-    then, as every other row, by the closed loop's steady state."""
+    then, as every other row, by the closed loop's steady state. ``work_only``: predict
+    nothing; the seconds predicting them would take at most (``work_s``)."""
     file = str(path)
     meas, unread = read_measurements(path)
     if only is not None:
@@ -652,12 +684,25 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
             continue
         jobs[(m.model, m.topology, m.precision, m.quant, m.isl, m.osl, best, m.engine,
               release)].append((m, row))
+    if work_only:
+        return work_s(runs, pooled, jobs)
     topo_specs = {name: topos.get(name) for name in {k[1] for k in (*jobs, *pooled, *runs)}}
     predicted = {}
     if progress:
         progress.set_total(len(jobs) + len(pooled) + len(runs))
+    simulated = 0.0
     for key, items in runs.items():
         model, topo, prec, quant, isl, osl, engine, release, bench = key[:9]
+        cost = work_s({key: items}, {}, {})
+        if simulated + cost > SIMULATION_S:
+            for m, _ in items:
+                skipped[m.row] = (f"past lts validate's bound of {SIMULATION_S:.0f} s of "
+                                  "simulation a file (docs/limits.md): the file's benchmark runs "
+                                  "hold too many requests; split it")
+            if progress:
+                progress(1)
+            continue
+        simulated += cost
         spec, t = specs[(model, prec, quant)], topo_specs[topo]
         prof = _profile_of(engine, release, t)
         if tune is not None:
