@@ -391,3 +391,25 @@ def test_spread_orders_every_index_once():
         order = cal._spread(n)
         assert sorted(order) == list(range(n))
         assert order[0] == n // 2
+
+
+def test_the_report_says_when_the_fit_is_worse_than_the_base(tmp_path):
+    """The report of a fit: no warning where it predicts the training rows better; where it
+    predicts them worse than the base (the tables the fitted roofline replaces), it says so."""
+    from rich.console import Console
+    from lts.report.validate import render_calibrate
+    r = run("calibrate", str(synthetic(tmp_path / "m.csv")), "-o", str(tmp_path / "f.toml"),
+            "--json")
+    d = json.loads(r.stdout)
+    assert d["after"]["train"]["median_abs_log2_ratio"] < \
+        d["before"]["train"]["median_abs_log2_ratio"]
+
+    def text(d):
+        console = Console(record=True, width=200)
+        render_calibrate(console, d)
+        return console.export_text()
+    assert "worse than the base" not in text(d)
+    d["after"]["train"]["median_abs_log2_ratio"] = 0.5
+    before = d["before"]["train"]["median_abs_log2_ratio"]
+    assert (f"the fitted files predict the training rows worse than the base (median |log2| "
+            f"{before:.3f} -> 0.500)") in text(d)

@@ -189,6 +189,12 @@ def render_calibrate(console: Console, d: dict) -> None:
         console.print(f"[yellow]fitted {d['train_points']} of the {d['asked_points']} training "
                       "points[/]: more would not fit calibrate's bound of time "
                       "(docs/limits.md); the rest are held out")
+    before, after = (d[k]["train"]["median_abs_log2_ratio"] for k in ("before", "after"))
+    if before is not None and after is not None and after > before:
+        console.print(f"[yellow]the fitted files predict the training rows worse than the base "
+                      f"(median |log2| {before:.3f} -> {after:.3f})[/]: they cost every op by the "
+                      "roofline, the base by its measured-kernel tables where it has them "
+                      "(docs/validation.md); keep the base topology")
     if d["bounded"]:
         console.print(f"[yellow]the fit stopped at its bound of {d['allowed']} predictions[/]: "
                       "the constants it could not pin by then are kept at their base")
