@@ -44,7 +44,7 @@ def error(r):
      f"{MAX_BUDGET['ppo']['decode']:,} evaluator calls for --method ppo --phase decode (the "
      "largest run finishes within 60 s on a 2-core machine)"),
     (["--method", "anneal", "--phase", "serve", "--budget", "100000"],
-     "Error: Invalid value for '--budget': 100,000 is above the maximum of 15,000 evaluator "
+     "Error: Invalid value for '--budget': 100,000 is above the maximum of 7,500 evaluator "
      "calls for --method anneal --phase serve (the largest run finishes within 60 s on a "
      "2-core machine)"),
 ])
@@ -183,7 +183,7 @@ def test_empty_strategy_tiny_rates_and_compare_totals(tmp_path):
             "1000000", "--methods", "ppo")
     assert r.exit_code == 2 and error(r) == (
         "Error: Invalid value for '--seeds x --budget': 1,000,000,000 is above the maximum of "
-        "1,000,000 evaluator calls for --methods ppo --phase decode (the largest run finishes "
+        "150,000 evaluator calls for --methods ppo --phase decode (the largest run finishes "
         "within 60 s on a 2-core machine)")
 
 
