@@ -353,24 +353,24 @@ def test_an_arrival_lts_cannot_replay_skips_the_row(tmp_path):
 
 def test_validate_simulates_within_its_bound(monkeypatch):
     """lts validate counts a file's simulations before running them (validate.work_s): the
-    runs past SIMULATION_S are skipped with the reason, the others predicted as before."""
+    runs past WORK_S are skipped with the reason, the others predicted as before."""
     from pathlib import Path
     from lts.serving import validate as v
     path = str(Path(__file__).parent / "data" / "measurements" / "benchmark_runs.csv")
     whole = v.validate(path)
     assert len(whole["rows"]) == 4
-    monkeypatch.setattr(v, "SIMULATION_S", 0.0)
+    monkeypatch.setattr(v, "WORK_S", 0.0)
     none = v.validate(path)
     assert not none["rows"] and len(none["skipped"]) == 4
-    assert all(s["reason"].startswith("past lts validate's bound of 0 s of simulation a file "
-                                      "(docs/limits.md)") for s in none["skipped"])
+    assert all(s["reason"] == "past lts validate's bound of 0 s of predictions a file "
+                              "(docs/limits.md): split the file" for s in none["skipped"])
     # room for the cheaper deployment only: its rows predicted as in the whole file
     costs = []
     for row in whole["rows"]:
         only = {r["id"] for r in whole["rows"] if r["model"] == row["model"]}
         costs.append((v.validate(path, only=only, work_only=True), row["model"]))
     cheap = min(costs)
-    monkeypatch.setattr(v, "SIMULATION_S", cheap[0])
+    monkeypatch.setattr(v, "WORK_S", cheap[0])
     some = v.validate(path)
     assert {r["model"] for r in some["rows"]} == {cheap[1]}
     assert [r["predicted"] for r in some["rows"]] == \

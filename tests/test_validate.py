@@ -1,4 +1,5 @@
 """`lts validate` (measurement files, docs/design.md §5) and the calibration figures."""
+import csv
 import json
 from pathlib import Path
 
@@ -301,3 +302,25 @@ def test_an_engine_on_another_vendors_gpu_is_skipped_and_not_fitted(tmp_path):
     r = run("estimate", "gpt-oss-120b", "mi300x_x8", "--phase", "serve", "--engine", "trtllm",
             "--strategy", "tp=1")
     assert r.exit_code == 1 and r.output.strip() == f"Error: --engine trtllm: {why}"
+
+
+def test_validate_predicts_within_its_bound(tmp_path, monkeypatch):
+    """Closed-loop groups count too (validate.work_s): a file of rows each its own group (a
+    distinct isl) is predicted up to WORK_S, the groups past it skipped with the reason."""
+    from lts.serving import validate as v
+    rows = list(csv.DictReader(open(DATA / "serving_calibration.csv", newline="")))
+    one = [r for r in rows if r["concurrency"]][0]
+    path = tmp_path / "m.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(one))
+        w.writeheader()
+        w.writerows([dict(one, id=f"r{i}", isl=str(500 + i)) for i in range(6)])
+    assert v.validate(path, work_only=True) == pytest.approx(6 * v.GROUP_S)
+    whole = v.validate(path)
+    assert len(whole["rows"]) == 6
+    monkeypatch.setattr(v, "WORK_S", 2.5 * v.GROUP_S)
+    part = v.validate(path)
+    assert [r["id"] for r in part["rows"]] == ["r0", "r1"]
+    assert [r["predicted"] for r in part["rows"]] == [r["predicted"] for r in whole["rows"][:2]]
+    assert [s["reason"] for s in part["skipped"]] == 4 * [
+        "past lts validate's bound of 0 s of predictions a file (docs/limits.md): split the file"]
