@@ -697,16 +697,21 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
     predicted = {}
     if progress:
         progress.set_total(len(jobs) + len(pooled) + len(runs))
-    spent = 0.0               # work_s of the groups predicted so far
-    for key, items in runs.items():
-        model, topo, prec, quant, isl, osl, engine, release, bench = key[:9]
-        cost = work_s({key: items}, {}, {})
-        if spent + cost > WORK_S:
+    spent = [0.0]             # work_s of the groups predicted so far
+
+    def within(cost, items) -> bool:
+        """Whether a group of this cost is predicted: else its rows are skipped (``_over``)."""
+        if spent[0] + cost > WORK_S:
             _over(items, skipped)
             if progress:
                 progress(1)
+            return False
+        spent[0] += cost
+        return True
+    for key, items in runs.items():
+        model, topo, prec, quant, isl, osl, engine, release, bench = key[:9]
+        if not within(work_s({key: items}, {}, {}), items):
             continue
-        spent += cost
         spec, t = specs[(model, prec, quant)], topo_specs[topo]
         prof = _profile_of(engine, release, t)
         if tune is not None:
@@ -729,12 +734,8 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
         if progress:
             progress(1)
     for (model, topo, prec, quant, isl, osl, engine, release), items in pooled.items():
-        if spent + GROUP_S > WORK_S:
-            _over(items, skipped)
-            if progress:
-                progress(1)
+        if not within(GROUP_S, items):
             continue
-        spent += GROUP_S
         spec, t = specs[(model, prec, quant)], topo_specs[topo]
         prof = _profile_of(engine, release, t)
         if tune is not None:
@@ -759,13 +760,8 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
                 layout=None, pools={name: dict(zip(POOL_KEYS, vals))
                                     for name, vals in zip(POOLS, m.pools)})
     for (model, topo, prec, quant, isl, osl, best, engine, release), items in jobs.items():
-        cost = BEST_GROUP_S if best else GROUP_S
-        if spent + cost > WORK_S:
-            _over(items, skipped)
-            if progress:
-                progress(1)
+        if not within(BEST_GROUP_S if best else GROUP_S, items):
             continue
-        spent += cost
         rows = np.stack([row for _, row in items])
         spec, t = specs[(model, prec, quant)], topo_specs[topo]
         prof = _profile_of(engine, release, t)
