@@ -358,10 +358,16 @@ def test_a_file_too_large_to_fit_is_refused(tmp_path, monkeypatch):
     path = synthetic(tmp_path / "m.csv")
     every = v.validate(path, work_only=True)
     monkeypatch.setattr(cal, "BOUND_S", 2 * every)
+    predicted = []                  # refused from the count alone, before any prediction
+    real = v.validate
+    monkeypatch.setattr(v, "validate", lambda *a, **k: (
+        real(*a, **k) if k.get("work_only") else predicted.append(a) or real(*a, **k)))
     with pytest.raises(cal.LtsError, match=r"predicting its rows takes about \d+ s, and "
                                            r"calibrate predicts them twice and fits within "
                                            r"\d+ s \(docs/limits.md\): fit fewer rows at a time"):
         cal.calibrate(path, train=0.5)
+    assert predicted == []
+    monkeypatch.setattr(v, "validate", real)
     monkeypatch.setattr(cal, "BOUND_S", 2 * every / 0.74)
     with pytest.raises(cal.LtsError, match=r"fitting even one point \(.*\) takes 80 predictions"):
         cal.calibrate(path, train=0.5)

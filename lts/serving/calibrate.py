@@ -188,12 +188,7 @@ def within_bound(path, train_rows: list, held_rows: list) -> tuple:
     (``validate.work_s``), at most ``EVALUATIONS``; where fewer than ``FEWEST`` fit, training
     points are cut (in an even spread; those cut are held out) until ``FEWEST`` do. LtsError
     where the file's rows or one training point alone take too long."""
-    every = 2 * v.validate(path, work_only=True)
-    fit_s = BOUND_S - every
-    if fit_s < 0.25 * BOUND_S:
-        raise LtsError(f"{plain(str(path))}: predicting its rows takes about {every / 2:.0f} s, "
-                       f"and calibrate predicts them twice and fits within {BOUND_S:.0f} s "
-                       "(docs/limits.md): fit fewer rows at a time (split the file)")
+    fit_s = BOUND_S - 2 * _every(path)
     points = sorted({_point(r["id"]) for r in train_rows})
 
     def seconds(keep):
@@ -218,6 +213,17 @@ def within_bound(path, train_rows: list, held_rows: list) -> tuple:
     cut = [r for r in train_rows if _point(r["id"]) not in keep]
     return ([r for r in train_rows if _point(r["id"]) in keep], held_rows + cut, len(points),
             allowed)
+
+
+def _every(path) -> float:
+    """``validate.work_s`` of predicting every row once; LtsError where twice that leaves less
+    than a quarter of ``BOUND_S`` to fit in."""
+    every = v.validate(path, work_only=True)
+    if BOUND_S - 2 * every < 0.25 * BOUND_S:
+        raise LtsError(f"{plain(str(path))}: predicting its rows takes about {every:.0f} s, and "
+                       f"calibrate predicts them twice and fits within {BOUND_S:.0f} s "
+                       "(docs/limits.md): fit fewer rows at a time (split the file)")
+    return every
 
 
 def _spread(n: int) -> list:
@@ -273,6 +279,7 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
                                   f"rows name {plural(len(topos), 'topology').replace('ys', 'ies')}"
                                   f" ({', '.join(sorted(topos))}) and "
                                   f"{plural(len(engines), 'engine')} ({', '.join(sorted(engines))})")
+    _every(path)          # a file too large to fit within the bound: refused before predicting
     first = v.validate(path)
     base_rows = first["rows"]
     if not base_rows:
