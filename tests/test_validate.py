@@ -315,12 +315,24 @@ def test_validate_predicts_within_its_bound(tmp_path, monkeypatch):
         w = csv.DictWriter(f, fieldnames=list(one))
         w.writeheader()
         w.writerows([dict(one, id=f"r{i}", isl=str(500 + i)) for i in range(6)])
-    assert v.validate(path, work_only=True) == pytest.approx(6 * v.GROUP_S)
+    assert v.validate(path, work_only=True) == pytest.approx(6 * (v.GROUP_S + v.ROW_S))
     whole = v.validate(path)
     assert len(whole["rows"]) == 6
-    monkeypatch.setattr(v, "WORK_S", 2.5 * v.GROUP_S)
+    monkeypatch.setattr(v, "WORK_S", 6 * v.ROW_S + 2.5 * v.GROUP_S)
     part = v.validate(path)
     assert [r["id"] for r in part["rows"]] == ["r0", "r1"]
     assert [r["predicted"] for r in part["rows"]] == [r["predicted"] for r in whole["rows"][:2]]
     assert [s["reason"] for s in part["skipped"]] == 4 * [
         "past lts validate's bound of 0 s of predictions a file (docs/limits.md): split the file"]
+
+
+def test_a_file_over_the_row_limit_is_refused(tmp_path, monkeypatch):
+    from lts.serving import validate as v
+    text = (DATA / "serving_calibration.csv").read_text()
+    n = len(text.splitlines()) - 1
+    monkeypatch.setattr(v, "MAX_ROWS", n)
+    assert len(v.read_measurements(DATA / "serving_calibration.csv")[0]) == n
+    (tmp_path / "m.csv").write_text(text + text.splitlines()[1].replace(",", "x,", 1) + "\n")
+    with pytest.raises(v.SpecError, match=rf"m.csv: over {n:,} rows \(docs/limits.md\): split "
+                                          "the file"):
+        v.read_measurements(tmp_path / "m.csv")

@@ -182,31 +182,36 @@ def split(rows: list, train: float, holdout: str = "fraction") -> tuple:
     return ([r for r, k in zip(rows, inside) if k], [r for r, k in zip(rows, inside) if not k])
 
 
-def within_bound(path, train_rows: list, held_rows: list) -> tuple:
+def within_bound(path, train_rows: list, held_rows: list, read=None) -> tuple:
     """(training rows, held-out rows, training points before any cut, predictions of the
     training rows the fit may make): two predictions of every row and those within ``BOUND_S``
     (``validate.work_s``), at most ``EVALUATIONS``; where fewer than ``FEWEST`` fit, training
-    points are cut (in an even spread; those cut are held out) until ``FEWEST`` do. LtsError
-    where the file's rows or one training point alone take too long."""
-    fit_s = BOUND_S - 2 * _every(path)
+    points are cut (the longest prefix of an even spread that fits, found by bisection: those
+    cut are held out) until ``FEWEST`` do. ``read``: the file's rows, read once. LtsError where
+    the file's rows or one training point alone take too long."""
+    read = read or v.read_measurements(path)
+    fit_s = BOUND_S - 2 * _every(path, read) - v.READ_S * (len(read[0]) + len(read[1]))
     points = sorted({_point(r["id"]) for r in train_rows})
 
     def seconds(keep):
         return v.validate(path, only={r["id"] for r in train_rows if _point(r["id"]) in keep},
-                          work_only=True)
+                          work_only=True, read=read)
     keep = set(points)
     if seconds(keep) * FEWEST > fit_s:
-        # the points in an even spread (the middle, then the quarters, ...), each kept while
-        # FEWEST predictions fit: points sharing a deployment kept cost only their runs
-        keep = set()
-        for i in _spread(len(points)):
-            if seconds(keep | {points[i]}) * FEWEST <= fit_s:
-                keep.add(points[i])
-        if not keep:
-            one = seconds({points[0]})
-            raise LtsError(f"{plain(str(path))}: fitting even one point ({points[0]}) takes "
+        order = [points[i] for i in _spread(len(points))]
+        lo, hi = 0, len(points)       # the first lo fit; the first hi do not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if seconds(set(order[:mid])) * FEWEST <= fit_s:
+                lo = mid
+            else:
+                hi = mid
+        if lo == 0:
+            one = seconds({order[0]})
+            raise LtsError(f"{plain(str(path))}: fitting even one point ({order[0]}) takes "
                            f"{FEWEST} predictions of about {one:.1f} s each, over calibrate's "
                            "bound (docs/limits.md): its simulated runs hold too many requests")
+        keep = set(order[:lo])
     allowed = int(min(EVALUATIONS, fit_s // max(seconds(keep), 1e-9)))
     if len(keep) == len(points):
         return train_rows, held_rows, len(points), allowed
@@ -215,10 +220,10 @@ def within_bound(path, train_rows: list, held_rows: list) -> tuple:
             allowed)
 
 
-def _every(path) -> float:
+def _every(path, read) -> float:
     """``validate.work_s`` of predicting every row once; LtsError where twice that leaves less
     than a quarter of ``BOUND_S`` to fit in."""
-    every = v.validate(path, work_only=True)
+    every = v.validate(path, work_only=True, read=read)
     if BOUND_S - 2 * every < 0.25 * BOUND_S:
         raise LtsError(f"{plain(str(path))}: predicting its rows takes about {every:.0f} s, and "
                        f"calibrate predicts them twice and fits within {BOUND_S:.0f} s "
@@ -268,7 +273,7 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
     """Fit the knobs on the training rows (``split``: ``train`` of the measured points, or by
     ``holdout``) of a one-cluster, one-engine file. Rows lts cannot read or predict are left
     out, each with its reason (``Fit.skipped``, as ``lts validate`` lists them)."""
-    meas, unread = v.read_measurements(path)
+    read = meas, unread = v.read_measurements(path)
     if not meas:
         raise LtsError(v.none_predicted(path, unread))
     topos = {m.topology for m in meas}
@@ -279,8 +284,8 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
                                   f"rows name {plural(len(topos), 'topology').replace('ys', 'ies')}"
                                   f" ({', '.join(sorted(topos))}) and "
                                   f"{plural(len(engines), 'engine')} ({', '.join(sorted(engines))})")
-    _every(path)          # a file too large to fit within the bound: refused before predicting
-    first = v.validate(path)
+    _every(path, read)    # a file too large to fit within the bound: refused before predicting
+    first = v.validate(path, read=read)
     base_rows = first["rows"]
     if not base_rows:
         raise LtsError(v.none_predicted(path, first["skipped"]))
@@ -317,13 +322,14 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
     if holdout != "fraction" and not held_rows:
         raise SpecError(path, "", f"--holdout {holdout} holds nothing out: the rows have one "
                                   f"{'(isl, osl) pair' if holdout == 'isl' else 'concurrency'}")
-    train_rows, held_rows, asked, allowed = within_bound(path, train_rows, held_rows)
+    train_rows, held_rows, asked, allowed = within_bound(path, train_rows, held_rows, read)
     train_ids = {r["id"] for r in train_rows}
 
     def run(knobs, every: bool = False):
         """(training rows, every row when ``every``) predicted with ``knobs``: the fit predicts
         the training rows alone."""
-        rows = v.validate(path, tune=tuned(knobs), only=None if every else train_ids)["rows"]
+        rows = v.validate(path, tune=tuned(knobs), only=None if every else train_ids,
+                          read=read)["rows"]
         return [r for r in rows if r["id"] in train_ids], rows
 
     names = list(base)

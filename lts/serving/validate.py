@@ -120,7 +120,8 @@ METRICS = ("output_tokens_per_s", "output_tokens_per_s_per_gpu", "ttft_ms", "tpo
 # engine_version picks the release (Engine.release_for)
 PROFILES = {name: dict(e.profiles) for name, e in ENGINES.items()}
 MIN_GROUP = 3
-MAX_CSV_BYTES = 2**30     # a measurement file (100,000 rows are about 20 MB)
+MAX_CSV_BYTES = 64 * 2**20   # a measurement file (100,000 rows are about 20 MB), as other inputs
+MAX_ROWS = 150_000           # rows a file (100,000: lts validate 11.3 s, --json 18.0 s, 331 MiB)
 
 
 @dataclass
@@ -232,6 +233,8 @@ def read_measurements(path) -> tuple:
         except csv.Error as e:          # the reader goes on at the next line
             skipped.append(_skipped(n, {}, f"not CSV ({e})"))
             continue
+        if n > MAX_ROWS:
+            raise SpecError(file, "", f"over {MAX_ROWS:,} rows (docs/limits.md): split the file")
         try:
             out.append(_measurement(n, raw, len(header), seen))
         except _Skip as e:
@@ -507,6 +510,8 @@ REQUEST_S = 6e-5
 POOL_REQUEST_S = 1e-5
 GROUP_S = 0.03
 BEST_GROUP_S = 0.08
+ROW_S = 6e-5         # a row's grouping and record (100,000 rows: 6 s beside 5.2 s of reading)
+READ_S = 5.2e-5      # a row read (read_measurements; 100,000 rows: 5.2 s)
 # the predictions one ``lts validate`` makes, in work_s's seconds (the count is 1-1.7x the time
 # measured here: all of serving_moe.csv 58 counted, 41 s measured; 1,000 rows each its own
 # closed-loop group 30 counted, 21.7 s); the rows of the groups past it are skipped with the reason
@@ -610,7 +615,7 @@ def spearman(x, y) -> float:
 
 
 def validate(path, progress=None, by: tuple = (), tune=None, only=None,
-             steady: bool = False, work_only: bool = False):
+             steady: bool = False, work_only: bool = False, read=None):
     """Predict every row of a measurement file; the JSON dict of ``lts validate --json``
     (with ``by``, row keys of ``BY_KEYS``: the residuals by those keys and the metric).
 
@@ -621,9 +626,10 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
     A row that says how it was measured (``Bench``) is predicted by simulating its run
     (``serving.simulate``; its record says ``"predicted_by": "simulation"``), unless ``steady``:
     then, as every other row, by the closed loop's steady state. ``work_only``: predict
-    nothing; the seconds predicting them would take at most (``work_s``)."""
+    nothing; the seconds predicting them would take, about (``work_s``, and ``ROW_S`` a row).
+    ``read``: the file's ``read_measurements``, read once by a caller that predicts it often."""
     file = str(path)
-    meas, unread = read_measurements(path)
+    meas, unread = read_measurements(path) if read is None else read
     if only is not None:
         meas = [m for m in meas if m.id in only]
         unread = [u for u in unread if u["id"] in only]
@@ -692,12 +698,12 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
         jobs[(m.model, m.topology, m.precision, m.quant, m.isl, m.osl, best, m.engine,
               release)].append((m, row))
     if work_only:
-        return work_s(runs, pooled, jobs)
+        return work_s(runs, pooled, jobs) + ROW_S * len(meas)
     topo_specs = {name: topos.get(name) for name in {k[1] for k in (*jobs, *pooled, *runs)}}
     predicted = {}
     if progress:
         progress.set_total(len(jobs) + len(pooled) + len(runs))
-    spent = [0.0]             # work_s of the groups predicted so far
+    spent = [ROW_S * len(meas)]    # work_s of the rows and of the groups predicted so far
 
     def within(cost, items) -> bool:
         """Whether a group of this cost is predicted: else its rows are skipped (``_over``)."""
