@@ -1626,7 +1626,11 @@ def calibrate(measurements, output, overlay, train, holdout, json_, no_color):
             f"held out {fit.held_points}: median |log2| "
             f"{_f(fit.before['held_out']['median_abs_log2_ratio'])} -> "
             f"{_f(fit.after['held_out']['median_abs_log2_ratio'])})")
-    _write_file(output, cal.topology_text(base_path, fit, note), "-o")
+    try:            # a topology that would not read back: refused, neither file written
+        topology = cal.topology_text(base_path, fit, note)
+    except LtsError as e:
+        raise click.ClickException(str(e)) from None
+    _write_file(output, topology, "-o")
     _write_file(overlay, cal.overlay_text(fit, note, cal.collective_of(fit, base_path)),
                 overlay_flag)
     d = {"knobs": fit.knobs, "base": fit.base, "identified": fit.identified,

@@ -329,3 +329,45 @@ def test_the_written_topology_reads_back_with_the_fitted_rates(tmp_path, name):
         assert got.grouped[f][1] == pytest.approx(want.grouped[f][1], rel=1e-3), f
     assert got.links[0].oneshot_latency_s == pytest.approx(want.links[0].oneshot_latency_s,
                                                            rel=1e-3)
+
+
+# a base topology written in a way TOML reads and the writer does not edit: a quoted part of a
+# table header (the grouped rates would stay the base's), a value continued on the next line
+# (the line the writer replaces leaves the rest behind)
+UNEDITABLE = {
+    "quoted": ("[gpu.grouped_gemm]", '["gpu".grouped_gemm]',
+               "calibrate: the fitted topology would read grouped.bf16[0][0] back as 0.21, not "
+               "the fitted 0.147: a line of {base} lts cannot rewrite, nothing written"),
+    "continued": ("bf16 = { compute = [0.210, ", "bf16 = { compute = [0.210,\n    ",
+                  "calibrate: the fitted topology would not read back (mine.toml as calibrate "
+                  "writes it: invalid TOML (Expected '=' after a key in a key/value pair (at "
+                  "line 61, column 10))); a line of {base} lts cannot rewrite, nothing written"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNEDITABLE))
+def test_a_topology_that_would_read_back_otherwise_is_not_written(tmp_path, case):
+    """calibrate reads the topology text it would write as lts reads a topology file: a rate
+    it would read back other than the fitted one (or no topology at all) is refused, one line,
+    exit 1, and neither file is written."""
+    from lts.specs import resolve
+    old, new, message = UNEDITABLE[case]
+    body = resolve("topologies", "h100_dgx").read_text(encoding="utf-8")
+    assert body.count(old) == 1
+    base = tmp_path / "mine.toml"
+    base.write_text(body.replace(old, new))
+    load_topology(str(base))                       # a topology lts reads
+    knobs = {"memory_scale": 0.7, "compute_scale": 0.7, "step_overhead_us": 100.0,
+             "request_overhead_ms": 1.0, "collective_scale": 1.0}
+    fit = cal.Fit(knobs, {}, {k: True for k in knobs}, "vllm", "0.15", {}, {}, 0, 0)
+    with pytest.raises(cal.LtsError) as e:
+        cal.topology_text(base, fit, "test")
+    assert str(e.value) == message.format(base=base)
+    if case == "quoted":                           # through lts calibrate
+        path = synthetic(tmp_path / "m.csv", tps=(1,))
+        path.write_text(path.read_text().replace("h100_dgx", "mine.toml"))
+        r = run("calibrate", str(path), "-o", str(tmp_path / "fit.toml"))
+        assert r.exit_code == 1 and r.output.count("\n") == 1
+        assert r.output.startswith("Error: calibrate: the fitted topology would read grouped.")
+        assert r.output.endswith(f"a line of {base} lts cannot rewrite, nothing written\n")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["m.csv", "mine.toml"]
