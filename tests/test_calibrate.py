@@ -25,13 +25,13 @@ TRUE = {"memory_scale": 0.8, "compute_scale": 1.0, "step_overhead_us": 3000.0,
 
 
 def synthetic(path, metrics=("ttft_ms", "tpot_ms"), noise=0.03, seed=0, precisions=("",),
-              tps=(1, 2), true=TRUE):
-    """Llama-3.1-8B on H100 under vLLM 0.15 as lts predicts it with ``true``'s constants, each
-    value times exp(N(0, noise))."""
-    rows = [dict(id=f"{pr}p{tp}-{isl}-{osl}-{c}-{m}", model="llama3.1-8b", topology="h100_dgx",
+              tps=(1, 2), true=TRUE, model="llama3.1-8b", topology="h100_dgx", osls=(128, 512)):
+    """Llama-3.1-8B (``model``) on H100 (``topology``) under vLLM 0.15 as lts predicts it with
+    ``true``'s constants, each value times exp(N(0, noise))."""
+    rows = [dict(id=f"{pr}p{tp}-{isl}-{osl}-{c}-{m}", model=model, topology=topology,
                  gpus=tp, tp=tp, ep=1, pp=1, precision=pr, isl=isl, osl=osl, concurrency=c,
                  metric=m, value=1, source="synthetic", engine="vllm", engine_version="0.15.1")
-            for pr, tp, isl, osl, c in itertools.product(precisions, tps, (512, 2048), (128, 512),
+            for pr, tp, isl, osl, c in itertools.product(precisions, tps, (512, 2048), osls,
                                                          (1, 16, 64))
             for m in metrics]
 
@@ -104,6 +104,32 @@ def test_the_files_predict_what_the_fit_does(tmp_path):
                 2048, 512, engine=want_prof)
     assert e["ttft_ms"] == pytest.approx(res.ttft_s[0] * 1e3, rel=1e-3)
     assert e["tpot_ms"] == pytest.approx(res.tpot_s[0] * 1e3, rel=1e-3)
+
+
+def test_the_written_files_validate_as_the_fit_predicts(tmp_path):
+    """calibrate -o / --overlay, then validate with the files written: every row's prediction
+    is the fit's own, and so is the held-out figure calibrate reports. Mixtral on H200: MoE
+    rows read the grouped-GEMM rates under h200_dgx's ``[gpu.grouped_gemm]  # ...`` header,
+    which the writer once left at the base's (validate then read 70.1 ms for a fitted 72.5)."""
+    path = synthetic(tmp_path / "m.csv", tps=(2,), osls=(128,), model="mixtral-8x7b",
+                     topology="h200_dgx")
+    out, over = tmp_path / "fit.toml", tmp_path / "fit-overlay.toml"
+    r = run("calibrate", str(path), "-o", str(out), "--overlay", str(over), "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    fitted = {x["id"]: x["predicted"]
+              for x in v.validate(path, tune=cal.tuned(d["knobs"]))["rows"]}
+    back = tmp_path / "back.csv"                   # the same rows on the written topology
+    back.write_text(path.read_text().replace(",h200_dgx,", f",{out.name},"))
+    r = run("validate", str(back), "--engine-profile", str(over), "--json")
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    assert not got["skipped"] and len(got["rows"]) == len(fitted) == 12
+    for x in got["rows"]:
+        assert x["predicted"] == pytest.approx(fitted[x["id"]], rel=2e-3), x["id"]
+    _, held = cal.split(got["rows"], 0.5)
+    assert v.summarize(held, split=False)["median_abs_log2_ratio"] == pytest.approx(
+        d["after"]["held_out"]["median_abs_log2_ratio"], abs=1e-3)
 
 
 def test_calibrate_refuses_two_clusters(tmp_path):
