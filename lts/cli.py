@@ -1500,11 +1500,11 @@ def sweep(grid, output, jobs, shard, json_, no_color):
 @click.option("--strategy", "strategy_text", default=None,
               help='The parallel layout as lts writes it, e.g. "tp=8" or "tp=2,ep=4,ffn1=experts,'
                    'ffn2=experts" (else --tp/--ep/--pp).')
-@click.option("--tp", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
+@click.option("--tp", type=click.IntRange(1, MAX_DEGREE), default=1, show_default=True,
               help="Tensor-parallel degree (without --strategy).")
-@click.option("--ep", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
+@click.option("--ep", type=click.IntRange(1, MAX_DEGREE), default=1, show_default=True,
               help="Expert / attention-data-parallel groups, lts's ep (without --strategy).")
-@click.option("--pp", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
+@click.option("--pp", type=click.IntRange(1, MAX_DEGREE), default=1, show_default=True,
               help="Pipeline stages (without --strategy).")
 @click.option("--engine", type=click.Choice(ENGINE_NAMES), default=None,
               help="The engine that served it (its profile in lts validate).")
