@@ -685,10 +685,7 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
         profile = _profile(topo, engine)
         _offload_checks(prefix, profile, topo)
         named = "batch" in named_keys(strategy_text)
-        if named and concurrency is not None and int(row[CONCURRENCY]) != concurrency:
-            raise click.UsageError(f"--strategy batch={int(row[CONCURRENCY]):,} and --concurrency "
-                                   f"{concurrency:,} disagree (both set the requests in "
-                                   "flight): give one")
+        _one_concurrency(strategy_text, row, concurrency, "--concurrency")
         if concurrency is not None:
             row[CONCURRENCY] = concurrency
         res = serve(m, topo, row, isl, osl, best_batch=concurrency is None and not named,
@@ -729,6 +726,17 @@ def _two_pool_flags(strategy_text, prefill_text, decode_text, phase) -> None:
             raise click.UsageError(f"--{flag.replace('_', '-')}: not with two pools (estimate "
                                    "reports their TTFT and TPOT; lts search --phase serve "
                                    "applies SLOs)")
+
+
+def _one_concurrency(strategy_text: str, row, value, flag: str) -> None:
+    """UsageError where the strategy's batch= and ``flag`` (``value``; None: not given) set the
+    requests in flight to two numbers (estimate's --concurrency, simulate's --max-concurrency):
+    one of them would be dropped silently."""
+    from .specs.strategy import CONCURRENCY, named_keys
+    if value is not None and "batch" in named_keys(strategy_text) and \
+            int(row[CONCURRENCY]) != value:
+        raise click.UsageError(f"--strategy batch={int(row[CONCURRENCY]):,} and {flag} "
+                               f"{value:,} disagree (both set the requests in flight): give one")
 
 
 def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, decode_workers,
@@ -1288,6 +1296,8 @@ def simulate(model, topology, strategy_text, prefill_text, prefill_workers, deco
             rows.append(parse_strategy(text, m.is_moe))
         except StrategyError as e:
             raise click.BadParameter(str(e).split(": ", 1)[1], param_hint=f"'{flag}'") from None
+    if not pooled:      # one pool runs --max-concurrency; batch= names the same number or none
+        _one_concurrency(strategy_text, rows[0], max_concurrency, "--max-concurrency")
     if pooled:
         from .specs.strategy import BATCH, instance_gpus, named_keys
         used = sum(w * int(instance_gpus(r))

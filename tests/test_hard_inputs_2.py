@@ -205,6 +205,20 @@ def test_a_strategys_batch_and_concurrency_that_disagree_are_refused():
     assert run(*args, "--strategy", "tp=1,batch=64", "--concurrency", "64").exit_code == 0
 
 
+def test_a_strategys_batch_and_max_concurrency_that_disagree_are_refused():
+    """simulate of one pool runs --max-concurrency requests at once; a batch= of another number
+    was dropped silently (the same sentence as estimate's, the same function)."""
+    args = ("simulate", "llama3.1-8b", "h100_dgx", "--isl", "128", "--osl", "16",
+            "--num-prompts", "32")
+    r = run(*args, "--strategy", "tp=1,batch=16", "--max-concurrency", "32")
+    assert r.exit_code == 2
+    assert r.output.splitlines()[-1] == ("Error: --strategy batch=16 and --max-concurrency 32 "
+                                         "disagree (both set the requests in flight): give one")
+    for same in (("--strategy", "tp=1,batch=32", "--max-concurrency", "32"),
+                 ("--strategy", "tp=1,batch=16", "--request-rate", "5")):
+        assert run(*args, *same).exit_code == 0, same
+
+
 def test_a_gpu_of_unbounded_memory_never_answers_more_than_max_concurrency(tmp_path):
     """1,000,000 GiB a GPU and 3-token requests: the KV cache holds billions, which once
     overflowed the exact serve search's int32 counts into 1.2 billion clients with a 3-hour
