@@ -685,10 +685,7 @@ def estimate(model, topology, strategy_text, prefill_text, prefill_workers, deco
         profile = _profile(topo, engine)
         _offload_checks(prefix, profile, topo)
         named = "batch" in named_keys(strategy_text)
-        if named and concurrency is not None and int(row[CONCURRENCY]) != concurrency:
-            raise click.UsageError(f"--strategy batch={int(row[CONCURRENCY]):,} and --concurrency "
-                                   f"{concurrency:,} disagree (both set the requests in "
-                                   "flight): give one")
+        _one_concurrency(strategy_text, row, concurrency, "--concurrency")
         if concurrency is not None:
             row[CONCURRENCY] = concurrency
         res = serve(m, topo, row, isl, osl, best_batch=concurrency is None and not named,
@@ -729,6 +726,17 @@ def _two_pool_flags(strategy_text, prefill_text, decode_text, phase) -> None:
             raise click.UsageError(f"--{flag.replace('_', '-')}: not with two pools (estimate "
                                    "reports their TTFT and TPOT; lts search --phase serve "
                                    "applies SLOs)")
+
+
+def _one_concurrency(strategy_text: str, row, value, flag: str) -> None:
+    """UsageError where the strategy's batch= and ``flag`` (``value``; None: not given) set the
+    requests in flight to two numbers (estimate's --concurrency, simulate's --max-concurrency):
+    one of them would be dropped silently."""
+    from .specs.strategy import CONCURRENCY, named_keys
+    if value is not None and "batch" in named_keys(strategy_text) and \
+            int(row[CONCURRENCY]) != value:
+        raise click.UsageError(f"--strategy batch={int(row[CONCURRENCY]):,} and {flag} "
+                               f"{value:,} disagree (both set the requests in flight): give one")
 
 
 def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, decode_workers,
@@ -1288,6 +1296,8 @@ def simulate(model, topology, strategy_text, prefill_text, prefill_workers, deco
             rows.append(parse_strategy(text, m.is_moe))
         except StrategyError as e:
             raise click.BadParameter(str(e).split(": ", 1)[1], param_hint=f"'{flag}'") from None
+    if not pooled:      # one pool runs --max-concurrency; batch= names the same number or none
+        _one_concurrency(strategy_text, rows[0], max_concurrency, "--max-concurrency")
     if pooled:
         from .specs.strategy import BATCH, instance_gpus, named_keys
         used = sum(w * int(instance_gpus(r))
@@ -1500,11 +1510,11 @@ def sweep(grid, output, jobs, shard, json_, no_color):
 @click.option("--strategy", "strategy_text", default=None,
               help='The parallel layout as lts writes it, e.g. "tp=8" or "tp=2,ep=4,ffn1=experts,'
                    'ffn2=experts" (else --tp/--ep/--pp).')
-@click.option("--tp", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
+@click.option("--tp", type=click.IntRange(1, MAX_DEGREE), default=1, show_default=True,
               help="Tensor-parallel degree (without --strategy).")
-@click.option("--ep", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
+@click.option("--ep", type=click.IntRange(1, MAX_DEGREE), default=1, show_default=True,
               help="Expert / attention-data-parallel groups, lts's ep (without --strategy).")
-@click.option("--pp", type=click.IntRange(1, MAX_GPUS), default=1, show_default=True,
+@click.option("--pp", type=click.IntRange(1, MAX_DEGREE), default=1, show_default=True,
               help="Pipeline stages (without --strategy).")
 @click.option("--engine", type=click.Choice(ENGINE_NAMES), default=None,
               help="The engine that served it (its profile in lts validate).")
@@ -1626,7 +1636,11 @@ def calibrate(measurements, output, overlay, train, holdout, json_, no_color):
             f"held out {fit.held_points}: median |log2| "
             f"{_f(fit.before['held_out']['median_abs_log2_ratio'])} -> "
             f"{_f(fit.after['held_out']['median_abs_log2_ratio'])})")
-    _write_file(output, cal.topology_text(base_path, fit, note), "-o")
+    try:            # a topology that would not read back: refused, neither file written
+        topology = cal.topology_text(base_path, fit, note)
+    except LtsError as e:
+        raise click.ClickException(str(e)) from None
+    _write_file(output, topology, "-o")
     _write_file(overlay, cal.overlay_text(fit, note, cal.collective_of(fit, base_path)),
                 overlay_flag)
     d = {"knobs": fit.knobs, "base": fit.base, "identified": fit.identified,

@@ -25,13 +25,13 @@ TRUE = {"memory_scale": 0.8, "compute_scale": 1.0, "step_overhead_us": 3000.0,
 
 
 def synthetic(path, metrics=("ttft_ms", "tpot_ms"), noise=0.03, seed=0, precisions=("",),
-              tps=(1, 2), true=TRUE):
-    """Llama-3.1-8B on H100 under vLLM 0.15 as lts predicts it with ``true``'s constants, each
-    value times exp(N(0, noise))."""
-    rows = [dict(id=f"{pr}p{tp}-{isl}-{osl}-{c}-{m}", model="llama3.1-8b", topology="h100_dgx",
+              tps=(1, 2), true=TRUE, model="llama3.1-8b", topology="h100_dgx", osls=(128, 512)):
+    """Llama-3.1-8B (``model``) on H100 (``topology``) under vLLM 0.15 as lts predicts it with
+    ``true``'s constants, each value times exp(N(0, noise))."""
+    rows = [dict(id=f"{pr}p{tp}-{isl}-{osl}-{c}-{m}", model=model, topology=topology,
                  gpus=tp, tp=tp, ep=1, pp=1, precision=pr, isl=isl, osl=osl, concurrency=c,
                  metric=m, value=1, source="synthetic", engine="vllm", engine_version="0.15.1")
-            for pr, tp, isl, osl, c in itertools.product(precisions, tps, (512, 2048), (128, 512),
+            for pr, tp, isl, osl, c in itertools.product(precisions, tps, (512, 2048), osls,
                                                          (1, 16, 64))
             for m in metrics]
 
@@ -104,6 +104,32 @@ def test_the_files_predict_what_the_fit_does(tmp_path):
                 2048, 512, engine=want_prof)
     assert e["ttft_ms"] == pytest.approx(res.ttft_s[0] * 1e3, rel=1e-3)
     assert e["tpot_ms"] == pytest.approx(res.tpot_s[0] * 1e3, rel=1e-3)
+
+
+def test_the_written_files_validate_as_the_fit_predicts(tmp_path):
+    """calibrate -o / --overlay, then validate with the files written: every row's prediction
+    is the fit's own, and so is the held-out figure calibrate reports. Mixtral on H200: MoE
+    rows read the grouped-GEMM rates under h200_dgx's ``[gpu.grouped_gemm]  # ...`` header,
+    which the writer once left at the base's (validate then read 70.1 ms for a fitted 72.5)."""
+    path = synthetic(tmp_path / "m.csv", tps=(2,), osls=(128,), model="mixtral-8x7b",
+                     topology="h200_dgx")
+    out, over = tmp_path / "fit.toml", tmp_path / "fit-overlay.toml"
+    r = run("calibrate", str(path), "-o", str(out), "--overlay", str(over), "--json")
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    fitted = {x["id"]: x["predicted"]
+              for x in v.validate(path, tune=cal.tuned(d["knobs"]))["rows"]}
+    back = tmp_path / "back.csv"                   # the same rows on the written topology
+    back.write_text(path.read_text().replace(",h200_dgx,", f",{out.name},"))
+    r = run("validate", str(back), "--engine-profile", str(over), "--json")
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.stdout)
+    assert not got["skipped"] and len(got["rows"]) == len(fitted) == 12
+    for x in got["rows"]:
+        assert x["predicted"] == pytest.approx(fitted[x["id"]], rel=2e-3), x["id"]
+    _, held = cal.split(got["rows"], 0.5)
+    assert v.summarize(held, split=False)["median_abs_log2_ratio"] == pytest.approx(
+        d["after"]["held_out"]["median_abs_log2_ratio"], abs=1e-3)
 
 
 def test_calibrate_refuses_two_clusters(tmp_path):
@@ -419,3 +445,45 @@ def test_the_report_says_when_the_fit_is_worse_than_the_base(tmp_path):
     before = d["before"]["train"]["median_abs_log2_ratio"]
     assert (f"the fitted files predict the training rows worse than the base (median |log2| "
             f"{before:.3f} -> 0.500)") in text(d)
+
+
+# a base topology written in a way TOML reads and the writer does not edit: a quoted part of a
+# table header (the grouped rates would stay the base's), a value continued on the next line
+# (the line the writer replaces leaves the rest behind)
+UNEDITABLE = {
+    "quoted": ("[gpu.grouped_gemm]", '["gpu".grouped_gemm]',
+               "calibrate: the fitted topology would read grouped.bf16[0][0] back as 0.21, not "
+               "the fitted 0.147: a line of {base} lts cannot rewrite, nothing written"),
+    "continued": ("bf16 = { compute = [0.210, ", "bf16 = { compute = [0.210,\n    ",
+                  "calibrate: the fitted topology would not read back (mine.toml as calibrate "
+                  "writes it: invalid TOML (Expected '=' after a key in a key/value pair (at "
+                  "line 61, column 10))); a line of {base} lts cannot rewrite, nothing written"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNEDITABLE))
+def test_a_topology_that_would_read_back_otherwise_is_not_written(tmp_path, case):
+    """calibrate reads the topology text it would write as lts reads a topology file: a rate
+    it would read back other than the fitted one (or no topology at all) is refused, one line,
+    exit 1, and neither file is written."""
+    from lts.specs import resolve
+    old, new, message = UNEDITABLE[case]
+    body = resolve("topologies", "h100_dgx").read_text(encoding="utf-8")
+    assert body.count(old) == 1
+    base = tmp_path / "mine.toml"
+    base.write_text(body.replace(old, new))
+    load_topology(str(base))                       # a topology lts reads
+    knobs = {"memory_scale": 0.7, "compute_scale": 0.7, "step_overhead_us": 100.0,
+             "request_overhead_ms": 1.0, "collective_scale": 1.0}
+    fit = cal.Fit(knobs, {}, {k: True for k in knobs}, "vllm", "0.15", {}, {}, 0, 0)
+    with pytest.raises(cal.LtsError) as e:
+        cal.topology_text(base, fit, "test")
+    assert str(e.value) == message.format(base=base)
+    if case == "quoted":                           # through lts calibrate
+        path = synthetic(tmp_path / "m.csv", tps=(1,))
+        path.write_text(path.read_text().replace("h100_dgx", "mine.toml"))
+        r = run("calibrate", str(path), "-o", str(tmp_path / "fit.toml"))
+        assert r.exit_code == 1 and r.output.count("\n") == 1
+        assert r.output.startswith("Error: calibrate: the fitted topology would read grouped.")
+        assert r.output.endswith(f"a line of {base} lts cannot rewrite, nothing written\n")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["m.csv", "mine.toml"]

@@ -205,6 +205,20 @@ def test_a_strategys_batch_and_concurrency_that_disagree_are_refused():
     assert run(*args, "--strategy", "tp=1,batch=64", "--concurrency", "64").exit_code == 0
 
 
+def test_a_strategys_batch_and_max_concurrency_that_disagree_are_refused():
+    """simulate of one pool runs --max-concurrency requests at once; a batch= of another number
+    was dropped silently (the same sentence as estimate's, the same function)."""
+    args = ("simulate", "llama3.1-8b", "h100_dgx", "--isl", "128", "--osl", "16",
+            "--num-prompts", "32")
+    r = run(*args, "--strategy", "tp=1,batch=16", "--max-concurrency", "32")
+    assert r.exit_code == 2
+    assert r.output.splitlines()[-1] == ("Error: --strategy batch=16 and --max-concurrency 32 "
+                                         "disagree (both set the requests in flight): give one")
+    for same in (("--strategy", "tp=1,batch=32", "--max-concurrency", "32"),
+                 ("--strategy", "tp=1,batch=16", "--request-rate", "5")):
+        assert run(*args, *same).exit_code == 0, same
+
+
 def test_a_gpu_of_unbounded_memory_never_answers_more_than_max_concurrency(tmp_path):
     """1,000,000 GiB a GPU and 3-token requests: the KV cache holds billions, which once
     overflowed the exact serve search's int32 counts into 1.2 billion clients with a 3-hour
@@ -219,3 +233,32 @@ def test_a_gpu_of_unbounded_memory_never_answers_more_than_max_concurrency(tmp_p
     d = json.loads(r.stdout)
     batches = [row["batch"] for row in d["top"]]
     assert max(batches) <= MAX_CONCURRENCY and min(batches) >= 1, batches
+
+
+def test_json_of_more_objects_and_arrays_than_lts_reads(tmp_path, monkeypatch):
+    """Every JSON reader counts objects and arrays before parsing (issue 38 item 5): 64 MiB of
+    '{"":{}},' parsed to 2.2 GiB in each (a result, a config.json, a trace line); now one line
+    at MAX_JSON_CONTAINERS (2,000,000; 50 here), brackets inside strings not counted."""
+    import lts.specs.model as spec_model
+    monkeypatch.setattr(spec_model, "MAX_JSON_CONTAINERS", 50)
+    many = '{"a": [' + ", ".join(['{"": {}}'] * 30) + "]}"           # 62 of them
+    said = "holds 62 JSON objects and arrays, more than the 50 lts reads (parsed, they would " \
+           "take gigabytes)"
+    result = tmp_path / "r.json"
+    result.write_text(many)
+    r = run("import", str(result), "--model", "llama3.1-8b", "--topology", "h100_dgx")
+    assert r.exit_code == 1 and error(r) == f"Error: {result}: {said}"
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "config.json").write_text(many)
+    r = run("estimate", str(tmp_path / "cfg"), "h100_dgx", "--strategy", "tp=1")
+    assert r.exit_code == 1 and error(r) == f"Error: {tmp_path / 'cfg' / 'config.json'}: {said}"
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 8, "output_length": 8}\n' + many + "\n")
+    r = run("simulate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--trace", str(trace))
+    assert r.exit_code == 1 and error(r) == f"Error: {trace}: line 2: {said}"
+    # a result whose strings hold the brackets: read (a JSONL of two runs, as one file)
+    vllm = json.loads((ROOT / "tests" / "data" / "imports" / "vllm-bench-serve.json").read_text())
+    vllm["generated_texts"] = ['{"[\\"{' * 20] * 5
+    result.write_text(json.dumps(vllm) + "\n" + json.dumps(vllm) + "\n")
+    r = run("import", str(result), "--model", "llama3.1-8b", "--topology", "h100_dgx")
+    assert r.exit_code == 0 and r.output.count("\n") == 7, r.output

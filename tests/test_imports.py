@@ -133,7 +133,16 @@ def _vllm(**edit) -> str:
     (_vllm(request_rate=float("nan")), "run 1", "request_rate: nan paces the requests"),
     (_vllm(completed=2.5), "run 1", "completed: 2.5 is not a whole number of requests"),
     (_vllm(total_input_tokens=0.3), "run 1", "tokens per request"),
-    (_vllm(mean_ttft_ms=1e-9), "run 1", "ttft_ms: 1e-09 is below the 1e-06 a measurement holds"),
+    # what validate's own row reader would skip (validate.row_problem), named by the row's cell
+    (_vllm(mean_ttft_ms=1e-9), "run 1", "value: '1e-09' is not a number from 1e-06 to 1e+15 "
+                                        "(lts validate would not read its ttft_ms row)"),
+    (_vllm(completed=2_000_000, num_prompts=2_000_000, total_input_tokens=2_048_000_000,
+           total_output_tokens=256_000_000), "run 1",
+     "num_prompts: 2000000 is above the maximum 1,000,000 (lts validate would not read its "
+     "ttft_ms row)"),
+    (_vllm(total_input_tokens=160 * 20_000_000), "run 1",
+     "isl: 20000000 is above the maximum 10,000,000 (lts validate would not read its ttft_ms "
+     "row)"),
     (_vllm(max_concurrency=10**8), "run 1", "concurrency: 100000000 is not an integer from 1 to "
                                             "10,000,000 (what lts validate reads)"),
 ])
@@ -149,6 +158,40 @@ def test_a_file_that_is_no_closed_loop_result_is_one_line(tmp_path, text, where,
         last = r.output.strip().splitlines()[-1]
         assert last.startswith(f"Error: {path}{': ' + where if where else ''}: "), last
         assert message in last, last
+
+
+def test_an_sglang_run_longer_than_validate_reads_is_refused(tmp_path):
+    """SGLang's random lengths (the longest, which the range ratio spreads) are the rows' isl
+    and osl: above validate's 10,000,000 tokens, refused as the means are."""
+    line = json.loads((DATA / EXAMPLES["sglang"]).read_text().splitlines()[0])
+    line["random_input_len"] = 2e7
+    (tmp_path / "s.jsonl").write_text(json.dumps(line))
+    r = run("import", str(tmp_path / "s.jsonl"), "--model", "llama3.1-8b", "--topology",
+            "h100_dgx")
+    assert (r.exit_code, r.output) == (1, f"Error: {tmp_path / 's.jsonl'}: run 1: isl: 20000000 "
+                                          "is above the maximum 10,000,000 (lts validate would "
+                                          "not read its ttft_ms row)\n")
+
+
+@pytest.mark.parametrize("flags, code, message", [
+    (("--tp", "65537"), 2, "Error: Invalid value for '--tp': 65537 is not in the range "
+                           "1<=x<=65536."),
+    (("--pp", "65537"), 2, "Error: Invalid value for '--pp': 65537 is not in the range "
+                           "1<=x<=65536."),
+    (("--tp", "65536", "--ep", "65536", "--pp", "65536"), 1,
+     "Error: {path}: run 1: gpus: 281474976710656 is above the maximum 68,719,476,736 (lts "
+     "validate would not read its ttft_ms row)"),
+    (("--strategy", "tp=65536,ep=65536,pp=65536"), 1,
+     "Error: {path}: run 1: gpus: 281474976710656 is above the maximum 68,719,476,736 (lts "
+     "validate would not read its ttft_ms row)"),
+])
+def test_degrees_validate_would_not_read_are_refused(flags, code, message):
+    """--tp/--ep/--pp up to validate's largest degree (MAX_DEGREE, 65,536; MAX_GPUS before),
+    and their product up to a measurement's GPUs: rows validate skipped before."""
+    path = DATA / EXAMPLES["vllm"]
+    r = run("import", str(path), "--model", "llama3.1-8b", "--topology", "h100_dgx", *flags)
+    assert r.exit_code == code
+    assert r.output.strip().splitlines()[-1] == message.format(path=path)
 
 
 def test_what_import_writes_validate_reads_every_row_of(tmp_path):

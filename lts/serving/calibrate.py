@@ -576,7 +576,53 @@ def topology_text(base_path, fit: Fit, note: str) -> str:
     missing = [f for f in fmts if f not in written]
     if missing:
         out += ["", "[gpu.gemm]"] + [rate_line(f, "", *new_t.gemm[f]) for f in missing]
-    return "\n".join(out) + "\n"
+    text = "\n".join(out) + "\n"
+    _reads_back(text, base_path, new_t)
+    return text
+
+
+# rates are written to 4 significant digits: read back within half a unit of the last
+_READ_BACK_RTOL = 1e-3
+
+
+def _reads_back(text: str, base_path, want: TopologySpec) -> None:
+    """LtsError unless ``text``, read as lts reads a topology file (``specs.toml_table``,
+    ``topology_from_dict``), is ``want`` (but its name, source and path): a line of the base
+    file the writer did not edit (one TOML writes in a way it does not know) never leaves a
+    file that reads back rates other than the fitted ones."""
+    from dataclasses import fields
+    from ..specs import toml_table, topology_from_dict
+    where, base = f"{Path(base_path).name} as calibrate writes it", plain(str(base_path))
+    try:
+        got = topology_from_dict(toml_table(text, where), where)
+    except SpecError as e:
+        raise LtsError(f"calibrate: the fitted topology would not read back ({e}); a line of "
+                       f"{base} lts cannot rewrite, nothing written") from None
+    for f in fields(TopologySpec):
+        diff = None if f.name in ("name", "source", "path") else \
+            _difference(getattr(got, f.name), getattr(want, f.name), f.name)
+        if diff:
+            raise LtsError(f"calibrate: the fitted topology would read {diff[0]} back as "
+                           f"{diff[1]!r}, not the fitted {diff[2]!r}: a line of {base} lts "
+                           f"cannot rewrite, nothing written")
+
+
+def _difference(a, b, name: str):
+    """Where ``a`` and ``b`` first differ, through dicts, tuples and dataclasses, floats
+    beyond ``_READ_BACK_RTOL``: (the dotted name, a's value, b's value), or None."""
+    if isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys() or \
+            hasattr(a, "__dataclass_fields__") and type(a) is type(b):
+        a, b = (vars(a), vars(b)) if hasattr(a, "__dataclass_fields__") else (a, b)
+        return next(filter(None, (_difference(a[k], b[k], f"{name}.{k}") for k in a)), None)
+    if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+        return next(filter(None, (_difference(x, y, f"{name}[{i}]")
+                                  for i, (x, y) in enumerate(zip(a, b)))), None)
+    if isinstance(a, float) or isinstance(b, float):
+        same = isinstance(a, (int, float)) and isinstance(b, (int, float)) and \
+            math.isclose(a, b, rel_tol=_READ_BACK_RTOL, abs_tol=1e-12)
+    else:
+        same = a == b
+    return None if same else (name, a, b)
 
 
 def overlay_text(fit: Fit, note: str, collective_efficiency: float) -> str:

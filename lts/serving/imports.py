@@ -42,7 +42,8 @@ from pathlib import Path
 from ..engines import ENGINE_NAMES
 from ..specs.errors import SpecError, has_hidden
 from ..specs import read_text
-from ..specs.limits import MAX_CONCURRENCY, MAX_MEASURED, MAX_TOKENS, MIN_MEASURED
+from ..specs.model import json_containers_problem
+from ..specs.limits import MAX_CONCURRENCY, MAX_MEASURED
 
 FORMATS = ("vllm", "sglang", "aiperf", "genai-perf")
 MAX_VALUE = MAX_MEASURED          # the largest number a result may hold, as validate reads
@@ -56,6 +57,8 @@ TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3}   # -> ms
 def _objects(path: Path) -> list:
     """The JSON objects of a file: one document, or one a line (JSONL)."""
     text = read_text(path, "a benchmark result (.json or .jsonl)", max_bytes=MAX_BYTES)
+    if json_containers_problem(text):            # the whole file: its lines are kept together
+        raise SpecError(path, "", json_containers_problem(text))
     try:
         data = _loads(path, "", text)
         if isinstance(data, list) and len(data) > MAX_RUNS:
@@ -219,16 +222,9 @@ def read(path, fmt: str = "auto") -> list:
                 not 1 <= conc <= MAX_CONCURRENCY:
             raise SpecError(path, where, f"concurrency: {conc!r} is not an integer from 1 to "
                                          f"{MAX_CONCURRENCY:,} (what lts validate reads)")
-        for metric in ("ttft_ms", "tpot_ms", "output_tokens_per_s"):    # as validate reads
-            if run[metric] < MIN_MEASURED:
-                raise SpecError(path, where, f"{metric}: {run[metric]:g} is below the "
-                                             f"{MIN_MEASURED:g} a measurement holds")
-        if run["isl"] < 1 or run["osl"] < 1:
+        if run["isl"] < 1 or run["osl"] < 1:        # (rows() rounds them up to 1)
             raise SpecError(path, where, f"tokens per request ({run['isl']:.4g} in, "
                                          f"{run['osl']:.4g} out) below one")
-        if run["isl"] > MAX_TOKENS or run["osl"] > MAX_TOKENS:
-            raise SpecError(path, where, f"tokens per request ({run['isl']:.4g} in, "
-                                         f"{run['osl']:.4g} out) above {MAX_TOKENS:,}")
         run.update(format=kind, concurrency=int(conc))
         spread = run["bench"].pop("lengths", None)
         if spread is not None:          # the longest lengths, which the range ratio spreads
@@ -284,6 +280,7 @@ def rows(path, runs: list, model: str, topology: str, gpus: int, tp: int, ep: in
     """Measurement rows (dicts of HEADER) of a file's runs: one per run and metric, isl and osl
     the runs' means rounded, the deployment facts the flags give; ids from ``stem`` (default
     the file's)."""
+    from .validate import row_problem       # (validate's imports: not at lts's start)
     out = []
     stem = stem or Path(path).stem
     for i, run in enumerate(runs, 1):
@@ -294,7 +291,7 @@ def rows(path, runs: list, model: str, topology: str, gpus: int, tp: int, ep: in
         tool = {"vllm": "vllm bench serve", "sglang": "sglang bench_serving",
                 "aiperf": "aiperf", "genai-perf": "genai-perf"}[run["format"]]
         for metric in METRICS:
-            out.append({
+            row = {
                 "id": _escaped(f"{stem}-{i}-{metric}" if len(runs) > 1 else f"{stem}-{metric}"),
                 "model": model, "topology": topology, "gpus": gpus, "tp": tp, "ep": ep,
                 "pp": pp, "precision": precision, "isl": max(int(round(run["isl"])), 1),
@@ -304,5 +301,12 @@ def rows(path, runs: list, model: str, topology: str, gpus: int, tp: int, ep: in
                                                                   if served and version else "")),
                 "strategy": strategy, "engine": served, "engine_version": _escaped(version),
                 **{k: run["bench"].get(k, "") for k in ("benchmark", "num_prompts", "arrival",
-                                                        "range_ratio")}})
+                                                        "range_ratio")}}
+            # what lts writes, lts validate reads: its own row checks (values, tokens, degrees,
+            # GPUs, requests), one rule per value
+            problem = row_problem(row)
+            if problem:
+                raise SpecError(path, f"run {i}", f"{problem} (lts validate would not read its "
+                                                  f"{metric} row)")
+            out.append(row)
     return out

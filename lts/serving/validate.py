@@ -244,6 +244,18 @@ def read_measurements(path) -> tuple:
     return out, skipped
 
 
+def row_problem(cells: dict) -> str:
+    """Why ``read_measurements`` would skip a row of these cells (as a CSV writer writes them:
+    each str(), None empty), or "" where it reads it: the check of every writer of measurement
+    rows (``lts import``), so that what lts writes, lts validate reads."""
+    raw = {k: "" if c is None else str(c) for k, c in cells.items()}
+    try:
+        _measurement(0, raw, len(raw), {})
+    except _Skip as e:
+        return str(e)
+    return ""
+
+
 def _skipped(n: int, raw: dict, why: str) -> dict:
     """A row read but not taken, as ``validate`` lists it: its id, model and topology cells
     (each repr'd where it holds control characters; "" where the row has none), the reason."""

@@ -183,7 +183,12 @@ def read_toml(path: Path, expected: str = "a .toml file", max_bytes: int = MAX_F
     """A TOML file's table (``read_text``'s guards: a regular file of at most ``max_bytes``),
     or one SpecError line: invalid TOML, nesting past Python's stack (``TOO_DEEP``; ``needs``:
     the depth the file's kind needs, in its place), an integer of thousands of digits."""
-    text = read_text(path, expected, max_bytes)
+    return toml_table(read_text(path, expected, max_bytes), path, needs)
+
+
+def toml_table(text: str, path, needs: str = "") -> dict:
+    """``read_toml``'s parse of a text already read (``path`` names it in the message): what a
+    file lts writes (``lts calibrate``) reads back as, with the same guards."""
     try:
         return _toml.loads(text)
     except _toml.TOMLDecodeError as e:

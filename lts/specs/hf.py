@@ -114,7 +114,8 @@ import re
 from pathlib import Path
 
 from .errors import SpecError
-from .model import MAX_WINDOW, TOO_DEEP, WEIGHT_GROUPS, ModelSpec, model_from_dict, read_text
+from .model import (MAX_WINDOW, TOO_DEEP, WEIGHT_GROUPS, ModelSpec, json_containers_problem,
+                    model_from_dict, read_text)
 from .units import FP8_BLOCK, MXFP4_GROUP, NVFP4_GROUP, W4A16_GROUP, W4A16_GROUP_32
 
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
@@ -218,6 +219,8 @@ class _Config:
 
 def _read_json(path: Path) -> dict:
     text = read_text(path, "a config.json file")
+    if json_containers_problem(text):
+        raise SpecError(path, "", json_containers_problem(text))
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -715,6 +716,26 @@ def read_text(path: Path, expected: str, max_bytes: int = MAX_FILE_BYTES) -> str
 
 
 TOO_DEEP = "nested too deeply (hundreds of levels of tables or arrays; a model or topology needs 2)"
+# objects and arrays one JSON text may hold: parsed, each costs Python 64-250 bytes (64 MiB of
+# '{"":{}},' took 2.2 GiB), where a config.json holds tens and a vLLM result with per-request
+# latencies one list a request (1,000,000 at most: MAX_SIM_REQUESTS) and a few more
+MAX_JSON_CONTAINERS = 2_000_000
+# a JSON string (its brackets are none), or an opening bracket: the group
+_STRING_OR_OPEN = re.compile(r'"(?:[^"\\]|\\.)*"|([\[{])')
+
+
+def json_containers_problem(text: str) -> str:
+    """"" where JSON ``text`` holds at most MAX_JSON_CONTAINERS objects and arrays (counted
+    before parsing it, in C; where the brackets are more, its strings left out: 64 MiB of
+    '{"":{}},' in 3 s and 0.3 GB here), else why not: every JSON reader's bound on memory
+    (config.json, benchmark results, traces)."""
+    count = text.count("{") + text.count("[")
+    if count > MAX_JSON_CONTAINERS:      # each match's group: "" (a string) or "{" / "["
+        found = _STRING_OR_OPEN.findall(text)
+        count = len(found) - found.count("")
+    return "" if count <= MAX_JSON_CONTAINERS else (
+        f"holds {count:,} JSON objects and arrays, more than the {MAX_JSON_CONTAINERS:,} lts "
+        "reads (parsed, they would take gigabytes)")
 
 
 # ----------------------------------------------------------------------------------------------
