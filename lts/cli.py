@@ -1202,8 +1202,8 @@ def validate(measurements, by, steady, json_, no_color):
 @click.argument("model")
 @click.argument("topology")
 @click.option("--strategy", "strategy_text", default=None,
-              help='The deployment: "tp=8,ep=1,pp=1" and per-op choices as in estimate (its '
-                   'batch is ignored: the load sets the concurrency).')
+              help='The deployment: "tp=8,ep=1,pp=1" and per-op choices as in estimate (a '
+                   'batch= must equal --max-concurrency: the load sets the requests in flight).')
 @pool_options("two pools")
 @click.option("--engine", type=EngineParam(), default=None,
               help="The engine whose scheduler runs the requests (NAME@VERSION: that release's "
@@ -1298,6 +1298,11 @@ def simulate(model, topology, strategy_text, prefill_text, prefill_workers, deco
             raise click.BadParameter(str(e).split(": ", 1)[1], param_hint=f"'{flag}'") from None
     if not pooled:      # one pool runs --max-concurrency; batch= names the same number or none
         _one_concurrency(strategy_text, rows[0], max_concurrency, "--max-concurrency")
+        from .specs.strategy import named_keys
+        if max_concurrency is None and "batch" in named_keys(strategy_text):
+            raise click.UsageError("--strategy batch=: without --max-concurrency the load "
+                                   "(--request-rate, --trace) sets the requests in flight; give "
+                                   "--max-concurrency to cap them, or leave batch= out")
     if pooled:
         from .specs.strategy import BATCH, instance_gpus, named_keys
         used = sum(w * int(instance_gpus(r))

@@ -215,8 +215,16 @@ def test_a_strategys_batch_and_max_concurrency_that_disagree_are_refused():
     assert r.output.splitlines()[-1] == ("Error: --strategy batch=16 and --max-concurrency 32 "
                                          "disagree (both set the requests in flight): give one")
     for same in (("--strategy", "tp=1,batch=32", "--max-concurrency", "32"),
-                 ("--strategy", "tp=1,batch=16", "--request-rate", "5")):
+                 ("--strategy", "tp=1,batch=16", "--request-rate", "5", "--max-concurrency",
+                  "16"),
+                 ("--strategy", "tp=1", "--request-rate", "5")):
         assert run(*args, *same).exit_code == 0, same
+    # an open loop without --max-concurrency: the batch= would be dropped silently
+    r = run(*args, "--strategy", "tp=1,batch=16", "--request-rate", "5")
+    assert r.exit_code == 2
+    assert r.output.splitlines()[-1] == (
+        "Error: --strategy batch=: without --max-concurrency the load (--request-rate, --trace) "
+        "sets the requests in flight; give --max-concurrency to cap them, or leave batch= out")
 
 
 def test_a_gpu_of_unbounded_memory_never_answers_more_than_max_concurrency(tmp_path):
