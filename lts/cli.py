@@ -1651,7 +1651,8 @@ def calibrate(measurements, output, overlay, train, holdout, json_, no_color):
     d = {"knobs": fit.knobs, "base": fit.base, "identified": fit.identified,
          "engine": fit.engine, "release": fit.release, "train_points": fit.train_points,
          "held_points": fit.held_points, "asked_points": fit.asked_points,
-         "evaluations": fit.evaluations, "allowed": fit.allowed, "bounded": fit.bounded, "before": _strip(fit.before), "after": _strip(fit.after),
+         "evaluations": fit.evaluations, "allowed": fit.allowed, "bounded": fit.bounded,
+         "before": _strip(fit.before), "after": _strip(fit.after),
          "skipped": fit.skipped, "topology_file": output, "overlay_file": overlay}
     _print(json_, no_color, d, render_calibrate)
 

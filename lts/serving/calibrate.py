@@ -182,22 +182,25 @@ def split(rows: list, train: float, holdout: str = "fraction") -> tuple:
     return ([r for r, k in zip(rows, inside) if k], [r for r, k in zip(rows, inside) if not k])
 
 
-def within_bound(path, train_rows: list, held_rows: list, read=None) -> tuple:
+def within_bound(path, train_rows: list, held_rows: list, read=None, every=None) -> tuple:
     """(training rows, held-out rows, training points before any cut, predictions of the
     training rows the fit may make): two predictions of every row and those within ``BOUND_S``
     (``validate.work_s``), at most ``EVALUATIONS``; where fewer than ``FEWEST`` fit, training
     points are cut (the longest prefix of an even spread that fits, found by bisection: those
-    cut are held out) until ``FEWEST`` do. ``read``: the file's rows, read once. LtsError where
-    the file's rows or one training point alone take too long."""
+    cut are held out) until ``FEWEST`` do. ``read``: the file's rows, read once; ``every``: their
+    ``_every``, where counted already. LtsError where the file's rows or one training point
+    alone take too long."""
     read = read or v.read_measurements(path)
-    fit_s = BOUND_S - 2 * _every(path, read) - v.READ_S * (len(read[0]) + len(read[1]))
+    every = _every(path, read) if every is None else every
+    fit_s = BOUND_S - 2 * every - v.READ_S * (len(read[0]) + len(read[1]))
     points = sorted({_point(r["id"]) for r in train_rows})
 
     def seconds(keep):
         return v.validate(path, only={r["id"] for r in train_rows if _point(r["id"]) in keep},
                           work_only=True, read=read)
     keep = set(points)
-    if seconds(keep) * FEWEST > fit_s:
+    cost = seconds(keep)
+    if cost * FEWEST > fit_s:
         order = [points[i] for i in _spread(len(points))]
         lo, hi = 0, len(points)       # the first lo fit; the first hi do not
         while hi - lo > 1:
@@ -212,7 +215,8 @@ def within_bound(path, train_rows: list, held_rows: list, read=None) -> tuple:
                            f"{FEWEST} predictions of about {one:.1f} s each, over calibrate's "
                            "bound (docs/limits.md): its simulated runs hold too many requests")
         keep = set(order[:lo])
-    allowed = int(min(EVALUATIONS, fit_s // max(seconds(keep), 1e-9)))
+        cost = seconds(keep)
+    allowed = int(min(EVALUATIONS, fit_s // max(cost, 1e-9)))
     if len(keep) == len(points):
         return train_rows, held_rows, len(points), allowed
     cut = [r for r in train_rows if _point(r["id"]) not in keep]
@@ -284,7 +288,7 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
                                   f"rows name {plural(len(topos), 'topology').replace('ys', 'ies')}"
                                   f" ({', '.join(sorted(topos))}) and "
                                   f"{plural(len(engines), 'engine')} ({', '.join(sorted(engines))})")
-    _every(path, read)    # a file too large to fit within the bound: refused before predicting
+    every_s = _every(path, read)  # a file too large for the bound: refused before predicting
     first = v.validate(path, read=read)
     base_rows = first["rows"]
     if not base_rows:
@@ -322,7 +326,7 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
     if holdout != "fraction" and not held_rows:
         raise SpecError(path, "", f"--holdout {holdout} holds nothing out: the rows have one "
                                   f"{'(isl, osl) pair' if holdout == 'isl' else 'concurrency'}")
-    train_rows, held_rows, asked, allowed = within_bound(path, train_rows, held_rows, read)
+    train_rows, held_rows, asked, allowed = within_bound(path, train_rows, held_rows, read, every_s)
     train_ids = {r["id"] for r in train_rows}
 
     def run(knobs, every: bool = False):

@@ -42,7 +42,7 @@ from pathlib import Path
 from ..engines import ENGINE_NAMES
 from ..specs.errors import SpecError, has_hidden
 from ..specs import read_text
-from ..specs.model import json_containers_problem
+from ..specs.model import check_json_containers
 from ..specs.limits import MAX_CONCURRENCY, MAX_MEASURED
 
 FORMATS = ("vllm", "sglang", "aiperf", "genai-perf")
@@ -57,8 +57,7 @@ TIME_UNITS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3}   # -> ms
 def _objects(path: Path) -> list:
     """The JSON objects of a file: one document, or one a line (JSONL)."""
     text = read_text(path, "a benchmark result (.json or .jsonl)", max_bytes=MAX_BYTES)
-    if json_containers_problem(text):            # the whole file: its lines are kept together
-        raise SpecError(path, "", json_containers_problem(text))
+    check_json_containers(path, "", text)        # the whole file: its lines are kept together
     try:
         data = _loads(path, "", text)
         if isinstance(data, list) and len(data) > MAX_RUNS:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..specs import read_text
 from ..specs.errors import SpecError
-from ..specs.model import json_containers_problem
+from ..specs.model import check_json_containers
 from ..specs.limits import MAX_SIM_REQUESTS, MAX_TOKENS
 
 MAX_TRACE_BYTES = 64 * 2**20      # a trace file (a million requests of plain CSV is ~25 MB)
@@ -79,8 +79,7 @@ def _jsonl(file, text) -> list:
         if not line.strip():
             continue
         where = f"line {n}"
-        if json_containers_problem(line):      # (each line parsed and dropped in turn)
-            raise SpecError(file, where, json_containers_problem(line))
+        check_json_containers(file, where, line)      # (each line parsed and dropped in turn)
         try:
             obj = json.loads(line)
         except (ValueError, RecursionError) as e:

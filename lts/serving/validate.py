@@ -537,13 +537,22 @@ def _over(items, skipped: dict) -> None:
                           "(docs/limits.md): split the file")
 
 
+def _run_s(key, items) -> float:
+    """A simulated deployment's count: its step tables and its distinct runs' requests."""
+    distinct = {(m.concurrency, m.bench.num_prompts): m.bench.num_prompts for m, _ in items}
+    return PREPARE_S + (POOL_REQUEST_S if key[9] == "pools" else REQUEST_S) * \
+        sum(distinct.values())
+
+
+def _group_s(best: bool) -> float:
+    """A closed-loop group's count: one serve call (searching the batch where ``best``)."""
+    return BEST_GROUP_S if best else GROUP_S
+
+
 def work_s(runs: dict, pooled: dict, jobs: dict) -> float:
     """The seconds predicting these groups (``validate``'s, by kind) takes here, about."""
-    total = PREPARE_S * len(runs) + GROUP_S * len(pooled)
-    for key, items in runs.items():
-        distinct = {(m.concurrency, m.bench.num_prompts): m.bench.num_prompts for m, _ in items}
-        total += (POOL_REQUEST_S if key[9] == "pools" else REQUEST_S) * sum(distinct.values())
-    return total + sum(BEST_GROUP_S if key[6] else GROUP_S for key in jobs)
+    return (sum(_run_s(key, items) for key, items in runs.items()) + GROUP_S * len(pooled)
+            + sum(_group_s(key[6]) for key in jobs))
 
 
 SIM_METRICS = {"ttft_ms": lambda s: s["ttft_ms"]["mean"], "tpot_ms": lambda s: s["tpot_ms"]["mean"],
@@ -715,20 +724,21 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
     predicted = {}
     if progress:
         progress.set_total(len(jobs) + len(pooled) + len(runs))
-    spent = [ROW_S * len(meas)]    # work_s of the rows and of the groups predicted so far
+    spent = ROW_S * len(meas)      # work_s of the rows and of the groups predicted so far
 
     def within(cost, items) -> bool:
         """Whether a group of this cost is predicted: else its rows are skipped (``_over``)."""
-        if spent[0] + cost > WORK_S:
+        nonlocal spent
+        if spent + cost > WORK_S:
             _over(items, skipped)
             if progress:
                 progress(1)
             return False
-        spent[0] += cost
+        spent += cost
         return True
     for key, items in runs.items():
         model, topo, prec, quant, isl, osl, engine, release, bench = key[:9]
-        if not within(work_s({key: items}, {}, {}), items):
+        if not within(_run_s(key, items), items):
             continue
         spec, t = specs[(model, prec, quant)], topo_specs[topo]
         prof = _profile_of(engine, release, t)
@@ -778,7 +788,7 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
                 layout=None, pools={name: dict(zip(POOL_KEYS, vals))
                                     for name, vals in zip(POOLS, m.pools)})
     for (model, topo, prec, quant, isl, osl, best, engine, release), items in jobs.items():
-        if not within(BEST_GROUP_S if best else GROUP_S, items):
+        if not within(_group_s(best), items):
             continue
         rows = np.stack([row for _, row in items])
         spec, t = specs[(model, prec, quant)], topo_specs[topo]

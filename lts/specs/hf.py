@@ -114,7 +114,7 @@ import re
 from pathlib import Path
 
 from .errors import SpecError
-from .model import (MAX_WINDOW, TOO_DEEP, WEIGHT_GROUPS, ModelSpec, json_containers_problem,
+from .model import (MAX_WINDOW, TOO_DEEP, WEIGHT_GROUPS, ModelSpec, check_json_containers,
                     model_from_dict, read_text)
 from .units import FP8_BLOCK, MXFP4_GROUP, NVFP4_GROUP, W4A16_GROUP, W4A16_GROUP_32
 
@@ -219,8 +219,7 @@ class _Config:
 
 def _read_json(path: Path) -> dict:
     text = read_text(path, "a config.json file")
-    if json_containers_problem(text):
-        raise SpecError(path, "", json_containers_problem(text))
+    check_json_containers(path, "", text)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:

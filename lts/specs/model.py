@@ -724,18 +724,19 @@ MAX_JSON_CONTAINERS = 2_000_000
 _STRING_OR_OPEN = re.compile(r'"(?:[^"\\]|\\.)*"|([\[{])')
 
 
-def json_containers_problem(text: str) -> str:
-    """"" where JSON ``text`` holds at most MAX_JSON_CONTAINERS objects and arrays (counted
-    before parsing it, in C; where the brackets are more, its strings left out: 64 MiB of
-    '{"":{}},' in 3 s and 0.3 GB here), else why not: every JSON reader's bound on memory
-    (config.json, benchmark results, traces)."""
+def check_json_containers(path, where: str, text: str) -> None:
+    """SpecError (``path``, ``where``) unless JSON ``text`` holds at most MAX_JSON_CONTAINERS
+    objects and arrays, counted before parsing it, in C (where the brackets are more, its
+    strings left out: 64 MiB of '{"":{}},' in 3 s and 0.3 GB here): every JSON reader's bound on
+    memory (config.json, benchmark results, traces)."""
     count = text.count("{") + text.count("[")
     if count > MAX_JSON_CONTAINERS:      # each match's group: "" (a string) or "{" / "["
         found = _STRING_OR_OPEN.findall(text)
         count = len(found) - found.count("")
-    return "" if count <= MAX_JSON_CONTAINERS else (
-        f"holds {count:,} JSON objects and arrays, more than the {MAX_JSON_CONTAINERS:,} lts "
-        "reads (parsed, they would take gigabytes)")
+    if count > MAX_JSON_CONTAINERS:
+        raise SpecError(path, where, f"holds {count:,} JSON objects and arrays, more than the "
+                                     f"{MAX_JSON_CONTAINERS:,} lts reads (parsed, they would "
+                                     "take gigabytes)")
 
 
 # ----------------------------------------------------------------------------------------------
