@@ -268,3 +268,52 @@ def test_a_serve_estimate_says_which_costing_it_used():
     assert k["gpu"] == "h100_sxm" and k["engine"] == "vllm" and k["version"] == "0.15"
     assert {t["op"]: t["release"] for t in k["tables"]}["gemm"] == "0.24.0"
     assert json.loads(CliRunner().invoke(cli, args + ["--no-kernels"]).stdout)["kernels"] is None
+
+
+def test_vllm_on_blackwell_reads_the_block_fp8_moe_kernel_it_runs():
+    """vLLM 0.19.0 runs block-fp8 experts on Blackwell by FlashInfer's TRT-LLM-gen kernels
+    (cost.kernels.ENGINE_MOE_KERNEL); its own collector timed the Triton fused_moe, 0.24.0's
+    the TRT-LLM-gen kernels: 0.19.0 reads 0.24.0's rows, 0.17.0 (before the rule) and bf16 (Triton
+    is what 0.19.0 runs) keep 0.19.0's own."""
+    shape, tokens = (3072, 1536, 8, 256), np.array([128.0])
+    ks = K.for_engine("b200_sxm", "vllm", "0.19.0")
+    assert ks.moe_kernel_run("fp8_block") == "flashinfer_trtllm"
+    assert ks.moe_tables("fp8_block")[0] == "moe|vllm|0.24.0|"
+    assert "flashinfer_trtllm" in ks.moe_kernels("moe|vllm|0.24.0|", "fp8_block")
+    assert ks.moe_kernels("moe|vllm|0.19.0|", "fp8_block") == "vllm_fused_moe"
+    new = K.for_engine("b200_sxm", "vllm", "0.24.0").moe("fp8_block", *shape, 1, 1, tokens)
+    old = K.for_engine("b200_sxm", "vllm", "0.17.0").moe("fp8_block", *shape, 1, 1, tokens)
+    got = ks.moe("fp8_block", *shape, 1, 1, tokens)
+    assert got == pytest.approx(new, rel=1e-12) and old > 1.5 * got    # 1.03 ms against 0.54
+    assert K.for_engine("b200_sxm", "vllm", "0.17.0").moe_kernel_run("fp8_block") is None
+    assert ks.moe_tables("bf16")[0] == "moe|vllm|0.19.0|"
+
+
+def test_a_kernel_no_table_times_is_read_from_the_others_and_named():
+    """vLLM 0.16.0 on Hopper ran block-fp8 experts by FlashInfer's CUTLASS kernels, which no
+    table times at ep 1: the Triton rows are read, and lts kernels --model says they are not
+    the engine's kernel. 0.18.0 runs Triton: nothing to say."""
+    ks = K.for_engine("h200_sxm", "vllm", "0.16.0")
+    assert ks.moe_kernel_run("fp8_block") == "flashinfer_cutlass"
+    assert ks.moe_tables("fp8_block") == K.for_engine("h200_sxm", "vllm", "0.18.0") \
+        .moe_tables("fp8_block")
+    r = CliRunner().invoke(cli, ["kernels", "--model", "minimax-m2.5", "--topology", "h200_dgx",
+                                 "--engine", "vllm@0.16.0", "--json"])
+    assert r.exit_code == 0, r.output
+    moe = json.loads(r.stdout)["model"]["moe"]
+    assert (moe["format"], moe["release"], moe["kernels"]) == \
+        ("fp8_block", "0.19.0", ["vllm_fused_moe"])
+    assert moe["note"].startswith("not the kernel vllm 0.16.0 runs on this GPU")
+    r = CliRunner().invoke(cli, ["kernels", "--model", "minimax-m2.5", "--topology", "h200_dgx",
+                                 "--engine", "vllm@0.18.0", "--json"])
+    assert json.loads(r.stdout)["model"]["moe"]["note"] == ""
+
+
+def test_tables_without_kernel_names_are_read_as_before():
+    """A table written before the kernel names were kept (or a user's without the
+    kernel_source column) names none: every table holding the format stays a candidate."""
+    ks = K.for_engine("b200_sxm", "vllm", "0.19.0")
+    bare = replace(ks, data={k: v for k, v in ks.data.items() if not k.endswith("|kernels")},
+                   memo={})
+    assert bare.moe_kernels("moe|vllm|0.24.0|", "fp8_block") == ""
+    assert bare.moe_tables("fp8_block")[0] == "moe|vllm|0.19.0|"

@@ -67,4 +67,26 @@ def model_rows(model: ModelSpec, topo: TopologySpec) -> dict:
             continue            # an op the model does not have
         out["ops"].append({"op": slot, **{ph: "table" if slot in tab.extra["measured"]
                                           else "roofline" for ph, tab in tables.items()}})
+    if ks is not None and model.is_moe:
+        out["moe"] = moe_table(ks, model.precision.format_of("experts"))
     return out
+
+
+def moe_table(ks: kernels.KernelSet, fmt: str):
+    """Which table the routed experts in ``fmt`` read under ``ks``, the kernels it timed, and
+    whether that is the kernel the engine release runs there (``kernels.ENGINE_MOE_KERNEL``);
+    None where no table holds the format."""
+    for dt in kernels.MOE_FORMAT.get(fmt, ()):
+        found = ks.moe_tables(dt)
+        if not found:
+            continue
+        p = found[0]
+        timed, runs = ks.moe_kernels(p, dt), ks.moe_kernel_run(dt)
+        _, engine, release, _ = p.split("|")
+        note = "" if runs is None else (
+            f"the kernel {ks.engine} {ks.version} runs on this GPU ({runs})" if runs in timed
+            else f"not the kernel {ks.engine} {ks.version} runs on this GPU ({runs}): no table "
+                 "times it, so this one is read")
+        return {"format": dt, "engine": engine, "release": release,
+                "kernels": timed.split(",") if timed else [], "note": note}
+    return None

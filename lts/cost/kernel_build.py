@@ -9,7 +9,7 @@ kind (``cost.kernels.for_engine``). Kept, per GPU and engine release:
 - ``gemm``   gemm/<engine>/<release>/gemm_perf: latency on the full (m, n, k) grid per dtype;
 - ``moe``    moe/<engine>/<release>/moe_perf: the fused MoE layer (routing, permutation, both
              grouped GEMMs) per (dtype, distribution, hidden, inter, topk, experts, moe_tp,
-             moe_ep) over its num_tokens grid;
+             moe_ep) over its num_tokens grid, and the kernels each was timed with;
 - ``gen`` / ``ctx``   attention/<engine>/<release>/{generation,context}_attention_perf: per
              (kv dtype, heads, kv heads, head dim, window) over (batch, context length);
 - ``ar``     comm/<engine>/<release>/custom_allreduce_perf and comm/nccl/<release>/nccl_perf
@@ -179,8 +179,16 @@ def moe(path):
     uk, inv = np.unique(keys[ok], axis=0, return_inverse=True)
     lat = put_min(np.zeros((len(uk), len(tok))),
                   (inv.ravel(), np.searchsorted(tok, d["num_tokens"][ok])), d["latency"][ok])
+    # the kernels each row was timed with, where the table says (``kernel_source``: the
+    # collector's name, e.g. "vllm_fused_moe", the Triton kernel called directly): an engine may
+    # run another (``cost.kernels.ENGINE_MOE_KERNEL``)
+    kernel = [set() for _ in uk]
+    if "kernel_source" in d:
+        for i, name in zip(inv.ravel(), d["kernel_source"][ok].tolist()):
+            kernel[i].add(str(name))
     return {"keys": uk, "tokens": tok, "lat": log2ms(_fewer_ranks_bound(uk, lat), (1,)),
-            "dtypes": np.array([DTYPE_OF_TABLE.get(x, x) for x in dts])}
+            "dtypes": np.array([DTYPE_OF_TABLE.get(x, x) for x in dts]),
+            "kernels": np.array([",".join(sorted(k)) for k in kernel])}
 
 
 def _fewer_ranks_bound(keys, lat):

@@ -66,6 +66,28 @@ DEFAULT_DISTRIBUTION = "power_law"
 # better on h100_sxm or b200_sxm.
 MOE_DISTANCE = np.array([1.0, 1.0, 1.0, 1.0])
 MOE_SCALE_POWER = 0.85
+# The MoE kernel an engine release runs where some of its tables timed another. The collector
+# of vLLM 0.19.0 and 0.22.0 called vLLM's Triton fused_moe directly (kernel "vllm_fused_moe");
+# from 0.24.0 it times the experts classes vLLM's backend oracle picks, and names them (the
+# tables keep each row's kernel: ``kernel_build.moe``). Block-fp8 experts, per vLLM's
+# model_executor/layers/fused_moe/oracle/fp8.py (select_fp8_moe_backend):
+# - Blackwell (the SM100 family: B200, B300, GB200, GB300), from 0.19.0: FlashInfer's TRT-LLM-gen
+#   kernels (vllm 0.19.0: _get_priority_backends puts FLASHINFER_TRTLLM first, and
+#   experts/trtllm_fp8_moe.py's TrtLlmFp8ExpertsModular takes block fp8 under any routing, so
+#   MiniMax-M2.5's sigmoid-with-bias router too). The 0.24.0 tables time it; 0.19.0's do not.
+# - Hopper (SM 9.0), up to 0.16: FlashInfer's CUTLASS kernels (vllm 0.16.0: FLASHINFER_CUTLASS
+#   is the first backend that takes block fp8 on SM 9.0, flashinfer_cutlass_moe.py
+#   _supports_quant_scheme); from 0.18.0 Triton is moved first for tensor-parallel experts
+#   ("On Hopper for Block Fp8, prefer Triton for TP", vllm 0.18.0). No table times FlashInfer's
+#   CUTLASS kernels with experts split by tensor parallelism (0.24.0's rows of them are ep > 1),
+#   so those releases read the Triton rows and ``lts kernels --model`` says so.
+# A release under a rule reads the tables whose ep = 1 rows of that format timed the kernel
+# it runs, while one does (``KernelSet.moe_tables``); else the others, named as not its kernel.
+# (engine, table dtype) -> [(GPU tables, first release, last release (None: on), kernel word)]
+BLACKWELL = ("b200_sxm", "b300_sxm", "gb200", "gb300")
+HOPPER = ("h100_sxm", "h200_sxm")
+ENGINE_MOE_KERNEL = {("vllm", "fp8_block"): [(BLACKWELL, "0.19.0", None, "flashinfer_trtllm"),
+                                             (HOPPER, "0.0", "0.16.99", "flashinfer_cutlass")]}
 
 
 def _version(v: str) -> tuple:
@@ -244,6 +266,40 @@ class KernelSet:
         g = [d[f"{p}|{a}"] for a in "mnk"]
         return MS * np.exp2(_lerp(d[p + "|lat"], g, (m, n, k), (1.0, 1.0, 1.0)))
 
+    def moe_tables(self, dt: str) -> list:
+        """The tables (``_candidates``, in order) that hold MoE dtype ``dt`` (the tables'
+        name), less those that timed a kernel this engine release does not run on this GPU
+        while another holds the one it runs (``ENGINE_MOE_KERNEL``)."""
+        return self._memo(("moe_tables", dt), lambda: self._moe_tables(dt))
+
+    def _moe_tables(self, dt: str) -> list:
+        held = [p for p in self._candidates("moe") if dt in list(self.data[p + "dtypes"])]
+        word = self.moe_kernel_run(dt)
+        runs = [p for p in held if word and word in self.moe_kernels(p, dt)]
+        return runs or held
+
+    def moe_kernel_run(self, dt: str):
+        """A word of the name of the MoE kernel this engine release runs for dtype ``dt`` on
+        this GPU where a rule says (``ENGINE_MOE_KERNEL``), else None."""
+        have = numbers(self.version or "")
+        for gpus_, first, last, word in ENGINE_MOE_KERNEL.get((self.engine, dt), ()):
+            if self.gpu in gpus_ and (not have or _version(first) <= _version(self.version)) \
+                    and (last is None or (have and _version(self.version) <= _version(last))):
+                return word
+        return None
+
+    def moe_kernels(self, prefix: str, dt: str) -> str:
+        """The kernels the ep = 1 rows of dtype ``dt`` in table ``prefix`` were timed with,
+        joined ("" where the table does not say: one written before the names were kept, or a
+        user's without the column)."""
+        d = self.data
+        if prefix + "kernels" not in d:
+            return ""
+        keys = d[prefix + "keys"]
+        sel = (keys[:, 0] == list(d[prefix + "dtypes"]).index(dt)) & (keys[:, 7] == 1)
+        return ",".join(sorted(set(",".join(d[prefix + "kernels"][sel].tolist()).split(","))
+                               - {""}))
+
     def moe_rows(self, fmt: str, hidden, inter, top_k, experts) -> tuple:
         """``_moe_rows``, kept per shape."""
         return self._memo(("moe_rows", fmt, hidden, inter, top_k, experts),
@@ -255,11 +311,9 @@ class KernelSet:
         (None, None)."""
         d = self.data
         for dt in MOE_FORMAT.get(fmt, ()):
-            for p in self._candidates("moe"):
+            for p in self.moe_tables(dt):
                 names = list(d[p + "dtypes"])
                 keys = d[p + "keys"]
-                if dt not in names:
-                    continue
                 want = np.array([names.index(dt), DISTRIBUTION[self.distribution], hidden,
                                  inter, top_k, experts])
                 rows = np.nonzero((keys[:, :6] == want).all(axis=1))[0]
@@ -282,10 +336,8 @@ class KernelSet:
         want = np.log(np.array([hidden * inter, experts, top_k, hidden], dtype=np.float64))
         for dt in MOE_FORMAT.get(fmt, ()):
             best = None
-            for p in self._candidates("moe"):
+            for p in self.moe_tables(dt):
                 names = list(d[p + "dtypes"])
-                if dt not in names:
-                    continue
                 keys = d[p + "keys"]
                 keys = keys[(keys[:, 0] == names.index(dt))
                             & (keys[:, 1] == DISTRIBUTION[self.distribution])]

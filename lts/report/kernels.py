@@ -46,3 +46,9 @@ def render_kernels(console: Console, d: dict) -> None:
     for r in m["tables"]:
         s.add_row(r["op"], r["release"], escape(r["note"] or "this release's own"))
     console.print(s)
+    moe = m.get("moe")
+    if moe:
+        console.print(f"routed experts ({escape(moe['format'])}): {escape(moe['engine'])} "
+                      f"{escape(moe['release'])}'s MoE table, timed with "
+                      f"{escape(', '.join(moe['kernels']) or 'kernels it does not name')}"
+                      + (f"; {escape(moe['note'])}" if moe["note"] else ""))
