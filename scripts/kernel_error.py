@@ -35,6 +35,7 @@ from lts.cost.layouts import MODE_NONE, SLOT        # noqa: E402
 from lts.cost.tables import build_tables, roofline_time   # noqa: E402
 from lts.engines import ENGINES                     # noqa: E402
 from lts.specs import load_model, load_topology, shipped_names   # noqa: E402
+from lts.specs.strategy import coarse_of, make_row    # noqa: E402
 from lts.specs.units import WEIGHT_FORMATS          # noqa: E402
 from lts.specs.workload import Workload             # noqa: E402
 
@@ -137,7 +138,7 @@ def moe_roofline(base, topo, fmt, shape, tokens):
                 ffn=replace(base.ffn, experts=int(e), top_k=int(k), expert_intermediate=int(i),
                             shared_intermediate=0, shared_experts=0),
                 precision=replace(base.precision, weights=fmt, formats=(), unquantized=()))
-    coarse = np.array([[1, 1, 1, int(t)] for t in tokens])
+    coarse = np.stack([coarse_of(make_row(batch=int(t))) for t in tokens])
     t = build_tables(m, replace(topo, kernels=None), Workload(phase="prefill", context=1), coarse)
     return t.time_s[:, SLOT["ffn1"], MODE_NONE] + t.time_s[:, SLOT["ffn2"], MODE_NONE]
 
@@ -172,7 +173,7 @@ def attention_roofline(base, topo, phase, kv, heads, kvh, hd, batches, lengths):
                                         head_dim=int(hd)),
                 precision=replace(base.precision, kv_cache=kv))
     out = np.zeros((len(batches), len(lengths)))
-    coarse = np.array([[1, 1, 1, int(x)] for x in batches])
+    coarse = np.stack([coarse_of(make_row(batch=int(x))) for x in batches])
     for j, n in enumerate(lengths):
         w = Workload(phase="decode" if phase == "gen" else "prefill", context=int(max(n, 1)))
         t = build_tables(m, replace(topo, kernels=None), w, coarse)
