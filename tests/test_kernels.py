@@ -171,7 +171,11 @@ def test_lts_kernels_lists_a_folder_and_a_models_ops(tmp_path):
     ops = {x["op"]: x for x in out["ops"]}
     assert ops["ffn1"] == {"op": "ffn1", "decode": "table", "prefill": "table"}
     assert ops["attn_norm"]["decode"] == "roofline"
-    assert {x["op"]: x["release"] for x in out["tables"]}["moe"] == "0.19.0"
+    # MiniMax-M2.5's block-fp8 experts under vLLM 0.19.0 on B200 read 0.24.0's rows (the kernel
+    # that release runs: test_vllm_on_blackwell_reads_the_block_fp8_moe_kernel_it_runs)
+    assert {x["op"]: x["release"] for x in out["tables"]}["moe"] == "0.24.0"
+    assert (out["moe"]["release"], out["moe"]["shape"], out["moe"]["held"]) == \
+        ("0.24.0", [3072, 1536, 8, 256], True)
     r = CliRunner().invoke(cli, ["kernels", "--model", "minimax-m2.5", "--topology", "b200_dgx",
                                  "--engine", "vllm", "--no-kernels", "--json"])
     assert json.loads(r.stdout)["model"]["tables"] == []
@@ -277,7 +281,7 @@ def test_vllm_on_blackwell_reads_the_block_fp8_moe_kernel_it_runs():
     is what 0.19.0 runs) keep 0.19.0's own."""
     shape, tokens = (3072, 1536, 8, 256), np.array([128.0])
     ks = K.for_engine("b200_sxm", "vllm", "0.19.0")
-    assert ks.moe_kernel_run("fp8_block") == "flashinfer_trtllm"
+    assert ks.moe_kernel_run("fp8_block")[0] == "FlashInfer TRT-LLM-gen"
     assert ks.moe_tables("fp8_block")[0] == "moe|vllm|0.24.0|"
     assert "flashinfer_trtllm" in ks.moe_kernels("moe|vllm|0.24.0|", "fp8_block")
     assert ks.moe_kernels("moe|vllm|0.19.0|", "fp8_block") == "vllm_fused_moe"
@@ -294,7 +298,7 @@ def test_a_kernel_no_table_times_is_read_from_the_others_and_named():
     table times at ep 1: the Triton rows are read, and lts kernels --model says they are not
     the engine's kernel. 0.18.0 runs Triton: nothing to say."""
     ks = K.for_engine("h200_sxm", "vllm", "0.16.0")
-    assert ks.moe_kernel_run("fp8_block") == "flashinfer_cutlass"
+    assert ks.moe_kernel_run("fp8_block")[0] == "FlashInfer CUTLASS"
     assert ks.moe_tables("fp8_block") == K.for_engine("h200_sxm", "vllm", "0.18.0") \
         .moe_tables("fp8_block")
     r = CliRunner().invoke(cli, ["kernels", "--model", "minimax-m2.5", "--topology", "h200_dgx",
@@ -303,10 +307,10 @@ def test_a_kernel_no_table_times_is_read_from_the_others_and_named():
     moe = json.loads(r.stdout)["model"]["moe"]
     assert (moe["format"], moe["release"], moe["kernels"]) == \
         ("fp8_block", "0.19.0", ["vllm_fused_moe"])
-    assert moe["note"].startswith("not the kernel vllm 0.16.0 runs on this GPU")
+    assert moe["note"].startswith("not the kernel vllm 0.16.0 runs here (FlashInfer CUTLASS)")
     r = CliRunner().invoke(cli, ["kernels", "--model", "minimax-m2.5", "--topology", "h200_dgx",
                                  "--engine", "vllm@0.18.0", "--json"])
-    assert json.loads(r.stdout)["model"]["moe"]["note"] == ""
+    assert json.loads(r.stdout)["model"]["moe"]["note"] == "the kernel vllm 0.18.0 runs here (Triton)"
 
 
 def test_tables_without_kernel_names_are_read_as_before():
@@ -317,3 +321,40 @@ def test_tables_without_kernel_names_are_read_as_before():
                    memo={})
     assert bare.moe_kernels("moe|vllm|0.24.0|", "fp8_block") == ""
     assert bare.moe_tables("fp8_block")[0] == "moe|vllm|0.19.0|"
+
+
+@pytest.mark.parametrize("model, topology, engine, release, held, note", [
+    # a shape no table holds: the nearest held one, said
+    ("moe1.6t", "h100_dgx", "sglang", "0.5.10", False, "the nearest held shape"),
+    # another engine's table, the first holding the shape: said
+    ("gpt-oss-120b", "b200_dgx", "vllm@0.19.0", "0.5.14", True,
+     "sglang's table, the first that holds this shape in w4a8_mxfp4_mxfp8"),
+    # no rule for this engine and format: said, not silent
+    ("llama4-scout", "h200_dgx", "vllm@0.19.0", "0.24.0", True,
+     "lts has no rule for which kernel vllm 0.19.0 runs here: read as timed"),
+    # a format no table holds: the roofline, said
+    ("kimi-k2.5", "h200_dgx", "vllm", None, None, "no table holds this format: the roofline")])
+def test_lts_kernels_names_what_the_routed_experts_read(model, topology, engine, release, held,
+                                                        note):
+    r = CliRunner().invoke(cli, ["kernels", "--model", model, "--topology", topology,
+                                 "--engine", engine, "--json"])
+    assert r.exit_code == 0, r.output
+    moe = json.loads(r.stdout)["model"]["moe"]
+    assert (moe["release"], moe["held"]) == (release, held)
+    assert note in moe["note"]
+    text = CliRunner().invoke(cli, ["kernels", "--model", model, "--topology", topology,
+                                    "--engine", engine, "--no-color"]).output
+    assert "routed experts (" in text
+
+
+def test_a_table_without_kernel_names_is_not_called_the_wrong_kernel():
+    """Tables that do not name their kernels (a user's without the kernel_source column): the
+    note says the rule's kernel and that the table does not say, not that it is another."""
+    from lts.cost.coverage import moe_read
+    ks = K.for_engine("b200_sxm", "vllm", "0.19.0")
+    bare = replace(ks, data={k: v for k, v in ks.data.items() if not k.endswith("|kernels")},
+                   memo={})
+    read = bare.moe_source("fp8_block", 3072, 1536, 8, 256)
+    assert read["kernels"] == [] and read["runs_timed"] is None
+    assert moe_read(bare, "fp8_block", read)["note"] == \
+        "the table does not name its kernels; vllm 0.19.0 runs FlashInfer TRT-LLM-gen here"

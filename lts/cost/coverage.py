@@ -67,26 +67,47 @@ def model_rows(model: ModelSpec, topo: TopologySpec) -> dict:
             continue            # an op the model does not have
         out["ops"].append({"op": slot, **{ph: "table" if slot in tab.extra["measured"]
                                           else "roofline" for ph, tab in tables.items()}})
+    out["moe"] = None
+    read = tables["decode"].extra.get("moe_read") if ks is not None and model.is_moe else None
     if ks is not None and model.is_moe:
-        out["moe"] = moe_table(ks, model.precision.format_of("experts"))
+        out["moe"] = moe_read(ks, model.precision.format_of("experts"), read)
+        picked = ks.picked.get("moe")
+        if read is not None and picked is not None and \
+                (read["engine"], read["release"]) != (picked[3], picked[0]):
+            for t in out["tables"]:     # the op class's row: the table the experts read
+                if t["op"] == "moe":
+                    t.update(release=read["release"],
+                             note=f"{read['engine']} {read['release']}'s, for this model's "
+                                  "routed experts (below)",
+                             source=kernels.source_of(ks, read["prefix"]))
     return out
 
 
-def moe_table(ks: kernels.KernelSet, fmt: str):
-    """Which table the routed experts in ``fmt`` read under ``ks``, the kernels it timed, and
-    whether that is the kernel the engine release runs there (``kernels.ENGINE_MOE_KERNEL``);
-    None where no table holds the format."""
-    for dt in kernels.MOE_FORMAT.get(fmt, ()):
-        found = ks.moe_tables(dt)
-        if not found:
-            continue
-        p = found[0]
-        timed, runs = ks.moe_kernels(p, dt), ks.moe_kernel_run(dt)
-        _, engine, release, _ = p.split("|")
-        note = "" if runs is None else (
-            f"the kernel {ks.engine} {ks.version} runs on this GPU ({runs})" if runs in timed
-            else f"not the kernel {ks.engine} {ks.version} runs on this GPU ({runs}): no table "
-                 "times it, so this one is read")
-        return {"format": dt, "engine": engine, "release": release,
-                "kernels": timed.split(",") if timed else [], "note": note}
-    return None
+def moe_read(ks: kernels.KernelSet, fmt: str, read) -> dict:
+    """What the routed experts in ``fmt`` read under ``ks`` (``read``: ``KernelSet.moe_source``
+    as the cost tables recorded it; None: no table holds the format), as ``lts kernels`` says
+    it: the table, the kernels its rows of that shape were timed with, and a note on whether
+    that is the kernel the engine release runs there (``kernels.ENGINE_MOE_KERNEL``)."""
+    if read is None:
+        return {"format": fmt, "engine": None, "release": None, "shape": None, "held": None,
+                "kernels": [], "note": "no table holds this format: the roofline"}
+    who = f"{ks.engine} {ks.version}".strip()
+    words = []
+    if read["engine"] != ks.engine:
+        words.append(f"{read['engine']}'s table, the first that holds this shape in "
+                     f"{read['dtype']}")
+    if not read["held"]:
+        words.append("the nearest held shape ({}, {}, top {}, {} experts), scaled".format(
+            *read["shape"]))
+    if read["runs"] is None:
+        words.append(f"lts has no rule for which kernel {who} runs here: read as timed")
+    elif read["runs_timed"] is None:
+        words.append(f"the table does not name its kernels; {who} runs {read['runs']} here")
+    elif read["runs_timed"]:
+        words.append(f"the kernel {who} runs here ({read['runs']})")
+    else:
+        words.append(f"not the kernel {who} runs here ({read['runs']}): no table times that "
+                     "kernel at expert parallelism 1, so these rows are read")
+    return {"format": read["dtype"], "engine": read["engine"], "release": read["release"],
+            "shape": list(read["shape"]), "held": read["held"], "kernels": read["kernels"],
+            "note": "; ".join(words)}

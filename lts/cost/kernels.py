@@ -77,17 +77,20 @@ MOE_SCALE_POWER = 0.85
 #   MiniMax-M2.5's sigmoid-with-bias router too). The 0.24.0 tables time it; 0.19.0's do not.
 # - Hopper (SM 9.0), up to 0.16: FlashInfer's CUTLASS kernels (vllm 0.16.0: FLASHINFER_CUTLASS
 #   is the first backend that takes block fp8 on SM 9.0, flashinfer_cutlass_moe.py
-#   _supports_quant_scheme); from 0.18.0 Triton is moved first for tensor-parallel experts
-#   ("On Hopper for Block Fp8, prefer Triton for TP", vllm 0.18.0). No table times FlashInfer's
+#   _supports_quant_scheme); from 0.17.0 Triton is moved first for tensor-parallel experts
+#   ("On Hopper for Block Fp8, prefer Triton for TP", vllm 0.17.0 and 0.18.0). No table times FlashInfer's
 #   CUTLASS kernels with experts split by tensor parallelism (0.24.0's rows of them are ep > 1),
 #   so those releases read the Triton rows and ``lts kernels --model`` says so.
 # A release under a rule reads the tables whose ep = 1 rows of that format timed the kernel
 # it runs, while one does (``KernelSet.moe_tables``); else the others, named as not its kernel.
-# (engine, table dtype) -> [(GPU tables, first release, last release (None: on), kernel word)]
+# (engine, table dtype) -> [(GPU tables, first release, last release (None: on), the kernel's
+# name, words of the collector's names for it)] ("vllm_fused_moe" is the Triton kernel)
 BLACKWELL = ("b200_sxm", "b300_sxm", "gb200", "gb300")
 HOPPER = ("h100_sxm", "h200_sxm")
-ENGINE_MOE_KERNEL = {("vllm", "fp8_block"): [(BLACKWELL, "0.19.0", None, "flashinfer_trtllm"),
-                                             (HOPPER, "0.0", "0.16.99", "flashinfer_cutlass")]}
+ENGINE_MOE_KERNEL = {("vllm", "fp8_block"): [
+    (BLACKWELL, "0.19.0", None, "FlashInfer TRT-LLM-gen", ("flashinfer_trtllm",)),
+    (HOPPER, "0.0", "0.16.99", "FlashInfer CUTLASS", ("flashinfer_cutlass",)),
+    (HOPPER, "0.17.0", None, "Triton", ("triton", "vllm_fused_moe"))]}
 
 
 def _version(v: str) -> tuple:
@@ -208,6 +211,12 @@ def _lerp(table, grids, xs, slopes):
     return out
 
 
+def _names(timed: str, words) -> bool:
+    """Whether any of the collector's kernel names ``timed`` (joined by commas) holds one of
+    ``words``."""
+    return any(w in name for name in timed.split(",") for w in words)
+
+
 @dataclass
 class KernelSet:
     """One GPU's measured kernels for one engine release (``for_engine``)."""
@@ -274,31 +283,57 @@ class KernelSet:
 
     def _moe_tables(self, dt: str) -> list:
         held = [p for p in self._candidates("moe") if dt in list(self.data[p + "dtypes"])]
-        word = self.moe_kernel_run(dt)
-        runs = [p for p in held if word and word in self.moe_kernels(p, dt)]
+        rule = self.moe_kernel_run(dt)
+        runs = [p for p in held if rule and _names(self.moe_kernels(p, dt), rule[1])]
         return runs or held
 
     def moe_kernel_run(self, dt: str):
-        """A word of the name of the MoE kernel this engine release runs for dtype ``dt`` on
-        this GPU where a rule says (``ENGINE_MOE_KERNEL``), else None."""
+        """(name, words of the collector's names for it) of the MoE kernel this engine release
+        runs for dtype ``dt`` on this GPU where a rule says (``ENGINE_MOE_KERNEL``), else None."""
         have = numbers(self.version or "")
-        for gpus_, first, last, word in ENGINE_MOE_KERNEL.get((self.engine, dt), ()):
+        for gpus_, first, last, name, words in ENGINE_MOE_KERNEL.get((self.engine, dt), ()):
             if self.gpu in gpus_ and (not have or _version(first) <= _version(self.version)) \
                     and (last is None or (have and _version(self.version) <= _version(last))):
-                return word
+                return name, words
         return None
 
-    def moe_kernels(self, prefix: str, dt: str) -> str:
-        """The kernels the ep = 1 rows of dtype ``dt`` in table ``prefix`` were timed with,
-        joined ("" where the table does not say: one written before the names were kept, or a
-        user's without the column)."""
+    def moe_kernels(self, prefix: str, dt: str, shape=None) -> str:
+        """The kernels the ep = 1 rows of dtype ``dt`` in table ``prefix`` (of ``shape``
+        (hidden, inter, top-k, experts) only, if given) were timed with, joined ("" where the
+        table does not say: one written before the names were kept, or a user's without the
+        column)."""
         d = self.data
         if prefix + "kernels" not in d:
             return ""
         keys = d[prefix + "keys"]
         sel = (keys[:, 0] == list(d[prefix + "dtypes"]).index(dt)) & (keys[:, 7] == 1)
+        if shape is not None:
+            sel &= (keys[:, 2:6] == np.asarray(shape)).all(axis=1)
         return ",".join(sorted(set(",".join(d[prefix + "kernels"][sel].tolist()).split(","))
                                - {""}))
+
+    def moe_source(self, fmt: str, hidden, inter, top_k, experts):
+        """What ``moe`` reads for this format and shape: a dict of the table (``prefix``,
+        ``engine``, ``release``), its ``dtype``, the ``shape`` read (this one, or the nearest
+        held), the ``kernels`` those rows were timed with, and ``runs``: the kernel this engine
+        release runs there where a rule says (``moe_kernel_run``), else None; None where no
+        table holds the format."""
+        p, rows = self.moe_rows(fmt, hidden, inter, top_k, experts)
+        shape = (hidden, inter, top_k, experts)
+        if p is None:
+            p, rows, shape = self.moe_nearest(fmt, hidden, inter, top_k, experts)
+            if p is None:
+                return None
+        dt = str(self.data[p + "dtypes"][int(self.data[p + "keys"][rows[0], 0])])
+        _, engine, release, _ = p.split("|")
+        rule = self.moe_kernel_run(dt)
+        timed = self.moe_kernels(p, dt, shape)
+        return {"prefix": p, "engine": engine, "release": release, "dtype": dt,
+                "shape": tuple(int(v) for v in shape), "held": shape == (hidden, inter, top_k,
+                                                                         experts),
+                "kernels": timed.split(",") if timed else [],
+                "runs": None if rule is None else rule[0],
+                "runs_timed": None if rule is None or not timed else _names(timed, rule[1])}
 
     def moe_rows(self, fmt: str, hidden, inter, top_k, experts) -> tuple:
         """``_moe_rows``, kept per shape."""
@@ -509,3 +544,9 @@ def for_engine(gpu: str, engine: str, version: str, data_dir: str = "",
     others = tuple(e for e in ("sglang", "trtllm", "vllm") if e != engine)
     return KernelSet(gpu, engine, version, data, picked, distribution or DEFAULT_DISTRIBUTION,
                      others)
+
+
+def source_of(ks: KernelSet, prefix: str) -> str:
+    """The source table of table ``prefix`` ("kind|engine|release|") of ``ks``'s GPU."""
+    kind, engine, release, _ = prefix.split("|")
+    return json.loads(str(ks.data["sources"]))[kind].get(f"{engine}|{release}", "")

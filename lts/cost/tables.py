@@ -466,6 +466,7 @@ class _Builder:
         # (``_fill_attention``); None: the context op's whole held cache
         self.latent_copy = None
         self.expert_load = None        # [G, FFN modes] the MoE FFN's busiest-rank load (I)
+        self.moe_read = None           # what the MoE layer's time was read from (KernelSet.moe_source)
 
     def measured(self, slot, mode, t, extra=0.0):
         """Set the op's time to the measured kernel time ``t`` [G] (plus ``extra``: a part the
@@ -1530,6 +1531,9 @@ def _ffn_measured(b: _Builder, x: _FFN, parts: dict):
                               np.maximum(toks * load, 1.0))
         if whole is None:
             return
+        if b.moe_read is None:
+            b.moe_read = s.kernels.moe_source(s.m.precision.format_of("experts"), s.h,
+                                              int(x.inter), int(x.k), int(s.experts))
         routed = {which: rt(*parts[which, mode][1:4]) for which in (1, 2)}
         for which in (1, 2):
             slot, _, _, peak, fl2, by2 = parts[which, mode]
@@ -1707,6 +1711,7 @@ def build_tables(model: ModelSpec, topo: TopologySpec, work: Workload, coarse) -
                   workspace,
                   bad, np.floor(model.layers / s.pp), s.pp, s.batch, s.gpus, s.steps,
                   extra={"ids_bytes": ids_bytes, "measured": sorted(b.measured_ops),
+                         "moe_read": b.moe_read,
                          **({} if b.expert_load is None else {"expert_load": b.expert_load})})
 
 

@@ -48,7 +48,7 @@ def render_kernels(console: Console, d: dict) -> None:
     console.print(s)
     moe = m.get("moe")
     if moe:
-        console.print(f"routed experts ({escape(moe['format'])}): {escape(moe['engine'])} "
-                      f"{escape(moe['release'])}'s MoE table, timed with "
-                      f"{escape(', '.join(moe['kernels']) or 'kernels it does not name')}"
-                      + (f"; {escape(moe['note'])}" if moe["note"] else ""))
+        where = (f"{escape(moe['engine'])} {escape(moe['release'])}'s MoE table, timed with "
+                 f"{escape(', '.join(moe['kernels']) or 'kernels it does not name')}"
+                 if moe["engine"] else "no table")
+        console.print(f"routed experts ({escape(moe['format'])}): {where}; {escape(moe['note'])}")
