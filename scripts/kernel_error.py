@@ -83,11 +83,14 @@ def gemm_errors(ks, topo):
 
 
 def each_release(ks, kind):
-    """The kernel set with each of its engine's ``kind`` releases picked in turn."""
+    """The kernel set with each of its engine's ``kind`` releases picked in turn, each table
+    read as timed (no engine-kernel rule: a shape left out is read from its own table's other
+    shapes) and with lookups of its own (a fresh memo)."""
     if kind not in ks.picked:
         return []
     eng = ks.picked[kind][3]
-    return [replace(ks, picked={**ks.picked, kind: (r, "", "", eng)})
+    return [replace(ks, picked={**ks.picked, kind: (r, "", "", eng)}, memo={},
+                    engine_kernels=False)
             for r in K.releases(ks.data, kind, eng)]
 
 

@@ -358,3 +358,11 @@ def test_a_table_without_kernel_names_is_not_called_the_wrong_kernel():
     assert read["kernels"] == [] and read["runs_timed"] is None
     assert moe_read(bare, "fp8_block", read)["note"] == \
         "the table does not name its kernels; vllm 0.19.0 runs FlashInfer TRT-LLM-gen here"
+
+
+def test_tables_read_as_timed_when_the_engine_rule_is_off():
+    """scripts/kernel_error.py measures each table on its own rows: with the engine-kernel
+    rule off, vLLM 0.19.0's B200 block-fp8 shapes read its own (Triton) table again."""
+    ks = replace(K.for_engine("b200_sxm", "vllm", "0.19.0"), memo={}, engine_kernels=False)
+    assert ks.moe_kernel_run("fp8_block") is None
+    assert ks.moe_tables("fp8_block")[0] == "moe|vllm|0.19.0|"

@@ -231,6 +231,9 @@ class KernelSet:
     # lookups that depend only on their arguments, kept (a problem builds its cost tables a
     # few hundred times, each asking the same shapes): key -> result
     memo: dict = field(default_factory=dict, repr=False, compare=False)
+    # whether MoE tables are chosen by the kernel the engine runs (ENGINE_MOE_KERNEL); off, each
+    # table is read as timed (scripts/kernel_error.py: a table's shapes read from its own rows)
+    engine_kernels: bool = True
 
     def _memo(self, key, make):
         if key not in self.memo:
@@ -291,6 +294,8 @@ class KernelSet:
         """(name, words of the collector's names for it) of the MoE kernel this engine release
         runs for dtype ``dt`` on this GPU where a rule says (``ENGINE_MOE_KERNEL``), else None."""
         have = numbers(self.version or "")
+        if not self.engine_kernels:
+            return None
         for gpus_, first, last, name, words in ENGINE_MOE_KERNEL.get((self.engine, dt), ()):
             if self.gpu in gpus_ and (not have or _version(first) <= _version(self.version)) \
                     and (last is None or (have and _version(self.version) <= _version(last))):
