@@ -381,3 +381,35 @@ def test_step_takes_at_least_the_flops_over_all_gpus(problem):
     bound = flops / (gpus * peak)
     low = res.step_s < bound * (1 - 1e-9)
     assert not low.any(), first_failure(rows, low, res.step_s, bound)
+
+
+@settings(max_examples=60)
+@given(st.sampled_from(["deepseek-v3", "kimi-k3", "glm-5"]), st.integers(0, 2**32 - 1))
+def test_slowest_and_fullest_stage_equal_every_stage_tried(name, seed):
+    """``stage_max`` and ``stage_memory`` try four stages (first, second, second-to-last, last)
+    and add the last stage's LM head once; brute force over every stage of every pipeline
+    depth gives the same slowest stage and fullest memory."""
+    from lts.cost.model import dense_in_stage, stage_max, stage_memory
+    from lts.specs import load_model
+    m = load_model(name)
+    rng = np.random.default_rng(seed)
+    pp = rng.choice([1, 2, 3, 4, 5, 6, 8], size=(12, 1, 1)).astype(float)
+    lp = np.floor(m.layers / pp)
+    between, ffn, ffn_d, first, last, send = (rng.random(s) * 10.0 ** rng.uniform(-6, -2)
+                                              for s in [(12, 3, 1), (12, 1, 4), (12, 1, 4),
+                                                        (12, 3, 1), (12, 1, 4), (12, 1, 1)])
+    got_t = stage_max(m, lp, pp, 0.0, between, ffn, ffn_d, first, last, send)
+    got_m = stage_memory(m, lp, pp, between, ffn, ffn_d, first, last, send)
+    for r in range(12):
+        P = int(pp[r, 0, 0])
+        times, mems = [], []
+        for s in range(P):
+            nd = dense_in_stage(m, float(P), float(s))
+            times.append(lp[r] * between[r] + (lp[r] - nd) * ffn[r] + nd * ffn_d[r]
+                         + (s == 0) * (first[r] - between[r]) + (s == P - 1) * last[r])
+            mems.append(lp[r] * between[r] + (lp[r] - nd) * ffn[r] + nd * ffn_d[r]
+                        + (s == 0) * first[r] + (s == P - 1) * last[r])
+        want_t = np.max(times, axis=0) + (send[r] if P > 1 else 0.0)
+        want_m = np.max(mems, axis=0) + send[r]
+        assert np.allclose(got_t[r], want_t, rtol=1e-12, atol=0)
+        assert np.allclose(got_m[r], want_m, rtol=1e-12, atol=0)

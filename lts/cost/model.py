@@ -76,11 +76,18 @@ def stage_max(model, lp, pp, attn, between, ffn, ffn_dense, first, last, send, a
         else:
             body = lp * (attn + between + ffn)
         return _with_ends(body, head, last, send, pp, np.where(pp >= 3, 0.0, -np.inf))
+    # stage(c) = lp (attn + between) + (lp - dense(c)) ffn + dense(c) ffn_dense + [c = 0] head
+    # + [c = pp - 1] last. The last term is the only one as large as the whole grid (the exact
+    # search's last op axes), so it is added once: the last candidate is the last stage, and a
+    # candidate that is the last stage in some row is in that row the same stage with the same
+    # sum before ``last``, which is no larger than the sum with it (last >= 0). The result is the
+    # same numbers as adding [c = pp - 1] last to every candidate (the terms, in the same order).
+    cands, dense_n = _candidates(pp, model)
+    layers = lp * (attn + between)
     worst = -np.inf
-    for cand, n_dense in zip(*_candidates(pp, model)):
-        stage = lp * (attn + between) + (lp - n_dense) * ffn + n_dense * ffn_dense \
-            + (cand == 0) * head + (cand == pp - 1) * last
-        worst = np.maximum(worst, stage)
+    for k, (cand, n_dense) in enumerate(zip(cands, dense_n)):
+        stage = layers + (lp - n_dense) * ffn + n_dense * ffn_dense + (cand == 0) * head
+        worst = np.maximum(worst, stage + last if k == len(cands) - 1 else stage)
     return worst + send
 
 
@@ -113,11 +120,12 @@ def stage_memory(model, lp, pp, layer_w, ffn_w, ffn_dense_w, emb_w, tail_w, work
         else:
             body = lp * (layer_w + ffn_w)
         return _with_ends(body, emb_w, tail_w, workspace, pp)
+    cands, dense_n = _candidates(pp, model)     # the last term added once, as in stage_max
+    layers = lp * layer_w
     worst = -np.inf
-    for cand, n_dense in zip(*_candidates(pp, model)):
-        mem = lp * layer_w + (lp - n_dense) * ffn_w + n_dense * ffn_dense_w \
-            + (cand == 0) * emb_w + (cand == pp - 1) * tail_w
-        worst = np.maximum(worst, mem)
+    for k, (cand, n_dense) in enumerate(zip(cands, dense_n)):
+        mem = layers + (lp - n_dense) * ffn_w + n_dense * ffn_dense_w + (cand == 0) * emb_w
+        worst = np.maximum(worst, mem + tail_w if k == len(cands) - 1 else mem)
     return worst + workspace
 
 
