@@ -84,11 +84,14 @@ def stage_max(model, lp, pp, attn, between, ffn, ffn_dense, first, last, send, a
     # same numbers as adding [c = pp - 1] last to every candidate (the terms, in the same order).
     cands, dense_n = _candidates(pp, model)
     layers = lp * (attn + between)
-    worst = -np.inf
-    for k, (cand, n_dense) in enumerate(zip(cands, dense_n)):
-        stage = layers + (lp - n_dense) * ffn + n_dense * ffn_dense + (cand == 0) * head
-        worst = np.maximum(worst, stage + last if k == len(cands) - 1 else stage)
-    return worst + send
+    stages = [layers + (lp - n_dense) * ffn + n_dense * ffn_dense + (cand == 0) * head
+              for cand, n_dense in zip(cands, dense_n)]
+    out = np.asarray(np.add(stages[-1], last))      # grid-sized: one buffer, the rest in place
+    np.maximum(out, np.maximum(np.maximum(stages[0], stages[1]), stages[2]), out=out)
+    if np.broadcast_shapes(out.shape, np.shape(send)) != out.shape:
+        return out + send
+    np.add(out, send, out=out)
+    return out if out.ndim else out[()]
 
 
 def _with_ends(body, first, last, after, pp, floor=None):
