@@ -310,7 +310,8 @@ def test_a_kernel_no_table_times_is_read_from_the_others_and_named():
     assert moe["note"].startswith("not the kernel vllm 0.16.0 runs here (FlashInfer CUTLASS)")
     r = CliRunner().invoke(cli, ["kernels", "--model", "minimax-m2.5", "--topology", "h200_dgx",
                                  "--engine", "vllm@0.18.0", "--json"])
-    assert json.loads(r.stdout)["model"]["moe"]["note"] == "the kernel vllm 0.18.0 runs here (Triton)"
+    assert json.loads(r.stdout)["model"]["moe"]["note"] == \
+        "the kernel vllm 0.18.0 runs here (Triton)"
 
 
 def test_tables_without_kernel_names_are_read_as_before():
@@ -333,7 +334,10 @@ def test_tables_without_kernel_names_are_read_as_before():
     ("llama4-scout", "h200_dgx", "vllm@0.19.0", "0.24.0", True,
      "lts has no rule for which kernel vllm 0.19.0 runs here: read as timed"),
     # a format no table holds: the roofline, said
-    ("kimi-k2.5", "h200_dgx", "vllm", None, None, "no table holds this format: the roofline")])
+    ("kimi-k2.5", "h200_dgx", "vllm", None, None, "the roofline: no table holds this format"),
+    # a latent MoE (its experts work at a smaller width): no table holds that kind
+    ("nemotron-3-super-120b-a12b", "b200_dgx", "vllm", None, None,
+     "the tables hold no MoE layer of this kind")])
 def test_lts_kernels_names_what_the_routed_experts_read(model, topology, engine, release, held,
                                                         note):
     r = CliRunner().invoke(cli, ["kernels", "--model", model, "--topology", topology,

@@ -89,8 +89,11 @@ def moe_read(ks: kernels.KernelSet, fmt: str, read) -> dict:
     it: the table, the kernels its rows of that shape were timed with, and a note on whether
     that is the kernel the engine release runs there (``kernels.ENGINE_MOE_KERNEL``)."""
     if read is None:
+        held = any(ks.moe_tables(dt) for dt in kernels.MOE_FORMAT.get(fmt, ()))
         return {"format": fmt, "engine": None, "release": None, "shape": None, "held": None,
-                "kernels": [], "note": "no table holds this format: the roofline"}
+                "kernels": [], "note": "the roofline: " + (
+                    "the tables hold no MoE layer of this kind (a latent MoE)" if held
+                    else "no table holds this format")}
     who = f"{ks.engine} {ks.version}".strip()
     words = []
     if read["engine"] != ks.engine:

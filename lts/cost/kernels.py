@@ -78,9 +78,9 @@ MOE_SCALE_POWER = 0.85
 # - Hopper (SM 9.0), up to 0.16: FlashInfer's CUTLASS kernels (vllm 0.16.0: FLASHINFER_CUTLASS
 #   is the first backend that takes block fp8 on SM 9.0, flashinfer_cutlass_moe.py
 #   _supports_quant_scheme); from 0.17.0 Triton is moved first for tensor-parallel experts
-#   ("On Hopper for Block Fp8, prefer Triton for TP", vllm 0.17.0 and 0.18.0). No table times FlashInfer's
-#   CUTLASS kernels with experts split by tensor parallelism (0.24.0's rows of them are ep > 1),
-#   so those releases read the Triton rows and ``lts kernels --model`` says so.
+#   ("On Hopper for Block Fp8, prefer Triton for TP", vllm 0.17.0 and 0.18.0). No table times
+#   FlashInfer's CUTLASS kernels with experts split by tensor parallelism (0.24.0's rows of them
+#   are ep > 1), so those releases read the Triton rows and ``lts kernels --model`` says so.
 # A release under a rule reads the tables whose ep = 1 rows of that format timed the kernel
 # it runs, while one does (``KernelSet.moe_tables``); else the others, named as not its kernel.
 # (engine, table dtype) -> [(GPU tables, first release, last release (None: on), the kernel's

@@ -466,7 +466,8 @@ class _Builder:
         # (``_fill_attention``); None: the context op's whole held cache
         self.latent_copy = None
         self.expert_load = None        # [G, FFN modes] the MoE FFN's busiest-rank load (I)
-        self.moe_read = None           # what the MoE layer's time was read from (KernelSet.moe_source)
+        self.moe_read = None           # what the MoE layer's time was read from
+        #                                (KernelSet.moe_source)
 
     def measured(self, slot, mode, t, extra=0.0):
         """Set the op's time to the measured kernel time ``t`` [G] (plus ``extra``: a part the
