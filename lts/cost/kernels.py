@@ -322,7 +322,11 @@ class KernelSet:
         ``engine``, ``release``), its ``dtype``, the ``shape`` read (this one, or the nearest
         held), the ``kernels`` those rows were timed with, and ``runs``: the kernel this engine
         release runs there where a rule says (``moe_kernel_run``), else None; None where no
-        table holds the format."""
+        table holds the format. Kept per shape (every cost-table build asks it)."""
+        return self._memo(("moe_source", fmt, hidden, inter, top_k, experts),
+                          lambda: self._moe_source(fmt, hidden, inter, top_k, experts))
+
+    def _moe_source(self, fmt: str, hidden, inter, top_k, experts):
         p, rows = self.moe_rows(fmt, hidden, inter, top_k, experts)
         shape = (hidden, inter, top_k, experts)
         if p is None:
