@@ -293,9 +293,9 @@ class KernelSet:
     def moe_kernel_run(self, dt: str):
         """(name, words of the collector's names for it) of the MoE kernel this engine release
         runs for dtype ``dt`` on this GPU where a rule says (``ENGINE_MOE_KERNEL``), else None."""
-        have = numbers(self.version or "")
         if not self.engine_kernels:
             return None
+        have = numbers(self.version or "")
         for gpus_, first, last, name, words in ENGINE_MOE_KERNEL.get((self.engine, dt), ()):
             if self.gpu in gpus_ and (not have or _version(first) <= _version(self.version)) \
                     and (last is None or (have and _version(self.version) <= _version(last))):

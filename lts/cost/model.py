@@ -84,13 +84,19 @@ def stage_max(model, lp, pp, attn, between, ffn, ffn_dense, first, last, send, a
     # same numbers as adding [c = pp - 1] last to every candidate (the terms, in the same order).
     cands, dense_n = _candidates(pp, model)
     layers = lp * (attn + between)
-    stages = [layers + (lp - n_dense) * ffn + n_dense * ffn_dense + (cand == 0) * head
-              for cand, n_dense in zip(cands, dense_n)]
-    out = np.asarray(np.add(stages[-1], last))      # grid-sized: one buffer, the rest in place
+    return _worst_stage([layers + (lp - n_dense) * ffn + n_dense * ffn_dense + (cand == 0) * head
+                         for cand, n_dense in zip(cands, dense_n)], last, send)
+
+
+def _worst_stage(stages, last, after):
+    """max(stages[0..2], stages[3] + last) + after: the candidate stages (``_candidates``'
+    order) without the last stage's own term ``last`` (>= 0), which the last alone adds
+    (``stage_max``), in one grid-sized buffer where ``after`` fits in it."""
+    out = np.asarray(np.add(stages[-1], last))
     np.maximum(out, np.maximum(np.maximum(stages[0], stages[1]), stages[2]), out=out)
-    if np.broadcast_shapes(out.shape, np.shape(send)) != out.shape:
-        return out + send
-    np.add(out, send, out=out)
+    if np.broadcast_shapes(out.shape, np.shape(after)) != out.shape:
+        return out + after
+    np.add(out, after, out=out)
     return out if out.ndim else out[()]
 
 
@@ -125,11 +131,9 @@ def stage_memory(model, lp, pp, layer_w, ffn_w, ffn_dense_w, emb_w, tail_w, work
         return _with_ends(body, emb_w, tail_w, workspace, pp)
     cands, dense_n = _candidates(pp, model)     # the last term added once, as in stage_max
     layers = lp * layer_w
-    worst = -np.inf
-    for k, (cand, n_dense) in enumerate(zip(cands, dense_n)):
-        mem = layers + (lp - n_dense) * ffn_w + n_dense * ffn_dense_w + (cand == 0) * emb_w
-        worst = np.maximum(worst, mem + tail_w if k == len(cands) - 1 else mem)
-    return worst + workspace
+    return _worst_stage([layers + (lp - n_dense) * ffn_w + n_dense * ffn_dense_w
+                         + (cand == 0) * emb_w for cand, n_dense in zip(cands, dense_n)],
+                        tail_w, workspace)
 
 
 def _candidates(pp, model):
