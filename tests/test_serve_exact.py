@@ -5,6 +5,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
 from generators import synthetic_dense, synthetic_moe
 from lts.engines import ENGINES
@@ -165,6 +168,31 @@ def test_unique_pairs_is_numpy_unique_of_the_pairs(nx, ny):
     ref, ref_inverse = np.unique(x + 1j * y, return_inverse=True)
     assert np.array_equal(ux, ref.real) and np.array_equal(uy, ref.imag)
     assert np.array_equal(inverse, ref_inverse.reshape(x.shape))
+
+
+_TIMES = st.sampled_from([0.5, 1.0, 1.0 + 1e-9, 1.0 + 1e-3, 2.0, 3.0, np.inf])
+
+
+@given(st.integers(1, 3).flatmap(lambda i: st.integers(1, 12).flatmap(lambda k: st.tuples(
+    arrays(np.float64, (i, k), elements=_TIMES), arrays(np.float64, (i, k), elements=_TIMES),
+    arrays(np.int64, (i, k), elements=st.integers(0, 2))))))
+def test_undominated_leaves_out_exactly_the_dominated_entries(mdg):
+    """serve_exact._undominated against its definition, pair by pair: an entry is left out
+    where another of the same row i and term has the same times and a lower index, or is at
+    most as slow in both and faster by the margin in one; near ties (1 + 1e-9) are kept."""
+    from lts.search.serve_exact import MARGIN, _undominated
+    m, d, g = mdg
+    I, K = m.shape
+    want = np.ones((I, K), dtype=bool)
+    for i, k, j in itertools.product(range(I), range(K), range(K)):
+        if j == k or g[i, j] != g[i, k]:
+            continue
+        tie = m[i, j] == m[i, k] and d[i, j] == d[i, k] and j < k
+        faster = m[i, j] <= m[i, k] and d[i, j] <= d[i, k] and (
+            m[i, j] < m[i, k] * (1 - MARGIN) or d[i, j] < d[i, k] * (1 - MARGIN))
+        if tie or faster:
+            want[i, k] = False
+    assert np.array_equal(_undominated(m, d, g), want)
 
 
 @pytest.mark.parametrize("case", ["moe-sglang", "moe-trtllm"])

@@ -22,9 +22,13 @@ The space therefore splits into rows (instance, n), each with its set X of choic
   which the grid also holds: the same tokens/s with no wait;
 - ``serve.AT_CAPACITY`` runs n = n(x): one row per distinct value n, X = {x : n(x) = n}.
 
-A row's optimum is the least latency over X within the TPOT and TTFT limits, taken over the whole
-(a, f) grid; no choice is pruned. Rows are visited in order of an upper bound, each bound valid
-for every x of its row and each tighter and dearer than the one before (``_Loop.bounds``):
+A row's optimum is the least latency over X within the TPOT and TTFT limits. It is taken over the
+(a, f) grid less the entries another entry of the same (op2, op7) and memory term dominates in
+both step times (``_undominated``: an x with such an entry has a partner with the same n(x)
+and at least as good figures, the first by index where they tie), which leaves ~3,900 of the
+944,784 choices of a GPT-MoE 1.6T row on average; the row's front is found among the same x.
+Rows are visited in order of an upper bound, each bound valid for every x of its row and each
+tighter and dearer than the one before (``_Loop.bounds``):
 
 - every row: each step at ``_Exact.least_layer`` (the attention and FFN blocks at their least,
   boundaries and pipeline ends left out), ~4 us a row and step;
@@ -47,7 +51,6 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections import OrderedDict
 from dataclasses import replace
 
 import numpy as np
@@ -61,7 +64,6 @@ from .problems import SearchResult, ServeProblem, Tracker
 from ..specs.strategy import (BATCH, CONCURRENCY, EP, N_COARSE, PP, TP, coarse_of, instance_gpus,
                                with_coarse)
 
-CACHE_ELEMENTS = 32_000_000     # running batches n(x) kept for revisits (int32: 128 MB)
 TIGHTEN = 512                   # rows whose bounds are tightened together
 GUIDE_TIGHTEN = 256             # the same in the agent's guide (guide_bounds)
 WINDOW = 4096                   # rows checked for pruning at once
@@ -79,9 +81,52 @@ class _Capacity:
         self.values = np.unique(small[small > 0])   # the distinct n >= 1 (a superset: pairs of
         # terms from different (op2, op7) are no strategy, and only cost solving a row for none)
 
-    def grid(self) -> np.ndarray:
-        """n(x) over the flat grid (int32)."""
-        return self.small[self.inv_a[..., :, None], self.inv_f[..., None, :]].ravel()
+
+MARGIN = 1e-6       # _undominated: how much faster an entry must be to leave another out
+
+
+def _undominated(m, d, group):
+    """Which of the entries [I, K] (an attention or a rest list of each (op2, op7) i, with their
+    mixed-step times m and decode-step times d) a row's solve needs: an entry is left out where
+    another of the same i and the same memory term ``group`` has the same (m, d) and comes
+    first, or is at most as slow in both steps and faster by ``MARGIN`` (relative) in one.
+    Every x with a left-out entry then has a partner, with the other entry, of the same running
+    batch n(x) and at least as good a latency, TPOT and TTFT (floating-point sums and products
+    by the same positive terms are monotone): the first by index among equal figures, or
+    faster by far more than rounding can undo. So the row's best and its own front are found
+    among the entries kept, the same strategies as over the whole grid; entries within the
+    margin of each other (the same cost summed in another order) are all kept, for the index
+    to decide between them as before. ``keep`` [I, K] bool."""
+    I, K = m.shape
+    if np.isnan(m).any() or np.isnan(d).any():
+        return np.ones((I, K), dtype=bool)
+    um, rm = np.unique(m, return_inverse=True)
+    ud, rd = np.unique(d, return_inverse=True)
+    rm, rd = rm.reshape(-1), rd.reshape(-1)
+    R = max(len(um), len(ud)) + 1
+    seg = (np.arange(I)[:, None] * (int(group.max()) + 1) + group).reshape(-1)
+    # (term, m, d), then the index (a stable sort): the entries in the order that decides
+    order = np.argsort((seg * R + rm) * R + rd, kind="stable")
+    s, om, od = seg[order], rm[order], rd[order]
+    start = np.r_[True, s[1:] != s[:-1]]
+    same = np.r_[False, ~start[1:] & (om[1:] == om[:-1]) & (od[1:] == od[:-1])]
+    # the skyline of each term: the entries faster in d than every entry before them (one
+    # running minimum over the whole order, each term's keys below the one before)
+    key = od - (np.cumsum(start) - 1) * R
+    before = np.r_[np.iinfo(np.int64).max, np.minimum.accumulate(key)[:-1]]
+    sky = order[(key < before) | start]                 # by term, m rising, d falling
+    sky_m = seg[sky] * R + rm[sky]                      # rising
+    sky_d = seg[sky] * R + (R - 1 - rd[sky])            # rising
+    # the skyline entries of k's term with d' <= d(k) start at lo and those with m' <= m(k)
+    # end before hi; faster by the margin: m' < m(k)(1 - MARGIN) before hi_m, d' < ... from lo_d
+    base = seg * R
+    hi = np.searchsorted(sky_m, base + rm, side="right")
+    hi_m = np.searchsorted(sky_m, base + np.searchsorted(um, m.reshape(-1) * (1 - MARGIN)))
+    lo = np.searchsorted(sky_d, base + (R - 1 - rd))
+    lo_d = np.searchsorted(sky_d, base + R - np.searchsorted(ud, d.reshape(-1) * (1 - MARGIN)))
+    out = (lo < hi_m) | (lo_d < hi)
+    out[order[same]] = True
+    return ~out.reshape(I, K)
 
 
 def _unique_pairs(x, y):
@@ -125,7 +170,6 @@ class _Loop:
             if p.in_engine_space and p.model.is_moe else None
         self.tpot_limit = p.tpot_slo_ms * 1e-3 if p.tpot_slo_ms and p.osl > 1 else np.inf
         self.ttft_limit = p.ttft_slo_ms * 1e-3 if p.ttft_slo_ms else np.inf
-        self.grids = OrderedDict()      # instance -> n(x) over its grid (int32, flat), recent last
         self.held = {}                  # row -> the tables of its two steps (tight bounds)
 
     def draft_s(self, coarse) -> np.ndarray:
@@ -187,31 +231,33 @@ class _Loop:
             out.append(_Capacity(self.engine.holds(cap).astype(np.int32), ia, jf))
         return out
 
-    def running(self, instance, capacity: _Capacity) -> np.ndarray:
-        """n(x) of one instance over its flat grid, the most recent kept (CACHE_ELEMENTS)."""
-        key = tuple(int(v) for v in instance)
-        if key in self.grids:
-            self.grids.move_to_end(key)
-            return self.grids[key]
-        grid = self.grids[key] = capacity.grid()
-        while sum(v.size for v in self.grids.values()) > CACHE_ELEMENTS and len(self.grids) > 1:
-            self.grids.popitem(last=False)
-        return grid
-
-    def choices(self, instance, capacity: _Capacity, n: int, at_capacity: bool) -> np.ndarray:
-        """The choices X of a row (ascending indices into the flat grid (op2, op7, a, f)): those
-        whose running batch n(x) is n (an at-capacity row), or at least n (a concurrency n).
-        An at-capacity row's are found from the few attention terms that can give n: only
-        their part of the grid is read."""
-        if not at_capacity:
-            return np.flatnonzero(self.running(instance, capacity) >= n)
-        small = capacity.small
-        inv_a = capacity.inv_a.reshape(-1, capacity.inv_a.shape[-1])    # [(op2, op7), a]
-        inv_f = capacity.inv_f.reshape(-1, capacity.inv_f.shape[-1])    # [(op2, op7), f]
-        terms = np.flatnonzero((small == n).any(axis=1))            # attention terms giving n
-        pair, a = np.nonzero(np.isin(inv_a, terms))                 # (row-major: ascending)
-        r, f = np.nonzero(small[inv_a[pair, a][:, None], inv_f[pair]] == n)
-        return (pair[r] * inv_a.shape[1] + a[r]) * inv_f.shape[1] + f
+    def choices(self, row, capacity: _Capacity, at_capacity: bool, block) -> np.ndarray:
+        """The choices X of row ``row`` (a coarse row at batch n) that can be its best or on
+        its own front (ascending indices into the flat grid (op2, op7, a, f)): those whose
+        running batch n(x) is n (an at-capacity row) or at least n (a concurrency n), among the
+        attention entries a and the rest entries f that no other entry of the same (op2, op7)
+        and the same memory term dominates (``_undominated``, on the row's factorized times
+        ``block``; a step the row never takes does not count). The running batches of the few
+        pairs left are read from the instance's small capacity table."""
+        (_, Am, Gm), (_, Ad, Gd) = block
+        na, nf = Am.shape[-1], Gm.shape[-1]
+        n = row[BATCH]
+        first, mid_mix, mid_dec = (np.asarray(c).item() for c in self.counts(n, row[EP]))
+        if mid_dec == 0:        # no decode step (osl 1): only the mixed step's time counts
+            Ad, Gd = np.zeros_like(Ad), np.zeros_like(Gd)
+        if first + mid_mix == 0:
+            Am, Gm = np.zeros_like(Am), np.zeros_like(Gm)
+        inv_a = capacity.inv_a.reshape(-1, na)                      # [(op2, op7), a]
+        inv_f = capacity.inv_f.reshape(-1, nf)                      # [(op2, op7), f]
+        keep_a = _undominated(Am.reshape(-1, na), Ad.reshape(-1, na), inv_a)
+        keep_f = _undominated(Gm.reshape(-1, nf), Gd.reshape(-1, nf), inv_f)
+        out = []
+        for i in range(len(inv_a)):
+            a, f = np.flatnonzero(keep_a[i]), np.flatnonzero(keep_f[i])
+            runs = capacity.small[inv_a[i, a][:, None], inv_f[i, f][None, :]]
+            ra, rf = np.nonzero(runs == n if at_capacity else runs >= n)
+            out.append((i * na + a[ra]) * nf + f[rf])
+        return np.concatenate(out)
 
     def bounds(self, rows, coarse, gpus, tight: bool, chunk: int = 2048, cached: bool = False,
                layer: bool = False):
@@ -481,7 +527,7 @@ def search_serve_exact(problem: ServeProblem, budget: int = 0, rng=None, top: in
             if useless(r, bound, tp_[0]):
                 continue
             solved += 1
-            x = loop.choices(instances[t], caps[t], n, at_cap)
+            x = loop.choices(coarse[r], caps[t], at_cap, block)
             take(r, x, *loop.times_at(coarse[r], block, x))
             if progress:
                 progress(0)
