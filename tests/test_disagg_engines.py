@@ -225,3 +225,26 @@ def test_the_cli_sizes_one_pool_and_two():
         + two["decode_instances"] * two["deployment"]["decode"]["gpus"]
     assert two["deployment"]["requests_per_s"] >= 5
     assert two["deployment"]["prefill"]["memory_gib_per_gpu"] <= 0.9 * 140.4 - 3.9
+
+
+@pytest.mark.parametrize("ttft", (4000, 400))
+def test_loop_concurrency_figures_are_the_loops_at_its_concurrency(ttft):
+    """``disagg.loop_concurrency`` keeps the first call's figures for the deployments whose
+    concurrency stays at what their decode pool holds and costs the others again: the same
+    figures, bit for bit, as one closed loop of every pair at the concurrencies it returns
+    (a tight TTFT makes some pairs bisect down)."""
+    from dataclasses import fields
+    from lts.serving.two_pool import TwoPoolResult
+    p = serve_problem("vllm", topo="h200_dgx", isl=2000, osl=500, tpot=25, ttft=ttft)
+    prefills, decodes, _ = disagg.pool_candidates(p)
+    budget = p.work.budget(p.topo)
+    pairs = [(pre, dec, *got[2:4]) for pre in prefills for dec in decodes
+             if (got := disagg.pair(p, pre, dec, budget)) is not None]
+    assert pairs
+    conc, loop = disagg.loop_concurrency(p, pairs)
+    full = np.array([y * d.strategies[0][BATCH] for _, d, _, y in pairs], dtype=np.float64)
+    if ttft == 400:
+        assert (conc < full).any()
+    again = disagg.closed_loop(p, pairs, conc)
+    for f in fields(TwoPoolResult):
+        assert np.array_equal(getattr(loop, f.name), getattr(again, f.name), equal_nan=True)

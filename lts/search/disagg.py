@@ -158,7 +158,10 @@ def loop_concurrency(problem: ServeProblem, pairs) -> tuple:
                                                                    [pairs[i] for i in take], c)),
                         np.where(ok, full, 0.0), np.where(ok, full + 1, full))
     conc = np.maximum(lo, 1.0)
-    return conc, closed_loop(problem, pairs, conc)
+    redo = np.flatnonzero(conc != full)          # (the others' figures are the first call's)
+    if len(redo):
+        loop = loop.with_rows(redo, closed_loop(problem, [pairs[i] for i in redo], conc[redo]))
+    return conc, loop
 
 
 def memory_rule(engine: EngineProfile, topo: TopologySpec, parallel) -> tuple:

@@ -438,12 +438,17 @@ def _in_bound_order(problem: Problem, cand, progress=None):
 def cheap_bounds(problem: Problem) -> np.ndarray:
     """A looser upper bound than ``coarse_bounds`` on each coarse row's tokens/s/GPU [G] (-inf
     where no strategy of the row can be valid) at a hundredth of its cost: the least time of
-    ``_Exact.least`` and the least memory of ``_Exact.least_memory``. No evaluator call."""
+    ``_Exact.least`` and the least memory of ``_Exact.least_memory``. No evaluator call. The
+    two minima depend on the tables alone and are kept with them (a pool's searches under
+    each TPOT limit and instance-size bound share them)."""
     p, tab = problem, problem.tables
     cand = np.flatnonzero(tab.fixed_invalid == 0)
-    ex = _Exact(p.model, p.space.choices)
+    kept = tab.extra.get("cheap_bounds")
+    if kept is None or not np.array_equal(kept[0], cand):
+        ex = _Exact(p.model, p.space.choices)
+        kept = tab.extra["cheap_bounds"] = (cand, ex.least(tab, cand), ex.least_memory(tab, cand))
     ub = np.full(len(tab.coarse), -np.inf)
-    ub[cand] = _score(p, cand, ex.least(tab, cand), ex.least_memory(tab, cand))
+    ub[cand] = _score(p, cand, *kept[1:])
     return ub
 
 

@@ -85,6 +85,16 @@ class TwoPoolResult:
     def take(self, idx) -> "TwoPoolResult":
         return TwoPoolResult(*(getattr(self, f.name)[idx] for f in fields(TwoPoolResult)))
 
+    def with_rows(self, idx, other: "TwoPoolResult") -> "TwoPoolResult":
+        """These figures with rows ``idx`` replaced by ``other``'s (a deployment's figures do
+        not depend on the others': ``estimate`` costs each row alone)."""
+        out = []
+        for f in fields(TwoPoolResult):
+            a = getattr(self, f.name).copy()
+            a[idx] = getattr(other, f.name)
+            out.append(a)
+        return TwoPoolResult(*out)
+
 
 def ranks(model: ModelSpec, rows) -> np.ndarray:
     """Attention-DP ranks of each instance [N]: lts's ep groups, times tp where the tp ranks are
