@@ -18,6 +18,7 @@ from generators import (synthetic_block_sparse, synthetic_chunked, synthetic_com
                         synthetic_moe_eplb, synthetic_moe_uniform, synthetic_nas,
                         synthetic_nemotron_h, synthetic_partly_quantized, synthetic_shapes,
                         synthetic_window)
+from lts.cost.layouts import PACK_ROWS
 from lts.cost.model import breakdown, evaluate
 from lts.cost.tables import REASONS
 from lts.specs.workload import Workload
@@ -222,6 +223,11 @@ def test_fused_walk_is_bit_identical_to_the_op_walk(phase):
     walked = evaluate(model, topo, work, rows, return_walk=True)[0]
     for f in FIELDS + ("valid", "reasons"):
         assert np.array_equal(getattr(fused, f), getattr(walked, f), equal_nan=True), f
+    # the same rows given in coarse-row order (walked as given, no sort): the same figures
+    order = np.argsort(g, kind="stable")
+    grouped = evaluate(model, topo, work, rows[order], tables=tables, coarse_index=g[order])
+    for f in FIELDS + ("valid", "reasons"):
+        assert np.array_equal(getattr(grouped, f), getattr(fused, f)[order], equal_nan=True), f
     coarse, index = group_coarse(rows)
     _, first, inverse = np.unique(coarse_of(rows), axis=0, return_index=True,
                                   return_inverse=True)
@@ -230,10 +236,11 @@ def test_fused_walk_is_bit_identical_to_the_op_walk(phase):
 
 @pytest.mark.parametrize("op, code", [("attn_norm", 3), ("qkv", 3), ("out_proj", 4),
                                       ("embedding", -1), ("ffn2", 4)])
-@pytest.mark.parametrize("n", [1, 40])
+@pytest.mark.parametrize("n", [1, 40, PACK_ROWS + 5])
 def test_choice_codes_an_op_does_not_take_are_refused(op, code, n):
     """The fused walk reads two bits per op: a code beyond an op's range is refused, whatever
-    the path (a few rows walk op by op, many take the fused tables)."""
+    the path (a few rows walk op by op, many take the fused tables) and wherever the row is
+    (``pack`` checks its rows a chunk at a time: here in the second chunk)."""
     from lts.specs.strategy import OP_COL
     model, topo = synthetic_moe(), load_topology("h100_dgx")
     rows = np.repeat(make_row(tp=2, batch=8)[None], n, axis=0)

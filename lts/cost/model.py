@@ -27,7 +27,7 @@ import numpy as np
 
 from . import latency
 from .layouts import (CONVERSION, F, LAYOUT_NAMES, MODE_IN, MODE_OUT, PT, SLOT, SLOT_MODES, SLOTS,
-                      T, check_choices, field, pack)
+                      T, field, pack)
 from .tables import REASON_BIT, REASONS, Tables, append_tables, build_tables
 from ..specs import ModelSpec, TopologySpec
 from ..specs.strategy import (ETP, EXPERTS, N_COARSE, OPS, PP, TP, coarse_key, key_exact,
@@ -340,8 +340,7 @@ def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
         return_walk: also return the Walk (per-op pieces) for breakdowns.
     """
     strategies = np.atleast_2d(np.asarray(strategies, dtype=np.int64))
-    code = pack(strategies)
-    check_choices(strategies, code)
+    code = pack(strategies, check=True)
     if tables is None:
         tables, coarse_index = tables_for(model, topo, work, strategies)
     g = np.asarray(coarse_index)
@@ -365,11 +364,12 @@ def evaluate(model: ModelSpec, topo: TopologySpec, work: Workload, strategies,
 def _stages(model, tables: Tables, g, code):
     """Slowest stage, fullest stage's memory and the choices' reason bits, by the fused walk in
     chunks. A large batch is walked in the order of its coarse rows, so that the tables of a row
-    stay in cache while its strategies are costed (about 2x faster over many coarse rows)."""
+    stay in cache while its strategies are costed (about 2x faster over many coarse rows); a
+    batch given in that order (g never falls) is walked as it is."""
     cache = FusedRows.of(tables)
     fz, at = cache.rows(tables, model, g)
     G = len(tables.coarse)
-    if len(g) <= CHUNK or G == 1:
+    if len(g) <= CHUNK or G == 1 or not (g[1:] < g[:-1]).any():
         return _chunks(model, tables, fz, g, at, code)
     order = np.argsort(g.astype(np.uint16) if G <= 1 << 16 else g, kind="stable")
     g = np.repeat(np.arange(G), np.bincount(g, minlength=G))

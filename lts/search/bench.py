@@ -27,6 +27,8 @@ class Bench:
                                        # grid's tables and fused pieces built (a search's state)
     evaluations_per_s_fusing: float    # the same rows, the fused pieces built in the call
     evaluations_per_s_cold: float      # the same rows, grouped and all tables built in the call
+    evaluations_per_s_grouped: float   # the same rows given in coarse-row order (as ``kernel``
+                                       # takes them), tables and fused pieces built
     kernel_per_s: float                # the evaluator's arithmetic alone on the same rows
                                        # (``cost.model.kernel``: packed, in coarse-row order)
     estimate_wall_s: float             # one breakdown (what ``lts estimate`` costs)
@@ -54,24 +56,29 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
     work = Workload()
     problem = Problem(model, topo, work)
 
-    def rows(k, n):
+    def rows(k, n, grouped=False):
         """Chunk k of the rows (n of them): strategies and their coarse indices (chunk 0 from
-        ``seed`` itself, chunk k from (seed, k))."""
+        ``seed`` itself, chunk k from (seed, k)); ``grouped``: the same rows in coarse-row order
+        (a stable sort by coarse index)."""
         rng = np.random.default_rng(seed if k == 0 else [seed, k])
         idx = problem.space.sample(rng, n)
-        return problem.space.decode(idx), problem.coarse_index(idx)
+        strategies, g = problem.space.decode(idx), problem.coarse_index(idx)
+        if grouped:
+            order = np.argsort(g, kind="stable")
+            strategies, g = strategies[order], g[order]
+        return strategies, g
 
     sizes = [min(CHUNK, evaluations - i) for i in range(0, evaluations, CHUNK)]
 
-    def per_s(fresh=False, indexed=True, **kw):
+    def per_s(fresh=False, indexed=True, grouped=False, **kw):
         """Strategies per second of evaluate(strategies, **kw): per chunk of at most CHUNK rows
         (memory stays one chunk's), the median of three calls after one untimed call of the
         same size (the first call in a process also pays for the memory the allocator maps for
         its arrays), summed over the chunks; ``fresh``: the fused pieces dropped before each;
-        ``indexed``: each row's coarse index given."""
+        ``indexed``: each row's coarse index given; ``grouped``: the rows in coarse-row order."""
         total = 0.0
         for k, n in enumerate(sizes):
-            strategies, g = rows(k, n)
+            strategies, g = rows(k, n, grouped)
             extra = {"coarse_index": g} if indexed else {}
             evaluate(model, topo, work, strategies, **kw, **extra)
             times = []
@@ -85,16 +92,15 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
         return evaluations / total
 
     def kernel_per_s():
-        """Strategies per second of ``cost.model.kernel`` on the same rows (packed and put in
-        coarse-row order beforehand, untimed), timed as ``per_s`` times the evaluator; its
-        figures must equal the evaluator's."""
+        """Strategies per second of ``cost.model.kernel`` on the same rows (in coarse-row order
+        and packed beforehand, untimed), timed as ``per_s`` times the evaluator; its figures
+        must equal the evaluator's."""
         total = 0.0
         for k, n in enumerate(sizes):
-            strategies, g = rows(k, n)
-            order = np.argsort(g, kind="stable")
-            g, code = g[order], pack(strategies)[order]
+            strategies, g = rows(k, n, grouped=True)
+            code = pack(strategies)
             got = kernel(model, topo, work, problem.tables, g, code)
-            want = evaluate(model, topo, work, strategies[order], tables=problem.tables,
+            want = evaluate(model, topo, work, strategies, tables=problem.tables,
                             coarse_index=g)
             if not (np.array_equal(got[0], want.valid) and
                     np.array_equal(got[2], want.tokens_per_s_per_gpu, equal_nan=True)):
@@ -110,10 +116,11 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
     warm = per_s(tables=problem.tables)
     fusing = per_s(fresh=True, tables=problem.tables)
     cold = per_s(indexed=False)
+    grouped = per_s(grouped=True, tables=problem.tables)
     plain = kernel_per_s()
     t0 = time.perf_counter()
     breakdown(model, topo, work, make_row(tp=8, batch=64))
-    out = Bench(model.name, topo.name, evaluations, warm, fusing, cold, plain,
+    out = Bench(model.name, topo.name, evaluations, warm, fusing, cold, grouped, plain,
                 time.perf_counter() - t0)
     if searches:
         problem = Problem(model, topo, work)
