@@ -13,7 +13,7 @@ def render_bench(console: Console, d: dict) -> None:
                   box=box.SIMPLE_HEAD, show_header=False)
     table.add_column("measure", no_wrap=True)
     table.add_column("value", justify="right")
-    table.add_row("evaluator (one core, tables and fused pieces built)",
+    table.add_row("evaluator (one core, tables and fused built)",
                   f"{d['evaluations_per_s']:,.0f} strategies/s")
     table.add_row("evaluator, fusing the coarse rows in the call",
                   f"{d['evaluations_per_s_fusing']:,.0f} strategies/s")

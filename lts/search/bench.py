@@ -24,7 +24,8 @@ class Bench:
     topology: str
     evaluations: int
     evaluations_per_s: float           # evaluate() over ``evaluations`` random rows, the coarse
-                                       # grid's tables and fused pieces built (a search's state)
+                                       # grid's tables and fused pieces built (a search's state);
+                                       # timed in turn with ``_grouped`` and ``kernel_per_s``
     evaluations_per_s_fusing: float    # the same rows, the fused pieces built in the call
     evaluations_per_s_cold: float      # the same rows, grouped and all tables built in the call
     evaluations_per_s_grouped: float   # the same rows given in coarse-row order (as ``kernel``
@@ -48,11 +49,13 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
     """Time the evaluator on ``evaluations`` uniform random strategies (``seed``) of the decode
     workload, one estimate, and (``searches``) a 4000-call ppo search and the exact search.
 
-    The evaluator is timed three times on the same rows, each the median of three calls: with the
-    tables of the space's coarse grid and their fused pieces built and each row's coarse index
-    given (the state a search is in once it has asked 32 strategies of each row it visits:
-    ``cost.model.FusedRows``); with the fused pieces built inside the call; and cold, from strategy
-    rows alone (grouping the coarse rows and building all their tables inside the call)."""
+    The evaluator is timed on the same rows: with the tables of the space's coarse grid and
+    their fused pieces built and each row's coarse index given (the state a search is in once
+    it has asked 32 strategies of each row it visits: ``cost.model.FusedRows``), the rows in
+    random order and in coarse-row order, in turn with its arithmetic alone
+    (``side_by_side``); then, each the median of three calls, with the fused pieces built
+    inside the call, and cold, from strategy rows alone (grouping the coarse rows and building
+    all their tables inside the call)."""
     work = Workload()
     problem = Problem(model, topo, work)
 
@@ -70,15 +73,15 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
 
     sizes = [min(CHUNK, evaluations - i) for i in range(0, evaluations, CHUNK)]
 
-    def per_s(fresh=False, indexed=True, grouped=False, **kw):
+    def per_s(fresh=False, indexed=True, **kw):
         """Strategies per second of evaluate(strategies, **kw): per chunk of at most CHUNK rows
         (memory stays one chunk's), the median of three calls after one untimed call of the
         same size (the first call in a process also pays for the memory the allocator maps for
         its arrays), summed over the chunks; ``fresh``: the fused pieces dropped before each;
-        ``indexed``: each row's coarse index given; ``grouped``: the rows in coarse-row order."""
+        ``indexed``: each row's coarse index given."""
         total = 0.0
         for k, n in enumerate(sizes):
-            strategies, g = rows(k, n, grouped)
+            strategies, g = rows(k, n)
             extra = {"coarse_index": g} if indexed else {}
             evaluate(model, topo, work, strategies, **kw, **extra)
             times = []
@@ -91,33 +94,43 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
             total += float(np.median(times))
         return evaluations / total
 
-    def kernel_per_s():
-        """Strategies per second of ``cost.model.kernel`` on the same rows (in coarse-row order
-        and packed beforehand, untimed), timed as ``per_s`` times the evaluator; its figures
-        must equal the evaluator's."""
-        total = 0.0
+    def side_by_side():
+        """Strategies per second of the evaluator on the rows in random order and in coarse-row
+        order, and of ``cost.model.kernel`` on the latter (packed beforehand, untimed), with
+        the tables and fused pieces built: the three timed in turn, five calls each (medians),
+        so that all meet the heap in the same state (a 1M-row call allocates and frees ~100 MB;
+        timed apart, a later run could find its arrays' memory mapped already and take its
+        ``finish`` in half the time). The kernel's figures must equal the evaluator's."""
+        total = np.zeros(3)
         for k, n in enumerate(sizes):
+            mixed, g_mixed = rows(k, n)
             strategies, g = rows(k, n, grouped=True)
             code = pack(strategies)
+            evaluate(model, topo, work, mixed, tables=problem.tables, coarse_index=g_mixed)
             got = kernel(model, topo, work, problem.tables, g, code)
             want = evaluate(model, topo, work, strategies, tables=problem.tables,
                             coarse_index=g)
             if not (np.array_equal(got[0], want.valid) and
                     np.array_equal(got[2], want.tokens_per_s_per_gpu, equal_nan=True)):
                 raise AssertionError("cost.model.kernel differs from evaluate")
-            times = []
-            for _ in range(3):
-                t0 = time.perf_counter()
-                kernel(model, topo, work, problem.tables, g, code)
-                times.append(time.perf_counter() - t0)
-            total += float(np.median(times))
-        return evaluations / total
+            del got, want
+            calls = (lambda: evaluate(model, topo, work, mixed, tables=problem.tables,
+                                      coarse_index=g_mixed),
+                     lambda: evaluate(model, topo, work, strategies, tables=problem.tables,
+                                      coarse_index=g),
+                     lambda: kernel(model, topo, work, problem.tables, g, code))
+            times = [[], [], []]
+            for _ in range(5):
+                for t, call in zip(times, calls):
+                    t0 = time.perf_counter()
+                    call()
+                    t.append(time.perf_counter() - t0)
+            total += np.median(times, axis=1)
+        return tuple(evaluations / total)
 
-    warm = per_s(tables=problem.tables)
+    warm, grouped, plain = side_by_side()
     fusing = per_s(fresh=True, tables=problem.tables)
     cold = per_s(indexed=False)
-    grouped = per_s(grouped=True, tables=problem.tables)
-    plain = kernel_per_s()
     t0 = time.perf_counter()
     breakdown(model, topo, work, make_row(tp=8, batch=64))
     out = Bench(model.name, topo.name, evaluations, warm, fusing, cold, grouped, plain,
