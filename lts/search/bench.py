@@ -32,6 +32,8 @@ class Bench:
                                        # takes them), tables and fused pieces built
     kernel_per_s: float                # the evaluator's arithmetic alone on the same rows
                                        # (``cost.model.kernel``: packed, in coarse-row order)
+    kernel_per_s_random: float         # the same on the rows in random order (packed), as
+                                       # they come: no sort
     estimate_wall_s: float             # one breakdown (what ``lts estimate`` costs)
     search_wall_s: float | None = None     # ppo, budget 4000 calls, seed 0 (None: not measured)
     exact_wall_s: float | None = None      # the exact optimum
@@ -96,16 +98,16 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
 
     def side_by_side():
         """Strategies per second of the evaluator on the rows in random order and in coarse-row
-        order, and of ``cost.model.kernel`` on the latter (packed beforehand, untimed), with
-        the tables and fused pieces built: the three timed in turn, five calls each (medians),
+        order, and of ``cost.model.kernel`` on the same two (packed beforehand, untimed), with
+        the tables and fused pieces built: the four timed in turn, five calls each (medians),
         so that all meet the heap in the same state (a 1M-row call allocates and frees ~100 MB;
         timed apart, a later run could find its arrays' memory mapped already and take its
         ``finish`` in half the time). The kernel's figures must equal the evaluator's."""
-        total = np.zeros(3)
+        total = np.zeros(4)
         for k, n in enumerate(sizes):
             mixed, g_mixed = rows(k, n)
             strategies, g = rows(k, n, grouped=True)
-            code = pack(strategies)
+            code, code_mixed = pack(strategies), pack(mixed)
             evaluate(model, topo, work, mixed, tables=problem.tables, coarse_index=g_mixed)
             got = kernel(model, topo, work, problem.tables, g, code)
             want = evaluate(model, topo, work, strategies, tables=problem.tables,
@@ -118,8 +120,9 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
                                       coarse_index=g_mixed),
                      lambda: evaluate(model, topo, work, strategies, tables=problem.tables,
                                       coarse_index=g),
-                     lambda: kernel(model, topo, work, problem.tables, g, code))
-            times = [[], [], []]
+                     lambda: kernel(model, topo, work, problem.tables, g, code),
+                     lambda: kernel(model, topo, work, problem.tables, g_mixed, code_mixed))
+            times = [[], [], [], []]
             for _ in range(5):
                 for t, call in zip(times, calls):
                     t0 = time.perf_counter()
@@ -128,13 +131,13 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
             total += np.median(times, axis=1)
         return tuple(evaluations / total)
 
-    warm, grouped, plain = side_by_side()
+    warm, grouped, plain, plain_random = side_by_side()
     fusing = per_s(fresh=True, tables=problem.tables)
     cold = per_s(indexed=False)
     t0 = time.perf_counter()
     breakdown(model, topo, work, make_row(tp=8, batch=64))
     out = Bench(model.name, topo.name, evaluations, warm, fusing, cold, grouped, plain,
-                time.perf_counter() - t0)
+                plain_random, time.perf_counter() - t0)
     if searches:
         problem = Problem(model, topo, work)
         t0 = time.perf_counter()
