@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from .engines import ENGINE_NAMES, ENGINES, GENERIC, chunked
 from .search.names import BUDGET_SECONDS, MAX_BUDGET
 from .specs import load_model, load_topology, weight_bytes, with_expert_placement
-from .specs.errors import FlagError, LtsError, UsageError
+from .specs.errors import FlagError, LtsError, UsageError, cut
 from .specs.limits import MAX_SERVE_TOP
 from .specs.units import GIB
 from .specs.workload import PHASES, Workload
@@ -63,8 +63,7 @@ def parse_engine(text: str) -> tuple:
     if not releases:
         raise fail(f"{text!r}: {name} has no releases to pick from")
     if not engine_release_text(version):
-        shown = version if len(version) <= 40 else version[:20] + \
-            f"... ({len(version):,} characters)"
+        shown = cut(version, keep=20, limit=40)
         raise fail(f"{name + '@' + shown!r}: {shown!r} is not a version (releases lts models: "
                    f"{', '.join(releases)})")
     return name, version

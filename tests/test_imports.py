@@ -99,6 +99,11 @@ def test_results_named_alike_get_distinct_ids(tmp_path):
     ("total_output_tokens", 0, "total_output_tokens: 0 is not a positive number"),
     ("request_rate", 5.0, "request_rate: 5.0 paces the requests"),
     ("max_concurrency", 16.5, "concurrency: 16.5 is not an integer from 1 to 10,000,000"),
+    # a 400-digit number is shown cut, its length said
+    ("max_concurrency", 10**400 - 1, "concurrency: " + "9" * 40 + "... (400 characters) is not "
+                                     "an integer from 1 to 10,000,000"),
+    ("mean_ttft_ms", "x" * 1000, "mean_ttft_ms: 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... "
+                                 "(1,002 characters) is not a number"),
 ])
 def test_values_a_measurement_cannot_hold_are_refused(tmp_path, key, value, message):
     d = json.loads((DATA / EXAMPLES["vllm"]).read_text())

@@ -19,7 +19,7 @@ from functools import cached_property
 from pathlib import Path
 
 from . import _toml
-from .errors import SpecError
+from .errors import SpecError, cut
 from .model import (DTYPES, FORMATS, MAX_COUNT, MAX_NODES, TOO_DEEP,  # noqa: F401
                     WEIGHT_GROUPS, ModelSpec, PrecisionSpec, _Table, model_from_dict, read_text)
 from .model import (MAX_FILE_BYTES, MAX_NUMBER, MAX_PARAMS, MAX_WIDTH,  # noqa: F401
@@ -253,7 +253,7 @@ def resolve(kind: str, name_or_path: str) -> Path:
     if problem:
         what = "model" if kind == "models" else "topology"
         shown = str(name_or_path)
-        shown = shown if len(shown) <= 60 else shown[:40] + f"... ({len(shown)} characters)"
+        shown = cut(shown)
         raise SpecError(shown, "", f"{problem} (nor a shipped {what})")
     p = Path(name_or_path)
     if exists(p) or os.sep in str(name_or_path) or str(name_or_path).endswith((".toml", ".json")):

@@ -32,6 +32,12 @@ def has_hidden(text: str) -> bool:
     return any(unicodedata.category(ch) in HIDDEN for ch in text)
 
 
+def cut(text: str, keep: int = 40, limit: int = 60) -> str:
+    """``text`` as a message shows it: whole up to ``limit`` characters, else its first
+    ``keep`` and its length (a value from a file can be a 400-digit number or a megabyte)."""
+    return text if len(text) <= limit else f"{text[:keep]}... ({len(text):,} characters)"
+
+
 def hidden_problem(value: str) -> str:
     """The one message for a text value holding ``HIDDEN`` characters ("" when it holds
     none)."""
