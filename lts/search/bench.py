@@ -99,7 +99,7 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
     def side_by_side():
         """Strategies per second of the evaluator on the rows in random order and in coarse-row
         order, and of ``cost.model.kernel`` on the same two (packed beforehand, untimed), with
-        the tables and fused pieces built: the four timed in turn, five calls each (medians),
+        the tables and fused pieces built: the four timed in turn, three calls each (medians),
         so that all meet the heap in the same state (a 1M-row call allocates and frees ~100 MB;
         timed apart, a later run could find its arrays' memory mapped already and take its
         ``finish`` in half the time). The kernel's figures must equal the evaluator's."""
@@ -123,7 +123,7 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
                      lambda: kernel(model, topo, work, problem.tables, g, code),
                      lambda: kernel(model, topo, work, problem.tables, g_mixed, code_mixed))
             times = [[], [], [], []]
-            for _ in range(5):
+            for _ in range(3):
                 for t, call in zip(times, calls):
                     t0 = time.perf_counter()
                     call()
