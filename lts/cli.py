@@ -27,7 +27,7 @@ from .search.names import METHODS, STOCHASTIC
 from .serving.imports import FORMATS as IMPORT_FORMATS
 from .serving.spec import MAX_SPEC_TOKENS
 from .specs import load_model, load_topology, shipped_names
-from .specs.errors import FlagError, LtsError, StrategyError, UsageError, plain
+from .specs.errors import FlagError, LtsError, StrategyError, UsageError, cut_quoted, plain
 from .specs.strategy import COARSE, DEGREES
 from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_CP, MAX_DEGREE, MAX_ETP, MAX_GPUS,
                            MAX_JOBS, MAX_OFFLOAD_GIB, MAX_REQUEST_RATE, MAX_SEED,
@@ -86,10 +86,10 @@ class Milliseconds(click.ParamType):
             try:
                 x = float(str(value).strip())
             except ValueError:
-                self.fail(f"{value!r} is not a number of milliseconds", param, ctx)
+                self.fail(f"{cut_quoted(value)} is not a number of milliseconds", param, ctx)
         if math.isnan(x) or x <= 0:
-            self.fail(f"{value!r} is not a positive number of milliseconds (inf: no limit)",
-                      param, ctx)
+            self.fail(f"{cut_quoted(value)} is not a positive number of milliseconds (inf: no "
+                      "limit)", param, ctx)
         return x
 
 
@@ -118,7 +118,7 @@ class Finite(click.FloatRange):
     def convert(self, value, param, ctx):
         x = click.FLOAT.convert(value, param, ctx)
         if not math.isfinite(x):
-            self.fail(f"{value!r} is not a finite number", param, ctx)
+            self.fail(f"{cut_quoted(value)} is not a finite number", param, ctx)
         return super().convert(x, param, ctx)
 
 
@@ -966,7 +966,7 @@ def _methods(ctx, param, value):
     names = [v.strip() for v in value.split(",") if v.strip()]
     bad = [n for n in names if n not in STOCHASTIC + ("megatron", "exact")]
     if bad or not names:
-        raise click.BadParameter(f"{bad[0] if bad else value!r} is not one of "
+        raise click.BadParameter(f"{cut_quoted(bad[0] if bad else value)} is not one of "
                                  f"{', '.join(STOCHASTIC)} (megatron and exact always run)")
     return list(dict.fromkeys(n for n in names if n in STOCHASTIC))
 
@@ -1114,13 +1114,18 @@ def _loaded(load):
 @click.option("--evaluations", type=click.IntRange(1000, MAX_BENCH), default=1_000_000,
               show_default=True,
               help="Random strategies to evaluate for the throughput figure.")
-@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True,
+              help="Seeds the random strategies evaluated (the ppo search runs seed 0).")
 @click.option("--no-search", is_flag=True,
               help="Skip the search timings (ppo with a budget of 4000 calls, and exact).")
 @output_options
 def bench(model, topology, evaluations, seed, no_search, json_, no_color):
-    """Measure this machine: evaluator strategies/s (one core), estimate wall time, and the wall
-    time of a 4000-call ppo search (seed 0) and of the exact optimum, all in process."""
+    """Measure this machine, all in process: the evaluator's strategies/s on one core (random
+    strategies, with the coarse rows' tables and fused pieces built as a search has them; also
+    building them in the call, and with the rows given in coarse-row order), its arithmetic
+    alone on the same rows (cost.model.kernel) and the ratio of the two, an estimate's wall
+    time, and the wall time of a 4000-call ppo search (seed 0), of the exact optimum and of a
+    simulated benchmark run. docs/performance.md explains each line."""
     m, topo = _load(model, topology)
     _print(json_, no_color, asdict(measure(m, topo, evaluations, seed, searches=not no_search)),
            render_bench)
@@ -1550,6 +1555,10 @@ def import_(results, model, topology, strategy_text, tp, ep, pp, engine, engine_
     from .serving import imports
     from .specs.strategy import EP, PP, TP, instance_gpus, make_row, parse_strategy
     _check_output(output, "-o", _inputs(model, topology, *results))
+    if engine_version and not plan.engine_release_text(engine_version):
+        raise click.BadParameter(f"{cut_quoted(engine_version)} is not a version (a digit "
+                                 "first, numbers lts can order, at most 40 characters; e.g. "
+                                 "0.12.0)", param_hint="'--engine-version'")
     m, topo = _load(model, topology, None, "auto")
     if strategy_text is not None:
         for flag in ("tp", "ep", "pp"):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from .engines import ENGINE_NAMES, ENGINES, GENERIC, chunked
 from .search.names import BUDGET_SECONDS, MAX_BUDGET
 from .specs import load_model, load_topology, weight_bytes, with_expert_placement
-from .specs.errors import FlagError, LtsError, UsageError, cut
+from .specs.errors import FlagError, LtsError, UsageError, cut, cut_quoted
 from .specs.limits import MAX_SERVE_TOP
 from .specs.units import GIB
 from .specs.workload import PHASES, Workload
@@ -53,15 +53,15 @@ def parse_engine(text: str) -> tuple:
     def fail(why):
         return FlagError("'--engine'", why)
     if "@" in version:
-        raise fail(f"{text!r}: one @VERSION at most (e.g. vllm@0.12)")
+        raise fail(f"{cut_quoted(text)}: one @VERSION at most (e.g. vllm@0.12)")
     if name not in ENGINE_NAMES:
-        raise fail(f"{text!r} is not one of {', '.join(ENGINE_NAMES)} (optionally @VERSION, "
+        raise fail(f"{cut_quoted(text)} is not one of {', '.join(ENGINE_NAMES)} (optionally @VERSION, "
                    "e.g. vllm@0.12)")
     if "@" not in str(text):
         return name, None
     releases = [r for r in ENGINES[name].profiles if r]
     if not releases:
-        raise fail(f"{text!r}: {name} has no releases to pick from")
+        raise fail(f"{cut_quoted(text)}: {name} has no releases to pick from")
     if not engine_release_text(version):
         shown = cut(version, keep=20, limit=40)
         raise fail(f"{name + '@' + shown!r}: {shown!r} is not a version (releases lts models: "
@@ -217,7 +217,7 @@ def speculation(m, phase, spec_text, spec_tokens=None, acceptance=None, accepted
         raise UsageError("--spec: only with --phase serve")
     method, _, name = spec_text.partition(":")
     if (method == "draft") != bool(name):
-        raise FlagError("'--spec'", f"{spec_text!r} is not one of mtp, eagle, draft:MODEL")
+        raise FlagError("'--spec'", f"{cut_quoted(spec_text)} is not one of mtp, eagle, draft:MODEL")
     try:
         draft = load_model(name) if name else None
     except LtsError as e:
@@ -346,7 +346,7 @@ def plan(model: str, topology: str, *, method: str = "exact", budget: int = 4000
     from .search.methods import run as run_search
     from .search.names import METHODS
     if method not in METHODS:
-        raise FlagError("'--method'", f"{method!r} is not one of {', '.join(METHODS)}")
+        raise FlagError("'--method'", f"{cut_quoted(method)} is not one of {', '.join(METHODS)}")
     check_budget(budget, [method], phase)
     if slo_percentile is not None:
         if phase != "serve":

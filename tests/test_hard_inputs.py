@@ -127,7 +127,8 @@ HUGE = "9" * 5000          # Python refuses to convert integers of more than 430
 def test_integers_of_thousands_of_digits(tmp_path):
     r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", f"tp={HUGE}")
     assert r.exit_code == 2 and error(r) == ("Error: Invalid value for '--strategy': "
-                                             "tp=999999999999... is above the maximum 65,536")
+                                             "tp=999999999999... (5,000 digits) is above the "
+                                             "maximum 65,536")
     toml = tmp_path / "m.toml"
     toml.write_text(f'name = "x"\nlayers = {HUGE}\n', encoding="utf-8")
     cfg = tmp_path / "config.json"
@@ -141,8 +142,8 @@ def test_integers_of_thousands_of_digits(tmp_path):
                    f"source\na,llama3.1-8b,h100_dgx,1,{HUGE},1,1,,128,128,8,ttft_ms,9,x\n")
     r = run("validate", str(csv))     # the row skipped with the reason; none left: exit 1
     assert r.exit_code == 1 and error(r) == (f"Error: no row of {csv} could be predicted (1 "
-                                             "skipped; row 1: tp: 999999999999... is above the "
-                                             "maximum 65,536)")
+                                             "skipped; row 1: tp: 999999999999... (5,000 "
+                                             "digits) is above the maximum 65,536)")
 
 
 def test_only_regular_files_are_read(tmp_path):

@@ -35,7 +35,7 @@ def test_names_no_file_can_have():
         f"Error: {'a' * 40}... (300 characters): is not a file name: a part of it is 300 bytes, "
         "over the 255 a file name may have (nor a shipped model)")
     r = run("search", "llama3.1-8b", "ab/" * 2000)
-    assert r.exit_code == 1 and "is not a path: 6000 bytes, over the 4095 a path may have " \
+    assert r.exit_code == 1 and "is not a path: 6,000 bytes, over the 4,095 a path may have " \
         "(nor a shipped topology)" in error(r)
 
 
@@ -45,7 +45,7 @@ def test_a_measurement_cell_no_file_can_have(tmp_path):
         "b,llama3.1-8b,h100_dgx,1,1,1,1,,1024,128,16,ttft_ms,100,x\n")
     d = json.loads(run("validate", str(tmp_path / "m.csv"), "--json").stdout)
     assert d["skipped"][0]["reason"] == (
-        f"model '{'9' * 40}'... (3000 characters): is not a file name: a part of it is 3000 "
+        f"model '{'9' * 40}'... (3,000 characters): is not a file name: a part of it is 3,000 "
         "bytes, over the 255 a file name may have")
 
 
@@ -270,3 +270,17 @@ def test_json_of_more_objects_and_arrays_than_lts_reads(tmp_path, monkeypatch):
     result.write_text(json.dumps(vllm) + "\n" + json.dumps(vllm) + "\n")
     r = run("import", str(result), "--model", "llama3.1-8b", "--topology", "h100_dgx")
     assert r.exit_code == 0 and r.output.count("\n") == 7, r.output
+
+
+def test_a_long_value_that_is_no_number_is_called_that(tmp_path):
+    """A degree or a cell of 60 letters is not a number, not a number above the maximum; it is
+    shown cut, its length said (specs.errors.cut_quoted)."""
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1,ep=" + "x" * 3000)
+    assert r.exit_code == 2 and error(r) == (
+        "Error: Invalid value for '--strategy': ep='" + "x" * 40 + "'... (3,000 characters) is "
+        "not a positive integer")
+    (tmp_path / "m.csv").write_text(
+        HEADER + "\na,llama3.1-8b,h100_dgx,1,1,1,1,,128,128," + "abc" * 30 + ",ttft_ms,9,x\n")
+    d = json.loads(run("validate", str(tmp_path / "m.csv"), "--json").stdout)
+    assert d["skipped"][0]["reason"] == ("concurrency: '" + ("abc" * 14)[:40] + "'... (90 "
+                                         "characters) is not a positive integer")

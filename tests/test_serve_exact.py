@@ -170,7 +170,7 @@ def test_unique_pairs_is_numpy_unique_of_the_pairs(nx, ny):
     assert np.array_equal(inverse, ref_inverse.reshape(x.shape))
 
 
-_TIMES = st.sampled_from([0.5, 1.0, 1.0 + 1e-9, 1.0 + 1e-3, 2.0, 3.0, np.inf])
+_TIMES = st.sampled_from([0.0, 0.5, 1.0, 1.0 + 1e-9, 1.0 + 1e-3, 2.0, 3.0, np.inf])
 
 
 @given(st.integers(1, 3).flatmap(lambda i: st.integers(1, 12).flatmap(lambda k: st.tuples(
@@ -193,6 +193,17 @@ def test_undominated_leaves_out_exactly_the_dominated_entries(mdg):
         if tie or faster:
             want[i, k] = False
     assert np.array_equal(_undominated(m, d, g), want)
+
+
+@pytest.mark.parametrize("bad", [-1.0, np.nan])
+def test_undominated_keeps_every_entry_beside_a_negative_or_nan_time(bad):
+    """The margin's test (m' < m (1 - MARGIN)) holds for times >= 0 only: where a time is
+    negative or NaN, no entry is left out (an entry would otherwise dominate itself)."""
+    from lts.search.serve_exact import _undominated
+    m = np.array([[bad, 2.0, 2.0, 3.0]])
+    d = np.array([[1.0, 1.0, 1.0, 5.0]])
+    assert _undominated(m, d, np.zeros((1, 4), dtype=np.int64)).all()
+    assert _undominated(d, m, np.zeros((1, 4), dtype=np.int64)).all()
 
 
 @pytest.mark.parametrize("case", ["moe-sglang", "moe-trtllm"])

@@ -98,7 +98,9 @@ def _undominated(m, d, group):
     margin of each other (the same cost summed in another order) are all kept, for the index
     to decide between them as before. ``keep`` [I, K] bool."""
     I, K = m.shape
-    if np.isnan(m).any() or np.isnan(d).any():
+    # the margin's test m' < m (1 - MARGIN) holds for times >= 0 (a cost table never gives
+    # less): NaN or a negative time keeps every entry
+    if not ((m >= 0).all() and (d >= 0).all()):
         return np.ones((I, K), dtype=bool)
     um, rm = np.unique(m, return_inverse=True)
     ud, rd = np.unique(d, return_inverse=True)

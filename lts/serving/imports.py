@@ -40,7 +40,7 @@ import math
 from pathlib import Path
 
 from ..engines import ENGINE_NAMES
-from ..specs.errors import SpecError, cut, has_hidden
+from ..specs.errors import SpecError, cut_quoted, has_hidden
 from ..specs import read_text
 from ..specs.model import check_json_containers
 from ..specs.limits import MAX_CONCURRENCY, MAX_MEASURED
@@ -114,10 +114,11 @@ def _num(path, where, obj, key):
     """A positive, finite number of a result (a time, a count, a rate)."""
     v = obj.get(key)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise SpecError(path, where, f"{key}: {cut(repr(v))} is not a number (is this a "
+        raise SpecError(path, where, f"{key}: {cut_quoted(v)} is not a number (is this a "
                                      f"{'/'.join(FORMATS)} result?)")
     if not (math.isfinite(v) and 0 < v <= MAX_VALUE):
-        raise SpecError(path, where, f"{key}: {cut(repr(v))} is not a positive number up to {MAX_VALUE:g}")
+        raise SpecError(path, where, f"{key}: {cut_quoted(v)} is not a positive number up to "
+                                     f"{MAX_VALUE:g}")
     return float(v)
 
 
@@ -128,13 +129,13 @@ def _metric(path, where, obj, key, ms: bool):
             not isinstance(m.get("avg"), (int, float)):
         raise SpecError(path, where, f"{key}: no average (expected {{\"unit\", \"avg\"}})")
     if not (math.isfinite(m["avg"]) and 0 < m["avg"] <= MAX_VALUE):
-        raise SpecError(path, where, f"{key}.avg: {cut(repr(m['avg']))} is not a positive number up to "
-                                     f"{MAX_VALUE:g}")
+        raise SpecError(path, where, f"{key}.avg: {cut_quoted(m['avg'])} is not a positive number "
+                                     f"up to {MAX_VALUE:g}")
     if not ms:
         return float(m["avg"])
     unit = str(m.get("unit", "ms")).lower()
     if unit not in TIME_UNITS:
-        raise SpecError(path, where, f"{key}: unit {cut(repr(unit))} is not a time unit")
+        raise SpecError(path, where, f"{key}: unit {cut_quoted(unit)} is not a time unit")
     return float(m["avg"]) * TIME_UNITS[unit]
 
 
@@ -145,9 +146,9 @@ def _closed(path, where, rate) -> None:
     if rate is None or isinstance(rate, float) and math.isinf(rate) and rate > 0 or \
             isinstance(rate, str) and rate.strip().lower() in ("inf", "+inf", "infinity"):
         return
-    raise SpecError(path, where, f"request_rate: {cut(repr(rate))} paces the requests (or is no rate): "
-                                 "a rate-limited run is not the closed loop of C clients lts "
-                                 "validate predicts (run with an infinite request rate)")
+    raise SpecError(path, where, f"request_rate: {cut_quoted(rate)} paces the requests (or is no "
+                                 "rate): a rate-limited run is not the closed loop of C clients "
+                                 "lts validate predicts (run with an infinite request rate)")
 
 
 def _find(obj, key, kinds=(int,)):
@@ -189,8 +190,8 @@ def read(path, fmt: str = "auto") -> list:
         if kind in ("vllm", "sglang"):
             done = _num(path, where, obj, "completed")
             if done != int(done):
-                raise SpecError(path, where, f"completed: {cut(repr(obj['completed']))} is not a whole "
-                                             "number of requests")
+                raise SpecError(path, where, f"completed: {cut_quoted(obj['completed'])} is not a "
+                                             "whole number of requests")
             _closed(path, where, obj.get("request_rate"))
             conc = obj.get("max_concurrency")
             run = {"isl": _num(path, where, obj, "total_input_tokens") / done,
@@ -219,7 +220,7 @@ def read(path, fmt: str = "auto") -> list:
                                          "lts validate predicts closed loops of C clients")
         if isinstance(conc, bool) or not isinstance(conc, int) or \
                 not 1 <= conc <= MAX_CONCURRENCY:
-            raise SpecError(path, where, f"concurrency: {cut(repr(conc))} is not an integer from 1 to "
+            raise SpecError(path, where, f"concurrency: {cut_quoted(conc)} is not an integer from 1 to "
                                          f"{MAX_CONCURRENCY:,} (what lts validate reads)")
         if run["isl"] < 1 or run["osl"] < 1:        # (rows() rounds them up to 1)
             raise SpecError(path, where, f"tokens per request ({run['isl']:.4g} in, "
@@ -242,7 +243,7 @@ def _bench(path, where, obj: dict, kind: str, done: float) -> dict:
     if kind == "sglang" and obj.get("dataset_name") == "random" and \
             isinstance(r, (int, float)) and not isinstance(r, bool):
         if not (math.isfinite(r) and 0 < r <= 1):
-            raise SpecError(path, where, f"random_range_ratio: {cut(repr(r))} is not in (0, 1]")
+            raise SpecError(path, where, f"random_range_ratio: {cut_quoted(r)} is not in (0, 1]")
         out["range_ratio"] = float(r)
         out["lengths"] = (_num(path, where, obj, "random_input_len"),
                           _num(path, where, obj, "random_output_len"))

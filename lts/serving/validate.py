@@ -70,7 +70,7 @@ import numpy as np
 
 from ..engines import ENGINE_NAMES, ENGINES, GENERIC, engine_for_source, version_in_source
 from ..engines.space import from_layout
-from ..specs.errors import LtsError, SpecError, StrategyError, has_hidden, hidden_problem, plain
+from ..specs.errors import LtsError, SpecError, StrategyError, cut_quoted, has_hidden, hidden_problem, plain
 from ..specs.limits import (MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED,
                            MAX_SIM_REQUESTS, MAX_TOKENS, MIN_MEASURED)
 from . import two_pool
@@ -181,10 +181,11 @@ def _int(col, text, allow_empty=False, default=0):
     text = text.strip()
     if not text and allow_empty:
         return default
+    if not (text.isascii() and text.isdigit()) or int(text[:40] or "0") < 1:
+        raise _Skip(f"{col}: {cut_quoted(text)} is not a positive integer")
     if len(text) > 40:                          # before int(): 4300+ digits raise
-        raise _Skip(f"{col}: {text[:12]}... is above the maximum {MAX_CELL[col]:,}")
-    if not (text.isascii() and text.isdigit()) or int(text) < 1:
-        raise _Skip(f"{col}: {text!r} is not a positive integer")
+        raise _Skip(f"{col}: {text[:12]}... ({len(text):,} digits) is above the maximum "
+                    f"{MAX_CELL[col]:,}")
     if int(text) > MAX_CELL[col]:
         raise _Skip(f"{col}: {text} is above the maximum {MAX_CELL[col]:,}")
     return int(text)
@@ -314,7 +315,7 @@ def _measurement(n: int, raw: dict, fields: int, seen: dict) -> Measurement:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and MIN_MEASURED <= value <= MAX_MEASURED):
-        raise _Skip(f"value: {_short(r['value'])} is not a number from {MIN_MEASURED:g} to "
+        raise _Skip(f"value: {cut_quoted(r['value'])} is not a number from {MIN_MEASURED:g} to "
                     f"{MAX_MEASURED:g}")
     engine = r.get("engine", "").lower()
     engine = engine_for_source(engine) or engine if engine not in ENGINE_NAMES else engine
@@ -412,9 +413,6 @@ _KIND = {"fp8": "fp8", "fp8_block": "fp8", "mxfp8": "fp8", "nvfp4": "fp4", "mxfp
          "w4a16_zp": "int4", "w4a16_g32": "int4"}
 
 
-def _short(cell: str) -> str:
-    """A cell as a reason shows it: quoted, a long one cut (its length said)."""
-    return repr(cell) if len(cell) <= 60 else repr(cell[:40]) + f"... ({len(cell)} characters)"
 
 
 class _Loader:
@@ -433,16 +431,16 @@ class _Loader:
             ref = cell if cell in self.shipped or Path(cell).is_absolute() else \
                 str(self.where / cell)
             if cell not in self.shipped and path_problem(ref):
-                self.errors[cell] = f"{self.what} {_short(cell)}: {path_problem(ref)}"
+                self.errors[cell] = f"{self.what} {cut_quoted(cell)}: {path_problem(ref)}"
             elif cell not in self.shipped and not exists(ref):
-                self.errors[cell] = (f"{self.what} {_short(cell)} is not shipped, nor a file or "
+                self.errors[cell] = (f"{self.what} {cut_quoted(cell)} is not shipped, nor a file or "
                                      "folder "
                                      f"(relative paths resolve against {self.where})")
             else:
                 try:
                     self.loaded[cell] = self.load(ref)
                 except SpecError as e:
-                    self.errors[cell] = f"{self.what} {_short(cell)}: {e}"
+                    self.errors[cell] = f"{self.what} {cut_quoted(cell)}: {e}"
         return self.errors.get(cell, "")
 
     def get(self, cell: str):

@@ -229,9 +229,9 @@ def path_problem(name_or_path) -> str:
                   default=0)
     total = len(text.encode("utf-8", "surrogateescape"))
     if total >= PATH_MAX:
-        return f"is not a path: {total} bytes, over the {PATH_MAX - 1} a path may have"
+        return f"is not a path: {total:,} bytes, over the {PATH_MAX - 1:,} a path may have"
     if longest > NAME_MAX:
-        return f"is not a file name: a part of it is {longest} bytes, over the {NAME_MAX} a " \
+        return f"is not a file name: a part of it is {longest:,} bytes, over the {NAME_MAX} a " \
                "file name may have"
     return ""
 

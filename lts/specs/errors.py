@@ -38,6 +38,15 @@ def cut(text: str, keep: int = 40, limit: int = 60) -> str:
     return text if len(text) <= limit else f"{text[:keep]}... ({len(text):,} characters)"
 
 
+def cut_quoted(value) -> str:
+    """A value as a message shows it: text quoted (``repr``), anything else as ``repr`` writes
+    it, a long one cut (its length said: the text's own, without the quotes)."""
+    if not isinstance(value, str):
+        return cut(repr(value))
+    return repr(value) if len(value) <= 60 else repr(value[:40]) + \
+        f"... ({len(value):,} characters)"
+
+
 def hidden_problem(value: str) -> str:
     """The one message for a text value holding ``HIDDEN`` characters ("" when it holds
     none)."""
