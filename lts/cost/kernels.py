@@ -176,6 +176,26 @@ def _axis(grid, x):
     return i, w, over
 
 
+def _timed_row(row, grid):
+    """(log2 sizes, values) of a one-axis table's timed (finite) points, as ``_lerp`` reads
+    them; (None, None) where none is timed."""
+    row = row.astype(np.float64)
+    ok = np.isfinite(row)
+    if not ok.any():
+        return None, None
+    return _log_grid(grid)[ok], row[ok]
+
+
+def _interp_timed(lg, row, x, slope):
+    """A one-axis table at sizes ``x`` from its ``_timed_row``: NumPy's interpolation over the
+    timed points, past the last of them ``slope`` x log2 overshoot (NaN: none timed)."""
+    x = np.asarray(x, dtype=np.float64)
+    if lg is None:
+        return np.full(x.shape, np.nan)
+    lx = np.log2(np.maximum(x, 1e-12))
+    return np.interp(lx, lg, row) + slope * np.maximum(lx - lg[-1], 0.0)
+
+
 def _lerp(table, grids, xs, slopes):
     """Multilinear interpolation of log2 ``table`` [len(g) for g in grids] at sizes ``xs``
     (broadcast together); past the last point each axis adds slope x log2 overshoot. NaN
@@ -184,13 +204,7 @@ def _lerp(table, grids, xs, slopes):
     xs = np.broadcast_arrays(*[np.asarray(x, dtype=np.float64) for x in xs])
     if len(grids) == 1:     # one axis: NumPy's own interpolation over the timed points (a
         # row timed at fewer sizes than the grid has NaN past its last: it extends from there)
-        lg, row = _log_grid(grids[0]), table.astype(np.float64)
-        ok = np.isfinite(row)
-        if not ok.any():
-            return np.full(xs[0].shape, np.nan)
-        lg, row = lg[ok], row[ok]
-        lx = np.log2(np.maximum(xs[0], 1e-12))
-        return np.interp(lx, lg, row) + slopes[0] * np.maximum(lx - lg[-1], 0.0)
+        return _interp_timed(*_timed_row(table, grids[0]), xs[0], slopes[0])
     parts = [_axis(g, x) for g, x in zip(grids, xs)]
     # all 2^n corners at once, corner c on the leading axis (axis a upper where bit a of c):
     # one gather, and the sums over the corners in corner order, as a loop over them would add
@@ -503,9 +517,13 @@ class KernelSet:
         for g in np.unique(gpus):      # a timed GPU count: its row alone (the common case)
             sel = gpus == g
             j = int(np.searchsorted(grid, g))
-            out[sel] = _lerp(lat[j], [d[p + "bytes"]], (nbytes[sel],), (1.0,)) \
-                if j < len(grid) and grid[j] == g else \
-                _lerp(lat, [grid, d[p + "bytes"]], (g, nbytes[sel]), (1.0, 1.0))
+            if j < len(grid) and grid[j] == g:
+                # _lerp's one-axis case, its timed points taken once per row (a problem
+                # builds its cost tables a few hundred times, each asking every row)
+                timed = self._memo(("ar_row", p, j), lambda: _timed_row(lat[j], d[p + "bytes"]))
+                out[sel] = _interp_timed(*timed, nbytes[sel], 1.0)
+            else:
+                out[sel] = _lerp(lat, [grid, d[p + "bytes"]], (g, nbytes[sel]), (1.0, 1.0))
         return MS * np.exp2(out)
 
     def as_dict(self) -> dict:
