@@ -1459,10 +1459,12 @@ def sweep(grid, output, jobs, shard, json_, no_color):
             problems = sw.shard(problems, shard)
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="'--shard'") from None
-    output = output or str(Path(grid).with_suffix(".jsonl"))
-    if Path(output).resolve() == Path(grid).resolve():
+    output = str(Path(grid).with_suffix(".jsonl")) if output is None else output
+    if output.strip() and Path(output).resolve() == Path(grid).resolve():
         raise click.UsageError("-o: the same file as the grid")
-    _check_output(output, "-o", (grid,))
+    # the grid and every model and topology file it names are inputs, never written
+    named = {(p.model, p.topology) for p in problems}
+    _check_output(output, "-o", (grid,) + tuple(f for m, t in named for f in _inputs(m, t)))
     if Path(output).exists() and not Path(output).is_file():
         raise click.UsageError(f"-o {output}: is not a regular file (a sweep reads its output "
                                "back to resume)")
@@ -1629,23 +1631,30 @@ def calibrate(measurements, output, overlay, train, holdout, json_, no_color):
     from .specs import resolve
     _check_output(output, "-o", (measurements,))
     overlay_flag = "--overlay" if overlay is not None else "--overlay (-o's name with -engine.toml)"
-    overlay = overlay or _beside(output, "-engine", ".toml")
+    overlay = _beside(output, "-engine", ".toml") if overlay is None else overlay
     device = Path(output).exists() and not Path(output).is_file()      # /dev/null: both there
-    if Path(overlay).resolve() == Path(output).resolve() and not device:
+    if overlay.strip() and Path(overlay).resolve() == Path(output).resolve() and not device:
         raise click.UsageError("--overlay: the same file as -o (the topology)")
     _check_output(overlay, overlay_flag, (measurements,))
     try:
         meas = read_measurements(measurements)[0]
-        base_path = resolve("topologies", meas[0].topology) if meas and meas[0].topology in \
-            shipped_names("topologies") else (Path(measurements).resolve().parent /
-                                             meas[0].topology if meas else None)
+    except LtsError as e:
+        raise click.ClickException(str(e)) from None
+    here = Path(measurements).resolve().parent
+
+    def named(kind, name):      # a row's model or topology file: shipped, or beside the CSV
+        return resolve(kind, name) if name in shipped_names(kind) else here / name
+    base_path = named("topologies", meas[0].topology) if meas else None
+    # the topology and the model files the rows name are read again, never written: refused
+    # before the fit
+    read = tuple(str(f) for f in {named("models", r.model) for r in meas} | {base_path} if f)
+    _check_output(output, "-o", read)
+    _check_output(overlay, overlay_flag, read)
+    try:
         with progress(None, "fitting", disable=json_) as advance:
             fit = cal.calibrate(measurements, train, progress=advance, holdout=holdout)
     except LtsError as e:
         raise click.ClickException(str(e)) from None
-    if base_path is not None:       # the topology the rows name: read again, never written
-        _check_output(output, "-o", (str(base_path),))
-        _check_output(overlay, overlay_flag, (str(base_path),))
     note = (f"FITTED by lts calibrate on {Path(measurements).name} ({fit.train_points} points; "
             f"held out {fit.held_points}: median |log2| "
             f"{_f(fit.before['held_out']['median_abs_log2_ratio'])} -> "

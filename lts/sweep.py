@@ -230,7 +230,13 @@ def answer(d: dict):
 
 
 def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    """A finite JSON number (an integer of hundreds of digits is none: no float holds it)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
 
 
 def done_keys(lines: dict) -> set:

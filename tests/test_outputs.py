@@ -123,9 +123,43 @@ def test_a_pipe_is_refused_not_written(tmp_path):
      "--plot"),
     (["search", "llama3.1-8b", "h100_dgx", "--gpus", "1", "--emit", "vllm", "--emit-format",
       "slurm", "--emit-file", ""], "--emit-file"),
-], ids=["import", "plot", "emit-file"])
+    (["sweep", ROOT / "scripts" / "sweep_example.toml", "-o", ""], "-o"),
+], ids=["import", "plot", "emit-file", "sweep"])
 def test_an_empty_output_name(args, flag):
     refused(run(*args), f"Error: {flag}: an empty file name")
+
+
+def test_calibrate_with_an_empty_overlay_name(tmp_path):
+    """--overlay '': refused, not the name derived from -o."""
+    csv = synthetic(tmp_path / "m.csv")
+    refused(run("calibrate", csv, "-o", tmp_path / "f.toml", "--overlay", ""),
+            "Error: --overlay: an empty file name")
+    assert not (tmp_path / "f.toml").exists()
+
+
+def test_sweep_onto_a_topology_its_grid_names(tmp_path):
+    """The model and topology files a grid names are its inputs too (a topology named by its
+    file; the shipped ones by name alike)."""
+    topo = tmp_path / "t.toml"
+    shutil.copy(ROOT / "topologies" / "h100_dgx.toml", topo)
+    grid = tmp_path / "g.toml"
+    grid.write_text(GRID.replace('["h100_dgx"]', f'["{topo}"]'))
+    before = topo.read_bytes()
+    refused(run("sweep", grid, "-o", topo), f"Error: -o {topo}: is {topo}, an input of this "
+                                            "command")
+    assert topo.read_bytes() == before
+
+
+def test_calibrate_onto_a_model_file_its_rows_name(tmp_path):
+    """A model file the measurement rows name (beside the CSV) is read again, never written:
+    refused before the fit."""
+    shutil.copy(ROOT / "models" / "llama3.1-8b.toml", tmp_path / "mine.toml")
+    csv = synthetic(tmp_path / "m.csv", model="mine.toml")
+    before = (tmp_path / "mine.toml").read_bytes()
+    model = (tmp_path / "mine.toml").resolve()
+    refused(run("calibrate", csv, "-o", tmp_path / "mine.toml"),
+            f"Error: -o {tmp_path / 'mine.toml'}: is {model}, an input of this command")
+    assert (tmp_path / "mine.toml").read_bytes() == before
 
 
 def test_a_missing_folder(tmp_path):

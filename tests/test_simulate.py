@@ -170,6 +170,11 @@ def test_trace_formats(tmp_path):
     bad.write_text("when,isl,osl\n0,3,10\n")
     with pytest.raises(SpecError, match="arrival_s: missing column"):
         read_trace(bad)
+    huge = tmp_path / "h.jsonl"         # an integer no float holds: one line, cut
+    huge.write_text('{"timestamp": 0, "input_length": ' + "9" * 400 + ', "output_length": 3}\n')
+    with pytest.raises(SpecError, match=r"input_length: 9{40}\.\.\. \(400 characters\) is not "
+                                        "a whole number of tokens"):
+        read_trace(huge)
 
 
 def test_cli_simulate_json_and_plot(tmp_path):

@@ -219,6 +219,7 @@ def _mangled(good: dict) -> list:
             json.dumps(with_best(tokens_per_s_per_gpu=-1e308)),
             json.dumps(with_best(tokens_per_s_per_gpu="10")),
             json.dumps(with_best(tp="8")),
+            json.dumps(with_best(tp=10**400)),                              # no float holds it
             json.dumps(no_best), json.dumps(no_tp),
             json.dumps({**good, "result": "[" * 50}),
             '{"key": "' + good["key"] + '", "result": ' + "[" * 100_000 + "]" * 100_000 + "}"]

@@ -21,7 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from ..specs import read_text
-from ..specs.errors import SpecError
+from ..specs.errors import SpecError, cut_quoted
 from ..specs.model import check_json_containers
 from ..specs.limits import MAX_SIM_REQUESTS, MAX_TOKENS
 
@@ -53,11 +53,11 @@ def _tokens(file, where, name, value) -> int:
         value = repr(value)          # JSON true is not a token count
     try:
         x = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):     # (an integer of hundreds of digits)
         x = math.nan
     if not (math.isfinite(x) and x == int(x) and 1 <= x <= MAX_TOKENS):
-        raise SpecError(file, where, f"{name}: {value!r} is not a whole number of tokens from "
-                                     f"1 to {MAX_TOKENS:,}")
+        raise SpecError(file, where, f"{name}: {cut_quoted(value)} is not a whole number of "
+                                     f"tokens from 1 to {MAX_TOKENS:,}")
     return int(x)
 
 
@@ -66,10 +66,10 @@ def _seconds(file, where, name, value, scale=1.0) -> float:
         value = repr(value)
     try:
         x = float(value) * scale
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         x = math.nan
     if not (math.isfinite(x) and x >= 0):
-        raise SpecError(file, where, f"{name}: {value!r} is not a time >= 0")
+        raise SpecError(file, where, f"{name}: {cut_quoted(value)} is not a time >= 0")
     return x
 
 
