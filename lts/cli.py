@@ -27,7 +27,7 @@ from .search.names import METHODS, STOCHASTIC
 from .serving.imports import FORMATS as IMPORT_FORMATS
 from .serving.spec import MAX_SPEC_TOKENS
 from .specs import load_model, load_topology, shipped_names
-from .specs.errors import FlagError, LtsError, StrategyError, UsageError, cut_quoted, plain
+from .specs.errors import FlagError, LtsError, StrategyError, UsageError, cut, cut_quoted, plain
 from .specs.strategy import COARSE, DEGREES
 from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_CP, MAX_DEGREE, MAX_ETP, MAX_GPUS,
                            MAX_JOBS, MAX_OFFLOAD_GIB, MAX_REQUEST_RATE, MAX_SEED,
@@ -73,6 +73,29 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 # Every flag value is checked at the boundary, one rule per kind of value (lts.specs.limits; bad flags
 # exit 2).
+
+
+class Count(click.IntRange):
+    """click's IntRange whose refusals show a long value cut (``specs.errors.cut``): an integer
+    flag given 5,000 digits said all of them. Digits are ASCII: ``int()`` also reads other
+    scripts' digits ('٨') and underscores ('1_0'), which no other reader of lts takes."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip().lstrip("+-").isascii():
+            self.fail(f"{cut_quoted(value)} is not a valid integer (ASCII digits)", param, ctx)
+        if isinstance(value, str) and "_" in value:
+            self.fail(f"{cut_quoted(value)} is not a valid integer", param, ctx)
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter as e:
+            text = str(value)
+            if len(text) <= 60:
+                raise
+            grouped = f"{int(text):,}" if text.strip().isdigit() and len(text) < 4300 else None
+            message = e.message.replace(text, cut(text))
+            if grouped:
+                message = message.replace(grouped, cut(grouped))
+            self.fail(message, param, ctx)
 
 
 class Milliseconds(click.ParamType):
@@ -186,7 +209,7 @@ def spec_options(fn):
                           "layers (mtp), an EAGLE-3 head (eagle) or a draft model "
                           "(draft:MODEL, a shipped name or file); each step verifies "
                           "--spec-tokens drafts per request (docs/serving.md)."),
-        click.option("--spec-tokens", type=click.IntRange(1, MAX_SPEC_TOKENS), default=None,
+        click.option("--spec-tokens", type=Count(1, MAX_SPEC_TOKENS), default=None,
                      help="serve, with --spec: tokens drafted per step (default: mtp the "
                           "model's MTP layers, else 3)."),
         click.option("--acceptance", type=Finite(0, 1), default=None,
@@ -209,7 +232,7 @@ def prefix_options(fn):
         click.option("--prefix-hit", type=Finite(0, 1), default=None, metavar="F",
                      help="serve: the fraction of each prompt's tokens already in the KV cache "
                           "(prefix caching: not prefilled; at most all but the last token)."),
-        click.option("--prefixes", type=click.IntRange(1, MAX_CONCURRENCY), default=1,
+        click.option("--prefixes", type=Count(1, MAX_CONCURRENCY), default=1,
                      show_default=True,
                      help="serve, with --prefix-hit: distinct cached prefixes, their KV cache "
                           "held once each (1: a shared system prompt; one per conversation: "
@@ -277,9 +300,9 @@ def serve_workload_options(concurrency: bool):
                              "serve: requests of --isl input and --osl output tokens, back to "
                              "back (output tokens/s).")
         opts = [
-            click.option("--isl", type=click.IntRange(1, MAX_TOKENS), default=1024,
+            click.option("--isl", type=Count(1, MAX_TOKENS), default=1024,
                          show_default=True, help="serve: input tokens per request."),
-            click.option("--osl", type=click.IntRange(1, MAX_TOKENS), default=1024,
+            click.option("--osl", type=Count(1, MAX_TOKENS), default=1024,
                          show_default=True, help="serve: output tokens per request."),
             click.option("--engine", type=EngineParam(), default=None,
                          help=("serve: the engine profile (scheduler defaults, KV-cache memory, "
@@ -296,7 +319,7 @@ def serve_workload_options(concurrency: bool):
         ]
         if concurrency:
             opts.append(click.option(
-                "--concurrency", type=click.IntRange(1, MAX_CONCURRENCY), default=None,
+                "--concurrency", type=Count(1, MAX_CONCURRENCY), default=None,
                 help="serve: requests in flight, kept constant: a finished request is replaced "
                      "at once (default: the strategy's batch= if named, else the concurrency "
                      "with the highest output tokens/s)."))
@@ -310,7 +333,7 @@ def _workload_flags(fn, phases, phase_help):
     opts = [
         click.option("--phase", type=click.Choice(phases), default="decode", show_default=True,
                      help=phase_help),
-        click.option("--context", type=click.IntRange(1, MAX_TOKENS), default=16384,
+        click.option("--context", type=Count(1, MAX_TOKENS), default=16384,
                      show_default=True, help="Context (KV cache) length in tokens; prompt length "
                                              "in prefill."),
         click.option("--tpot-slo-ms", type=MS, default=plan.TPOT_SLO_MS,
@@ -318,7 +341,7 @@ def _workload_flags(fn, phases, phase_help):
                                              "when given)."),
         click.option("--ttft-slo-ms", type=MS, default=None,
                      help="Prefill and serve SLO: time to first token (none by default)."),
-        click.option("--gpus", type=click.IntRange(1), default=None,
+        click.option("--gpus", type=Count(1), default=None,
                      help="Device budget (default: every GPU of the topology)."),
         click.option("--precision", type=PRECISION, default=None,
                      help="Override the weight format: bf16, fp16, fp32, fp8, int8, fp8_block, "
@@ -536,7 +559,7 @@ def expert_options(fn):
     loaded (``specs.with_expert_placement``; docs/design.md §3 "Expert load")."""
     opts = [
         click.option("--redundant-experts", "redundant_experts",
-                     type=click.IntRange(0, MAX_DEGREE), default=None, metavar="N",
+                     type=Count(0, MAX_DEGREE), default=None, metavar="N",
                      callback=_expert_flag, expose_value=False,
                      help="MoE: N extra expert copies over the expert-parallel group, placed by "
                           "the engine's load balancer (EPLB, implied): experts + N slots must "
@@ -573,12 +596,12 @@ def pool_options(what: str):
                          help=f"{what}: one prefill instance's strategy (as --strategy); batch= "
                               "the prompts it runs in one pass (default: one per attention-DP "
                               "rank)."),
-            click.option("--prefill-workers", type=click.IntRange(1, MAX_GPUS), default=1,
+            click.option("--prefill-workers", type=Count(1, MAX_GPUS), default=1,
                          show_default=True, help=f"{what}: prefill instances."),
             click.option("--decode", "decode_text", default=None, metavar="STRATEGY",
                          help=f"{what}: one decode instance's strategy; batch= the requests it "
                               "runs at most (default: what its KV cache and the engine hold)."),
-            click.option("--decode-workers", type=click.IntRange(1, MAX_GPUS), default=1,
+            click.option("--decode-workers", type=Count(1, MAX_GPUS), default=1,
                          show_default=True, help=f"{what}: decode instances.")]
         for opt in reversed(opts):
             fn = opt(fn)
@@ -808,11 +831,11 @@ def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, dec
                    "by the exact solver's bounds; ppo-paper: the paper's agent and settings; "
                    "random-walk, anneal, random: baselines; megatron: Megatron's per-op "
                    f"sharding over every {'/'.join(COARSE)}.")
-@click.option("--budget", type=click.IntRange(1), default=4000, show_default=True,
+@click.option("--budget", type=Count(1), default=4000, show_default=True,
               help="Evaluator calls (ignored by megatron and exact).")
-@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True,
+@click.option("--seed", type=Count(0, MAX_SEED), default=0, show_default=True,
               help="Random seed.")
-@click.option("--top", type=click.IntRange(1, MAX_TOP), default=10, show_default=True,
+@click.option("--top", type=Count(1, MAX_TOP), default=10, show_default=True,
               help=f"Strategies to list (at most {MAX_SERVE_TOP} with --phase serve and "
                    "--method exact, which proves each).")
 @click.option("--emit", "emit", type=click.Choice(REAL_ENGINES), default=None,
@@ -842,13 +865,13 @@ def _estimate_two_pools(m, topo, prefill_text, prefill_workers, decode_text, dec
               help="--phase serve: pair the two-pool deployment's prefill pool on TOPOLOGY with "
                    "a decode pool on this topology (another GPU type); --gpus counts both "
                    "pools' GPUs.")
-@click.option("--max-cp", type=click.IntRange(1, MAX_CP), default=1, show_default=True,
+@click.option("--max-cp", type=Count(1, MAX_CP), default=1, show_default=True,
               help="Context parallelism up to this degree (powers of two) in the space. A "
                    "prefill pass splits each prompt's tokens over cp more GPUs (--phase "
                    "prefill; --phase serve: the prefill pool of two pools); a decode step "
                    "splits the KV cache by tokens over dcp of its tp ranks (--phase decode; "
                    "--phase serve: one pool, the decode pool of two) (docs/design.md §2).")
-@click.option("--moe-tp", "max_etp", type=click.IntRange(1, MAX_ETP), default=1,
+@click.option("--moe-tp", "max_etp", type=Count(1, MAX_ETP), default=1,
               show_default=True,
               help="Expert tensor parallelism up to this degree (powers of two, at most tp) in "
                    "the space: under ffn1/ffn2 = experts each expert split over etp of the tp "
@@ -974,9 +997,9 @@ def _methods(ctx, param, value):
 @cli.command()
 @click.argument("model")
 @click.argument("topology")
-@click.option("--seeds", type=click.IntRange(1, MAX_SEEDS), default=10, show_default=True,
+@click.option("--seeds", type=Count(1, MAX_SEEDS), default=10, show_default=True,
               help="Seeds 0..N-1 for each stochastic method.")
-@click.option("--budget", type=click.IntRange(1), default=4000, show_default=True,
+@click.option("--budget", type=Count(1), default=4000, show_default=True,
               help="Evaluator calls per run.")
 @click.option("--methods", default="ppo,random-walk,anneal,random", show_default=True,
               callback=_methods,
@@ -1018,7 +1041,7 @@ def compare(model, topology, seeds, budget, methods, phase, context, tpot_slo_ms
               help="Print one model's parsed shape and parameter counts (a shipped name or a "
                    "path to a TOML file or config.json), its layer kinds, weight formats and "
                    "the KV cache one request holds.")
-@click.option("--context", "contexts", type=click.IntRange(1, MAX_TOKENS), multiple=True,
+@click.option("--context", "contexts", type=Count(1, MAX_TOKENS), multiple=True,
               default=(4096, 131072), show_default=True, metavar="TOKENS",
               help="--show: the contexts at which to give a request's KV bytes (repeatable).")
 @output_options
@@ -1111,10 +1134,10 @@ def _loaded(load):
 @cli.command()
 @click.argument("model", default="moe1.6t")
 @click.argument("topology", default="h100_dgx")
-@click.option("--evaluations", type=click.IntRange(1000, MAX_BENCH), default=1_000_000,
+@click.option("--evaluations", type=Count(1000, MAX_BENCH), default=1_000_000,
               show_default=True,
               help="Random strategies to evaluate for the throughput figure.")
-@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True,
+@click.option("--seed", type=Count(0, MAX_SEED), default=0, show_default=True,
               help="Seeds the random strategies evaluated (the ppo search runs seed 0).")
 @click.option("--no-search", is_flag=True,
               help="Skip the search timings (ppo with a budget of 4000 calls, and exact).")
@@ -1213,17 +1236,17 @@ def validate(measurements, by, steady, json_, no_color):
 @click.option("--engine", type=EngineParam(), default=None,
               help="The engine whose scheduler runs the requests (NAME@VERSION: that release's "
                    "profile). Default: generic.")
-@click.option("--isl", type=click.IntRange(1, MAX_TOKENS), default=1024, show_default=True,
+@click.option("--isl", type=Count(1, MAX_TOKENS), default=1024, show_default=True,
               help="Input tokens per request (the longest, with --range-ratio).")
-@click.option("--osl", type=click.IntRange(1, MAX_TOKENS), default=1024, show_default=True,
+@click.option("--osl", type=Count(1, MAX_TOKENS), default=1024, show_default=True,
               help="Output tokens per request (the longest, with --range-ratio).")
 @click.option("--range-ratio", type=Finite(0.0, 1.0, min_open=True), default=1.0,
               show_default=True,
               help="Lengths uniform over [int(r*L), L] (InferenceX benchmark_serving.py "
                    "--random-range-ratio; its sweeps use 0.8).")
-@click.option("--num-prompts", type=click.IntRange(1, MAX_SIM_REQUESTS), default=None,
+@click.option("--num-prompts", type=Count(1, MAX_SIM_REQUESTS), default=None,
               help="Requests in the run (default: 10 x --max-concurrency, else 1,000).")
-@click.option("--max-concurrency", type=click.IntRange(1, MAX_CONCURRENCY), default=None,
+@click.option("--max-concurrency", type=Count(1, MAX_CONCURRENCY), default=None,
               help="Requests in flight at most (vllm bench serve --max-concurrency). Without "
                    "--request-rate: every request is created at once behind this limit, a burst.")
 @click.option("--request-rate", type=Finite(0, MAX_REQUEST_RATE, min_open=True), default=None,
@@ -1232,17 +1255,17 @@ def validate(measurements, by, steady, json_, no_color):
               show_default=True,
               help="With --request-rate: gamma-distributed gaps of this shape (1: Poisson; "
                    "vllm bench serve --burstiness).")
-@click.option("--warmups", type=click.IntRange(0, MAX_SIM_REQUESTS), default=0,
+@click.option("--warmups", type=Count(0, MAX_SIM_REQUESTS), default=0,
               help="Warm-up requests the benchmark runs and awaits first (InferenceX "
                    "--num-warmups): they leave an idle server, so the timed run is the same.")
 @click.option("--trace", "trace_path", default=None, metavar="FILE",
               help="Replay a trace: a CSV of arrival_s,isl,osl, Mooncake's JSONL or the Azure "
                    "LLM inference CSV (docs/simulate.md).")
-@click.option("--seed", type=click.IntRange(0, MAX_SEED), default=0, show_default=True,
+@click.option("--seed", type=Count(0, MAX_SEED), default=0, show_default=True,
               help="Seed of the lengths and arrival times.")
 @click.option("--ttft-slo-ms", type=MS, default=None, help="Goodput: TTFT at most this.")
 @click.option("--tpot-slo-ms", type=MS, default=None, help="Goodput: TPOT at most this.")
-@click.option("--gpus", type=click.IntRange(1), default=None,
+@click.option("--gpus", type=Count(1), default=None,
               help="Device budget (default: every GPU of the topology).")
 @click.option("--precision", type=PRECISION, default=None,
               help="Override the weight format (as in estimate).")
@@ -1431,7 +1454,7 @@ def _write_file(path: str, text: str, flag: str, inputs=()) -> None:
 @click.option("-o", "--output", "output", default=None, metavar="FILE.jsonl",
               help="Where the JSON lines go (default: GRID's name with .jsonl); problems "
                    "already in it are skipped, so a stopped sweep goes on where it stopped.")
-@click.option("--jobs", type=click.IntRange(1, MAX_JOBS), default=1, show_default=True,
+@click.option("--jobs", type=Count(1, MAX_JOBS), default=1, show_default=True,
               help="Processes solving problems at once (each search runs on one core; each "
                    f"holds up to ~0.64 GB, so at most {MAX_JOBS}: docs/limits.md).")
 @click.option("--shard", default=None, metavar="I/N",
@@ -1522,11 +1545,11 @@ def sweep(grid, output, jobs, shard, json_, no_color):
 @click.option("--strategy", "strategy_text", default=None,
               help='The parallel layout as lts writes it, e.g. "tp=8" or "tp=2,ep=4,ffn1=experts,'
                    'ffn2=experts" (else --tp/--ep/--pp).')
-@click.option("--tp", type=click.IntRange(1, MAX_DEGREE), default=1, show_default=True,
+@click.option("--tp", type=Count(1, MAX_DEGREE), default=1, show_default=True,
               help="Tensor-parallel degree (without --strategy).")
-@click.option("--ep", type=click.IntRange(1, MAX_DEGREE), default=1, show_default=True,
+@click.option("--ep", type=Count(1, MAX_DEGREE), default=1, show_default=True,
               help="Expert / attention-data-parallel groups, lts's ep (without --strategy).")
-@click.option("--pp", type=click.IntRange(1, MAX_DEGREE), default=1, show_default=True,
+@click.option("--pp", type=Count(1, MAX_DEGREE), default=1, show_default=True,
               help="Pipeline stages (without --strategy).")
 @click.option("--engine", type=click.Choice(ENGINE_NAMES), default=None,
               help="The engine that served it (its profile in lts validate).")

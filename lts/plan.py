@@ -187,7 +187,7 @@ def load(model: str, topology: str, precision=None, kv_cache_dtype=None,
     gpus = params.get("gpus")
     if gpus is not None and gpus > topo.gpus:
         nodes = f"{topo.nodes:,} node{'s' if topo.nodes != 1 else ''}"
-        raise FlagError("'--gpus'", f"{gpus:,} is more than the {topo.gpus:,} GPUs of "
+        raise FlagError("'--gpus'", f"{cut(f'{gpus:,}')} is more than the {topo.gpus:,} GPUs of "
                                     f"{topology} ({nodes} of {topo.gpus_per_node})")
     for flag in ("engine", "emit"):          # an engine that does not run on this GPU's vendor
         e = ENGINES.get(params.get(flag) or GENERIC)

@@ -284,3 +284,16 @@ def test_a_long_value_that_is_no_number_is_called_that(tmp_path):
     d = json.loads(run("validate", str(tmp_path / "m.csv"), "--json").stdout)
     assert d["skipped"][0]["reason"] == ("concurrency: '" + ("abc" * 14)[:40] + "'... (90 "
                                          "characters) is not a positive integer")
+
+
+def test_an_integer_flag_of_thousands_of_digits_or_other_scripts():
+    """Every integer flag (cli.Count): a value of 5,000 digits shown cut; digits of another
+    script or with underscores, which int() reads but no file reader of lts takes, refused."""
+    r = run("search", "llama3.1-8b", "h100_dgx", "--isl", "9" * 5000)
+    assert r.exit_code == 2 and "'" + "9" * 40 + "... (5,000 characters)'" in error(r)
+    assert len(error(r)) < 200
+    r = run("search", "llama3.1-8b", "h100_dgx", "--gpus", "9" * 400)
+    assert r.exit_code == 2 and len(error(r)) < 200 and "(533 characters) is more than" in error(r)
+    for text in ("٨", "1_0"):
+        r = run("search", "llama3.1-8b", "h100_dgx", "--gpus", text)
+        assert r.exit_code == 2 and f"'--gpus': '{text}' is not a valid integer" in error(r)
