@@ -380,3 +380,46 @@ def test_validate_simulates_within_its_bound(monkeypatch):
     assert {r["model"] for r in some["rows"]} == {cheap[1]}
     assert [r["predicted"] for r in some["rows"]] == \
         [r["predicted"] for r in whole["rows"] if r["model"] == cheap[1]]
+
+
+def test_stretches_give_the_expanded_values_percentiles():
+    """``Stretches.spread`` (a long run's inter-token gaps kept per stretch) gives numpy's
+    percentiles of the values ``_Run.result`` would expand, bit for bit, and their mean to
+    1e-9 (summed per stretch): random stretches with ties, zero slopes and one-step ones."""
+    from lts.serving.simulate import Stretches, spread
+    rng = np.random.default_rng(1)
+    ps = (0, 10, 50, 90, 99, 100)
+    for t in range(200):
+        n = int(rng.integers(1, 8))
+        d, k = rng.integers(1, 5, n).astype(float), rng.integers(1, 7, n).astype(float)
+        gap0 = rng.choice([1e-3, 2e-3, 1.5e-3], n) + rng.random(n) * 1e-4 * (t % 2)
+        first = rng.choice([1e-3, 2e-3], n) + rng.random(n) * 1e-4 * (t % 3 > 0)
+        slope = rng.choice([0.0, 1e-6, 3e-7], n)
+        values, counts = [], []
+        for di, ki, g0, f, sl in zip(d, k, gap0, first, slope):
+            g = f + sl * np.arange(int(ki)) if ki > 1 else np.zeros(1)
+            g[0] = g0
+            values.append(g)
+            counts.append(np.full(int(ki), di))
+        want = spread(np.concatenate(values) * 1e3, np.concatenate(counts), ps)
+        got = Stretches(d, k, gap0, first, slope).spread(ps, 1e3)
+        assert got["mean"] == pytest.approx(want["mean"], rel=1e-9)
+        assert {p: got[f"p{p}"] for p in ps} == {p: want[f"p{p}"] for p in ps}, t
+
+
+def test_a_long_run_keeps_its_gaps_per_stretch(monkeypatch):
+    """Past EXPAND_STEPS steps a run's gaps stay per stretch: the same summary (the mean to
+    1e-12) in a few MB where a 120,000,000-step run held 8.5 GB."""
+    import lts.serving.simulate as sim
+    from lts.cli import cli
+    args = ["simulate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--engine", "vllm",
+            "--max-concurrency", "4", "--num-prompts", "40", "--isl", "500", "--osl", "3000",
+            "--json"]
+    expanded = json.loads(CliRunner().invoke(cli, args).output)
+    monkeypatch.setattr(sim, "EXPAND_STEPS", 100)
+    kept = json.loads(CliRunner().invoke(cli, args).output)
+    assert expanded["steps"] > 100
+    a, b = expanded["itl_ms"], kept["itl_ms"]
+    assert b["mean"] == pytest.approx(a["mean"], rel=1e-12)
+    assert {k: v for k, v in a.items() if k != "mean"} == {k: v for k, v in b.items()
+                                                            if k != "mean"}

@@ -101,7 +101,8 @@ class SimResult:
     isl: np.ndarray
     osl: np.ndarray
     preemptions: np.ndarray
-    itl: tuple                            # inter-token gaps (s) and how many requests had each
+    itl: object                           # inter-token gaps (s) and how many requests had each
+    #                                       (a tuple), or ``Stretches`` for a long run
     timeline: dict = field(default_factory=dict)   # per step: start, duration, running, ...
     kv_tokens: float = 0.0                # the KV cache's capacity in tokens (all ranks)
     steps: int = 0
@@ -131,6 +132,9 @@ class SimResult:
                "steps": int(self.steps)}
         for name, v in (("ttft_ms", self.ttft), ("tpot_ms", self.tpot), ("itl_ms", self.itl),
                         ("e2e_ms", self.e2e)):
+            if isinstance(v, Stretches):
+                out[name] = v.spread(percentiles, 1e3)
+                continue
             v, w = v if isinstance(v, tuple) else (v, None)
             v = np.asarray(v, dtype=np.float64) * 1e3
             out[name] = spread(v, w, percentiles)
@@ -152,6 +156,77 @@ class SimResult:
         out["kv_capacity_tokens"] = float(self.kv_tokens)
         out["kv_peak_share"] = out["kv_peak_tokens"] / self.kv_tokens if self.kv_tokens else 0.0
         out["preemptions"] = int(self.preemptions.sum())
+        return out
+
+
+EXPAND_STEPS = 2_000_000     # a run's inter-token gaps kept a value per step up to this many
+#                              steps (16 bytes each); beyond, as its stretches (``Stretches``)
+
+
+@dataclass
+class Stretches:
+    """A run's inter-token gaps as it recorded them, per stretch of k steps with d decoders:
+    the first gap ``gap0``, then ``first + slope * j`` (j = 1 .. k - 1), each d times. The
+    values ``_Run.result`` expands for a run of at most EXPAND_STEPS steps; beyond, they stay
+    so (a 120,000,000-step run held 8.5 GB expanded)."""
+    d: np.ndarray
+    k: np.ndarray
+    gap0: np.ndarray
+    first: np.ndarray
+    slope: np.ndarray
+
+    def at_most(self, x: float) -> np.ndarray:
+        """Per stretch, how many of its values are <= x, and the largest such j >= 1 (0: none):
+        the values as ``first + slope * j`` computes them (float), so the count is exact."""
+        k1 = self.k - 1
+        with np.errstate(divide="ignore", invalid="ignore"):
+            est = np.where(self.slope > 0, np.floor((x - self.first) / self.slope),
+                           np.where(self.first <= x, k1, 0))
+        j = np.clip(est, 0, k1)
+        j = np.where((j >= 1) & (self.first + self.slope * j > x), j - 1, j)
+        j = np.where((j + 1 <= k1) & (self.first + self.slope * (j + 1) <= x), j + 1, j)
+        return j
+
+    def count(self, x: float) -> float:
+        """How many values (each d times) are <= x."""
+        return float((self.d * (self.at_most(x) + (self.gap0 <= x))).sum())
+
+    def largest(self, x: float) -> float:
+        """The largest value <= x."""
+        j = self.at_most(x)
+        cands = np.concatenate([self.gap0[self.gap0 <= x],
+                                (self.first + self.slope * j)[j >= 1]])
+        return float(cands.max())
+
+    def spread(self, percentiles, scale: float = 1.0) -> dict:
+        """``spread`` of the expanded values times ``scale``: the same percentiles (each order
+        statistic found by bisection on the counts), the mean summed per stretch."""
+        total = float((self.d * self.k).sum())
+        if total <= 0:
+            return {"mean": float("nan"), **{f"p{p}": float("nan") for p in percentiles}}
+        k1 = self.k - 1.0
+        sums = self.gap0 + k1 * self.first + self.slope * k1 * self.k / 2.0
+        out = {"mean": float((self.d * sums).sum() / total) * scale}
+        lo_v = min(float(self.gap0.min()), float((self.first + self.slope)[self.k > 1].min())
+                   if (self.k > 1).any() else np.inf)
+
+        def nth(i: int) -> float:          # the value at index i of the sorted expanded values
+            lo, hi = np.nextafter(lo_v, -np.inf), self.largest(np.inf)
+            for _ in range(200):
+                mid = lo + (hi - lo) / 2
+                if mid <= lo or mid >= hi:
+                    break
+                if self.count(mid) >= i + 1:
+                    hi = mid
+                else:
+                    lo = mid
+            return self.largest(hi)
+        for p in percentiles:
+            pos = p / 100.0 * (total - 1)
+            lo = int(np.floor(pos))
+            a = nth(lo) * scale
+            b = nth(min(lo + 1, int(total) - 1)) * scale
+            out[f"p{p}"] = float(a + (b - a) * (pos - lo))
         return out
 
 
@@ -505,6 +580,12 @@ class _Run:
         return max(int(k), 1)
 
     def result(self, kv_tokens: float) -> SimResult:
+        if sum(k for _, k, _, _, _ in self.itl_d) > EXPAND_STEPS:
+            itl = Stretches(*(np.array(c, dtype=np.float64) for c in zip(*self.itl_d)))
+            f = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
+            return SimResult(f(self.sent), f(self.first), f(self.finish), np.asarray(self.isl),
+                             np.asarray(self.osl), np.asarray(self.preempts), itl, self.tl,
+                             kv_tokens, self.steps)
         gaps, counts = [], []
         for d, k, gap0, first, slope in self.itl_d:
             g = first + slope * np.arange(k) if k > 1 else np.zeros(1)
