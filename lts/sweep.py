@@ -44,6 +44,9 @@ from .specs.workload import PHASES as STEP_PHASES
 
 PHASES = STEP_PHASES + ("serve",)   # what --phase takes
 MAX_PROBLEMS = 100_000     # a grid's problems at most (each seconds of one core)
+MAX_OUTPUT_LINES = 4 * MAX_PROBLEMS     # lines of an output read back to resume: each problem
+#                                         answered and solved again a few times (a file of
+#                                         20,000,000 junk lines was read for 79 s)
 # a grid file's bytes at most: 100,000 names of ~40 characters; reading a 4 MiB grid takes
 # 1.7 s and 50 MB here (tomllib; 64 MiB, the cap of model files: 17 s and 564 MB)
 MAX_GRID_BYTES = 4 * 2**20
@@ -181,6 +184,12 @@ def read_lines(out_path) -> dict:
     if not p.exists():
         return out
     try:
+        with p.open("rb") as f:
+            lines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+        if lines > MAX_OUTPUT_LINES:
+            raise SpecError(out_path, "", f"{lines:,} lines, more than a sweep of at most "
+                                          f"{MAX_PROBLEMS:,} problems writes "
+                                          f"({MAX_OUTPUT_LINES:,}): give another -o")
         with p.open(encoding="utf-8", errors="replace") as f:
             for text in f:
                 try:

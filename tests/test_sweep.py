@@ -339,3 +339,16 @@ def test_a_grid_file_has_the_guards_of_every_file(tmp_path):
             r.output[-300:]
         assert len(r.output.strip().splitlines()) == 1
         assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_a_resumed_output_of_too_many_lines_is_refused_before_it_is_read(tmp_path):
+    """More lines than a sweep of MAX_PROBLEMS problems writes (a file of junk: 20,000,000
+    lines were read for 79 s): refused at once, one line, exit 1, the file untouched."""
+    (tmp_path / "g.toml").write_text(GRID)
+    out = tmp_path / "o.jsonl"
+    out.write_text('{"a":1}\n' * (sw.MAX_OUTPUT_LINES + 1))
+    before = out.stat().st_size
+    r = run("sweep", str(tmp_path / "g.toml"), "-o", str(out))
+    assert r.exit_code == 1 and f"Error: {out}: 400,001 lines, more than a sweep of at most " \
+        "100,000 problems writes (400,000): give another -o" in r.output, r.output
+    assert out.stat().st_size == before
