@@ -423,3 +423,29 @@ def test_a_long_run_keeps_its_gaps_per_stretch(monkeypatch):
     assert b["mean"] == pytest.approx(a["mean"], rel=1e-12)
     assert {k: v for k, v in a.items() if k != "mean"} == {k: v for k, v in b.items()
                                                             if k != "mean"}
+
+
+def test_a_run_that_preempts_without_end_is_refused(tmp_path):
+    """A KV cache too small for the requests in flight as they grow preempts without end (2,000
+    requests of 120,000 output tokens at C = 2,000 passed 120 s and 7.4 GB): past
+    LOOPS_PER_REQUEST scheduler steps a request (and MAX_LOOPS) the run is refused, one line;
+    in lts validate its rows are skipped with the reason, the others predicted."""
+    from lts.cli import cli
+    r = CliRunner().invoke(cli, ["simulate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1",
+                                 "--engine", "vllm", "--max-concurrency", "2000",
+                                 "--num-prompts", "200", "--isl", "100", "--osl", "120000"])
+    assert r.exit_code == 1 and r.output.startswith(
+        "Error: the run passed 110,000 scheduler steps with "), r.output
+    assert "lts simulates at most that many (docs/limits.md)" in r.output
+    csv = tmp_path / "m.csv"
+    csv.write_text(
+        "id,model,topology,gpus,tp,ep,pp,precision,isl,osl,concurrency,metric,value,source,"
+        "strategy,engine,engine_version,num_prompts,arrival,range_ratio\n"
+        'x1,llama3.1-8b,h100_dgx,1,1,1,1,bf16,100,120000,2000,tpot_ms,10,s,"tp=1",vllm,0.12.0,'
+        "200,burst,1.0\n"
+        'x2,llama3.1-8b,h100_dgx,1,1,1,1,bf16,1000,100,8,tpot_ms,10,s,"tp=1",vllm,0.12.0,80,'
+        "burst,1.0\n")
+    d = json.loads(CliRunner().invoke(cli, ["validate", str(csv), "--json"]).output)
+    assert [x["id"] for x in d["rows"]] == ["x2"]
+    assert d["skipped"][0]["reason"].startswith("simulation: the run passed 110,000 scheduler "
+                                                "steps")

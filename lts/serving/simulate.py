@@ -476,7 +476,16 @@ class _Run:
 
     # --- the loop ----------------------------------------------------------------------------
     def run(self, progress=None) -> None:
+        cap = min(MAX_LOOPS, LOOPS_PER_REQUEST * self.n + 100_000)
+        loops = 0
         while self.finished < self.n:
+            loops += 1
+            if loops > cap:
+                raise LtsError(
+                    f"the run passed {cap:,} scheduler steps with {self.finished:,} of "
+                    f"{self.n:,} requests done and {sum(self.preempts):,} preemptions: lts "
+                    "simulates at most that many (docs/limits.md); the KV cache cannot hold the "
+                    "requests in flight as they grow: give fewer at once or shorter ones")
             self.release()
             head = self.ready[self.waiting[0]] if self.waiting else math.inf
             if not self.running and head > self.clock:      # idle until a request is there
@@ -606,6 +615,13 @@ def ranks_of(model, row) -> int:
     from .two_pool import ranks
     return int(ranks(model, np.atleast_2d(np.asarray(row, dtype=np.int64)))[0])
 
+
+# a run's scheduler steps (each a step or a stretch of decode steps) at most: normal runs take
+# 1-2 a request (10,000 at C = 256: 1.06; 5,120 at 50/s: 1.63); a KV cache too small for the
+# requests in flight preempts without end (200 of 100 in and 120,000 out at C = 2,000: 12,207
+# a request, 1,272,710 preemptions, 12 s and 1.7 GB): ~5 us and ~0.7 kB a step
+LOOPS_PER_REQUEST = 50
+MAX_LOOPS = 2_500_000
 
 MAX_SPAN_S = 1e9      # seconds a run's arrivals span at most (31 years: a step's milliseconds
                       # stay exact in float64 beside the clock)

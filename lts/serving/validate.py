@@ -594,8 +594,14 @@ def _simulated(spec, topo, prof, bench: Bench, items, two: bool = False):
     for m, _ in items:
         k = (m.concurrency, m.bench.num_prompts)
         if k not in done:
-            done[k] = (run_pools(dep, loads[k]) if two else run(dep, loads[k])).summary()
+            try:
+                done[k] = (run_pools(dep, loads[k]) if two else run(dep, loads[k])).summary()
+            except LtsError as e:       # (a run past simulate's bound of steps: its rows)
+                done[k] = f"simulation: {e}"
         s = done[k]
+        if isinstance(s, str):
+            out.append((m, None, s))
+            continue
         if m.metric not in SIM_METRICS:
             out.append((m, None, f"{m.metric}: not predicted by a simulation yet"))
             continue
