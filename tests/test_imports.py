@@ -128,7 +128,8 @@ def _vllm(**edit) -> str:
 
 
 @pytest.mark.parametrize("text, where, message", [
-    ("[1, 2]", "run 1", "a JSON int, not a result object"),
+    ("[1, 2]", "run 1", "a JSON integer, not a result object"),
+    ("null", "run 1", "a JSON null, not a result object"),
     ('"text"', "run 1", "a JSON string, not a result object"),
     ("[" * 100_000 + "]" * 100_000, "", "nested too deeply (hundreds of levels of objects or "
                                         "arrays; a benchmark result needs a few)"),

@@ -139,6 +139,11 @@ def _metric(path, where, obj, key, ms: bool):
     return float(m["avg"]) * TIME_UNITS[unit]
 
 
+# JSON's names for what a run can be instead of an object (the message of a file that holds one)
+_JSON_KINDS = {type(None): "null", bool: "true or false", int: "integer", float: "number",
+               str: "string", list: "array"}
+
+
 def _closed(path, where, rate) -> None:
     """Refuse a run paced at a request rate: absent, null or infinite (a number or the text
     "inf"/"Infinity" as the tools write it) is a closed loop; a finite rate, NaN, or text
@@ -181,8 +186,8 @@ def read(path, fmt: str = "auto") -> list:
     for i, obj in enumerate(objects, 1):
         where = f"run {i}"
         if not isinstance(obj, dict):
-            raise SpecError(path, where, f"a JSON {type(obj).__name__.replace('str', 'string')}"
-                                         ", not a result object")
+            kind = _JSON_KINDS.get(type(obj), type(obj).__name__)
+            raise SpecError(path, where, f"a JSON {kind}, not a result object")
         kind = detect(obj) if fmt == "auto" else fmt
         if kind not in FORMATS:
             raise SpecError(path, where, "not a result of vllm bench serve, sglang "
