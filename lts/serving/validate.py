@@ -70,7 +70,8 @@ import numpy as np
 
 from ..engines import ENGINE_NAMES, ENGINES, GENERIC, engine_for_source, version_in_source
 from ..engines.space import from_layout
-from ..specs.errors import LtsError, SpecError, StrategyError, cut_quoted, has_hidden, hidden_problem, plain
+from ..specs.errors import (LtsError, SpecError, StrategyError, count_problem, cut_quoted,
+                            has_hidden, hidden_problem, plain)
 from ..specs.limits import (MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED,
                            MAX_SIM_REQUESTS, MAX_TOKENS, MIN_MEASURED)
 from . import two_pool
@@ -181,13 +182,9 @@ def _int(col, text, allow_empty=False, default=0):
     text = text.strip()
     if not text and allow_empty:
         return default
-    if not (text.isascii() and text.isdigit()) or int(text[:40] or "0") < 1:
-        raise _Skip(f"{col}: {cut_quoted(text)} is not a positive integer")
-    if len(text) > 40:                          # before int(): 4300+ digits raise
-        raise _Skip(f"{col}: {text[:12]}... ({len(text):,} digits) is above the maximum "
-                    f"{MAX_CELL[col]:,}")
-    if int(text) > MAX_CELL[col]:
-        raise _Skip(f"{col}: {text} is above the maximum {MAX_CELL[col]:,}")
+    problem = count_problem(text, MAX_CELL[col])
+    if problem:
+        raise _Skip(f"{col}: {problem}")
     return int(text)
 
 
@@ -413,8 +410,6 @@ _KIND = {"fp8": "fp8", "fp8_block": "fp8", "mxfp8": "fp8", "nvfp4": "fp4", "mxfp
          "w4a16_zp": "int4", "w4a16_g32": "int4"}
 
 
-
-
 class _Loader:
     """A measurement file's ``model`` or ``topology`` cells: a shipped name, else a file or
     config folder (a relative path resolves against the CSV's folder), each loaded once; a cell
@@ -433,8 +428,8 @@ class _Loader:
             if cell not in self.shipped and path_problem(ref):
                 self.errors[cell] = f"{self.what} {cut_quoted(cell)}: {path_problem(ref)}"
             elif cell not in self.shipped and not exists(ref):
-                self.errors[cell] = (f"{self.what} {cut_quoted(cell)} is not shipped, nor a file or "
-                                     "folder "
+                self.errors[cell] = (f"{self.what} {cut_quoted(cell)} is not shipped, nor a "
+                                     "file or folder "
                                      f"(relative paths resolve against {self.where})")
             else:
                 try:

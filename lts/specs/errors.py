@@ -47,6 +47,19 @@ def cut_quoted(value) -> str:
         f"... ({len(value):,} characters)"
 
 
+def count_problem(text: str, maximum: int) -> str:
+    """Why ``text`` (a flag's part or a file's cell) is not a whole number from 1 to
+    ``maximum`` ("" where it is one): ASCII digits only, and a text of more than 40 digits
+    refused before ``int()`` (4,300 digits and more raise), its length said."""
+    if not (text.isascii() and text.isdigit()) or int(text[:40] or "0") < 1:
+        return f"{cut_quoted(text)} is not a positive integer"
+    if len(text) > 40:
+        return f"{text[:12]}... ({len(text):,} digits) is above the maximum {maximum:,}"
+    if int(text) > maximum:
+        return f"{text} is above the maximum {maximum:,}"
+    return ""
+
+
 def hidden_problem(value: str) -> str:
     """The one message for a text value holding ``HIDDEN`` characters ("" when it holds
     none)."""
