@@ -508,6 +508,8 @@ def _kernels_dir(ctx, param, value):
     error, not a traceback in the middle of a search."""
     if value is not None:
         from .cost.kernels import _load, gpu_path, gpus
+        if not Path(value).is_dir():       # (click's file_okay=False lets a FIFO through)
+            raise click.BadParameter(f"{plain(value)}: not a folder", ctx, param)
         if not gpus(value):
             raise click.BadParameter(
                 f"{value}: no kernel tables in this folder (<gpu>.npz as "

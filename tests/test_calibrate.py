@@ -373,11 +373,38 @@ def test_the_fit_is_sized_within_its_bound(tmp_path, monkeypatch):
     assert small.train_points + small.held_points == 24
     assert small.evaluations <= small.allowed
     train, held = cal.split(v.validate(path)["rows"], 0.5)
-    kept, _, _, allowed = cal.within_bound(path, train, held)
+    kept, _, _, allowed, _ = cal.within_bound(path, train, held)
     assert len({cal._point(r["id"]) for r in kept}) == small.train_points
     assert allowed == small.allowed >= cal.FEWEST
     assert allowed * v.validate(path, work_only=True, only={r["id"] for r in kept}) <= \
         cal.BOUND_S - 2 * every + 1e-9
+
+
+def test_every_prediction_is_bounded_and_their_work_is_within_the_bound(tmp_path, monkeypatch):
+    """Each of calibrate's predictions is given the work it was sized for (validate's bound_s),
+    and the work they count together (validate's meter: their groups and their runs' steps past
+    their count) is within BOUND_S, with and without points cut."""
+    path = synthetic(tmp_path / "m.csv")
+    every = v.validate(path, work_only=True)
+    real = v.validate
+    for bound in (cal.BOUND_S, 2 * every + cal.FEWEST * every / 2):
+        monkeypatch.setattr(cal, "BOUND_S", bound)
+        calls = []
+
+        def counted(*a, **k):
+            if k.get("work_only"):
+                return real(*a, **k)
+            assert k.get("bound_s") is not None
+            meter = k.setdefault("meter", {})
+            out = real(*a, **k)
+            calls.append((meter["work_s"], k["bound_s"]))
+            return out
+        monkeypatch.setattr(v, "validate", counted)
+        fit = cal.calibrate(path, train=0.5)
+        monkeypatch.setattr(v, "validate", real)
+        assert len(calls) == fit.evaluations + 2
+        assert all(w <= b for w, b in calls)
+        assert sum(w for w, _ in calls) <= bound + 1e-6
 
 
 def test_a_file_too_large_to_fit_is_refused(tmp_path, monkeypatch):

@@ -208,14 +208,33 @@ def test_a_folder_without_tables_is_refused(tmp_path):
                                                         "is not a positive number"),
     ("gemm_dtype,m,n,k,latency", "bfloat16,1,2,3,-1", "gemm_perf.csv: row 1: latency: '-1' is "
                                                        "not a positive number"),
+    ("gemm_dtype,m,n,k,latency", "bfloat16," + "9" * 5000 + ",2,3,0.01",
+     "gemm_perf.csv: row 1: m: '" + "9" * 40 + "'... (5,000 characters) is not a positive "
+     "number"),
+    ("gemm_dtype,m,n,k,latency,latency", "bfloat16,1,2,3,0.01,0.02",
+     "gemm_perf.csv: header: column 'latency' named twice"),
+    # every table left out (a latency in us read as ms: 150 ms): why, not "no table"
+    ("gemm_dtype,m,n,k,latency", "bfloat16,1,2,3,150",
+     "no table lts reads: " + "{tmp}/g/gemm/vllm/0.24.0/gemm_perf.csv: 'bfloat16' left out: "
+     "its fastest GEMM takes 150,000 us, over 30 us: the host's time per call, not a kernel's "
+     "(latency is in ms)"),
 ])
 def test_a_malformed_own_table_is_the_flags_error(tmp_path, header, row, message):
     f = tmp_path / "g" / "gemm" / "vllm" / "0.24.0" / "gemm_perf.csv"
     f.parent.mkdir(parents=True)
     f.write_text(header + "\n" + row + "\n")
     r = CliRunner().invoke(cli, ["kernels", "--kernels", str(tmp_path)])
+    message = message.replace("{tmp}", str(tmp_path))
     assert r.exit_code == 2 and message in " ".join(r.output.split()), r.output
-    assert "Traceback" not in r.output
+    assert "Traceback" not in r.output and len(r.output) < 500
+
+
+def test_kernels_that_is_not_a_folder_is_refused(tmp_path):
+    import os
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)                 # (click's file_okay=False lets it through; reading blocks)
+    r = CliRunner().invoke(cli, ["kernels", "--kernels", str(fifo)])
+    assert r.exit_code == 2 and f"{fifo}: not a folder" in r.output, r.output
 
 
 def test_a_topology_naming_missing_tables_says_so(tmp_path):

@@ -449,3 +449,50 @@ def test_a_run_that_preempts_without_end_is_refused(tmp_path):
     assert [x["id"] for x in d["rows"]] == ["x2"]
     assert d["skipped"][0]["reason"].startswith("simulation: the run passed 110,000 scheduler "
                                                 "steps")
+
+
+def test_validate_counts_the_steps_of_its_runs_against_its_bound(tmp_path, monkeypatch):
+    """A run's scheduler steps past its count (STEPS_PER_REQUEST a request and STEPS_PER_RUN)
+    are charged STEP_S each against what is left of WORK_S, and bound the next runs: of three
+    runs that preempt without end, the first stops at its own bound, the second where the file's
+    work runs out (skipped with validate's reason), the third takes no step past its count; a
+    normal run predicted before them stays predicted, and the work counted stays within
+    WORK_S (a file of eight such runs of 50,000 requests took 100 s, now 35-39 s)."""
+    from lts.serving import simulate as sim
+    from lts.serving import validate as v
+    head = ("id,model,topology,gpus,tp,ep,pp,precision,isl,osl,concurrency,metric,value,source,"
+            "strategy,engine,engine_version,num_prompts,arrival,range_ratio\n")
+    normal = ('x2,llama3.1-8b,h100_dgx,1,1,1,1,bf16,1000,100,8,tpot_ms,10,s,"tp=1",vllm,'
+              "0.12.0,80,burst,1.0\n")
+    churn = "".join(f'c{i},llama3.1-8b,h100_dgx,1,1,1,1,bf16,100,120000,{2000 + i},tpot_ms,10,'
+                    f's,"tp=1",vllm,0.12.0,200,burst,1.0\n' for i in range(3))
+    csv = tmp_path / "m.csv"
+    csv.write_text(head + normal + churn)
+    count = v.validate(csv, work_only=True)
+    monkeypatch.setattr(v, "WORK_S", count + v.STEP_S * 150_000)
+    taken, real = [], sim.run
+
+    def run(dep, load, progress=None, max_loops=None):
+        try:
+            r = real(dep, load, progress, max_loops)
+        except sim.TooManySteps as e:
+            taken.append((max_loops, e.steps, e.caller))
+            raise
+        taken.append((max_loops, r.loops, None))
+        return r
+    monkeypatch.setattr(sim, "run", run)
+    meter = {}
+    d = v.validate(csv, meter=meter)
+    assert [x["id"] for x in d["rows"]] == ["x2"]
+    reasons = {s["id"]: s["reason"] for s in d["skipped"]}
+    assert reasons["c0"].startswith("simulation: the run passed 110,000 scheduler steps")
+    assert reasons["c1"] == reasons["c2"] == v.over()
+    assert v.over().startswith("past lts validate's bound of 1 s of predictions a file")
+    paid = v.STEPS_PER_REQUEST * 200 + v.STEPS_PER_RUN
+    assert taken[0][1] <= v.STEPS_PER_REQUEST * 80 + v.STEPS_PER_RUN     # x2: within its count
+    assert taken[1] == (paid + 150_000, 110_000, False)     # its own bound, below the file's
+    left = paid + 150_000 - (110_000 - paid)                 # what c0 left c1
+    assert taken[2][2] is True and abs(taken[2][0] - left) <= 1 and taken[2][1] == taken[2][0]
+    assert taken[3] == (paid, paid, True)                   # nothing left past its count
+    assert meter["work_s"] <= v.WORK_S + 1e-9
+    assert meter["work_s"] == pytest.approx(v.WORK_S, abs=v.STEP_S * 2)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..specs.errors import LtsError
+from ..specs.errors import LtsError, cut_quoted
 
 
 class KernelTableError(LtsError):
@@ -62,9 +62,14 @@ def read(path, kind: str) -> dict:
     if path.suffix == ".csv":
         try:
             with open(path, newline="", encoding="utf-8") as f:
-                rows = list(csv.DictReader(f))
+                reader = csv.DictReader(f)
+                rows = list(reader)
+                names = reader.fieldnames or []
         except (OSError, UnicodeDecodeError, csv.Error) as e:
             raise KernelTableError(f"{path}: not a readable CSV table ({e})") from None
+        twice = sorted({c for c in names if names.count(c) > 1})
+        if twice:       # (the csv module keeps the last of the two)
+            raise KernelTableError(f"{path}: header: column {cut_quoted(twice[0])} named twice")
         header = list(rows[0]) if rows else []
         out = {k: np.array([r[k] for r in rows]) for k in header}
     else:
@@ -94,8 +99,8 @@ def read(path, kind: str) -> dict:
         if len(bad):
             i = int(bad[0]) if vals is not None else next(
                 j for j, v in enumerate(out[c]) if not _number(v))
-            raise KernelTableError(f"{path}: row {i + 1}: {c}: {str(out[c][i])!r} is not a "
-                                   "positive number")
+            raise KernelTableError(f"{path}: row {i + 1}: {c}: {cut_quoted(str(out[c][i]))} is "
+                                   "not a positive number")
         out[c] = vals
     return out
 
@@ -154,8 +159,9 @@ def gemm(path, notes: list):
         lat = put_min(np.zeros((len(m), len(n), len(k))), idx, d["latency"][sel])
         name = DTYPE_OF_TABLE.get(dt, dt)
         if np.nanmin(lat) * 1e3 > HOST_BOUND_US:
-            notes.append(f"{path}: {dt} left out: its fastest GEMM takes "
-                            f"{np.nanmin(lat) * 1e3:.0f} us")
+            notes.append(f"{path}: {cut_quoted(str(dt))} left out: its fastest GEMM takes "
+                         f"{np.nanmin(lat) * 1e3:,.0f} us, over {HOST_BOUND_US:.0f} us: the "
+                         "host's time per call, not a kernel's (latency is in ms)")
             continue
         out[f"{name}|m"], out[f"{name}|n"], out[f"{name}|k"] = m, n, k
         out[f"{name}|lat"] = log2ms(lat, (0, 1, 2))

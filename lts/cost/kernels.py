@@ -118,7 +118,11 @@ def _load(path: str) -> dict:
     built here: ``kernel_build``)."""
     from .kernel_build import KernelTableError, build
     if Path(path).is_dir():
-        return build(Path(path).parent, Path(path).name)[0]
+        arrays, notes = build(Path(path).parent, Path(path).name)
+        if not arrays and notes:        # every table it has left out: say why
+            more = f" (and {len(notes) - 1:,} more)" if len(notes) > 1 else ""
+            raise KernelTableError(f"{path}: no table lts reads: {notes[0]}{more}")
+        return arrays
     try:
         with np.load(path) as z:
             data = {k: z[k] for k in z.files}

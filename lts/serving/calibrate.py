@@ -64,6 +64,8 @@ ITERATIONS = 25        # Levenberg-Marquardt iterations at most
 # takes one, a Jacobian one per free knob). Where fewer than FEWEST fit, the training points are
 # cut (in an even spread, the rest held out) until FEWEST do.
 BOUND_S = 60.0
+FIRST_SHARE = 0.375    # of BOUND_S, a first prediction of every row at most (twice that leaves a
+                       # quarter to fit in)
 EVALUATIONS = 400      # the unbounded fits of tests/test_calibrate.py take 66-121
 FEWEST = 80
 GAIN = 1e-3            # a taken step that lowers the loss by less than this share ends a fit
@@ -182,22 +184,26 @@ def split(rows: list, train: float, holdout: str = "fraction") -> tuple:
     return ([r for r, k in zip(rows, inside) if k], [r for r, k in zip(rows, inside) if not k])
 
 
-def within_bound(path, train_rows: list, held_rows: list, read=None, every=None) -> tuple:
+def within_bound(path, train_rows: list, held_rows: list, read=None, used=None,
+                 extra: float = 0.0) -> tuple:
     """(training rows, held-out rows, training points before any cut, predictions of the
-    training rows the fit may make): two predictions of every row and those within ``BOUND_S``
-    (``validate.work_s``), at most ``EVALUATIONS``; where fewer than ``FEWEST`` fit, training
-    points are cut (the longest prefix of an even spread that fits, found by bisection: those
-    cut are held out) until ``FEWEST`` do. ``read``: the file's rows, read once; ``every``: their
-    ``_every``, where counted already. LtsError where the file's rows or one training point
-    alone take too long."""
+    training rows the fit may make, the work each may take): two predictions of every row and
+    those within ``BOUND_S`` (``validate.work_s``), at most ``EVALUATIONS``; where fewer than
+    ``FEWEST`` fit, training points are cut (the longest prefix of an even spread that fits,
+    found by bisection: those cut are held out) until ``FEWEST`` do. ``read``: the file's rows,
+    read once; ``used``: the work of the predictions before and after the fit (else twice
+    ``_every``); ``extra``: the first prediction's work past its count on the rows it predicted
+    (simulated runs' scheduler steps past theirs, ``validate.STEPS_PER_REQUEST``): each of the
+    fit's may take twice that. LtsError where the file's rows or one training point alone take
+    too long."""
     read = read or v.read_measurements(path)
-    every = _every(path, read) if every is None else every
-    fit_s = BOUND_S - 2 * every - v.READ_S * (len(read[0]) + len(read[1]))
+    used = 2 * _every(path, read) if used is None else used
+    fit_s = BOUND_S - used - v.READ_S * (len(read[0]) + len(read[1]))
     points = sorted({_point(r["id"]) for r in train_rows})
 
     def seconds(keep):
         return v.validate(path, only={r["id"] for r in train_rows if _point(r["id"]) in keep},
-                          work_only=True, read=read)
+                          work_only=True, read=read) + 2 * extra
     keep = set(points)
     cost = seconds(keep)
     if cost * FEWEST > fit_s:
@@ -218,17 +224,17 @@ def within_bound(path, train_rows: list, held_rows: list, read=None, every=None)
         cost = seconds(keep)
     allowed = int(min(EVALUATIONS, fit_s // max(cost, 1e-9)))
     if len(keep) == len(points):
-        return train_rows, held_rows, len(points), allowed
+        return train_rows, held_rows, len(points), allowed, cost
     cut = [r for r in train_rows if _point(r["id"]) not in keep]
     return ([r for r in train_rows if _point(r["id"]) in keep], held_rows + cut, len(points),
-            allowed)
+            allowed, cost)
 
 
 def _every(path, read) -> float:
     """``validate.work_s`` of predicting every row once; LtsError where twice that leaves less
     than a quarter of ``BOUND_S`` to fit in."""
     every = v.validate(path, work_only=True, read=read)
-    if BOUND_S - 2 * every < 0.25 * BOUND_S:
+    if every > FIRST_SHARE * BOUND_S:
         raise LtsError(f"{plain(str(path))}: predicting its rows takes about {every:.0f} s, and "
                        f"calibrate predicts them twice and fits within {BOUND_S:.0f} s "
                        "(docs/limits.md): fit fewer rows at a time (split the file)")
@@ -289,7 +295,10 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
                                   f" ({', '.join(sorted(topos))}) and "
                                   f"{plural(len(engines), 'engine')} ({', '.join(sorted(engines))})")
     every_s = _every(path, read)  # a file too large for the bound: refused before predicting
-    first = v.validate(path, read=read)
+    # the first prediction within what _every allows it (its simulated runs may step past
+    # their count, validate.STEPS_PER_REQUEST: the bounds below take what it took)
+    meter = {}
+    first = v.validate(path, read=read, bound_s=FIRST_SHARE * BOUND_S, meter=meter)
     base_rows = first["rows"]
     if not base_rows:
         raise LtsError(v.none_predicted(path, first["skipped"]))
@@ -326,14 +335,22 @@ def calibrate(path, train: float = 0.5, progress=None, holdout: str = "fraction"
     if holdout != "fraction" and not held_rows:
         raise SpecError(path, "", f"--holdout {holdout} holds nothing out: the rows have one "
                                   f"{'(isl, osl) pair' if holdout == 'isl' else 'concurrency'}")
-    train_rows, held_rows, asked, allowed = within_bound(path, train_rows, held_rows, read, every_s)
+    # the rows predicted, once more after the fit: their count, and twice the steps their runs
+    # took past it (another trial's runs may take more)
+    base_ids = {r["id"] for r in base_rows}
+    extra = meter["extra_s"]
+    last_s = v.validate(path, only=base_ids, work_only=True, read=read) + 2 * extra
+    train_rows, held_rows, asked, allowed, cost = within_bound(
+        path, train_rows, held_rows, read, max(meter["work_s"], every_s) + last_s, extra)
     train_ids = {r["id"] for r in train_rows}
 
     def run(knobs, every: bool = False):
-        """(training rows, every row when ``every``) predicted with ``knobs``: the fit predicts
-        the training rows alone."""
-        rows = v.validate(path, tune=tuned(knobs), only=None if every else train_ids,
-                          read=read)["rows"]
+        """(training rows, every row predicted before when ``every``) predicted with ``knobs``,
+        within the work they were sized for (a margin of 1e-9 for sums in another order): the
+        fit predicts the training rows alone."""
+        bound = last_s if every else cost
+        rows = v.validate(path, tune=tuned(knobs), only=base_ids if every else train_ids,
+                          read=read, bound_s=bound * (1 + 1e-9) + 1e-9)["rows"]
         return [r for r in rows if r["id"] in train_ids], rows
 
     names = list(base)

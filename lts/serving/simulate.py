@@ -106,6 +106,7 @@ class SimResult:
     timeline: dict = field(default_factory=dict)   # per step: start, duration, running, ...
     kv_tokens: float = 0.0                # the KV cache's capacity in tokens (all ranks)
     steps: int = 0
+    loops: int = 0                        # the event loop's turns (steps, stretches, idle waits)
 
     @property
     def ttft(self) -> np.ndarray:
@@ -475,17 +476,20 @@ class _Run:
         return self.decoders, chunks
 
     # --- the loop ----------------------------------------------------------------------------
-    def run(self, progress=None) -> None:
-        cap = min(MAX_LOOPS, LOOPS_PER_REQUEST * self.n + 100_000)
-        loops = 0
+    def run(self, progress=None, max_loops: int | None = None) -> None:
+        own = min(MAX_LOOPS, LOOPS_PER_REQUEST * self.n + 100_000)
+        cap = own if max_loops is None else min(own, max_loops)
+        loops = self.loops = 0
         while self.finished < self.n:
             loops += 1
+            self.loops = loops
             if loops > cap:
-                raise LtsError(
+                raise TooManySteps(
                     f"the run passed {cap:,} scheduler steps with {self.finished:,} of "
                     f"{self.n:,} requests done and {sum(self.preempts):,} preemptions: lts "
                     "simulates at most that many (docs/limits.md); the KV cache cannot hold the "
-                    "requests in flight as they grow: give fewer at once or shorter ones")
+                    "requests in flight as they grow: give fewer at once or shorter ones",
+                    cap, cap < own)
             self.release()
             head = self.ready[self.waiting[0]] if self.waiting else math.inf
             if not self.running and head > self.clock:      # idle until a request is there
@@ -623,6 +627,15 @@ def ranks_of(model, row) -> int:
 LOOPS_PER_REQUEST = 50
 MAX_LOOPS = 2_500_000
 
+
+class TooManySteps(LtsError):
+    """A run past its bound of scheduler steps: ``steps`` taken; ``caller``: the bound was the
+    caller's ``max_loops`` (what is left of a command's work, ``validate``), not the run's own."""
+
+    def __init__(self, message: str, steps: int, caller: bool):
+        super().__init__(message)
+        self.steps, self.caller = steps, caller
+
 MAX_SPAN_S = 1e9      # seconds a run's arrivals span at most (31 years: a step's milliseconds
                       # stay exact in float64 beside the clock)
 
@@ -698,11 +711,15 @@ def prepare(model, topo, row, engine, loads, gpus: int = 0) -> Deployment:
     return Deployment(kv_tokens, sched, table, engine.simulated_request_s, engine.overlap)
 
 
-def run(dep: Deployment, load: Load, progress=None) -> SimResult:
-    """Simulate ``load`` on a prepared deployment (``prepare``)."""
+def run(dep: Deployment, load: Load, progress=None, max_loops: int | None = None) -> SimResult:
+    """Simulate ``load`` on a prepared deployment (``prepare``); at most ``max_loops`` scheduler
+    steps where given (else ``TooManySteps``), and never more than the run's own bound. The
+    result's ``loops``: the steps taken (idle waits included)."""
     r = _Run(dep.scheduler, dep.table, dep.kv_tokens, load, dep.request_overhead_s, dep.overlap)
-    r.run(progress)
-    return r.result(dep.kv_tokens)
+    r.run(progress, max_loops)
+    res = r.result(dep.kv_tokens)
+    res.loops = r.loops
+    return res
 
 
 def simulate(model, topo, row, engine, load: Load, gpus: int = 0, progress=None) -> SimResult:

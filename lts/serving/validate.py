@@ -512,6 +512,13 @@ def _record(m: Measurement, spec, engine: str, release: str, p: float, **paralle
 #   (calibration.csv, 144 groups).
 PREPARE_S = 0.2
 REQUEST_S = 6e-5
+STEPS_PER_REQUEST = 4   # a simulated run's count covers this many scheduler steps a request and
+STEPS_PER_RUN = 1_000   # this many more: serving_moe.csv's 598 runs take 1.18 M for 459,200
+                        # requests (2.6 a request; at C = 4, 690 for 40), 37,000 past these
+STEP_S = 6e-6           # a step past them: a KV cache that preempts without end takes ~5 us a
+                        # step (2,000 requests of 100 in, 120,000 out at C = 2,000 on llama3.1-8b,
+                        # one H100, vLLM: 2,500,000 steps in 12.5 s); counted as the run goes,
+                        # against what is left of WORK_S, which bounds each run's steps
 POOL_REQUEST_S = 1e-5
 GROUP_S = 0.03
 BEST_GROUP_S = 0.08
@@ -523,11 +530,19 @@ READ_S = 5.2e-5      # a row read (read_measurements; 100,000 rows: 5.2 s)
 WORK_S = 60.0
 
 
-def _over(items, skipped: dict) -> None:
-    """The rows of a group past ``WORK_S``: skipped, with the reason."""
+def over(bound_s: float | None = None) -> str:
+    """Why a row past the bound of predictions (``WORK_S``, or a caller's) is skipped."""
+    if bound_s is None:
+        return (f"past lts validate's bound of {WORK_S:.0f} s of predictions a file "
+                "(docs/limits.md): split the file")
+    return (f"past the bound of {bound_s:.1f} s of predictions this command has for the file "
+            "(docs/limits.md): split the file")
+
+
+def _over(items, skipped: dict, why: str) -> None:
+    """The rows of a group past the bound: skipped, with the reason."""
     for m, *_ in items:
-        skipped[m.row] = (f"past lts validate's bound of {WORK_S:.0f} s of predictions a file "
-                          "(docs/limits.md): split the file")
+        skipped[m.row] = why
 
 
 def _run_s(key, items) -> float:
@@ -552,12 +567,18 @@ SIM_METRICS = {"ttft_ms": lambda s: s["ttft_ms"]["mean"], "tpot_ms": lambda s: s
                "output_tokens_per_s": lambda s: s["output_tokens_per_s"]}
 
 
-def _simulated(spec, topo, prof, bench: Bench, items, two: bool = False):
-    """(measurement, record fields, skip reason) of the rows of one deployment that say how
-    they were measured: each distinct run (concurrency, number of prompts) simulated once
-    (``serving.simulate``; ``two``: two pools, ``serving.two_pool_sim``, the items' rows a
-    (prefill, decode) pair), its mean TTFT, TPOT or output tokens/s compared."""
-    from .simulate import Load, prepare, run
+def _simulated(spec, topo, prof, bench: Bench, items, two: bool = False,
+               left_s: float = math.inf, why_over: str = ""):
+    """((measurement, record fields, skip reason) of the rows of one deployment that say how
+    they were measured, the seconds of work past their count, of it the runs' that ended):
+    each distinct run (concurrency,
+    number of prompts) simulated once (``serving.simulate``; ``two``: two pools,
+    ``serving.two_pool_sim``, the items' rows a (prefill, decode) pair), its mean TTFT, TPOT or
+    output tokens/s compared. A run's steps past ``STEPS_PER_REQUEST`` a request (and ``STEPS_PER_RUN``) count
+    ``STEP_S`` each against ``left_s``; a run that would pass it stops there, its rows
+    skipped (``why_over``). A two-pool run reserves each request's room: it never preempts, and its
+    events are a few a request."""
+    from .simulate import Load, TooManySteps, prepare, run
     from .two_pool import ranks
     from .two_pool_sim import prepare_pools, run_pools
     if bench.kv_cache_dtype:
@@ -583,15 +604,27 @@ def _simulated(spec, topo, prof, bench: Bench, items, two: bool = False):
         else:
             dep = prepare(spec, topo, row, prof, list(loads.values()))
     except LtsError as e:
-        return [(m, None, f"simulation: {e}") for m, _ in items]
+        return [(m, None, f"simulation: {e}") for m, _ in items], 0.0, 0.0
     done = {}
     out = []
+    extra_s = done_s = 0.0
     for m, _ in items:
         k = (m.concurrency, m.bench.num_prompts)
         if k not in done:
+            paid = STEPS_PER_REQUEST * k[1] + STEPS_PER_RUN
             try:
-                done[k] = (run_pools(dep, loads[k]) if two else run(dep, loads[k])).summary()
-            except LtsError as e:       # (a run past simulate's bound of steps: its rows)
+                if two:
+                    done[k] = run_pools(dep, loads[k]).summary()
+                else:
+                    left = max(left_s - extra_s, 0.0)
+                    r = run(dep, loads[k], max_loops=paid + int(min(left / STEP_S, 1e12)))
+                    extra_s += STEP_S * max(r.loops - paid, 0)
+                    done_s += STEP_S * max(r.loops - paid, 0)
+                    done[k] = r.summary()
+            except TooManySteps as e:   # past simulate's bound of steps, or the file's
+                extra_s += STEP_S * max(e.steps - paid, 0)
+                done[k] = why_over if e.caller else f"simulation: {e}"
+            except LtsError as e:
                 done[k] = f"simulation: {e}"
         s = done[k]
         if isinstance(s, str):
@@ -607,7 +640,7 @@ def _simulated(spec, topo, prof, bench: Bench, items, two: bool = False):
                                       "kv_peak_share": s["kv_peak_share"],
                                       **{p: spread[p] for p in ("p50", "p90", "p99")
                                          if p in spread}}}, ""))
-    return out
+    return out, extra_s, done_s
 
 
 def _predicted(res, i, metric):
@@ -635,7 +668,8 @@ def spearman(x, y) -> float:
 
 
 def validate(path, progress=None, by: tuple = (), tune=None, only=None,
-             steady: bool = False, work_only: bool = False, read=None):
+             steady: bool = False, work_only: bool = False, read=None,
+             bound_s: float | None = None, meter: dict | None = None):
     """Predict every row of a measurement file; the JSON dict of ``lts validate --json``
     (with ``by``, row keys of ``BY_KEYS``: the residuals by those keys and the metric).
 
@@ -647,7 +681,12 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
     (``serving.simulate``; its record says ``"predicted_by": "simulation"``), unless ``steady``:
     then, as every other row, by the closed loop's steady state. ``work_only``: predict
     nothing; the seconds predicting them would take, about (``work_s``, and ``ROW_S`` a row).
-    ``read``: the file's ``read_measurements``, read once by a caller that predicts it often."""
+    ``read``: the file's ``read_measurements``, read once by a caller that predicts it often.
+    ``bound_s``: the work (``work_s``'s seconds) predicting may take, ``WORK_S`` unless given:
+    the groups past it, and the runs that would step past it, are skipped with the reason.
+    ``meter``: where given, ``meter["work_s"]`` is set to the work counted (``work_s`` of the
+    groups predicted and the steps their runs took past their count), ``meter["extra_s"]`` to
+    those steps' share of the runs whose rows were predicted."""
     file = str(path)
     meas, unread = read_measurements(path) if read is None else read
     if only is not None:
@@ -724,12 +763,18 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
     if progress:
         progress.set_total(len(jobs) + len(pooled) + len(runs))
     spent = ROW_S * len(meas)      # work_s of the rows and of the groups predicted so far
+    bound = WORK_S if bound_s is None else bound_s
+    why_over = over(bound_s)
+
+    pending = work_s(runs, pooled, jobs)    # the counts of the groups not yet reached
+    extra_done = 0.0                        # the steps past their count of runs predicted
 
     def within(cost, items) -> bool:
         """Whether a group of this cost is predicted: else its rows are skipped (``_over``)."""
-        nonlocal spent
-        if spent + cost > WORK_S:
-            _over(items, skipped)
+        nonlocal spent, pending
+        pending -= cost
+        if spent + cost > bound:
+            _over(items, skipped, why_over)
             if progress:
                 progress(1)
             return False
@@ -744,7 +789,12 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
         if tune is not None:
             t, prof = tune(t, prof)
         two = key[9] == "pools"
-        for m, rec, why in _simulated(spec, t, prof, bench, items, two):
+        # steps past the runs' count come from what the counts of every group leave
+        out, extra_s, done_s = _simulated(spec, t, prof, bench, items, two,
+                                          bound - spent - max(pending, 0.0), why_over)
+        spent += extra_s
+        extra_done += done_s
+        for m, rec, why in out:
             if why:
                 skipped[m.row] = why
                 continue
@@ -806,6 +856,8 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
                 m, spec, engine, release[0], float(_predicted(res, i, m.metric)), gpus=m.gpus,
                 **coarse_dict(res.strategies[i]), best_batch=best, running=int(res.running[i]),
                 strategy=m.strategy or None, layout=list(m.layout) or None)
+    if meter is not None:
+        meter["work_s"], meter["extra_s"] = spent, extra_done
     rows = [predicted[m.row] for m in meas if m.row in predicted]
     skips = sorted(unread + [{"id": m.id, "row": m.row, "model": m.model, "topology": m.topology,
                               "reason": skipped[m.row]} for m in meas if m.row in skipped],
