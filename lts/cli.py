@@ -27,7 +27,8 @@ from .search.names import METHODS, STOCHASTIC
 from .serving.imports import FORMATS as IMPORT_FORMATS
 from .serving.spec import MAX_SPEC_TOKENS
 from .specs import load_model, load_topology, shipped_names
-from .specs.errors import FlagError, LtsError, StrategyError, UsageError, cut, cut_quoted, plain
+from .specs.errors import (FlagError, LtsError, StrategyError, UsageError, cut, cut_quoted,
+                           decimal, plain)
 from .specs.strategy import COARSE, DEGREES
 from .specs.limits import (MAX_BENCH, MAX_CONCURRENCY, MAX_CP, MAX_DEGREE, MAX_ETP, MAX_GPUS,
                            MAX_JOBS, MAX_OFFLOAD_GIB, MAX_REQUEST_RATE, MAX_SEED,
@@ -107,7 +108,7 @@ class Milliseconds(click.ParamType):
             x = value
         else:
             try:
-                x = float(str(value).strip())
+                x = decimal(str(value).strip())
             except ValueError:
                 self.fail(f"{cut_quoted(value)} is not a number of milliseconds", param, ctx)
         if math.isnan(x) or x <= 0:
@@ -139,6 +140,11 @@ class Finite(click.FloatRange):
     each comparison with it is false), the one rule for every bounded float flag."""
 
     def convert(self, value, param, ctx):
+        if isinstance(value, str):          # ASCII, no "_" (float reads '٨' and '1_0')
+            try:
+                decimal(value)
+            except ValueError:
+                self.fail(f"{cut_quoted(value)} is not a decimal number", param, ctx)
         x = click.FLOAT.convert(value, param, ctx)
         if not math.isfinite(x):
             self.fail(f"{cut_quoted(value)} is not a finite number", param, ctx)
@@ -1162,11 +1168,11 @@ def _by_keys(ctx, param, value):
         return ()
     keys = tuple(k.strip() for k in value.split(","))
     if value.strip() == "":
-        raise click.BadParameter(f"{value!r}: expected row keys of {', '.join(BY_KEYS)}, "
+        raise click.BadParameter(f"{cut_quoted(value)}: expected row keys of {', '.join(BY_KEYS)}, "
                                  "comma-separated")
     bad = [k for k in keys if k not in BY_KEYS]
     if bad or len(set(keys)) < len(keys):
-        raise click.BadParameter(f"{value!r}: expected distinct row keys of "
+        raise click.BadParameter(f"{cut_quoted(value)}: expected distinct row keys of "
                                  f"{', '.join(BY_KEYS)}, comma-separated")
     return keys
 
@@ -1204,7 +1210,7 @@ def validate(measurements, by, steady, json_, no_color):
       lts validate measurements.csv --json
       lts validate tests/data/measurements/serving_moe.csv --by model,topology
     """
-    from .serving.validate import none_predicted, validate as run_validate
+    from .serving.validate import none_predicted, unread_versions, validate as run_validate
     try:
         with progress(None, "predicting", disable=json_) as advance:
             overlay = click.get_current_context().meta.get("lts_overlay")
@@ -1225,6 +1231,8 @@ def validate(measurements, by, steady, json_, no_color):
         if json_:              # the JSON still carries each skipped row's reason)
             _print(json_, no_color, d, render_validate)
         raise click.ClickException(none_predicted(measurements, d["skipped"]))
+    if unread_versions(d["rows"]):
+        _note(unread_versions(d["rows"]))
     _print(json_, no_color, d, render_validate)
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from .engines import ENGINE_NAMES, ENGINES, GENERIC, chunked
 from .search.names import BUDGET_SECONDS, MAX_BUDGET
 from .specs import load_model, load_topology, weight_bytes, with_expert_placement
-from .specs.errors import FlagError, LtsError, UsageError, cut, cut_quoted
+from .specs.errors import FlagError, LtsError, UsageError, cut, cut_quoted, hidden_problem
 from .specs.limits import MAX_SERVE_TOP
 from .specs.units import GIB
 from .specs.workload import PHASES, Workload
@@ -62,6 +62,8 @@ def parse_engine(text: str) -> tuple:
     releases = [r for r in ENGINES[name].profiles if r]
     if not releases:
         raise fail(f"{cut_quoted(text)}: {name} has no releases to pick from")
+    if hidden_problem(version):
+        raise fail(f"{name}@{hidden_problem(version)}")
     if not engine_release_text(version):
         shown = cut(version, keep=20, limit=40)
         raise fail(f"{name + '@' + shown!r}: {shown!r} is not a version (releases lts models: "

@@ -36,8 +36,8 @@ from pathlib import Path
 
 from .engines import ENGINE_NAMES
 from .search.names import METHODS
-from .specs import read_toml
-from .specs.errors import LtsError, SpecError
+from .specs import read_toml, resolve
+from .specs.errors import LtsError, SpecError, cut_quoted, hidden_problem
 from .specs.limits import MAX_TOKENS
 from .specs.strategy import coarse_text, shown_axes
 from .specs.workload import PHASES as STEP_PHASES
@@ -92,6 +92,33 @@ def _strings(grid: dict, path, key: str, required: bool) -> list:
     return v
 
 
+def _once(path, key: str, names: list, canon, what: str) -> None:
+    """SpecError where two of ``names`` (distinct as written) name one ``what`` (``canon``: the
+    thing a name stands for; a name that does not load is left to the problem's own error)."""
+    seen = {}
+    for n in names:
+        try:
+            c = canon(n)
+        except (LtsError, OSError, ValueError):
+            continue
+        if c in seen:
+            raise SpecError(path, key, f"{cut_quoted(seen[c])} and {cut_quoted(n)} name one "
+                                       f"{what}: give it once")
+        seen[c] = n
+
+
+def _release(text: str):
+    """What an engine entry stands for: its engine and release (``Engine.release_key``: a bare
+    name its served version's), a version lts cannot order as written."""
+    from .engines import ENGINES
+    name, _, version = text.partition("@")
+    engine = ENGINES.get(name)
+    if engine is None or not text:
+        return text
+    key = engine.release_key(version or engine.version)
+    return (name, key) if key else text
+
+
 def read_grid(path) -> tuple:
     """(problems, prices {topology: $ per GPU-hour}) of a grid file; SpecError on a bad key."""
     grid = read_toml(Path(path), "a sweep grid (.toml)", MAX_GRID_BYTES, "a sweep grid needs 2")
@@ -103,8 +130,12 @@ def read_grid(path) -> tuple:
     engines = _strings(grid, path, "engines", False)
     bad = [e for e in engines if e and e.split("@")[0] not in ENGINE_NAMES]
     if bad:
-        raise SpecError(path, "engines", f"{bad[0]!r} is not an engine lts knows "
+        raise SpecError(path, "engines", f"{cut_quoted(bad[0])} is not an engine lts knows "
                                          f"({', '.join(ENGINE_NAMES)}, with @VERSION)")
+    _once(path, "models", models, lambda n: resolve("models", n).resolve(), "model file")
+    _once(path, "topologies", topologies, lambda n: resolve("topologies", n).resolve(),
+          "topology file")
+    _once(path, "engines", engines, _release, "engine release")
     gpus = grid.get("gpus", [0])
     if not isinstance(gpus, list) or not gpus or not all(
             isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in gpus):
@@ -113,7 +144,7 @@ def read_grid(path) -> tuple:
         raise SpecError(path, "gpus", "names one budget twice")
     method = grid.get("method", "exact")
     if method not in METHODS:
-        raise SpecError(path, "method", f"{method!r} is not one of {', '.join(METHODS)}")
+        raise SpecError(path, "method", f"{cut_quoted(method)} is not one of {', '.join(METHODS)}")
     prices = grid.get("prices", {})
     if not isinstance(prices, dict) or not all(
             isinstance(p, (int, float)) and not isinstance(p, bool) and 0 < p < 1e6
@@ -126,8 +157,11 @@ def read_grid(path) -> tuple:
                                                      f"({', '.join(topologies)}), as written "
                                                      "there")
     loads = grid.get("workloads")
-    if not isinstance(loads, list) or not loads or not all(isinstance(w, dict) for w in loads):
+    if loads is None:
         raise SpecError(path, "workloads", "missing: at least one [[workloads]] table")
+    if not isinstance(loads, list) or not loads or not all(isinstance(w, dict) for w in loads):
+        raise SpecError(path, "workloads", f"{cut_quoted(loads)} is not a list of "
+                                           "[[workloads]] tables (at least one)")
     count = len(models) * len(topologies) * len(loads) * len(engines) * len(gpus)
     if count > MAX_PROBLEMS:        # counted from the lists, before a problem is made
         raise SpecError(path, "", f"{count:,} problems, over the {MAX_PROBLEMS:,} a sweep "
@@ -143,22 +177,25 @@ def read_grid(path) -> tuple:
             ok = isinstance(v, typ) and not isinstance(v, bool) or \
                 typ is float and isinstance(v, int) and not isinstance(v, bool)
             if not ok:
-                raise SpecError(path, f"{where}.{k}", f"{v!r} is not {typ.__name__}")
+                raise SpecError(path, f"{where}.{k}", f"{cut_quoted(v)} is not {typ.__name__}")
             if typ is int and not 1 <= v <= MAX_TOKENS:
                 raise SpecError(path, f"{where}.{k}", f"{v} is not from 1 to {MAX_TOKENS:,}")
             if typ is float and not (v > 0 and not math.isnan(v)):
-                raise SpecError(path, f"{where}.{k}", f"{v!r} is not a positive number of "
-                                                      "milliseconds (inf: no limit)")
+                raise SpecError(path, f"{where}.{k}", f"{cut_quoted(v)} is not a positive "
+                                                      "number of milliseconds (inf: no limit)")
         phase = w.get("phase", "decode")
         if phase not in PHASES:
-            raise SpecError(path, f"{where}.phase", f"{phase!r} is not one of {', '.join(PHASES)}")
+            raise SpecError(path, f"{where}.phase",
+                            f"{cut_quoted(phase)} is not one of {', '.join(PHASES)}")
         for k in w:     # a setting the phase has no use for (the search would refuse it)
             if k in PHASE_KEYS and phase not in PHASE_KEYS[k]:
-                raise SpecError(path, f"{where}.{k}", f"not with phase {phase!r} (only "
+                raise SpecError(path, f"{where}.{k}", f"not with phase {cut_quoted(phase)} (only "
                                                       f"{' or '.join(PHASE_KEYS[k])})")
         name = w.get("name", f"workload-{i + 1}")
+        if hidden_problem(name):        # (shown raw in the summary, it reordered the line)
+            raise SpecError(path, f"{where}.name", hidden_problem(name))
         if name in names:
-            raise SpecError(path, f"{where}.name", f"{name!r} names two workloads")
+            raise SpecError(path, f"{where}.name", f"{cut_quoted(name)} names two workloads")
         names.append(name)
         args, options = ["--phase", phase], [("phase", phase), ("method", method)]
         for k in ("isl", "osl", "context", "ttft_slo_ms", "tpot_slo_ms"):
@@ -327,7 +364,7 @@ def shard(problems: list, text: str) -> list:
     try:
         i, n = (int(x) for x in text.split("/"))
     except ValueError:
-        raise ValueError(f"{text!r} is not I/N (e.g. 3/16)") from None
+        raise ValueError(f"{cut_quoted(text)} is not I/N (e.g. 3/16)") from None
     if not 1 <= i <= n <= MAX_PROBLEMS:
-        raise ValueError(f"{text!r}: I must be from 1 to N")
+        raise ValueError(f"{cut_quoted(text)}: I must be from 1 to N")
     return problems[i - 1::n]

@@ -178,7 +178,7 @@ WRITTEN = [(name, fmt) for name, fmt in SPELLINGS] + \
     [(name.replace("_", "-"), fmt) for name, fmt in SPELLINGS if "_" in name][:5] + \
     [("Fp8-Block", "fp8_block"), ("INT4-WO", "w4a16_g32"), (" awq ", "w4a16_zp")]
 UNKNOWN = (f"'int3' is not a weight format lts knows (expected one of {ACCEPTED_FORMATS}; any "
-           "case, - or _)")
+           "case, - or _); did you mean int8?")
 
 
 def test_the_spellings_the_issue_and_the_kernel_tables_name():

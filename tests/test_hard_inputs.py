@@ -111,8 +111,15 @@ def test_byte_order_mark_and_deep_json(tmp_path):
     deep.write_text('{"a":' * 5000 + "1" + "}" * 5000, encoding="utf-8")
     r = run("models", "--show", str(deep))
     assert r.exit_code == 1 and error(r) == (f"Error: {deep}: nested too deeply (hundreds of "
-                                             "levels of tables or arrays; a model or topology "
-                                             "needs 2)")
+                                             "levels of objects or arrays; a config.json needs "
+                                             "a few)")
+    trace = tmp_path / "t.jsonl"         # (was "not JSON (maximum recursion depth exceeded...")
+    trace.write_text('{"a":' + "[" * 10_000 + "]" * 10_000 + "}\n")
+    r = run("simulate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--engine", "vllm",
+            "--trace", str(trace))
+    assert r.exit_code == 1 and error(r) == (f"Error: {trace}: line 1: nested too deeply "
+                                             "(hundreds of levels of objects or arrays; a trace "
+                                             "line needs 1)")
 
 
 def test_control_characters_in_a_path_are_shown_escaped():
@@ -228,3 +235,80 @@ def test_a_name_with_bidirectional_or_hidden_characters(tmp_path, char):
     assert skip["id"] == f"'r{char.encode('unicode_escape').decode()}1'"
     assert skip["reason"].endswith("contains control or bidirectional formatting characters "
                                    "(expected plain text)")
+
+
+def test_messages_stay_short_whatever_the_input(tmp_path):
+    """A message names the value (cut where long) and where the rest is, not every choice: an
+    unknown model listed every shipped name (354 characters), --precision every format with
+    its other names (477), a measurement file's missing column every column (436)."""
+    nocol = tmp_path / "m.csv"
+    nocol.write_text("id,model,topology,gpus,tp,ep,pp,precision,isl,osl,concurrency,metric,"
+                     "source\nx,llama3.1-8b,h100_dgx,1,1,1,1,bf16,100,100,1,tpot_ms,s\n")
+    cases = [
+        (["estimate", "llama3.1-8bx", "h100_dgx"], 1,
+         "Error: llama3.1-8bx: no such file or shipped model (did you mean llama3.1-8b? lts "
+         "models lists the 21 shipped)"),
+        (["estimate", "llama3.1-8b", "h100"], 1,
+         "Error: h100: no such file or shipped topology (did you mean h100_dgx? lts topologies "
+         "lists the 12 shipped)"),
+        (["estimate", "llama3.1-8b", "h100_dgx", "--precision", "fp9"], 2,
+         "Error: Invalid value for '--precision': 'fp9' is not a weight format lts knows "
+         "(expected one of fp32, bf16, fp16, fp8, int8, fp8_block, nvfp4, mxfp4, mxfp8, w4a16, "
+         "w4a16_zp, w4a16_g32, w4a16_nvfp4, w4a8 or another name of one (docs/design.md, Weight "
+         "formats); any case, - or _); did you mean fp8?"),
+        (["estimate", "llama3.1-8b", "h100_dgx", "--precision", "x" * 3000], 2,
+         "Error: Invalid value for '--precision': '" + "x" * 40 + "'... (3,000 characters) is "
+         "not a weight format lts knows"),
+        (["validate", str(nocol)], 1,
+         f"Error: {nocol}: header: value: missing column (expected id, model, topology, gpus, "
+         "tp, ep, pp, precision, isl, osl, concurrency, metric, value, source; the optional "
+         "ones: docs/validation.md)"),
+    ]
+    for args, code, message in cases:
+        r = run(*args)
+        assert r.exit_code == code and error(r).startswith(message), r.output
+        assert len(error(r)) <= 400, error(r)
+
+
+def test_numbers_are_ascii_decimals_everywhere(tmp_path):
+    """Python's float (and NumPy's) reads '٨٤٠', '１٠٠٠' and '8_40' as numbers: a file's cell
+    and a flag take ASCII digits without "_", as integer flags do; a JSON trace takes JSON
+    numbers, not "1000"."""
+    from lts.serving import validate as v
+    head = ("id,model,topology,gpus,tp,ep,pp,precision,isl,osl,concurrency,metric,value,"
+            "source,engine\n")
+    rows = "".join(f"{i},llama3.1-8b,h100_dgx,1,1,1,1,bf16,512,128,8,tpot_ms,{value},s,vllm\n"
+                   for i, value in (("a", "٨٤٠"), ("b", "8_40"), ("c", "840")))
+    (tmp_path / "m.csv").write_text(head + rows, encoding="utf-8")
+    d = v.validate(tmp_path / "m.csv")
+    assert [r["id"] for r in d["rows"]] == ["c"]
+    assert [s["reason"] for s in d["skipped"]] == [
+        "value: '٨٤٠' is not a number from 1e-06 to 1e+15",
+        "value: '8_40' is not a number from 1e-06 to 1e+15"]
+    sim = ["simulate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--engine", "vllm"]
+    (tmp_path / "t.csv").write_text("arrival_s,isl,osl\n0,１٠٠٠,100\n", encoding="utf-8")
+    (tmp_path / "t.jsonl").write_text('{"timestamp": 0, "input_length": "1000", '
+                                      '"output_length": 100}\n')
+    for trace, message in (
+            ("t.csv", "row 1: isl: '１٠٠٠' is not a whole number of tokens from 1 to 10,000,000 "
+                      "(ASCII digits, no _)"),
+            ("t.jsonl", "line 1: input_length: '1000' is not a whole number of tokens from 1 "
+                        "to 10,000,000 (a JSON string: write the number bare)")):
+        r = run(*sim, "--trace", str(tmp_path / trace))
+        assert r.exit_code == 1 and error(r) == f"Error: {tmp_path / trace}: {message}"
+    for flag, value, message in (
+            ("--tpot-slo-ms", "٨", "'٨' is not a number of milliseconds"),
+            ("--request-rate", "1_0", "'1_0' is not a decimal number")):
+        r = run("search", "llama3.1-8b", "h100_dgx", "--gpus", "8", "--phase", "serve",
+                flag, value)
+        assert r.exit_code == 2 and error(r) == \
+            f"Error: Invalid value for '{flag}': {message}", r.output
+
+
+def test_an_engine_version_with_hidden_characters_is_refused():
+    """--engine 'sglang@0.5.1<U+202E>evil' was read as 0.5.1 without a word."""
+    r = run("estimate", "llama3.1-8b", "h100_dgx", "--phase", "serve", "--engine",
+            "sglang@0.5.1\u202eevil", "--strategy", "tp=1", "--concurrency", "4")
+    assert r.exit_code == 2 and error(r) == (
+        "Error: Invalid value for '--engine': sglang@'0.5.1\\u202eevil' contains control or "
+        "bidirectional formatting characters (expected plain text)")

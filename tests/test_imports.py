@@ -134,6 +134,9 @@ def _vllm(**edit) -> str:
     ("[" * 100_000 + "]" * 100_000, "", "nested too deeply (hundreds of levels of objects or "
                                         "arrays; a benchmark result needs a few)"),
     ('{"completed": ' + "9" * 5000 + "}", "", "a number of thousands of digits"),
+    # a key given twice: json keeps the last, silently
+    (_vllm()[:-1] + ', "completed": 1}', "", "key 'completed' given twice in one object (which "
+                                              "one is meant?)"),
     (_vllm(request_rate=10.0), "run 1", "request_rate: 10.0 paces the requests"),
     (_vllm(request_rate="10"), "run 1", "request_rate: '10' paces the requests"),
     (_vllm(request_rate=float("nan")), "run 1", "request_rate: nan paces the requests"),
@@ -166,17 +169,22 @@ def test_a_file_that_is_no_closed_loop_result_is_one_line(tmp_path, text, where,
         assert message in last, last
 
 
-def test_an_sglang_run_longer_than_validate_reads_is_refused(tmp_path):
-    """SGLang's random lengths (the longest, which the range ratio spreads) are the rows' isl
-    and osl: above validate's 10,000,000 tokens, refused as the means are."""
+@pytest.mark.parametrize("edit, message", [
+    # SGLang's random lengths (the longest, which the range ratio spreads) are the rows' isl and
+    # osl: above validate's 10,000,000 tokens, refused as the means are
+    ({"random_input_len": 2e7}, "isl: 20000000 is above the maximum 10,000,000 (lts validate "
+                                "would not read its ttft_ms row)"),
+    # server_info.version [1] was written as the text '[1]'
+    ({"server_info": {"version": [1]}}, "server_info.version: [1] is not a version (a JSON "
+                                        "string)"),
+])
+def test_an_sglang_run_lts_validate_would_not_read_is_refused(tmp_path, edit, message):
     line = json.loads((DATA / EXAMPLES["sglang"]).read_text().splitlines()[0])
-    line["random_input_len"] = 2e7
+    line.update(edit)
     (tmp_path / "s.jsonl").write_text(json.dumps(line))
     r = run("import", str(tmp_path / "s.jsonl"), "--model", "llama3.1-8b", "--topology",
             "h100_dgx")
-    assert (r.exit_code, r.output) == (1, f"Error: {tmp_path / 's.jsonl'}: run 1: isl: 20000000 "
-                                          "is above the maximum 10,000,000 (lts validate would "
-                                          "not read its ttft_ms row)\n")
+    assert (r.exit_code, r.output) == (1, f"Error: {tmp_path / 's.jsonl'}: run 1: {message}\n")
 
 
 @pytest.mark.parametrize("flags, code, message", [

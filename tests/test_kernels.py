@@ -211,6 +211,10 @@ def test_a_folder_without_tables_is_refused(tmp_path):
     ("gemm_dtype,m,n,k,latency", "bfloat16," + "9" * 5000 + ",2,3,0.01",
      "gemm_perf.csv: row 1: m: '" + "9" * 40 + "'... (5,000 characters) is not a positive "
      "number"),
+    ("gemm_dtype,m,n,k,latency", "bfloat16,1,2,3,0.0_1",       # (NumPy reads it as 0.01)
+     "gemm_perf.csv: row 1: latency: '0.0_1' is not a positive number"),
+    ("gemm_dtype,m,n,k,latency", "bfloat16,٢,2,3,0.01",
+     "gemm_perf.csv: row 1: m: '٢' is not a positive number"),
     ("gemm_dtype,m,n,k,latency,latency", "bfloat16,1,2,3,0.01,0.02",
      "gemm_perf.csv: header: column 'latency' named twice"),
     # every table left out (a latency in us read as ms: 150 ms): why, not "no table"
@@ -222,7 +226,7 @@ def test_a_folder_without_tables_is_refused(tmp_path):
 def test_a_malformed_own_table_is_the_flags_error(tmp_path, header, row, message):
     f = tmp_path / "g" / "gemm" / "vllm" / "0.24.0" / "gemm_perf.csv"
     f.parent.mkdir(parents=True)
-    f.write_text(header + "\n" + row + "\n")
+    f.write_text(header + "\n" + row + "\n", encoding="utf-8")
     r = CliRunner().invoke(cli, ["kernels", "--kernels", str(tmp_path)])
     message = message.replace("{tmp}", str(tmp_path))
     assert r.exit_code == 2 and message in " ".join(r.output.split()), r.output

@@ -100,7 +100,7 @@ def test_validate_reads_layouts_and_quantization(tmp_path):
     ("fp8,nvfp4", "gemm_quant 'fp8' and moe_quant 'nvfp4' differ: lts costs one format for the "
                   "quantized weights"),
     ("int3,int3", f"gemm_quant: 'int3' is not a weight format lts knows (expected one of "
-                  f"{ACCEPTED_FORMATS}; any case, - or _)"),
+                  f"{ACCEPTED_FORMATS}; any case, - or _); did you mean int8?"),
 ])
 def test_validate_bad_quantization_skips_the_row(tmp_path, quants, reason):
     p = tmp_path / "moe.csv"

@@ -269,7 +269,7 @@ def test_toml_precision_formats(tmp_path):
 @pytest.mark.parametrize("line, key, message", [
     ('formats = {attn = "fp8"}\n', "precision.formats.attn", "is not one of 'embedding'"),
     ('formats = {attention = "fp9"}\n', "precision.formats.attention",
-     "'fp9' is not a weight format lts knows (expected one of fp32 (float32), "),
+     "'fp9' is not a weight format lts knows (expected one of fp32, bf16, "),
     ('formats = "fp8"\n', "precision.formats", "'fp8' is not a table"),
 ])
 def test_toml_precision_formats_errors(tmp_path, line, key, message):

@@ -66,7 +66,7 @@ def test_paper_models_are_the_advertised_sizes():
     ('kind = "gqa"', 'kind = "mqa"', "m.toml: attention.kind: 'mqa' is not one of 'gqa', 'mla'"),
     ('top_k = 2', 'top_k = 9', "m.toml: ffn.top_k: 9 must be <= 8"),
     ('weights = "bf16"', 'weights = "bf17"', "m.toml: precision.weights: 'bf17' is not a weight "
-                                             "format lts knows (expected one of fp32 (float32), "),
+                                             "format lts knows (expected one of fp32, bf16, "),
     ('[ffn]', '[ffn]\nwidth = 3', "m.toml: ffn.width: unknown key"),
     ('expert_intermediate = 512', 'expert_intermediate = 512.5',
      "m.toml: ffn.expert_intermediate: 512.5 is not an integer"),

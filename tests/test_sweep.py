@@ -9,6 +9,8 @@ from click.testing import CliRunner
 from lts.cli import cli
 from lts import sweep as sw
 
+ROOT = Path(__file__).resolve().parents[1]
+
 GRID = '''models = ["llama3.1-8b", "mixtral-8x7b"]
 topologies = ["h100_dgx"]
 engines = ["", "vllm"]
@@ -166,6 +168,15 @@ def test_an_output_that_is_not_a_regular_file(tmp_path):
      'tpot_slo_ms = 5\n', "workloads[0].tpot_slo_ms: not with phase 'prefill'"),
     ('models = ["a"]\ntopologies = ["h100_dgx"]\n[[workloads]]\ntpot_slo_ms = nan\n',
      "workloads[0].tpot_slo_ms: nan is not a positive number of milliseconds"),
+    ('models = ["a"]\ntopologies = ["h100_dgx"]\nworkloads = 5\n',    # (was "missing")
+     "workloads: 5 is not a list of [[workloads]] tables (at least one)"),
+    # one thing under two spellings was solved twice
+    (f'models = ["llama3.1-8b", "{ROOT}/models/llama3.1-8b.toml"]\ntopologies = ["h100_dgx"]\n'
+     "[[workloads]]\n", f"models: 'llama3.1-8b' and '{ROOT}/models/llama3.1-8b.toml' name one "
+                        "model file: give it once"),
+    ('models = ["a"]\ntopologies = ["h100_dgx"]\nengines = ["vllm@0.15.0", "vllm@v0.15"]\n'
+     "[[workloads]]\n", "engines: 'vllm@0.15.0' and 'vllm@v0.15' name one engine release: "
+                        "give it once"),
 ])
 def test_a_bad_grid_is_one_line(tmp_path, text, message):
     (tmp_path / "g.toml").write_text(text)

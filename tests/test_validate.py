@@ -66,7 +66,7 @@ def test_validate_small_file(tmp_path):
                            "output_tokens_per_s_per_gpu, ttft_ms, tpot_ms"),
     (("value", "fast"), "value: 'fast' is not a number from 1e-06 to 1e+15"),
     (("precision", "fp7"), f"precision: 'fp7' is not a weight format lts knows (expected one of "
-                           f"{ACCEPTED_FORMATS}; any case, - or _)"),
+                           f"{ACCEPTED_FORMATS}; any case, - or _); did you mean fp8?"),
     (("engine", "tgi"), "engine: 'tgi' is not one of generic, vllm, sglang, trtllm (or empty)"),
     (("tp", "99999999999999999999"), "tp: 99999999999999999999 is above the maximum 65,536"),
     (("isl", "99999999999"), "isl: 99999999999 is above the maximum 10,000,000"),
@@ -115,7 +115,7 @@ def test_one_file_of_a_good_row_and_bad_rows_of_every_kind(tmp_path):
         ("badengine", row(id="badengine", engine="tgi"),
          "engine: 'tgi' is not one of generic, vllm, sglang, trtllm (or empty)"),
         ("badquant", row(id="badquant", gemm_quant="int3", moe_quant="int3"),
-         f"gemm_quant: 'int3' is not a weight format lts knows {formats}"),
+         f"gemm_quant: 'int3' is not a weight format lts knows {formats}; did you mean int8?"),
         ("refused", row(id="refused", precision="int8_wo"),
          "precision: 'int8_wo' is int8 weights with bf16 activations (W8A16), not a format "
          f"lts costs {formats}"),

@@ -7,6 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from lts.cli import cli
+from lts.specs.errors import cut_quoted
 from lts.cost.kernels import pick_release
 from lts.engines import ENGINES
 from lts.specs.versions import numbers, order_key
@@ -59,5 +60,9 @@ def test_a_measurement_of_any_version_is_predicted(tmp_path, version):
                     f"{version}\n")
     r = CliRunner().invoke(cli, ["validate", str(path), "--json"])
     assert r.exit_code == 0, r.output
-    d = json.loads(r.output)
+    d = json.loads(r.stdout)
     assert d["summary"]["count"] == 1 and d["rows"][0]["profile"] == ENGINES["vllm"].version
+    # said: the version is not one lts reads, and which release stood for it
+    assert r.stderr == (f"Note: 1 row names an engine version lts cannot read as a release (r1: "
+                        f"{cut_quoted(version)}): each is predicted with its engine's served "
+                        f"release (vllm {ENGINES['vllm'].version} for that one)\n")

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..specs.errors import LtsError, cut_quoted
+from ..specs.errors import LtsError, cut_quoted, decimal
 
 
 class KernelTableError(LtsError):
@@ -91,7 +91,7 @@ def read(path, kind: str) -> dict:
                                f"{', '.join(text + numbers)})")
     for c in numbers:
         try:
-            vals = out[c].astype(np.float64)
+            vals = out[c].astype(np.float64) if _decimal(out[c]) else None
         except (TypeError, ValueError):
             vals = None
         bad = np.arange(len(out[c])) if vals is None else \
@@ -105,9 +105,20 @@ def read(path, kind: str) -> dict:
     return out
 
 
+def _decimal(cells) -> bool:
+    """Whether a column's text cells are ASCII without "_" (NumPy, as Python's float, reads
+    '٨٤٠' and '8_40' as 840; ``specs.errors.decimal``): a parquet column's numbers are."""
+    if cells.dtype.kind != "U":
+        return True
+    try:
+        return not (np.char.find(cells.astype("S"), b"_") >= 0).any()
+    except UnicodeEncodeError:
+        return False
+
+
 def _number(v) -> bool:
     try:
-        x = float(v)
+        x = decimal(v) if isinstance(v, str) else float(v)
     except (TypeError, ValueError):
         return False
     return bool(np.isfinite(x) and x > 0)

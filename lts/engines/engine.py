@@ -79,14 +79,18 @@ class Engine:
         return max(older, key=numbers) if older else min(numbered, key=numbers)
 
     @staticmethod
+    def release_key(version: str) -> tuple:
+        """A version's numbers without trailing zeros: equal for versions that name one release
+        ("0.12.0", "v0.12" and "0.12")."""
+        parts = list(numbers(version))
+        while parts and parts[-1] == 0:
+            parts.pop()
+        return tuple(parts)
+
+    @staticmethod
     def same_release(a: str, b: str) -> bool:
-        """Whether two versions name one release ("0.12.0", "v0.12" and "0.12" do)."""
-        def key(v):
-            parts = list(numbers(v))
-            while parts and parts[-1] == 0:
-                parts.pop()
-            return parts
-        return key(a) == key(b)
+        """Whether two versions name one release (``release_key``)."""
+        return Engine.release_key(a) == Engine.release_key(b)
 
     def vendor_problem(self, topo, topology: str) -> str:
         """Why this engine does not run on ``topo``'s GPUs (named ``topology``), or "": the one

@@ -42,7 +42,7 @@ from pathlib import Path
 from ..engines import ENGINE_NAMES
 from ..specs.errors import SpecError, cut_quoted, has_hidden
 from ..specs import read_text
-from ..specs.model import check_json_containers
+from ..specs.model import check_json_containers, parse_json
 from ..specs.limits import MAX_CONCURRENCY, MAX_MEASURED
 
 FORMATS = ("vllm", "sglang", "aiperf", "genai-perf")
@@ -81,17 +81,8 @@ def _objects(path: Path) -> list:
 
 
 def _loads(path, where: str, text: str):
-    """json.loads, with the guards of every input file: nesting past Python's stack and
-    integers of thousands of digits are one SpecError line (JSONDecodeError passes through)."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise SpecError(path, where, "nested too deeply (hundreds of levels of objects or "
-                                     "arrays; a benchmark result needs a few)") from None
-    except json.JSONDecodeError:
-        raise
-    except ValueError:            # Python refuses integers of more than 4300 digits
-        raise SpecError(path, where, "a number of thousands of digits") from None
+    """``specs.model.parse_json`` (JSONDecodeError passes through)."""
+    return parse_json(path, where, text, "a benchmark result needs a few")
 
 
 def detect(obj: dict) -> str:
@@ -108,6 +99,17 @@ def detect(obj: dict) -> str:
     if "mean_ttft_ms" in obj:
         return "vllm"
     return ""
+
+
+def _server_version(path, where, obj) -> str:
+    """The version an SGLang result's ``server_info`` reports ("" where none): a JSON string
+    (a list or a number there was written as its text)."""
+    info = obj.get("server_info")
+    version = info.get("version", "") if isinstance(info, dict) else ""
+    if not isinstance(version, str):
+        raise SpecError(path, where, f"server_info.version: {cut_quoted(version)} is not a "
+                                     "version (a JSON string)")
+    return version
 
 
 def _num(path, where, obj, key):
@@ -207,8 +209,7 @@ def read(path, fmt: str = "auto") -> list:
                    # the server the benchmark called ("vllm", "sglang", ...) and the version
                    # an SGLang server reports (server_info); vLLM's result records none
                    "backend": str(obj.get("backend", "")).lower(),
-                   "version": str(obj["server_info"].get("version", ""))
-                   if isinstance(obj.get("server_info"), dict) else "",
+                   "version": _server_version(path, where, obj),
                    "bench": _bench(path, where, obj, kind, done)}
         else:
             _closed(path, where, _find(obj.get("input_config"), "request_rate", (int, float, str)))

@@ -21,8 +21,8 @@ from datetime import datetime
 from pathlib import Path
 
 from ..specs import read_text
-from ..specs.errors import SpecError, cut_quoted
-from ..specs.model import check_json_containers
+from ..specs.errors import SpecError, cut_quoted, decimal
+from ..specs.model import check_json_containers, parse_json
 from ..specs.limits import MAX_SIM_REQUESTS, MAX_TOKENS
 
 MAX_TRACE_BYTES = 64 * 2**20      # a trace file (a million requests of plain CSV is ~25 MB)
@@ -48,28 +48,41 @@ def read_trace(path) -> tuple:
     return tuple((t - t0, i, o) for t, i, o in rows)
 
 
-def _tokens(file, where, name, value) -> int:
-    if isinstance(value, bool):
-        value = repr(value)          # JSON true is not a token count
+def _number(value, text: bool) -> float:
+    """A trace's number: a CSV cell (``text``) as ``decimal`` reads it (ASCII: not '１٠٠٠'), or
+    a JSON number (not true, and not text: "1000" in JSON is a string); nan where it is not."""
     try:
-        x = float(value)
-    except (TypeError, ValueError, OverflowError):     # (an integer of hundreds of digits)
-        x = math.nan
+        if isinstance(value, str) and text:
+            return decimal(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    except (ValueError, OverflowError):     # (an integer of hundreds of digits)
+        pass
+    return math.nan
+
+
+def _why(value, text: bool) -> str:
+    """What is wrong with a number's spelling, where that is the problem ("" else)."""
+    if isinstance(value, str) and not text:
+        return " (a JSON string: write the number bare)"
+    if isinstance(value, str) and (not value.isascii() or "_" in value):
+        return " (ASCII digits, no _)"
+    return ""
+
+
+def _tokens(file, where, name, value, text: bool = True) -> int:
+    x = _number(value, text)
     if not (math.isfinite(x) and x == int(x) and 1 <= x <= MAX_TOKENS):
         raise SpecError(file, where, f"{name}: {cut_quoted(value)} is not a whole number of "
-                                     f"tokens from 1 to {MAX_TOKENS:,}")
+                                     f"tokens from 1 to {MAX_TOKENS:,}{_why(value, text)}")
     return int(x)
 
 
-def _seconds(file, where, name, value, scale=1.0) -> float:
-    if isinstance(value, bool):
-        value = repr(value)
-    try:
-        x = float(value) * scale
-    except (TypeError, ValueError, OverflowError):
-        x = math.nan
+def _seconds(file, where, name, value, scale=1.0, text: bool = True) -> float:
+    x = _number(value, text) * scale
     if not (math.isfinite(x) and x >= 0):
-        raise SpecError(file, where, f"{name}: {cut_quoted(value)} is not a time >= 0")
+        raise SpecError(file, where, f"{name}: {cut_quoted(value)} is not a time >= 0"
+                                     f"{_why(value, text)}")
     return x
 
 
@@ -81,9 +94,9 @@ def _jsonl(file, text) -> list:
         where = f"line {n}"
         check_json_containers(file, where, line)      # (each line parsed and dropped in turn)
         try:
-            obj = json.loads(line)
-        except (ValueError, RecursionError) as e:
-            raise SpecError(file, where, f"not JSON ({str(e)[:80]})") from None
+            obj = parse_json(file, where, line, "a trace line needs 1")
+        except json.JSONDecodeError as e:
+            raise SpecError(file, where, f"not JSON ({e.msg} at column {e.colno})") from None
         if not isinstance(obj, dict):
             raise SpecError(file, where, "not a JSON object (Mooncake's trace: one object a "
                                          "line with timestamp, input_length, output_length)")
@@ -91,9 +104,9 @@ def _jsonl(file, text) -> list:
             if k not in obj:
                 raise SpecError(file, where, f"{k}: missing (Mooncake's trace: timestamp in ms, "
                                              "input_length, output_length)")
-        out.append((_seconds(file, where, "timestamp", obj["timestamp"], 1e-3),
-                    _tokens(file, where, "input_length", obj["input_length"]),
-                    _tokens(file, where, "output_length", obj["output_length"])))
+        out.append((_seconds(file, where, "timestamp", obj["timestamp"], 1e-3, text=False),
+                    _tokens(file, where, "input_length", obj["input_length"], text=False),
+                    _tokens(file, where, "output_length", obj["output_length"], text=False)))
         if len(out) > MAX_SIM_REQUESTS:
             break
     return out

@@ -71,7 +71,7 @@ import numpy as np
 from ..engines import ENGINE_NAMES, ENGINES, GENERIC, engine_for_source, version_in_source
 from ..engines.space import from_layout
 from ..specs.errors import (LtsError, SpecError, StrategyError, count_problem, cut_quoted,
-                            has_hidden, hidden_problem, plain)
+                            decimal, has_hidden, hidden_problem, plain)
 from ..specs.limits import (MAX_CONCURRENCY, MAX_DEGREE, MAX_GPUS, MAX_MEASURED,
                            MAX_SIM_REQUESTS, MAX_TOKENS, MIN_MEASURED)
 from . import two_pool
@@ -81,6 +81,7 @@ from ..specs import (exists, load_model, load_topology, path_problem, read_text,
 from ..specs.strategy import (COARSE, CONCURRENCY, DEGREE_COLS, DEGREES, choices_of,
                              coarse_dict, instance_gpus, make_row, named_keys, parse_strategy)
 from ..specs.units import KV_DTYPES, weight_format
+from ..specs.versions import numbers
 
 COLUMNS = ("id", "model", "topology", "gpus", "tp", "ep", "pp", "precision", "isl", "osl",
            "concurrency", "metric", "value", "source")
@@ -212,12 +213,10 @@ def read_measurements(path) -> tuple:
     missing = [c for c in COLUMNS + (POOL_COLUMNS if two_pools else ())
                if c not in header and not (two_pools and c in POOL_OPTIONAL)]
     if missing:
-        raise SpecError(file, "header", f"{missing[0]}: missing column (expected columns: "
-                                        f"{', '.join(COLUMNS)}; optional strategy, engine, "
-                                        f"engine_version, {', '.join(LAYOUT)}, "
-                                        f"{', '.join(QUANT_COLUMNS)}; for two pools all of "
-                                        f"prefill_/decode_ {', '.join(POOL_KEYS)}, "
-                                        f"then {', '.join(POOL_OPTIONAL)} may be absent)")
+        which = (f"two-pool rows take prefill_ and decode_ {', '.join(POOL_KEYS)}"
+                 if missing[0] in POOL_COLUMNS else f"expected {', '.join(COLUMNS)}")
+        raise SpecError(file, "header", f"{missing[0]}: missing column ({which}; the optional "
+                                        "ones: docs/validation.md)")
     reader.fieldnames = header
     out, skipped, seen = [], [], {}
     rows = iter(reader)
@@ -278,7 +277,8 @@ def _measurement(n: int, raw: dict, fields: int, seen: dict) -> Measurement:
     if not r["id"]:
         raise _Skip("id: '' is empty: expected a row identifier")
     if r["id"] in seen:
-        raise _Skip(f"id: {r['id']!r} is also row {seen[r['id']]} (each row needs its own id)")
+        raise _Skip(f"id: {cut_quoted(r['id'])} is also row {seen[r['id']]} (each row needs its "
+                    "own id)")
     seen[r["id"]] = n
     strategy = r.get("strategy", "")
     given = [c for c in LAYOUT if r.get(c)]
@@ -304,11 +304,11 @@ def _measurement(n: int, raw: dict, fields: int, seen: dict) -> Measurement:
     isl, osl = _int("isl", r["isl"]), _int("osl", r["osl"])
     conc = _int("concurrency", r["concurrency"], allow_empty=True, default=0)
     if r["metric"] not in METRICS:
-        raise _Skip(f"metric: {r['metric']!r} is not one of {', '.join(METRICS)}")
+        raise _Skip(f"metric: {cut_quoted(r['metric'])} is not one of {', '.join(METRICS)}")
     if r["precision"]:
         _format("precision", r["precision"])
     try:
-        value = float(r["value"])
+        value = decimal(r["value"])
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and MIN_MEASURED <= value <= MAX_MEASURED):
@@ -317,12 +317,14 @@ def _measurement(n: int, raw: dict, fields: int, seen: dict) -> Measurement:
     engine = r.get("engine", "").lower()
     engine = engine_for_source(engine) or engine if engine not in ENGINE_NAMES else engine
     if engine and engine not in ENGINE_NAMES:
-        raise _Skip(f"engine: {engine!r} is not one of {', '.join(ENGINE_NAMES)} (or empty)")
+        raise _Skip(f"engine: {cut_quoted(engine)} is not one of {', '.join(ENGINE_NAMES)} "
+                    "(or empty)")
     engine = engine or engine_for_source(r["source"]) or GENERIC
     quants = {c: _format(c, r[c]) for c in QUANT_COLUMNS if r.get(c)}
     if len({_KIND.get(q, q) for q in quants.values()}) > 1:
-        raise _Skip(f"gemm_quant {r['gemm_quant']!r} and moe_quant {r['moe_quant']!r} differ: "
-                    "lts costs one format for the quantized weights")
+        raise _Skip(f"gemm_quant {cut_quoted(r['gemm_quant'])} and moe_quant "
+                    f"{cut_quoted(r['moe_quant'])} differ: lts costs one format for the "
+                    "quantized weights")
     # two of one kind (fp8 GEMMs beside block-scaled fp8 experts): the experts' (_model_for
     # keeps a checkpoint of that kind as it ships)
     quant = quants.get("moe_quant") or quants.get("gemm_quant", "")
@@ -344,11 +346,11 @@ def _format(col: str, cell: str) -> str:
 
 def _fraction(col, text) -> float:
     try:
-        x = float(text)
+        x = decimal(text)
     except ValueError:
         x = math.nan
     if not (0.0 < x <= 1.0):
-        raise _Skip(f"{col}: {text!r} is not a number in (0, 1]")
+        raise _Skip(f"{col}: {cut_quoted(text)} is not a number in (0, 1]")
     return x
 
 
@@ -364,7 +366,8 @@ def _bench(r: dict, conc: int, pools) -> "Bench | None":
     if not arrival:
         return None
     if arrival not in ARRIVALS:
-        raise _Skip(f"arrival: {arrival!r} is not one of {', '.join(ARRIVALS)} (or empty)")
+        raise _Skip(f"arrival: {cut_quoted(arrival)} is not one of {', '.join(ARRIVALS)} "
+                    "(or empty)")
     if not conc:
         return None
     prompts = _int("num_prompts", r.get("num_prompts", ""), allow_empty=True, default=10 * conc)
@@ -372,8 +375,8 @@ def _bench(r: dict, conc: int, pools) -> "Bench | None":
     kv = r.get("kv_cache_dtype", "").lower()
     kv = "fp8" if kv.startswith("fp8") else "" if kv in ("", "auto") else kv
     if kv and kv not in KV_DTYPES:
-        raise _Skip(f"kv_cache_dtype: {kv!r} is not one of auto, {', '.join(KV_DTYPES)} (or "
-                    "empty)")
+        raise _Skip(f"kv_cache_dtype: {cut_quoted(kv)} is not one of auto, "
+                    f"{', '.join(KV_DTYPES)} (or empty)")
     tokens = _int("max_num_batched_tokens", r.get("max_num_batched_tokens", ""),
                   allow_empty=True, default=0)
     frac = _fraction("mem_fraction", r["mem_fraction"]) if r.get("mem_fraction") else 0.0
@@ -388,7 +391,7 @@ def _strategy_row(m: Measurement, model) -> tuple:
         try:
             row = parse_strategy(m.strategy, model.is_moe)
         except StrategyError as e:
-            raise _Skip(f"strategy: {m.strategy!r}: {str(e).split(': ', 1)[1]}") from None
+            raise _Skip(f"strategy: {cut_quoted(m.strategy)}: {str(e).split(': ', 1)[1]}") from None
         named_batch = "batch" in named_keys(m.strategy)
     elif m.layout:
         try:
@@ -867,6 +870,20 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
     if by:
         out["residuals"] = {"by": list(by), "groups": residuals(rows, tuple(by))}
     return out
+
+
+def unread_versions(rows: list) -> str:
+    """The note for predicted rows whose engine_version lts cannot read as a release (no
+    leading number: '[1]', 'nightly', 10,000 digits): each is predicted with its engine's
+    served release, as ``Engine.release_for`` reads it (tests/test_versions.py); "" for none."""
+    odd = [r for r in rows if r["engine_version"] and not numbers(r["engine_version"])]
+    if not odd:
+        return ""
+    r = odd[0]
+    return (f"Note: {len(odd):,} {'rows name' if len(odd) != 1 else 'row names'} an engine "
+            f"version lts cannot read as a release ({plain(r['id'])}: {cut_quoted(r['engine_version'])}): "
+            f"each is predicted with its engine's served release ({r['engine']} "
+            f"{r['profile']} for that one)")
 
 
 def none_predicted(file, skipped: list) -> str:

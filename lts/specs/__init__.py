@@ -12,6 +12,7 @@ dataclasses hold SI base units (bytes, bytes/s, FLOP/s, seconds) and say so in t
 """
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -19,7 +20,7 @@ from functools import cached_property
 from pathlib import Path
 
 from . import _toml
-from .errors import SpecError, cut
+from .errors import SpecError, cut, cut_quoted
 from .model import (DTYPES, FORMATS, MAX_COUNT, MAX_NODES, TOO_DEEP,  # noqa: F401
                     WEIGHT_GROUPS, ModelSpec, PrecisionSpec, _Table, model_from_dict, read_text)
 from .model import (MAX_FILE_BYTES, MAX_NUMBER, MAX_PARAMS, MAX_WIDTH,  # noqa: F401
@@ -261,10 +262,12 @@ def resolve(kind: str, name_or_path: str) -> Path:
     candidate = shipped_dir(kind) / f"{name_or_path}.toml"
     if exists(candidate):
         return candidate
-    names = ", ".join(shipped_names(kind))
+    names = shipped_names(kind)
     what = "model" if kind == "models" else "topology"
+    near = difflib.get_close_matches(str(name_or_path).lower(), names, 1, 0.6)
     raise SpecError(name_or_path, "",
-                    f"no such file or shipped {what} (shipped: {names})")
+                    f"no such file or shipped {what} ({f'did you mean {near[0]}? ' if near else ''}"
+                    f"lts {kind} lists the {len(names)} shipped)")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -407,8 +410,8 @@ def topology_from_dict(data: dict, path) -> TopologySpec:
     # <name>.npz or <name>/; docs/kernels.md): a plain name
     kernel_gpu = g.get("kernels", str, "", required=False)
     if kernel_gpu and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", kernel_gpu):
-        raise SpecError(path, "gpu.kernels", f"{kernel_gpu!r} is not a table name (letters, "
-                                             "digits, _ . -; shipped: "
+        raise SpecError(path, "gpu.kernels", f"{cut_quoted(kernel_gpu)} is not a table name "
+                                             "(letters, digits, _ . -; shipped: "
                         + ", ".join(sorted(p.stem for p in (PACKAGE_DIR / "kernels")
                                            .glob("*.npz"))) + ")")
     coll_eff = g.get("collective_efficiency", float, 1.0, required=False, positive=True,

@@ -41,6 +41,8 @@ def cut(text: str, keep: int = 40, limit: int = 60) -> str:
 def cut_quoted(value) -> str:
     """A value as a message shows it: text quoted (``repr``), anything else as ``repr`` writes
     it, a long one cut (its length said: the text's own, without the quotes)."""
+    if isinstance(value, int) and value.bit_length() > 13_000:   # (repr of 4,300 digits raises)
+        return f"an integer of about {int(value.bit_length() * 0.30103):,} digits"
     if not isinstance(value, str):
         return cut(repr(value))
     return repr(value) if len(value) <= 60 else repr(value[:40]) + \
@@ -60,11 +62,20 @@ def count_problem(text: str, maximum: int) -> str:
     return ""
 
 
+def decimal(text: str) -> float:
+    """``float(text)`` for a number as a file's cell or a flag writes it: ASCII, without "_"
+    (Python's float, and NumPy's, also read '٨٤٠', '１０' and '8_40' as numbers); ValueError
+    otherwise. Spaces around it, an exponent, inf and nan are float's to judge."""
+    if not isinstance(text, str) or not text.isascii() or "_" in text:
+        raise ValueError(f"{text!r} is not a decimal number")
+    return float(text)
+
+
 def hidden_problem(value: str) -> str:
     """The one message for a text value holding ``HIDDEN`` characters ("" when it holds
     none)."""
-    return f"{value!r} contains control or bidirectional formatting characters (expected plain " \
-        "text)" if has_hidden(value) else ""
+    return f"{cut_quoted(value)} contains control or bidirectional formatting characters " \
+        "(expected plain text)" if has_hidden(value) else ""
 
 
 def plain(text: str) -> str:

@@ -113,9 +113,9 @@ import math
 import re
 from pathlib import Path
 
-from .errors import SpecError
-from .model import (MAX_WINDOW, TOO_DEEP, WEIGHT_GROUPS, ModelSpec, check_json_containers,
-                    model_from_dict, read_text)
+from .errors import SpecError, cut_quoted
+from .model import (MAX_WINDOW, WEIGHT_GROUPS, ModelSpec, check_json_containers,
+                    model_from_dict, parse_json, read_text)
 from .units import FP8_BLOCK, MXFP4_GROUP, NVFP4_GROUP, W4A16_GROUP, W4A16_GROUP_32
 
 FAMILIES = ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe",
@@ -211,9 +211,9 @@ class _Config:
         if not ok:
             raise self.error(key, f"{_show(value)} is not {_name_of(typ)}")
         if positive and value <= 0:
-            raise self.error(key, f"{value!r} must be > 0")
+            raise self.error(key, f"{cut_quoted(value)} must be > 0")
         if minimum is not None and value < minimum:
-            raise self.error(key, f"{value!r} must be >= {minimum}")
+            raise self.error(key, f"{cut_quoted(value)} must be >= {minimum}")
         return value
 
 
@@ -221,14 +221,10 @@ def _read_json(path: Path) -> dict:
     text = read_text(path, "a config.json file")
     check_json_containers(path, "", text)
     try:
-        data = json.loads(text)
+        data = parse_json(path, "", text, "a config.json needs a few")
     except json.JSONDecodeError as e:
         raise SpecError(path, "", f"invalid JSON ({e.msg} at line {e.lineno} column {e.colno})") \
             from None
-    except RecursionError:
-        raise SpecError(path, "", TOO_DEEP) from None
-    except ValueError:            # Python refuses integers of more than 4300 digits
-        raise SpecError(path, "", "invalid JSON (a number of thousands of digits)") from None
     if not isinstance(data, dict):
         raise SpecError(path, "", f"invalid config.json: the top level is {type(data).__name__}, "
                                   "expected a JSON object")
@@ -976,8 +972,8 @@ def _qwen_dense_prefix(c: _Config, layers: int, experts: int) -> int:
     if dense != set(range(k)):
         key = "decoder_sparse_step" if step != 1 else "mlp_only_layers"
         value = step if step != 1 else only
-        raise c.error(key, f"{value!r} interleaves dense and MoE layers, which lts cannot "
-                           "represent (expected decoder_sparse_step 1 and mlp_only_layers a "
+        raise c.error(key, f"{cut_quoted(value)} interleaves dense and MoE layers, which lts "
+                           "cannot represent (expected decoder_sparse_step 1 and mlp_only_layers a "
                            "leading block [0, 1, ..., k-1])")
     return k
 

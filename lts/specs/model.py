@@ -11,6 +11,7 @@ Callers import these names from ``specs``, which re-exports them; this module ex
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import re
@@ -18,7 +19,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SpecError, has_hidden, hidden_problem
+from .errors import SpecError, cut_quoted, has_hidden, hidden_problem
 from .units import DTYPE_BYTES, FORMAT_ALIASES, WEIGHT_FORMATS, weight_format
 
 
@@ -634,11 +635,12 @@ class _Table:
              (typ is float and isinstance(value, int) and not isinstance(value, bool))
         if not ok:
             raise SpecError(self.file, self._key(key),
-                            f"{value!r} is not {_TYPE_NAMES[typ]}")
+                            f"{cut_quoted(value)} is not {_TYPE_NAMES[typ]}")
         if typ is float:
             value = float(value)
             if not math.isfinite(value):
-                raise SpecError(self.file, self._key(key), f"{value!r} is not a finite number")
+                raise SpecError(self.file, self._key(key),
+                                f"{cut_quoted(value)} is not a finite number")
             maximum = MAX_NUMBER if maximum is None else maximum
         if typ is int:
             maximum = MAX_COUNT if maximum is None else maximum
@@ -646,17 +648,18 @@ class _Table:
             raise SpecError(self.file, self._key(key), hidden_problem(value))
         if choices is not None and value not in choices:
             raise SpecError(self.file, self._key(key),
-                            f"{value!r} is not one of {', '.join(map(repr, choices))}")
+                            f"{cut_quoted(value)} is not one of {', '.join(map(repr, choices))}")
         if positive and value <= 0:
-            raise SpecError(self.file, self._key(key), f"{value!r} must be > 0")
+            raise SpecError(self.file, self._key(key), f"{cut_quoted(value)} must be > 0")
         if positive and typ is float and value < MIN_NUMBER:
-            raise SpecError(self.file, self._key(key), f"{value!r} must be >= {MIN_NUMBER:g}")
+            raise SpecError(self.file, self._key(key),
+                            f"{cut_quoted(value)} must be >= {MIN_NUMBER:g}")
         if minimum is not None and value < minimum:
-            raise SpecError(self.file, self._key(key), f"{value!r} must be >= {minimum}")
+            raise SpecError(self.file, self._key(key), f"{cut_quoted(value)} must be >= {minimum}")
         if maximum is not None and value > maximum:
             big = float(maximum).is_integer() and (isinstance(maximum, int) or maximum >= 1000)
             limit = f"{int(maximum):,}" if big else repr(maximum)
-            raise SpecError(self.file, self._key(key), f"{value!r} must be <= {limit}")
+            raise SpecError(self.file, self._key(key), f"{cut_quoted(value)} must be <= {limit}")
         return value
 
     def table(self, key, required=True):
@@ -667,7 +670,7 @@ class _Table:
             return _Table({}, self.file, f"{self._key(key)}.")
         value = self.data[key]
         if not isinstance(value, dict):
-            raise SpecError(self.file, self._key(key), f"{value!r} is not a table")
+            raise SpecError(self.file, self._key(key), f"{cut_quoted(value)} is not a table")
         return _Table(value, self.file, f"{self._key(key)}.")
 
     def array_of_tables(self, key):
@@ -737,6 +740,38 @@ def check_json_containers(path, where: str, text: str) -> None:
         raise SpecError(path, where, f"holds {count:,} JSON objects and arrays, more than the "
                                      f"{MAX_JSON_CONTAINERS:,} lts reads (parsed, they would "
                                      "take gigabytes)")
+
+
+class _TwiceError(Exception):
+    pass
+
+
+def _once_each(pairs):
+    """A JSON object's pairs -> dict; _TwiceError for a key given twice (json keeps the last)."""
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen = set()
+        raise _TwiceError(next(k for k, _ in pairs if k in seen or seen.add(k)))
+    return d
+
+
+def parse_json(path, where: str, text: str, needs: str):
+    """json.loads with every JSON reader's guards, each one SpecError line: a key given twice
+    in one object, nesting past Python's stack (``needs``: how deep the file needs, e.g. "a
+    trace line needs 1") and integers of thousands of digits. JSONDecodeError passes through:
+    each reader words it."""
+    try:
+        return json.loads(text, object_pairs_hook=_once_each)
+    except _TwiceError as e:
+        raise SpecError(path, where, f"key {cut_quoted(e.args[0])} given twice in one object "
+                                     "(which one is meant?)") from None
+    except RecursionError:
+        raise SpecError(path, where, f"nested too deeply (hundreds of levels of objects or "
+                                     f"arrays; {needs})") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:            # Python refuses integers of more than 4300 digits
+        raise SpecError(path, where, "invalid JSON (a number of thousands of digits)") from None
 
 
 # ----------------------------------------------------------------------------------------------

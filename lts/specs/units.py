@@ -1,5 +1,8 @@
 """Unit constants, data-type sizes and the weight formats (with their other names): the only place
 numbers like 1e9 or 2**30 live."""
+import difflib
+
+from .errors import cut_quoted
 
 GIB = 2**30          # bytes
 GB = 1e9             # bytes (decimal, as link and HBM bandwidths are quoted)
@@ -145,13 +148,9 @@ REFUSED_FORMATS = {
 
 
 def _accepted() -> str:
-    """What a format reader accepts, as its error lists it: each format, its other names in
-    brackets."""
-    out = []
-    for fmt in WEIGHT_FORMATS:
-        names = [a for a, to in FORMAT_ALIASES.items() if to == fmt]
-        out.append(f"{fmt} ({', '.join(names)})" if names else fmt)
-    return ", ".join(out)
+    """What a format reader accepts, as its error lists it: each format, and where its other
+    names are listed (a list of all, 477 characters, was too long a line)."""
+    return ", ".join(WEIGHT_FORMATS) + " or another name of one (docs/design.md, Weight formats)"
 
 
 ACCEPTED_FORMATS = _accepted()
@@ -166,6 +165,10 @@ def weight_format(text: str) -> str:
         return name
     if name in FORMAT_ALIASES:
         return FORMAT_ALIASES[name]
-    what = f" is {REFUSED_FORMATS[name]}, not a format lts costs" if name in REFUSED_FORMATS \
-        else " is not a weight format lts knows"
-    raise ValueError(f"{text!r}{what} (expected one of {ACCEPTED_FORMATS}; any case, - or _)")
+    if name in REFUSED_FORMATS:
+        what, near = f" is {REFUSED_FORMATS[name]}, not a format lts costs", []
+    else:
+        what = " is not a weight format lts knows"
+        near = difflib.get_close_matches(name, [*WEIGHT_FORMATS, *FORMAT_ALIASES], 1, 0.65)
+    raise ValueError(f"{cut_quoted(text)}{what} (expected one of {ACCEPTED_FORMATS}; any case, "
+                     f"- or _){f'; did you mean {near[0]}?' if near else ''}")
