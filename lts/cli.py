@@ -514,6 +514,8 @@ def _kernels_dir(ctx, param, value):
     error, not a traceback in the middle of a search."""
     if value is not None:
         from .cost.kernels import _load, gpu_path, gpus
+        if ctx.meta.get("lts_no_kernels"):      # (--no-kernels is eager: seen first, nothing read)
+            raise click.UsageError("--kernels and --no-kernels: give one or the other", ctx)
         if not Path(value).is_dir():       # (click's file_okay=False lets a FIFO through)
             raise click.BadParameter(f"{plain(value)}: not a folder", ctx, param)
         if not gpus(value):
@@ -549,7 +551,7 @@ def kernel_options(fn):
                            "(docs/kernels.md).")(fn)
     return click.option("--kernels", "kernel_dir", default=None, metavar="DIR",
                         type=click.Path(exists=True, file_okay=False), callback=_kernels_dir,
-                        expose_value=False, is_eager=True,
+                        expose_value=False,
                         help="Kernel tables of your own GPUs in place of lts's: <gpu>.npz as "
                              "scripts/kernel_tables.py writes them, or the collector's "
                              "<gpu>/<op>/<engine>/<release>/<table>.csv (docs/kernels.md).")(fn)
@@ -1107,10 +1109,15 @@ def kernels(gpu, model, topology, engine, precision, json_, no_color):
     data_dir = click.get_current_context().meta.get("lts_kernel_dir")
     known = gpus(data_dir)
     if gpu is not None and gpu not in known:
-        raise click.ClickException(f"no kernel tables for GPU {gpu!r} (tables: "
+        raise click.ClickException(f"no kernel tables for GPU {cut_quoted(gpu)} (tables: "
                                    f"{', '.join(known)})")
     if (model is None) != (topology is None):
         raise click.UsageError("--model and --topology come together")
+    ctx = click.get_current_context()
+    given = [f for f, name in (("--precision", "precision"), ("--engine", "engine"))
+             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+    if model is None and given:
+        raise click.UsageError(f"{given[0]} is read with --model and --topology")
     rows = [r for r in gpu_rows(data_dir) if gpu is None or r["gpu"] == gpu]
     d = {"gpu": gpu, "dir": data_dir, "tables": rows if gpu is not None or model is None else []}
     if model is not None:
@@ -1124,7 +1131,7 @@ def kernels(gpu, model, topology, engine, precision, json_, no_color):
             d["model"]["why"] = (
                 "the topology names no kernel tables" if not topo.kernel_gpu
                 else "--no-kernels" if meta.get("lts_no_kernels")
-                else f"no tables named {topo.kernel_gpu!r}"
+                else f"no tables named {cut_quoted(topo.kernel_gpu)}"
                 if gpu_path(topo.kernel_gpu, data_dir) is None
                 else f"the {engine} engine reads none" if engine not in MEASURED_ENGINES
                 else f"no {engine} table on {topo.kernel_gpu}")

@@ -66,7 +66,7 @@ def parse_engine(text: str) -> tuple:
         raise fail(f"{name}@{hidden_problem(version)}")
     if not engine_release_text(version):
         shown = cut(version, keep=20, limit=40)
-        raise fail(f"{name + '@' + shown!r}: {shown!r} is not a version (releases lts models: "
+        raise fail(f"{cut_quoted(name + '@' + shown)}: {cut_quoted(shown)} is not a version (releases lts models: "
                    f"{', '.join(releases)})")
     return name, version
 
@@ -132,7 +132,7 @@ def profile(topo, engine: str | None, emit: str | None = None, version: str | No
         got = got.with_kernels(version)
     if topo.kernel_gpu and got.name in MEASURED_ENGINES and not no_kernels \
             and gpu_path(topo.kernel_gpu, kernel_dir) is None:
-        note(f"Note: {topo.name} names kernel tables {topo.kernel_gpu!r}, which "
+        note(f"Note: {topo.name} names kernel tables {cut_quoted(topo.kernel_gpu)}, which "
              f"{kernel_dir or 'lts'} does not hold: every op is costed by the roofline")
     if overlay is not None:
         if overlay["name"] != e.name:

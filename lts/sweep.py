@@ -39,6 +39,7 @@ from .search.names import METHODS
 from .specs import read_toml, resolve
 from .specs.errors import LtsError, SpecError, cut_quoted, hidden_problem
 from .specs.limits import MAX_TOKENS
+from .specs.model import KeyTwiceError, keys_once
 from .specs.strategy import coarse_text, shown_axes
 from .specs.workload import PHASES as STEP_PHASES
 
@@ -230,12 +231,16 @@ def read_lines(out_path) -> dict:
         with p.open(encoding="utf-8", errors="replace") as f:
             for text in f:
                 try:
-                    d = json.loads(text, parse_constant=_not_finite)
-                except _NotFinite:      # NaN or Infinity: lts never writes one (allow_nan=False),
-                    d = json.loads(text)        # so the line is kept as no answer
+                    d = json.loads(text, parse_constant=_not_finite, object_pairs_hook=keys_once)
+                except (_NotFinite, KeyTwiceError) as e:    # NaN or Infinity, a key given
+                    try:        # twice: lts never writes one, so the line is kept as no answer
+                        d = json.loads(text)
+                    except (ValueError, RecursionError):
+                        continue
                     if isinstance(d, dict):
                         d = {"key": d.get("key"), "result": None,
-                             "error": "a number that is not finite (NaN or Infinity)"}
+                             "error": "a number that is not finite (NaN or Infinity)"
+                             if isinstance(e, _NotFinite) else "a key given twice"}
                 except (ValueError, RecursionError):    # (nesting past Python's stack)
                     continue
                 if isinstance(d, dict) and isinstance(d.get("key"), str):

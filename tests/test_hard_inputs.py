@@ -312,3 +312,60 @@ def test_an_engine_version_with_hidden_characters_is_refused():
     assert r.exit_code == 2 and error(r) == (
         "Error: Invalid value for '--engine': sglang@'0.5.1\\u202eevil' contains control or "
         "bidirectional formatting characters (expected plain text)")
+
+
+def test_a_third_hostile_pass(tmp_path):
+    """What a third pass found (2026-11-29), each one line with its exit status: integers under
+    json's limit of 4,300 digits that no float or list holds (tracebacks), a file's own key of
+    50,000 characters or with a bidi override shown whole or raw, a kernel release folder
+    with a bidi override shown raw, contradicting or unused flags taken silently, a vLLM result
+    read as SGLang's under --format."""
+    big = "9" * 3000
+    cfg = tmp_path / "c"
+    cfg.mkdir()
+    (cfg / "config.json").write_text(
+        (ROOT / "tests" / "data" / "hf" / "llama3.1-70b.json").read_text().replace(
+            '"num_hidden_layers": 80', '"num_hidden_layers": ' + big))
+    line = json.loads((ROOT / "tests" / "data" / "imports" / "sglang-bench-serving.jsonl")
+                      .read_text().splitlines()[0])
+    (tmp_path / "s.jsonl").write_text(json.dumps({**line, "random_input_len": int(big)}))
+    (tmp_path / "b.jsonl").write_text(json.dumps({**line, "server_info": {
+        "version": "0.5.23\u202e"}}))
+    (tmp_path / "m.toml").write_text("f" * 50_000 + " = 1\n" + MODEL)
+    (tmp_path / "n.toml").write_text('"f\u202eoo" = 1\n' + MODEL, encoding="utf-8")
+    kb = tmp_path / "k" / "h100_sxm" / "gemm" / "vllm" / "0.24.0\u202ex"
+    kb.mkdir(parents=True)
+    (kb / "gemm_perf.csv").write_text("gemm_dtype,m,n,k,latency\nbfloat16,1,2,3,0.01\n")
+    imp = ("import", "--model", "llama3.1-8b", "--topology", "h100_dgx")
+    cases = [
+        (("models", "--show", str(cfg)), 1,
+         f"Error: {cfg / 'config.json'}: num_hidden_layers: {'9' * 40}... (3,000 characters) is "
+         "above the maximum 1,099,511,627,776 (the model file's limits then apply: "
+         "docs/limits.md)"),
+        ((imp[0], str(tmp_path / "s.jsonl"), *imp[1:]), 1,
+         f"Error: {tmp_path / 's.jsonl'}: run 1: random_input_len: {'9' * 40}... (3,000 "
+         "characters) is not a positive number up to 1e+15"),
+        ((imp[0], str(tmp_path / "b.jsonl"), *imp[1:]), 1,
+         f"Error: {tmp_path / 'b.jsonl'}: run 1: server_info.version: '0.5.23\\u202e' contains "
+         "control or bidirectional formatting characters (expected plain text)"),
+        ((imp[0], str(ROOT / "tests" / "data" / "imports" / "vllm-bench-serve.json"), *imp[1:],
+          "--tp", "1", "--format", "sglang"), 1,
+         f"Error: {ROOT / 'tests' / 'data' / 'imports' / 'vllm-bench-serve.json'}: run 1: reads "
+         "as a vllm result, not a sglang one (--format names the tool that wrote it)"),
+        (("models", "--show", str(tmp_path / "m.toml")), 1,
+         f"Error: {tmp_path / 'm.toml'}: {'f' * 60}... (50,000 characters): unknown key"),
+        (("models", "--show", str(tmp_path / "n.toml")), 1,
+         f"Error: {tmp_path / 'n.toml'}: 'f\\u202eoo': unknown key"),
+        (("kernels", "--kernels", str(tmp_path / "k")), 2,
+         f"Error: Invalid value for '--kernels': '{kb}/gemm_perf.csv': a folder or file name "
+         "contains control or bidirectional formatting characters (expected plain text)"
+         .replace("\u202e", "\\u202e")),
+        (("estimate", "llama3.1-8b", "h100_dgx", "--strategy", "tp=1", "--kernels",
+          str(tmp_path), "--no-kernels"), 2,
+         "Error: --kernels and --no-kernels: give one or the other"),
+        (("kernels", "--precision", "fp8"), 2,
+         "Error: --precision is read with --model and --topology"),
+    ]
+    for args, code, message in cases:
+        r = run(*args)
+        assert (r.exit_code, error(r)) == (code, message), r.output[-600:]

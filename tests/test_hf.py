@@ -183,7 +183,8 @@ def test_deepseek_q_lora_null_and_qwen_leading_dense_layers(tmp_path):
 # bad configs: one line "Error: <path>: <key>: ...", exit 1, no traceback
 
 BAD = [
-    ("model_type", dict(model_type="gpt2"), "'gpt2' is not a supported family (llama, mistral"),
+    ("model_type", dict(model_type="gpt2"), "'gpt2' is not a supported family (the 39 lts reads: "
+                                        "docs/design.md, HuggingFace config.json)"),
     ("num_hidden_layers", dict(drop=("num_hidden_layers",)), "missing (expected an integer)"),
     ("num_hidden_layers", dict(num_hidden_layers="32"), "'32' is not an integer"),
     ("hidden_size", dict(hidden_size=True), "true is not an integer"),

@@ -134,7 +134,7 @@ def m3_with(tmp_path, changes=(), sparse=()):
     ({"attention_output_gate": True}, {}, "attention_output_gate",
      "true is not supported (expected false: lts reads MiniMax-M3 without an output gate)"),
     ({"moe_layer_freq": [0, 1] * 30}, {}, "moe_layer_freq",
-     f"{[0, 1] * 30!r} is not 60 entries, dense layers (0) then MoE layers (1) (lts costs a "
+     f"{str([0, 1] * 30)[:40]}... (180 characters) is not 60 entries, dense layers (0) then MoE layers (1) (lts costs a "
      "leading block of dense layers)"),
     ({"moe_intermediate_size": 2048}, {}, "moe_intermediate_size",
      "2048 is not intermediate_size (3072): lts reads one expert width"),

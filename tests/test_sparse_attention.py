@@ -292,8 +292,8 @@ BAD_INDEXER_TYPES = [
      "starts with a shared layer (expected \"full\" first: a shared layer reuses an earlier "
      "layer's top-k)"),
     (["full", "none"] * 4, "attention.indexer_types",
-     "['full', 'none', 'full', 'none', 'full', 'none', 'full', 'none'] is not a list of \"full\" "
-     "and \"shared\""),
+     "['full', 'none', 'full', 'none', 'full',... (64 characters) is not a list of "
+     "\"full\" and \"shared\""),
 ]
 
 

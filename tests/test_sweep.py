@@ -233,6 +233,7 @@ def _mangled(good: dict) -> list:
             json.dumps(with_best(tp=10**400)),                              # no float holds it
             json.dumps(no_best), json.dumps(no_tp),
             json.dumps({**good, "result": "[" * 50}),
+            json.dumps(good)[:-1] + ', "exit": 0}',                        # a key twice
             '{"key": "' + good["key"] + '", "result": ' + "[" * 100_000 + "]" * 100_000 + "}"]
 
 

@@ -64,5 +64,6 @@ def test_a_measurement_of_any_version_is_predicted(tmp_path, version):
     assert d["summary"]["count"] == 1 and d["rows"][0]["profile"] == ENGINES["vllm"].version
     # said: the version is not one lts reads, and which release stood for it
     assert r.stderr == (f"Note: 1 row names an engine version lts cannot read as a release (r1: "
-                        f"{cut_quoted(version)}): each is predicted with its engine's served "
-                        f"release (vllm {ENGINES['vllm'].version} for that one)\n")
+                        f"{cut_quoted(version)}): each is predicted with the release lts "
+                        f"reads in it, else its engine's served one (vllm "
+                        f"{ENGINES['vllm'].version} for that one)\n")

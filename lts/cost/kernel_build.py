@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..specs.errors import LtsError, cut_quoted, decimal
+from ..specs.errors import LtsError, cut_quoted, decimal, has_hidden, plain
 
 
 class KernelTableError(LtsError):
@@ -272,6 +272,9 @@ def build(src: Path, gpu: str) -> tuple:
     for f in files:
         op, engine, release, table = f.parts[-4], f.parts[-3], f.parts[-2], f.stem
         rel = f"{gpu}/{op}/{engine}/{release}/{f.name}"
+        if has_hidden(rel):     # (a release is shown in every estimate: never raw)
+            raise KernelTableError(f"{plain(str(f))}: a folder or file name contains control "
+                                   "or bidirectional formatting characters (expected plain text)")
         kind, parts = None, {}
         if op == "gemm" and table == "gemm_perf":
             kind, parts = "gemm", gemm(f, notes)

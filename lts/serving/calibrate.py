@@ -31,7 +31,7 @@ import numpy as np
 from ..engines import ENGINES
 from ..engines.profiles import EngineProfile
 from ..specs import TopologySpec
-from ..specs.errors import LtsError, SpecError, plain
+from ..specs.errors import LtsError, SpecError, cut_quoted, plain
 from ..specs.units import FORMAT_ALIASES, MS, US, WEIGHT_FORMATS
 from . import validate as v
 
@@ -624,7 +624,7 @@ def _reads_back(text: str, base_path, want: TopologySpec) -> None:
             _difference(getattr(got, f.name), getattr(want, f.name), f.name)
         if diff:
             raise LtsError(f"calibrate: the fitted topology would read {diff[0]} back as "
-                           f"{diff[1]!r}, not the fitted {diff[2]!r}: a line of {base} lts "
+                           f"{cut_quoted(diff[1])}, not the fitted {cut_quoted(diff[2])}: a line of {base} lts "
                            f"cannot rewrite, nothing written")
 
 
@@ -690,13 +690,13 @@ def load_overlay(path) -> dict:
         if val is not None:
             if isinstance(val, bool) or not isinstance(val, (int, float)) or \
                     not low <= val <= top or not math.isfinite(val):
-                raise SpecError(path, f"engine.{key}", f"{val!r} is not a number from {low:g} "
+                raise SpecError(path, f"engine.{key}", f"{cut_quoted(val)} is not a number from {low:g} "
                                                        f"to {top:g}")
             out[attr] = float(val) * unit
     if out["name"] not in ENGINES:
-        raise SpecError(path, "engine.name", f"{out['name']!r} is not an engine lts knows")
+        raise SpecError(path, "engine.name", f"{cut_quoted(out['name'])} is not an engine lts knows")
     if out["release"] and out["release"] not in ENGINES[out["name"]].profiles:
-        raise SpecError(path, "engine.release", f"{out['release']!r} is not a {out['name']} "
+        raise SpecError(path, "engine.release", f"{cut_quoted(out['release'])} is not a {out['name']} "
                                                 f"profile lts has "
                                                 f"({', '.join(ENGINES[out['name']].profiles)})")
     unknown = set(e) - {"name", "release", "step_overhead_us", "request_overhead_ms",

@@ -40,7 +40,7 @@ import math
 from pathlib import Path
 
 from ..engines import ENGINE_NAMES
-from ..specs.errors import SpecError, cut_quoted, has_hidden
+from ..specs.errors import SpecError, cut_quoted, has_hidden, hidden_problem
 from ..specs import read_text
 from ..specs.model import check_json_containers, parse_json
 from ..specs.limits import MAX_CONCURRENCY, MAX_MEASURED
@@ -109,6 +109,8 @@ def _server_version(path, where, obj) -> str:
     if not isinstance(version, str):
         raise SpecError(path, where, f"server_info.version: {cut_quoted(version)} is not a "
                                      "version (a JSON string)")
+    if hidden_problem(version):         # (written as its escapes, it read back as another)
+        raise SpecError(path, where, f"server_info.version: {hidden_problem(version)}")
     return version
 
 
@@ -118,7 +120,7 @@ def _num(path, where, obj, key):
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise SpecError(path, where, f"{key}: {cut_quoted(v)} is not a number (is this a "
                                      f"{'/'.join(FORMATS)} result?)")
-    if not (math.isfinite(v) and 0 < v <= MAX_VALUE):
+    if not (0 < v <= MAX_VALUE and math.isfinite(v)):      # (a huge int overflows isfinite)
         raise SpecError(path, where, f"{key}: {cut_quoted(v)} is not a positive number up to "
                                      f"{MAX_VALUE:g}")
     return float(v)
@@ -191,6 +193,9 @@ def read(path, fmt: str = "auto") -> list:
             kind = _JSON_KINDS.get(type(obj), type(obj).__name__)
             raise SpecError(path, where, f"a JSON {kind}, not a result object")
         kind = detect(obj) if fmt == "auto" else fmt
+        if detect(obj) not in ("", kind):      # (an SGLang result always has dataset_name)
+            raise SpecError(path, where, f"reads as a {detect(obj)} result, not a {kind} one "
+                                         "(--format names the tool that wrote it)")
         if kind not in FORMATS:
             raise SpecError(path, where, "not a result of vllm bench serve, sglang "
                                          "bench_serving, aiperf or genai-perf (--format names one)")

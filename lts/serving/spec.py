@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..specs import ModelSpec
+from ..specs.errors import cut_quoted
 
 METHODS = ("mtp", "eagle", "draft")
 MTP_ACCEPTANCE = 0.85          # DeepSeek-V3 technical report §5.4.3 (module docstring)
@@ -78,7 +79,7 @@ def speculation(model: ModelSpec, method: str, tokens: int | None = None,
                 draft_model: ModelSpec | None = None, draft_key: str = "") -> Speculation:
     """The setup the flags describe; ValueError with one line where they do not fit."""
     if method not in METHODS:
-        raise ValueError(f"{method!r} is not one of mtp, eagle, draft:MODEL")
+        raise ValueError(f"{cut_quoted(method)} is not one of mtp, eagle, draft:MODEL")
     if acceptance is not None and accepted_length is not None:
         raise ValueError("give the acceptance per drafted token or the mean accepted length, "
                          "not both")

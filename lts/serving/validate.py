@@ -874,16 +874,18 @@ def validate(path, progress=None, by: tuple = (), tune=None, only=None,
 
 def unread_versions(rows: list) -> str:
     """The note for predicted rows whose engine_version lts cannot read as a release (no
-    leading number: '[1]', 'nightly', 10,000 digits): each is predicted with its engine's
-    served release, as ``Engine.release_for`` reads it (tests/test_versions.py); "" for none."""
-    odd = [r for r in rows if r["engine_version"] and not numbers(r["engine_version"])]
+    leading number: '[1]', 'nightly', a number of 30 digits; over 40 characters): each is
+    predicted with the release ``Engine.release_for`` reads in it, its engine's served one
+    where none (tests/test_versions.py); "" for none."""
+    odd = [r for r in rows if r["engine_version"] and not (
+        len(r["engine_version"]) <= 40 and numbers(r["engine_version"]))]   # (as --engine's)
     if not odd:
         return ""
     r = odd[0]
     return (f"Note: {len(odd):,} {'rows name' if len(odd) != 1 else 'row names'} an engine "
             f"version lts cannot read as a release ({plain(r['id'])}: {cut_quoted(r['engine_version'])}): "
-            f"each is predicted with its engine's served release ({r['engine']} "
-            f"{r['profile']} for that one)")
+            f"each is predicted with the release lts reads in it, else its engine's served one "
+            f"({r['engine']} {r['profile']} for that one)")
 
 
 def none_predicted(file, skipped: list) -> str:

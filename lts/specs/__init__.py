@@ -333,7 +333,7 @@ def with_precision(spec: ModelSpec, precision: str | None, kv_cache: str | None 
     if kv_cache not in (None, "auto"):
         if kv_cache not in KV_DTYPES:
             raise SpecError("--kv-cache-dtype", "",
-                            f"{kv_cache!r} is not one of auto, {', '.join(KV_DTYPES)}")
+                            f"{cut_quoted(kv_cache)} is not one of auto, {', '.join(KV_DTYPES)}")
         p = replace(p, kv_cache=kv_cache)
     return replace(spec, precision=p)
 
@@ -352,7 +352,7 @@ def with_expert_placement(spec: ModelSpec, redundant: int | None = None, eplb: b
         return spec
     f = spec.ffn
     if load is not None and load not in EXPERT_LOADS:
-        raise SpecError("--expert-load", "", f"{load!r} is not one of {', '.join(EXPERT_LOADS)}")
+        raise SpecError("--expert-load", "", f"{cut_quoted(load)} is not one of {', '.join(EXPERT_LOADS)}")
     for flag, given in (("--redundant-experts", redundant is not None), ("--eplb", eplb)):
         if given and not spec.is_moe:
             raise SpecError(flag, "", f"needs a MoE model ({spec.name} has no routed experts)")
@@ -497,12 +497,12 @@ def _format_rates(g, path) -> tuple:
         key = f"{gg.prefix}tokens_per_expert"
         if (not isinstance(raw, list) or not 1 <= len(raw) <= MAX_GROUPED_POINTS
                 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw)):
-            raise SpecError(path, key, f"{raw!r} is not a list of 1 to {MAX_GROUPED_POINTS} "
+            raise SpecError(path, key, f"{cut_quoted(raw)} is not a list of 1 to {MAX_GROUPED_POINTS} "
                                        "numbers (tokens per expert)")
         tokens = tuple(float(v) for v in raw)
         if not all(1.0 <= v <= MAX_COUNT for v in tokens) or \
                 any(b <= a for a, b in zip(tokens, tokens[1:])):
-            raise SpecError(path, key, f"{raw!r} must increase, each from 1 to {MAX_COUNT:,}")
+            raise SpecError(path, key, f"{cut_quoted(raw)} must increase, each from 1 to {MAX_COUNT:,}")
         for fmt in [k for k in gg.data if k != "tokens_per_expert"]:
             _check_format(gg, fmt)
             e = gg.table(fmt)
@@ -513,7 +513,7 @@ def _format_rates(g, path) -> tuple:
                         isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1
                         for v in c):
                     raise SpecError(path, f"{e.prefix}compute",
-                                    f"{c!r} must be {len(tokens)} numbers in (0, 1], one per "
+                                    f"{cut_quoted(c)} must be {len(tokens)} numbers in (0, 1], one per "
                                     f"{gg.prefix}tokens_per_expert point")
                 compute = tuple(float(v) for v in c)
             else:
@@ -550,7 +550,7 @@ def _link(lt) -> LinkSpec:
     shared = lt.get("shared_gb_s", float, 0.0, required=False, positive=True)
     if shared and shape != "pcie":
         raise SpecError(lt.file, lt._key("shared_gb_s"),
-                        f"only with shape = \"pcie\" (this link's shape is {shape!r})")
+                        f"only with shape = \"pcie\" (this link's shape is {cut_quoted(shape)})")
     if shape == "mesh" and span < 2:
         raise SpecError(lt.file, lt._key("span_gpus"), f"{span}: a mesh connects at least 2 GPUs")
     if shared:
@@ -563,7 +563,7 @@ def _link(lt) -> LinkSpec:
                                                    "oneshot_efficiency come together")
     if os_latency and shape != "switch":
         raise SpecError(lt.file, lt._key("oneshot_latency_us"),
-                        f"only with shape = \"switch\" (this link's shape is {shape!r})")
+                        f"only with shape = \"switch\" (this link's shape is {cut_quoted(shape)})")
     return LinkSpec(name, span, bw, latency, eff, shape, os_latency, os_eff)
 
 

@@ -17,7 +17,8 @@ class SpecError(LtsError):
 
     def __init__(self, file, key, message):
         self.file, self.key = plain(str(file)), key
-        where = f"{self.file}: {key}: " if key else f"{self.file}: "
+        shown = cut(plain(str(key)), keep=60, limit=100)    # (a file's own key can be 50 KB)
+        where = f"{self.file}: {shown}: " if key else f"{self.file}: "
         super().__init__(where + message)
 
 

@@ -108,6 +108,7 @@ re-labelled with config.json keys. ``specs.load_model`` dispatches a config.json
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import math
 import re
@@ -182,10 +183,16 @@ def _name_of(typ) -> str:
 
 
 def _show(value) -> str:
-    """A config value as the user wrote it: JSON spelling for true/false/null, else repr."""
+    """A config value as the user wrote it: JSON spelling for true/false/null, else repr (a
+    long one cut, ``cut_quoted``)."""
     if value is None or isinstance(value, bool):
         return json.dumps(value)
-    return repr(value)
+    return cut_quoted(value)
+
+
+# an integer key's largest value read: the window (MAX_WINDOW, 2^30) and every count and width
+# are far below; past it a config's layer count made a list of that many entries (OverflowError)
+MAX_INT = 2**40
 
 
 class _Config:
@@ -210,6 +217,9 @@ class _Config:
         ok = isinstance(value, typ) and not (typ is int and isinstance(value, bool))
         if not ok:
             raise self.error(key, f"{_show(value)} is not {_name_of(typ)}")
+        if typ is int and abs(value) > MAX_INT:     # (before a list of that many is made)
+            raise self.error(key, f"{cut_quoted(value)} is above the maximum {MAX_INT:,} (the "
+                                  "model file's limits then apply: docs/limits.md)")
         if positive and value <= 0:
             raise self.error(key, f"{cut_quoted(value)} must be > 0")
         if minimum is not None and value < minimum:
@@ -249,7 +259,7 @@ def _precision(c: _Config, layers: int, ffn: dict) -> tuple[dict, dict]:
         raise c.error(key, f"missing (expected one of {', '.join(map(repr, TORCH_DTYPES))})")
     dtype = c.get(key, str)
     if dtype not in TORCH_DTYPES:
-        raise c.error(key, f"{dtype!r} is not one of {', '.join(map(repr, TORCH_DTYPES))}")
+        raise c.error(key, f"{cut_quoted(dtype)} is not one of {', '.join(map(repr, TORCH_DTYPES))}")
     act = TORCH_DTYPES[dtype]
     table = {"weights": act, "kv_cache": act, "activations": act}
     q = _quantization(c)
@@ -329,7 +339,7 @@ def _mixed_formats(c: _Config, key: str, modules: dict, layers: int, ffn: dict) 
             raise c.error(mk, f"{_show(spec)} is not {_name_of(dict)}")
         algo = _q(c, spec, mk, "quant_algo", str)
         if algo.upper() not in MIXED_ALGOS:
-            raise c.error(f"{mk}.quant_algo", f"{algo!r} is not supported (supported: "
+            raise c.error(f"{mk}.quant_algo", f"{cut_quoted(algo)} is not supported (supported: "
                                               f"{', '.join(MIXED_ALGOS)})")
         fmt = MIXED_ALGOS[algo.upper()]
         if "nvfp4" in fmt and spec.get("group_size", NVFP4_GROUP) != NVFP4_GROUP:
@@ -442,10 +452,10 @@ def _w4a16(c: _Config, q: dict, p: str, method: str) -> str:
     """AWQ / GPTQ: 4-bit weights in groups of 128, an fp16 scale (and a 4-bit zero) per group."""
     bits = _q(c, q, p, "bits", int, default=_q(c, q, p, "w_bit", int, default=0))
     if bits != 4:
-        raise c.error(f"{p}.bits", f"{bits!r} is not supported (expected 4: the w4a16 format)")
+        raise c.error(f"{p}.bits", f"{cut_quoted(bits)} is not supported (expected 4: the w4a16 format)")
     group = _q(c, q, p, "group_size", int, default=_q(c, q, p, "q_group_size", int, default=0))
     if group != W4A16_GROUP:
-        raise c.error(f"{p}.group_size", f"{group!r} is not supported (expected {W4A16_GROUP})")
+        raise c.error(f"{p}.group_size", f"{cut_quoted(group)} is not supported (expected {W4A16_GROUP})")
     # AWQ stores zeros when zero_point is true (its default); GPTQ checkpoints store qzeros even
     # when sym is true (vLLM 0.11 gptq.py create_weights)
     zero = q.get("zero_point", True) if method == "awq" else True
@@ -459,7 +469,7 @@ def _modelopt(c: _Config, q: dict, p: str, algo_key: str, kv_key: str, skip_key:
     algo = _q(c, q, p, algo_key, str)
     mixed = algo.upper() == "MIXED_PRECISION"
     if not mixed and algo.upper() not in MODELOPT_ALGOS:
-        raise c.error(f"{pre}{algo_key}", f"{algo!r} is not supported (supported: "
+        raise c.error(f"{pre}{algo_key}", f"{cut_quoted(algo)} is not supported (supported: "
                                           f"{', '.join(MODELOPT_ALGOS)}, MIXED_PRECISION)")
     # MIXED_PRECISION: each module's own quant_algo in quantized_layers (_mixed_formats)
     fmt = (f"{pre}quantized_layers", _q(c, q, p, "quantized_layers", dict)) if mixed \
@@ -471,7 +481,7 @@ def _modelopt(c: _Config, q: dict, p: str, algo_key: str, kv_key: str, skip_key:
     if q.get(kv_key) is not None:
         kv_algo = _q(c, q, p, kv_key, str)
         if kv_algo.upper() != "FP8":
-            raise c.error(f"{pre}{kv_key}", f"{kv_algo!r} is not supported (supported: FP8)")
+            raise c.error(f"{pre}{kv_key}", f"{cut_quoted(kv_algo)} is not supported (supported: FP8)")
         kv = "fp8"
     elif q.get("kv_cache_scheme") is not None:
         kv = _kv_scheme(c, q, p)
@@ -653,11 +663,11 @@ def _module_layers(c: _Config, key: str, names, layers: int, ffn: dict) -> dict:
         if group is None or covered == set():
             continue                       # not costed (vision tower, MTP layers beyond layers)
         if group == "?":
-            raise c.error(key, f"{n!r} is not a module lts can place (expected a whole layer, "
+            raise c.error(key, f"{cut_quoted(n)} is not a module lts can place (expected a whole layer, "
                                "attention, router/gate, experts, shared experts, MLP, lm_head, "
                                "embeddings)")
         if group == "dense_ffn" and covered is not None and covered & where["router"]:
-            raise c.error(key, f"{n!r} excludes a whole MoE block; lts costs one format per op "
+            raise c.error(key, f"{cut_quoted(n)} excludes a whole MoE block; lts costs one format per op "
                                "group (expected its experts, gate or shared experts by name)")
         groups = [g for g in where if covered is None or where[g] & covered] \
             if group == "layer" else [group]
@@ -965,7 +975,7 @@ def _qwen_dense_prefix(c: _Config, layers: int, experts: int) -> int:
     only = c.get("mlp_only_layers", list, default=[], nullable=True)
     for v in only:
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < layers:
-            raise c.error("mlp_only_layers", f"{only!r} is not a list of layer indices "
+            raise c.error("mlp_only_layers", f"{cut_quoted(only)} is not a list of layer indices "
                                              f"(integers 0..{layers - 1})")
     dense = {i for i in range(layers) if i in only or (i + 1) % step != 0}
     k = len(dense)
@@ -1029,7 +1039,7 @@ def _ffn(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
         # HF default: moe_layer_freq 1 (DeepseekV3Config); other values interleave dense layers.
         freq = c.get("moe_layer_freq", int, default=1, positive=True)
         if freq != 1:
-            raise c.error("moe_layer_freq", f"{freq!r} interleaves dense and MoE layers, which "
+            raise c.error("moe_layer_freq", f"{cut_quoted(freq)} interleaves dense and MoE layers, which "
                                             "lts cannot represent (expected 1)")
         expert_inter = c.get("moe_intermediate_size", int, positive=True)
         # HF default: n_shared_experts null -> no shared expert (DeepseekV3MoE checks for None).
@@ -1197,7 +1207,7 @@ def _nemotron_blocks(c: _Config) -> tuple[list, str]:
         pattern = c.get(key, str)
         bad = [ch for ch in pattern if ch not in NEMOTRON_BLOCKS]
         if bad or not pattern:
-            raise c.error(key, f"{bad[0]!r} is not a block (expected a string of M Mamba-2, "
+            raise c.error(key, f"{cut_quoted(bad[0])} is not a block (expected a string of M Mamba-2, "
                                "* attention, - MLP, E MoE)" if bad else "is empty")
         blocks = [NEMOTRON_BLOCKS[ch] for ch in pattern]
     if c.data.get("num_hidden_layers") is not None:
@@ -1319,7 +1329,7 @@ def _deepseek_v4(c: _Config, path: Path) -> ModelSpec:
     expert_dtype = c.get("expert_dtype", str, default="", nullable=True) or ""
     if expert_dtype:
         if expert_dtype != "fp4":
-            raise c.error("expert_dtype", f"{expert_dtype!r} is not supported (expected \"fp4\": "
+            raise c.error("expert_dtype", f"{cut_quoted(expert_dtype)} is not supported (expected \"fp4\": "
                                           "MXFP4 experts)")
         if precision.get("weights") == "fp8_block" and "experts" not in \
                 precision.get("unquantized", ()):
@@ -1392,7 +1402,7 @@ def _kimi_linear(c: _Config, path: Path) -> ModelSpec:
     shared = c.get("num_shared_experts", int, default=0, minimum=0, nullable=True) or 0
     dense = c.get("first_k_dense_replace", int, default=0, minimum=0)
     if c.get("moe_layer_freq", int, default=1, positive=True) != 1:
-        raise c.error("moe_layer_freq", f"{c.data['moe_layer_freq']!r} interleaves dense and "
+        raise c.error("moe_layer_freq", f"{cut_quoted(c.data['moe_layer_freq'])} interleaves dense and "
                                         "MoE layers, which lts cannot represent (expected 1)")
     ffn = {"kind": "moe", "gated": True, "experts": c.get("num_experts", int, positive=True),
            "top_k": c.get("num_experts_per_token", int, positive=True),
@@ -1482,11 +1492,11 @@ def _minimax_m3(c: _Config, path: Path) -> ModelSpec:
                            f"layer {valued[0]} is block-sparse with an index value (not 1); lts "
                            "costs MiniMax-M3's indexer without one (no index_v / index_o)")
         if sc.get("sparse_init_block", int, minimum=0):
-            raise sc.error("sparse_init_block", f"{sp['sparse_init_block']!r} is not supported "
+            raise sc.error("sparse_init_block", f"{cut_quoted(sp['sparse_init_block'])} is not supported "
                                                 "(expected 0: lts costs the top-k blocks with no "
                                                 "forced initial block)")
         if sc.get("sparse_local_block", int, minimum=0) != 1:
-            raise sc.error("sparse_local_block", f"{sp['sparse_local_block']!r} is not supported "
+            raise sc.error("sparse_local_block", f"{cut_quoted(sp['sparse_local_block'])} is not supported "
                                                  "(expected 1: the current block, one of the "
                                                  "top-k)")
         attention.update(
@@ -1570,7 +1580,7 @@ def _nemotron_h(c: _Config, path: Path) -> ModelSpec:
         raise c.error("use_conv_bias", "false is not supported (lts counts the conv1d's bias)")
     act = c.get("mlp_hidden_act", str)
     if act != "relu2":
-        raise c.error("mlp_hidden_act", f"{act!r} is not supported (expected 'relu2': a "
+        raise c.error("mlp_hidden_act", f"{cut_quoted(act)} is not supported (expected 'relu2': a "
                                         "non-gated MLP of two matrices)")
     heads = c.get("num_attention_heads", int, positive=True)
     # HF default: NemotronHAttention's head_dim = getattr(config, "head_dim", hidden / heads);
@@ -1721,10 +1731,6 @@ def _nemotron_nas(c: _Config, path: Path) -> ModelSpec:
     return _checked(data, path, keys)
 
 
-def _supported() -> str:
-    return ", ".join(FAMILIES + tuple(ALIASES) + tuple(MULTIMODAL) + tuple(OWN_READERS))
-
-
 def _family_view(c: _Config) -> tuple[_Config, str]:
     """(the config to read, the family whose shape rules apply): a multimodal config's
     text_config (its vision tower counted in the source line, not costed), and the ALIASES.
@@ -1746,7 +1752,7 @@ def _family_view(c: _Config) -> tuple[_Config, str]:
         view.note = _vision_note(c)
         sub = view.get("model_type", str)
         if sub not in MULTIMODAL[family]:
-            raise view.error("model_type", f"{sub!r} is not the text model of a {family} config "
+            raise view.error("model_type", f"{cut_quoted(sub)} is not the text model of a {family} config "
                                            f"(expected {', '.join(MULTIMODAL[family])})")
         c, family = view, sub
     if family == "minimax_m2":
@@ -1758,7 +1764,7 @@ def _family_view(c: _Config) -> tuple[_Config, str]:
                           "lts has)")
         # HF default (MiniMaxM2Config): shared_intermediate_size 0, sliding_window None
         if c.get("shared_intermediate_size", int, default=0, minimum=0, nullable=True):
-            raise c.error("shared_intermediate_size", f"{c.data['shared_intermediate_size']!r} "
+            raise c.error("shared_intermediate_size", f"{cut_quoted(c.data['shared_intermediate_size'])} "
                           "is not supported (expected 0: MiniMax-M2 has no shared expert)")
         if c.data.get("sliding_window") is not None:
             raise c.error("sliding_window", f"{_show(c.data['sliding_window'])} is not supported "
@@ -2003,7 +2009,7 @@ def _context_window(c: _Config) -> int:
     window = int(length * factor)
     if window > MAX_WINDOW:
         key = next(k for k in WINDOW_KEYS if c.data.get(k) == length)
-        raise c.error(key, f"{length!r} (times the rope factor {factor:g}) must be <= "
+        raise c.error(key, f"{cut_quoted(length)} (times the rope factor {factor:g}) must be <= "
                            f"{MAX_WINDOW:,} tokens")
     return window
 
@@ -2013,7 +2019,12 @@ def _family_model(c: _Config, family: str, path: Path) -> ModelSpec:
     if family in OWN_READERS:
         return OWN_READERS[family](c, path)
     if family not in FAMILIES:
-        raise c.error("model_type", f"{family!r} is not a supported family ({_supported()})")
+        names = FAMILIES + tuple(ALIASES) + tuple(MULTIMODAL) + tuple(OWN_READERS)
+        near = difflib.get_close_matches(str(family).lower(), names, 1, 0.6)
+        raise c.error("model_type", f"{cut_quoted(family)} is not a supported family ("
+                                    + (f"did you mean {near[0]}? " if near else "")
+                                    + f"the {len(names)} lts reads: docs/design.md, "
+                                      "HuggingFace config.json)")
     layers = c.get("num_hidden_layers", int, positive=True)
     hidden = c.get("hidden_size", int, positive=True)
     vocab = c.get("vocab_size", int, positive=True)

@@ -742,16 +742,17 @@ def check_json_containers(path, where: str, text: str) -> None:
                                      "take gigabytes)")
 
 
-class _TwiceError(Exception):
-    pass
+class KeyTwiceError(ValueError):
+    """A JSON object giving one key twice (``keys_once``): its ``args[0]``."""
 
 
-def _once_each(pairs):
-    """A JSON object's pairs -> dict; _TwiceError for a key given twice (json keeps the last)."""
+def keys_once(pairs):
+    """A JSON object's pairs -> dict (json.loads's ``object_pairs_hook``); KeyTwiceError for a
+    key given twice (json alone keeps the last)."""
     d = dict(pairs)
     if len(d) != len(pairs):
         seen = set()
-        raise _TwiceError(next(k for k, _ in pairs if k in seen or seen.add(k)))
+        raise KeyTwiceError(next(k for k, _ in pairs if k in seen or seen.add(k)))
     return d
 
 
@@ -761,8 +762,8 @@ def parse_json(path, where: str, text: str, needs: str):
     trace line needs 1") and integers of thousands of digits. JSONDecodeError passes through:
     each reader words it."""
     try:
-        return json.loads(text, object_pairs_hook=_once_each)
-    except _TwiceError as e:
+        return json.loads(text, object_pairs_hook=keys_once)
+    except KeyTwiceError as e:
         raise SpecError(path, where, f"key {cut_quoted(e.args[0])} given twice in one object "
                                      "(which one is meant?)") from None
     except RecursionError:
@@ -797,12 +798,12 @@ def _unquantized(p: _Table) -> tuple:
     groups = p.data.get("unquantized", [])
     if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
         raise SpecError(p.file, p._key("unquantized"),
-                        f"{groups!r} is not a list of strings (expected some of "
+                        f"{cut_quoted(groups)} is not a list of strings (expected some of "
                         f"{', '.join(map(repr, WEIGHT_GROUPS))})")
     for g in groups:
         if g not in WEIGHT_GROUPS:
             raise SpecError(p.file, p._key("unquantized"),
-                            f"{g!r} is not one of {', '.join(map(repr, WEIGHT_GROUPS))}")
+                            f"{cut_quoted(g)} is not one of {', '.join(map(repr, WEIGHT_GROUPS))}")
     return tuple(g for g in WEIGHT_GROUPS if g in groups)
 
 
@@ -812,7 +813,7 @@ def _group_table(p: _Table, name: str, expected: str):
     p.used.add(name)
     table = p.data.get(name, {})
     if not isinstance(table, dict):
-        raise SpecError(p.file, p._key(name), f"{table!r} is not a table (expected {{group = "
+        raise SpecError(p.file, p._key(name), f"{cut_quoted(table)} is not a table (expected {{group = "
                                               f"{expected}, ...}})")
     for g, value in table.items():
         if g not in WEIGHT_GROUPS:
@@ -833,7 +834,7 @@ def _quantized_share(p: _Table, unquantized: tuple) -> tuple:
             raise SpecError(p.file, key, "is not supported for the routed experts (their grouped "
                                          "GEMM runs one format)")
         if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < q < 1:
-            raise SpecError(p.file, key, f"{q!r} is not a share between 0 and 1 (exclusive)")
+            raise SpecError(p.file, key, f"{cut_quoted(q)} is not a share between 0 and 1 (exclusive)")
         out[g] = float(q)
     return tuple((g, out[g]) for g in WEIGHT_GROUPS if g in out)
 
@@ -1005,7 +1006,7 @@ def _widths(f: _Table, path, layers: int) -> tuple:
     ws = f.data["intermediate_by_layer"]
     if not isinstance(ws, list) or not all(isinstance(w, int) and not isinstance(w, bool)
                                            and 0 < w <= MAX_WIDTH for w in ws):
-        raise SpecError(path, key, f"{ws!r} is not a list of widths from 1 to 16,777,216")
+        raise SpecError(path, key, f"{cut_quoted(ws)} is not a list of widths from 1 to 16,777,216")
     if len(ws) != layers:
         raise SpecError(path, key, f"has {len(ws)} entries (expected one a layer: {layers})")
     return tuple(ws)
@@ -1022,10 +1023,10 @@ def _no_ffn(f: _Table, path, layers: int, ffn: FFNSpec) -> tuple:
     idx = f.data["no_ffn_layers"]
     if not isinstance(idx, list) or not all(isinstance(i, int) and not isinstance(i, bool)
                                             for i in idx):
-        raise SpecError(path, key, f"{idx!r} is not a list of integers (expected layer indices "
+        raise SpecError(path, key, f"{cut_quoted(idx)} is not a list of integers (expected layer indices "
                                    f"0 to {layers - 1})")
     if idx != sorted(set(idx)):
-        raise SpecError(path, key, f"{idx!r} is not in ascending order without repeats")
+        raise SpecError(path, key, f"{cut_quoted(idx)} is not in ascending order without repeats")
     if idx and (idx[0] < 0 or idx[-1] >= layers):
         raise SpecError(path, key, f"{idx[0] if idx[0] < 0 else idx[-1]} is not a layer index "
                                    f"(expected 0 to {layers - 1})")
@@ -1153,7 +1154,7 @@ def _compressed(a: _Table, path, layers: int, heads: int, kv_heads: int, head_di
     ratios, key = a.data.get("compress_ratios"), "attention.compress_ratios"
     if not isinstance(ratios, list) or not all(isinstance(r, int) and not isinstance(r, bool)
                                                and 0 <= r <= MAX_WIDTH for r in ratios):
-        raise SpecError(path, key, f"{ratios!r} is not a list of integers from 0 (a sliding "
+        raise SpecError(path, key, f"{cut_quoted(ratios)} is not a list of integers from 0 (a sliding "
                                    "window alone) to 16,777,216 (expected one a layer)")
     if len(ratios) != layers:
         raise SpecError(path, key, f"has {len(ratios)} entries (expected one a layer: {layers})")
@@ -1208,7 +1209,7 @@ def _index(a: _Table, path, kind: str, window, layer_types, layers: int,
         a.used.add("indexer_types")
         kinds, key = a.data["indexer_types"], "attention.indexer_types"
         if not isinstance(kinds, list) or any(k not in INDEXER_TYPES for k in kinds):
-            raise SpecError(path, key, f"{kinds!r} is not a list of \"full\" and \"shared\"")
+            raise SpecError(path, key, f"{cut_quoted(kinds)} is not a list of \"full\" and \"shared\"")
         if len(kinds) != layers:
             raise SpecError(path, key, f"has {len(kinds)} entries (expected one a layer: "
                                        f"{layers})")
@@ -1278,11 +1279,11 @@ def _layer_types(a: _Table, path, layers: int, window, chunk=None) -> tuple:
     kinds = a.data["layer_types"]
     key = "attention.layer_types"
     if not isinstance(kinds, list) or not kinds or not all(isinstance(k, str) for k in kinds):
-        raise SpecError(path, key, f"{kinds!r} is not a list of strings (expected entries of "
+        raise SpecError(path, key, f"{cut_quoted(kinds)} is not a list of strings (expected entries of "
                                    f"{', '.join(map(repr, LAYER_TYPES))})")
     bad = [k for k in kinds if k not in LAYER_TYPES]
     if bad:
-        raise SpecError(path, key, f"{bad[0]!r} is not one of {', '.join(map(repr, LAYER_TYPES))}"
+        raise SpecError(path, key, f"{cut_quoted(bad[0])} is not one of {', '.join(map(repr, LAYER_TYPES))}"
                                    " (lts cannot cost other attention kinds yet)")
     if layers % len(kinds):
         raise SpecError(path, key, f"{len(kinds)} entries do not divide layers = {layers} "

@@ -301,7 +301,7 @@ def parse_strategy(text: str, is_moe: bool = True) -> np.ndarray:
     seen = set()
     for key, value in _parts(text):
         if key in seen:
-            raise StrategyError(f"--strategy: {key!r} given twice")
+            raise StrategyError(f"--strategy: {cut_quoted(key)} given twice")
         seen.add(key)
         if key in values:
             problem = count_problem(value, MAX_VALUE[key])
@@ -319,7 +319,7 @@ def parse_strategy(text: str, is_moe: bool = True) -> np.ndarray:
                 raise StrategyError(f"--strategy: {key}=experts needs a MoE model")
             ops[key] = code
         else:
-            raise StrategyError(f"--strategy: unknown key {key!r} (expected {', '.join(COARSE)} or "
+            raise StrategyError(f"--strategy: unknown key {cut_quoted(key)} (expected {', '.join(COARSE)} or "
                                 f"one of {', '.join(OPS)})")
     return make_row([ops[o] for o in OPS], **values)
 
