@@ -90,6 +90,9 @@ def _strings(grid: dict, path, key: str, required: bool) -> list:
                                    "sweep takes (split the grid)")
     if len(set(v)) != len(v):
         raise SpecError(path, key, "names one entry twice")
+    hidden = [x for x in v if hidden_problem(x)]
+    if hidden:      # (a problem's key, shown in the summary, holds the name as written)
+        raise SpecError(path, key, hidden_problem(hidden[0]))
     return v
 
 

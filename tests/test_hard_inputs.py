@@ -351,7 +351,7 @@ def test_a_third_hostile_pass(tmp_path):
         ((imp[0], str(ROOT / "tests" / "data" / "imports" / "vllm-bench-serve.json"), *imp[1:],
           "--tp", "1", "--format", "sglang"), 1,
          f"Error: {ROOT / 'tests' / 'data' / 'imports' / 'vllm-bench-serve.json'}: run 1: reads "
-         "as a vllm result, not a sglang one (--format names the tool that wrote it)"),
+         "as vllm's result, not sglang's (--format names the tool that wrote it)"),
         (("models", "--show", str(tmp_path / "m.toml")), 1,
          f"Error: {tmp_path / 'm.toml'}: {'f' * 60}... (50,000 characters): unknown key"),
         (("models", "--show", str(tmp_path / "n.toml")), 1,

@@ -215,6 +215,14 @@ def test_a_folder_without_tables_is_refused(tmp_path):
      "gemm_perf.csv: row 1: latency: '0.0_1' is not a positive number"),
     ("gemm_dtype,m,n,k,latency", "bfloat16,٢,2,3,0.01",
      "gemm_perf.csv: row 1: m: '٢' is not a positive number"),
+    ("gemm_dtype,m,n,k,latency", "bfloat16,1.5,2,3,0.01",       # (a shape: was read as 1)
+     "gemm_perf.csv: row 1: m: '1.5' is not a whole number"),
+    ("gemm_dtype,m,n,k,latency", "bf\x1b[31m16,1,2,3,0.01",     # (shown in every listing)
+     "gemm_perf.csv: row 1: gemm_dtype: 'bf\\x1b[31m16' contains control or bidirectional "
+     "formatting characters (expected plain text)"),
+    ("gemm_dtype,m,n,k,latency", "b" * 65 + ",1,2,3,0.01",
+     "gemm_perf.csv: row 1: gemm_dtype: '" + "b" * 40 + "'... (65 characters) is longer than "
+     "64 characters"),
     ("gemm_dtype,m,n,k,latency,latency", "bfloat16,1,2,3,0.01,0.02",
      "gemm_perf.csv: header: column 'latency' named twice"),
     # every table left out (a latency in us read as ms: 150 ms): why, not "no table"

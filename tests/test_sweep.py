@@ -168,6 +168,9 @@ def test_an_output_that_is_not_a_regular_file(tmp_path):
      'tpot_slo_ms = 5\n', "workloads[0].tpot_slo_ms: not with phase 'prefill'"),
     ('models = ["a"]\ntopologies = ["h100_dgx"]\n[[workloads]]\ntpot_slo_ms = nan\n',
      "workloads[0].tpot_slo_ms: nan is not a positive number of milliseconds"),
+    ('models = ["a\u202eb"]\ntopologies = ["h100_dgx"]\n[[workloads]]\n',  # (shown in a key)
+     "models: 'a\\u202eb' contains control or bidirectional formatting characters (expected "
+     "plain text)"),
     ('models = ["a"]\ntopologies = ["h100_dgx"]\nworkloads = 5\n',    # (was "missing")
      "workloads: 5 is not a list of [[workloads]] tables (at least one)"),
     # one thing under two spellings was solved twice
@@ -179,7 +182,7 @@ def test_an_output_that_is_not_a_regular_file(tmp_path):
                         "give it once"),
 ])
 def test_a_bad_grid_is_one_line(tmp_path, text, message):
-    (tmp_path / "g.toml").write_text(text)
+    (tmp_path / "g.toml").write_text(text, encoding="utf-8")
     r = run("sweep", str(tmp_path / "g.toml"))
     assert r.exit_code == 1 and message in r.output, r.output
     assert not (tmp_path / "g.jsonl").exists()

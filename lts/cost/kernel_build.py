@@ -101,8 +101,24 @@ def read(path, kind: str) -> dict:
                 j for j, v in enumerate(out[c]) if not _number(v))
             raise KernelTableError(f"{path}: row {i + 1}: {c}: {cut_quoted(str(out[c][i]))} is "
                                    "not a positive number")
+        frac = np.nonzero(vals != np.floor(vals))[0] if c != "latency" else ()
+        if len(frac):           # a shape or count: 1.5 was read as 1
+            i = int(frac[0])
+            raise KernelTableError(f"{path}: row {i + 1}: {c}: {cut_quoted(str(out[c][i]))} is "
+                                   "not a whole number")
         out[c] = vals
+    for c in text:              # names shown in every estimate and listing: plain and short
+        names = set(np.asarray(out[c]).astype(str).tolist())
+        odd = sorted(n for n in names if has_hidden(n) or len(n) > MAX_NAME)
+        if odd:
+            i = next(j for j, v in enumerate(out[c]) if str(v) == odd[0])
+            why = "contains control or bidirectional formatting characters (expected plain " \
+                "text)" if has_hidden(odd[0]) else f"is longer than {MAX_NAME} characters"
+            raise KernelTableError(f"{path}: row {i + 1}: {c}: {cut_quoted(odd[0])} {why}")
     return out
+
+
+MAX_NAME = 64       # a table's dtype, distribution or op name (the longest shipped: 26)
 
 
 def _decimal(cells) -> bool:

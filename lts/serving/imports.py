@@ -194,7 +194,7 @@ def read(path, fmt: str = "auto") -> list:
             raise SpecError(path, where, f"a JSON {kind}, not a result object")
         kind = detect(obj) if fmt == "auto" else fmt
         if detect(obj) not in ("", kind):      # (an SGLang result always has dataset_name)
-            raise SpecError(path, where, f"reads as a {detect(obj)} result, not a {kind} one "
+            raise SpecError(path, where, f"reads as {detect(obj)}'s result, not {kind}'s "
                                          "(--format names the tool that wrote it)")
         if kind not in FORMATS:
             raise SpecError(path, where, "not a result of vllm bench serve, sglang "
