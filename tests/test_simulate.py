@@ -457,7 +457,7 @@ def test_validate_counts_the_steps_of_its_runs_against_its_bound(tmp_path, monke
     runs that preempt without end, the first stops at its own bound, the second where the file's
     work runs out (skipped with validate's reason), the third takes no step past its count; a
     normal run predicted before them stays predicted, and the work counted stays within
-    WORK_S (a file of eight such runs of 50,000 requests took 100 s, now 35-39 s)."""
+    WORK_S (a file of eight such runs of 50,000 requests took 100 s, now 35-40 s)."""
     from lts.serving import simulate as sim
     from lts.serving import validate as v
     head = ("id,model,topology,gpus,tp,ep,pp,precision,isl,osl,concurrency,metric,value,source,"
