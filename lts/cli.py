@@ -178,7 +178,14 @@ def _load(model: str, topology: str, precision=None, kv_cache_dtype=None):
     ctx = click.get_current_context()
     with _refusals():
         return plan.load(model, topology, precision, kv_cache_dtype, ctx.meta.get("lts_experts"),
-                         ctx.params)
+                         {**ctx.params, "defaulted": _defaulted()})
+
+
+def _defaulted() -> frozenset:
+    """The current command's flags the user did not give (their values are the defaults)."""
+    ctx = click.get_current_context()
+    return frozenset(n for n in ctx.params
+                     if ctx.get_parameter_source(n) == click.core.ParameterSource.DEFAULT)
 
 
 @contextmanager
@@ -951,7 +958,8 @@ def search(model, topology, method, budget, seed, top, emit, emit_format, emit_f
             prefix_hit=prefix_hit, prefixes=prefixes, kv_offload=kv_offload,
             overlay=meta.get("lts_overlay"), kernel_dir=meta.get("lts_kernel_dir"),
             no_kernels=bool(meta.get("lts_no_kernels")), experts=meta.get("lts_experts"),
-            bar=lambda total, label: progress(total, label, disable=json_), note=_note)
+            bar=lambda total, label: progress(total, label, disable=json_), note=_note,
+            defaulted=_defaulted())
     problem, run = answer.problem, answer.run
     launch, disagg_launch = answer.launch, answer.disagg_launch
     if plot is not None:

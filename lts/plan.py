@@ -155,13 +155,19 @@ def check_window(m, params: dict) -> None:
     simulate's, the longest request; a trace's are checked when it is read), a decode or
     prefill step's --context. ``params``: the flags' values by name."""
     phase = params.get("phase")
+    defaulted = params.get("defaulted", set())      # (the flags not given: said so)
     if phase in PHASES and params.get("context") is not None:
         n = params["context"]
-        why, flag = m.window_excess(n, f"{n:,} tokens"), "'--context'"
+        what = f"{n:,} tokens" + (" (the default)" if "context" in defaulted else "")
+        why, flag = m.window_excess(n, what), "'--context'"
     elif (phase == "serve" or phase is None and not params.get("trace_path")) \
             and params.get("isl") is not None and params.get("osl") is not None:
         isl, osl = params["isl"], params["osl"]
-        why = m.window_excess(isl + osl, f"{isl:,} input + {osl:,} output tokens")
+        unset = [f"--{k}" for k in ("isl", "osl") if k in defaulted]
+        what = f"{isl:,} input + {osl:,} output tokens" + (
+            f" ({' and '.join(unset)} the default{'s' if len(unset) > 1 else ''})"
+            if unset else "")
+        why = m.window_excess(isl + osl, what)
         flag = "'--isl' / '--osl'"
     else:
         return
@@ -338,13 +344,14 @@ def plan(model: str, topology: str, *, method: str = "exact", budget: int = 4000
          prefix_hit: float | None = None, prefixes: int = 1, kv_offload: float | None = None,
          overlay: dict | None = None, kernel_dir: str | None = None, no_kernels: bool = False,
          experts: dict | None = None, model_arg: str | None = None, bar=_no_bar,
-         note=_stderr) -> Plan:
+         note=_stderr, defaulted: frozenset = frozenset()) -> Plan:
     """Search ``model`` on ``topology`` as ``lts search`` does with the flags of the same names
     (values as the flags take them; an SLO None: not given; ``engine``: a name, its release
     ``engine_version``; ``overlay``: ``serving.calibrate.load_overlay``'s; ``experts``: the
     expert-placement flags by name). ``bar(total, label)``: a context giving an advance
-    callable (progress); ``note(text)``: what the search says on stderr. LtsError on a refusal
-    (``refusal``), and when nothing is feasible."""
+    callable (progress); ``note(text)``: what the search says on stderr; ``defaulted``: the
+    flags' names the user did not give (a refusal of their value says it was the default).
+    LtsError on a refusal (``refusal``), and when nothing is feasible."""
     from .search.methods import run as run_search
     from .search.names import METHODS
     if method not in METHODS:
@@ -370,7 +377,7 @@ def plan(model: str, topology: str, *, method: str = "exact", budget: int = 4000
             said.add(text)
             note(text)
     params = {"phase": phase, "context": context, "isl": isl, "osl": osl, "gpus": gpus,
-              "engine": engine, "emit": emit}
+              "engine": engine, "emit": emit, "defaulted": defaulted}
     m, topo = load(model, topology, precision, kv_cache_dtype, experts, params)
     if max_etp > 1 and not m.is_moe:
         raise UsageError(f"--moe-tp: {m.name} is dense (expert tensor parallelism splits a MoE "

@@ -102,11 +102,28 @@ def test_shipped_files_match_their_configs():
       "1000", "--max-concurrency", "4"],
      "Error: Invalid value for '--isl' / '--osl': 40,000 input + 1,000 output tokens is more "
      "than the context window of Qwen3-32B, 40,960 tokens"),
+    # a flag the user did not give is said to be the default (it named --context as if given)
+    (["search", "qwen3-32b", "h100_dgx", "--phase", "serve", "--isl", "40000"],
+     "Error: Invalid value for '--isl' / '--osl': 40,000 input + 1,024 output tokens (--osl the "
+     "default) is more than the context window of Qwen3-32B, 40,960 tokens"),
 ])
 def test_refused_as_a_bad_flag(args, message):
     r = run(*args)
     assert r.exit_code == 2, r.output
     assert error(r) == message
+
+
+def test_a_default_context_is_said_to_be_one(tmp_path):
+    """--context not given is 16,384 tokens: a model of a smaller window is refused naming the
+    flag, and saying the value was its default (a third hostile pass)."""
+    text = (ROOT / "models" / "llama3.1-8b.toml").read_text()
+    assert "context_window = 131072" in text
+    (tmp_path / "m.toml").write_text(text.replace("context_window = 131072",
+                                                  "context_window = 1"))
+    r = run("estimate", str(tmp_path / "m.toml"), "h100_dgx", "--strategy", "tp=1")
+    assert r.exit_code == 2 and error(r) == (
+        "Error: Invalid value for '--context': 16,384 tokens (the default) is more than the "
+        "context window of Llama-3.1-8B, 1 token")
 
 
 def test_at_the_window_is_accepted():

@@ -402,7 +402,7 @@ class ModelSpec:
         if not self.context_window or tokens <= self.context_window:
             return ""
         return (f"{what} is more than the context window of {self.name}, "
-                f"{self.context_window:,} tokens")
+                f"{self.context_window:,} token{'s' if self.context_window != 1 else ''}")
 
     @property
     def is_moe(self) -> bool:
