@@ -516,7 +516,7 @@ def _record(m: Measurement, spec, engine: str, release: str, p: float, **paralle
 PREPARE_S = 0.2
 REQUEST_S = 6e-5
 STEPS_PER_REQUEST = 4   # a simulated run's count covers this many scheduler steps a request and
-STEPS_PER_RUN = 1_000   # this many more: serving_moe.csv's 598 runs take 1.18 M for 459,200
+STEPS_PER_RUN = 1_000   # this many more: serving_moe.csv's ~600 runs take 1.18 M for 459,200
                         # requests (2.6 a request; at C = 4, 690 for 40), 37,000 past these
 STEP_S = 6e-6           # a step past them: a KV cache that preempts without end takes ~5 us a
                         # step (2,000 requests of 100 in, 120,000 out at C = 2,000 on llama3.1-8b,
@@ -574,13 +574,12 @@ def _simulated(spec, topo, prof, bench: Bench, items, two: bool = False,
                left_s: float = math.inf, why_over: str = ""):
     """((measurement, record fields, skip reason) of the rows of one deployment that say how
     they were measured, the seconds of work past their count, of it the runs' that ended):
-    each distinct run (concurrency,
-    number of prompts) simulated once (``serving.simulate``; ``two``: two pools,
-    ``serving.two_pool_sim``, the items' rows a (prefill, decode) pair), its mean TTFT, TPOT or
-    output tokens/s compared. A run's steps past ``STEPS_PER_REQUEST`` a request (and ``STEPS_PER_RUN``) count
-    ``STEP_S`` each against ``left_s``; a run that would pass it stops there, its rows
-    skipped (``why_over``). A two-pool run reserves each request's room: it never preempts, and its
-    events are a few a request."""
+    each distinct run (concurrency, number of prompts) simulated once (``serving.simulate``;
+    ``two``: two pools, ``serving.two_pool_sim``, the items' rows a (prefill, decode) pair),
+    its mean TTFT, TPOT or output tokens/s compared. A run's steps past ``STEPS_PER_REQUEST``
+    a request and ``STEPS_PER_RUN`` count ``STEP_S`` each against ``left_s``; a run that would
+    pass it stops there, its rows skipped (``why_over``). A two-pool run reserves each
+    request's room: it never preempts, and its events are a few a request."""
     from .simulate import Load, TooManySteps, prepare, run
     from .two_pool import ranks
     from .two_pool_sim import prepare_pools, run_pools
@@ -883,7 +882,8 @@ def unread_versions(rows: list) -> str:
         return ""
     r = odd[0]
     return (f"Note: {len(odd):,} {'rows name' if len(odd) != 1 else 'row names'} an engine "
-            f"version lts cannot read as a release ({plain(r['id'])}: {cut_quoted(r['engine_version'])}): "
+            f"version lts cannot read as a release ({plain(r['id'])}: "
+            f"{cut_quoted(r['engine_version'])}): "
             f"each is predicted with the release lts reads in it, else its engine's served one "
             f"({r['engine']} {r['profile']} for that one)")
 
