@@ -82,10 +82,9 @@ class Count(click.IntRange):
     scripts' digits ('٨') and underscores ('1_0'), which no other reader of lts takes."""
 
     def convert(self, value, param, ctx):
-        if isinstance(value, str) and not value.strip().lstrip("+-").isascii():
-            self.fail(f"{cut_quoted(value)} is not a valid integer (ASCII digits)", param, ctx)
-        if isinstance(value, str) and "_" in value:
-            self.fail(f"{cut_quoted(value)} is not a valid integer", param, ctx)
+        if isinstance(value, str) and (not value.isascii() or "_" in value):
+            self.fail(f"{cut_quoted(value)} is not a valid integer (ASCII digits, no _)", param,
+                      ctx)
         try:
             return super().convert(value, param, ctx)
         except click.BadParameter as e:
@@ -1121,9 +1120,7 @@ def kernels(gpu, model, topology, engine, precision, json_, no_color):
                                    f"{', '.join(known)})")
     if (model is None) != (topology is None):
         raise click.UsageError("--model and --topology come together")
-    ctx = click.get_current_context()
-    given = [f for f, name in (("--precision", "precision"), ("--engine", "engine"))
-             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+    given = [f"--{name}" for name in ("precision", "engine") if name not in _defaulted()]
     if model is None and given:
         raise click.UsageError(f"{given[0]} is read with --model and --topology")
     rows = [r for r in gpu_rows(data_dir) if gpu is None or r["gpu"] == gpu]
@@ -1246,8 +1243,9 @@ def validate(measurements, by, steady, json_, no_color):
         if json_:              # the JSON still carries each skipped row's reason)
             _print(json_, no_color, d, render_validate)
         raise click.ClickException(none_predicted(measurements, d["skipped"]))
-    if unread_versions(d["rows"]):
-        _note(unread_versions(d["rows"]))
+    note = unread_versions(d["rows"])
+    if note:
+        _note(note)
     _print(json_, no_color, d, render_validate)
 
 

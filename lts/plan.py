@@ -55,8 +55,8 @@ def parse_engine(text: str) -> tuple:
     if "@" in version:
         raise fail(f"{cut_quoted(text)}: one @VERSION at most (e.g. vllm@0.12)")
     if name not in ENGINE_NAMES:
-        raise fail(f"{cut_quoted(text)} is not one of {', '.join(ENGINE_NAMES)} (optionally @VERSION, "
-                   "e.g. vllm@0.12)")
+        raise fail(f"{cut_quoted(text)} is not one of {', '.join(ENGINE_NAMES)} (optionally "
+                   "@VERSION, e.g. vllm@0.12)")
     if "@" not in str(text):
         return name, None
     releases = [r for r in ENGINES[name].profiles if r]
@@ -66,8 +66,8 @@ def parse_engine(text: str) -> tuple:
         raise fail(f"{name}@{hidden_problem(version)}")
     if not engine_release_text(version):
         shown = cut(version, keep=20, limit=40)
-        raise fail(f"{cut_quoted(name + '@' + shown)}: {cut_quoted(shown)} is not a version (releases lts models: "
-                   f"{', '.join(releases)})")
+        raise fail(f"{cut_quoted(name + '@' + shown)}: {cut_quoted(shown)} is not a version "
+                   f"(releases lts models: {', '.join(releases)})")
     return name, version
 
 
@@ -225,7 +225,8 @@ def speculation(m, phase, spec_text, spec_tokens=None, acceptance=None, accepted
         raise UsageError("--spec: only with --phase serve")
     method, _, name = spec_text.partition(":")
     if (method == "draft") != bool(name):
-        raise FlagError("'--spec'", f"{cut_quoted(spec_text)} is not one of mtp, eagle, draft:MODEL")
+        raise FlagError("'--spec'", f"{cut_quoted(spec_text)} is not one of mtp, eagle, "
+                                    "draft:MODEL")
     try:
         draft = load_model(name) if name else None
     except LtsError as e:

@@ -61,17 +61,12 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
     work = Workload()
     problem = Problem(model, topo, work)
 
-    def rows(k, n, grouped=False):
+    def rows(k, n):
         """Chunk k of the rows (n of them): strategies and their coarse indices (chunk 0 from
-        ``seed`` itself, chunk k from (seed, k)); ``grouped``: the same rows in coarse-row order
-        (a stable sort by coarse index)."""
+        ``seed`` itself, chunk k from (seed, k))."""
         rng = np.random.default_rng(seed if k == 0 else [seed, k])
         idx = problem.space.sample(rng, n)
-        strategies, g = problem.space.decode(idx), problem.coarse_index(idx)
-        if grouped:
-            order = np.argsort(g, kind="stable")
-            strategies, g = strategies[order], g[order]
-        return strategies, g
+        return problem.space.decode(idx), problem.coarse_index(idx)
 
     sizes = [min(CHUNK, evaluations - i) for i in range(0, evaluations, CHUNK)]
 
@@ -106,7 +101,8 @@ def measure(model: ModelSpec, topo: TopologySpec, evaluations: int = 1_000_000, 
         total = np.zeros(4)
         for k, n in enumerate(sizes):
             mixed, g_mixed = rows(k, n)
-            strategies, g = rows(k, n, grouped=True)
+            order = np.argsort(g_mixed, kind="stable")      # the same rows in coarse-row order
+            strategies, g = mixed[order], g_mixed[order]
             code, code_mixed = pack(strategies), pack(mixed)
             evaluate(model, topo, work, mixed, tables=problem.tables, coarse_index=g_mixed)
             got = kernel(model, topo, work, problem.tables, g, code)

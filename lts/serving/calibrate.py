@@ -624,7 +624,8 @@ def _reads_back(text: str, base_path, want: TopologySpec) -> None:
             _difference(getattr(got, f.name), getattr(want, f.name), f.name)
         if diff:
             raise LtsError(f"calibrate: the fitted topology would read {diff[0]} back as "
-                           f"{cut_quoted(diff[1])}, not the fitted {cut_quoted(diff[2])}: a line of {base} lts "
+                           f"{cut_quoted(diff[1])}, not the fitted {cut_quoted(diff[2])}: a line "
+                           f"of {base} lts "
                            f"cannot rewrite, nothing written")
 
 
@@ -694,9 +695,11 @@ def load_overlay(path) -> dict:
                                                        f"to {top:g}")
             out[attr] = float(val) * unit
     if out["name"] not in ENGINES:
-        raise SpecError(path, "engine.name", f"{cut_quoted(out['name'])} is not an engine lts knows")
+        raise SpecError(path, "engine.name", f"{cut_quoted(out['name'])} is not an engine lts "
+                                             "knows")
     if out["release"] and out["release"] not in ENGINES[out["name"]].profiles:
-        raise SpecError(path, "engine.release", f"{cut_quoted(out['release'])} is not a {out['name']} "
+        raise SpecError(path, "engine.release", f"{cut_quoted(out['release'])} is not a "
+                                                f"{out['name']} "
                                                 f"profile lts has "
                                                 f"({', '.join(ENGINES[out['name']].profiles)})")
     unknown = set(e) - {"name", "release", "step_overhead_us", "request_overhead_ms",

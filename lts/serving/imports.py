@@ -133,8 +133,8 @@ def _metric(path, where, obj, key, ms: bool):
             not isinstance(m.get("avg"), (int, float)):
         raise SpecError(path, where, f"{key}: no average (expected {{\"unit\", \"avg\"}})")
     if not (math.isfinite(m["avg"]) and 0 < m["avg"] <= MAX_VALUE):
-        raise SpecError(path, where, f"{key}.avg: {cut_quoted(m['avg'])} is not a positive number "
-                                     f"up to {MAX_VALUE:g}")
+        raise SpecError(path, where, f"{key}.avg: {cut_quoted(m['avg'])} is not a positive "
+                                     f"number up to {MAX_VALUE:g}")
     if not ms:
         return float(m["avg"])
     unit = str(m.get("unit", "ms")).lower()
@@ -192,18 +192,19 @@ def read(path, fmt: str = "auto") -> list:
         if not isinstance(obj, dict):
             kind = _JSON_KINDS.get(type(obj), type(obj).__name__)
             raise SpecError(path, where, f"a JSON {kind}, not a result object")
-        kind = detect(obj) if fmt == "auto" else fmt
-        if detect(obj) not in ("", kind):      # (an SGLang result always has dataset_name)
-            raise SpecError(path, where, f"reads as {detect(obj)}'s result, not {kind}'s "
-                                         "(--format names the tool that wrote it)")
+        found = detect(obj)
+        kind = found if fmt == "auto" else fmt
+        if found not in ("", kind):         # (an SGLang result always has dataset_name)
+            raise SpecError(path, where, f"reads as {found}'s result, not {kind}'s (--format "
+                                         "names the tool that wrote it)")
         if kind not in FORMATS:
             raise SpecError(path, where, "not a result of vllm bench serve, sglang "
                                          "bench_serving, aiperf or genai-perf (--format names one)")
         if kind in ("vllm", "sglang"):
             done = _num(path, where, obj, "completed")
             if done != int(done):
-                raise SpecError(path, where, f"completed: {cut_quoted(obj['completed'])} is not a "
-                                             "whole number of requests")
+                raise SpecError(path, where, f"completed: {cut_quoted(obj['completed'])} is "
+                                             "not a whole number of requests")
             _closed(path, where, obj.get("request_rate"))
             conc = obj.get("max_concurrency")
             run = {"isl": _num(path, where, obj, "total_input_tokens") / done,
@@ -231,8 +232,9 @@ def read(path, fmt: str = "auto") -> list:
                                          "lts validate predicts closed loops of C clients")
         if isinstance(conc, bool) or not isinstance(conc, int) or \
                 not 1 <= conc <= MAX_CONCURRENCY:
-            raise SpecError(path, where, f"concurrency: {cut_quoted(conc)} is not an integer from 1 to "
-                                         f"{MAX_CONCURRENCY:,} (what lts validate reads)")
+            raise SpecError(path, where, f"concurrency: {cut_quoted(conc)} is not an integer "
+                                         f"from 1 to {MAX_CONCURRENCY:,} (what lts validate "
+                                         "reads)")
         if run["isl"] < 1 or run["osl"] < 1:        # (rows() rounds them up to 1)
             raise SpecError(path, where, f"tokens per request ({run['isl']:.4g} in, "
                                          f"{run['osl']:.4g} out) below one")

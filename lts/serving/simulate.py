@@ -298,6 +298,7 @@ class _Run:
         self.tick = 0                          # steps in which the decoders advanced
         self.clock = 0.0
         self.steps = 0
+        self.loops = 0                         # the event loop's turns (``run``)
         self.finished = 0
         self.ratio_init, self.ratio_min, self.decay = sched.ratio_decay()
         self.ratio = self.ratio_init            # SGLang's new_token_ratio
@@ -479,11 +480,10 @@ class _Run:
     def run(self, progress=None, max_loops: int | None = None) -> None:
         own = min(MAX_LOOPS, LOOPS_PER_REQUEST * self.n + 100_000)
         cap = own if max_loops is None else min(own, max_loops)
-        loops = self.loops = 0
+        self.loops = 0
         while self.finished < self.n:
-            loops += 1
-            self.loops = loops
-            if loops > cap:
+            self.loops += 1
+            if self.loops > cap:
                 raise TooManySteps(
                     f"the run passed {cap:,} scheduler steps with {self.finished:,} of "
                     f"{self.n:,} requests done and {sum(self.preempts):,} preemptions: lts "
@@ -593,24 +593,24 @@ class _Run:
         return max(int(k), 1)
 
     def result(self, kv_tokens: float) -> SimResult:
+        f = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
+        return SimResult(f(self.sent), f(self.first), f(self.finish), np.asarray(self.isl),
+                         np.asarray(self.osl), np.asarray(self.preempts), self._gaps(), self.tl,
+                         kv_tokens, self.steps, self.loops)
+
+    def _gaps(self):
+        """The inter-token gaps: (values, how many requests had each), a value per step, or
+        ``Stretches`` for a run past EXPAND_STEPS steps."""
         if sum(k for _, k, _, _, _ in self.itl_d) > EXPAND_STEPS:
-            itl = Stretches(*(np.array(c, dtype=np.float64) for c in zip(*self.itl_d)))
-            f = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
-            return SimResult(f(self.sent), f(self.first), f(self.finish), np.asarray(self.isl),
-                             np.asarray(self.osl), np.asarray(self.preempts), itl, self.tl,
-                             kv_tokens, self.steps)
+            return Stretches(*(np.array(c, dtype=np.float64) for c in zip(*self.itl_d)))
         gaps, counts = [], []
         for d, k, gap0, first, slope in self.itl_d:
             g = first + slope * np.arange(k) if k > 1 else np.zeros(1)
             g[0] = gap0
             gaps.append(g)
             counts.append(np.full(k, float(d)))
-        f = lambda v: np.asarray(v, dtype=np.float64)  # noqa: E731
-        return SimResult(f(self.sent), f(self.first), f(self.finish), np.asarray(self.isl),
-                         np.asarray(self.osl), np.asarray(self.preempts),
-                         (np.concatenate(gaps), np.concatenate(counts)) if gaps else
-                         (np.zeros(0), np.zeros(0)), self.tl, kv_tokens,
-                         self.steps)
+        return (np.concatenate(gaps), np.concatenate(counts)) if gaps else \
+            (np.zeros(0), np.zeros(0))
 
 
 def ranks_of(model, row) -> int:
@@ -635,6 +635,7 @@ class TooManySteps(LtsError):
     def __init__(self, message: str, steps: int, caller: bool):
         super().__init__(message)
         self.steps, self.caller = steps, caller
+
 
 MAX_SPAN_S = 1e9      # seconds a run's arrivals span at most (31 years: a step's milliseconds
                       # stay exact in float64 beside the clock)
@@ -717,9 +718,7 @@ def run(dep: Deployment, load: Load, progress=None, max_loops: int | None = None
     result's ``loops``: the steps taken (idle waits included)."""
     r = _Run(dep.scheduler, dep.table, dep.kv_tokens, load, dep.request_overhead_s, dep.overlap)
     r.run(progress, max_loops)
-    res = r.result(dep.kv_tokens)
-    res.loops = r.loops
-    return res
+    return r.result(dep.kv_tokens)
 
 
 def simulate(model, topo, row, engine, load: Load, gpus: int = 0, progress=None) -> SimResult:

@@ -12,7 +12,6 @@ dataclasses hold SI base units (bytes, bytes/s, FLOP/s, seconds) and say so in t
 """
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -20,7 +19,7 @@ from functools import cached_property
 from pathlib import Path
 
 from . import _toml
-from .errors import SpecError, cut, cut_quoted
+from .errors import SpecError, cut, cut_quoted, suggestion
 from .model import (DTYPES, FORMATS, MAX_COUNT, MAX_NODES, TOO_DEEP,  # noqa: F401
                     WEIGHT_GROUPS, ModelSpec, PrecisionSpec, _Table, model_from_dict, read_text)
 from .model import (MAX_FILE_BYTES, MAX_NUMBER, MAX_PARAMS, MAX_WIDTH,  # noqa: F401
@@ -264,10 +263,10 @@ def resolve(kind: str, name_or_path: str) -> Path:
         return candidate
     names = shipped_names(kind)
     what = "model" if kind == "models" else "topology"
-    near = difflib.get_close_matches(str(name_or_path).lower(), names, 1, 0.6)
-    raise SpecError(name_or_path, "",
-                    f"no such file or shipped {what} ({f'did you mean {near[0]}? ' if near else ''}"
-                    f"lts {kind} lists the {len(names)} shipped)")
+    hint = suggestion(name_or_path, names)
+    raise SpecError(name_or_path, "", f"no such file or shipped {what} ("
+                                      f"{hint + ' ' if hint else ''}lts {kind} lists the "
+                                      f"{len(names)} shipped)")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -352,7 +351,8 @@ def with_expert_placement(spec: ModelSpec, redundant: int | None = None, eplb: b
         return spec
     f = spec.ffn
     if load is not None and load not in EXPERT_LOADS:
-        raise SpecError("--expert-load", "", f"{cut_quoted(load)} is not one of {', '.join(EXPERT_LOADS)}")
+        raise SpecError("--expert-load", "", f"{cut_quoted(load)} is not one of "
+                                             f"{', '.join(EXPERT_LOADS)}")
     for flag, given in (("--redundant-experts", redundant is not None), ("--eplb", eplb)):
         if given and not spec.is_moe:
             raise SpecError(flag, "", f"needs a MoE model ({spec.name} has no routed experts)")
@@ -497,12 +497,14 @@ def _format_rates(g, path) -> tuple:
         key = f"{gg.prefix}tokens_per_expert"
         if (not isinstance(raw, list) or not 1 <= len(raw) <= MAX_GROUPED_POINTS
                 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in raw)):
-            raise SpecError(path, key, f"{cut_quoted(raw)} is not a list of 1 to {MAX_GROUPED_POINTS} "
+            raise SpecError(path, key, f"{cut_quoted(raw)} is not a list of 1 to "
+                                       f"{MAX_GROUPED_POINTS} "
                                        "numbers (tokens per expert)")
         tokens = tuple(float(v) for v in raw)
         if not all(1.0 <= v <= MAX_COUNT for v in tokens) or \
                 any(b <= a for a, b in zip(tokens, tokens[1:])):
-            raise SpecError(path, key, f"{cut_quoted(raw)} must increase, each from 1 to {MAX_COUNT:,}")
+            raise SpecError(path, key, f"{cut_quoted(raw)} must increase, each from 1 to "
+                                       f"{MAX_COUNT:,}")
         for fmt in [k for k in gg.data if k != "tokens_per_expert"]:
             _check_format(gg, fmt)
             e = gg.table(fmt)
@@ -513,7 +515,8 @@ def _format_rates(g, path) -> tuple:
                         isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1
                         for v in c):
                     raise SpecError(path, f"{e.prefix}compute",
-                                    f"{cut_quoted(c)} must be {len(tokens)} numbers in (0, 1], one per "
+                                    f"{cut_quoted(c)} must be {len(tokens)} numbers in (0, 1], "
+                                    "one per "
                                     f"{gg.prefix}tokens_per_expert point")
                 compute = tuple(float(v) for v in c)
             else:

@@ -2,6 +2,7 @@
 
 Imports nothing from lts.
 """
+import difflib
 import unicodedata
 
 
@@ -61,6 +62,13 @@ def count_problem(text: str, maximum: int) -> str:
     if int(text) > maximum:
         return f"{text} is above the maximum {maximum:,}"
     return ""
+
+
+def suggestion(name: str, names, cutoff: float = 0.6) -> str:
+    """"did you mean X?" for the one of ``names`` nearest ``name`` (difflib's ratio at least
+    ``cutoff``), else "": the hint of every unknown-name message."""
+    near = difflib.get_close_matches(str(name).lower(), list(names), 1, cutoff)
+    return f"did you mean {near[0]}?" if near else ""
 
 
 def decimal(text: str) -> float:

@@ -108,13 +108,12 @@ re-labelled with config.json keys. ``specs.load_model`` dispatches a config.json
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import math
 import re
 from pathlib import Path
 
-from .errors import SpecError, cut_quoted
+from .errors import SpecError, cut_quoted, suggestion
 from .model import (MAX_WINDOW, WEIGHT_GROUPS, ModelSpec, check_json_containers,
                     model_from_dict, parse_json, read_text)
 from .units import FP8_BLOCK, MXFP4_GROUP, NVFP4_GROUP, W4A16_GROUP, W4A16_GROUP_32
@@ -259,7 +258,8 @@ def _precision(c: _Config, layers: int, ffn: dict) -> tuple[dict, dict]:
         raise c.error(key, f"missing (expected one of {', '.join(map(repr, TORCH_DTYPES))})")
     dtype = c.get(key, str)
     if dtype not in TORCH_DTYPES:
-        raise c.error(key, f"{cut_quoted(dtype)} is not one of {', '.join(map(repr, TORCH_DTYPES))}")
+        raise c.error(key, f"{cut_quoted(dtype)} is not one of "
+                           f"{', '.join(map(repr, TORCH_DTYPES))}")
     act = TORCH_DTYPES[dtype]
     table = {"weights": act, "kv_cache": act, "activations": act}
     q = _quantization(c)
@@ -663,11 +663,13 @@ def _module_layers(c: _Config, key: str, names, layers: int, ffn: dict) -> dict:
         if group is None or covered == set():
             continue                       # not costed (vision tower, MTP layers beyond layers)
         if group == "?":
-            raise c.error(key, f"{cut_quoted(n)} is not a module lts can place (expected a whole layer, "
+            raise c.error(key, f"{cut_quoted(n)} is not a module lts can place (expected a whole "
+                               "layer, "
                                "attention, router/gate, experts, shared experts, MLP, lm_head, "
                                "embeddings)")
         if group == "dense_ffn" and covered is not None and covered & where["router"]:
-            raise c.error(key, f"{cut_quoted(n)} excludes a whole MoE block; lts costs one format per op "
+            raise c.error(key, f"{cut_quoted(n)} excludes a whole MoE block; lts costs one "
+                               "format per op "
                                "group (expected its experts, gate or shared experts by name)")
         groups = [g for g in where if covered is None or where[g] & covered] \
             if group == "layer" else [group]
@@ -1039,7 +1041,8 @@ def _ffn(c: _Config, family: str, layers: int) -> tuple[dict, dict]:
         # HF default: moe_layer_freq 1 (DeepseekV3Config); other values interleave dense layers.
         freq = c.get("moe_layer_freq", int, default=1, positive=True)
         if freq != 1:
-            raise c.error("moe_layer_freq", f"{cut_quoted(freq)} interleaves dense and MoE layers, which "
+            raise c.error("moe_layer_freq", f"{cut_quoted(freq)} interleaves dense and MoE "
+                                            "layers, which "
                                             "lts cannot represent (expected 1)")
         expert_inter = c.get("moe_intermediate_size", int, positive=True)
         # HF default: n_shared_experts null -> no shared expert (DeepseekV3MoE checks for None).
@@ -1207,7 +1210,8 @@ def _nemotron_blocks(c: _Config) -> tuple[list, str]:
         pattern = c.get(key, str)
         bad = [ch for ch in pattern if ch not in NEMOTRON_BLOCKS]
         if bad or not pattern:
-            raise c.error(key, f"{cut_quoted(bad[0])} is not a block (expected a string of M Mamba-2, "
+            raise c.error(key, f"{cut_quoted(bad[0])} is not a block (expected a string of M "
+                               "Mamba-2, "
                                "* attention, - MLP, E MoE)" if bad else "is empty")
         blocks = [NEMOTRON_BLOCKS[ch] for ch in pattern]
     if c.data.get("num_hidden_layers") is not None:
@@ -1329,7 +1333,8 @@ def _deepseek_v4(c: _Config, path: Path) -> ModelSpec:
     expert_dtype = c.get("expert_dtype", str, default="", nullable=True) or ""
     if expert_dtype:
         if expert_dtype != "fp4":
-            raise c.error("expert_dtype", f"{cut_quoted(expert_dtype)} is not supported (expected \"fp4\": "
+            raise c.error("expert_dtype", f"{cut_quoted(expert_dtype)} is not supported "
+                                          "(expected \"fp4\": "
                                           "MXFP4 experts)")
         if precision.get("weights") == "fp8_block" and "experts" not in \
                 precision.get("unquantized", ()):
@@ -1402,7 +1407,8 @@ def _kimi_linear(c: _Config, path: Path) -> ModelSpec:
     shared = c.get("num_shared_experts", int, default=0, minimum=0, nullable=True) or 0
     dense = c.get("first_k_dense_replace", int, default=0, minimum=0)
     if c.get("moe_layer_freq", int, default=1, positive=True) != 1:
-        raise c.error("moe_layer_freq", f"{cut_quoted(c.data['moe_layer_freq'])} interleaves dense and "
+        raise c.error("moe_layer_freq", f"{cut_quoted(c.data['moe_layer_freq'])} interleaves "
+                                        "dense and "
                                         "MoE layers, which lts cannot represent (expected 1)")
     ffn = {"kind": "moe", "gated": True, "experts": c.get("num_experts", int, positive=True),
            "top_k": c.get("num_experts_per_token", int, positive=True),
@@ -1492,11 +1498,13 @@ def _minimax_m3(c: _Config, path: Path) -> ModelSpec:
                            f"layer {valued[0]} is block-sparse with an index value (not 1); lts "
                            "costs MiniMax-M3's indexer without one (no index_v / index_o)")
         if sc.get("sparse_init_block", int, minimum=0):
-            raise sc.error("sparse_init_block", f"{cut_quoted(sp['sparse_init_block'])} is not supported "
+            raise sc.error("sparse_init_block", f"{cut_quoted(sp['sparse_init_block'])} is not "
+                                                "supported "
                                                 "(expected 0: lts costs the top-k blocks with no "
                                                 "forced initial block)")
         if sc.get("sparse_local_block", int, minimum=0) != 1:
-            raise sc.error("sparse_local_block", f"{cut_quoted(sp['sparse_local_block'])} is not supported "
+            raise sc.error("sparse_local_block", f"{cut_quoted(sp['sparse_local_block'])} is not "
+                                                 "supported "
                                                  "(expected 1: the current block, one of the "
                                                  "top-k)")
         attention.update(
@@ -1752,7 +1760,8 @@ def _family_view(c: _Config) -> tuple[_Config, str]:
         view.note = _vision_note(c)
         sub = view.get("model_type", str)
         if sub not in MULTIMODAL[family]:
-            raise view.error("model_type", f"{cut_quoted(sub)} is not the text model of a {family} config "
+            raise view.error("model_type", f"{cut_quoted(sub)} is not the text model of a "
+                                           f"{family} config "
                                            f"(expected {', '.join(MULTIMODAL[family])})")
         c, family = view, sub
     if family == "minimax_m2":
@@ -2020,11 +2029,10 @@ def _family_model(c: _Config, family: str, path: Path) -> ModelSpec:
         return OWN_READERS[family](c, path)
     if family not in FAMILIES:
         names = FAMILIES + tuple(ALIASES) + tuple(MULTIMODAL) + tuple(OWN_READERS)
-        near = difflib.get_close_matches(str(family).lower(), names, 1, 0.6)
+        hint = suggestion(family, names)
         raise c.error("model_type", f"{cut_quoted(family)} is not a supported family ("
-                                    + (f"did you mean {near[0]}? " if near else "")
-                                    + f"the {len(names)} lts reads: docs/design.md, "
-                                      "HuggingFace config.json)")
+                                    f"{hint + ' ' if hint else ''}the {len(names)} lts reads: "
+                                    "docs/design.md, HuggingFace config.json)")
     layers = c.get("num_hidden_layers", int, positive=True)
     hidden = c.get("hidden_size", int, positive=True)
     vocab = c.get("vocab_size", int, positive=True)

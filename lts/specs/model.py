@@ -813,7 +813,8 @@ def _group_table(p: _Table, name: str, expected: str):
     p.used.add(name)
     table = p.data.get(name, {})
     if not isinstance(table, dict):
-        raise SpecError(p.file, p._key(name), f"{cut_quoted(table)} is not a table (expected {{group = "
+        raise SpecError(p.file, p._key(name), f"{cut_quoted(table)} is not a table (expected "
+                                              f"{{group = "
                                               f"{expected}, ...}})")
     for g, value in table.items():
         if g not in WEIGHT_GROUPS:
@@ -834,7 +835,8 @@ def _quantized_share(p: _Table, unquantized: tuple) -> tuple:
             raise SpecError(p.file, key, "is not supported for the routed experts (their grouped "
                                          "GEMM runs one format)")
         if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < q < 1:
-            raise SpecError(p.file, key, f"{cut_quoted(q)} is not a share between 0 and 1 (exclusive)")
+            raise SpecError(p.file, key, f"{cut_quoted(q)} is not a share between 0 and 1 "
+                                         "(exclusive)")
         out[g] = float(q)
     return tuple((g, out[g]) for g in WEIGHT_GROUPS if g in out)
 
@@ -1023,7 +1025,8 @@ def _no_ffn(f: _Table, path, layers: int, ffn: FFNSpec) -> tuple:
     idx = f.data["no_ffn_layers"]
     if not isinstance(idx, list) or not all(isinstance(i, int) and not isinstance(i, bool)
                                             for i in idx):
-        raise SpecError(path, key, f"{cut_quoted(idx)} is not a list of integers (expected layer indices "
+        raise SpecError(path, key, f"{cut_quoted(idx)} is not a list of integers (expected layer "
+                                   "indices "
                                    f"0 to {layers - 1})")
     if idx != sorted(set(idx)):
         raise SpecError(path, key, f"{cut_quoted(idx)} is not in ascending order without repeats")
@@ -1154,7 +1157,8 @@ def _compressed(a: _Table, path, layers: int, heads: int, kv_heads: int, head_di
     ratios, key = a.data.get("compress_ratios"), "attention.compress_ratios"
     if not isinstance(ratios, list) or not all(isinstance(r, int) and not isinstance(r, bool)
                                                and 0 <= r <= MAX_WIDTH for r in ratios):
-        raise SpecError(path, key, f"{cut_quoted(ratios)} is not a list of integers from 0 (a sliding "
+        raise SpecError(path, key, f"{cut_quoted(ratios)} is not a list of integers from 0 (a "
+                                   "sliding "
                                    "window alone) to 16,777,216 (expected one a layer)")
     if len(ratios) != layers:
         raise SpecError(path, key, f"has {len(ratios)} entries (expected one a layer: {layers})")
@@ -1209,7 +1213,8 @@ def _index(a: _Table, path, kind: str, window, layer_types, layers: int,
         a.used.add("indexer_types")
         kinds, key = a.data["indexer_types"], "attention.indexer_types"
         if not isinstance(kinds, list) or any(k not in INDEXER_TYPES for k in kinds):
-            raise SpecError(path, key, f"{cut_quoted(kinds)} is not a list of \"full\" and \"shared\"")
+            raise SpecError(path, key, f"{cut_quoted(kinds)} is not a list of \"full\" and "
+                                       "\"shared\"")
         if len(kinds) != layers:
             raise SpecError(path, key, f"has {len(kinds)} entries (expected one a layer: "
                                        f"{layers})")
@@ -1279,11 +1284,13 @@ def _layer_types(a: _Table, path, layers: int, window, chunk=None) -> tuple:
     kinds = a.data["layer_types"]
     key = "attention.layer_types"
     if not isinstance(kinds, list) or not kinds or not all(isinstance(k, str) for k in kinds):
-        raise SpecError(path, key, f"{cut_quoted(kinds)} is not a list of strings (expected entries of "
+        raise SpecError(path, key, f"{cut_quoted(kinds)} is not a list of strings (expected "
+                                   "entries of "
                                    f"{', '.join(map(repr, LAYER_TYPES))})")
     bad = [k for k in kinds if k not in LAYER_TYPES]
     if bad:
-        raise SpecError(path, key, f"{cut_quoted(bad[0])} is not one of {', '.join(map(repr, LAYER_TYPES))}"
+        raise SpecError(path, key, f"{cut_quoted(bad[0])} is not one of "
+                                   f"{', '.join(map(repr, LAYER_TYPES))}"
                                    " (lts cannot cost other attention kinds yet)")
     if layers % len(kinds):
         raise SpecError(path, key, f"{len(kinds)} entries do not divide layers = {layers} "

@@ -319,7 +319,8 @@ def parse_strategy(text: str, is_moe: bool = True) -> np.ndarray:
                 raise StrategyError(f"--strategy: {key}=experts needs a MoE model")
             ops[key] = code
         else:
-            raise StrategyError(f"--strategy: unknown key {cut_quoted(key)} (expected {', '.join(COARSE)} or "
+            raise StrategyError(f"--strategy: unknown key {cut_quoted(key)} (expected "
+                                f"{', '.join(COARSE)} or "
                                 f"one of {', '.join(OPS)})")
     return make_row([ops[o] for o in OPS], **values)
 

@@ -1,8 +1,6 @@
 """Unit constants, data-type sizes and the weight formats (with their other names): the only place
 numbers like 1e9 or 2**30 live."""
-import difflib
-
-from .errors import cut_quoted
+from .errors import cut_quoted, suggestion
 
 GIB = 2**30          # bytes
 GB = 1e9             # bytes (decimal, as link and HBM bandwidths are quoted)
@@ -166,9 +164,9 @@ def weight_format(text: str) -> str:
     if name in FORMAT_ALIASES:
         return FORMAT_ALIASES[name]
     if name in REFUSED_FORMATS:
-        what, near = f" is {REFUSED_FORMATS[name]}, not a format lts costs", []
+        what, hint = f" is {REFUSED_FORMATS[name]}, not a format lts costs", ""
     else:
         what = " is not a weight format lts knows"
-        near = difflib.get_close_matches(name, [*WEIGHT_FORMATS, *FORMAT_ALIASES], 1, 0.65)
+        hint = suggestion(name, [*WEIGHT_FORMATS, *FORMAT_ALIASES], 0.65)
     raise ValueError(f"{cut_quoted(text)}{what} (expected one of {ACCEPTED_FORMATS}; any case, "
-                     f"- or _){f'; did you mean {near[0]}?' if near else ''}")
+                     f"- or _){'; ' + hint if hint else ''}")
